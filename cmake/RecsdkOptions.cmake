@@ -1,0 +1,46 @@
+# Compiler flags shared by every recsdk target, applied through the recsdk_compile_options
+# interface target so that tests, benchmarks and samples build the same way as the library.
+add_library(recsdk_compile_options INTERFACE)
+target_compile_options(recsdk_compile_options INTERFACE -Wall -Wextra)
+if(RECSDK_WERROR)
+  target_compile_options(recsdk_compile_options INTERFACE -Werror)
+endif()
+if(RECSDK_SANITIZE)
+  target_compile_options(recsdk_compile_options INTERFACE
+    -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  target_link_options(recsdk_compile_options INTERFACE -fsanitize=address,undefined)
+endif()
+
+# recsdk_isa_variants(<out_var> <source> <symbol_prefix>)
+#
+# Compiles <source> once per instruction set (AVX2+FMA, AVX-512) with -DRECSDK_ISA_SUFFIX=<isa>,
+# then links each object with `ld -r` and makes every symbol except <symbol_prefix><isa>* local.
+# Localising is what makes this safe: the Eigen templates instantiated with AVX-512 enabled can
+# never be picked by the linker for code that runs on a machine without it. The resulting
+# objects are appended to <out_var> as sources of the library; the caller dispatches at run time.
+function(recsdk_isa_variants out_var source symbol_prefix)
+  set(objects)
+  set(isas avx2 avx512)
+  set(flags_avx2 -mavx2 -mfma -mf16c)
+  set(flags_avx512 -mavx512f -mavx512dq -mavx512vl -mavx512bw -mavx2 -mfma -mf16c)
+  get_filename_component(stem ${source} NAME_WE)
+  foreach(isa IN LISTS isas)
+    set(lib ${stem}_${isa}_obj)
+    add_library(${lib} OBJECT ${source})
+    target_compile_definitions(${lib} PRIVATE RECSDK_ISA_SUFFIX=${isa})
+    target_compile_options(${lib} PRIVATE ${flags_${isa}} -fno-gnu-unique)
+    target_link_libraries(${lib} PRIVATE recsdk_internal_deps)
+    set(local_obj ${CMAKE_CURRENT_BINARY_DIR}/${stem}_${isa}_local.o)
+    add_custom_command(
+      OUTPUT ${local_obj}
+      COMMAND ${CMAKE_LINKER} -r --force-group-allocation $<TARGET_OBJECTS:${lib}> -o ${local_obj}.tmp
+      COMMAND ${CMAKE_OBJCOPY} -w --keep-global-symbol=${symbol_prefix}${isa}* ${local_obj}.tmp ${local_obj}
+      COMMAND ${CMAKE_COMMAND} -E remove ${local_obj}.tmp
+      DEPENDS $<TARGET_OBJECTS:${lib}>
+      COMMAND_EXPAND_LISTS
+      COMMENT "Localising ${isa} kernel symbols of ${stem}")
+    list(APPEND objects ${local_obj})
+  endforeach()
+  set_source_files_properties(${objects} PROPERTIES EXTERNAL_OBJECT TRUE GENERATED TRUE)
+  set(${out_var} ${${out_var}} ${objects} PARENT_SCOPE)
+endfunction()

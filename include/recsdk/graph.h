@@ -1,0 +1,221 @@
+// recsdk/graph.h: the static graph a model is written in.
+//
+// A Graph is a set of named nodes. Each node has an op type, data inputs (outputs of other
+// nodes), control inputs (nodes that must run first), typed attributes and a device placement.
+// Output dtypes and shapes are inferred when a node is added, so shape errors surface while the
+// model is built. Graphs serialise to JSON and load back identically.
+//
+// Nodes are built through the functions in recsdk/ops.h (and layers.h, optimizers.h) with a
+// Scope; those record the first construction error in the graph (see Graph::status()) and turn
+// later calls into no-ops, so a model builder can check once at the end. Session::Create also
+// refuses a graph that holds an error.
+//
+// Threading: not thread-safe; build a graph from one thread. A Session copies the graph it is
+// created from, so later changes to the caller's graph do not affect it.
+#ifndef RECSDK_GRAPH_H_
+#define RECSDK_GRAPH_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "recsdk/dtype.h"
+#include "recsdk/shape.h"
+#include "recsdk/status.h"
+#include "recsdk/tensor.h"
+
+namespace recsdk {
+
+class Graph;
+class Node;
+
+// Output: one output of a node, written "name:index" (":0" may be omitted in names).
+struct Output {
+  Node* node = nullptr;
+  int index = 0;
+
+  Output() = default;
+  Output(Node* n, int i = 0) : node(n), index(i) {}  // NOLINT: an op's node is its output 0
+
+  bool valid() const { return node != nullptr; }
+  std::string name() const;  // "node:index"
+  DType dtype() const;
+  const Shape& shape() const;
+  friend bool operator==(const Output& a, const Output& b) {
+    return a.node == b.node && a.index == b.index;
+  }
+};
+
+// AttrValue: a typed attribute of a node.
+class AttrValue {
+ public:
+  using Value = std::variant<std::monostate, int64_t, double, bool, std::string, DType, Shape,
+                             std::vector<int64_t>, std::vector<double>, std::vector<std::string>,
+                             Tensor>;
+  // Type tags in the order of Value's alternatives; pinned because they appear in JSON.
+  enum class Type { kNone, kInt, kFloat, kBool, kString, kDType, kShape, kInts, kFloats, kStrings, kTensor };
+
+  AttrValue() = default;
+  AttrValue(int v) : value_(static_cast<int64_t>(v)) {}  // NOLINT
+  AttrValue(int64_t v) : value_(v) {}                   // NOLINT
+  AttrValue(double v) : value_(v) {}                    // NOLINT
+  AttrValue(bool v) : value_(v) {}                      // NOLINT
+  AttrValue(std::string v) : value_(std::move(v)) {}    // NOLINT
+  AttrValue(const char* v) : value_(std::string(v)) {}  // NOLINT
+  AttrValue(DType v) : value_(v) {}                     // NOLINT
+  AttrValue(Shape v) : value_(std::move(v)) {}          // NOLINT
+  AttrValue(std::vector<int64_t> v) : value_(std::move(v)) {}      // NOLINT
+  AttrValue(std::vector<double> v) : value_(std::move(v)) {}       // NOLINT
+  AttrValue(std::vector<std::string> v) : value_(std::move(v)) {}  // NOLINT
+  AttrValue(Tensor v) : value_(std::move(v)) {}                    // NOLINT
+
+  Type type() const { return static_cast<Type>(value_.index()); }
+  const Value& value() const { return value_; }
+  template <typename T>
+  const T* get_if() const {
+    return std::get_if<T>(&value_);
+  }
+  // ToString renders the value for messages and dumps (tensors are summarised).
+  std::string ToString() const;
+
+ private:
+  Value value_;
+};
+
+using AttrMap = std::map<std::string, AttrValue>;
+
+class Node {
+ public:
+  int id() const { return id_; }
+  const std::string& name() const { return name_; }
+  const std::string& type() const { return type_; }
+  const std::string& device() const { return device_; }
+
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  const Output& input(int i) const { return inputs_[i]; }
+  const std::vector<Output>& inputs() const { return inputs_; }
+  const std::vector<Node*>& control_inputs() const { return control_inputs_; }
+
+  int num_outputs() const { return static_cast<int>(output_dtypes_.size()); }
+  DType output_dtype(int i) const { return output_dtypes_[i]; }
+  const Shape& output_shape(int i) const { return output_shapes_[i]; }
+  Output output(int i) const { return Output(const_cast<Node*>(this), i); }
+
+  const AttrMap& attrs() const { return attrs_; }
+  const AttrValue* FindAttr(std::string_view name) const;
+  // Attr accessors return `fallback` when the attribute is absent or of another type.
+  int64_t IntAttr(std::string_view name, int64_t fallback = 0) const;
+  double FloatAttr(std::string_view name, double fallback = 0) const;
+  bool BoolAttr(std::string_view name, bool fallback = false) const;
+  std::string StringAttr(std::string_view name, std::string fallback = "") const;
+  DType DTypeAttr(std::string_view name, DType fallback = DType::kInvalid) const;
+  Shape ShapeAttr(std::string_view name, Shape fallback = Shape()) const;
+  std::vector<int64_t> IntsAttr(std::string_view name) const;
+  std::vector<double> FloatsAttr(std::string_view name) const;
+  std::vector<std::string> StringsAttr(std::string_view name) const;
+
+  // Mutators used by graph passes; they do not re-run shape inference.
+  void set_device(std::string device) { device_ = std::move(device); }
+  void SetAttr(const std::string& name, AttrValue value) { attrs_[name] = std::move(value); }
+  void set_input(int i, Output source) { inputs_[i] = source; }
+  void AddControlInput(Node* node) { control_inputs_.push_back(node); }
+
+  std::string DebugString() const;
+
+ private:
+  friend class Graph;
+  Node() = default;
+
+  int id_ = -1;
+  std::string name_;
+  std::string type_;
+  std::string device_;
+  std::vector<Output> inputs_;
+  std::vector<Node*> control_inputs_;
+  AttrMap attrs_;
+  std::vector<DType> output_dtypes_;
+  std::vector<Shape> output_shapes_;
+};
+
+// NodeSpec: what Graph::AddNode needs to create a node.
+struct NodeSpec {
+  std::string name;  // unique in the graph
+  std::string type;  // a registered op type
+  std::vector<Output> inputs;
+  std::vector<Node*> control_inputs;
+  AttrMap attrs;
+  std::string device;
+};
+
+// Well-known collection names.
+inline constexpr char kGlobalVariables[] = "variables";
+inline constexpr char kTrainableVariables[] = "trainable_variables";
+inline constexpr char kVariableInitializers[] = "variable_initializers";
+inline constexpr char kGlobalStep[] = "global_step";
+
+class Graph {
+ public:
+  Graph();
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // AddNode checks the op type, attributes and inputs against the op registry, infers output
+  // dtypes and shapes, and adds the node. Errors name the node, its inputs and their shapes.
+  StatusOr<Node*> AddNode(NodeSpec spec);
+
+  // FindNode returns the node of that name, or nullptr.
+  Node* FindNode(std::string_view name) const;
+  // FindOutput resolves "name:index" or "name" (index 0).
+  StatusOr<Output> FindOutput(std::string_view name) const;
+
+  int num_nodes() const { return static_cast<int>(nodes_.size()); }
+  Node* node(int id) const { return nodes_[id].get(); }
+  // nodes: every node, in the order they were added (a topological order).
+  std::vector<Node*> nodes() const;
+
+  // UniqueName returns `base` if no node or scope uses it yet, else base_1, base_2, ...
+  // and reserves the returned name.
+  std::string UniqueName(const std::string& base);
+
+  // status: the first error a builder recorded (OK if none). Builders stop adding nodes after it.
+  const Status& status() const { return status_; }
+  void RecordError(const Status& status);
+
+  // Collections: named lists of node names (variables, initializers, ...), in insertion order.
+  void AddToCollection(const std::string& key, const std::string& node_name);
+  const std::vector<std::string>& Collection(const std::string& key) const;
+  const std::map<std::string, std::vector<std::string>>& collections() const { return collections_; }
+
+  // The graph-level random seed. Ops with their own seed combine it with this one; with neither
+  // set, the op derives a seed from its name, so graphs are reproducible by default.
+  int64_t random_seed() const { return random_seed_; }
+  void set_random_seed(int64_t seed) { random_seed_ = seed; }
+
+  // Copy returns a deep copy (nodes, attributes, collections, seed, status).
+  std::unique_ptr<Graph> Copy() const;
+
+  // ToJson serialises the graph; FromJson loads it back. FromJson(ToJson(g)).ToJson() equals
+  // ToJson(g). Loading does not need the op registry (dtypes and shapes are stored).
+  std::string ToJson(int indent = 1) const;
+  static StatusOr<std::unique_ptr<Graph>> FromJson(std::string_view json);
+
+ private:
+  Node* AddNodeUnchecked(NodeSpec spec, std::vector<DType> dtypes, std::vector<Shape> shapes);
+
+  std::vector<std::unique_ptr<Node>> nodes_;
+  absl::flat_hash_map<std::string, Node*> by_name_;
+  absl::flat_hash_map<std::string, int> name_counts_;
+  std::map<std::string, std::vector<std::string>> collections_;
+  int64_t random_seed_ = 0;
+  Status status_;
+};
+
+}  // namespace recsdk
+
+#endif  // RECSDK_GRAPH_H_

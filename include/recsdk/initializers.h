@@ -1,0 +1,56 @@
+// recsdk/initializers.h: how variables (and, later, embedding rows) get their first values.
+//
+// An Initializer is a small value describing a distribution and a seed. Seeds make results
+// reproducible: a seed of 0 derives one from the graph seed and the variable's name.
+#ifndef RECSDK_INITIALIZERS_H_
+#define RECSDK_INITIALIZERS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "recsdk/graph.h"
+#include "recsdk/scope.h"
+
+namespace recsdk {
+
+struct Initializer {
+  // Pinned: the kind is recorded in checkpoints of tables.
+  enum class Kind : int32_t {
+    kConstant = 0,
+    kUniform = 1,
+    kNormal = 2,
+    kTruncatedNormal = 3,
+    kGlorotUniform = 4,  // a.k.a. xavier_uniform: U(-l, l), l = sqrt(6 / (fan_in + fan_out))
+    kGlorotNormal = 5,   // a.k.a. xavier_normal: truncated N(0, sqrt(2 / (fan_in + fan_out)))
+  };
+
+  Kind kind = Kind::kGlorotUniform;
+  double value = 0;      // kConstant
+  double min = -0.05;    // kUniform
+  double max = 0.05;     // kUniform
+  double mean = 0;       // kNormal, kTruncatedNormal
+  double stddev = 0.05;  // kNormal, kTruncatedNormal
+  int64_t seed = 0;
+
+  static Initializer Constant(double value);
+  static Initializer Zeros() { return Constant(0); }
+  static Initializer Ones() { return Constant(1); }
+  static Initializer Uniform(double min, double max, int64_t seed = 0);
+  static Initializer Normal(double mean, double stddev, int64_t seed = 0);
+  static Initializer TruncatedNormal(double mean, double stddev, int64_t seed = 0);
+  static Initializer GlorotUniform(int64_t seed = 0);
+  static Initializer GlorotNormal(int64_t seed = 0);
+  static Initializer XavierUniform(int64_t seed = 0) { return GlorotUniform(seed); }
+  static Initializer XavierNormal(int64_t seed = 0) { return GlorotNormal(seed); }
+
+  // Validate: InvalidArgument for min > max, stddev < 0 or non-finite parameters.
+  Status Validate() const;
+  std::string ToString() const;
+
+  // Build adds the nodes that produce an initial value of `shape` and `dtype`.
+  Output Build(const Scope& scope, const Shape& shape, DType dtype) const;
+};
+
+}  // namespace recsdk
+
+#endif  // RECSDK_INITIALIZERS_H_

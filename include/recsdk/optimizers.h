@@ -1,0 +1,167 @@
+// recsdk/optimizers.h: dense optimizers.
+//
+// An optimizer adds update ops to the graph: ComputeGradients (autodiff), ApplyGradients (one
+// update op per variable, plus the optimizer's own state such as Adam's step count) and
+// Minimize (both, and the global step increment). Slots (momentum, accumulators) are
+// non-trainable variables named "<var>/<Optimizer>/<slot>", initialised by the init op, so they
+// are saved with the model. Wrappers (distributed allreduce, loss scaling) subclass Optimizer and
+// forward to an inner one.
+#ifndef RECSDK_OPTIMIZERS_H_
+#define RECSDK_OPTIMIZERS_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "recsdk/scope.h"
+#include "recsdk/variables.h"
+
+namespace recsdk {
+
+using GradsAndVars = std::vector<std::pair<Output, Variable>>;
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual std::string name() const = 0;
+
+  // ComputeGradients: d loss / d var for each var (all trainable variables when empty). Pairs
+  // whose gradient is invalid (var does not reach the loss) are kept with an invalid Output.
+  virtual StatusOr<GradsAndVars> ComputeGradients(const Scope& scope, Output loss,
+                                                  const std::vector<Variable>& var_list = {});
+  // ApplyGradients: one update per pair with a valid gradient; increments `global_step` when
+  // given. Returns a NoOp target that runs every update.
+  virtual StatusOr<Node*> ApplyGradients(const Scope& scope, const GradsAndVars& grads_and_vars,
+                                         const Variable* global_step = nullptr);
+  // Minimize: ComputeGradients + ApplyGradients with the graph's global step (created if
+  // missing).
+  StatusOr<Node*> Minimize(const Scope& scope, Output loss,
+                           const std::vector<Variable>& var_list = {});
+
+ protected:
+  // ApplyDense: the update op of one variable. Called once per variable by ApplyGradients.
+  virtual StatusOr<Node*> ApplyDense(const Scope& scope, Output grad, const Variable& var) = 0;
+  // Prepare runs once per ApplyGradients before the updates; FinishUpdates after them, with
+  // every update op (Adam advances its step count there).
+  virtual Status Prepare(const Scope& /*scope*/) { return Status(); }
+  virtual StatusOr<std::vector<Node*>> FinishUpdates(const Scope& scope,
+                                                     std::vector<Node*> updates);
+  // Slot creates a non-trainable variable shaped like `var` named "<var>/<name()>/<slot>".
+  Variable Slot(const Scope& scope, const Variable& var, const std::string& slot,
+                double initial_value);
+};
+
+struct SgdOptions {
+  double learning_rate = 0.01;
+};
+// SGD: var -= lr * g.
+class SgdOptimizer : public Optimizer {
+ public:
+  explicit SgdOptimizer(SgdOptions options = {}) : options_(options) {}
+  std::string name() const override { return "SGD"; }
+
+ protected:
+  StatusOr<Node*> ApplyDense(const Scope& scope, Output grad, const Variable& var) override;
+
+ private:
+  SgdOptions options_;
+};
+
+struct MomentumOptions {
+  double learning_rate = 0.01;
+  double momentum = 0.9;
+  bool use_nesterov = false;
+};
+// Momentum: accum = momentum*accum + g; var -= lr*accum, or with Nesterov
+// var -= lr*(g + momentum*accum) (TensorFlow's formulation).
+class MomentumOptimizer : public Optimizer {
+ public:
+  explicit MomentumOptimizer(MomentumOptions options = {}) : options_(options) {}
+  std::string name() const override { return "Momentum"; }
+
+ protected:
+  StatusOr<Node*> ApplyDense(const Scope& scope, Output grad, const Variable& var) override;
+
+ private:
+  MomentumOptions options_;
+};
+
+struct AdagradOptions {
+  double learning_rate = 0.001;
+  double initial_accumulator_value = 0.1;
+  double epsilon = 1e-7;
+};
+// Adagrad: accum += g^2; var -= lr * g / (sqrt(accum) + epsilon).
+class AdagradOptimizer : public Optimizer {
+ public:
+  explicit AdagradOptimizer(AdagradOptions options = {}) : options_(options) {}
+  std::string name() const override { return "Adagrad"; }
+
+ protected:
+  StatusOr<Node*> ApplyDense(const Scope& scope, Output grad, const Variable& var) override;
+
+ private:
+  AdagradOptions options_;
+};
+
+struct AdamOptions {
+  double learning_rate = 0.001;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-8;
+  // weight_decay: used by AdamW only (decoupled decay).
+  double weight_decay = 0.0;
+};
+// Adam (bias-corrected, TensorFlow's epsilon placement): with t the step (from 1),
+// m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; lr_t = lr sqrt(1-b2^t)/(1-b1^t);
+// var -= lr_t m / (sqrt(v) + eps).
+class AdamOptimizer : public Optimizer {
+ public:
+  explicit AdamOptimizer(AdamOptions options = {}) : options_(options) {}
+  std::string name() const override { return "Adam"; }
+
+ protected:
+  StatusOr<Node*> ApplyDense(const Scope& scope, Output grad, const Variable& var) override;
+  Status Prepare(const Scope& scope) override;
+  StatusOr<std::vector<Node*>> FinishUpdates(const Scope& scope,
+                                             std::vector<Node*> updates) override;
+  AdamOptions options_;
+
+ private:
+  Variable step_;  // number of updates applied so far (int64, "<name()>/step")
+};
+
+// AdamW: Adam with decoupled weight decay (Loshchilov & Hutter): before the Adam step,
+// var -= lr * weight_decay * var. Default weight_decay 0.01.
+class AdamWOptimizer : public AdamOptimizer {
+ public:
+  explicit AdamWOptimizer(AdamOptions options = AdamOptions{.weight_decay = 0.01})
+      : AdamOptimizer(options) {}
+  std::string name() const override { return "AdamW"; }
+};
+
+struct RmsPropOptions {
+  double learning_rate = 0.001;
+  double rho = 0.9;  // decay of the mean square
+  double momentum = 0.0;
+  double epsilon = 1e-7;
+  bool centered = false;
+};
+// RMSProp: ms = rho ms + (1-rho) g^2; (centered: mg = rho mg + (1-rho) g, denom = ms - mg^2);
+// mom = momentum mom + lr g / sqrt(denom + eps); var -= mom.
+class RmsPropOptimizer : public Optimizer {
+ public:
+  explicit RmsPropOptimizer(RmsPropOptions options = {}) : options_(options) {}
+  std::string name() const override { return "RMSProp"; }
+
+ protected:
+  StatusOr<Node*> ApplyDense(const Scope& scope, Output grad, const Variable& var) override;
+
+ private:
+  RmsPropOptions options_;
+};
+
+}  // namespace recsdk
+
+#endif  // RECSDK_OPTIMIZERS_H_

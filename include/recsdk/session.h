@@ -1,0 +1,81 @@
+// recsdk/session.h: runs a graph.
+//
+// A Session copies a graph, places its nodes on a device, owns the variables (and, later, the
+// tables) and runs steps: Run(feeds, fetches, targets) computes the fetched outputs and runs the
+// target nodes, feeding placeholders (or any output) with the given tensors, like TensorFlow's
+// sess.run. Execution plans are cached per (feeds, fetches, targets) signature.
+//
+// Threading: Run may be called from one thread at a time. Close() releases every resource; the
+// destructor closes too.
+#ifndef RECSDK_SESSION_H_
+#define RECSDK_SESSION_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "recsdk/config.h"
+#include "recsdk/graph.h"
+#include "recsdk/status.h"
+#include "recsdk/tensor.h"
+
+namespace recsdk {
+
+// TensorName: "node:index", "node" (index 0), or an Output / Node of the session's source graph.
+struct TensorName {
+  std::string name;
+  TensorName(const char* n) : name(n) {}                // NOLINT
+  TensorName(std::string n) : name(std::move(n)) {}    // NOLINT
+  TensorName(std::string_view n) : name(n) {}           // NOLINT
+  TensorName(const Output& o) : name(o.name()) {}       // NOLINT
+  TensorName(const Node* n) : name(n ? n->name() : "") {}  // NOLINT
+};
+
+using FeedList = std::vector<std::pair<TensorName, Tensor>>;
+
+// SessionStats: memory accounting of the device the session runs on.
+struct SessionStats {
+  int64_t graph_bytes_in_use = 0;
+  int64_t graph_peak_bytes = 0;
+  int64_t variable_bytes_in_use = 0;
+  int64_t steps = 0;  // Run calls that completed
+};
+
+class Session {
+ public:
+  // Create validates the config, checks the graph (its construction status, op kernels on the
+  // device) and copies it. Errors: InvalidArgument for config and graph problems, NotFound for an
+  // unknown device, Unimplemented for an op the device has no kernel for.
+  static StatusOr<std::unique_ptr<Session>> Create(const Graph& graph,
+                                                   const SessionConfig& config = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Run feeds `feeds`, computes `fetches` into `outputs` (same order) and runs `targets`.
+  // InvalidArgument names a feed of the wrong dtype or shape, or an unknown fetch or target.
+  Status Run(const FeedList& feeds, const std::vector<TensorName>& fetches,
+             const std::vector<TensorName>& targets, std::vector<Tensor>* outputs);
+  StatusOr<std::vector<Tensor>> Run(const FeedList& feeds, const std::vector<TensorName>& fetches,
+                                    const std::vector<TensorName>& targets = {});
+
+  // Close releases variables and device memory. Later Run calls fail with FailedPrecondition.
+  Status Close();
+
+  const Graph& graph() const;
+  const SessionConfig& config() const;
+  SessionStats stats() const;
+
+  // Internal machinery; not part of the API.
+  struct Impl;
+
+ private:
+  explicit Session(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace recsdk
+
+#endif  // RECSDK_SESSION_H_

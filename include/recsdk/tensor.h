@@ -1,0 +1,155 @@
+// recsdk/tensor.h: n-dimensional arrays.
+//
+// A Tensor is a dtype, a fully defined shape and a reference-counted buffer of row-major
+// elements. Copying a Tensor is cheap and shares the buffer; Copy() makes a deep copy. Buffers
+// come from a device allocator (host memory unless a backend says otherwise).
+// Thread-compatible: concurrent reads are fine, writes to a shared buffer need outside ordering.
+#ifndef RECSDK_TENSOR_H_
+#define RECSDK_TENSOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "recsdk/dtype.h"
+#include "recsdk/shape.h"
+#include "recsdk/status.h"
+
+namespace recsdk {
+
+// TensorBuffer: a block of memory owned by an allocator. Subclasses free it in their destructor.
+class TensorBuffer {
+ public:
+  virtual ~TensorBuffer() = default;
+  TensorBuffer(const TensorBuffer&) = delete;
+  TensorBuffer& operator=(const TensorBuffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+  // on_host: whether the CPU may read and write data() directly.
+  virtual bool on_host() const { return true; }
+
+ protected:
+  TensorBuffer(void* data, size_t size) : data_(data), size_(size) {}
+
+ private:
+  void* data_;
+  size_t size_;
+};
+
+// AllocateHostBuffer returns a 64-byte aligned, zero-filled host buffer of `bytes` bytes that is
+// not counted against any device limit (used for tensors users build and feed).
+std::shared_ptr<TensorBuffer> AllocateHostBuffer(size_t bytes);
+
+class Tensor {
+ public:
+  // An uninitialised tensor: dtype kInvalid, no buffer.
+  Tensor() = default;
+  // A zero-filled host tensor. `shape` must be fully defined (asserted).
+  Tensor(DType dtype, Shape shape);
+  // A tensor over an existing buffer that holds at least the shape's bytes (asserted).
+  Tensor(DType dtype, Shape shape, std::shared_ptr<TensorBuffer> buffer, size_t offset = 0);
+
+  // FromValues builds a host tensor; InvalidArgument when the value count differs from the shape.
+  template <typename T>
+  static StatusOr<Tensor> FromValues(const Shape& shape, absl::Span<const T> values);
+  template <typename T>
+  static StatusOr<Tensor> FromValues(const Shape& shape, std::initializer_list<T> values) {
+    return FromValues<T>(shape, absl::Span<const T>(values.begin(), values.size()));
+  }
+  template <typename T>
+  static Tensor Scalar(T value);
+  // Vector: a 1-D tensor holding `values`.
+  template <typename T>
+  static Tensor Vector(absl::Span<const T> values);
+  template <typename T>
+  static Tensor Vector(std::initializer_list<T> values) {
+    return Vector<T>(absl::Span<const T>(values.begin(), values.size()));
+  }
+
+  bool IsInitialized() const { return dtype_ != DType::kInvalid; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int rank() const { return shape_.rank(); }
+  int64_t dim(int i) const { return shape_.dim(i); }
+  int64_t num_elements() const { return num_elements_; }
+  size_t TotalBytes() const { return static_cast<size_t>(num_elements_) * DTypeSize(dtype_); }
+
+  void* raw_data() const { return buffer_ ? static_cast<char*>(buffer_->data()) + offset_ : nullptr; }
+  // data<T>: the elements; T must match dtype() (checked by CheckType in debug and release).
+  template <typename T>
+  T* data() const {
+    CheckType(DTypeOf<T>::value);
+    return static_cast<T*>(raw_data());
+  }
+  template <typename T>
+  absl::Span<T> flat() const {
+    return absl::Span<T>(data<T>(), static_cast<size_t>(num_elements_));
+  }
+  // scalar<T>: the single element of a tensor with one element.
+  template <typename T>
+  T scalar() const {
+    return *data<T>();
+  }
+
+  // Reshape shares the buffer under a new shape with the same element count.
+  StatusOr<Tensor> Reshape(const Shape& shape) const;
+  // Slice0 shares rows [begin, end) of dimension 0 (zero-copy); bounds are asserted.
+  Tensor Slice0(int64_t begin, int64_t end) const;
+  // Copy makes a deep host copy.
+  Tensor Copy() const;
+
+  const std::shared_ptr<TensorBuffer>& buffer() const { return buffer_; }
+  size_t buffer_offset() const { return offset_; }
+  // SharesBufferWith: true when both tensors view the same buffer.
+  bool SharesBufferWith(const Tensor& other) const { return buffer_ && buffer_ == other.buffer_; }
+  // BufferRefCount: how many Tensors (and other owners) hold this buffer; 0 without a buffer.
+  long BufferRefCount() const { return buffer_.use_count(); }
+
+  // DebugString renders dtype, shape and up to `max_entries` values.
+  std::string DebugString(int max_entries = 8) const;
+
+ private:
+  void CheckType(DType expected) const;
+
+  DType dtype_ = DType::kInvalid;
+  Shape shape_;
+  int64_t num_elements_ = 0;
+  std::shared_ptr<TensorBuffer> buffer_;
+  size_t offset_ = 0;
+};
+
+template <typename T>
+StatusOr<Tensor> Tensor::FromValues(const Shape& shape, absl::Span<const T> values) {
+  if (!shape.IsFullyDefined() || shape.num_elements() != static_cast<int64_t>(values.size())) {
+    return absl::InvalidArgumentError("Tensor::FromValues: shape " + shape.ToString() + " holds " +
+                                      std::to_string(shape.num_elements()) + " elements but " +
+                                      std::to_string(values.size()) +
+                                      " values were given; pass one value per element");
+  }
+  Tensor t(DTypeOf<T>::value, shape);
+  if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
+  return t;
+}
+
+template <typename T>
+Tensor Tensor::Scalar(T value) {
+  Tensor t(DTypeOf<T>::value, Shape{});
+  *t.data<T>() = value;
+  return t;
+}
+
+template <typename T>
+Tensor Tensor::Vector(absl::Span<const T> values) {
+  Tensor t(DTypeOf<T>::value, Shape{static_cast<int64_t>(values.size())});
+  if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
+  return t;
+}
+
+}  // namespace recsdk
+
+#endif  // RECSDK_TENSOR_H_

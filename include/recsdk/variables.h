@@ -1,0 +1,70 @@
+// recsdk/variables.h: dense trainable state.
+//
+// A Variable is a named tensor owned by the Session (not by the graph). In the graph it appears
+// as a handle node "<name>" (op VarHandle), a read node "<name>/read" whose output is the current
+// value, and an initializer "<name>/Assign" that the init op runs. Reads are zero-copy; an update
+// while a read of the same step is still in use writes a fresh buffer (copy on write), so every
+// op of a step sees one consistent value.
+#ifndef RECSDK_VARIABLES_H_
+#define RECSDK_VARIABLES_H_
+
+#include <string>
+#include <vector>
+
+#include "recsdk/graph.h"
+#include "recsdk/initializers.h"
+#include "recsdk/scope.h"
+
+namespace recsdk {
+
+struct VariableOptions {
+  // initializer: how the init op fills the variable. Default glorot uniform.
+  Initializer initializer = Initializer::GlorotUniform();
+  // trainable: listed in kTrainableVariables, so optimizers update it by default.
+  bool trainable = true;
+  DType dtype = DType::kFloat32;
+};
+
+class Variable {
+ public:
+  Variable() = default;
+  // MakeVariable: builds a variable named `name` under scope (uniquified).
+  static Variable Make(const Scope& scope, std::string_view name, const Shape& shape,
+                       const VariableOptions& options = {});
+  // FromGraph: the variable whose handle node is `name`.
+  static StatusOr<Variable> FromGraph(const Graph& graph, std::string_view name);
+
+  bool valid() const { return handle_.valid() && value_.valid(); }
+  const std::string& name() const;
+  Output handle() const { return handle_; }
+  // value: the current value (the read node's output).
+  Output value() const { return value_; }
+  Node* initializer() const { return initializer_; }
+  DType dtype() const { return value_.dtype(); }
+  const Shape& shape() const { return value_.shape(); }
+  operator Output() const { return value_; }  // NOLINT: a variable reads as its value
+
+ private:
+  Output handle_;
+  Output value_;
+  Node* initializer_ = nullptr;
+};
+
+// Assign / AssignAdd / AssignSub: update ops on a variable (run them as targets).
+Node* Assign(const Scope& scope, const Variable& var, Output value);
+Node* AssignAdd(const Scope& scope, const Variable& var, Output delta);
+Node* AssignSub(const Scope& scope, const Variable& var, Output delta);
+
+// GlobalVariablesInitializer: a NoOp "init" that runs every variable's initializer.
+Node* GlobalVariablesInitializer(const Scope& scope);
+
+// Global step: an int64 scalar "global_step" (not trainable) that optimizers increment.
+Variable GetOrCreateGlobalStep(const Scope& scope);
+
+// TrainableVariables / GlobalVariables: the graph's variables, in creation order.
+std::vector<Variable> TrainableVariables(const Graph& graph);
+std::vector<Variable> GlobalVariables(const Graph& graph);
+
+}  // namespace recsdk
+
+#endif  // RECSDK_VARIABLES_H_

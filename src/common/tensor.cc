@@ -1,0 +1,100 @@
+// tensor.cc
+#include "recsdk/tensor.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "fmt/format.h"
+#include "src/common/check.h"
+
+namespace recsdk {
+namespace {
+
+class HostBuffer final : public TensorBuffer {
+ public:
+  HostBuffer(void* data, size_t size) : TensorBuffer(data, size) {}
+  ~HostBuffer() override { std::free(data()); }
+};
+
+}  // namespace
+
+std::shared_ptr<TensorBuffer> AllocateHostBuffer(size_t bytes) {
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  RECSDK_CHECK_MSG(p != nullptr, "host allocation failed");
+  std::memset(p, 0, rounded == 0 ? 64 : rounded);
+  return std::make_shared<HostBuffer>(p, bytes);
+}
+
+Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+  RECSDK_CHECK_MSG(shape_.IsFullyDefined(), "Tensor shape must be fully defined");
+  num_elements_ = shape_.num_elements();
+  buffer_ = AllocateHostBuffer(TotalBytes());
+}
+
+Tensor::Tensor(DType dtype, Shape shape, std::shared_ptr<TensorBuffer> buffer, size_t offset)
+    : dtype_(dtype), shape_(std::move(shape)), buffer_(std::move(buffer)), offset_(offset) {
+  RECSDK_CHECK_MSG(shape_.IsFullyDefined(), "Tensor shape must be fully defined");
+  num_elements_ = shape_.num_elements();
+  RECSDK_CHECK_MSG(buffer_ != nullptr && offset_ + TotalBytes() <= buffer_->size(),
+                   "Tensor buffer is smaller than its shape");
+}
+
+StatusOr<Tensor> Tensor::Reshape(const Shape& shape) const {
+  if (!shape.IsFullyDefined() || shape.num_elements() != num_elements_) {
+    return absl::InvalidArgumentError(fmt::format(
+        "cannot reshape a tensor of shape {} ({} elements) to {}; the element count must match",
+        shape_.ToString(), num_elements_, shape.ToString()));
+  }
+  Tensor t = *this;
+  t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::Slice0(int64_t begin, int64_t end) const {
+  RECSDK_CHECK(rank() >= 1 && begin >= 0 && begin <= end && end <= dim(0));
+  Shape s = shape_;
+  s.set_dim(0, end - begin);
+  const int64_t row = dim(0) == 0 ? 0 : num_elements_ / dim(0);
+  return Tensor(dtype_, s, buffer_, offset_ + static_cast<size_t>(begin * row) * DTypeSize(dtype_));
+}
+
+Tensor Tensor::Copy() const {
+  if (!IsInitialized()) return Tensor();
+  Tensor t(dtype_, shape_);
+  if (TotalBytes() > 0) std::memcpy(t.raw_data(), raw_data(), TotalBytes());
+  return t;
+}
+
+void Tensor::CheckType(DType expected) const {
+  if (expected != dtype_) {
+    internal::CheckFailed(__FILE__, __LINE__, "dtype() == DTypeOf<T>::value",
+                          fmt::format("tensor has dtype {} but was accessed as {}",
+                                      DTypeName(dtype_), DTypeName(expected)));
+  }
+}
+
+std::string Tensor::DebugString(int max_entries) const {
+  if (!IsInitialized()) return "Tensor<uninitialized>";
+  std::string s = fmt::format("Tensor<{}, {}>: [", DTypeName(dtype_), shape_.ToString());
+  const int64_t n = std::min<int64_t>(num_elements_, max_entries);
+  for (int64_t i = 0; i < n; ++i) {
+    if (i > 0) s += ", ";
+    switch (dtype_) {
+      case DType::kFloat32: s += fmt::format("{}", data<float>()[i]); break;
+      case DType::kFloat64: s += fmt::format("{}", data<double>()[i]); break;
+      case DType::kInt32: s += fmt::format("{}", data<int32_t>()[i]); break;
+      case DType::kInt64: s += fmt::format("{}", data<int64_t>()[i]); break;
+      case DType::kBool: s += data<bool>()[i] ? "true" : "false"; break;
+      case DType::kUInt8: s += fmt::format("{}", data<uint8_t>()[i]); break;
+      case DType::kFloat16: s += fmt::format("{}", data<float16>()[i].ToFloat()); break;
+      case DType::kBFloat16: s += fmt::format("{}", data<bfloat16>()[i].ToFloat()); break;
+      default: s += "?"; break;
+    }
+  }
+  if (n < num_elements_) s += ", ...";
+  s += "]";
+  return s;
+}
+
+}  // namespace recsdk
