@@ -1,0 +1,270 @@
+// recsdk/table.h: sparse embedding tables (the spec's create_table), the layer below the graph.
+//
+// A table maps int64 (or int32) feature ids to rows of float32 values: the embedding of `dim`
+// floats followed by the sparse optimizer's slots. Rows live in one slab of fixed-size rows with a
+// free list and never move once allocated; a fast open-addressing index maps keys to row ids.
+// The graph ops built on top (create_table, sparse_lookup, the sparse optimizers' apply op) use
+// this API in the order: DedupKeys -> Resolve -> Gather* (forward), AggregateGradients ->
+// ApplyGradients (backward).
+//
+// Threading: the batch methods parallelise internally with oneTBB. Methods that change which
+// keys the table holds (Resolve in training mode, Evict*, ImportNpy, Restore) need exclusive
+// access to the table. Gather* and ApplyGradients/ApplyGradientsByAddress only touch the rows
+// they are given, so they may run concurrently with each other and with a Resolve of a later
+// batch as long as the row sets they write do not overlap and no eviction frees a row in flight.
+#ifndef RECSDK_TABLE_H_
+#define RECSDK_TABLE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "recsdk/dtype.h"
+#include "recsdk/initializers.h"
+#include "recsdk/sparse_optimizers.h"
+#include "recsdk/status.h"
+
+namespace recsdk {
+
+// TableConfig: the parameters of create_table, with the spec's names.
+struct TableConfig {
+  // name: unique name of the table; non-empty, [A-Za-z0-9_./-] only (it names files).
+  std::string name;
+  // key_dtype: DType::kInt64 (default) or DType::kInt32. Keys are passed as int64 either way; an
+  // int32 table rejects keys outside the int32 range.
+  DType key_dtype = DType::kInt64;
+  // dim: floats per embedding; 1..8192. No default (0 is rejected).
+  int dim = 0;
+  // value_dtype: DType::kFloat32, the only supported value type.
+  DType value_dtype = DType::kFloat32;
+  // initializer (the spec's emb_initializer): distribution of a new key's embedding. Each key's
+  // initial row is drawn from a Philox stream keyed by (seed, key), so it does not depend on
+  // insertion order, batch or thread count. A seed of 0 derives one from `name`. Glorot kinds
+  // use fan_in = fan_out = dim. Default TruncatedNormal(0, 0.05).
+  Initializer initializer = Initializer::TruncatedNormal(0.0, 0.05);
+  // device_vocabulary_size: rows on the device tier; > 0. No default.
+  int64_t device_vocabulary_size = 0;
+  // host_vocabulary_size: rows in host memory; >= 0, default 0 (no host tier).
+  int64_t host_vocabulary_size = 0;
+  // ssd_vocabulary_size: rows on SSD; >= 0, default 0. Needs host_vocabulary_size > 0 and
+  // ssd_data_path. Until tiers are implemented all rows of all tiers are held in host memory:
+  // capacity() = device + host + ssd vocabulary sizes.
+  int64_t ssd_vocabulary_size = 0;
+  // ssd_data_path: existing directories for the SSD tier; required iff ssd_vocabulary_size > 0.
+  // Validated now, written to once the SSD tier exists.
+  std::vector<std::string> ssd_data_path;
+  // is_save: whether checkpoints include this table. Default true. (Recorded for the checkpoint
+  // layer; Save() itself always works.)
+  bool is_save = true;
+  // is_dp: data-parallel table (every rank holds all keys, gradients allreduced) instead of being
+  // sharded by key. Default false. Recorded for the distributed layer.
+  bool is_dp = false;
+  // all2all_gradients_op: how gradients of a key gathered from ranks combine: "sum" (default) or
+  // "sum_gradients_and_div_by_ranksize". Recorded for the distributed layer.
+  std::string all2all_gradients_op = "sum";
+  // padding_keys: keys that always read as zeros, never get a row and never train. Default none.
+  std::vector<int64_t> padding_keys;
+  // padding_keys_mask: whether lookups also produce a [batch, n] mask (0 for padding keys, 1
+  // otherwise), see PaddingMask. Default false.
+  bool padding_keys_mask = false;
+  // serving_default_value: what every element of a not-admitted (or, in evaluation, unknown) key
+  // reads as. Finite; default 0.
+  float serving_default_value = 0.0f;
+  // use_dynamic_expansion: the table grows as keys arrive instead of failing at capacity. Needs a
+  // by-address optimizer (SGDByAddr, AdagradByAddress, LazyAdamByAddress), as in the spec.
+  bool use_dynamic_expansion = false;
+  // access_threshold: admission. A key's count grows by faae_coefficient x its occurrences in each
+  // training batch; it gets a row once the count reaches the threshold. -1 (default) disables;
+  // below -1 is an error.
+  int64_t access_threshold = -1;
+  // eviction_threshold: seconds of data time. A key whose last access is at least this much older
+  // than the latest timestamp seen is evicted (row and admission count). -1 (default) disables;
+  // below -1 is an error; needs access_threshold >= 0 (as in the spec).
+  int64_t eviction_threshold = -1;
+  // faae_coefficient: weight of one occurrence in the admission count; finite and > 0. Default 1.
+  float faae_coefficient = 1.0f;
+
+  // Validate: InvalidArgument naming the table, the option, its value, the rule and the fix.
+  Status Validate() const;
+};
+
+// LookupMode: training lookups count admissions, insert admitted keys and refresh timestamps;
+// evaluation lookups only read.
+enum class LookupMode { kTrain, kEval };
+
+// Combiner of pooled lookups over the n ids of a sample. kMean and kSqrtn divide by the number
+// (or its square root) of the sample's non-padding ids; a sample of only padding reads zeros.
+enum class Combiner { kSum, kMean, kSqrtn };
+
+// DedupResult: unique keys in order of first occurrence and, for each input position, the index
+// of its key in unique_keys. counts[u] is how often unique_keys[u] occurred.
+struct DedupResult {
+  std::vector<int64_t> unique_keys;
+  std::vector<uint32_t> restore_index;
+  std::vector<uint32_t> counts;
+};
+
+// DedupKeys: one pass over all the keys of a table in a batch (every feature and lookup of it,
+// concatenated). O(keys); reuses `out`'s buffers. Thread-safe (scratch is per thread).
+void DedupKeys(absl::Span<const int64_t> keys, DedupResult* out);
+void DedupKeys(absl::Span<const int32_t> keys, DedupResult* out);
+
+// AggregateGradients: out[u] = sum of grads[i] over the positions i with restore_index[i] == u,
+// for u < num_unique; grads is [restore_index.size(), dim], out is [num_unique, dim] (overwritten).
+// Repeated keys in a batch therefore update their row once with the summed gradient.
+void AggregateGradients(absl::Span<const uint32_t> restore_index, const float* grads, int dim,
+                        int64_t num_unique, float* out);
+
+// EmbeddingTable: one sparse table. Create with EmbeddingTable::Create.
+class EmbeddingTable {
+ public:
+  // Row ids a lookup may return besides real rows. Both read without touching memory and
+  // never train: kPaddingRow reads zeros, kDefaultRow reads serving_default_value.
+  static constexpr uint32_t kPaddingRow = 0xFFFFFFFFu;
+  static constexpr uint32_t kDefaultRow = 0xFFFFFFFEu;
+  // kMaxRows: the most rows a table can hold (row ids are uint32 below the sentinels).
+  static constexpr int64_t kMaxRows = 0xFFFFFFFDll;
+
+  // Create: validates both configs (and their combination) and reserves the slab and index.
+  // Memory is committed as rows are first used.
+  [[nodiscard]] static StatusOr<std::unique_ptr<EmbeddingTable>> Create(
+      const TableConfig& config, const SparseOptimizerConfig& optimizer);
+
+  virtual ~EmbeddingTable() = default;
+  EmbeddingTable(const EmbeddingTable&) = delete;
+  EmbeddingTable& operator=(const EmbeddingTable&) = delete;
+
+  const TableConfig& config() const { return config_; }
+  const SparseOptimizerConfig& optimizer() const { return optimizer_; }
+  const std::string& name() const { return config_.name; }
+  int dim() const { return config_.dim; }
+  // num_slots: optimizer floats per row; row_floats = dim + num_slots.
+  int num_slots() const { return num_slots_; }
+  int row_floats() const { return config_.dim + num_slots_; }
+
+  // size: keys holding a row. capacity: the most rows before ResourceExhausted (with
+  // use_dynamic_expansion, the current reserved limit, which grows).
+  virtual int64_t size() const = 0;
+  virtual int64_t capacity() const = 0;
+  // MemoryBytes: bytes the table holds now: committed rows, index, timestamps, admission counts,
+  // free list. O(1).
+  virtual int64_t MemoryBytes() const = 0;
+  // data_time: the largest timestamp seen by training lookups (the "now" of eviction);
+  // INT64_MIN before any.
+  virtual int64_t data_time() const = 0;
+
+  // Resolve: maps each unique key to a row id (rows.size() == unique_keys.size()).
+  // counts: occurrences per key in the batch (DedupResult::counts), or empty for one each.
+  // timestamps: per key, the latest timestamp of its occurrences, or empty (keys then take the
+  // current data_time). In kTrain: admission counts grow, admitted new keys get a row initialised
+  // from the initializer, timestamps refresh. Keys not admitted (and in kEval, unknown keys) map
+  // to kDefaultRow; padding keys to kPaddingRow. Errors (nothing is changed then):
+  // ResourceExhausted when admitted new keys exceed the free rows; InvalidArgument for a key
+  // outside an int32 table's range. Needs exclusive access in kTrain.
+  [[nodiscard]] virtual Status Resolve(absl::Span<const int64_t> unique_keys,
+                                       absl::Span<const uint32_t> counts,
+                                       absl::Span<const int64_t> timestamps, LookupMode mode,
+                                       absl::Span<uint32_t> rows) = 0;
+
+  // Gather: out[i, :] = embedding of rows[i] (out is [rows.size(), dim]).
+  virtual void Gather(absl::Span<const uint32_t> rows, float* out) const = 0;
+  // GatherRestored: out[i, :] = embedding of unique_rows[restore_index[i]]: the unpooled lookup
+  // result [batch * n, dim] from a dedup'ed batch.
+  virtual void GatherRestored(absl::Span<const uint32_t> unique_rows,
+                              absl::Span<const uint32_t> restore_index, float* out) const = 0;
+  // GatherPooled: out[b, :] = combiner over j < n of the embedding of
+  // unique_rows[restore_index[b * n + j]]; restore_index.size() must be batch * n.
+  // InvalidArgument when it is not.
+  [[nodiscard]] virtual Status GatherPooled(absl::Span<const uint32_t> unique_rows,
+                                            absl::Span<const uint32_t> restore_index, int64_t batch,
+                                            int64_t n, Combiner combiner, float* out) const = 0;
+  // PaddingMask: mask[i] = 0 where position i holds a padding key, else 1.
+  virtual void PaddingMask(absl::Span<const uint32_t> unique_rows,
+                           absl::Span<const uint32_t> restore_index, float* mask) const = 0;
+
+  // ApplyGradients: one optimizer step on each row: summed_grads is [rows.size(), dim], one
+  // aggregated gradient per unique row (see AggregateGradients); step is the 1-based global
+  // step (LazyAdam's bias correction). Sentinel rows are skipped. Each row must appear once.
+  virtual void ApplyGradients(absl::Span<const uint32_t> rows, const float* summed_grads,
+                              int64_t step) = 0;
+  // RowAddresses: the address of each row's first float (nullptr for sentinels); stable until
+  // the row is evicted. The by-address optimizers and the LOCAL_EMB-style collections use them.
+  virtual void RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> addresses) = 0;
+  // ApplyGradientsByAddress: ApplyGradients through addresses from RowAddresses; null skipped.
+  virtual void ApplyGradientsByAddress(absl::Span<float* const> addresses,
+                                       const float* summed_grads, int64_t step) = 0;
+
+  // EvictStale: evicts every key (row and admission count) last accessed at or before
+  // data_time() - eviction_threshold; returns how many. FailedPrecondition without eviction.
+  // O(capacity). Exclusive access; never while a batch in flight refers to the rows.
+  [[nodiscard]] virtual StatusOr<int64_t> EvictStale() = 0;
+  // EvictLastAccessedAtOrBefore: the same with an explicit cutoff timestamp.
+  [[nodiscard]] virtual StatusOr<int64_t> EvictLastAccessedAtOrBefore(int64_t cutoff) = 0;
+
+  // FindRow: the row of `key`, or kDefaultRow when it has none (kPaddingRow for padding keys).
+  virtual uint32_t FindRow(int64_t key) const = 0;
+  // ReadRow: copies of the embedding and the slots of `key`; NotFound when it has no row.
+  [[nodiscard]] virtual StatusOr<std::vector<float>> ReadRow(int64_t key) const = 0;
+  // AdmissionCount: the pending admission count of a key without a row (0 when none).
+  virtual float AdmissionCount(int64_t key) const = 0;
+
+  // ExportNpy: keys ([n] int64, or int32 for int32 tables) and embeddings ([n, dim] float32) as
+  // numpy .npy v1.0 files, sorted by key. O(size log size).
+  [[nodiscard]] virtual Status ExportNpy(const std::string& keys_path,
+                                         const std::string& values_path) const = 0;
+  // ImportNpy: sets the embeddings of the keys in the files (new keys get a row with fresh
+  // optimizer slots; padding keys are skipped). DataLoss for unreadable or inconsistent files,
+  // ResourceExhausted when the rows do not fit. Exclusive access.
+  [[nodiscard]] virtual Status ImportNpy(const std::string& keys_path,
+                                         const std::string& values_path) = 0;
+  // Save: writes rows with optimizer slots, timestamps, pending admission counts and data time to
+  // `dir` (created if missing): table.json with checksums plus .npy payloads.
+  [[nodiscard]] virtual Status Save(const std::string& dir) const = 0;
+  // Restore: replaces the contents with what Save wrote. DataLoss for missing, truncated or
+  // corrupt files (the table is then left empty); FailedPrecondition when dim, slots or optimizer
+  // differ. Exclusive access.
+  [[nodiscard]] virtual Status Restore(const std::string& dir) = 0;
+
+ protected:
+  EmbeddingTable(const TableConfig& config, const SparseOptimizerConfig& optimizer)
+      : config_(config), optimizer_(optimizer), num_slots_(optimizer.NumSlots(config.dim)) {}
+
+  const TableConfig config_;
+  const SparseOptimizerConfig optimizer_;
+  const int num_slots_;
+};
+
+// EvictHook: triggers eviction during training (the spec's EvictHook). A training loop calls
+// AfterStep once per step; the Estimator's hook list takes the same object. Not thread-safe.
+class EvictHook {
+ public:
+  // evict_enable: switch. evict_time_interval: seconds of data time between evictions (<= 0
+  // disables this trigger). evict_step_interval: global steps between evictions (<= 0 disables).
+  explicit EvictHook(bool evict_enable = true, int64_t evict_time_interval = 24 * 60 * 60,
+                     int64_t evict_step_interval = 10000);
+
+  // Validate: InvalidArgument when enabled with both triggers disabled.
+  Status Validate() const;
+  // AfterStep: when a trigger is due, runs EvictStale on every table with eviction_threshold
+  // >= 0 and returns the keys evicted (0 when not due or disabled).
+  StatusOr<int64_t> AfterStep(int64_t global_step, absl::Span<EmbeddingTable* const> tables);
+
+  bool evict_enable() const { return evict_enable_; }
+  int64_t evict_time_interval() const { return evict_time_interval_; }
+  int64_t evict_step_interval() const { return evict_step_interval_; }
+
+ private:
+  bool evict_enable_;
+  int64_t evict_time_interval_;
+  int64_t evict_step_interval_;
+  int64_t last_step_ = 0;
+  bool has_last_time_ = false;
+  int64_t last_time_ = 0;
+};
+
+}  // namespace recsdk
+
+#endif  // RECSDK_TABLE_H_

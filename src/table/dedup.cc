@@ -1,0 +1,101 @@
+// dedup.cc: DedupKeys (one pass over a batch's keys of a table) and AggregateGradients (per
+// unique key sums). DedupKeys keeps its hash scratch per thread; both are thread-safe.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "oneapi/tbb/blocked_range.h"
+#include "oneapi/tbb/parallel_for.h"
+#include "recsdk/table.h"
+#include "src/table/key_index.h"
+
+namespace recsdk {
+
+namespace {
+
+template <typename K>
+void DedupImpl(absl::Span<const K> keys, DedupResult* out) {
+  constexpr uint32_t kEmpty = 0xFFFFFFFFu;
+  const size_t n = keys.size();
+  size_t cap = 16;
+  while (cap < 2 * n) cap <<= 1;
+  const uint64_t mask = cap - 1;
+  // Scratch: slot -> index into unique_keys (the key itself is read from unique_keys).
+  thread_local std::vector<uint32_t> slots;
+  thread_local std::vector<int64_t> slot_keys;
+  if (slots.size() < cap) {
+    slots.resize(cap);
+    slot_keys.resize(cap);
+  }
+  std::memset(slots.data(), 0xFF, cap * sizeof(uint32_t));
+  out->unique_keys.clear();
+  out->counts.clear();
+  out->restore_index.resize(n);
+  uint32_t* restore = out->restore_index.data();
+  uint32_t* s = slots.data();
+  int64_t* sk = slot_keys.data();
+  constexpr size_t kAhead = 8;
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) {
+      const uint64_t h = internal::KeyIndex::Hash(static_cast<int64_t>(keys[i + kAhead])) & mask;
+      __builtin_prefetch(s + h);
+      __builtin_prefetch(sk + h);
+    }
+    const int64_t key = static_cast<int64_t>(keys[i]);
+    uint64_t h = internal::KeyIndex::Hash(key) & mask;
+    for (;;) {
+      const uint32_t u = s[h];
+      if (u == kEmpty) {
+        const uint32_t nu = static_cast<uint32_t>(out->unique_keys.size());
+        s[h] = nu;
+        sk[h] = key;
+        out->unique_keys.push_back(key);
+        out->counts.push_back(1);
+        restore[i] = nu;
+        break;
+      }
+      if (sk[h] == key) {
+        ++out->counts[u];
+        restore[i] = u;
+        break;
+      }
+      h = (h + 1) & mask;
+    }
+  }
+}
+
+}  // namespace
+
+void DedupKeys(absl::Span<const int64_t> keys, DedupResult* out) { DedupImpl(keys, out); }
+void DedupKeys(absl::Span<const int32_t> keys, DedupResult* out) { DedupImpl(keys, out); }
+
+void AggregateGradients(absl::Span<const uint32_t> restore_index, const float* grads, int dim,
+                        int64_t num_unique, float* out) {
+  const size_t d = static_cast<size_t>(dim);
+  const size_t n = restore_index.size();
+  // Each task owns a range of unique ids and adds, in input order, the positions that map into
+  // it: no two tasks write the same output row and the summation order never depends on threads.
+  auto run = [&](uint32_t lo, uint32_t hi) {
+    std::fill(out + lo * d, out + hi * d, 0.0f);
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t u = restore_index[i];
+      if (u < lo || u >= hi) continue;
+      float* __restrict o = out + u * d;
+      const float* __restrict g = grads + i * d;
+      for (size_t k = 0; k < d; ++k) o[k] += g[k];
+    }
+  };
+  const uint32_t nu = static_cast<uint32_t>(num_unique);
+  if (n < 16384 || nu < 2) {
+    run(0, nu);
+    return;
+  }
+  const uint32_t parts = 8;
+  const uint32_t step = (nu + parts - 1) / parts;
+  tbb::parallel_for(uint32_t{0}, parts, [&](uint32_t p) {
+    const uint32_t lo = std::min(nu, p * step), hi = std::min(nu, lo + step);
+    if (lo < hi) run(lo, hi);
+  });
+}
+
+}  // namespace recsdk

@@ -1,0 +1,56 @@
+// evict_hook.cc: EvictHook, the trigger of eviction during training. Not thread-safe: one
+// training loop owns a hook.
+#include <algorithm>
+#include <limits>
+
+#include "fmt/format.h"
+#include "recsdk/table.h"
+
+namespace recsdk {
+
+EvictHook::EvictHook(bool evict_enable, int64_t evict_time_interval, int64_t evict_step_interval)
+    : evict_enable_(evict_enable),
+      evict_time_interval_(evict_time_interval),
+      evict_step_interval_(evict_step_interval) {}
+
+Status EvictHook::Validate() const {
+  if (evict_enable_ && evict_time_interval_ <= 0 && evict_step_interval_ <= 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "EvictHook: evict_time_interval {} and evict_step_interval {} are both disabled while "
+        "evict_enable is true; set one of them > 0 or evict_enable to false",
+        evict_time_interval_, evict_step_interval_));
+  }
+  return absl::OkStatus();
+}
+
+StatusOr<int64_t> EvictHook::AfterStep(int64_t global_step,
+                                       absl::Span<EmbeddingTable* const> tables) {
+  if (!evict_enable_) return 0;
+  if (Status s = Validate(); !s.ok()) return s;
+  int64_t now = std::numeric_limits<int64_t>::min();
+  for (const EmbeddingTable* t : tables) {
+    if (t->config().eviction_threshold >= 0) now = std::max(now, t->data_time());
+  }
+  const bool have_time = now != std::numeric_limits<int64_t>::min();
+  if (have_time && !has_last_time_) {
+    has_last_time_ = true;
+    last_time_ = now;
+  }
+  const bool step_due =
+      evict_step_interval_ > 0 && global_step - last_step_ >= evict_step_interval_;
+  const bool time_due =
+      evict_time_interval_ > 0 && have_time && now - last_time_ >= evict_time_interval_;
+  if (!step_due && !time_due) return 0;
+  last_step_ = global_step;
+  if (have_time) last_time_ = now;
+  int64_t evicted = 0;
+  for (EmbeddingTable* t : tables) {
+    if (t->config().eviction_threshold < 0) continue;
+    StatusOr<int64_t> n = t->EvictStale();
+    if (!n.ok()) return n.status();
+    evicted += *n;
+  }
+  return evicted;
+}
+
+}  // namespace recsdk

@@ -1,0 +1,122 @@
+// key_index.cc: growth, insertion, backward-shift deletion and batched lookups of KeyIndex.
+// Threading: see key_index.h.
+#include "src/table/key_index.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <new>
+
+#include "src/common/check.h"
+
+namespace recsdk::internal {
+
+namespace {
+// The slot array is allocated raw and filled with 0xFF bytes: an all-ones row id marks empty.
+void* AllocateSlots(uint64_t bytes) {
+  void* p = std::malloc(std::max<uint64_t>(bytes, 1));
+  if (p == nullptr) throw std::bad_alloc();
+  std::memset(p, 0xFF, bytes);
+  return p;
+}
+}  // namespace
+
+uint64_t KeyIndex::SlotsFor(uint64_t expected) {
+  const uint64_t slots = static_cast<uint64_t>(std::ceil(static_cast<double>(expected) / kMaxLoad));
+  return std::max<uint64_t>(slots + 1, 16);
+}
+
+KeyIndex::KeyIndex(uint64_t expected) {
+  num_slots_ = SlotsFor(expected);
+  slots_ = static_cast<Slot*>(AllocateSlots(num_slots_ * kSlotBytes));
+}
+
+KeyIndex::~KeyIndex() { std::free(slots_); }
+
+void KeyIndex::Clear() {
+  std::memset(static_cast<void*>(slots_), 0xFF, num_slots_ * kSlotBytes);
+  size_ = 0;
+}
+
+void KeyIndex::Reserve(uint64_t expected) {
+  if (static_cast<double>(expected) > kMaxLoad * static_cast<double>(num_slots_)) {
+    Rehash(std::max(SlotsFor(expected), num_slots_ * 2));
+  }
+}
+
+void KeyIndex::Rehash(uint64_t new_slots) {
+  Slot* old = slots_;
+  const uint64_t old_slots = num_slots_;
+  slots_ = static_cast<Slot*>(AllocateSlots(new_slots * kSlotBytes));
+  num_slots_ = new_slots;
+  for (uint64_t i = 0; i < old_slots; ++i) {
+    const uint32_t row = LoadRow(old + i);
+    if (row == kEmpty) continue;
+    const int64_t key = LoadKey(old + i);
+    uint64_t j = Home(key);
+    while (LoadRow(SlotAt(j)) != kEmpty) {
+      if (++j == num_slots_) j = 0;
+    }
+    Store(SlotAt(j), key, row);
+  }
+  std::free(old);
+}
+
+bool KeyIndex::Insert(int64_t key, uint32_t row) {
+  RECSDK_DCHECK(row != kEmpty);
+  if (static_cast<double>(size_ + 1) > kMaxLoad * static_cast<double>(num_slots_)) {
+    Rehash(num_slots_ * 2);
+  }
+  uint64_t i = Home(key);
+  for (;;) {
+    Slot* s = SlotAt(i);
+    const uint32_t r = LoadRow(s);
+    if (r == kEmpty) {
+      Store(s, key, row);
+      ++size_;
+      return true;
+    }
+    if (LoadKey(s) == key) return false;
+    if (++i == num_slots_) i = 0;
+  }
+}
+
+bool KeyIndex::Erase(int64_t key) {
+  uint64_t i = Home(key);
+  for (;;) {
+    const Slot* s = SlotAt(i);
+    if (LoadRow(s) == kEmpty) return false;
+    if (LoadKey(s) == key) break;
+    if (++i == num_slots_) i = 0;
+  }
+  // Backward shift: move later entries of the probe run into the hole when their home does not
+  // lie cyclically in (hole, position].
+  uint64_t hole = i;
+  uint64_t j = i;
+  for (;;) {
+    if (++j == num_slots_) j = 0;
+    const Slot* s = SlotAt(j);
+    if (LoadRow(s) == kEmpty) break;
+    const uint64_t home = Home(LoadKey(s));
+    const bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+    if (stays) continue;
+    std::memcpy(SlotAt(hole), s, kSlotBytes);
+    hole = j;
+  }
+  std::memset(static_cast<void*>(SlotAt(hole)), 0xFF, kSlotBytes);
+  --size_;
+  return true;
+}
+
+void KeyIndex::FindBatch(const int64_t* keys, size_t n, uint32_t* rows) const {
+  // Prefetch distance: enough misses in flight to cover DRAM latency on one core.
+  constexpr size_t kAhead = 16;
+  const size_t warm = std::min(n, kAhead);
+  for (size_t i = 0; i < warm; ++i) PrefetchKey(keys[i]);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) PrefetchKey(keys[i + kAhead]);
+    rows[i] = Find(keys[i]);
+  }
+}
+
+}  // namespace recsdk::internal

@@ -1,0 +1,43 @@
+// npy.h: reading and writing numpy .npy files (format version 1.0, little-endian, C order) for
+// table export and table checkpoints, plus a fast checksum of payload bytes.
+// Thread-safe (no shared state).
+#ifndef RECSDK_TABLE_NPY_H_
+#define RECSDK_TABLE_NPY_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "recsdk/status.h"
+
+namespace recsdk::internal {
+
+// NpyArray: a parsed file: descr ("<i8", "<i4", "<f4"), shape, and the raw payload.
+struct NpyArray {
+  std::string descr;
+  std::vector<int64_t> shape;
+  std::string data;
+  int64_t NumElements() const;
+};
+
+// NpyHeader: the bytes of a v1.0 header (magic, version, length, dict, padding to 64 bytes).
+std::string NpyHeader(std::string_view descr, const std::vector<int64_t>& shape);
+
+// WriteNpy: writes header + `bytes` payload bytes to `path`. Internal on I/O errors.
+Status WriteNpy(const std::string& path, std::string_view descr, const std::vector<int64_t>& shape,
+                const void* data, uint64_t bytes);
+
+// ReadNpy: parses a file. NotFound when missing; DataLoss for a bad header, an unsupported
+// layout or a payload size that does not match the shape (truncated file).
+StatusOr<NpyArray> ReadNpy(const std::string& path);
+
+// ReadFile: the whole file. NotFound when missing, DataLoss when unreadable.
+StatusOr<std::string> ReadFile(const std::string& path);
+
+// Checksum64: a stable 64-bit checksum of bytes (not cryptographic).
+uint64_t Checksum64(const void* data, uint64_t bytes);
+
+}  // namespace recsdk::internal
+
+#endif  // RECSDK_TABLE_NPY_H_

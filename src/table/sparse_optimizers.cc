@@ -1,0 +1,300 @@
+// sparse_optimizers.cc: SparseOptimizerConfig (factories, validation) and the per-row update
+// kernels the table applies. Kernels are plain loops over dim that the compiler vectorises; they
+// touch only the row they are given, so rows may be updated from many threads at once.
+#include "recsdk/sparse_optimizers.h"
+
+#include <cmath>
+
+#include "fmt/format.h"
+#include "src/table/sparse_optimizers_impl.h"
+
+namespace recsdk {
+
+std::string_view SparseOptimizerKindName(SparseOptimizerKind kind) {
+  switch (kind) {
+    case SparseOptimizerKind::kSGD:
+      return "SGD";
+    case SparseOptimizerKind::kSGDByAddr:
+      return "SGDByAddr";
+    case SparseOptimizerKind::kAdagrad:
+      return "Adagrad";
+    case SparseOptimizerKind::kAdagradByAddress:
+      return "AdagradByAddress";
+    case SparseOptimizerKind::kLazyAdam:
+      return "LazyAdam";
+    case SparseOptimizerKind::kLazyAdamByAddress:
+      return "LazyAdamByAddress";
+    case SparseOptimizerKind::kFTRL:
+      return "FTRL";
+  }
+  return "unknown";
+}
+
+SparseOptimizerConfig SparseOptimizerConfig::SGD(float learning_rate, float weight_decay) {
+  SparseOptimizerConfig c;
+  c.kind = SparseOptimizerKind::kSGD;
+  c.learning_rate = learning_rate;
+  c.weight_decay = weight_decay;
+  return c;
+}
+SparseOptimizerConfig SparseOptimizerConfig::SGDByAddr(float learning_rate, float weight_decay) {
+  SparseOptimizerConfig c = SGD(learning_rate, weight_decay);
+  c.kind = SparseOptimizerKind::kSGDByAddr;
+  return c;
+}
+SparseOptimizerConfig SparseOptimizerConfig::Adagrad(float learning_rate,
+                                                     float initial_accumulator_value) {
+  SparseOptimizerConfig c;
+  c.kind = SparseOptimizerKind::kAdagrad;
+  c.learning_rate = learning_rate;
+  c.initial_accumulator_value = initial_accumulator_value;
+  return c;
+}
+SparseOptimizerConfig SparseOptimizerConfig::AdagradByAddress(float learning_rate,
+                                                              float initial_accumulator_value) {
+  SparseOptimizerConfig c = Adagrad(learning_rate, initial_accumulator_value);
+  c.kind = SparseOptimizerKind::kAdagradByAddress;
+  return c;
+}
+SparseOptimizerConfig SparseOptimizerConfig::LazyAdam(float learning_rate, float beta1, float beta2,
+                                                      float epsilon) {
+  SparseOptimizerConfig c;
+  c.kind = SparseOptimizerKind::kLazyAdam;
+  c.learning_rate = learning_rate;
+  c.beta1 = beta1;
+  c.beta2 = beta2;
+  c.epsilon = epsilon;
+  return c;
+}
+SparseOptimizerConfig SparseOptimizerConfig::LazyAdamByAddress(float learning_rate, float beta1,
+                                                               float beta2, float epsilon) {
+  SparseOptimizerConfig c = LazyAdam(learning_rate, beta1, beta2, epsilon);
+  c.kind = SparseOptimizerKind::kLazyAdamByAddress;
+  return c;
+}
+SparseOptimizerConfig SparseOptimizerConfig::FTRL(float learning_rate, float learning_rate_power,
+                                                  float initial_accumulator_value, float l1,
+                                                  float l2, float l2_shrinkage) {
+  SparseOptimizerConfig c;
+  c.kind = SparseOptimizerKind::kFTRL;
+  c.learning_rate = learning_rate;
+  c.learning_rate_power = learning_rate_power;
+  c.initial_accumulator_value = initial_accumulator_value;
+  c.l1 = l1;
+  c.l2 = l2;
+  c.l2_shrinkage = l2_shrinkage;
+  return c;
+}
+
+int SparseOptimizerConfig::SlotsPerDim() const {
+  switch (kind) {
+    case SparseOptimizerKind::kSGD:
+    case SparseOptimizerKind::kSGDByAddr:
+      return 0;
+    case SparseOptimizerKind::kAdagrad:
+    case SparseOptimizerKind::kAdagradByAddress:
+      return 1;
+    case SparseOptimizerKind::kLazyAdam:
+    case SparseOptimizerKind::kLazyAdamByAddress:
+    case SparseOptimizerKind::kFTRL:
+      return 2;
+  }
+  return 0;
+}
+
+bool SparseOptimizerConfig::ByAddress() const {
+  return kind == SparseOptimizerKind::kSGDByAddr ||
+         kind == SparseOptimizerKind::kAdagradByAddress ||
+         kind == SparseOptimizerKind::kLazyAdamByAddress;
+}
+
+std::string SparseOptimizerConfig::ToString() const {
+  switch (kind) {
+    case SparseOptimizerKind::kSGD:
+    case SparseOptimizerKind::kSGDByAddr:
+      return fmt::format("{}(learning_rate={}, weight_decay={})", SparseOptimizerKindName(kind),
+                         learning_rate, weight_decay);
+    case SparseOptimizerKind::kAdagrad:
+    case SparseOptimizerKind::kAdagradByAddress:
+      return fmt::format("{}(learning_rate={}, initial_accumulator_value={})",
+                         SparseOptimizerKindName(kind), learning_rate, initial_accumulator_value);
+    case SparseOptimizerKind::kLazyAdam:
+    case SparseOptimizerKind::kLazyAdamByAddress:
+      return fmt::format("{}(learning_rate={}, beta1={}, beta2={}, epsilon={})",
+                         SparseOptimizerKindName(kind), learning_rate, beta1, beta2, epsilon);
+    case SparseOptimizerKind::kFTRL:
+      return fmt::format(
+          "FTRL(learning_rate={}, learning_rate_power={}, initial_accumulator_value={}, l1={}, "
+          "l2={}, l2_shrinkage={})",
+          learning_rate, learning_rate_power, initial_accumulator_value, l1, l2, l2_shrinkage);
+  }
+  return "unknown";
+}
+
+Status SparseOptimizerConfig::Validate() const {
+  const int k = static_cast<int>(kind);
+  if (k < 0 || k > 6) {
+    return absl::InvalidArgumentError(
+        fmt::format("sparse optimizer kind {} is unknown; use one of SGD, SGDByAddr, Adagrad, "
+                    "AdagradByAddress, LazyAdam, LazyAdamByAddress, FTRL",
+                    k));
+  }
+  auto fail = [&](std::string_view option, float value, std::string_view rule) {
+    return absl::InvalidArgumentError(fmt::format("sparse optimizer {}: {} {} is invalid: {}",
+                                                  SparseOptimizerKindName(kind), option, value,
+                                                  rule));
+  };
+  if (!std::isfinite(learning_rate) || learning_rate <= 0) {
+    return fail("learning_rate", learning_rate, "it must be a finite number > 0");
+  }
+  switch (kind) {
+    case SparseOptimizerKind::kSGD:
+    case SparseOptimizerKind::kSGDByAddr:
+      if (!std::isfinite(weight_decay) || weight_decay < 0) {
+        return fail("weight_decay", weight_decay, "it must be a finite number >= 0 (0 disables)");
+      }
+      break;
+    case SparseOptimizerKind::kAdagrad:
+    case SparseOptimizerKind::kAdagradByAddress:
+      if (!std::isfinite(initial_accumulator_value) || initial_accumulator_value <= 0) {
+        return fail("initial_accumulator_value", initial_accumulator_value,
+                    "it must be a finite number > 0 (the default is 0.9)");
+      }
+      break;
+    case SparseOptimizerKind::kLazyAdam:
+    case SparseOptimizerKind::kLazyAdamByAddress:
+      if (!(beta1 >= 0 && beta1 < 1)) return fail("beta1", beta1, "it must be in [0, 1)");
+      if (!(beta2 >= 0 && beta2 < 1)) return fail("beta2", beta2, "it must be in [0, 1)");
+      if (!std::isfinite(epsilon) || epsilon <= 0) {
+        return fail("epsilon", epsilon, "it must be a finite number > 0 (the default is 1e-8)");
+      }
+      break;
+    case SparseOptimizerKind::kFTRL:
+      if (!std::isfinite(learning_rate_power) || learning_rate_power > 0) {
+        return fail("learning_rate_power", learning_rate_power,
+                    "it must be a finite number <= 0 (the default is -0.5)");
+      }
+      if (!std::isfinite(initial_accumulator_value) || initial_accumulator_value < 0) {
+        return fail("initial_accumulator_value", initial_accumulator_value,
+                    "it must be a finite number >= 0 (the default is 0.1)");
+      }
+      if (!std::isfinite(l1) || l1 < 0) return fail("l1", l1, "it must be a finite number >= 0");
+      if (!std::isfinite(l2) || l2 < 0) return fail("l2", l2, "it must be a finite number >= 0");
+      if (!std::isfinite(l2_shrinkage) || l2_shrinkage < 0) {
+        return fail("l2_shrinkage", l2_shrinkage, "it must be a finite number >= 0");
+      }
+      break;
+  }
+  return absl::OkStatus();
+}
+
+namespace internal {
+
+RowUpdater::RowUpdater(const SparseOptimizerConfig& config, int dim, int64_t step)
+    : config_(config), dim_(dim) {
+  if (config.kind == SparseOptimizerKind::kLazyAdam ||
+      config.kind == SparseOptimizerKind::kLazyAdamByAddress) {
+    const double t = static_cast<double>(step < 1 ? 1 : step);
+    const double b1t = std::pow(static_cast<double>(config.beta1), t);
+    const double b2t = std::pow(static_cast<double>(config.beta2), t);
+    adam_lr_t_ = static_cast<float>(config.learning_rate * std::sqrt(1.0 - b2t) / (1.0 - b1t));
+  }
+}
+
+void InitSlots(const SparseOptimizerConfig& config, int dim, float* slots) {
+  switch (config.kind) {
+    case SparseOptimizerKind::kSGD:
+    case SparseOptimizerKind::kSGDByAddr:
+      break;
+    case SparseOptimizerKind::kAdagrad:
+    case SparseOptimizerKind::kAdagradByAddress:
+      for (int i = 0; i < dim; ++i) slots[i] = config.initial_accumulator_value;
+      break;
+    case SparseOptimizerKind::kLazyAdam:
+    case SparseOptimizerKind::kLazyAdamByAddress:
+      for (int i = 0; i < 2 * dim; ++i) slots[i] = 0.0f;
+      break;
+    case SparseOptimizerKind::kFTRL:
+      for (int i = 0; i < dim; ++i) slots[i] = config.initial_accumulator_value;
+      for (int i = dim; i < 2 * dim; ++i) slots[i] = 0.0f;
+      break;
+  }
+}
+
+namespace {
+
+void UpdateSGD(float* __restrict w, const float* __restrict g, int dim, float lr, float wd) {
+  if (wd == 0.0f) {
+    for (int i = 0; i < dim; ++i) w[i] -= lr * g[i];
+  } else {
+    for (int i = 0; i < dim; ++i) w[i] -= lr * (g[i] + wd * w[i]);
+  }
+}
+
+void UpdateAdagrad(float* __restrict w, float* __restrict acc, const float* __restrict g, int dim,
+                   float lr) {
+  for (int i = 0; i < dim; ++i) {
+    const float a = acc[i] + g[i] * g[i];
+    acc[i] = a;
+    w[i] -= lr * g[i] / std::sqrt(a);
+  }
+}
+
+void UpdateLazyAdam(float* __restrict w, float* __restrict m, float* __restrict v,
+                    const float* __restrict g, int dim, float b1, float b2, float eps, float lr_t) {
+  const float c1 = 1.0f - b1, c2 = 1.0f - b2;
+  for (int i = 0; i < dim; ++i) {
+    const float mi = b1 * m[i] + c1 * g[i];
+    const float vi = b2 * v[i] + c2 * g[i] * g[i];
+    m[i] = mi;
+    v[i] = vi;
+    w[i] -= lr_t * mi / (std::sqrt(vi) + eps);
+  }
+}
+
+void UpdateFtrl(float* __restrict w, float* __restrict acc, float* __restrict lin,
+                const float* __restrict g, int dim, const SparseOptimizerConfig& c) {
+  const float lr = c.learning_rate, p = c.learning_rate_power;
+  const float two_l2 = 2.0f * c.l2, two_shrink = 2.0f * c.l2_shrinkage;
+  const bool half = p == -0.5f;
+  for (int i = 0; i < dim; ++i) {
+    const float gi = g[i];
+    const float gs = gi + two_shrink * w[i];
+    const float a_old = acc[i];
+    const float a_new = a_old + gi * gi;
+    const float pow_new = half ? std::sqrt(a_new) : std::pow(a_new, -p);
+    const float pow_old = half ? std::sqrt(a_old) : std::pow(a_old, -p);
+    const float l = lin[i] + gs - (pow_new - pow_old) / lr * w[i];
+    lin[i] = l;
+    const float quadratic = pow_new / lr + two_l2;
+    w[i] = std::fabs(l) > c.l1 ? ((l > 0 ? c.l1 : -c.l1) - l) / quadratic : 0.0f;
+    acc[i] = a_new;
+  }
+}
+
+}  // namespace
+
+void RowUpdater::Apply(float* row, const float* g) const {
+  const int d = dim_;
+  switch (config_.kind) {
+    case SparseOptimizerKind::kSGD:
+    case SparseOptimizerKind::kSGDByAddr:
+      UpdateSGD(row, g, d, config_.learning_rate, config_.weight_decay);
+      break;
+    case SparseOptimizerKind::kAdagrad:
+    case SparseOptimizerKind::kAdagradByAddress:
+      UpdateAdagrad(row, row + d, g, d, config_.learning_rate);
+      break;
+    case SparseOptimizerKind::kLazyAdam:
+    case SparseOptimizerKind::kLazyAdamByAddress:
+      UpdateLazyAdam(row, row + d, row + 2 * d, g, d, config_.beta1, config_.beta2, config_.epsilon,
+                     adam_lr_t_);
+      break;
+    case SparseOptimizerKind::kFTRL:
+      UpdateFtrl(row, row + d, row + 2 * d, g, d, config_);
+      break;
+  }
+}
+
+}  // namespace internal
+}  // namespace recsdk

@@ -1,0 +1,110 @@
+// key_index_test.cc: KeyIndex insert/find/erase/grow against absl::flat_hash_map.
+#include "src/table/key_index.h"
+
+#include <cstdint>
+#include <limits>
+#include <random>
+
+#include "absl/container/flat_hash_map.h"
+#include "gtest/gtest.h"
+
+namespace recsdk::internal {
+namespace {
+
+TEST(KeyIndexTest, InsertFindErase) {
+  KeyIndex index(4);
+  EXPECT_EQ(index.Find(7), KeyIndex::kEmpty);
+  EXPECT_TRUE(index.Insert(7, 1));
+  EXPECT_FALSE(index.Insert(7, 2));
+  EXPECT_EQ(index.Find(7), 1u);
+  EXPECT_TRUE(index.Erase(7));
+  EXPECT_FALSE(index.Erase(7));
+  EXPECT_EQ(index.Find(7), KeyIndex::kEmpty);
+  EXPECT_EQ(index.size(), 0u);
+}
+
+TEST(KeyIndexTest, ExtremeKeys) {
+  KeyIndex index;
+  const int64_t keys[] = {0,
+                          -1,
+                          std::numeric_limits<int64_t>::min(),
+                          std::numeric_limits<int64_t>::max(),
+                          std::numeric_limits<int32_t>::min(),
+                          std::numeric_limits<int32_t>::max(),
+                          int64_t{1} << 62};
+  uint32_t row = 0;
+  for (int64_t k : keys) EXPECT_TRUE(index.Insert(k, row++));
+  row = 0;
+  for (int64_t k : keys) EXPECT_EQ(index.Find(k), row++);
+}
+
+// Keys that differ only in high bits, or are multiples of large powers of two, stress the hash.
+TEST(KeyIndexTest, CollisionHeavyKeysAndGrowth) {
+  KeyIndex index(8);
+  absl::flat_hash_map<int64_t, uint32_t> ref;
+  uint32_t row = 0;
+  for (int64_t i = 0; i < 20000; ++i) {
+    for (int64_t k : {i << 32, i << 40, -(i << 20), i * 1024}) {
+      if (ref.emplace(k, row).second) {
+        EXPECT_TRUE(index.Insert(k, row));
+        ++row;
+      }
+    }
+  }
+  EXPECT_EQ(index.size(), ref.size());
+  EXPECT_LE(static_cast<double>(index.size()), KeyIndex::kMaxLoad * index.num_slots());
+  for (const auto& [k, r] : ref) ASSERT_EQ(index.Find(k), r) << k;
+}
+
+TEST(KeyIndexTest, RandomOpsMatchReference) {
+  std::mt19937_64 rng(42);
+  KeyIndex index(16);
+  absl::flat_hash_map<int64_t, uint32_t> ref;
+  for (int op = 0; op < 200000; ++op) {
+    const int64_t key = static_cast<int64_t>(rng() % 5000) - 2500;
+    const int what = static_cast<int>(rng() % 3);
+    if (what == 0) {
+      const uint32_t r = static_cast<uint32_t>(op);
+      const bool inserted = ref.emplace(key, r).second;
+      ASSERT_EQ(index.Insert(key, r), inserted);
+    } else if (what == 1) {
+      ASSERT_EQ(index.Erase(key), ref.erase(key) == 1);
+    } else {
+      auto it = ref.find(key);
+      ASSERT_EQ(index.Find(key), it == ref.end() ? KeyIndex::kEmpty : it->second);
+    }
+  }
+  size_t visited = 0;
+  index.ForEach([&](int64_t k, uint32_t r) {
+    ++visited;
+    EXPECT_EQ(ref.at(k), r);
+  });
+  EXPECT_EQ(visited, ref.size());
+}
+
+TEST(KeyIndexTest, FindBatchMatchesFind) {
+  KeyIndex index(1000);
+  std::vector<int64_t> keys;
+  for (int64_t i = 0; i < 1000; ++i) {
+    index.Insert(i * 7919, static_cast<uint32_t>(i));
+    keys.push_back(i * 7919);
+    keys.push_back(i * 7919 + 1);  // mostly absent
+  }
+  std::vector<uint32_t> rows(keys.size());
+  index.FindBatch(keys.data(), keys.size(), rows.data());
+  for (size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(rows[i], index.Find(keys[i]));
+}
+
+TEST(KeyIndexTest, ClearAndReserve) {
+  KeyIndex index(4);
+  for (int64_t i = 0; i < 100; ++i) index.Insert(i, static_cast<uint32_t>(i));
+  index.Reserve(100000);
+  EXPECT_GE(index.num_slots(), 125000u);
+  for (int64_t i = 0; i < 100; ++i) EXPECT_EQ(index.Find(i), static_cast<uint32_t>(i));
+  index.Clear();
+  EXPECT_EQ(index.size(), 0u);
+  EXPECT_EQ(index.Find(5), KeyIndex::kEmpty);
+}
+
+}  // namespace
+}  // namespace recsdk::internal
