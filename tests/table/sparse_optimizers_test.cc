@@ -1,0 +1,179 @@
+// sparse_optimizers_test.cc: every sparse optimizer against a plain dense reference (rows in
+// std::vector, double-free float math written out directly) on the same gradients, including
+// keys repeated within a batch; plus config validation.
+#include "recsdk/sparse_optimizers.h"
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "recsdk/table.h"
+
+namespace recsdk {
+namespace {
+
+// Dense reference: one row + slots per key, updated by the textbook rule.
+struct Reference {
+  SparseOptimizerConfig c;
+  int dim;
+  std::map<int64_t, std::vector<float>> w, s1, s2;
+
+  void Step(const std::map<int64_t, std::vector<float>>& grads, int64_t t) {
+    for (const auto& [key, g] : grads) {
+      std::vector<float>& x = w.at(key);
+      std::vector<float>& a = s1[key];
+      std::vector<float>& b = s2[key];
+      if (a.empty()) {
+        const bool ftrl = c.kind == SparseOptimizerKind::kFTRL;
+        const bool ada = c.kind == SparseOptimizerKind::kAdagrad ||
+                         c.kind == SparseOptimizerKind::kAdagradByAddress;
+        a.assign(dim, ftrl || ada ? c.initial_accumulator_value : 0.0f);
+        b.assign(dim, 0.0f);
+      }
+      for (int i = 0; i < dim; ++i) {
+        switch (c.kind) {
+          case SparseOptimizerKind::kSGD:
+          case SparseOptimizerKind::kSGDByAddr:
+            x[i] = x[i] - c.learning_rate * (g[i] + c.weight_decay * x[i]);
+            break;
+          case SparseOptimizerKind::kAdagrad:
+          case SparseOptimizerKind::kAdagradByAddress:
+            a[i] += g[i] * g[i];
+            x[i] -= c.learning_rate * g[i] / std::sqrt(a[i]);
+            break;
+          case SparseOptimizerKind::kLazyAdam:
+          case SparseOptimizerKind::kLazyAdamByAddress: {
+            a[i] = c.beta1 * a[i] + (1 - c.beta1) * g[i];
+            b[i] = c.beta2 * b[i] + (1 - c.beta2) * g[i] * g[i];
+            const double lr_t = c.learning_rate * std::sqrt(1 - std::pow(double{c.beta2}, t)) /
+                                (1 - std::pow(double{c.beta1}, t));
+            x[i] -= static_cast<float>(lr_t) * a[i] / (std::sqrt(b[i]) + c.epsilon);
+            break;
+          }
+          case SparseOptimizerKind::kFTRL: {
+            const float gs = g[i] + 2 * c.l2_shrinkage * x[i];
+            const float an = a[i] + g[i] * g[i];
+            const float p = -c.learning_rate_power;
+            b[i] += gs - (std::pow(an, p) - std::pow(a[i], p)) / c.learning_rate * x[i];
+            const float quad = std::pow(an, p) / c.learning_rate + 2 * c.l2;
+            x[i] = std::fabs(b[i]) > c.l1 ? ((b[i] > 0 ? c.l1 : -c.l1) - b[i]) / quad : 0.0f;
+            a[i] = an;
+            break;
+          }
+        }
+      }
+    }
+  }
+};
+
+class OptimizerVsReference : public ::testing::TestWithParam<SparseOptimizerConfig> {};
+
+TEST_P(OptimizerVsReference, MatchesDenseReferenceWithRepeatedKeys) {
+  const SparseOptimizerConfig opt = GetParam();
+  constexpr int kDim = 19;  // not a multiple of the vector width
+  TableConfig tc;
+  tc.name = "opt_table";
+  tc.dim = kDim;
+  tc.device_vocabulary_size = 64;
+  tc.use_dynamic_expansion = opt.ByAddress();
+  tc.initializer = Initializer::Normal(0, 0.1, 3);
+  auto table_or = EmbeddingTable::Create(tc, opt);
+  ASSERT_TRUE(table_or.ok()) << table_or.status();
+  EmbeddingTable& table = **table_or;
+  Reference ref{opt, kDim, {}, {}, {}};
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int64_t> key_dist(0, 40);
+  std::normal_distribution<float> grad_dist(0, 1);
+  DedupResult d;
+  for (int64_t step = 1; step <= 30; ++step) {
+    std::vector<int64_t> keys(64);
+    for (auto& k : keys) k = key_dist(rng) * 1000003;  // many repeats per batch
+    std::vector<float> grads(keys.size() * kDim);
+    for (auto& g : grads) g = grad_dist(rng);
+    DedupKeys(keys, &d);
+    std::vector<uint32_t> rows(d.unique_keys.size());
+    ASSERT_TRUE(
+        table.Resolve(d.unique_keys, d.counts, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+    std::map<int64_t, std::vector<float>> summed;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!ref.w.count(keys[i])) {
+        auto row = table.ReadRow(keys[i]);
+        ASSERT_TRUE(row.ok());
+        ref.w[keys[i]] = std::vector<float>(row->begin(), row->begin() + kDim);
+      }
+      auto& s = summed[keys[i]];
+      s.resize(kDim, 0.0f);
+      for (int j = 0; j < kDim; ++j) s[j] += grads[i * kDim + j];
+    }
+    std::vector<float> agg(d.unique_keys.size() * kDim);
+    AggregateGradients(d.restore_index, grads.data(), kDim,
+                       static_cast<int64_t>(d.unique_keys.size()), agg.data());
+    if (opt.ByAddress()) {
+      std::vector<float*> addr(rows.size());
+      table.RowAddresses(rows, absl::MakeSpan(addr));
+      table.ApplyGradientsByAddress(addr, agg.data(), step);
+    } else {
+      table.ApplyGradients(rows, agg.data(), step);
+    }
+    ref.Step(summed, step);
+  }
+  for (const auto& [key, w] : ref.w) {
+    auto row = table.ReadRow(key);
+    ASSERT_TRUE(row.ok());
+    for (int i = 0; i < kDim; ++i) {
+      ASSERT_NEAR((*row)[i], w[i], 1e-6f * std::max(1.0f, std::fabs(w[i])))
+          << opt.ToString() << " key " << key << " i " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, OptimizerVsReference,
+    ::testing::Values(SparseOptimizerConfig::SGD(0.05f), SparseOptimizerConfig::SGD(0.05f, 0.01f),
+                      SparseOptimizerConfig::SGDByAddr(0.05f),
+                      SparseOptimizerConfig::Adagrad(0.05f),
+                      SparseOptimizerConfig::AdagradByAddress(0.05f, 0.5f),
+                      SparseOptimizerConfig::LazyAdam(0.01f),
+                      SparseOptimizerConfig::LazyAdamByAddress(0.01f),
+                      SparseOptimizerConfig::FTRL(0.05f),
+                      SparseOptimizerConfig::FTRL(0.05f, -0.7f, 0.1f, 0.01f, 0.02f, 0.03f)));
+
+TEST(SparseOptimizerConfigTest, SpecDefaults) {
+  auto a = SparseOptimizerConfig::Adagrad();
+  EXPECT_FLOAT_EQ(a.learning_rate, 0.001f);
+  EXPECT_FLOAT_EQ(a.initial_accumulator_value, 0.9f);
+  auto l = SparseOptimizerConfig::LazyAdam();
+  EXPECT_FLOAT_EQ(l.beta1, 0.9f);
+  EXPECT_FLOAT_EQ(l.beta2, 0.999f);
+  EXPECT_FLOAT_EQ(l.epsilon, 1e-8f);
+  auto f = SparseOptimizerConfig::FTRL();
+  EXPECT_FLOAT_EQ(f.learning_rate_power, -0.5f);
+  EXPECT_FLOAT_EQ(f.initial_accumulator_value, 0.1f);
+  EXPECT_EQ(l.NumSlots(16), 32);
+  EXPECT_EQ(SparseOptimizerConfig::SGD(1).NumSlots(16), 0);
+  EXPECT_TRUE(SparseOptimizerConfig::LazyAdamByAddress().ByAddress());
+}
+
+TEST(SparseOptimizerConfigTest, Validation) {
+  auto expect_error = [](SparseOptimizerConfig c, const std::string& needle) {
+    Status s = c.Validate();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << needle;
+    EXPECT_NE(std::string(s.message()).find(needle), std::string::npos) << s;
+  };
+  expect_error(SparseOptimizerConfig::SGD(0), "learning_rate 0");
+  expect_error(SparseOptimizerConfig::SGD(0.1f, -1), "weight_decay");
+  expect_error(SparseOptimizerConfig::Adagrad(0.1f, 0), "initial_accumulator_value");
+  expect_error(SparseOptimizerConfig::LazyAdam(0.1f, 1.0f), "beta1");
+  expect_error(SparseOptimizerConfig::LazyAdam(0.1f, 0.9f, 0.999f, 0), "epsilon");
+  expect_error(SparseOptimizerConfig::FTRL(0.1f, 0.5f), "learning_rate_power");
+  expect_error(SparseOptimizerConfig::FTRL(0.1f, -0.5f, 0.1f, -1), "l1");
+  for (auto c : {SparseOptimizerConfig::SGD(0.1f), SparseOptimizerConfig::Adagrad(),
+                 SparseOptimizerConfig::LazyAdam(), SparseOptimizerConfig::FTRL()}) {
+    EXPECT_TRUE(c.Validate().ok()) << c.ToString();
+  }
+}
+
+}  // namespace
+}  // namespace recsdk

@@ -1,0 +1,455 @@
+// table_test.cc: EmbeddingTable lookups, admission, padding, eviction, capacity, export and
+// checkpoints, and TableConfig validation.
+#include "recsdk/table.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "src/table/npy.h"
+
+namespace recsdk {
+namespace {
+
+TableConfig Config(int dim = 4, int64_t vocab = 100) {
+  TableConfig c;
+  c.name = "user_table";
+  c.dim = dim;
+  c.device_vocabulary_size = vocab;
+  c.initializer = Initializer::Uniform(-1, 1, 7);
+  return c;
+}
+
+std::unique_ptr<EmbeddingTable> Make(
+    const TableConfig& c, const SparseOptimizerConfig& o = SparseOptimizerConfig::SGD(0.1f)) {
+  auto t = EmbeddingTable::Create(c, o);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return std::move(t).value();
+}
+
+std::vector<uint32_t> Resolve(EmbeddingTable& t, std::vector<int64_t> keys,
+                              LookupMode mode = LookupMode::kTrain,
+                              std::vector<int64_t> timestamps = {}) {
+  std::vector<uint32_t> rows(keys.size());
+  const Status s = t.Resolve(keys, {}, timestamps, mode, absl::MakeSpan(rows));
+  EXPECT_TRUE(s.ok()) << s;
+  return rows;
+}
+
+std::string TmpDir(const std::string& leaf) {
+  const char* base = std::getenv("RECSDK_TEST_TMPDIR");
+  std::string dir = std::string(base ? base : "/tmp") + "/table_test_" + leaf;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+TEST(DedupTest, UniqueKeysRestoreIndexCounts) {
+  const std::vector<int64_t> keys = {5, -3, 5, 9, -3, 5, INT64_MIN};
+  DedupResult d;
+  DedupKeys(keys, &d);
+  EXPECT_EQ(d.unique_keys, (std::vector<int64_t>{5, -3, 9, INT64_MIN}));
+  EXPECT_EQ(d.counts, (std::vector<uint32_t>{3, 2, 1, 1}));
+  ASSERT_EQ(d.restore_index.size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(d.unique_keys[d.restore_index[i]], keys[i]);
+  const std::vector<int32_t> k32 = {1, 1, 2};
+  DedupKeys(k32, &d);
+  EXPECT_EQ(d.unique_keys, (std::vector<int64_t>{1, 2}));
+  DedupKeys(std::vector<int64_t>{}, &d);
+  EXPECT_TRUE(d.unique_keys.empty());
+}
+
+TEST(DedupTest, AggregateGradientsSumsRepeatedKeys) {
+  const std::vector<uint32_t> restore = {0, 1, 0, 0};
+  const std::vector<float> grads = {1, 2, 10, 20, 100, 200, 1000, 2000};
+  std::vector<float> out(4, -1);
+  AggregateGradients(restore, grads.data(), 2, 2, out.data());
+  EXPECT_EQ(out, (std::vector<float>{1101, 2202, 10, 20}));
+}
+
+TEST(TableTest, LookupInsertsAndInitialRowsAreReproducible) {
+  auto a = Make(Config());
+  auto b = Make(Config());
+  auto ra = Resolve(*a, {1, 2, 3});
+  auto rb = Resolve(*b, {3, 2, 1});  // other insertion order
+  EXPECT_EQ(a->size(), 3);
+  for (int64_t k : {1, 2, 3}) {
+    auto va = a->ReadRow(k), vb = b->ReadRow(k);
+    ASSERT_TRUE(va.ok() && vb.ok());
+    EXPECT_EQ(*va, *vb);
+    for (float v : *va) EXPECT_TRUE(v >= -1 && v <= 1);
+  }
+  EXPECT_NE(*a->ReadRow(1), *a->ReadRow(2));
+  std::vector<float> out(3 * 4);
+  a->Gather(ra, out.data());
+  EXPECT_EQ(std::vector<float>(out.begin(), out.begin() + 4), *a->ReadRow(1));
+  // Found again: same rows, no growth.
+  EXPECT_EQ(Resolve(*a, {1, 2, 3}), ra);
+  EXPECT_EQ(a->size(), 3);
+}
+
+TEST(TableTest, EvalDoesNotInsertAndReadsServingDefault) {
+  TableConfig c = Config();
+  c.serving_default_value = 0.5f;
+  auto t = Make(c);
+  auto rows = Resolve(*t, {42}, LookupMode::kEval);
+  EXPECT_EQ(rows[0], EmbeddingTable::kDefaultRow);
+  EXPECT_EQ(t->size(), 0);
+  std::vector<float> out(4);
+  t->Gather(rows, out.data());
+  EXPECT_EQ(out, std::vector<float>(4, 0.5f));
+}
+
+TEST(TableTest, PaddingKeysReadZerosNeverTrainAndMask) {
+  TableConfig c = Config();
+  c.padding_keys = {-1};
+  c.padding_keys_mask = true;
+  c.serving_default_value = 3;
+  auto t = Make(c);
+  DedupResult d;
+  const std::vector<int64_t> keys = {7, -1, 7, -1};
+  DedupKeys(keys, &d);
+  std::vector<uint32_t> rows(d.unique_keys.size());
+  ASSERT_TRUE(
+      t->Resolve(d.unique_keys, d.counts, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+  EXPECT_EQ(rows[1], EmbeddingTable::kPaddingRow);
+  EXPECT_EQ(t->size(), 1);
+  std::vector<float> out(4 * 4);
+  t->GatherRestored(rows, d.restore_index, out.data());
+  for (int i = 4; i < 8; ++i) EXPECT_EQ(out[i], 0.0f);
+  std::vector<float> mask(4);
+  t->PaddingMask(rows, d.restore_index, mask.data());
+  EXPECT_EQ(mask, (std::vector<float>{1, 0, 1, 0}));
+  // Pooled mean over [2, 2]: sample 0 = {7, -1} -> mean over the one valid id.
+  std::vector<float> pooled(2 * 4);
+  ASSERT_TRUE(t->GatherPooled(rows, d.restore_index, 2, 2, Combiner::kMean, pooled.data()).ok());
+  auto row7 = *t->ReadRow(7);
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(pooled[i], row7[i]);
+  ASSERT_TRUE(t->GatherPooled(rows, d.restore_index, 2, 2, Combiner::kSum, pooled.data()).ok());
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(pooled[4 + i], row7[i]);
+  EXPECT_FALSE(t->GatherPooled(rows, d.restore_index, 3, 2, Combiner::kSum, pooled.data()).ok());
+  // Gradients for padding rows are skipped.
+  std::vector<float> g(2 * 4, 1.0f);
+  t->ApplyGradients(rows, g.data(), 1);
+  EXPECT_EQ(t->size(), 1);
+  EXPECT_EQ(t->FindRow(-1), EmbeddingTable::kPaddingRow);
+}
+
+TEST(TableTest, PooledSqrtn) {
+  auto t = Make(Config());
+  auto rows = Resolve(*t, {1, 2});
+  std::vector<uint32_t> restore = {0, 1};
+  std::vector<float> out(4);
+  ASSERT_TRUE(t->GatherPooled(rows, restore, 1, 2, Combiner::kSqrtn, out.data()).ok());
+  auto r1 = *t->ReadRow(1), r2 = *t->ReadRow(2);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(out[i], (r1[i] + r2[i]) / std::sqrt(2.0f), 1e-6);
+}
+
+TEST(TableTest, AdmissionThresholdWithFaaeCoefficient) {
+  TableConfig c = Config();
+  c.access_threshold = 3;
+  c.faae_coefficient = 1.0f;
+  c.serving_default_value = -2;
+  auto t = Make(c);
+  // Two occurrences in one batch count 2.
+  std::vector<int64_t> keys = {10};
+  std::vector<uint32_t> counts = {2};
+  std::vector<uint32_t> rows(1);
+  ASSERT_TRUE(t->Resolve(keys, counts, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+  EXPECT_EQ(rows[0], EmbeddingTable::kDefaultRow);
+  EXPECT_EQ(t->AdmissionCount(10), 2.0f);
+  // Evaluation reads, never counts.
+  ASSERT_TRUE(t->Resolve(keys, counts, {}, LookupMode::kEval, absl::MakeSpan(rows)).ok());
+  EXPECT_EQ(t->AdmissionCount(10), 2.0f);
+  // Gradients of a not-admitted key are dropped.
+  std::vector<float> g(4, 1.0f);
+  t->ApplyGradients(rows, g.data(), 1);
+  EXPECT_EQ(t->size(), 0);
+  ASSERT_TRUE(t->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+  EXPECT_NE(rows[0], EmbeddingTable::kDefaultRow);
+  EXPECT_EQ(t->size(), 1);
+  EXPECT_EQ(t->AdmissionCount(10), 0.0f);
+
+  TableConfig half = Config();
+  half.access_threshold = 2;
+  half.faae_coefficient = 0.5f;
+  auto t2 = Make(half);
+  for (int i = 0; i < 3; ++i) Resolve(*t2, {5});
+  EXPECT_EQ(t2->size(), 0);
+  EXPECT_FLOAT_EQ(t2->AdmissionCount(5), 1.5f);
+  Resolve(*t2, {5});
+  EXPECT_EQ(t2->size(), 1);
+}
+
+TEST(TableTest, EvictionByDataTimeReusesRows) {
+  TableConfig c = Config(4, 3);
+  c.access_threshold = 0;
+  c.eviction_threshold = 100;
+  auto t = Make(c);
+  auto r1 = Resolve(*t, {1, 2}, LookupMode::kTrain, {1000, 1050});
+  EXPECT_EQ(t->data_time(), 1050);
+  Resolve(*t, {3}, LookupMode::kTrain, {1100});
+  EXPECT_EQ(t->size(), 3);
+  // Key 1 was last seen at 1000 = 1100 - 100: evicted. Key 2 (1050) stays.
+  auto evicted = t->EvictStale();
+  ASSERT_TRUE(evicted.ok());
+  EXPECT_EQ(*evicted, 1);
+  EXPECT_EQ(t->size(), 2);
+  EXPECT_EQ(t->FindRow(1), EmbeddingTable::kDefaultRow);
+  // The freed row is reused by the next new key, which gets its own initial values.
+  auto r4 = Resolve(*t, {4}, LookupMode::kTrain, {1101});
+  EXPECT_EQ(r4[0], r1[0]);
+  auto fresh = Make(c);
+  Resolve(*fresh, {4});
+  EXPECT_EQ(*t->ReadRow(4), *fresh->ReadRow(4));
+  // Refreshing a key's timestamp keeps it.
+  Resolve(*t, {2}, LookupMode::kTrain, {1200});
+  ASSERT_TRUE(t->EvictLastAccessedAtOrBefore(1101).ok());
+  EXPECT_EQ(t->size(), 1);
+  EXPECT_NE(t->FindRow(2), EmbeddingTable::kDefaultRow);
+}
+
+TEST(TableTest, EvictionRemovesPendingCounts) {
+  TableConfig c = Config();
+  c.access_threshold = 5;
+  c.eviction_threshold = 10;
+  auto t = Make(c);
+  Resolve(*t, {9}, LookupMode::kTrain, {0});
+  Resolve(*t, {8}, LookupMode::kTrain, {20});
+  EXPECT_EQ(t->AdmissionCount(9), 1.0f);
+  ASSERT_TRUE(t->EvictStale().ok());
+  EXPECT_EQ(t->AdmissionCount(9), 0.0f);
+  EXPECT_EQ(t->AdmissionCount(8), 1.0f);
+}
+
+TEST(TableTest, EvictionDisabledIsFailedPrecondition) {
+  auto t = Make(Config());
+  EXPECT_EQ(t->EvictStale().status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(TableTest, EvictHookTriggersBySteps) {
+  TableConfig c = Config();
+  c.access_threshold = 0;
+  c.eviction_threshold = 5;
+  auto t = Make(c);
+  EvictHook hook(true, /*evict_time_interval=*/0, /*evict_step_interval=*/2);
+  ASSERT_TRUE(hook.Validate().ok());
+  EmbeddingTable* tables[] = {t.get()};
+  Resolve(*t, {1}, LookupMode::kTrain, {0});
+  EXPECT_EQ(*hook.AfterStep(1, tables), 0);
+  Resolve(*t, {2}, LookupMode::kTrain, {10});
+  EXPECT_EQ(*hook.AfterStep(2, tables), 1);
+  EXPECT_EQ(t->size(), 1);
+  EXPECT_FALSE(EvictHook(true, 0, 0).Validate().ok());
+  EvictHook by_time(true, 100, 0);
+  Resolve(*t, {3}, LookupMode::kTrain, {50});
+  EXPECT_EQ(*by_time.AfterStep(1, tables), 0);
+  Resolve(*t, {3}, LookupMode::kTrain, {150});
+  EXPECT_EQ(*by_time.AfterStep(2, tables), 1);  // key 2 (t=10) goes
+}
+
+TEST(TableTest, FullTableIsResourceExhaustedNamingTheTable) {
+  auto t = Make(Config(4, 2));
+  Resolve(*t, {1, 2});
+  std::vector<int64_t> keys = {3, 1};
+  std::vector<uint32_t> rows(2);
+  Status s = t->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("user_table"), absl::string_view::npos) << s;
+  EXPECT_NE(s.message().find("use_dynamic_expansion"), absl::string_view::npos) << s;
+  EXPECT_EQ(t->size(), 2);
+  EXPECT_EQ(t->capacity(), 2);
+}
+
+TEST(TableTest, DynamicExpansionGrows) {
+  TableConfig c = Config(4, 8);
+  c.use_dynamic_expansion = true;
+  EXPECT_FALSE(EmbeddingTable::Create(c, SparseOptimizerConfig::SGD(0.1f)).ok());
+  auto t = Make(c, SparseOptimizerConfig::SGDByAddr(0.1f));
+  std::vector<int64_t> keys;
+  for (int64_t i = 0; i < 200000; ++i) keys.push_back(i * 31);
+  auto rows = Resolve(*t, keys);
+  EXPECT_EQ(t->size(), 200000);
+  EXPECT_GT(t->capacity(), 200000);
+  for (size_t i = 0; i < keys.size(); i += 997) EXPECT_EQ(t->FindRow(keys[i]), rows[i]);
+  // By-address update through the lookup's row addresses.
+  std::vector<float*> addr(2);
+  std::vector<uint32_t> two = {rows[0], rows[1]};
+  t->RowAddresses(two, absl::MakeSpan(addr));
+  auto before = *t->ReadRow(keys[1]);
+  std::vector<float> g(8, 1.0f);
+  t->ApplyGradientsByAddress(addr, g.data(), 1);
+  auto after = *t->ReadRow(keys[1]);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(after[i], before[i] - 0.1f, 1e-6);
+}
+
+TEST(TableTest, Int32KeysRejectOutOfRange) {
+  TableConfig c = Config();
+  c.key_dtype = DType::kInt32;
+  auto t = Make(c);
+  std::vector<int64_t> keys = {int64_t{1} << 40};
+  std::vector<uint32_t> rows(1);
+  EXPECT_EQ(t->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows)).code(),
+            absl::StatusCode::kInvalidArgument);
+  Resolve(*t, {-5, 2147483647});
+  EXPECT_EQ(t->size(), 2);
+}
+
+TEST(TableTest, ExportNpyHeaderAndImportRoundTrip) {
+  auto t = Make(Config());
+  Resolve(*t, {30, -4, 7});
+  const std::string dir = TmpDir("export");
+  ASSERT_TRUE(t->ExportNpy(dir + "/k.npy", dir + "/v.npy").ok());
+  auto raw = internal::ReadFile(dir + "/k.npy");
+  ASSERT_TRUE(raw.ok());
+  ASSERT_GE(raw->size(), 64u + 24);
+  EXPECT_EQ(raw->substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
+  const size_t header_len =
+      static_cast<unsigned char>((*raw)[8]) | (static_cast<unsigned char>((*raw)[9]) << 8);
+  EXPECT_EQ((10 + header_len) % 64, 0u);
+  EXPECT_NE(raw->find("'descr': '<i8', 'fortran_order': False, 'shape': (3,)"), std::string::npos);
+  EXPECT_EQ(raw->size(), 10 + header_len + 3 * 8);
+  auto v = internal::ReadNpy(dir + "/v.npy");
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->shape, (std::vector<int64_t>{3, 4}));
+  // Sorted by key: -4, 7, 30.
+  std::vector<float> first(4);
+  std::memcpy(first.data(), v->data.data(), 16);
+  const std::vector<float> row = *t->ReadRow(-4);
+  EXPECT_EQ(first, std::vector<float>(row.begin(), row.begin() + 4));
+  auto u = Make(Config());
+  ASSERT_TRUE(u->ImportNpy(dir + "/k.npy", dir + "/v.npy").ok());
+  EXPECT_EQ(u->size(), 3);
+  for (int64_t k : {30, -4, 7}) EXPECT_EQ(*u->ReadRow(k), *t->ReadRow(k));
+  if (std::system("python3 -c 'import numpy' >/dev/null 2>&1") == 0) {
+    const std::string cmd = "python3 -c \"import numpy as np; k=np.load('" + dir +
+                            "/k.npy'); v=np.load('" + dir +
+                            "/v.npy'); assert list(k)==[-4,7,30] and v.shape==(3,4)\"";
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+  }
+}
+
+TEST(TableTest, SaveRestoreRoundTripWithSlotsAndAdmission) {
+  TableConfig c = Config();
+  c.access_threshold = 2;
+  c.eviction_threshold = 1000;
+  auto opt = SparseOptimizerConfig::Adagrad(0.1f);
+  auto t = Make(c, opt);
+  std::vector<int64_t> keys = {1, 2, 3};
+  std::vector<uint32_t> counts = {2, 2, 1};
+  std::vector<int64_t> ts = {10, 20, 30};
+  std::vector<uint32_t> rows(3);
+  ASSERT_TRUE(t->Resolve(keys, counts, ts, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+  std::vector<float> g(3 * 4, 0.5f);
+  t->ApplyGradients(rows, g.data(), 1);
+  const std::string dir = TmpDir("save");
+  ASSERT_TRUE(t->Save(dir).ok());
+  auto u = Make(c, opt);
+  Status s = u->Restore(dir);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(u->size(), 2);
+  EXPECT_EQ(u->data_time(), 30);
+  EXPECT_EQ(*u->ReadRow(1), *t->ReadRow(1));
+  EXPECT_EQ(*u->ReadRow(2), *t->ReadRow(2));
+  EXPECT_EQ(u->AdmissionCount(3), 1.0f);
+  // Timestamps came back: eviction at data time 1030 removes key 1 (t=10) and 2 (t=20) only.
+  ASSERT_TRUE(u->EvictLastAccessedAtOrBefore(20).ok());
+  EXPECT_EQ(u->size(), 0);
+  EXPECT_EQ(u->AdmissionCount(3), 1.0f);
+  // A table with another optimizer refuses the checkpoint.
+  auto w = Make(c, SparseOptimizerConfig::LazyAdam());
+  EXPECT_EQ(w->Restore(dir).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(TableTest, CorruptOrTruncatedCheckpointIsDataLoss) {
+  auto t = Make(Config(), SparseOptimizerConfig::Adagrad());
+  Resolve(*t, {1, 2, 3, 4});
+  const std::string dir = TmpDir("corrupt");
+  ASSERT_TRUE(t->Save(dir).ok());
+  auto expect_data_loss = [&](const std::string& what) {
+    auto u = Make(Config(), SparseOptimizerConfig::Adagrad());
+    Resolve(*u, {99});
+    Status s = u->Restore(dir);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << what << ": " << s;
+    EXPECT_NE(u->FindRow(99), EmbeddingTable::kDefaultRow) << what << ": table changed";
+  };
+  const std::string rows = dir + "/rows.npy";
+  const auto good = std::filesystem::file_size(rows);
+  // Flip a payload byte.
+  {
+    std::fstream f(rows, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(good - 3));
+    f.put('\x55');
+  }
+  expect_data_loss("flipped byte");
+  std::filesystem::resize_file(rows, good - 7);
+  expect_data_loss("truncated payload");
+  std::filesystem::resize_file(rows, 5);
+  expect_data_loss("truncated header");
+  std::filesystem::remove(rows);
+  expect_data_loss("missing file");
+  { std::ofstream(dir + "/table.json") << "{not json"; }
+  expect_data_loss("bad json");
+  { std::ofstream(dir + "/table.json") << "{}"; }
+  expect_data_loss("empty json");
+  auto u = Make(Config());
+  EXPECT_EQ(u->Restore(dir + "/nonexistent").code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(TableConfigTest, ValidationMessagesNameOptionValueAndFix) {
+  auto expect_error = [](TableConfig c, const std::string& needle) {
+    Status s = c.Validate();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << needle;
+    EXPECT_NE(std::string(s.message()).find(needle), std::string::npos) << s;
+  };
+  EXPECT_TRUE(Config().Validate().ok());
+  TableConfig c = Config();
+  c.dim = 0;
+  expect_error(c, "dim 0");
+  c = Config();
+  c.dim = 8193;
+  expect_error(c, "1..8192");
+  c = Config();
+  c.access_threshold = -2;
+  expect_error(c, "access_threshold -2");
+  c = Config();
+  c.eviction_threshold = -5;
+  c.access_threshold = 0;
+  expect_error(c, "eviction_threshold -5");
+  c = Config();
+  c.eviction_threshold = 10;
+  expect_error(c, "eviction needs admission");
+  c = Config();
+  c.device_vocabulary_size = 0;
+  expect_error(c, "device_vocabulary_size 0");
+  c = Config();
+  c.ssd_vocabulary_size = 10;
+  expect_error(c, "host tier");
+  c.host_vocabulary_size = 10;
+  expect_error(c, "ssd_data_path");
+  c.ssd_data_path = {"/definitely/not/here"};
+  expect_error(c, "existing directory");
+  c.ssd_data_path = {"/tmp"};
+  EXPECT_TRUE(c.Validate().ok());
+  c = Config();
+  c.all2all_gradients_op = "mean";
+  expect_error(c, "sum_gradients_and_div_by_ranksize");
+  c = Config();
+  c.faae_coefficient = 0;
+  expect_error(c, "faae_coefficient");
+  c = Config();
+  c.value_dtype = DType::kFloat16;
+  expect_error(c, "value_dtype");
+  c = Config();
+  c.name = "bad name";
+  expect_error(c, "name");
+  c = Config();
+  c.initializer = Initializer::Uniform(1, -1);
+  expect_error(c, "user_table");
+}
+
+}  // namespace
+}  // namespace recsdk
