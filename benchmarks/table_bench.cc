@@ -87,17 +87,18 @@ struct DenseArray {
 
 // The roofline: out[i] = dense[ranks[i]] with the rows prefetched 16 ahead.
 void RooflineGather(const DenseArray& a, int dim, const int64_t* ranks, size_t n, float* out) {
-  tbb::parallel_for(tbb::blocked_range<size_t>(0, n, 4096), [&](const tbb::blocked_range<size_t>& r) {
-    constexpr size_t kAhead = 16;
-    const size_t row_bytes = static_cast<size_t>(dim) * sizeof(float);
-    for (size_t i = r.begin(); i < r.end(); ++i) {
-      if (i + kAhead < r.end()) {
-        const char* p = reinterpret_cast<const char*>(a.data + ranks[i + kAhead] * dim);
-        for (size_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(p + off);
-      }
-      std::memcpy(out + i * dim, a.data + ranks[i] * dim, row_bytes);
-    }
-  });
+  tbb::parallel_for(
+      tbb::blocked_range<size_t>(0, n, 4096), [&](const tbb::blocked_range<size_t>& r) {
+        constexpr size_t kAhead = 16;
+        const size_t row_bytes = static_cast<size_t>(dim) * sizeof(float);
+        for (size_t i = r.begin(); i < r.end(); ++i) {
+          if (i + kAhead < r.end()) {
+            const char* p = reinterpret_cast<const char*>(a.data + ranks[i + kAhead] * dim);
+            for (size_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(p + off);
+          }
+          std::memcpy(out + i * dim, a.data + ranks[i] * dim, row_bytes);
+        }
+      });
 }
 
 // One table, its dense twin and batches, kept between benchmark cases with the same shape.
@@ -170,7 +171,7 @@ void BM_Lookup(benchmark::State& state) {
   std::vector<float> out(static_cast<size_t>(kBatchKeys) * dim);
   DedupResult d;
   std::vector<uint32_t> row_ids;
-  double t_table = 0, t_roof = 0;
+  double t_table = 0, t_roof = 0, t_dedup = 0, t_resolve = 0;
   int64_t batch = 0;
   for (auto _ : state) {
     const size_t off = static_cast<size_t>(batch++ % kNumBatches) * kBatchKeys;
@@ -179,15 +180,19 @@ void BM_Lookup(benchmark::State& state) {
     benchmark::ClobberMemory();
     const auto t1 = Clock::now();
     DedupKeys(absl::MakeConstSpan(f.keys.data() + off, kBatchKeys), &d);
+    const auto ta = Clock::now();
     row_ids.resize(d.unique_keys.size());
-    if (!f.table->Resolve(d.unique_keys, d.counts, {}, LookupMode::kTrain,
-                          absl::MakeSpan(row_ids)).ok()) {
+    if (!f.table->Resolve(d.unique_keys, d.counts, {}, LookupMode::kTrain, absl::MakeSpan(row_ids))
+             .ok()) {
       state.SkipWithError("resolve failed");
       break;
     }
+    const auto tb = Clock::now();
     f.table->GatherRestored(row_ids, d.restore_index, out.data());
     benchmark::ClobberMemory();
     const auto t2 = Clock::now();
+    t_dedup += Seconds(t1, ta);
+    t_resolve += Seconds(ta, tb);
     t_roof += Seconds(t0, t1);
     t_table += Seconds(t1, t2);
     state.SetIterationTime(Seconds(t1, t2));
@@ -196,6 +201,8 @@ void BM_Lookup(benchmark::State& state) {
   state.counters["rows_per_s"] = keys / t_table;
   state.counters["roofline_rows_per_s"] = keys / t_roof;
   state.counters["lookup_vs_roofline"] = t_roof / t_table;
+  state.counters["dedup_share"] = t_dedup / t_table;
+  state.counters["resolve_share"] = t_resolve / t_table;
   state.counters["unique_frac"] = static_cast<double>(d.unique_keys.size()) / kBatchKeys;
 }
 
@@ -220,8 +227,10 @@ void BM_Update(benchmark::State& state) {
     DedupKeys(absl::MakeConstSpan(f.keys.data() + static_cast<size_t>(b) * kBatchKeys, kBatchKeys),
               &dedup[b]);
     row_ids[b].resize(dedup[b].unique_keys.size());
-    if (!f.table->Resolve(dedup[b].unique_keys, dedup[b].counts, {}, LookupMode::kTrain,
-                          absl::MakeSpan(row_ids[b])).ok()) {
+    if (!f.table
+             ->Resolve(dedup[b].unique_keys, dedup[b].counts, {}, LookupMode::kTrain,
+                       absl::MakeSpan(row_ids[b]))
+             .ok()) {
       std::abort();
     }
   }
@@ -312,8 +321,10 @@ void BM_Memory(benchmark::State& state) {
   for (int64_t b = 0; b < kRows; b += static_cast<int64_t>(keys.size())) {
     const size_t n = static_cast<size_t>(std::min<int64_t>(kRows - b, keys.size()));
     for (size_t i = 0; i < n; ++i) keys[i] = KeyOfRank(b + static_cast<int64_t>(i));
-    if (!table->Resolve(absl::MakeConstSpan(keys.data(), n), {}, absl::MakeConstSpan(ts.data(), n),
-                        LookupMode::kTrain, absl::MakeSpan(rows.data(), n)).ok()) {
+    if (!table
+             ->Resolve(absl::MakeConstSpan(keys.data(), n), {}, absl::MakeConstSpan(ts.data(), n),
+                       LookupMode::kTrain, absl::MakeSpan(rows.data(), n))
+             .ok()) {
       std::abort();
     }
   }

@@ -20,48 +20,51 @@ void DedupImpl(absl::Span<const K> keys, DedupResult* out) {
   size_t cap = 16;
   while (cap < 2 * n) cap <<= 1;
   const uint64_t mask = cap - 1;
-  // Scratch: slot -> index into unique_keys (the key itself is read from unique_keys).
-  thread_local std::vector<uint32_t> slots;
-  thread_local std::vector<int64_t> slot_keys;
-  if (slots.size() < cap) {
-    slots.resize(cap);
-    slot_keys.resize(cap);
-  }
-  std::memset(slots.data(), 0xFF, cap * sizeof(uint32_t));
-  out->unique_keys.clear();
-  out->counts.clear();
+  // Scratch: slot -> (key, index into unique_keys), one cache line access per probe.
+  struct Slot {
+    int64_t key;
+    uint32_t unique;
+    uint32_t pad;
+  };
+  thread_local std::vector<Slot> scratch;
+  if (scratch.size() < cap) scratch.resize(cap);
+  Slot* s = scratch.data();
+  for (size_t i = 0; i < cap; ++i) s[i].unique = kEmpty;
+  out->unique_keys.resize(n);
+  out->counts.resize(n);
   out->restore_index.resize(n);
   uint32_t* restore = out->restore_index.data();
-  uint32_t* s = slots.data();
-  int64_t* sk = slot_keys.data();
-  constexpr size_t kAhead = 8;
+  int64_t* unique_keys = out->unique_keys.data();
+  uint32_t* counts = out->counts.data();
+  uint32_t num_unique = 0;
+  constexpr size_t kAhead = 16;
   for (size_t i = 0; i < n; ++i) {
     if (i + kAhead < n) {
-      const uint64_t h = internal::KeyIndex::Hash(static_cast<int64_t>(keys[i + kAhead])) & mask;
-      __builtin_prefetch(s + h);
-      __builtin_prefetch(sk + h);
+      __builtin_prefetch(s +
+                         (internal::KeyIndex::Hash(static_cast<int64_t>(keys[i + kAhead])) & mask));
     }
     const int64_t key = static_cast<int64_t>(keys[i]);
     uint64_t h = internal::KeyIndex::Hash(key) & mask;
     for (;;) {
-      const uint32_t u = s[h];
+      const uint32_t u = s[h].unique;
       if (u == kEmpty) {
-        const uint32_t nu = static_cast<uint32_t>(out->unique_keys.size());
-        s[h] = nu;
-        sk[h] = key;
-        out->unique_keys.push_back(key);
-        out->counts.push_back(1);
-        restore[i] = nu;
+        s[h].key = key;
+        s[h].unique = num_unique;
+        unique_keys[num_unique] = key;
+        counts[num_unique] = 1;
+        restore[i] = num_unique++;
         break;
       }
-      if (sk[h] == key) {
-        ++out->counts[u];
+      if (s[h].key == key) {
+        ++counts[u];
         restore[i] = u;
         break;
       }
       h = (h + 1) & mask;
     }
   }
+  out->unique_keys.resize(num_unique);
+  out->counts.resize(num_unique);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // Threading: see key_index.h.
 #include "src/table/key_index.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -13,11 +15,31 @@ namespace recsdk::internal {
 
 namespace {
 // The slot array is allocated raw and filled with 0xFF bytes: an all-ones row id marks empty.
+// Large arrays get their own mapping with huge pages advised: lookups are random accesses over
+// the whole array, and 4 KiB pages would add a TLB miss to nearly every one.
+constexpr uint64_t kMapThreshold = 1ull << 21;
+
 void* AllocateSlots(uint64_t bytes) {
-  void* p = std::malloc(std::max<uint64_t>(bytes, 1));
-  if (p == nullptr) throw std::bad_alloc();
+  void* p;
+  if (bytes >= kMapThreshold) {
+    p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    madvise(p, bytes, MADV_HUGEPAGE);
+  } else {
+    p = std::malloc(std::max<uint64_t>(bytes, 1));
+    if (p == nullptr) throw std::bad_alloc();
+  }
   std::memset(p, 0xFF, bytes);
   return p;
+}
+
+void FreeSlots(void* p, uint64_t bytes) {
+  if (p == nullptr) return;
+  if (bytes >= kMapThreshold) {
+    munmap(p, bytes);
+  } else {
+    std::free(p);
+  }
 }
 }  // namespace
 
@@ -31,7 +53,7 @@ KeyIndex::KeyIndex(uint64_t expected) {
   slots_ = static_cast<Slot*>(AllocateSlots(num_slots_ * kSlotBytes));
 }
 
-KeyIndex::~KeyIndex() { std::free(slots_); }
+KeyIndex::~KeyIndex() { FreeSlots(slots_, num_slots_ * kSlotBytes); }
 
 void KeyIndex::Clear() {
   std::memset(static_cast<void*>(slots_), 0xFF, num_slots_ * kSlotBytes);
@@ -59,7 +81,7 @@ void KeyIndex::Rehash(uint64_t new_slots) {
     }
     Store(SlotAt(j), key, row);
   }
-  std::free(old);
+  FreeSlots(old, old_slots * kSlotBytes);
 }
 
 bool KeyIndex::Insert(int64_t key, uint32_t row) {

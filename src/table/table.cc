@@ -332,14 +332,15 @@ class TableImpl final : public EmbeddingTable {
   void CopyEmbedding(uint32_t row, float* out) const {
     const int dim = config_.dim;
     if (row < kDefaultRow) {
-      std::memcpy(out, Row(row), static_cast<size_t>(dim) * sizeof(float));
+      const float* __restrict w = Row(row);
+      for (int i = 0; i < dim; ++i) out[i] = w[i];
     } else {
       std::fill(out, out + dim, row == kPaddingRow ? 0.0f : config_.serving_default_value);
     }
   }
 
   void Gather(absl::Span<const uint32_t> rows, float* out) const override {
-    constexpr size_t kAhead = 8;
+    constexpr size_t kAhead = 16;
     const size_t dim = static_cast<size_t>(config_.dim);
     ParallelChunks(rows.size(), kParallelGrain, [&](size_t b, size_t e) {
       for (size_t i = b; i < std::min(e, b + kAhead); ++i) PrefetchRow(rows[i], 0);
