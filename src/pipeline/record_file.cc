@@ -158,8 +158,8 @@ Status RecordFileSource::StartFile(int, Chunk* chunk, bool* usable) {
   std::memcpy(&version, head + 8, 4);
   std::memcpy(&schema_bytes, head + 12, 4);
   if (version != kVersion) {
-    return bad(fmt::format("format version {} is not supported (this build reads {})", version,
-                           kVersion));
+    return bad(
+        fmt::format("format version {} is not supported (this build reads {})", version, kVersion));
   }
   if (schema_bytes > (1u << 24)) return bad("schema size is implausible");
   std::string schema(schema_bytes + 4, '\0');

@@ -61,8 +61,8 @@ TEST(CriteoReaderTest, EmptyFieldsLog1pAndNegatives) {
   auto batches = Drain(**ds);
   ASSERT_TRUE(batches.ok()) << batches.status();
   auto dense = Concat<float>(*batches, "dense");
-  EXPECT_EQ(dense[0], 0.0f);                         // empty -> 0 -> log1p(0)
-  EXPECT_EQ(dense[1], 0.0f);                         // -5 clamps to 0
+  EXPECT_EQ(dense[0], 0.0f);  // empty -> 0 -> log1p(0)
+  EXPECT_EQ(dense[1], 0.0f);  // -5 clamps to 0
   EXPECT_FLOAT_EQ(dense[2], std::log1p(3.0f));
   EXPECT_EQ(Concat<int64_t>(*batches, "C1"), (std::vector<int64_t>{77}));
   EXPECT_EQ(Concat<int64_t>(*batches, "C2"), (std::vector<int64_t>{-1}));  // bit pattern

@@ -1,13 +1,12 @@
 // Tests of TFRecord framing, tf.Example decoding and the TfRecordDataset source
 // (src/pipeline/tfrecord.cc), with files written by our own writer; each malformed case under
 // both policies.
-#include "src/pipeline/tfrecord.h"
-
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "recsdk/dataset.h"
 #include "src/pipeline/crc32c.h"
+#include "src/pipeline/tfrecord.h"
 #include "tests/pipeline/pipeline_test_util.h"
 
 namespace recsdk {
@@ -37,10 +36,8 @@ std::string Example(int64_t i, bool packed = true) {
 TfRecordOptions Schema() {
   TfRecordOptions o;
   o.schema = {
-      {"label", ColumnKind::kLabel},
-      {"dense", ColumnKind::kDense, 2},
-      {"user", ColumnKind::kSparse, 1},
-      {"tags", ColumnKind::kSparse, 3},
+      {"label", ColumnKind::kLabel},    {"dense", ColumnKind::kDense, 2},
+      {"user", ColumnKind::kSparse, 1}, {"tags", ColumnKind::kSparse, 3},
       {"ts", ColumnKind::kTimestamp},
   };
   return o;
@@ -77,7 +74,7 @@ struct Bad {
   std::string name;
   std::string bytes;  // replaces record 2
   MalformedReason reason;
-  bool loses_rest;    // framing damage drops the rest of the file
+  bool loses_rest;  // framing damage drops the rest of the file
 };
 
 std::vector<Bad> BadCases() {
@@ -109,8 +106,7 @@ TEST(TfRecordReaderTest, MalformedRecordsUnderBothPolicies) {
     TestDir dir;
     const std::string prefix = FrameRecord(Example(0)) + FrameRecord(Example(1));
     const bool at_end = c.name == "truncated";
-    const std::string file =
-        absl::StrCat(prefix, c.bytes, at_end ? "" : FrameRecord(Example(3)));
+    const std::string file = absl::StrCat(prefix, c.bytes, at_end ? "" : FrameRecord(Example(3)));
     WriteFile(dir.File("a.tfrecord"), file);
     auto strict = TfRecordDataset({dir.File("a.tfrecord")}, Schema());
     auto err = Drain(**strict);

@@ -119,9 +119,8 @@ TEST(TransformsTest, RepeatAndMap) {
   EXPECT_EQ(ids[29], 18);
   auto forever = Repeat(Rows(4, 4), -1);
   EXPECT_EQ(Drain(**forever, 50)->size(), 50u);
-  auto failing = Map(Rows(4), [](Batch) -> StatusOr<Batch> {
-    return absl::InvalidArgumentError("nope");
-  });
+  auto failing =
+      Map(Rows(4), [](Batch) -> StatusOr<Batch> { return absl::InvalidArgumentError("nope"); });
   EXPECT_EQ(Drain(**failing).status().message(), "nope");
   EXPECT_FALSE(Repeat(Rows(1), 0).ok());
 }
@@ -170,10 +169,8 @@ TEST(TransformsTest, PrefetchPassesDataAndErrors) {
   EXPECT_EQ(ids[49], 49);
   ASSERT_TRUE((*ds)->Reset().ok());
   EXPECT_EQ(Concat<int64_t>(*Drain(**ds), "id"), ids);
-  auto failing = Prefetch(*Map(Rows(4), [](Batch) -> StatusOr<Batch> {
-                            return absl::InternalError("bad");
-                          }),
-                          2);
+  auto failing = Prefetch(
+      *Map(Rows(4), [](Batch) -> StatusOr<Batch> { return absl::InternalError("bad"); }), 2);
   EXPECT_EQ(Drain(**failing).status().code(), absl::StatusCode::kInternal);
 }
 
