@@ -1,11 +1,11 @@
 // logging.cc: stderr logging and the assertion failure handler.
-#include "common/logging.h"
+#include "src/common/logging.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
-#include "common/check.h"
+#include "src/common/check.h"
 
 namespace recsdk::internal {
 namespace {

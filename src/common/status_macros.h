@@ -4,6 +4,18 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "fmt/format.h"
+
+// Debian's Abseil has its own string_view (not std::string_view); let fmt print it, so
+// status.message() can go straight into messages.
+template <>
+struct fmt::formatter<absl::string_view> : fmt::formatter<fmt::string_view> {
+  template <typename Ctx>
+  auto format(absl::string_view s, Ctx& ctx) const {
+    return fmt::formatter<fmt::string_view>::format(fmt::string_view(s.data(), s.size()), ctx);
+  }
+};
 
 #define RECSDK_STATUS_CONCAT_INNER(a, b) a##b
 #define RECSDK_STATUS_CONCAT(a, b) RECSDK_STATUS_CONCAT_INNER(a, b)

@@ -1,0 +1,105 @@
+// cpu_device.cc: the CPU backend: host memory with the configured limits, a oneTBB arena sized
+// by intra_op_parallelism, and the registration of every CPU kernel.
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "oneapi/tbb/task_arena.h"
+#include "src/device/cpu/kernel_util.h"
+
+namespace recsdk::internal {
+namespace {
+
+class CpuDataTransfer final : public DataTransfer {
+ public:
+  Status CopyHostToDevice(const Tensor& host, Tensor* device) override { return Copy(host, device); }
+  Status CopyDeviceToHost(const Tensor& device, Tensor* host) override { return Copy(device, host); }
+
+ private:
+  static Status Copy(const Tensor& src, Tensor* dst) {
+    if (src.TotalBytes() != dst->TotalBytes()) {
+      return absl::InvalidArgumentError("copy between tensors of different sizes");
+    }
+    if (src.TotalBytes() > 0) std::memcpy(dst->raw_data(), src.raw_data(), src.TotalBytes());
+    return absl::OkStatus();
+  }
+};
+
+class CpuDevice final : public Device {
+ public:
+  explicit CpuDevice(const SessionConfig& config)
+      : Device("cpu", 0, config),
+        threads_(config.intra_op_parallelism > 0 ? config.intra_op_parallelism
+                                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {}
+  DataTransfer& data_transfer() override { return transfer_; }
+  int IntraOpThreads() const override { return threads_; }
+
+ private:
+  int threads_;
+  CpuDataTransfer transfer_;
+};
+
+}  // namespace
+
+DeviceRegistry& DeviceRegistry::Global() {
+  static DeviceRegistry* r = new DeviceRegistry();
+  return *r;
+}
+
+namespace {
+std::mutex& RegistryMutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<std::string, DeviceFactory>& Factories() {
+  static auto* f = new std::map<std::string, DeviceFactory>();
+  return *f;
+}
+}  // namespace
+
+void DeviceRegistry::Register(const std::string& type, DeviceFactory factory) {
+  std::lock_guard<std::mutex> lock(RegistryMutex());
+  Factories()[type] = std::move(factory);
+}
+
+StatusOr<std::unique_ptr<Device>> DeviceRegistry::Create(const std::string& type, const SessionConfig& config) const {
+  DeviceFactory factory;
+  {
+    std::lock_guard<std::mutex> lock(RegistryMutex());
+    auto it = Factories().find(type);
+    if (it == Factories().end()) {
+      std::string known;
+      for (const auto& [k, v] : Factories()) known += (known.empty() ? "" : ", ") + k;
+      return absl::NotFoundError(fmt::format(
+          "device \"{}\" is not registered in this build (registered: {}); set SessionConfig::device to one of them",
+          type, known));
+    }
+    factory = it->second;
+  }
+  return factory(config);
+}
+
+std::vector<std::string> DeviceRegistry::Types() const {
+  std::lock_guard<std::mutex> lock(RegistryMutex());
+  std::vector<std::string> out;
+  for (const auto& [k, v] : Factories()) out.push_back(k);
+  return out;
+}
+
+void RegisterCpuBackend() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    DeviceRegistry::Global().Register("cpu", [](const SessionConfig& config) -> StatusOr<std::unique_ptr<Device>> {
+      return std::unique_ptr<Device>(new CpuDevice(config));
+    });
+    KernelRegistry& r = KernelRegistry::Global();
+    RegisterCpuArrayKernels(r);
+    RegisterCpuMathKernels(r);
+    RegisterCpuMatMulKernels(r);
+    RegisterCpuNnKernels(r);
+    RegisterCpuStateKernels(r);
+    RegisterCpuRandomKernels(r);
+  });
+}
+
+}  // namespace recsdk::internal

@@ -1,0 +1,102 @@
+// kernel_util.h: helpers shared by the CPU kernels: dtype dispatch, broadcasting, parallel loops.
+// Internal; thread-safe (pure functions).
+#ifndef RECSDK_DEVICE_CPU_KERNEL_UTIL_H_
+#define RECSDK_DEVICE_CPU_KERNEL_UTIL_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "oneapi/tbb/blocked_range.h"
+#include "oneapi/tbb/parallel_for.h"
+#include "src/common/status_macros.h"
+#include "src/device/kernel.h"
+
+namespace recsdk::internal {
+
+// ParallelFor runs fn(begin, end) over [0, n) in chunks of at least `grain` elements.
+template <typename Fn>
+void ParallelFor(int64_t n, int64_t grain, Fn&& fn) {
+  if (n <= grain) {
+    if (n > 0) fn(int64_t{0}, n);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, grain),
+                    [&](const tbb::blocked_range<int64_t>& r) { fn(r.begin(), r.end()); });
+}
+
+inline constexpr int64_t kElementwiseGrain = 32768;
+
+// Dispatch on a numeric dtype: calls fn(T{}) with T the element type.
+template <typename Fn>
+Status DispatchNumeric(const OpKernelContext& ctx, DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat32: return fn(float{});
+    case DType::kFloat64: return fn(double{});
+    case DType::kInt32: return fn(int32_t{});
+    case DType::kInt64: return fn(int64_t{});
+    default: return ctx.Error("no CPU kernel for dtype {}", DTypeName(dtype));
+  }
+}
+template <typename Fn>
+Status DispatchFloat(const OpKernelContext& ctx, DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat32: return fn(float{});
+    case DType::kFloat64: return fn(double{});
+    default: return ctx.Error("no CPU kernel for dtype {}; Cast to float32", DTypeName(dtype));
+  }
+}
+
+// RuntimeBroadcast: the broadcast output shape of two runtime shapes, or an error.
+StatusOr<Shape> RuntimeBroadcast(const OpKernelContext& ctx, const Shape& a, const Shape& b);
+
+// BroadcastStrides: element strides of `in` (right-aligned) over `out`'s dims, 0 where broadcast.
+std::vector<int64_t> BroadcastStrides(const Shape& in, const Shape& out);
+
+// ForEachBroadcast: calls fn(out_index, offset_0, offset_1, ...) over every element of `out`
+// for inputs with the given broadcast strides; rows of the last dimension are handed out as runs.
+template <int N, typename Fn>
+void ForEachBroadcast(const Shape& out, const std::vector<int64_t> (&strides)[N], Fn&& fn) {
+  const int rank = out.rank();
+  const int64_t total = out.num_elements();
+  if (total == 0) return;
+  if (rank == 0) {
+    int64_t offs[N] = {};
+    int64_t zeros[N] = {};
+    fn(int64_t{0}, offs, int64_t{1}, zeros);
+    return;
+  }
+  const int64_t inner = out.dim(rank - 1);
+  const int64_t rows = total / inner;
+  int64_t inner_stride[N];
+  for (int k = 0; k < N; ++k) inner_stride[k] = strides[k][rank - 1];
+  ParallelFor(rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(inner, 1)),
+              [&](int64_t r0, int64_t r1) {
+                for (int64_t r = r0; r < r1; ++r) {
+                  int64_t offs[N] = {};
+                  int64_t rem = r;
+                  for (int d = rank - 2; d >= 0; --d) {
+                    const int64_t idx = rem % out.dim(d);
+                    rem /= out.dim(d);
+                    for (int k = 0; k < N; ++k) offs[k] += idx * strides[k][d];
+                  }
+                  fn(r * inner, offs, inner, inner_stride);
+                }
+              });
+}
+
+// Registration of the CPU kernel families.
+void RegisterCpuArrayKernels(KernelRegistry& r);
+void RegisterCpuMathKernels(KernelRegistry& r);
+void RegisterCpuMatMulKernels(KernelRegistry& r);
+void RegisterCpuNnKernels(KernelRegistry& r);
+void RegisterCpuStateKernels(KernelRegistry& r);
+void RegisterCpuRandomKernels(KernelRegistry& r);
+
+inline constexpr char kCpu[] = "cpu";
+inline const std::vector<DType> kFloatTypes = {DType::kFloat32, DType::kFloat64};
+inline const std::vector<DType> kNumericTypes = {DType::kFloat32, DType::kFloat64, DType::kInt32,
+                                                 DType::kInt64};
+
+}  // namespace recsdk::internal
+
+#endif  // RECSDK_DEVICE_CPU_KERNEL_UTIL_H_

@@ -1,0 +1,67 @@
+// resource_mgr.h: state that outlives a step (variables; tables add their own resources).
+//
+// A Session owns one ResourceMgr. Handle ops look resources up by name and pass them along as
+// kResource tensors holding a Resource pointer. Thread-safe: the map is guarded; each resource
+// guards its own contents.
+#ifndef RECSDK_DEVICE_RESOURCE_MGR_H_
+#define RECSDK_DEVICE_RESOURCE_MGR_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "recsdk/tensor.h"
+
+namespace recsdk::internal {
+
+class Resource {
+ public:
+  virtual ~Resource() = default;
+  virtual std::string DebugString() const = 0;
+};
+
+// VariableResource: a dense variable's current value. Writers replace or update `value` under
+// `mu`; readers take a Tensor copy (sharing the buffer) under `mu`.
+class VariableResource final : public Resource {
+ public:
+  VariableResource(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {}
+  std::string DebugString() const override;
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+
+  std::mutex mu;
+  Tensor value;  // uninitialised until the first Assign
+  bool initialized() const { return value.IsInitialized(); }
+
+ private:
+  DType dtype_;
+  Shape shape_;
+};
+
+class ResourceMgr {
+ public:
+  // LookupOrCreate returns the resource named `name`, creating it with `make` if absent.
+  Resource* LookupOrCreate(const std::string& name, const std::function<std::unique_ptr<Resource>()>& make);
+  Resource* Lookup(const std::string& name) const;
+  void Clear();
+  template <typename Fn>
+  void ForEach(Fn fn) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, r] : resources_) fn(name, r.get());
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::unique_ptr<Resource>> resources_;
+};
+
+// Resource handles travel as scalar kResource tensors holding the pointer.
+Tensor MakeResourceTensor(Resource* resource);
+Resource* ResourceFromTensor(const Tensor& t);
+
+}  // namespace recsdk::internal
+
+#endif  // RECSDK_DEVICE_RESOURCE_MGR_H_

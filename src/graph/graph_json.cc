@@ -1,0 +1,241 @@
+// graph_json.cc: Graph::ToJson / Graph::FromJson.
+//
+// Layout: {"format": "recsdk.graph", "version": 1, "random_seed": s, "collections": {...},
+// "nodes": [{"name", "op", "device", "inputs": ["a:0", "^b"], "attrs": {k: {"type", "value"}},
+// "outputs": [{"dtype", "shape"}]}]}. Tensors are {"dtype", "shape", "data": base64 of the raw
+// little-endian bytes}, so values round-trip bit for bit.
+#include <string>
+
+#include "fmt/format.h"
+#include "src/common/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "recsdk/graph.h"
+
+namespace recsdk {
+namespace {
+
+using json = nlohmann::json;
+constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string Base64Encode(const unsigned char* data, size_t n) {
+  std::string out;
+  out.reserve((n + 2) / 3 * 4);
+  for (size_t i = 0; i < n; i += 3) {
+    const uint32_t b = (uint32_t{data[i]} << 16) | (i + 1 < n ? uint32_t{data[i + 1]} << 8 : 0) |
+                       (i + 2 < n ? uint32_t{data[i + 2]} : 0);
+    out += kB64[(b >> 18) & 63];
+    out += kB64[(b >> 12) & 63];
+    out += i + 1 < n ? kB64[(b >> 6) & 63] : '=';
+    out += i + 2 < n ? kB64[b & 63] : '=';
+  }
+  return out;
+}
+
+StatusOr<std::string> Base64Decode(const std::string& s) {
+  auto val = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  if (s.size() % 4 != 0) return absl::DataLossError("tensor data is not valid base64");
+  std::string out;
+  for (size_t i = 0; i < s.size(); i += 4) {
+    int v[4];
+    int pad = 0;
+    for (int j = 0; j < 4; ++j) {
+      if (s[i + j] == '=') {
+        v[j] = 0;
+        ++pad;
+      } else {
+        v[j] = val(s[i + j]);
+        if (v[j] < 0) return absl::DataLossError("tensor data is not valid base64");
+      }
+    }
+    const uint32_t b = (v[0] << 18) | (v[1] << 12) | (v[2] << 6) | v[3];
+    out += static_cast<char>((b >> 16) & 255);
+    if (pad < 2) out += static_cast<char>((b >> 8) & 255);
+    if (pad < 1) out += static_cast<char>(b & 255);
+  }
+  return out;
+}
+
+json ShapeToJson(const Shape& s) {
+  json a = json::array();
+  for (int64_t d : s.dims()) a.push_back(d);
+  return a;
+}
+
+Shape ShapeFromJson(const json& j) {
+  Shape s;
+  for (const auto& d : j) s.AddDim(d.get<int64_t>());
+  return s;
+}
+
+json TensorToJson(const Tensor& t) {
+  json j;
+  j["dtype"] = std::string(DTypeName(t.dtype()));
+  j["shape"] = ShapeToJson(t.shape());
+  j["data"] = Base64Encode(static_cast<const unsigned char*>(t.raw_data()), t.TotalBytes());
+  return j;
+}
+
+StatusOr<Tensor> TensorFromJson(const json& j) {
+  auto dtype = ParseDType(j.at("dtype").get<std::string>());
+  if (!dtype.ok()) return dtype.status();
+  Shape shape = ShapeFromJson(j.at("shape"));
+  if (!shape.IsFullyDefined()) return absl::DataLossError("tensor attribute has an unknown shape");
+  auto bytes = Base64Decode(j.at("data").get<std::string>());
+  if (!bytes.ok()) return bytes.status();
+  Tensor t(*dtype, shape);
+  if (bytes->size() != t.TotalBytes()) {
+    return absl::DataLossError(fmt::format("tensor attribute holds {} bytes, its shape needs {}",
+                                           bytes->size(), t.TotalBytes()));
+  }
+  if (!bytes->empty()) std::memcpy(t.raw_data(), bytes->data(), bytes->size());
+  return t;
+}
+
+json AttrToJson(const AttrValue& a) {
+  json j;
+  j["type"] = static_cast<int>(a.type());
+  const auto& v = a.value();
+  switch (a.type()) {
+    case AttrValue::Type::kNone: j["value"] = nullptr; break;
+    case AttrValue::Type::kInt: j["value"] = std::get<int64_t>(v); break;
+    case AttrValue::Type::kFloat: j["value"] = std::get<double>(v); break;
+    case AttrValue::Type::kBool: j["value"] = std::get<bool>(v); break;
+    case AttrValue::Type::kString: j["value"] = std::get<std::string>(v); break;
+    case AttrValue::Type::kDType: j["value"] = std::string(DTypeName(std::get<DType>(v))); break;
+    case AttrValue::Type::kShape: j["value"] = ShapeToJson(std::get<Shape>(v)); break;
+    case AttrValue::Type::kInts: j["value"] = std::get<std::vector<int64_t>>(v); break;
+    case AttrValue::Type::kFloats: j["value"] = std::get<std::vector<double>>(v); break;
+    case AttrValue::Type::kStrings: j["value"] = std::get<std::vector<std::string>>(v); break;
+    case AttrValue::Type::kTensor: j["value"] = TensorToJson(std::get<Tensor>(v)); break;
+  }
+  return j;
+}
+
+StatusOr<AttrValue> AttrFromJson(const json& j) {
+  const auto& v = j.at("value");
+  switch (static_cast<AttrValue::Type>(j.at("type").get<int>())) {
+    case AttrValue::Type::kNone: return AttrValue();
+    case AttrValue::Type::kInt: return AttrValue(v.get<int64_t>());
+    case AttrValue::Type::kFloat: return AttrValue(v.get<double>());
+    case AttrValue::Type::kBool: return AttrValue(v.get<bool>());
+    case AttrValue::Type::kString: return AttrValue(v.get<std::string>());
+    case AttrValue::Type::kDType: {
+      auto d = ParseDType(v.get<std::string>());
+      if (!d.ok()) return d.status();
+      return AttrValue(*d);
+    }
+    case AttrValue::Type::kShape: return AttrValue(ShapeFromJson(v));
+    case AttrValue::Type::kInts: return AttrValue(v.get<std::vector<int64_t>>());
+    case AttrValue::Type::kFloats: return AttrValue(v.get<std::vector<double>>());
+    case AttrValue::Type::kStrings: return AttrValue(v.get<std::vector<std::string>>());
+    case AttrValue::Type::kTensor: {
+      auto t = TensorFromJson(v);
+      if (!t.ok()) return t.status();
+      return AttrValue(*std::move(t));
+    }
+  }
+  return absl::DataLossError("unknown attribute type in graph JSON");
+}
+
+}  // namespace
+
+std::string Graph::ToJson(int indent) const {
+  json j;
+  j["format"] = "recsdk.graph";
+  j["version"] = 1;
+  j["random_seed"] = random_seed_;
+  j["collections"] = collections_;
+  json nodes = json::array();
+  for (const auto& n : nodes_) {
+    json jn;
+    jn["name"] = n->name();
+    jn["op"] = n->type();
+    jn["device"] = n->device();
+    json ins = json::array();
+    for (const Output& in : n->inputs()) ins.push_back(in.name());
+    for (const Node* c : n->control_inputs()) ins.push_back("^" + c->name());
+    jn["inputs"] = ins;
+    json attrs = json::object();
+    for (const auto& [k, v] : n->attrs()) attrs[k] = AttrToJson(v);
+    jn["attrs"] = attrs;
+    json outs = json::array();
+    for (int i = 0; i < n->num_outputs(); ++i) {
+      outs.push_back({{"dtype", std::string(DTypeName(n->output_dtype(i)))},
+                      {"shape", ShapeToJson(n->output_shape(i))}});
+    }
+    jn["outputs"] = outs;
+    nodes.push_back(jn);
+  }
+  j["nodes"] = nodes;
+  return j.dump(indent);
+}
+
+StatusOr<std::unique_ptr<Graph>> Graph::FromJson(std::string_view text) {
+  try {
+    const json j = json::parse(text);
+    if (j.value("format", "") != "recsdk.graph") {
+      return absl::InvalidArgumentError("not a recsdk graph: the \"format\" field is missing or wrong");
+    }
+    if (j.value("version", 0) != 1) {
+      return absl::InvalidArgumentError(
+          fmt::format("graph JSON version {} is not supported; this build reads version 1",
+                      j.value("version", 0)));
+    }
+    auto g = std::make_unique<Graph>();
+    g->random_seed_ = j.value("random_seed", int64_t{0});
+    for (const auto& [k, v] : j.at("collections").items()) {
+      g->collections_[k] = v.get<std::vector<std::string>>();
+    }
+    for (const auto& jn : j.at("nodes")) {
+      NodeSpec spec;
+      spec.name = jn.at("name").get<std::string>();
+      spec.type = jn.at("op").get<std::string>();
+      spec.device = jn.value("device", "");
+      if (g->by_name_.contains(spec.name)) {
+        return absl::DataLossError(fmt::format("graph JSON names node \"{}\" twice", spec.name));
+      }
+      for (const auto& in : jn.at("inputs")) {
+        const std::string s = in.get<std::string>();
+        if (!s.empty() && s[0] == '^') {
+          Node* c = g->FindNode(s.substr(1));
+          if (c == nullptr) {
+            return absl::DataLossError(fmt::format("node \"{}\": control input \"{}\" is not defined before it", spec.name, s));
+          }
+          spec.control_inputs.push_back(c);
+        } else {
+          auto o = g->FindOutput(s);
+          if (!o.ok()) {
+            return absl::DataLossError(fmt::format("node \"{}\": input {}", spec.name, o.status().message()));
+          }
+          spec.inputs.push_back(*o);
+        }
+      }
+      for (const auto& [k, v] : jn.at("attrs").items()) {
+        auto a = AttrFromJson(v);
+        if (!a.ok()) return a.status();
+        spec.attrs[k] = *std::move(a);
+      }
+      std::vector<DType> dtypes;
+      std::vector<Shape> shapes;
+      for (const auto& o : jn.at("outputs")) {
+        auto d = ParseDType(o.at("dtype").get<std::string>());
+        if (!d.ok()) return d.status();
+        dtypes.push_back(*d);
+        shapes.push_back(ShapeFromJson(o.at("shape")));
+      }
+      g->AddNodeUnchecked(std::move(spec), std::move(dtypes), std::move(shapes));
+    }
+    return g;
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(fmt::format("graph JSON is malformed: {}", e.what()));
+  }
+}
+
+}  // namespace recsdk

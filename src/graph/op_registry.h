@@ -1,0 +1,127 @@
+// op_registry.h: what the graph knows about each op type: its inputs, how to infer its outputs'
+// dtypes and shapes, whether it is stateful, and its gradient function.
+//
+// The registry is filled once (core ops on first use; higher layers such as tables add theirs
+// through RegisterOp at runtime start) and read concurrently afterwards. Registering is guarded
+// by a mutex; lookups after registration are lock-free reads of a map that no longer changes
+// for the op types involved.
+#ifndef RECSDK_GRAPH_OP_REGISTRY_H_
+#define RECSDK_GRAPH_OP_REGISTRY_H_
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "fmt/format.h"
+#include "src/common/status_macros.h"
+#include "recsdk/graph.h"
+#include "recsdk/scope.h"
+
+namespace recsdk::internal {
+
+// InferenceContext: the view of a node being added that a shape function sees.
+class InferenceContext {
+ public:
+  InferenceContext(const NodeSpec& spec, std::vector<DType>* dtypes, std::vector<Shape>* shapes)
+      : spec_(spec), dtypes_(dtypes), shapes_(shapes) {}
+
+  const std::string& name() const { return spec_.name; }
+  const std::string& type() const { return spec_.type; }
+  int num_inputs() const { return static_cast<int>(spec_.inputs.size()); }
+  DType input_dtype(int i) const { return spec_.inputs[i].dtype(); }
+  const Shape& input_shape(int i) const { return spec_.inputs[i].shape(); }
+  const AttrValue* attr(std::string_view name) const;
+  int64_t IntAttr(std::string_view name, int64_t fallback = 0) const;
+  double FloatAttr(std::string_view name, double fallback = 0) const;
+  bool BoolAttr(std::string_view name, bool fallback = false) const;
+  std::string StringAttr(std::string_view name) const;
+  DType DTypeAttr(std::string_view name) const;
+  Shape ShapeAttr(std::string_view name) const;
+  std::vector<int64_t> IntsAttr(std::string_view name) const;
+
+  void AddOutput(DType dtype, Shape shape) {
+    dtypes_->push_back(dtype);
+    shapes_->push_back(std::move(shape));
+  }
+
+  // InputDesc: `input 1 "fc1/MatMul:0" float32 [32,16]`, for messages.
+  std::string InputDesc(int i) const;
+
+  // Error: InvalidArgument prefixed with the op's name and type.
+  template <typename... Args>
+  Status Error(fmt::format_string<Args...> format, Args&&... args) const {
+    return absl::InvalidArgumentError(fmt::format("op \"{}\" ({}): ", name(), type()) +
+                                      fmt::format(format, std::forward<Args>(args)...));
+  }
+
+  // Helpers used by many shape functions.
+  Status ExpectDType(int input, DType dtype) const;
+  Status ExpectFloat(int input) const;
+  Status ExpectSameDType(int a, int b) const;
+  Status ExpectRank(int input, int rank) const;
+  Status ExpectMinRank(int input, int rank) const;
+  // NormalizeAxis maps a possibly negative axis into [0, rank).
+  StatusOr<int> NormalizeAxis(int64_t axis, int rank) const;
+
+ private:
+  const NodeSpec& spec_;
+  std::vector<DType>* dtypes_;
+  std::vector<Shape>* shapes_;
+};
+
+using ShapeFn = std::function<Status(InferenceContext&)>;
+
+// GradFn: given the node and the gradients of its outputs (an invalid Output for an output that
+// no path to the loss uses), sets one gradient per input (invalid where none flows).
+using GradFn = std::function<Status(const Scope& scope, const Node& node,
+                                    const std::vector<Output>& grad_outputs,
+                                    std::vector<Output>* grad_inputs)>;
+
+struct OpDef {
+  std::string type;
+  int min_inputs = 0;
+  int max_inputs = 0;  // -1: any number
+  // stateful: reads or writes state (variables, tables, random streams); never pruned as a
+  // duplicate and never constant-folded.
+  bool stateful = false;
+  ShapeFn shape_fn;
+  GradFn grad_fn;  // empty: not differentiable (error if a gradient must flow through it)
+  // no_gradient: gradients stop here silently (comparisons, integer ops, random sources).
+  bool no_gradient = false;
+};
+
+class OpRegistry {
+ public:
+  // Global: the process-wide registry, holding the core ops.
+  static OpRegistry& Global();
+
+  // Register adds or replaces an op definition.
+  void Register(OpDef def);
+  const OpDef* Find(std::string_view type) const;
+  std::vector<std::string> OpTypes() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<OpDef>> ops_;
+};
+
+// Registration of the core op families (src/graph/ops/*.cc).
+void RegisterArrayOps(OpRegistry& registry);
+void RegisterMathOps(OpRegistry& registry);
+void RegisterNnOps(OpRegistry& registry);
+void RegisterStateOps(OpRegistry& registry);
+void RegisterRandomOps(OpRegistry& registry);
+
+// BroadcastShapes: NumPy broadcasting of two (possibly partially known) shapes.
+StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b);
+
+// DeriveSeed: the seed an op uses: its own seed and the graph seed combined, or both derived from
+// the node name when neither is set.
+uint64_t DeriveSeed(int64_t graph_seed, int64_t op_seed, std::string_view node_name);
+
+}  // namespace recsdk::internal
+
+#endif  // RECSDK_GRAPH_OP_REGISTRY_H_

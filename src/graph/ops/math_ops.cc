@@ -1,0 +1,391 @@
+// math_ops.cc: linear algebra, elementwise arithmetic, comparisons and reductions.
+#include "src/graph/ops/op_util.h"
+
+namespace recsdk {
+namespace internal {
+namespace {
+
+using ops::Div;
+using ops::Mul;
+using ops::Neg;
+using ops::Sub;
+
+Status MatMulShape(InferenceContext& c) {
+  RECSDK_RETURN_IF_ERROR(c.ExpectRank(0, 2));
+  RECSDK_RETURN_IF_ERROR(c.ExpectRank(1, 2));
+  RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
+  const bool ta = c.BoolAttr("transpose_a"), tb = c.BoolAttr("transpose_b");
+  const Shape& a = c.input_shape(0);
+  const Shape& b = c.input_shape(1);
+  const int64_t m = ta ? a.dim(1) : a.dim(0), ka = ta ? a.dim(0) : a.dim(1);
+  const int64_t kb = tb ? b.dim(1) : b.dim(0), n = tb ? b.dim(0) : b.dim(1);
+  if (ka >= 0 && kb >= 0 && ka != kb) {
+    return c.Error("inner dimensions differ: {} (transpose_a={}) has k={} but {} (transpose_b={}) has k={}",
+                   c.InputDesc(0), ta, ka, c.InputDesc(1), tb, kb);
+  }
+  c.AddOutput(c.input_dtype(0), Shape{m, n});
+  return absl::OkStatus();
+}
+
+Status BatchMatMulShape(InferenceContext& c) {
+  RECSDK_RETURN_IF_ERROR(c.ExpectMinRank(0, 2));
+  RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
+  const Shape& x = c.input_shape(0);
+  const Shape& y = c.input_shape(1);
+  if (x.rank() != y.rank()) return c.Error("{} and {} differ in rank", c.InputDesc(0), c.InputDesc(1));
+  const int r = x.rank();
+  const bool ax = c.BoolAttr("adj_x"), ay = c.BoolAttr("adj_y");
+  Shape out;
+  for (int i = 0; i < r - 2; ++i) {
+    if (x.dim(i) >= 0 && y.dim(i) >= 0 && x.dim(i) != y.dim(i)) {
+      return c.Error("batch dimension {} differs: {} vs {}", i, c.InputDesc(0), c.InputDesc(1));
+    }
+    out.AddDim(x.dim(i) >= 0 ? x.dim(i) : y.dim(i));
+  }
+  const int64_t m = ax ? x.dim(r - 1) : x.dim(r - 2), kx = ax ? x.dim(r - 2) : x.dim(r - 1);
+  const int64_t ky = ay ? y.dim(r - 1) : y.dim(r - 2), n = ay ? y.dim(r - 2) : y.dim(r - 1);
+  if (kx >= 0 && ky >= 0 && kx != ky) {
+    return c.Error("inner dimensions differ: {} has k={} but {} has k={}", c.InputDesc(0), kx, c.InputDesc(1), ky);
+  }
+  out.AddDim(m);
+  out.AddDim(n);
+  c.AddOutput(c.input_dtype(0), out);
+  return absl::OkStatus();
+}
+
+Status BiasAddShape(InferenceContext& c) {
+  RECSDK_RETURN_IF_ERROR(c.ExpectMinRank(0, 1));
+  RECSDK_RETURN_IF_ERROR(c.ExpectRank(1, 1));
+  RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
+  const int64_t last = c.input_shape(0).dim_from_end(1), b = c.input_shape(1).dim(0);
+  if (last >= 0 && b >= 0 && last != b) {
+    return c.Error("bias {} does not match the last dimension of {}", c.InputDesc(1), c.InputDesc(0));
+  }
+  c.AddOutput(c.input_dtype(0), c.input_shape(0));
+  return absl::OkStatus();
+}
+
+Status BinaryShape(InferenceContext& c) { return BroadcastBinary(c); }
+Status CompareShape(InferenceContext& c) { return BroadcastBinary(c, DType::kBool); }
+
+Status FloatUnaryShape(InferenceContext& c) {
+  RECSDK_RETURN_IF_ERROR(c.ExpectFloat(0));
+  return SameAsInput0(c);
+}
+
+Status ReduceShape(InferenceContext& c) {
+  const Shape& in = c.input_shape(0);
+  auto axes = NormalizeAxes(c.IntsAttr("axes"), in.rank());
+  if (!axes.ok()) return c.Error("{} ({})", axes.status().message(), c.InputDesc(0));
+  const bool keep = c.BoolAttr("keep_dims");
+  Shape out;
+  for (int i = 0; i < in.rank(); ++i) {
+    const bool reduced = std::find(axes->begin(), axes->end(), i) != axes->end();
+    if (!reduced) {
+      out.AddDim(in.dim(i));
+    } else if (keep) {
+      out.AddDim(1);
+    }
+  }
+  c.AddOutput(c.input_dtype(0), out);
+  return absl::OkStatus();
+}
+
+// Gradient function shorthand.
+using G = const std::vector<Output>&;
+using DX = std::vector<Output>*;
+
+Status AddGrad(const Scope& s, const Node& n, G g, DX dx) {
+  (*dx)[0] = ReduceGradTo(s, g[0], n.input(0));
+  (*dx)[1] = ReduceGradTo(s, g[0], n.input(1));
+  return absl::OkStatus();
+}
+Status SubGrad(const Scope& s, const Node& n, G g, DX dx) {
+  (*dx)[0] = ReduceGradTo(s, g[0], n.input(0));
+  (*dx)[1] = ReduceGradTo(s, Neg(s, g[0]), n.input(1));
+  return absl::OkStatus();
+}
+Status MulGrad(const Scope& s, const Node& n, G g, DX dx) {
+  (*dx)[0] = ReduceGradTo(s, Mul(s, g[0], n.input(1)), n.input(0));
+  (*dx)[1] = ReduceGradTo(s, Mul(s, g[0], n.input(0)), n.input(1));
+  return absl::OkStatus();
+}
+Status DivGrad(const Scope& s, const Node& n, G g, DX dx) {
+  const Output x = n.input(0), y = n.input(1);
+  (*dx)[0] = ReduceGradTo(s, Div(s, g[0], y), x);
+  (*dx)[1] = ReduceGradTo(s, Neg(s, Div(s, Mul(s, g[0], n.output(0)), y)), y);
+  return absl::OkStatus();
+}
+Status MaxMinGrad(const Scope& s, const Node& n, G g, DX dx, bool is_max) {
+  const Output x = n.input(0), y = n.input(1);
+  const Output pick_x = is_max ? ops::GreaterEqual(s, x, y) : ops::LessEqual(s, x, y);
+  const Output gb = Out(s.AddNode("BroadcastToShapeOf", {g[0], n.output(0)}));
+  const Output zeros = ops::ZerosLike(s, gb);
+  (*dx)[0] = ReduceGradTo(s, ops::Where(s, pick_x, gb, zeros), x);
+  (*dx)[1] = ReduceGradTo(s, ops::Where(s, pick_x, zeros, gb), y);
+  return absl::OkStatus();
+}
+Status PowGrad(const Scope& s, const Node& n, G g, DX dx) {
+  const Output x = n.input(0), y = n.input(1), z = n.output(0);
+  const Output one = ops::ScalarLike(s, y, 1.0);
+  (*dx)[0] = ReduceGradTo(s, Mul(s, g[0], Mul(s, y, ops::Pow(s, x, Sub(s, y, one)))), x);
+  // d/dy x^y = x^y log(x), taken as 0 where x <= 0.
+  const Output zero = ops::ZerosLike(s, x);
+  const Output positive = ops::Greater(s, x, zero);
+  const Output safe_x = ops::Where(s, positive, x, ops::OnesLike(s, x));
+  const Output logx = ops::Where(s, positive, ops::Log(s, safe_x), zero);
+  (*dx)[1] = ReduceGradTo(s, Mul(s, g[0], Mul(s, z, logx)), y);
+  return absl::OkStatus();
+}
+
+Status MatMulGrad(const Scope& s, const Node& n, G g, DX dx) {
+  const bool ta = n.BoolAttr("transpose_a"), tb = n.BoolAttr("transpose_b");
+  const Output a = n.input(0), b = n.input(1), dy = g[0];
+  using ops::MatMul;
+  if (!ta && !tb) {
+    (*dx)[0] = MatMul(s, dy, b, {false, true});
+    (*dx)[1] = MatMul(s, a, dy, {true, false});
+  } else if (!ta && tb) {
+    (*dx)[0] = MatMul(s, dy, b, {false, false});
+    (*dx)[1] = MatMul(s, dy, a, {true, false});
+  } else if (ta && !tb) {
+    (*dx)[0] = MatMul(s, b, dy, {false, true});
+    (*dx)[1] = MatMul(s, a, dy, {false, false});
+  } else {
+    (*dx)[0] = MatMul(s, b, dy, {true, true});
+    (*dx)[1] = MatMul(s, dy, a, {true, true});
+  }
+  return absl::OkStatus();
+}
+
+Status BatchMatMulGrad(const Scope& s, const Node& n, G g, DX dx) {
+  const bool ax = n.BoolAttr("adj_x"), ay = n.BoolAttr("adj_y");
+  const Output x = n.input(0), y = n.input(1), dz = g[0];
+  using ops::BatchMatMul;
+  if (!ax && !ay) {
+    (*dx)[0] = BatchMatMul(s, dz, y, {false, true});
+    (*dx)[1] = BatchMatMul(s, x, dz, {true, false});
+  } else if (!ax && ay) {
+    (*dx)[0] = BatchMatMul(s, dz, y, {false, false});
+    (*dx)[1] = BatchMatMul(s, dz, x, {true, false});
+  } else if (ax && !ay) {
+    (*dx)[0] = BatchMatMul(s, y, dz, {false, true});
+    (*dx)[1] = BatchMatMul(s, x, dz, {false, false});
+  } else {
+    (*dx)[0] = BatchMatMul(s, y, dz, {true, true});
+    (*dx)[1] = BatchMatMul(s, dz, x, {true, true});
+  }
+  return absl::OkStatus();
+}
+
+// Unary ops whose gradient is a dedicated fused op taking (y or x, dy).
+void RegisterUnaryWithGradOp(OpRegistry& r, const std::string& type, const std::string& grad_type,
+                             bool grad_uses_output) {
+  r.Register(MakeOp(type, 1, 1, FloatUnaryShape,
+                    [grad_type, grad_uses_output](const Scope& s, const Node& n, G g, DX dx) {
+                      const Output ref = grad_uses_output ? n.output(0) : n.input(0);
+                      AttrMap attrs;
+                      if (n.FindAttr("alpha")) attrs["alpha"] = *n.FindAttr("alpha");
+                      if (n.FindAttr("approximate")) attrs["approximate"] = *n.FindAttr("approximate");
+                      (*dx)[0] = Out(s.AddNode(grad_type, {ref, g[0]}, attrs));
+                      return absl::OkStatus();
+                    }));
+  r.Register(NoGradOp(grad_type, 2, 2, [](InferenceContext& c) {
+    RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
+    return SameAsInput0(c);
+  }));
+}
+
+}  // namespace
+
+void RegisterMathOps(OpRegistry& r) {
+  r.Register(MakeOp("MatMul", 2, 2, MatMulShape, MatMulGrad));
+  r.Register(MakeOp("BatchMatMul", 2, 2, BatchMatMulShape, BatchMatMulGrad));
+  r.Register(MakeOp("BiasAdd", 2, 2, BiasAddShape, [](const Scope& s, const Node&, G g, DX dx) {
+    (*dx)[0] = g[0];
+    (*dx)[1] = Out(s.AddNode("BiasAddGrad", {g[0]}));
+    return absl::OkStatus();
+  }));
+  r.Register(NoGradOp("BiasAddGrad", 1, 1, [](InferenceContext& c) {
+    RECSDK_RETURN_IF_ERROR(c.ExpectMinRank(0, 1));
+    c.AddOutput(c.input_dtype(0), Shape{c.input_shape(0).dim_from_end(1)});
+    return absl::OkStatus();
+  }));
+  r.Register(MakeOp("Add", 2, 2, BinaryShape, AddGrad));
+  r.Register(MakeOp("Sub", 2, 2, BinaryShape, SubGrad));
+  r.Register(MakeOp("Mul", 2, 2, BinaryShape, MulGrad));
+  r.Register(MakeOp("Div", 2, 2, BinaryShape, DivGrad));
+  r.Register(MakeOp("Maximum", 2, 2, BinaryShape, [](const Scope& s, const Node& n, G g, DX dx) {
+    return MaxMinGrad(s, n, g, dx, true);
+  }));
+  r.Register(MakeOp("Minimum", 2, 2, BinaryShape, [](const Scope& s, const Node& n, G g, DX dx) {
+    return MaxMinGrad(s, n, g, dx, false);
+  }));
+  r.Register(MakeOp("Pow", 2, 2, BinaryShape, PowGrad));
+  r.Register(MakeOp("AddN", 1, -1,
+                    [](InferenceContext& c) {
+                      for (int i = 1; i < c.num_inputs(); ++i) {
+                        RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, i));
+                        if (!c.input_shape(i).IsCompatibleWith(c.input_shape(0))) {
+                          return c.Error("{} and {} differ in shape", c.InputDesc(0), c.InputDesc(i));
+                        }
+                      }
+                      return SameAsInput0(c);
+                    },
+                    [](const Scope&, const Node& n, G g, DX dx) {
+                      for (int i = 0; i < n.num_inputs(); ++i) (*dx)[i] = g[0];
+                      return absl::OkStatus();
+                    }));
+  r.Register(MakeOp("Neg", 1, 1, SameAsInput0, [](const Scope& s, const Node&, G g, DX dx) {
+    (*dx)[0] = Neg(s, g[0]);
+    return absl::OkStatus();
+  }));
+  r.Register(MakeOp("Square", 1, 1, SameAsInput0, [](const Scope& s, const Node& n, G g, DX dx) {
+    (*dx)[0] = Mul(s, g[0], Mul(s, n.input(0), ops::ScalarLike(s, n.input(0), 2.0)));
+    return absl::OkStatus();
+  }));
+  r.Register(MakeOp("Exp", 1, 1, FloatUnaryShape, [](const Scope& s, const Node& n, G g, DX dx) {
+    (*dx)[0] = Mul(s, g[0], n.output(0));
+    return absl::OkStatus();
+  }));
+  r.Register(MakeOp("Log", 1, 1, FloatUnaryShape, [](const Scope& s, const Node& n, G g, DX dx) {
+    (*dx)[0] = Div(s, g[0], n.input(0));
+    return absl::OkStatus();
+  }));
+  r.Register(MakeOp("Abs", 1, 1, SameAsInput0, [](const Scope& s, const Node& n, G g, DX dx) {
+    (*dx)[0] = Mul(s, g[0], Out(s.AddNode("Sign", {n.input(0)})));
+    return absl::OkStatus();
+  }));
+  r.Register(NoGradOp("Sign", 1, 1, SameAsInput0));
+  RegisterUnaryWithGradOp(r, "Sqrt", "SqrtGrad", true);
+  RegisterUnaryWithGradOp(r, "Rsqrt", "RsqrtGrad", true);
+  RegisterUnaryWithGradOp(r, "Relu", "ReluGrad", false);
+  RegisterUnaryWithGradOp(r, "LeakyRelu", "LeakyReluGrad", false);
+  RegisterUnaryWithGradOp(r, "Sigmoid", "SigmoidGrad", true);
+  RegisterUnaryWithGradOp(r, "Tanh", "TanhGrad", true);
+  RegisterUnaryWithGradOp(r, "Gelu", "GeluGrad", false);
+
+  for (const char* cmp : {"Less", "LessEqual", "Greater", "GreaterEqual", "Equal"}) {
+    r.Register(NoGradOp(cmp, 2, 2, CompareShape));
+  }
+  r.Register(MakeOp("FloorMod", 2, 2, BinaryShape, [](const Scope& s, const Node& n, G g, DX dx) {
+    // x mod y = x - floor(x / y) * y.
+    (*dx)[0] = ReduceGradTo(s, g[0], n.input(0));
+    if (IsFloatingPoint(n.input(1).dtype())) {
+      const Output q = Out(s.AddNode("FloorDiv", {n.input(0), n.input(1)}));
+      (*dx)[1] = ReduceGradTo(s, Neg(s, Mul(s, g[0], q)), n.input(1));
+    }
+    return absl::OkStatus();
+  }));
+  r.Register(NoGradOp("FloorDiv", 2, 2, BinaryShape));
+  r.Register(MakeOp("Where", 3, 3,
+                    [](InferenceContext& c) {
+                      RECSDK_RETURN_IF_ERROR(c.ExpectDType(0, DType::kBool));
+                      RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(1, 2));
+                      auto s1 = BroadcastShapes(c.input_shape(1), c.input_shape(2));
+                      if (!s1.ok()) return c.Error("{} and {}: {}", c.InputDesc(1), c.InputDesc(2), s1.status().message());
+                      auto s2 = BroadcastShapes(c.input_shape(0), *s1);
+                      if (!s2.ok()) return c.Error("condition {}: {}", c.InputDesc(0), s2.status().message());
+                      c.AddOutput(c.input_dtype(1), *s2);
+                      return absl::OkStatus();
+                    },
+                    [](const Scope& s, const Node& n, G g, DX dx) {
+                      const Output zeros = ops::ZerosLike(s, g[0]);
+                      (*dx)[1] = ReduceGradTo(s, ops::Where(s, n.input(0), g[0], zeros), n.input(1));
+                      (*dx)[2] = ReduceGradTo(s, ops::Where(s, n.input(0), zeros, g[0]), n.input(2));
+                      return absl::OkStatus();
+                    }));
+
+  r.Register(MakeOp("ReduceSum", 1, 1, ReduceShape, [](const Scope& s, const Node& n, G g, DX dx) {
+    (*dx)[0] = Out(s.AddNode("ReduceSumGrad", {g[0], n.input(0)},
+                             {{"axes", n.IntsAttr("axes")}, {"mean", false}}));
+    return absl::OkStatus();
+  }));
+  r.Register(MakeOp("ReduceMean", 1, 1, ReduceShape, [](const Scope& s, const Node& n, G g, DX dx) {
+    (*dx)[0] = Out(s.AddNode("ReduceSumGrad", {g[0], n.input(0)},
+                             {{"axes", n.IntsAttr("axes")}, {"mean", true}}));
+    return absl::OkStatus();
+  }));
+  r.Register(MakeOp("ReduceMax", 1, 1, ReduceShape, [](const Scope& s, const Node& n, G g, DX dx) {
+    (*dx)[0] = Out(s.AddNode("ReduceMaxGrad", {g[0], n.input(0), n.output(0)}, {{"axes", n.IntsAttr("axes")}}));
+    return absl::OkStatus();
+  }));
+  r.Register(NoGradOp("ReduceSumGrad", 2, 2, [](InferenceContext& c) {
+    c.AddOutput(c.input_dtype(0), c.input_shape(1));
+    return absl::OkStatus();
+  }));
+  r.Register(NoGradOp("ReduceMaxGrad", 3, 3, [](InferenceContext& c) {
+    c.AddOutput(c.input_dtype(0), c.input_shape(1));
+    return absl::OkStatus();
+  }));
+}
+
+}  // namespace internal
+
+namespace ops {
+using internal::Out;
+
+Output MatMul(const Scope& scope, Output a, Output b, MatMulOptions o) {
+  return Out(scope.AddNode("MatMul", {a, b}, {{"transpose_a", o.transpose_a}, {"transpose_b", o.transpose_b}}));
+}
+Output BatchMatMul(const Scope& scope, Output x, Output y, BatchMatMulOptions o) {
+  return Out(scope.AddNode("BatchMatMul", {x, y}, {{"adj_x", o.adj_x}, {"adj_y", o.adj_y}}));
+}
+Output BiasAdd(const Scope& scope, Output x, Output bias) { return Out(scope.AddNode("BiasAdd", {x, bias})); }
+
+#define RECSDK_BINARY_BUILDER(Name) \
+  Output Name(const Scope& scope, Output x, Output y) { return Out(scope.AddNode(#Name, {x, y})); }
+RECSDK_BINARY_BUILDER(Add)
+RECSDK_BINARY_BUILDER(Sub)
+RECSDK_BINARY_BUILDER(Mul)
+RECSDK_BINARY_BUILDER(Div)
+RECSDK_BINARY_BUILDER(Maximum)
+RECSDK_BINARY_BUILDER(Minimum)
+RECSDK_BINARY_BUILDER(Pow)
+RECSDK_BINARY_BUILDER(Less)
+RECSDK_BINARY_BUILDER(LessEqual)
+RECSDK_BINARY_BUILDER(Greater)
+RECSDK_BINARY_BUILDER(GreaterEqual)
+RECSDK_BINARY_BUILDER(Equal)
+RECSDK_BINARY_BUILDER(FloorMod)
+#undef RECSDK_BINARY_BUILDER
+
+#define RECSDK_UNARY_BUILDER(Name) \
+  Output Name(const Scope& scope, Output x) { return Out(scope.AddNode(#Name, {x})); }
+RECSDK_UNARY_BUILDER(Neg)
+RECSDK_UNARY_BUILDER(Square)
+RECSDK_UNARY_BUILDER(Sqrt)
+RECSDK_UNARY_BUILDER(Rsqrt)
+RECSDK_UNARY_BUILDER(Exp)
+RECSDK_UNARY_BUILDER(Log)
+RECSDK_UNARY_BUILDER(Abs)
+RECSDK_UNARY_BUILDER(Relu)
+RECSDK_UNARY_BUILDER(Sigmoid)
+RECSDK_UNARY_BUILDER(Tanh)
+#undef RECSDK_UNARY_BUILDER
+
+Output LeakyRelu(const Scope& scope, Output x, float alpha) {
+  return Out(scope.AddNode("LeakyRelu", {x}, {{"alpha", static_cast<double>(alpha)}}));
+}
+Output Gelu(const Scope& scope, Output x, bool approximate) {
+  return Out(scope.AddNode("Gelu", {x}, {{"approximate", approximate}}));
+}
+Output AddN(const Scope& scope, const std::vector<Output>& inputs) {
+  if (inputs.size() == 1) return inputs[0];
+  return Out(scope.AddNode("AddN", inputs));
+}
+Output Where(const Scope& scope, Output condition, Output x, Output y) {
+  return Out(scope.AddNode("Where", {condition, x, y}));
+}
+Output ReduceSum(const Scope& scope, Output x, const std::vector<int64_t>& axes, ReduceOptions o) {
+  return Out(scope.AddNode("ReduceSum", {x}, {{"axes", axes}, {"keep_dims", o.keep_dims}}));
+}
+Output ReduceMean(const Scope& scope, Output x, const std::vector<int64_t>& axes, ReduceOptions o) {
+  return Out(scope.AddNode("ReduceMean", {x}, {{"axes", axes}, {"keep_dims", o.keep_dims}}));
+}
+Output ReduceMax(const Scope& scope, Output x, const std::vector<int64_t>& axes, ReduceOptions o) {
+  return Out(scope.AddNode("ReduceMax", {x}, {{"axes", axes}, {"keep_dims", o.keep_dims}}));
+}
+
+}  // namespace ops
+}  // namespace recsdk

@@ -1,0 +1,42 @@
+// random_ops.cc: random sources. Each is stateful: a new draw per step, reproducible from the
+// graph seed, the op seed (or name) and the step number.
+#include "src/graph/ops/op_util.h"
+
+namespace recsdk {
+namespace internal {
+
+void RegisterRandomOps(OpRegistry& r) {
+  for (const char* type : {"RandomUniform", "RandomNormal", "TruncatedNormal"}) {
+    OpDef d = NoGradOp(type, 0, 0, [](InferenceContext& c) {
+      const Shape s = c.ShapeAttr("shape");
+      if (!s.IsFullyDefined()) return c.Error("shape {} must be fully defined", s.ToString());
+      const DType d = c.DTypeAttr("dtype");
+      if (d != DType::kFloat32 && d != DType::kFloat64) return c.Error("dtype must be float32 or float64");
+      c.AddOutput(d, s);
+      return absl::OkStatus();
+    });
+    d.stateful = true;
+    r.Register(d);
+  }
+}
+
+}  // namespace internal
+
+namespace ops {
+using internal::Out;
+
+Output RandomUniform(const Scope& scope, const Shape& shape, DType dtype, double min, double max, int64_t seed) {
+  return Out(scope.AddNode("RandomUniform", {},
+                           {{"shape", shape}, {"dtype", dtype}, {"a", min}, {"b", max}, {"seed", seed}}));
+}
+Output RandomNormal(const Scope& scope, const Shape& shape, DType dtype, double mean, double stddev, int64_t seed) {
+  return Out(scope.AddNode("RandomNormal", {},
+                           {{"shape", shape}, {"dtype", dtype}, {"a", mean}, {"b", stddev}, {"seed", seed}}));
+}
+Output TruncatedNormal(const Scope& scope, const Shape& shape, DType dtype, double mean, double stddev, int64_t seed) {
+  return Out(scope.AddNode("TruncatedNormal", {},
+                           {{"shape", shape}, {"dtype", dtype}, {"a", mean}, {"b", stddev}, {"seed", seed}}));
+}
+
+}  // namespace ops
+}  // namespace recsdk

@@ -1,0 +1,143 @@
+// dense_optimizers.cc: the graph side of the dense optimizers. Each update is one fused Apply*
+// op whose CPU kernel lives in src/device/cpu/kernels/training_kernels.cc.
+#include "fmt/format.h"
+#include "src/common/status_macros.h"
+#include "recsdk/gradients.h"
+#include "recsdk/ops.h"
+#include "recsdk/optimizers.h"
+
+namespace recsdk {
+
+StatusOr<GradsAndVars> Optimizer::ComputeGradients(const Scope& scope, Output loss,
+                                                   const std::vector<Variable>& var_list) {
+  std::vector<Variable> vars = var_list.empty() ? TrainableVariables(*scope.graph()) : var_list;
+  if (vars.empty()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: no variables to optimise; create trainable variables or pass var_list", name()));
+  }
+  std::vector<Output> xs;
+  for (const Variable& v : vars) xs.push_back(v.value());
+  auto grads = Gradients(scope, {loss}, xs);
+  if (!grads.ok()) return grads.status();
+  GradsAndVars out;
+  for (size_t i = 0; i < vars.size(); ++i) out.emplace_back((*grads)[i], vars[i]);
+  return out;
+}
+
+StatusOr<Node*> Optimizer::ApplyGradients(const Scope& scope, const GradsAndVars& grads_and_vars,
+                                          const Variable* global_step) {
+  const Scope s = scope.NewSubScope(name());
+  if (Status st = Prepare(s); !st.ok()) return st;
+  std::vector<Node*> updates;
+  for (const auto& [grad, var] : grads_and_vars) {
+    if (!grad.valid()) continue;
+    if (!IsFloatingPoint(var.dtype())) {
+      return absl::InvalidArgumentError(fmt::format("{}: variable \"{}\" is {}, not floating point",
+                                                    name(), var.name(), DTypeName(var.dtype())));
+    }
+    auto update = ApplyDense(s.NewSubScope("update_" + var.name()), grad, var);
+    if (!update.ok()) return update.status();
+    updates.push_back(*update);
+  }
+  auto finished = FinishUpdates(s, std::move(updates));
+  if (!finished.ok()) return finished.status();
+  std::vector<Node*> all = *finished;
+  if (global_step != nullptr && global_step->valid()) {
+    Node* inc = AssignAdd(s.WithControlDependencies(all).WithOpName("increment_global_step"),
+                          *global_step, ops::Const(s, int64_t{1}));
+    all.push_back(inc);
+  }
+  Node* train = ops::Group(s.WithOpName("train_op"), all);
+  if (!scope.ok()) return scope.status();
+  return train;
+}
+
+StatusOr<Node*> Optimizer::Minimize(const Scope& scope, Output loss, const std::vector<Variable>& var_list) {
+  auto gv = ComputeGradients(scope, loss, var_list);
+  if (!gv.ok()) return gv.status();
+  Variable step = GetOrCreateGlobalStep(scope);
+  return ApplyGradients(scope, *gv, &step);
+}
+
+StatusOr<std::vector<Node*>> Optimizer::FinishUpdates(const Scope&, std::vector<Node*> updates) {
+  return updates;
+}
+
+Variable Optimizer::Slot(const Scope& scope, const Variable& var, const std::string& slot, double initial_value) {
+  VariableOptions o;
+  o.initializer = Initializer::Constant(initial_value);
+  o.trainable = false;
+  o.dtype = var.dtype();
+  Scope root(scope.graph());
+  return Variable::Make(root.WithDevice(var.handle().node->device()), var.name() + "/" + name() + "/" + slot,
+                        var.shape(), o);
+}
+
+namespace {
+StatusOr<Node*> Checked(const Scope& s, Node* n) {
+  if (n == nullptr) return s.status().ok() ? absl::InternalError("update op was not built") : s.status();
+  return n;
+}
+}  // namespace
+
+StatusOr<Node*> SgdOptimizer::ApplyDense(const Scope& s, Output grad, const Variable& var) {
+  return Checked(s, s.AddNode("ApplyGradientDescent", {var.handle(), grad}, {{"learning_rate", options_.learning_rate}}));
+}
+
+StatusOr<Node*> MomentumOptimizer::ApplyDense(const Scope& s, Output grad, const Variable& var) {
+  Variable accum = Slot(s, var, "momentum", 0.0);
+  return Checked(s, s.AddNode("ApplyMomentum", {var.handle(), accum.handle(), grad},
+                              {{"learning_rate", options_.learning_rate},
+                               {"momentum", options_.momentum},
+                               {"use_nesterov", options_.use_nesterov}}));
+}
+
+StatusOr<Node*> AdagradOptimizer::ApplyDense(const Scope& s, Output grad, const Variable& var) {
+  Variable accum = Slot(s, var, "accumulator", options_.initial_accumulator_value);
+  return Checked(s, s.AddNode("ApplyAdagrad", {var.handle(), accum.handle(), grad},
+                              {{"learning_rate", options_.learning_rate}, {"epsilon", options_.epsilon}}));
+}
+
+Status AdamOptimizer::Prepare(const Scope& s) {
+  VariableOptions o;
+  o.initializer = Initializer::Zeros();
+  o.trainable = false;
+  o.dtype = DType::kInt64;
+  Scope root(s.graph());
+  step_ = Variable::Make(root, name() + "/step", Shape{}, o);
+  return s.status();
+}
+
+StatusOr<Node*> AdamOptimizer::ApplyDense(const Scope& s, Output grad, const Variable& var) {
+  Variable m = Slot(s, var, "m", 0.0);
+  Variable v = Slot(s, var, "v", 0.0);
+  return Checked(s, s.AddNode("ApplyAdam", {var.handle(), m.handle(), v.handle(), grad, step_.value()},
+                              {{"learning_rate", options_.learning_rate},
+                               {"beta1", options_.beta1},
+                               {"beta2", options_.beta2},
+                               {"epsilon", options_.epsilon},
+                               {"weight_decay", options_.weight_decay}}));
+}
+
+StatusOr<std::vector<Node*>> AdamOptimizer::FinishUpdates(const Scope& s, std::vector<Node*> updates) {
+  // The step advances after every update of this step has read it.
+  Node* inc = AssignAdd(s.WithControlDependencies(updates).WithOpName("advance_step"), step_,
+                        ops::Const(s, int64_t{1}));
+  if (inc == nullptr) return s.status();
+  updates.push_back(inc);
+  return updates;
+}
+
+StatusOr<Node*> RmsPropOptimizer::ApplyDense(const Scope& s, Output grad, const Variable& var) {
+  Variable ms = Slot(s, var, "rms", 1.0);
+  Variable mom = Slot(s, var, "momentum", 0.0);
+  Variable mg = Slot(s, var, "mg", 0.0);
+  return Checked(s, s.AddNode("ApplyRmsProp", {var.handle(), ms.handle(), mom.handle(), mg.handle(), grad},
+                              {{"learning_rate", options_.learning_rate},
+                               {"rho", options_.rho},
+                               {"momentum", options_.momentum},
+                               {"epsilon", options_.epsilon},
+                               {"centered", options_.centered}}));
+}
+
+}  // namespace recsdk

@@ -1,0 +1,14 @@
+// runtime.cc
+#include "src/session/runtime.h"
+
+#include "src/device/device.h"
+#include "src/graph/op_registry.h"
+
+namespace recsdk::internal {
+
+void InitializeRuntime() {
+  (void)OpRegistry::Global();
+  RegisterCpuBackend();
+}
+
+}  // namespace recsdk::internal

@@ -1,0 +1,320 @@
+// session.cc: Session and its executor.
+//
+// A Run builds (or reuses) a plan: the nodes needed by the fetches and targets (pruned at fed
+// outputs), in topological order, with per-output consumer counts so buffers are released right
+// after their last consumer. Nodes run one at a time (the default) or on up to DNN_V100 threads
+// from a ready queue; every kernel runs inside a oneTBB arena of intra_op_parallelism threads.
+#include "recsdk/session.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include <set>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_split.h"
+#include "fmt/format.h"
+#include "oneapi/tbb/task_arena.h"
+#include "src/common/status_macros.h"
+#include "src/device/kernel.h"
+#include "src/graph/op_registry.h"
+#include "src/session/runtime.h"
+
+namespace recsdk {
+
+using internal::Device;
+using internal::OpKernel;
+using internal::OpKernelContext;
+
+namespace {
+
+struct Plan {
+  std::vector<int> order;                      // node ids to run, topological
+  std::vector<std::vector<int>> consumers;     // per planned position: positions that consume it
+  std::vector<int> pending_init;               // per position: number of planned producers
+  std::vector<std::vector<int>> output_uses;   // per node id: uses of each output (consumers + fetches)
+  std::vector<Output> feeds;                   // resolved feed outputs
+  std::vector<Output> fetches;
+  absl::flat_hash_map<int, int> position;      // node id -> index in order
+};
+
+}  // namespace
+
+struct Session::Impl {
+  std::unique_ptr<Graph> graph;
+  SessionConfig config;
+  std::unique_ptr<Device> device;
+  internal::ResourceMgr resources;
+  std::vector<std::unique_ptr<OpKernel>> kernels;  // by node id
+  absl::flat_hash_map<std::string, std::shared_ptr<Plan>> plans;
+  std::unique_ptr<tbb::task_arena> arena;
+  int inter_op = 1;
+  int64_t steps = 0;
+  bool closed = false;
+
+  StatusOr<std::shared_ptr<Plan>> GetPlan(const FeedList& feeds, const std::vector<TensorName>& fetches,
+                                          const std::vector<TensorName>& targets);
+  Status Execute(const Plan& plan, const FeedList& feeds, std::vector<Tensor>* outputs);
+};
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Session::~Session() { (void)Close(); }
+
+StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph, const SessionConfig& config) {
+  internal::InitializeRuntime();
+  RECSDK_RETURN_IF_ERROR(config.Validate());
+  if (!graph.status().ok()) {
+    return absl::InvalidArgumentError(fmt::format("the graph holds a construction error: {}", graph.status().message()));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->graph = graph.Copy();
+  impl->config = config;
+  RECSDK_ASSIGN_OR_RETURN(impl->device, internal::DeviceRegistry::Global().Create(config.device, config));
+  impl->inter_op = config.ParsedStreamLimits()["DNN_V100"];
+  impl->arena = std::make_unique<tbb::task_arena>(impl->device->IntraOpThreads());
+  // Implementation mode per op type.
+  std::set<std::string> implmode_ops;
+  for (absl::string_view t : absl::StrSplit(config.optypelist_for_implmode, ',', absl::SkipEmpty())) {
+    implmode_ops.insert(std::string(t));
+  }
+  const internal::KernelRegistry& kernels = internal::KernelRegistry::Global();
+  for (Node* node : impl->graph->nodes()) {
+    const std::string& placed = node->device();
+    const std::string type = placed.empty() ? config.device : placed.substr(0, placed.find(':'));
+    if (type != config.device) {
+      return absl::InvalidArgumentError(fmt::format(
+          "op \"{}\" ({}) is placed on \"{}\" but the session runs on \"{}\"; remove the placement or change "
+          "SessionConfig::device",
+          node->name(), node->type(), placed, config.device));
+    }
+    const std::string mode = implmode_ops.empty() || implmode_ops.contains(node->type())
+                                 ? config.op_select_implmode
+                                 : std::string("high_performance");
+    const DType dtype = internal::KernelDType(*node);
+    const internal::KernelFactory* factory = kernels.Find(node->type(), type, dtype, mode);
+    if (factory == nullptr) {
+      return absl::UnimplementedError(fmt::format(
+          "op \"{}\" ({}) has no {} kernel for dtype {}; the device supports this op for [{}]", node->name(),
+          node->type(), type, DTypeName(dtype),
+          fmt::join([&] {
+            std::vector<std::string> names;
+            for (DType d : kernels.DTypesFor(node->type(), type)) names.emplace_back(d == DType::kInvalid ? "any" : DTypeName(d));
+            return names;
+          }(), ", ")));
+    }
+    RECSDK_ASSIGN_OR_RETURN(auto kernel, (*factory)(*node));
+    impl->kernels.push_back(std::move(kernel));
+  }
+  return std::unique_ptr<Session>(new Session(std::move(impl)));
+}
+
+StatusOr<std::shared_ptr<Plan>> Session::Impl::GetPlan(const FeedList& feeds, const std::vector<TensorName>& fetches,
+                                                       const std::vector<TensorName>& targets) {
+  std::string key;
+  for (const auto& f : feeds) key += f.first.name + ",";
+  key += "|";
+  for (const auto& f : fetches) key += f.name + ",";
+  key += "|";
+  for (const auto& t : targets) key += t.name + ",";
+  if (auto it = plans.find(key); it != plans.end()) return it->second;
+
+  auto plan = std::make_shared<Plan>();
+  const int n = graph->num_nodes();
+  std::vector<char> fed(n, 0);
+  for (const auto& [name, tensor] : feeds) {
+    auto out = graph->FindOutput(name.name);
+    if (!out.ok()) return absl::InvalidArgumentError(fmt::format("feed \"{}\": {}", name.name, out.status().message()));
+    plan->feeds.push_back(*out);
+    fed[out->node->id()] = 1;
+  }
+  std::vector<int> roots;
+  for (const auto& f : fetches) {
+    auto out = graph->FindOutput(f.name);
+    if (!out.ok()) return absl::InvalidArgumentError(fmt::format("fetch \"{}\": {}", f.name, out.status().message()));
+    plan->fetches.push_back(*out);
+    roots.push_back(out->node->id());
+  }
+  for (const auto& t : targets) {
+    auto out = graph->FindOutput(t.name);
+    if (!out.ok()) return absl::InvalidArgumentError(fmt::format("target \"{}\": {}", t.name, out.status().message()));
+    roots.push_back(out->node->id());
+  }
+  std::vector<char> needed(n, 0);
+  std::vector<int> stack = roots;
+  while (!stack.empty()) {
+    const int id = stack.back();
+    stack.pop_back();
+    if (needed[id]) continue;
+    needed[id] = 1;
+    if (fed[id]) continue;
+    const Node* node = graph->node(id);
+    for (const Output& in : node->inputs()) stack.push_back(in.node->id());
+    for (const Node* c : node->control_inputs()) stack.push_back(c->id());
+  }
+  for (int id = 0; id < n; ++id) {
+    if (needed[id] && !fed[id]) {
+      plan->position[id] = static_cast<int>(plan->order.size());
+      plan->order.push_back(id);
+    }
+  }
+  plan->consumers.resize(plan->order.size());
+  plan->pending_init.assign(plan->order.size(), 0);
+  plan->output_uses.resize(n);
+  for (int id = 0; id < n; ++id) plan->output_uses[id].assign(graph->node(id)->num_outputs(), 0);
+  for (size_t p = 0; p < plan->order.size(); ++p) {
+    const Node* node = graph->node(plan->order[p]);
+    std::set<int> producers;
+    for (const Output& in : node->inputs()) {
+      plan->output_uses[in.node->id()][in.index]++;
+      if (plan->position.contains(in.node->id())) producers.insert(plan->position[in.node->id()]);
+    }
+    for (const Node* c : node->control_inputs()) {
+      if (plan->position.contains(c->id())) producers.insert(plan->position[c->id()]);
+    }
+    for (int prod : producers) plan->consumers[prod].push_back(static_cast<int>(p));
+    plan->pending_init[p] = static_cast<int>(producers.size());
+  }
+  for (const Output& f : plan->fetches) plan->output_uses[f.node->id()][f.index]++;
+  plans[key] = plan;
+  return plan;
+}
+
+Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds, std::vector<Tensor>* outputs) {
+  const int n = graph->num_nodes();
+  std::vector<std::vector<Tensor>> values(n);
+  std::vector<std::vector<std::atomic<int>>> uses(n);
+  for (int id = 0; id < n; ++id) {
+    const int outs = graph->node(id)->num_outputs();
+    if (plan.position.contains(id) || std::any_of(plan.feeds.begin(), plan.feeds.end(), [&](const Output& o) { return o.node->id() == id; })) {
+      values[id].resize(outs);
+      uses[id] = std::vector<std::atomic<int>>(outs);
+      for (int o = 0; o < outs; ++o) uses[id][o].store(plan.output_uses[id][o]);
+    }
+  }
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    const Output& o = plan.feeds[i];
+    const Tensor& t = feeds[i].second;
+    if (t.dtype() != o.dtype() || !t.shape().IsCompatibleWith(o.shape())) {
+      return absl::InvalidArgumentError(fmt::format(
+          "feed \"{}\": got {} {} but the graph expects {} {}", feeds[i].first.name, DTypeName(t.dtype()),
+          t.shape().ToString(), DTypeName(o.dtype()), o.shape().ToString()));
+    }
+    values[o.node->id()][o.index] = t;
+  }
+  const int64_t step = steps;
+  auto run_node = [&](int pos) -> Status {
+    const int id = plan.order[pos];
+    const Node& node = *graph->node(id);
+    std::vector<const Tensor*> inputs;
+    inputs.reserve(node.num_inputs());
+    for (const Output& in : node.inputs()) inputs.push_back(&values[in.node->id()][in.index]);
+    OpKernelContext ctx(node, device.get(), &resources, step, graph->random_seed(), std::move(inputs), &values[id]);
+    Status s = kernels[id]->Compute(ctx);
+    if (!s.ok()) {
+      const std::string prefix = fmt::format("op \"{}\" ({})", node.name(), node.type());
+      if (s.message().find(prefix) == std::string_view::npos && s.message().find("op \"" + node.name()) == std::string_view::npos) {
+        return Status(s.code(), fmt::format("{} on {}: {}", prefix, device->name(), s.message()));
+      }
+      return s;
+    }
+    for (int o = 0; o < node.num_outputs(); ++o) {
+      const Tensor& t = values[id][o];
+      if (!t.IsInitialized() && plan.output_uses[id][o] > 0) {
+        return absl::InternalError(fmt::format("op \"{}\" ({}) did not produce output {}", node.name(), node.type(), o));
+      }
+    }
+    // Release inputs after their last consumer.
+    for (const Output& in : node.inputs()) {
+      if (uses[in.node->id()][in.index].fetch_sub(1) == 1) values[in.node->id()][in.index] = Tensor();
+    }
+    return absl::OkStatus();
+  };
+
+  Status status;
+  arena->execute([&] {
+    if (inter_op <= 1 || plan.order.size() < 2) {
+      for (size_t p = 0; p < plan.order.size() && status.ok(); ++p) status = run_node(static_cast<int>(p));
+      return;
+    }
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<int> ready;
+    std::vector<int> pending = plan.pending_init;
+    size_t remaining = plan.order.size();
+    for (size_t p = 0; p < pending.size(); ++p) {
+      if (pending[p] == 0) ready.push_back(static_cast<int>(p));
+    }
+    auto worker = [&] {
+      std::unique_lock<std::mutex> lock(mu);
+      for (;;) {
+        cv.wait(lock, [&] { return !ready.empty() || remaining == 0 || !status.ok(); });
+        if (remaining == 0 || !status.ok()) return;
+        const int pos = ready.front();
+        ready.pop_front();
+        lock.unlock();
+        Status s = run_node(pos);
+        lock.lock();
+        if (!s.ok() && status.ok()) status = s;
+        --remaining;
+        for (int c : plan.consumers[pos]) {
+          if (--pending[c] == 0) ready.push_back(c);
+        }
+        cv.notify_all();
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int t = 1; t < inter_op; ++t) threads.emplace_back([&] { arena->execute(worker); });
+    worker();
+    for (auto& t : threads) t.join();
+  });
+  RECSDK_RETURN_IF_ERROR(status);
+  outputs->clear();
+  for (const Output& f : plan.fetches) outputs->push_back(values[f.node->id()][f.index]);
+  return absl::OkStatus();
+}
+
+Status Session::Run(const FeedList& feeds, const std::vector<TensorName>& fetches,
+                    const std::vector<TensorName>& targets, std::vector<Tensor>* outputs) {
+  if (impl_->closed) return absl::FailedPreconditionError("Session::Run after Close(); create a new Session");
+  RECSDK_ASSIGN_OR_RETURN(auto plan, impl_->GetPlan(feeds, fetches, targets));
+  try {
+    RECSDK_RETURN_IF_ERROR(impl_->Execute(*plan, feeds, outputs));
+  } catch (const std::exception& e) {
+    return absl::InternalError(fmt::format("Session::Run: unexpected exception: {}", e.what()));
+  }
+  ++impl_->steps;
+  return absl::OkStatus();
+}
+
+StatusOr<std::vector<Tensor>> Session::Run(const FeedList& feeds, const std::vector<TensorName>& fetches,
+                                           const std::vector<TensorName>& targets) {
+  std::vector<Tensor> outputs;
+  RECSDK_RETURN_IF_ERROR(Run(feeds, fetches, targets, &outputs));
+  return outputs;
+}
+
+Status Session::Close() {
+  if (impl_ == nullptr || impl_->closed) return absl::OkStatus();
+  impl_->closed = true;
+  impl_->plans.clear();
+  impl_->kernels.clear();
+  impl_->resources.Clear();
+  return impl_->device->Synchronize();
+}
+
+const Graph& Session::graph() const { return *impl_->graph; }
+const SessionConfig& Session::config() const { return impl_->config; }
+
+SessionStats Session::stats() const {
+  SessionStats s;
+  s.graph_bytes_in_use = impl_->device->graph_allocator().in_use();
+  s.graph_peak_bytes = impl_->device->graph_allocator().peak();
+  s.variable_bytes_in_use = impl_->device->variable_allocator().in_use();
+  s.steps = impl_->steps;
+  return s;
+}
+
+}  // namespace recsdk
