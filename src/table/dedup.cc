@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "oneapi/tbb/blocked_range.h"
+#include "oneapi/tbb/global_control.h"
 #include "oneapi/tbb/parallel_for.h"
 #include "recsdk/table.h"
 #include "src/table/key_index.h"
@@ -76,24 +77,38 @@ void AggregateGradients(absl::Span<const uint32_t> restore_index, const float* g
                         int64_t num_unique, float* out) {
   const size_t d = static_cast<size_t>(dim);
   const size_t n = restore_index.size();
-  // Each task owns a range of unique ids and adds, in input order, the positions that map into
-  // it: no two tasks write the same output row and the summation order never depends on threads.
+  // Each task owns a range [lo, hi) of unique ids and adds, in input order, the positions that
+  // map into it: no two tasks write the same output row and each row's summation order (input
+  // order) never depends on the number of tasks. Output rows are not zeroed up front: DedupKeys
+  // numbers unique keys in order of first occurrence, so the first position of id `next` copies
+  // its gradient (one pass, no separate zeroing pass); ids that skip ahead of that order (a
+  // restore index from elsewhere) zero the rows they pass first, so any index gives the sums.
   auto run = [&](uint32_t lo, uint32_t hi) {
-    std::fill(out + lo * d, out + hi * d, 0.0f);
+    uint32_t next = lo;
     for (size_t i = 0; i < n; ++i) {
       const uint32_t u = restore_index[i];
       if (u < lo || u >= hi) continue;
       float* __restrict o = out + u * d;
       const float* __restrict g = grads + i * d;
+      if (u >= next) {
+        std::fill(out + next * d, o, 0.0f);
+        for (size_t k = 0; k < d; ++k) o[k] = 0.0f + g[k];
+        next = u + 1;
+        continue;
+      }
       for (size_t k = 0; k < d; ++k) o[k] += g[k];
     }
+    std::fill(out + next * d, out + hi * d, 0.0f);
   };
   const uint32_t nu = static_cast<uint32_t>(num_unique);
-  if (n < 16384 || nu < 2) {
+  // Tasks each read the whole index, so only as many as may run at once.
+  const uint32_t threads = static_cast<uint32_t>(
+      tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism));
+  const uint32_t parts = std::min<uint32_t>(8, std::max<uint32_t>(1, threads));
+  if (n < 16384 || nu < 2 || parts == 1) {
     run(0, nu);
     return;
   }
-  const uint32_t parts = 8;
   const uint32_t step = (nu + parts - 1) / parts;
   tbb::parallel_for(uint32_t{0}, parts, [&](uint32_t p) {
     const uint32_t lo = std::min(nu, p * step), hi = std::min(nu, lo + step);

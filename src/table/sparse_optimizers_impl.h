@@ -18,6 +18,8 @@ class RowUpdater {
   RowUpdater(const SparseOptimizerConfig& config, int dim, int64_t step);
   // Apply: updates `row` in place with the summed gradient `g` (dim floats).
   void Apply(float* row, const float* g) const;
+  // adam_lr_t: LazyAdam's bias-corrected learning rate for this step (0 for other kinds).
+  float adam_lr_t() const { return adam_lr_t_; }
 
  private:
   const SparseOptimizerConfig& config_;

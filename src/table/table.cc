@@ -25,6 +25,7 @@
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 #include "oneapi/tbb/blocked_range.h"
+#include "oneapi/tbb/global_control.h"
 #include "oneapi/tbb/parallel_for.h"
 #include "src/common/check.h"
 #include "src/common/hash.h"
@@ -33,6 +34,7 @@
 #include "src/table/key_index.h"
 #include "src/table/npy.h"
 #include "src/table/sparse_optimizers_impl.h"
+#include "src/table/table_kernels.h"
 
 namespace recsdk {
 namespace internal {
@@ -44,6 +46,23 @@ constexpr int64_t kDynamicInitialIndex = 1 << 16;
 
 // Below this many items a batch method runs on the calling thread.
 constexpr size_t kParallelGrain = 2048;
+
+// BigChunks: f(b, e) over about 4 chunks per allowed thread (at least kParallelGrain items
+// each): prefetching loops restart their pipeline at every chunk, so chunks stay long.
+template <typename F>
+void BigChunks(size_t n, F&& f) {
+  const size_t threads =
+      tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
+  const size_t parts = std::max<size_t>(1, threads) * 4;
+  const size_t chunk = std::max(kParallelGrain, (n + parts - 1) / parts);
+  if (n <= chunk) {
+    if (n > 0) f(size_t{0}, n);
+    return;
+  }
+  const size_t num = (n + chunk - 1) / chunk;
+  tbb::parallel_for(size_t{0}, num,
+                    [&](size_t c) { f(c * chunk, std::min(n, c * chunk + chunk)); });
+}
 
 template <typename F>
 void ParallelChunks(size_t n, size_t grain, F&& f) {
@@ -353,14 +372,20 @@ class TableImpl final : public EmbeddingTable {
 
   void GatherRestored(absl::Span<const uint32_t> unique_rows, absl::Span<const uint32_t> restore,
                       float* out) const override {
-    constexpr size_t kAhead = 8;
+    // As many rows in flight as the roofline's gather; long chunks so the pipeline rarely restarts.
+    constexpr size_t kAhead = 16;
     const size_t dim = static_cast<size_t>(config_.dim);
     const uint32_t* u = unique_rows.data();
-    ParallelChunks(restore.size(), kParallelGrain, [&](size_t b, size_t e) {
+    BigChunks(restore.size(), [&](size_t b, size_t e) {
       for (size_t i = b; i < std::min(e, b + kAhead); ++i) PrefetchRow(u[restore[i]], 0);
       for (size_t i = b; i < e; ++i) {
         if (i + kAhead < e) PrefetchRow(u[restore[i + kAhead]], 0);
-        CopyEmbedding(u[restore[i]], out + i * dim);
+        const uint32_t row = u[restore[i]];
+        if (row < kDefaultRow) {
+          std::memcpy(out + i * dim, Row(row), dim * sizeof(float));
+        } else {
+          CopyEmbedding(row, out + i * dim);
+        }
       }
     });
   }
@@ -410,24 +435,47 @@ class TableImpl final : public EmbeddingTable {
     }
   }
 
-  void ApplyGradients(absl::Span<const uint32_t> rows, const float* grads, int64_t step) override {
-    const RowUpdater updater(optimizer_, config_.dim, step);
-    const size_t dim = static_cast<size_t>(config_.dim);
-    constexpr size_t kAhead = 8;
-    ParallelChunks(rows.size(), 1024, [&](size_t b, size_t e) {
-      for (size_t i = b; i < std::min(e, b + kAhead); ++i) PrefetchFullRow(rows[i]);
-      for (size_t i = b; i < e; ++i) {
-        if (i + kAhead < e) PrefetchFullRow(rows[i + kAhead]);
-        if (rows[i] >= kDefaultRow) continue;
-        updater.Apply(Row(rows[i]), grads + i * dim);
-      }
-    });
+  // UpdateBatch: one optimizer step on rows [b, e) of a batch, given by id (ids) or by address
+  // (addrs). SGD, Adagrad and LazyAdam run the per-ISA kernels (bitwise equal to RowUpdater, their
+  // reference twin); FTRL runs RowUpdater.
+  void UpdateBatch(const RowUpdater& updater, const uint32_t* ids, float* const* addrs, size_t b,
+                   size_t e, const float* grads) const {
+    const TableKernels& k = TableFast();
+    const int64_t dim = config_.dim, rb = static_cast<int64_t>(row_bytes_);
+    const int64_t n = static_cast<int64_t>(e - b);
+    const float* g = grads + b * static_cast<size_t>(dim);
+    const SparseOptimizerConfig& o = optimizer_;
+    switch (o.kind) {
+      case SparseOptimizerKind::kSGD:
+      case SparseOptimizerKind::kSGDByAddr:
+        ids ? k.sgd_rows(slab_.base(), rb, ids + b, n, g, dim, o.learning_rate, o.weight_decay)
+            : k.sgd_addrs(addrs + b, rb, n, g, dim, o.learning_rate, o.weight_decay);
+        return;
+      case SparseOptimizerKind::kAdagrad:
+      case SparseOptimizerKind::kAdagradByAddress:
+        ids ? k.adagrad_rows(slab_.base(), rb, ids + b, n, g, dim, o.learning_rate)
+            : k.adagrad_addrs(addrs + b, rb, n, g, dim, o.learning_rate);
+        return;
+      case SparseOptimizerKind::kLazyAdam:
+      case SparseOptimizerKind::kLazyAdamByAddress:
+        ids ? k.lazy_adam_rows(slab_.base(), rb, ids + b, n, g, dim, o.beta1, o.beta2, o.epsilon,
+                               updater.adam_lr_t())
+            : k.lazy_adam_addrs(addrs + b, rb, n, g, dim, o.beta1, o.beta2, o.epsilon,
+                                updater.adam_lr_t());
+        return;
+      case SparseOptimizerKind::kFTRL:
+        for (size_t i = b; i < e; ++i) {
+          float* row = ids ? (ids[i] < kDefaultRow ? Row(ids[i]) : nullptr) : addrs[i];
+          if (row != nullptr) updater.Apply(row, grads + i * static_cast<size_t>(dim));
+        }
+        return;
+    }
   }
 
-  void PrefetchFullRow(uint32_t row) const {
-    if (row >= kDefaultRow) return;
-    const char* p = reinterpret_cast<const char*>(Row(row));
-    for (uint64_t off = 0; off < row_bytes_; off += 64) __builtin_prefetch(p + off, 1);
+  void ApplyGradients(absl::Span<const uint32_t> rows, const float* grads, int64_t step) override {
+    const RowUpdater updater(optimizer_, config_.dim, step);
+    BigChunks(rows.size(),
+              [&](size_t b, size_t e) { UpdateBatch(updater, rows.data(), nullptr, b, e, grads); });
   }
 
   void RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> addresses) override {
@@ -440,11 +488,8 @@ class TableImpl final : public EmbeddingTable {
   void ApplyGradientsByAddress(absl::Span<float* const> addresses, const float* grads,
                                int64_t step) override {
     const RowUpdater updater(optimizer_, config_.dim, step);
-    const size_t dim = static_cast<size_t>(config_.dim);
-    ParallelChunks(addresses.size(), 1024, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) {
-        if (addresses[i] != nullptr) updater.Apply(addresses[i], grads + i * dim);
-      }
+    BigChunks(addresses.size(), [&](size_t b, size_t e) {
+      UpdateBatch(updater, nullptr, addresses.data(), b, e, grads);
     });
   }
 
