@@ -5,6 +5,9 @@
 //       (the memory roofline). Counter lookup_vs_roofline (goal >= 0.5).
 //   BM_Update/dim/rows_m/zipf/threads/opt: gradient aggregation + Adagrad (opt 0) or LazyAdam
 //       (opt 1) update vs the same roofline. Counter update_vs_roofline (goal >= 0.4).
+//   BM_LookupLowerBound/dim/rows_m/zipf: the roofline's gather plus one independent random read
+//       of an index-sized array per key (1 thread). Counter two_misses_vs_roofline: the bound
+//       on lookup_vs_roofline for any design with an index miss per unique key.
 //   BM_IndexLookup/zipf: KeyIndex::FindBatch vs absl::flat_hash_map<int64_t, uint32_t>::find on
 //       the same keys over 10M entries. Counter vs_absl (goal >= 1.0).
 //   BM_Memory/dim: bytes per row beyond 4 * (dim + slots), everything included (index, key,
@@ -206,6 +209,59 @@ void BM_Lookup(benchmark::State& state) {
   state.counters["unique_frac"] = static_cast<double>(d.unique_keys.size()) / kBatchKeys;
 }
 
+// BM_LookupLowerBound: what a uniform key costs at least when a hash index stands between key and
+// row. Per key it reads one random 12-byte slot of an array the size of the table's index AND the
+// key's row from the dense array, both prefetched 16 ahead with no dependency between them: the
+// roofline's gather plus one independent miss, no hashing, no dedup. Counter
+// two_misses_vs_roofline = roofline time / this time: the most lookup_vs_roofline a table with an
+// index miss per key could reach in the same run.
+void BM_LookupLowerBound(benchmark::State& state) {
+  const int dim = static_cast<int>(state.range(0));
+  const int64_t rows = state.range(1) * 1000000;
+  const bool zipf = state.range(2) != 0;
+  Fixture& f = GetFixture(dim, rows, SparseOptimizerKind::kAdagrad, zipf);
+  tbb::global_control gc(tbb::global_control::max_allowed_parallelism, 1);
+  internal::KeyIndex shape(static_cast<uint64_t>(rows));
+  const uint64_t slots = shape.num_slots();
+  DenseArray index_like(static_cast<int64_t>(slots * 12 / sizeof(float) + 16), 1);
+  std::vector<uint64_t> slot_of(f.ranks.size());
+  for (size_t i = 0; i < f.ranks.size(); ++i) slot_of[i] = shape.Home(f.keys[i]) * 12;
+  std::vector<float> out(static_cast<size_t>(kBatchKeys) * dim);
+  double t_two = 0, t_roof = 0;
+  int64_t batch = 0;
+  uint64_t sink = 0;
+  const char* ix = reinterpret_cast<const char*>(index_like.data);
+  for (auto _ : state) {
+    const size_t off = static_cast<size_t>(batch++ % kNumBatches) * kBatchKeys;
+    const auto t0 = Clock::now();
+    RooflineGather(*f.dense, dim, f.ranks.data() + off, kBatchKeys, out.data());
+    benchmark::ClobberMemory();
+    const auto t1 = Clock::now();
+    constexpr size_t kAhead = 16;
+    const size_t row_bytes = static_cast<size_t>(dim) * sizeof(float);
+    const int64_t* r = f.ranks.data() + off;
+    const uint64_t* so = slot_of.data() + off;
+    for (size_t i = 0; i < kBatchKeys; ++i) {
+      if (i + kAhead < kBatchKeys) {
+        __builtin_prefetch(ix + so[i + kAhead]);
+        const char* p = reinterpret_cast<const char*>(f.dense->data + r[i + kAhead] * dim);
+        for (size_t o = 0; o < row_bytes; o += 64) __builtin_prefetch(p + o);
+      }
+      uint32_t v;
+      std::memcpy(&v, ix + so[i] + 8, 4);
+      sink += v;
+      std::memcpy(out.data() + i * dim, f.dense->data + r[i] * dim, row_bytes);
+    }
+    benchmark::ClobberMemory();
+    const auto t2 = Clock::now();
+    t_roof += Seconds(t0, t1);
+    t_two += Seconds(t1, t2);
+    state.SetIterationTime(Seconds(t1, t2));
+  }
+  benchmark::DoNotOptimize(sink);
+  state.counters["two_misses_vs_roofline"] = t_roof / t_two;
+}
+
 void BM_Update(benchmark::State& state) {
   const int dim = static_cast<int>(state.range(0));
   const int64_t rows = state.range(1) * 1000000;
@@ -342,6 +398,11 @@ BENCHMARK(BM_Lookup)
     ->ArgNames({"dim", "rows_m", "zipf", "threads", "sgd"})
     ->ArgsProduct({{16}, {10}, {0, 1}, {1, 2}, {0}})
     ->ArgsProduct({{64}, {5}, {0, 1}, {1, 2}, {0}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_LookupLowerBound)
+    ->ArgNames({"dim", "rows_m", "zipf"})
+    ->ArgsProduct({{16}, {10}, {0, 1}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Update)

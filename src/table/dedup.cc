@@ -21,16 +21,25 @@ void DedupImpl(absl::Span<const K> keys, DedupResult* out) {
   size_t cap = 16;
   while (cap < 2 * n) cap <<= 1;
   const uint64_t mask = cap - 1;
-  // Scratch: slot -> (key, index into unique_keys), one cache line access per probe.
+  // Scratch: slot -> (key, index into unique_keys), one cache line access per probe. A slot is
+  // live only when its generation is this call's, so the scratch is not cleared per call (that
+  // was a write of 16 bytes x 2n slots, more than the probes themselves).
   struct Slot {
     int64_t key;
     uint32_t unique;
-    uint32_t pad;
+    uint32_t gen;
   };
   thread_local std::vector<Slot> scratch;
-  if (scratch.size() < cap) scratch.resize(cap);
+  thread_local uint32_t gen = 0;
+  if (scratch.size() < cap) {
+    scratch.assign(cap, Slot{0, kEmpty, 0});
+    gen = 0;
+  }
+  if (++gen == 0) {
+    for (Slot& x : scratch) x.gen = 0;
+    gen = 1;
+  }
   Slot* s = scratch.data();
-  for (size_t i = 0; i < cap; ++i) s[i].unique = kEmpty;
   out->unique_keys.resize(n);
   out->counts.resize(n);
   out->restore_index.resize(n);
@@ -47,16 +56,17 @@ void DedupImpl(absl::Span<const K> keys, DedupResult* out) {
     const int64_t key = static_cast<int64_t>(keys[i]);
     uint64_t h = internal::KeyIndex::Hash(key) & mask;
     for (;;) {
-      const uint32_t u = s[h].unique;
-      if (u == kEmpty) {
+      if (s[h].gen != gen) {
         s[h].key = key;
         s[h].unique = num_unique;
+        s[h].gen = gen;
         unique_keys[num_unique] = key;
         counts[num_unique] = 1;
         restore[i] = num_unique++;
         break;
       }
       if (s[h].key == key) {
+        const uint32_t u = s[h].unique;
         ++counts[u];
         restore[i] = u;
         break;

@@ -79,7 +79,13 @@ class KeyIndex {
   uint64_t Home(int64_t key) const {
     return static_cast<uint64_t>((static_cast<unsigned __int128>(Hash(key)) * num_slots_) >> 64);
   }
-  void PrefetchKey(int64_t key) const { __builtin_prefetch(SlotAt(Home(key))); }
+  // PrefetchKey: the home slot's line and the next: at load 0.8 a hit scans ~3 slots (36 bytes)
+  // from home, which crosses into the next line about half the time.
+  void PrefetchKey(int64_t key) const {
+    const char* p = reinterpret_cast<const char*>(SlotAt(Home(key)));
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + 36);
+  }
 
  private:
   struct Slot {
