@@ -1,7 +1,8 @@
 # Compiler flags shared by every recsdk target, applied through the recsdk_compile_options
 # interface target so that tests, benchmarks and samples build the same way as the library.
 add_library(recsdk_compile_options INTERFACE)
-target_compile_options(recsdk_compile_options INTERFACE -Wall -Wextra)
+# -Wno-maybe-uninitialized: GCC 12 reports false positives inside absl::InlinedVector (Shape), and -Wno-restrict false positives on std::string concatenation (GCC bug 105329).
+target_compile_options(recsdk_compile_options INTERFACE -Wall -Wextra -Wno-maybe-uninitialized -Wno-restrict)
 if(RECSDK_WERROR)
   target_compile_options(recsdk_compile_options INTERFACE -Werror)
 endif()

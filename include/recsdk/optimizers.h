@@ -136,8 +136,12 @@ class AdamOptimizer : public Optimizer {
 // var -= lr * weight_decay * var. Default weight_decay 0.01.
 class AdamWOptimizer : public AdamOptimizer {
  public:
-  explicit AdamWOptimizer(AdamOptions options = AdamOptions{.weight_decay = 0.01})
-      : AdamOptimizer(options) {}
+  explicit AdamWOptimizer(AdamOptions options = DefaultOptions()) : AdamOptimizer(options) {}
+  static AdamOptions DefaultOptions() {
+    AdamOptions o;
+    o.weight_decay = 0.01;
+    return o;
+  }
   std::string name() const override { return "AdamW"; }
 };
 

@@ -442,7 +442,7 @@ void RegisterCpuMathKernels(KernelRegistry& r) {
   RegisterCompare(r, "LessEqual", [](auto x, auto y) { return x <= y; }, nullptr);
   RegisterCompare(r, "GreaterEqual", [](auto x, auto y) { return x >= y; }, nullptr);
   RegisterCompare(r, "Equal", [](auto x, auto y) { return x == y; }, nullptr);
-  r.RegisterFn("Where", kCpu, kNumericTypes, [](OpKernelContext& ctx) {
+  r.RegisterFn("Where", kCpu, {DType::kInvalid}, [](OpKernelContext& ctx) {
     return DispatchNumeric(ctx, ctx.input(1).dtype(), [&](auto tag) { return WhereTyped<decltype(tag)>(ctx); });
   });
   r.RegisterFn("AddN", kCpu, kNumericTypes, [](OpKernelContext& ctx) {
