@@ -23,6 +23,10 @@
 
 namespace recsdk {
 
+namespace internal {
+class ResourceMgr;
+}  // namespace internal
+
 // TensorName: "node:index", "node" (index 0), or an Output / Node of the session's source graph.
 struct TensorName {
   std::string name;
@@ -67,6 +71,10 @@ class Session {
   const Graph& graph() const;
   const SessionConfig& config() const;
   SessionStats stats() const;
+
+  // resource_mgr: the resources the session owns (variables, tables). Internal: used by
+  // LookupTable (recsdk/embedding.h) and the key stage; not part of the API.
+  internal::ResourceMgr* resource_mgr();
 
   // Internal machinery; not part of the API.
   struct Impl;

@@ -3,12 +3,14 @@
 
 #include "src/device/device.h"
 #include "src/graph/op_registry.h"
+#include "src/session/table_ops.h"
 
 namespace recsdk::internal {
 
 void InitializeRuntime() {
   (void)OpRegistry::Global();
   RegisterCpuBackend();
+  RegisterTableOps();
 }
 
 }  // namespace recsdk::internal

@@ -138,6 +138,11 @@ StatusOr<std::shared_ptr<Plan>> Session::Impl::GetPlan(const FeedList& feeds, co
     roots.push_back(out->node->id());
   }
   for (const auto& t : targets) {
+    // A target is a node; it may have no outputs (NoOp, Assign), so look it up by name first.
+    if (const Node* node = graph->FindNode(t.name)) {
+      roots.push_back(node->id());
+      continue;
+    }
     auto out = graph->FindOutput(t.name);
     if (!out.ok()) return absl::InvalidArgumentError(fmt::format("target \"{}\": {}", t.name, out.status().message()));
     roots.push_back(out->node->id());
@@ -304,6 +309,8 @@ Status Session::Close() {
   impl_->resources.Clear();
   return impl_->device->Synchronize();
 }
+
+internal::ResourceMgr* Session::resource_mgr() { return &impl_->resources; }
 
 const Graph& Session::graph() const { return *impl_->graph; }
 const SessionConfig& Session::config() const { return impl_->config; }

@@ -1,0 +1,168 @@
+// recsdk/embedding.h: sparse tables in the graph: create_table, sparse_lookup and the sparse
+// optimizer's gradient and apply ops (the spec's mx_rec.core.embedding and hash optimizers).
+//
+// create_table adds a table handle to the graph; the table itself (an EmbeddingTable, see
+// table.h) is created in the Session that runs the graph, from the configs the handle carries.
+// sparse_lookup adds two ops: "<name>/keys" (SparseLookup: dedup the ids of all its features in
+// one pass, count admissions in training, resolve keys to rows, and output the unique rows and,
+// per feature, the restore index of each id) and "<name>" (TableGather: read the rows, unpooled
+// [B, n, dim] or pooled [B, dim]). With modify_graph=true (or when the ids come from FeatureSpecs)
+// the key work moves to the host key stage ahead of compute (pipeline.h); the results are the
+// same.
+//
+// Gradients never form a dense [vocabulary, dim] tensor: SparseMinimize (or ComputeSparseGradients
+// + ApplySparseGradients) differentiates the loss with respect to the lookups' outputs, sums the
+// gradients per unique key (TableGradAggregate) and applies the table's sparse optimizer to those
+// rows only (TableApply, once per table and step, whatever the number of lookups of the table).
+//
+// Threading: graph building is single-threaded, like Graph. LookupTable's table may be used from
+// the training loop between Session::Run calls (export, save, eviction); see table.h for what may
+// overlap a step.
+#ifndef RECSDK_EMBEDDING_H_
+#define RECSDK_EMBEDDING_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "recsdk/feature_spec.h"
+#include "recsdk/graph.h"
+#include "recsdk/scope.h"
+#include "recsdk/session.h"
+#include "recsdk/sparse_optimizers.h"
+#include "recsdk/table.h"
+#include "recsdk/variables.h"
+
+namespace recsdk {
+
+// Graph collections (node names, or "node:index" outputs) that sparse tables fill, named as in
+// the spec so code ported from mx_rec finds them.
+inline constexpr char kSparseTables[] = "sparse_tables";    // TableHandle nodes
+inline constexpr char kSparseLookups[] = "sparse_lookups";  // TableGather nodes
+// kSparseLookupLocalEmb: the lookup results ("node:index"), what tf.gradients(loss, emb) takes.
+inline constexpr char kSparseLookupLocalEmb[] = "ASCEND_SPARSE_LOOKUP_LOCAL_EMB";
+// kSparseLookupIdOffset: the unique rows of each lookup ("node:0"), the "addresses" the
+// by-address optimizers write through (row ids; EmbeddingTable::RowAddresses maps them).
+inline constexpr char kSparseLookupIdOffset[] = "ASCEND_SPARSE_LOOKUP_ID_OFFSET";
+
+// SparseTable: the graph-side handle create_table returns. A cheap value.
+class SparseTable {
+ public:
+  SparseTable() = default;
+  bool valid() const { return handle_.valid(); }
+  // table_name: the spec's attribute name. Same as config().name.
+  const std::string& table_name() const { return config_.name; }
+  int dim() const { return config_.dim; }
+  const TableConfig& config() const { return config_; }
+  const SparseOptimizerConfig& optimizer() const { return optimizer_; }
+  // handle: the TableHandle node's resource output.
+  Output handle() const { return handle_; }
+
+ private:
+  friend StatusOr<SparseTable> create_table(const Scope&, const TableConfig&,
+                                            const SparseOptimizerConfig&);
+  Output handle_;
+  TableConfig config_;
+  SparseOptimizerConfig optimizer_;
+};
+
+// create_table: validates `config` and `optimizer` (the sparse optimizer decides the slots each
+// row carries, so it is fixed when the table is made) and adds a TableHandle node named after the
+// table. InvalidArgument for an invalid config or a second table of the same name in the graph.
+StatusOr<SparseTable> create_table(const Scope& scope, const TableConfig& config,
+                                   const SparseOptimizerConfig& optimizer);
+
+// SparseLookupOptions: the spec's sparse_lookup parameters.
+struct SparseLookupOptions {
+  // name: the lookup's op name; default "<table_name>_lookup".
+  std::string name;
+  // send_count: the static capacity of unique keys per batch (all features of this lookup
+  // together). With use_dynamic=false the unique rows are padded to send_count, and a batch with
+  // more unique keys is an error naming the table, the count and the limit. Ignored (may be 0)
+  // with use_dynamic=true.
+  int64_t send_count = 0;
+  // use_dynamic: dynamic shape (buffers sized per batch). Default true; false needs send_count > 0.
+  bool use_dynamic = true;
+  // is_train: training lookups count admissions, insert admitted keys and refresh timestamps;
+  // evaluation lookups (false) only read (unknown keys read serving_default_value). Default true.
+  bool is_train = true;
+  // is_grad: whether the sparse optimizer trains the rows this lookup reads. Default true.
+  bool is_grad = true;
+  // modify_graph: move the key work to the key stage (automatic graph modification, see
+  // ModifyGraph in pipeline.h). The ids, mask and timestamps must be dataset columns. Default
+  // false.
+  bool modify_graph = false;
+  // combiner: absent (default) returns [B, n, dim]; kSum / kMean / kSqrtn pool over the n ids of
+  // a sample to [B, dim] (mean and sqrtn count the sample's non-padding ids).
+  std::optional<Combiner> combiner;
+  // mask: optional [B] float32 (the "mask" column of padded batches): rows with mask 0 read zeros,
+  // count no admission and train nothing.
+  Output mask;
+  // timestamps: optional [B] int64 seconds (the FeatureSpec with is_timestamp): each key's last
+  // access time for eviction. Without it keys take the table's current data time.
+  Output timestamps;
+};
+
+// sparse_lookup: looks `ids` ([B, n] int64 or int32) up in `table`. Returns [B, n, dim] float32,
+// or [B, dim] with a combiner.
+StatusOr<Output> sparse_lookup(const Scope& scope, const SparseTable& table, Output ids,
+                               const SparseLookupOptions& options = {});
+// sparse_lookup of several features of one table (up to 128): their keys are deduplicated
+// together in one pass and the table is resolved once. One result per feature; every ids tensor
+// must have the same batch dimension.
+StatusOr<std::vector<Output>> sparse_lookup(const Scope& scope, const SparseTable& table,
+                                            const std::vector<Output>& ids,
+                                            const SparseLookupOptions& options = {});
+// sparse_lookup of FeatureSpecs (the spec's FeatureSpec mode): each spec's ids come from the
+// dataset column spec.EffectiveIndexKey() ([batch_size, ids_per_sample] int64, see
+// DatasetColumn in pipeline.h) and the key work always runs in the key stage. `timestamp_spec`
+// (is_timestamp) names the timestamp column, or is null. Specs must name this table.
+StatusOr<std::vector<Output>> sparse_lookup(const Scope& scope, const SparseTable& table,
+                                            const std::vector<FeatureSpec>& specs,
+                                            int64_t batch_size, int64_t ids_per_sample,
+                                            const FeatureSpec* timestamp_spec,
+                                            const SparseLookupOptions& options = {});
+
+// SparseGrad: the gradient of one lookup: per unique row, the sum of the gradients of the ids
+// that map to it ([U, dim] float32), with the rows ([U] int32 row ids; sentinels train nothing).
+struct SparseGrad {
+  std::string table_name;
+  Output unique_rows;      // the kSparseLookupIdOffset output
+  Output summed;           // [U, dim]
+  Node* lookup = nullptr;  // the TableGather node
+};
+
+// ComputeSparseGradients: d loss / d rows for every lookup with is_grad of the given tables (all
+// tables when empty). Lookups the loss does not depend on are left out.
+StatusOr<std::vector<SparseGrad>> ComputeSparseGradients(
+    const Scope& scope, Output loss, const std::vector<SparseTable>& tables = {});
+
+// ApplySparseGradients: one TableApply per table: gradients of several lookups of a table are
+// summed per row first, then the table's optimizer updates each touched row once with step
+// global_step + 1 (LazyAdam's bias correction). The apply runs after every lookup of the table
+// in the step. Returns a NoOp target grouping the updates.
+struct SparseApplyOptions {
+  // global_step: the step variable read for the 1-based step; default the graph's (created if
+  // missing).
+  const Variable* global_step = nullptr;
+  // increment_global_step: also add one to the global step after the updates. Default false:
+  // the dense optimizer's Minimize increments it.
+  bool increment_global_step = false;
+};
+StatusOr<Node*> ApplySparseGradients(const Scope& scope, const std::vector<SparseGrad>& grads,
+                                     const SparseApplyOptions& options = {});
+// SparseMinimize: ComputeSparseGradients + ApplySparseGradients.
+StatusOr<Node*> SparseMinimize(const Scope& scope, Output loss,
+                               const std::vector<SparseTable>& tables = {},
+                               const SparseApplyOptions& options = {});
+
+// LookupTable: the table `name` of a Session, created from its graph's TableHandle if no step has
+// run yet. NotFound naming the tables that exist. The pointer lives as long as the Session.
+StatusOr<EmbeddingTable*> LookupTable(Session& session, std::string_view name);
+// SessionTables: every table of the session's graph, in creation order (for EvictHook).
+StatusOr<std::vector<EmbeddingTable*>> SessionTables(Session& session);
+
+}  // namespace recsdk
+
+#endif  // RECSDK_EMBEDDING_H_

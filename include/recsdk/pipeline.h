@@ -1,0 +1,112 @@
+// recsdk/pipeline.h: feeding a Session from a Dataset, with the key stage ahead of compute.
+//
+// A model reads its batch through DatasetColumn placeholders (one per Batch column it uses). A
+// KeyStage (the spec's start_asc_pipeline) pulls Batches from a Dataset on background threads and
+// turns each into the feeds of one step. For the lookups the graph modification moved out of the
+// graph (ModifyGraph, the spec's modify_graph_and_start_emb_cache; sparse_lookup with
+// modify_graph=true or FeatureSpecs), it also does their key work ahead of compute: dedup the
+// ids of all the lookup's features, count admissions (training lookups; rows whose mask is 0 are
+// skipped), resolve keys to rows (inserting admitted keys), and build the restore index; static
+// shape pads the unique rows to send_count. Resolution happens per table in batch order, so
+// admission and training are exactly those of the in-graph lookups (a test checks both modes
+// give identical losses and tables).
+//
+// The invariant that makes running ahead exact: the key stage only resolves keys to rows; row
+// contents are read and written by the graph in step order, and eviction goes through
+// KeyStage::AfterStep, which never frees a row that a prepared batch refers to.
+//
+// Threading: one training loop calls Next / AfterStep / Stop. The stage's worker threads are
+// internal; Stop (or the destructor) joins them. The Session must outlive the KeyStage.
+#ifndef RECSDK_PIPELINE_H_
+#define RECSDK_PIPELINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "recsdk/dataset.h"
+#include "recsdk/graph.h"
+#include "recsdk/scope.h"
+#include "recsdk/session.h"
+#include "recsdk/table.h"
+
+namespace recsdk {
+
+// DatasetColumn: a placeholder fed with the Batch column `column` by a KeyStage (and by
+// BatchFeeds). Dimensions may be Shape::kUnknownDim.
+Output DatasetColumn(const Scope& scope, std::string_view column, DType dtype, const Shape& shape);
+
+// BatchFeeds: feeds for every DatasetColumn placeholder of `graph` whose column `batch` has.
+FeedList BatchFeeds(const Graph& graph, const Batch& batch);
+
+// ModifyGraphResult: what ModifyGraph did.
+struct ModifyGraphResult {
+  // moved_lookups: the SparseLookup ops whose key work now runs in the key stage.
+  std::vector<std::string> moved_lookups;
+};
+// ModifyGraph: automatic graph modification. Finds the SparseLookup ops built with
+// modify_graph=true (or from FeatureSpecs) and replaces their outputs (unique rows, restore
+// indices) by placeholders the KeyStage feeds; everything downstream (gathers, gradients, the
+// sparse optimizer) is rewired to them. Call it after building the model and the optimizers,
+// before Session::Create. Idempotent. InvalidArgument when such a lookup's ids, mask or
+// timestamps do not come straight from DatasetColumn placeholders.
+StatusOr<ModifyGraphResult> ModifyGraph(Graph* graph);
+
+// KeyStageOptions.
+struct KeyStageOptions {
+  // KEY_PROCESS_THREAD_NUM (the spec's environment variable): threads doing key work; >= 1.
+  // Default 2. Batches are prepared in parallel; each table is resolved in batch order.
+  int key_process_thread_num = 2;
+  // prefetch_batches: how many batches the stage may hold ahead of the training loop
+  // (prepared or being prepared); >= 1. Default 2. Memory grows with it, never beyond it.
+  int prefetch_batches = 2;
+};
+
+// KeyStage: the running pipeline of one Session and one Dataset.
+class KeyStage {
+ public:
+  // Start (the spec's start_asc_pipeline): creates the session's tables if needed and starts the
+  // worker threads. InvalidArgument for bad options; NotFound for a table the graph lacks.
+  static StatusOr<std::unique_ptr<KeyStage>> Start(Session& session,
+                                                   std::unique_ptr<Dataset> dataset,
+                                                   const KeyStageOptions& options = {});
+  ~KeyStage();
+  KeyStage(const KeyStage&) = delete;
+  KeyStage& operator=(const KeyStage&) = delete;
+
+  // Next: blocks until the next batch is prepared; sets *feeds (dataset columns and key-stage
+  // outputs) and, when given, *batch; returns false at the end of the data. An error of the
+  // dataset or of the key work (e.g. send_count exceeded, table full) is returned once, in batch
+  // order. The previous batch counts as finished when Next is called again.
+  StatusOr<bool> Next(FeedList* feeds, Batch* batch = nullptr);
+
+  // AfterStep: runs `hook` (EvictHook::AfterStep) on the session's tables, protecting every row a
+  // prepared batch refers to: keys last accessed at or after the oldest timestamp of a prepared
+  // batch are kept until that batch has run. Call it after each Session::Run of a training step.
+  StatusOr<int64_t> AfterStep(EvictHook& hook, int64_t global_step);
+
+  // Stop: stops and joins the workers; later Next calls return false. Idempotent.
+  void Stop();
+
+  // keys_processed: ids the stage has deduplicated and resolved so far.
+  int64_t keys_processed() const;
+
+  struct Impl;
+
+ private:
+  explicit KeyStage(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// StartAscPipeline: the spec's name for KeyStage::Start.
+inline StatusOr<std::unique_ptr<KeyStage>> StartAscPipeline(Session& session,
+                                                            std::unique_ptr<Dataset> dataset,
+                                                            const KeyStageOptions& options = {}) {
+  return KeyStage::Start(session, std::move(dataset), options);
+}
+
+}  // namespace recsdk
+
+#endif  // RECSDK_PIPELINE_H_

@@ -1,0 +1,409 @@
+// key_stage.cc: KeyStage (the spec's start_asc_pipeline): pulls Batches from a Dataset on
+// key_process_thread_num worker threads, does the key work of the lookups ModifyGraph moved out of
+// the graph, and hands the training loop one step's feeds at a time, in batch order.
+//
+// Threading: workers take batches in order (sequence numbers assigned under dataset_mu, which
+// also serialises the non-thread-safe Dataset). Dedup runs in parallel across batches; resolving
+// keys to rows is serialised per table in batch order by a ticket (tables[t].ticket), under the
+// table's resolve_mu, so admission counts and row insertion happen exactly as the in-graph
+// lookups would do them. `mu` guards the queue state and the tickets; lock order is resolve_mu
+// before mu. At most prefetch_batches batches are read and not yet consumed.
+//
+// Invariant (DESIGN.md): the stage never frees a row a prepared batch refers to. It only inserts
+// rows (Resolve); eviction runs through AfterStep, which caps the eviction cutoff below the
+// oldest timestamp of every batch resolved but not yet consumed.
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "fmt/format.h"
+#include "recsdk/embedding.h"
+#include "recsdk/pipeline.h"
+#include "src/common/status_macros.h"
+#include "src/session/table_ops.h"
+
+namespace recsdk {
+
+namespace {
+
+using internal::LookupAttrs;
+using internal::LookupKeyWork;
+using internal::TableResource;
+
+// ProtectedEvictTable: forwards to a table, but EvictStale never evicts keys last accessed at
+// or after `protect_from` (the oldest time of a batch in flight). Lets EvictHook's trigger logic
+// run unchanged on the key stage's tables.
+class ProtectedEvictTable final : public EmbeddingTable {
+ public:
+  ProtectedEvictTable(EmbeddingTable* inner, bool protect, int64_t protect_from)
+      : EmbeddingTable(inner->config(), inner->optimizer()),
+        inner_(inner),
+        protect_(protect),
+        protect_from_(protect_from) {}
+
+  int64_t size() const override { return inner_->size(); }
+  int64_t capacity() const override { return inner_->capacity(); }
+  int64_t MemoryBytes() const override { return inner_->MemoryBytes(); }
+  int64_t data_time() const override { return inner_->data_time(); }
+  Status Resolve(absl::Span<const int64_t> k, absl::Span<const uint32_t> c,
+                 absl::Span<const int64_t> t, LookupMode m, absl::Span<uint32_t> r) override {
+    return inner_->Resolve(k, c, t, m, r);
+  }
+  void Gather(absl::Span<const uint32_t> rows, float* out) const override {
+    inner_->Gather(rows, out);
+  }
+  void GatherRestored(absl::Span<const uint32_t> u, absl::Span<const uint32_t> r,
+                      float* out) const override {
+    inner_->GatherRestored(u, r, out);
+  }
+  Status GatherPooled(absl::Span<const uint32_t> u, absl::Span<const uint32_t> r, int64_t b,
+                      int64_t n, Combiner c, float* out) const override {
+    return inner_->GatherPooled(u, r, b, n, c, out);
+  }
+  void PaddingMask(absl::Span<const uint32_t> u, absl::Span<const uint32_t> r,
+                   float* mask) const override {
+    inner_->PaddingMask(u, r, mask);
+  }
+  void ApplyGradients(absl::Span<const uint32_t> rows, const float* g, int64_t step) override {
+    inner_->ApplyGradients(rows, g, step);
+  }
+  void RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> a) override {
+    inner_->RowAddresses(rows, a);
+  }
+  void ApplyGradientsByAddress(absl::Span<float* const> a, const float* g, int64_t s) override {
+    inner_->ApplyGradientsByAddress(a, g, s);
+  }
+  StatusOr<int64_t> EvictStale() override {
+    const int64_t now = inner_->data_time();
+    if (config().eviction_threshold < 0 || now == std::numeric_limits<int64_t>::min()) {
+      return inner_->EvictStale();
+    }
+    int64_t cutoff = now - config().eviction_threshold;
+    if (protect_) cutoff = std::min(cutoff, protect_from_ - 1);
+    return inner_->EvictLastAccessedAtOrBefore(cutoff);
+  }
+  StatusOr<int64_t> EvictLastAccessedAtOrBefore(int64_t cutoff) override {
+    if (protect_) cutoff = std::min(cutoff, protect_from_ - 1);
+    return inner_->EvictLastAccessedAtOrBefore(cutoff);
+  }
+  uint32_t FindRow(int64_t key) const override { return inner_->FindRow(key); }
+  StatusOr<std::vector<float>> ReadRow(int64_t key) const override { return inner_->ReadRow(key); }
+  float AdmissionCount(int64_t key) const override { return inner_->AdmissionCount(key); }
+  Status ExportNpy(const std::string& k, const std::string& v) const override {
+    return inner_->ExportNpy(k, v);
+  }
+  Status ImportNpy(const std::string& k, const std::string& v) override {
+    return inner_->ImportNpy(k, v);
+  }
+  Status Save(const std::string& dir) const override { return inner_->Save(dir); }
+  Status Restore(const std::string& dir) override { return inner_->Restore(dir); }
+
+ private:
+  EmbeddingTable* inner_;
+  bool protect_;
+  int64_t protect_from_;
+};
+
+struct LookupPlan {
+  std::string name;  // the SparseLookup node
+  LookupAttrs attrs;
+  std::vector<std::string> id_columns;
+  std::string mask_column, timestamp_column;
+  int table = 0;  // index into Impl::tables
+};
+
+struct TablePlan {
+  std::string name;
+  TableResource* resource = nullptr;
+  std::vector<int> lookups;                  // in graph order
+  int64_t ticket = 0;                        // next batch allowed to resolve (guarded by Impl::mu)
+  std::map<int64_t, int64_t> inflight_time;  // batch -> oldest key time (guarded by Impl::mu)
+};
+
+struct Prepared {
+  Batch batch;
+  FeedList feeds;
+  Status status;
+};
+
+}  // namespace
+
+struct KeyStage::Impl {
+  Session* session = nullptr;
+  std::unique_ptr<Dataset> dataset;
+  KeyStageOptions options;
+  std::vector<std::pair<std::string, std::string>> column_feeds;  // placeholder, column
+  std::vector<LookupPlan> lookups;
+  std::vector<TablePlan> tables;
+  std::vector<TableResource*> all_tables;  // every table of the session (eviction)
+
+  std::mutex dataset_mu;
+  int64_t next_read = 0;  // guarded by dataset_mu
+
+  std::mutex mu;
+  std::condition_variable cv;
+  int64_t outstanding = 0;  // read and not consumed
+  int64_t next_consume = 0;
+  int64_t end_seq = std::numeric_limits<int64_t>::max();
+  bool ended = false;
+  bool stop = false;
+  std::map<int64_t, Prepared> ready;
+  std::vector<std::thread> workers;
+  std::atomic<int64_t> keys{0};
+
+  void Worker();
+  Status ProcessKeys(int64_t seq, const Batch& batch, FeedList* feeds);
+};
+
+Status KeyStage::Impl::ProcessKeys(int64_t seq, const Batch& batch, FeedList* feeds) {
+  // Dedup of every lookup first: it needs no table, so batches overlap here.
+  std::vector<LookupKeyWork> work(lookups.size());
+  Status prep;
+  for (size_t l = 0; l < lookups.size() && prep.ok(); ++l) {
+    const LookupPlan& p = lookups[l];
+    std::vector<const Tensor*> ids;
+    for (const std::string& c : p.id_columns) {
+      const Tensor* t = batch.column(c);
+      if (t == nullptr) {
+        prep = absl::NotFoundError(fmt::format(
+            "key stage: sparse_lookup \"{}\" reads column \"{}\" but the batch has none ({})",
+            p.name, c, batch.DebugString()));
+        break;
+      }
+      ids.push_back(t);
+    }
+    if (!prep.ok()) break;
+    const Tensor* mask = p.mask_column.empty() ? nullptr : batch.column(p.mask_column);
+    const Tensor* ts = p.timestamp_column.empty() ? nullptr : batch.column(p.timestamp_column);
+    if (!p.timestamp_column.empty() && ts == nullptr) {
+      prep = absl::NotFoundError(fmt::format(
+          "key stage: sparse_lookup \"{}\" reads timestamps from column \"{}\" but the batch has "
+          "none",
+          p.name, p.timestamp_column));
+      break;
+    }
+    prep = internal::PrepareKeys(p.attrs, p.name, ids, mask, ts, &work[l]);
+  }
+  // Resolve per table in batch order. Tickets advance even on an error so no batch waits
+  // forever for this one.
+  Status status = prep;
+  for (size_t t = 0; t < tables.size(); ++t) {
+    TablePlan& table = tables[t];
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return stop || table.ticket == seq; });
+      if (stop) return absl::CancelledError("key stage stopped");
+    }
+    if (status.ok()) {
+      std::lock_guard<std::mutex> resolve_lock(table.resource->resolve_mu);
+      int64_t oldest = std::numeric_limits<int64_t>::max();
+      for (int l : table.lookups) {
+        LookupKeyWork& w = work[l];
+        status =
+            internal::ResolveKeys(lookups[l].attrs, lookups[l].name, table.resource->table(), &w);
+        if (!status.ok()) break;
+        oldest = std::min(oldest, w.has_time ? w.min_time : table.resource->table()->data_time());
+        keys.fetch_add(static_cast<int64_t>(w.keys.size()), std::memory_order_relaxed);
+      }
+      if (status.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        table.inflight_time[seq] = oldest;
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++table.ticket;
+    }
+    cv.notify_all();
+  }
+  RECSDK_RETURN_IF_ERROR(status);
+  for (size_t l = 0; l < lookups.size(); ++l) {
+    feeds->emplace_back(lookups[l].name + ":0", std::move(work[l].unique_rows));
+    for (size_t f = 0; f < work[l].restore.size(); ++f) {
+      feeds->emplace_back(fmt::format("{}:{}", lookups[l].name, f + 1),
+                          std::move(work[l].restore[f]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void KeyStage::Impl::Worker() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return stop || ended || outstanding < options.prefetch_batches; });
+      if (stop || ended) return;
+      ++outstanding;
+    }
+    int64_t seq;
+    Prepared p;
+    StatusOr<bool> got = false;
+    {
+      std::lock_guard<std::mutex> lock(dataset_mu);
+      seq = next_read++;
+      try {
+        got = dataset->GetNext(&p.batch);
+      } catch (const std::exception& e) {
+        got = absl::InternalError(fmt::format("key stage: dataset threw: {}", e.what()));
+      }
+    }
+    if (!got.ok() || !*got) {
+      std::lock_guard<std::mutex> lock(mu);
+      ended = true;
+      --outstanding;
+      if (got.ok()) {
+        end_seq = std::min(end_seq, seq);
+      } else {
+        ready[seq].status = got.status();
+        end_seq = std::min(end_seq, seq + 1);
+      }
+      cv.notify_all();
+      return;
+    }
+    for (const auto& [placeholder, column] : column_feeds) {
+      if (const Tensor* t = p.batch.column(column)) p.feeds.emplace_back(placeholder, *t);
+    }
+    p.status = ProcessKeys(seq, p.batch, &p.feeds);
+    std::lock_guard<std::mutex> lock(mu);
+    if (!p.status.ok()) {
+      ended = true;
+      end_seq = std::min(end_seq, seq + 1);
+    }
+    ready[seq] = std::move(p);
+    cv.notify_all();
+  }
+}
+
+KeyStage::KeyStage(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+KeyStage::~KeyStage() { Stop(); }
+
+StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
+                                                    std::unique_ptr<Dataset> dataset,
+                                                    const KeyStageOptions& options) {
+  if (options.key_process_thread_num < 1 || options.prefetch_batches < 1) {
+    return absl::InvalidArgumentError(
+        fmt::format("KeyStage: key_process_thread_num {} and prefetch_batches {} must both be >= 1",
+                    options.key_process_thread_num, options.prefetch_batches));
+  }
+  if (dataset == nullptr) return absl::InvalidArgumentError("KeyStage: the dataset is null");
+  auto impl = std::make_unique<Impl>();
+  impl->session = &session;
+  impl->dataset = std::move(dataset);
+  impl->options = options;
+  const Graph& g = session.graph();
+  std::map<std::string, int> table_index;
+  for (const Node* n : g.nodes()) {
+    if (n->type() == "Placeholder" && !n->StringAttr(internal::kDatasetColumnAttr).empty()) {
+      impl->column_feeds.emplace_back(n->name(), n->StringAttr(internal::kDatasetColumnAttr));
+    }
+    if (n->type() == internal::kTableHandleOp) {
+      RECSDK_ASSIGN_OR_RETURN(TableResource * r,
+                              internal::GetOrCreateTable(session.resource_mgr(), *n));
+      impl->all_tables.push_back(r);
+    }
+    if (n->type() != internal::kSparseLookupOp || !n->BoolAttr("moved_to_key_stage")) continue;
+    LookupPlan p;
+    p.name = n->name();
+    p.attrs = internal::ReadLookupAttrs(*n);
+    auto column = [&](int i) { return n->input(i).node->StringAttr(internal::kDatasetColumnAttr); };
+    for (int f = 0; f < p.attrs.num_features; ++f) p.id_columns.push_back(column(1 + f));
+    if (p.attrs.has_mask) p.mask_column = column(p.attrs.mask_input());
+    if (p.attrs.has_timestamps) p.timestamp_column = column(p.attrs.timestamps_input());
+    auto [it, inserted] =
+        table_index.try_emplace(p.attrs.table_name, static_cast<int>(impl->tables.size()));
+    if (inserted) {
+      TablePlan t;
+      t.name = p.attrs.table_name;
+      TableResource* resource = nullptr;
+      for (const Node* h : g.nodes()) {
+        if (h->type() == internal::kTableHandleOp && h->StringAttr("table_name") == t.name) {
+          RECSDK_ASSIGN_OR_RETURN(resource, internal::GetOrCreateTable(session.resource_mgr(), *h));
+        }
+      }
+      if (resource == nullptr) {
+        return absl::NotFoundError(fmt::format(
+            "KeyStage: sparse_lookup \"{}\" names table \"{}\" but the graph has no such table",
+            p.name, t.name));
+      }
+      t.resource = resource;
+      impl->tables.push_back(std::move(t));
+    }
+    p.table = it->second;
+    impl->tables[p.table].lookups.push_back(static_cast<int>(impl->lookups.size()));
+    impl->lookups.push_back(std::move(p));
+  }
+  Impl* raw = impl.get();
+  for (int i = 0; i < options.key_process_thread_num; ++i) {
+    raw->workers.emplace_back([raw] { raw->Worker(); });
+  }
+  return std::unique_ptr<KeyStage>(new KeyStage(std::move(impl)));
+}
+
+StatusOr<bool> KeyStage::Next(FeedList* feeds, Batch* batch) {
+  Impl& s = *impl_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.cv.wait(lock, [&] {
+    return s.stop || s.ready.contains(s.next_consume) || s.next_consume >= s.end_seq;
+  });
+  auto it = s.ready.find(s.next_consume);
+  if (it == s.ready.end()) return false;
+  Prepared p = std::move(it->second);
+  s.ready.erase(it);
+  ++s.next_consume;
+  --s.outstanding;
+  s.cv.notify_all();
+  if (!p.status.ok()) {
+    s.end_seq = s.next_consume;  // report an error once, then end
+    return p.status;
+  }
+  *feeds = std::move(p.feeds);
+  if (batch != nullptr) *batch = std::move(p.batch);
+  return true;
+}
+
+StatusOr<int64_t> KeyStage::AfterStep(EvictHook& hook, int64_t global_step) {
+  Impl& s = *impl_;
+  // No Resolve may run while rows are freed.
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (TableResource* r : s.all_tables) locks.emplace_back(r->resolve_mu);
+  std::vector<std::unique_ptr<ProtectedEvictTable>> wrapped;
+  std::vector<EmbeddingTable*> tables;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    for (TableResource* r : s.all_tables) {
+      bool protect = false;
+      int64_t oldest = std::numeric_limits<int64_t>::max();
+      for (TablePlan& t : s.tables) {
+        if (t.resource != r) continue;
+        // Batches already consumed have run their step; only later ones are in flight.
+        t.inflight_time.erase(t.inflight_time.begin(), t.inflight_time.lower_bound(s.next_consume));
+        for (const auto& [seq, time] : t.inflight_time) {
+          protect = true;
+          oldest = std::min(oldest, time);
+        }
+      }
+      wrapped.push_back(std::make_unique<ProtectedEvictTable>(r->table(), protect, oldest));
+      tables.push_back(wrapped.back().get());
+    }
+  }
+  return hook.AfterStep(global_step, tables);
+}
+
+void KeyStage::Stop() {
+  if (impl_ == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->cv.notify_all();
+  for (std::thread& t : impl_->workers) t.join();
+  impl_->workers.clear();
+}
+
+int64_t KeyStage::keys_processed() const { return impl_->keys.load(std::memory_order_relaxed); }
+
+}  // namespace recsdk

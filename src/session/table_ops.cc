@@ -1,0 +1,894 @@
+// table_ops.cc: sparse tables in the graph: the op definitions and CPU kernels of TableHandle,
+// SparseLookup, TableGather, TableGradAggregate and TableApply, and the public builders of
+// recsdk/embedding.h (create_table, sparse_lookup, the sparse optimizer's gradient and apply).
+//
+// Threading: kernels follow kernel.h (one node at a time per kernel). SparseLookup in training
+// takes the table's resolve_mu, since Resolve changes which keys the table holds; TableGather and
+// TableApply only touch the rows they are given (table.h allows them beside a Resolve).
+#include "src/session/table_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+
+#include "absl/container/flat_hash_map.h"
+#include "fmt/format.h"
+#include "nlohmann/json.hpp"
+#include "recsdk/embedding.h"
+#include "recsdk/gradients.h"
+#include "recsdk/ops.h"
+#include "recsdk/pipeline.h"
+#include "src/common/status_macros.h"
+#include "src/device/cpu/kernel_util.h"
+#include "src/device/kernel.h"
+#include "src/graph/op_registry.h"
+
+namespace recsdk {
+
+namespace internal {
+namespace {
+
+using nlohmann::json;
+
+constexpr uint32_t kPaddingRow = EmbeddingTable::kPaddingRow;
+constexpr uint32_t kDefaultRow = EmbeddingTable::kDefaultRow;
+
+std::string CombinerName(const std::optional<Combiner>& c) {
+  if (!c) return "none";
+  switch (*c) {
+    case Combiner::kSum:
+      return "sum";
+    case Combiner::kMean:
+      return "mean";
+    case Combiner::kSqrtn:
+      return "sqrtn";
+  }
+  return "none";
+}
+
+// ParseCombiner: "none" -> nullopt.
+StatusOr<std::optional<Combiner>> ParseCombiner(const std::string& s) {
+  if (s == "none" || s.empty()) return std::optional<Combiner>();
+  if (s == "sum") return std::optional<Combiner>(Combiner::kSum);
+  if (s == "mean") return std::optional<Combiner>(Combiner::kMean);
+  if (s == "sqrtn") return std::optional<Combiner>(Combiner::kSqrtn);
+  return absl::InvalidArgumentError(
+      fmt::format("combiner \"{}\" is unknown; use none, sum, mean or sqrtn", s));
+}
+
+json InitializerToJson(const Initializer& i) {
+  return {{"kind", static_cast<int32_t>(i.kind)},
+          {"value", i.value},
+          {"min", i.min},
+          {"max", i.max},
+          {"mean", i.mean},
+          {"stddev", i.stddev},
+          {"seed", i.seed}};
+}
+
+Initializer InitializerFromJson(const json& j) {
+  Initializer i;
+  i.kind = static_cast<Initializer::Kind>(j.at("kind").get<int32_t>());
+  i.value = j.at("value").get<double>();
+  i.min = j.at("min").get<double>();
+  i.max = j.at("max").get<double>();
+  i.mean = j.at("mean").get<double>();
+  i.stddev = j.at("stddev").get<double>();
+  i.seed = j.at("seed").get<int64_t>();
+  return i;
+}
+
+// Float32 row of a [U] int32 tensor holding uint32 row ids.
+inline uint32_t RowAt(const Tensor& unique_rows, int64_t i) {
+  return static_cast<uint32_t>(unique_rows.data<int32_t>()[i]);
+}
+
+}  // namespace
+
+std::string TableConfigToJson(const TableConfig& c) {
+  json j = {{"name", c.name},
+            {"key_dtype", std::string(DTypeName(c.key_dtype))},
+            {"dim", c.dim},
+            {"value_dtype", std::string(DTypeName(c.value_dtype))},
+            {"initializer", InitializerToJson(c.initializer)},
+            {"device_vocabulary_size", c.device_vocabulary_size},
+            {"host_vocabulary_size", c.host_vocabulary_size},
+            {"ssd_vocabulary_size", c.ssd_vocabulary_size},
+            {"ssd_data_path", c.ssd_data_path},
+            {"is_save", c.is_save},
+            {"is_dp", c.is_dp},
+            {"all2all_gradients_op", c.all2all_gradients_op},
+            {"padding_keys", c.padding_keys},
+            {"padding_keys_mask", c.padding_keys_mask},
+            {"serving_default_value", c.serving_default_value},
+            {"use_dynamic_expansion", c.use_dynamic_expansion},
+            {"access_threshold", c.access_threshold},
+            {"eviction_threshold", c.eviction_threshold},
+            {"faae_coefficient", c.faae_coefficient}};
+  return j.dump();
+}
+
+StatusOr<TableConfig> TableConfigFromJson(const std::string& text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError("table config attribute is not JSON");
+  try {
+    TableConfig c;
+    c.name = j.at("name").get<std::string>();
+    RECSDK_ASSIGN_OR_RETURN(c.key_dtype, ParseDType(j.at("key_dtype").get<std::string>()));
+    c.dim = j.at("dim").get<int>();
+    RECSDK_ASSIGN_OR_RETURN(c.value_dtype, ParseDType(j.at("value_dtype").get<std::string>()));
+    c.initializer = InitializerFromJson(j.at("initializer"));
+    c.device_vocabulary_size = j.at("device_vocabulary_size").get<int64_t>();
+    c.host_vocabulary_size = j.at("host_vocabulary_size").get<int64_t>();
+    c.ssd_vocabulary_size = j.at("ssd_vocabulary_size").get<int64_t>();
+    c.ssd_data_path = j.at("ssd_data_path").get<std::vector<std::string>>();
+    c.is_save = j.at("is_save").get<bool>();
+    c.is_dp = j.at("is_dp").get<bool>();
+    c.all2all_gradients_op = j.at("all2all_gradients_op").get<std::string>();
+    c.padding_keys = j.at("padding_keys").get<std::vector<int64_t>>();
+    c.padding_keys_mask = j.at("padding_keys_mask").get<bool>();
+    c.serving_default_value = j.at("serving_default_value").get<float>();
+    c.use_dynamic_expansion = j.at("use_dynamic_expansion").get<bool>();
+    c.access_threshold = j.at("access_threshold").get<int64_t>();
+    c.eviction_threshold = j.at("eviction_threshold").get<int64_t>();
+    c.faae_coefficient = j.at("faae_coefficient").get<float>();
+    return c;
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(fmt::format("table config attribute: {}", e.what()));
+  }
+}
+
+std::string OptimizerConfigToJson(const SparseOptimizerConfig& o) {
+  json j = {{"kind", static_cast<int32_t>(o.kind)},
+            {"learning_rate", o.learning_rate},
+            {"weight_decay", o.weight_decay},
+            {"initial_accumulator_value", o.initial_accumulator_value},
+            {"beta1", o.beta1},
+            {"beta2", o.beta2},
+            {"epsilon", o.epsilon},
+            {"learning_rate_power", o.learning_rate_power},
+            {"l1", o.l1},
+            {"l2", o.l2},
+            {"l2_shrinkage", o.l2_shrinkage}};
+  return j.dump();
+}
+
+StatusOr<SparseOptimizerConfig> OptimizerConfigFromJson(const std::string& text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError("optimizer config attribute is not JSON");
+  try {
+    SparseOptimizerConfig o;
+    o.kind = static_cast<SparseOptimizerKind>(j.at("kind").get<int32_t>());
+    o.learning_rate = j.at("learning_rate").get<float>();
+    o.weight_decay = j.at("weight_decay").get<float>();
+    o.initial_accumulator_value = j.at("initial_accumulator_value").get<float>();
+    o.beta1 = j.at("beta1").get<float>();
+    o.beta2 = j.at("beta2").get<float>();
+    o.epsilon = j.at("epsilon").get<float>();
+    o.learning_rate_power = j.at("learning_rate_power").get<float>();
+    o.l1 = j.at("l1").get<float>();
+    o.l2 = j.at("l2").get<float>();
+    o.l2_shrinkage = j.at("l2_shrinkage").get<float>();
+    return o;
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(fmt::format("optimizer config attribute: {}", e.what()));
+  }
+}
+
+StatusOr<TableResource*> GetOrCreateTable(ResourceMgr* resources, const Node& handle_node) {
+  const std::string table_name = handle_node.StringAttr("table_name");
+  const std::string key = TableResourceName(table_name);
+  if (Resource* r = resources->Lookup(key)) return static_cast<TableResource*>(r);
+  RECSDK_ASSIGN_OR_RETURN(TableConfig config,
+                          TableConfigFromJson(handle_node.StringAttr("table_config")));
+  RECSDK_ASSIGN_OR_RETURN(SparseOptimizerConfig optimizer,
+                          OptimizerConfigFromJson(handle_node.StringAttr("optimizer_config")));
+  // Create outside LookupOrCreate so a failure is reported instead of stored.
+  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<EmbeddingTable> table,
+                          EmbeddingTable::Create(config, optimizer));
+  auto holder = std::make_shared<std::unique_ptr<EmbeddingTable>>(std::move(table));
+  Resource* r = resources->LookupOrCreate(
+      key, [&] { return std::make_unique<TableResource>(std::move(*holder)); });
+  return static_cast<TableResource*>(r);
+}
+
+LookupAttrs ReadLookupAttrs(const Node& node) {
+  LookupAttrs a;
+  a.table_name = node.StringAttr("table_name");
+  a.num_features = static_cast<int>(node.IntAttr("num_features", 1));
+  a.is_train = node.BoolAttr("is_train", true);
+  a.static_shape = !node.BoolAttr("use_dynamic", true);
+  a.send_count = node.IntAttr("send_count", 0);
+  a.has_mask = node.BoolAttr("has_mask");
+  a.has_timestamps = node.BoolAttr("has_timestamps");
+  return a;
+}
+
+Status PrepareKeys(const LookupAttrs& attrs, const std::string& lookup_name,
+                   const std::vector<const Tensor*>& ids, const Tensor* mask,
+                   const Tensor* timestamps, LookupKeyWork* work) {
+  const int64_t batch = ids.empty() ? 0 : ids[0]->dim(0);
+  for (size_t f = 0; f < ids.size(); ++f) {
+    const Tensor& t = *ids[f];
+    if (t.rank() != 2 || t.dim(0) != batch ||
+        (t.dtype() != DType::kInt64 && t.dtype() != DType::kInt32)) {
+      return absl::InvalidArgumentError(fmt::format(
+          "sparse_lookup \"{}\" (table \"{}\"): ids of feature {} are {} {}; expected int64 or "
+          "int32 [{}, n]",
+          lookup_name, attrs.table_name, f, DTypeName(t.dtype()), t.shape().ToString(), batch));
+    }
+  }
+  if (mask != nullptr && (mask->dtype() != DType::kFloat32 || mask->num_elements() != batch)) {
+    return absl::InvalidArgumentError(
+        fmt::format("sparse_lookup \"{}\": mask is {} {}; expected float32 [{}]", lookup_name,
+                    DTypeName(mask->dtype()), mask->shape().ToString(), batch));
+  }
+  if (timestamps != nullptr &&
+      (timestamps->dtype() != DType::kInt64 || timestamps->num_elements() != batch)) {
+    return absl::InvalidArgumentError(
+        fmt::format("sparse_lookup \"{}\": timestamps are {} {}; expected int64 [{}]", lookup_name,
+                    DTypeName(timestamps->dtype()), timestamps->shape().ToString(), batch));
+  }
+  const float* m = mask ? mask->data<float>() : nullptr;
+  bool any_masked = false;
+  if (m != nullptr) {
+    for (int64_t b = 0; b < batch; ++b) any_masked |= m[b] == 0.0f;
+  }
+  // Keys of valid rows, features concatenated; `row_of` maps a key position back to its sample.
+  work->keys.clear();
+  std::vector<int32_t> row_of;
+  const bool need_rows = timestamps != nullptr;
+  for (const Tensor* t : ids) {
+    const int64_t n = t->dim(1);
+    for (int64_t b = 0; b < batch; ++b) {
+      if (any_masked && m[b] == 0.0f) continue;
+      if (t->dtype() == DType::kInt64) {
+        const int64_t* p = t->data<int64_t>() + b * n;
+        work->keys.insert(work->keys.end(), p, p + n);
+      } else {
+        const int32_t* p = t->data<int32_t>() + b * n;
+        work->keys.insert(work->keys.end(), p, p + n);
+      }
+      if (need_rows) row_of.insert(row_of.end(), n, static_cast<int32_t>(b));
+    }
+  }
+  DedupKeys(absl::MakeConstSpan(work->keys), &work->dedup);
+  work->has_padding_slot = any_masked;
+  const size_t num_unique = work->dedup.unique_keys.size();
+  work->key_times.clear();
+  work->has_time = false;
+  if (timestamps != nullptr) {
+    const int64_t* ts = timestamps->data<int64_t>();
+    work->key_times.assign(num_unique, std::numeric_limits<int64_t>::min());
+    for (size_t i = 0; i < work->keys.size(); ++i) {
+      int64_t& k = work->key_times[work->dedup.restore_index[i]];
+      k = std::max(k, ts[row_of[i]]);
+    }
+    work->min_time = std::numeric_limits<int64_t>::max();
+    for (int64_t b = 0; b < batch; ++b) {
+      if (any_masked && m[b] == 0.0f) continue;
+      work->min_time = std::min(work->min_time, ts[b]);
+      work->has_time = true;
+    }
+  }
+  // Restore indices per feature; masked rows point at the padding slot (index num_unique).
+  work->restore.clear();
+  size_t pos = 0;
+  for (const Tensor* t : ids) {
+    const int64_t n = t->dim(1);
+    Tensor r(DType::kInt32, Shape{batch, n});
+    int32_t* out = r.data<int32_t>();
+    for (int64_t b = 0; b < batch; ++b) {
+      if (any_masked && m[b] == 0.0f) {
+        std::fill(out + b * n, out + (b + 1) * n, static_cast<int32_t>(num_unique));
+        continue;
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        out[b * n + j] = static_cast<int32_t>(work->dedup.restore_index[pos++]);
+      }
+    }
+    work->restore.push_back(std::move(r));
+  }
+  return absl::OkStatus();
+}
+
+Status ResolveKeys(const LookupAttrs& attrs, const std::string& lookup_name, EmbeddingTable* table,
+                   LookupKeyWork* work) {
+  const int64_t num_unique = static_cast<int64_t>(work->dedup.unique_keys.size());
+  const int64_t used = num_unique + (work->has_padding_slot ? 1 : 0);
+  if (attrs.static_shape && used > attrs.send_count) {
+    return absl::InvalidArgumentError(fmt::format(
+        "sparse_lookup \"{}\" on table \"{}\": the batch has {} unique keys but send_count is {}; "
+        "raise send_count (or use dynamic shape, use_dynamic=true)",
+        lookup_name, attrs.table_name, used, attrs.send_count));
+  }
+  work->rows.resize(num_unique);
+  RECSDK_RETURN_IF_ERROR(table->Resolve(
+      absl::MakeConstSpan(work->dedup.unique_keys), absl::MakeConstSpan(work->dedup.counts),
+      absl::MakeConstSpan(work->key_times), attrs.is_train ? LookupMode::kTrain : LookupMode::kEval,
+      absl::MakeSpan(work->rows)));
+  const int64_t out_size = attrs.static_shape ? attrs.send_count : used;
+  Tensor u(DType::kInt32, Shape{out_size});
+  int32_t* p = u.data<int32_t>();
+  for (int64_t i = 0; i < num_unique; ++i) p[i] = static_cast<int32_t>(work->rows[i]);
+  for (int64_t i = num_unique; i < out_size; ++i) p[i] = static_cast<int32_t>(kPaddingRow);
+  work->unique_rows = std::move(u);
+  return absl::OkStatus();
+}
+
+namespace {
+
+StatusOr<TableResource*> TableInput(OpKernelContext& ctx) {
+  auto* t = dynamic_cast<TableResource*>(ResourceFromTensor(ctx.input(0)));
+  if (t == nullptr) return ctx.Error("input 0 is not a table handle");
+  return t;
+}
+
+Status CheckRestore(OpKernelContext& ctx, const Tensor& restore, int64_t num_unique) {
+  const int32_t* r = restore.data<int32_t>();
+  for (int64_t i = 0; i < restore.num_elements(); ++i) {
+    if (r[i] < 0 || r[i] >= num_unique) {
+      return ctx.Error("restore index {} at position {} is outside the {} unique rows", r[i], i,
+                       num_unique);
+    }
+  }
+  return absl::OkStatus();
+}
+
+Status HandleShape(InferenceContext& c) {
+  c.AddOutput(DType::kResource, Shape{});
+  return absl::OkStatus();
+}
+
+Status LookupShape(InferenceContext& c) {
+  RECSDK_RETURN_IF_ERROR(c.ExpectDType(0, DType::kResource));
+  const int k = static_cast<int>(c.IntAttr("num_features", 1));
+  const bool has_mask = c.BoolAttr("has_mask");
+  const bool has_ts = c.BoolAttr("has_timestamps");
+  if (k < 1 || c.num_inputs() != 1 + k + (has_mask ? 1 : 0) + (has_ts ? 1 : 0)) {
+    return c.Error("expects the table handle, {} ids inputs{}{}; got {} inputs", k,
+                   has_mask ? ", a mask" : "", has_ts ? ", timestamps" : "", c.num_inputs());
+  }
+  int64_t batch = Shape::kUnknownDim;
+  for (int i = 1; i <= k; ++i) {
+    if (c.input_dtype(i) != DType::kInt64 && c.input_dtype(i) != DType::kInt32) {
+      return c.Error("{} must be int64 or int32 ids", c.InputDesc(i));
+    }
+    RECSDK_RETURN_IF_ERROR(c.ExpectRank(i, 2));
+    const int64_t b = c.input_shape(i).dim(0);
+    if (b != Shape::kUnknownDim && batch != Shape::kUnknownDim && b != batch) {
+      return c.Error("{} has batch {} but an earlier feature has {}", c.InputDesc(i), b, batch);
+    }
+    if (b != Shape::kUnknownDim) batch = b;
+  }
+  int next = 1 + k;
+  if (has_mask) RECSDK_RETURN_IF_ERROR(c.ExpectDType(next++, DType::kFloat32));
+  if (has_ts) RECSDK_RETURN_IF_ERROR(c.ExpectDType(next++, DType::kInt64));
+  const bool dynamic = c.BoolAttr("use_dynamic", true);
+  const int64_t send_count = c.IntAttr("send_count");
+  if (!dynamic && send_count <= 0) {
+    return c.Error("static shape (use_dynamic=false) needs send_count > 0, got {}", send_count);
+  }
+  c.AddOutput(DType::kInt32, Shape{dynamic ? Shape::kUnknownDim : send_count});
+  for (int i = 1; i <= k; ++i) c.AddOutput(DType::kInt32, c.input_shape(i));
+  return absl::OkStatus();
+}
+
+Status GatherShape(InferenceContext& c) {
+  RECSDK_RETURN_IF_ERROR(c.ExpectDType(0, DType::kResource));
+  RECSDK_RETURN_IF_ERROR(c.ExpectDType(1, DType::kInt32));
+  const int k = static_cast<int>(c.IntAttr("num_features", 1));
+  if (c.num_inputs() != 2 + k) return c.Error("expects handle, unique rows and {} restore", k);
+  const int64_t dim = c.IntAttr("dim");
+  RECSDK_ASSIGN_OR_RETURN(auto combiner, ParseCombiner(c.StringAttr("combiner")));
+  for (int i = 2; i < 2 + k; ++i) {
+    RECSDK_RETURN_IF_ERROR(c.ExpectDType(i, DType::kInt32));
+    RECSDK_RETURN_IF_ERROR(c.ExpectRank(i, 2));
+    const Shape& s = c.input_shape(i);
+    c.AddOutput(DType::kFloat32, combiner ? Shape{s.dim(0), dim} : Shape{s.dim(0), s.dim(1), dim});
+  }
+  return absl::OkStatus();
+}
+
+Status AggregateShape(InferenceContext& c) {
+  const int k = static_cast<int>(c.IntAttr("num_features", 1));
+  if (c.num_inputs() != 1 + 2 * k)
+    return c.Error("expects unique rows, {} restore, {} grads", k, k);
+  RECSDK_RETURN_IF_ERROR(c.ExpectDType(0, DType::kInt32));
+  for (int i = 1; i <= 2 * k; ++i) {
+    RECSDK_RETURN_IF_ERROR(c.ExpectDType(i, i <= k ? DType::kInt32 : DType::kFloat32));
+  }
+  c.AddOutput(DType::kFloat32, Shape{c.input_shape(0).dim(0), c.IntAttr("dim")});
+  return absl::OkStatus();
+}
+
+Status ApplyShape(InferenceContext& c) {
+  RECSDK_RETURN_IF_ERROR(c.ExpectDType(0, DType::kResource));
+  RECSDK_RETURN_IF_ERROR(c.ExpectDType(1, DType::kInt64));
+  if (c.num_inputs() < 4 || c.num_inputs() % 2 != 0) {
+    return c.Error("expects handle, step and (unique rows, summed gradients) pairs");
+  }
+  for (int i = 2; i < c.num_inputs(); i += 2) {
+    RECSDK_RETURN_IF_ERROR(c.ExpectDType(i, DType::kInt32));
+    RECSDK_RETURN_IF_ERROR(c.ExpectDType(i + 1, DType::kFloat32));
+  }
+  return absl::OkStatus();
+}
+
+OpDef Stateful(std::string type, int min_in, int max_in, ShapeFn fn) {
+  OpDef d;
+  d.type = std::move(type);
+  d.min_inputs = min_in;
+  d.max_inputs = max_in;
+  d.shape_fn = std::move(fn);
+  d.no_gradient = true;
+  d.stateful = true;
+  return d;
+}
+
+// --- Kernels ------------------------------------------------------------------------------
+
+Status TableHandleKernel(OpKernelContext& ctx) {
+  RECSDK_ASSIGN_OR_RETURN(TableResource * t, GetOrCreateTable(ctx.resources(), ctx.node()));
+  ctx.set_output(0, MakeResourceTensor(t));
+  return absl::OkStatus();
+}
+
+Status SparseLookupKernel(OpKernelContext& ctx) {
+  RECSDK_ASSIGN_OR_RETURN(TableResource * t, TableInput(ctx));
+  const LookupAttrs attrs = ReadLookupAttrs(ctx.node());
+  std::vector<const Tensor*> ids;
+  for (int i = 1; i <= attrs.num_features; ++i) ids.push_back(&ctx.input(i));
+  const Tensor* mask = attrs.has_mask ? &ctx.input(attrs.mask_input()) : nullptr;
+  const Tensor* ts = attrs.has_timestamps ? &ctx.input(attrs.timestamps_input()) : nullptr;
+  LookupKeyWork work;
+  RECSDK_RETURN_IF_ERROR(PrepareKeys(attrs, ctx.node().name(), ids, mask, ts, &work));
+  {
+    std::unique_lock<std::mutex> lock(t->resolve_mu, std::defer_lock);
+    if (attrs.is_train) lock.lock();
+    RECSDK_RETURN_IF_ERROR(ResolveKeys(attrs, ctx.node().name(), t->table(), &work));
+  }
+  ctx.set_output(0, std::move(work.unique_rows));
+  for (int f = 0; f < attrs.num_features; ++f) ctx.set_output(1 + f, std::move(work.restore[f]));
+  return absl::OkStatus();
+}
+
+Status TableGatherKernel(OpKernelContext& ctx) {
+  RECSDK_ASSIGN_OR_RETURN(TableResource * t, TableInput(ctx));
+  const EmbeddingTable& table = *t->table();
+  const Tensor& unique = ctx.input(1);
+  const int k = static_cast<int>(ctx.node().IntAttr("num_features", 1));
+  RECSDK_ASSIGN_OR_RETURN(auto combiner, ParseCombiner(ctx.node().StringAttr("combiner")));
+  const int64_t dim = table.dim();
+  const auto rows = absl::Span<const uint32_t>(
+      reinterpret_cast<const uint32_t*>(unique.data<int32_t>()), unique.num_elements());
+  for (int f = 0; f < k; ++f) {
+    const Tensor& restore = ctx.input(2 + f);
+    RECSDK_RETURN_IF_ERROR(CheckRestore(ctx, restore, unique.num_elements()));
+    const auto idx = absl::Span<const uint32_t>(
+        reinterpret_cast<const uint32_t*>(restore.data<int32_t>()), restore.num_elements());
+    const int64_t b = restore.dim(0), n = restore.dim(1);
+    if (!combiner) {
+      RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(f, Shape{b, n, dim}));
+      table.GatherRestored(rows, idx, out->data<float>());
+    } else {
+      RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(f, Shape{b, dim}));
+      RECSDK_RETURN_IF_ERROR(table.GatherPooled(rows, idx, b, n, *combiner, out->data<float>()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+Status TableGradAggregateKernel(OpKernelContext& ctx) {
+  const Tensor& unique = ctx.input(0);
+  const int k = static_cast<int>(ctx.node().IntAttr("num_features", 1));
+  const int64_t dim = ctx.node().IntAttr("dim");
+  RECSDK_ASSIGN_OR_RETURN(auto combiner, ParseCombiner(ctx.node().StringAttr("combiner")));
+  const int64_t num_unique = unique.num_elements();
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, Shape{num_unique, dim}));
+  float* acc = out->data<float>();  // zero-filled
+  for (int f = 0; f < k; ++f) {
+    const Tensor& restore = ctx.input(1 + f);
+    const Tensor& grad = ctx.input(1 + k + f);
+    RECSDK_RETURN_IF_ERROR(CheckRestore(ctx, restore, num_unique));
+    const int64_t b = restore.dim(0), n = restore.dim(1);
+    const int64_t want = combiner ? b * dim : b * n * dim;
+    if (grad.num_elements() != want) {
+      return ctx.Error("gradient {} of feature {} does not match restore {} and dim {}",
+                       grad.shape().ToString(), f, restore.shape().ToString(), dim);
+    }
+    const int32_t* r = restore.data<int32_t>();
+    const float* g = grad.data<float>();
+    if (!combiner) {
+      if (k == 1) {
+        // One feature: the table core's aggregation (parallel, exact per-key sums).
+        AggregateGradients(absl::Span<const uint32_t>(reinterpret_cast<const uint32_t*>(r), b * n),
+                           g, static_cast<int>(dim), num_unique, acc);
+        continue;
+      }
+      for (int64_t p = 0; p < b * n; ++p) {
+        float* o = acc + r[p] * dim;
+        const float* gp = g + p * dim;
+        for (int64_t d = 0; d < dim; ++d) o[d] += gp[d];
+      }
+      continue;
+    }
+    for (int64_t s = 0; s < b; ++s) {
+      int64_t valid = 0;
+      for (int64_t j = 0; j < n; ++j) valid += RowAt(unique, r[s * n + j]) != kPaddingRow;
+      if (valid == 0) continue;
+      const float scale = *combiner == Combiner::kSum ? 1.0f
+                          : *combiner == Combiner::kMean
+                              ? 1.0f / static_cast<float>(valid)
+                              : 1.0f / std::sqrt(static_cast<float>(valid));
+      const float* gs = g + s * dim;
+      for (int64_t j = 0; j < n; ++j) {
+        const int32_t u = r[s * n + j];
+        if (RowAt(unique, u) == kPaddingRow) continue;
+        float* o = acc + u * dim;
+        for (int64_t d = 0; d < dim; ++d) o[d] += scale * gs[d];
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+Status TableApplyKernel(OpKernelContext& ctx) {
+  RECSDK_ASSIGN_OR_RETURN(TableResource * t, TableInput(ctx));
+  EmbeddingTable& table = *t->table();
+  const Tensor& step = ctx.input(1);
+  if (step.dtype() != DType::kInt64 || step.num_elements() != 1) {
+    return ctx.Error("step must be an int64 scalar");
+  }
+  const int64_t dim = table.dim();
+  const int parts = (ctx.num_inputs() - 2) / 2;
+  std::vector<uint32_t> rows;
+  std::vector<float> merged;
+  const uint32_t* row_ptr = nullptr;
+  const float* grad_ptr = nullptr;
+  int64_t count = 0;
+  for (int p = 0; p < parts; ++p) {
+    const Tensor& u = ctx.input(2 + 2 * p);
+    const Tensor& g = ctx.input(3 + 2 * p);
+    if (g.num_elements() != u.num_elements() * dim) {
+      return ctx.Error("summed gradients {} do not match {} rows of dim {} of table \"{}\"",
+                       g.shape().ToString(), u.num_elements(), dim, table.name());
+    }
+  }
+  if (parts == 1) {
+    const Tensor& u = ctx.input(2);
+    row_ptr = reinterpret_cast<const uint32_t*>(u.data<int32_t>());
+    grad_ptr = ctx.input(3).data<float>();
+    count = u.num_elements();
+  } else {
+    // Several lookups of one table: one summed gradient per row, so each row updates once.
+    absl::flat_hash_map<uint32_t, int64_t> slot;
+    for (int p = 0; p < parts; ++p) {
+      const Tensor& u = ctx.input(2 + 2 * p);
+      const float* g = ctx.input(3 + 2 * p).data<float>();
+      for (int64_t i = 0; i < u.num_elements(); ++i) {
+        const uint32_t row = RowAt(u, i);
+        if (row == kPaddingRow || row == kDefaultRow) continue;
+        auto [it, inserted] = slot.try_emplace(row, static_cast<int64_t>(rows.size()));
+        if (inserted) {
+          rows.push_back(row);
+          merged.resize(merged.size() + dim, 0.0f);
+        }
+        float* o = merged.data() + it->second * dim;
+        for (int64_t d = 0; d < dim; ++d) o[d] += g[i * dim + d];
+      }
+    }
+    row_ptr = rows.data();
+    grad_ptr = merged.data();
+    count = static_cast<int64_t>(rows.size());
+  }
+  const int64_t step1 = step.scalar<int64_t>() + 1;
+  const auto row_span = absl::Span<const uint32_t>(row_ptr, count);
+  if (table.optimizer().ByAddress()) {
+    std::vector<float*> addresses(count);
+    table.RowAddresses(row_span, absl::MakeSpan(addresses));
+    table.ApplyGradientsByAddress(addresses, grad_ptr, step1);
+  } else {
+    table.ApplyGradients(row_span, grad_ptr, step1);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void RegisterTableOps() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    OpRegistry& r = OpRegistry::Global();
+    r.Register(Stateful(kTableHandleOp, 0, 0, HandleShape));
+    r.Register(Stateful(kSparseLookupOp, 2, -1, LookupShape));
+    r.Register(Stateful(kTableGatherOp, 3, -1, GatherShape));
+    r.Register(Stateful(kTableGradAggregateOp, 3, -1, AggregateShape));
+    r.Register(Stateful(kTableApplyOp, 4, -1, ApplyShape));
+    KernelRegistry& k = KernelRegistry::Global();
+    const DType any = DType::kInvalid;
+    k.RegisterFn(kTableHandleOp, kCpu, {any}, TableHandleKernel);
+    k.RegisterFn(kSparseLookupOp, kCpu, {any}, SparseLookupKernel);
+    k.RegisterFn(kTableGatherOp, kCpu, {any}, TableGatherKernel);
+    k.RegisterFn(kTableGradAggregateOp, kCpu, {any}, TableGradAggregateKernel);
+    k.RegisterFn(kTableApplyOp, kCpu, {any}, TableApplyKernel);
+  });
+}
+
+}  // namespace internal
+
+// --- Public builders ------------------------------------------------------------------------
+
+using internal::kDatasetColumnAttr;
+
+StatusOr<SparseTable> create_table(const Scope& scope, const TableConfig& config,
+                                   const SparseOptimizerConfig& optimizer) {
+  internal::RegisterTableOps();
+  if (!scope.ok()) return scope.status();
+  RECSDK_RETURN_IF_ERROR(config.Validate());
+  RECSDK_RETURN_IF_ERROR(optimizer.Validate());
+  Graph* g = scope.graph();
+  for (const std::string& name : g->Collection(kSparseTables)) {
+    const Node* n = g->FindNode(name);
+    if (n != nullptr && n->StringAttr("table_name") == config.name) {
+      return absl::InvalidArgumentError(fmt::format(
+          "create_table: the graph already has a table \"{}\" (node \"{}\"); table names must be "
+          "unique, pick another name",
+          config.name, name));
+    }
+  }
+  if (config.use_dynamic_expansion && !optimizer.ByAddress()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "create_table \"{}\": use_dynamic_expansion needs a by-address optimizer (SGDByAddr, "
+        "AdagradByAddress, LazyAdamByAddress), got {}",
+        config.name, optimizer.ToString()));
+  }
+  Node* n = scope.WithOpName(config.name)
+                .AddNode(internal::kTableHandleOp, {},
+                         {{"table_name", config.name},
+                          {"dim", int64_t{config.dim}},
+                          {"table_config", internal::TableConfigToJson(config)},
+                          {"optimizer_config", internal::OptimizerConfigToJson(optimizer)}});
+  if (n == nullptr) return scope.status();
+  g->AddToCollection(kSparseTables, n->name());
+  SparseTable t;
+  t.handle_ = Output(n, 0);
+  t.config_ = config;
+  t.optimizer_ = optimizer;
+  return t;
+}
+
+StatusOr<std::vector<Output>> sparse_lookup(const Scope& scope, const SparseTable& table,
+                                            const std::vector<Output>& ids,
+                                            const SparseLookupOptions& options) {
+  if (!scope.ok()) return scope.status();
+  if (!table.valid()) return absl::InvalidArgumentError("sparse_lookup: the table is invalid");
+  const std::string name = options.name.empty() ? table.table_name() + "_lookup" : options.name;
+  if (ids.empty() || ids.size() > 128) {
+    return absl::InvalidArgumentError(
+        fmt::format("sparse_lookup \"{}\": {} ids inputs; pass 1 to 128 features of table \"{}\"",
+                    name, ids.size(), table.table_name()));
+  }
+  if (!options.use_dynamic && options.send_count <= 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "sparse_lookup \"{}\": static shape (use_dynamic=false) needs send_count > 0, got {}; set "
+        "send_count to the most unique keys of a batch",
+        name, options.send_count));
+  }
+  std::vector<Output> inputs = {table.handle()};
+  inputs.insert(inputs.end(), ids.begin(), ids.end());
+  if (options.mask.valid()) inputs.push_back(options.mask);
+  if (options.timestamps.valid()) inputs.push_back(options.timestamps);
+  const std::string combiner = internal::CombinerName(options.combiner);
+  const int64_t k = static_cast<int64_t>(ids.size());
+  Node* keys = scope.WithOpName(name + "/keys")
+                   .AddNode(internal::kSparseLookupOp, inputs,
+                            {{"table_name", table.table_name()},
+                             {"num_features", k},
+                             {"is_train", options.is_train},
+                             {"is_grad", options.is_grad},
+                             {"use_dynamic", options.use_dynamic},
+                             {"send_count", options.send_count},
+                             {"modify_graph", options.modify_graph},
+                             {"has_mask", options.mask.valid()},
+                             {"has_timestamps", options.timestamps.valid()}});
+  if (keys == nullptr) return scope.status();
+  std::vector<Output> gather_in = {table.handle(), Output(keys, 0)};
+  for (int64_t f = 0; f < k; ++f) gather_in.emplace_back(keys, static_cast<int>(1 + f));
+  Node* gather = scope.WithOpName(name).AddNode(internal::kTableGatherOp, gather_in,
+                                                {{"table_name", table.table_name()},
+                                                 {"num_features", k},
+                                                 {"dim", int64_t{table.dim()}},
+                                                 {"combiner", combiner},
+                                                 {"is_grad", options.is_grad}});
+  if (gather == nullptr) return scope.status();
+  Graph* g = scope.graph();
+  g->AddToCollection(kSparseLookups, gather->name());
+  g->AddToCollection(kSparseLookupIdOffset, Output(keys, 0).name());
+  std::vector<Output> out;
+  for (int64_t f = 0; f < k; ++f) {
+    out.emplace_back(gather, static_cast<int>(f));
+    g->AddToCollection(kSparseLookupLocalEmb, out.back().name());
+  }
+  return out;
+}
+
+StatusOr<Output> sparse_lookup(const Scope& scope, const SparseTable& table, Output ids,
+                               const SparseLookupOptions& options) {
+  RECSDK_ASSIGN_OR_RETURN(auto out, sparse_lookup(scope, table, std::vector<Output>{ids}, options));
+  return out[0];
+}
+
+StatusOr<std::vector<Output>> sparse_lookup(const Scope& scope, const SparseTable& table,
+                                            const std::vector<FeatureSpec>& specs,
+                                            int64_t batch_size, int64_t ids_per_sample,
+                                            const FeatureSpec* timestamp_spec,
+                                            const SparseLookupOptions& options) {
+  RECSDK_RETURN_IF_ERROR(ValidateFeatureSpecs(specs));
+  std::vector<Output> ids;
+  for (const FeatureSpec& s : specs) {
+    if (s.is_timestamp || s.EffectiveTableName() != table.table_name()) {
+      return absl::InvalidArgumentError(fmt::format(
+          "sparse_lookup: feature \"{}\" belongs to table \"{}\"{}, not \"{}\"; pass only the "
+          "specs of this table",
+          s.name, s.EffectiveTableName(), s.is_timestamp ? " (it is the timestamp)" : "",
+          table.table_name()));
+    }
+    const int64_t b = s.batch_size > 0 ? s.batch_size : batch_size;
+    ids.push_back(DatasetColumn(scope, s.EffectiveIndexKey(), DType::kInt64,
+                                Shape{b > 0 ? b : Shape::kUnknownDim, ids_per_sample}));
+  }
+  SparseLookupOptions o = options;
+  o.modify_graph = true;
+  if (timestamp_spec != nullptr) {
+    o.timestamps = DatasetColumn(scope, timestamp_spec->EffectiveIndexKey(), DType::kInt64,
+                                 Shape{batch_size > 0 ? batch_size : Shape::kUnknownDim});
+  }
+  return sparse_lookup(scope, table, ids, o);
+}
+
+StatusOr<std::vector<SparseGrad>> ComputeSparseGradients(const Scope& scope, Output loss,
+                                                         const std::vector<SparseTable>& tables) {
+  if (!scope.ok()) return scope.status();
+  Graph* g = scope.graph();
+  std::vector<Node*> lookups;
+  std::vector<Output> xs;
+  for (const std::string& name : g->Collection(kSparseLookups)) {
+    Node* n = g->FindNode(name);
+    if (n == nullptr || !n->BoolAttr("is_grad", true)) continue;
+    const std::string table = n->StringAttr("table_name");
+    if (!tables.empty() && std::none_of(tables.begin(), tables.end(), [&](const SparseTable& t) {
+          return t.table_name() == table;
+        })) {
+      continue;
+    }
+    lookups.push_back(n);
+    for (int o = 0; o < n->num_outputs(); ++o) xs.push_back(n->output(o));
+  }
+  if (lookups.empty()) {
+    return absl::InvalidArgumentError(
+        "ComputeSparseGradients: the graph has no trainable sparse_lookup (is_grad=true) of the "
+        "given tables");
+  }
+  RECSDK_ASSIGN_OR_RETURN(std::vector<Output> grads, Gradients(scope, {loss}, xs));
+  std::vector<SparseGrad> out;
+  size_t next = 0;
+  const Scope s = scope.NewSubScope("sparse_gradients");
+  for (Node* n : lookups) {
+    const int k = n->num_outputs();
+    std::vector<Output> restore, gs;
+    for (int f = 0; f < k; ++f) {
+      const Output& grad = grads[next++];
+      if (!grad.valid()) continue;
+      restore.push_back(n->input(2 + f));
+      gs.push_back(grad);
+    }
+    if (gs.empty()) continue;
+    std::vector<Output> in = {n->input(1)};
+    in.insert(in.end(), restore.begin(), restore.end());
+    in.insert(in.end(), gs.begin(), gs.end());
+    Node* agg = s.WithOpName(n->name()).AddNode(internal::kTableGradAggregateOp, in,
+                                                {{"num_features", static_cast<int64_t>(gs.size())},
+                                                 {"dim", n->IntAttr("dim")},
+                                                 {"combiner", n->StringAttr("combiner")}});
+    if (agg == nullptr) return scope.status();
+    out.push_back(SparseGrad{n->StringAttr("table_name"), n->input(1), Output(agg, 0), n});
+  }
+  return out;
+}
+
+StatusOr<Node*> ApplySparseGradients(const Scope& scope, const std::vector<SparseGrad>& grads,
+                                     const SparseApplyOptions& options) {
+  if (!scope.ok()) return scope.status();
+  Graph* g = scope.graph();
+  Variable step =
+      options.global_step != nullptr ? *options.global_step : GetOrCreateGlobalStep(scope);
+  const Scope s = scope.NewSubScope("sparse_optimizer");
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const SparseGrad*>> by_table;
+  for (const SparseGrad& gr : grads) {
+    if (!by_table.contains(gr.table_name)) order.push_back(gr.table_name);
+    by_table[gr.table_name].push_back(&gr);
+  }
+  std::vector<Node*> updates;
+  for (const std::string& table : order) {
+    Node* handle = nullptr;
+    for (const std::string& name : g->Collection(kSparseTables)) {
+      Node* n = g->FindNode(name);
+      if (n != nullptr && n->StringAttr("table_name") == table) handle = n;
+    }
+    if (handle == nullptr) {
+      return absl::NotFoundError(fmt::format("ApplySparseGradients: no table \"{}\"", table));
+    }
+    std::vector<Output> in = {Output(handle, 0), step.value()};
+    for (const SparseGrad* gr : by_table[table]) {
+      in.push_back(gr->unique_rows);
+      in.push_back(gr->summed);
+    }
+    // Every lookup of the table reads its rows before the update writes them.
+    std::vector<Node*> readers;
+    for (const std::string& name : g->Collection(kSparseLookups)) {
+      Node* n = g->FindNode(name);
+      if (n != nullptr && n->StringAttr("table_name") == table) readers.push_back(n);
+    }
+    Node* apply = s.WithControlDependencies(readers)
+                      .WithOpName("apply_" + table)
+                      .AddNode(internal::kTableApplyOp, in, {{"table_name", table}});
+    if (apply == nullptr) return scope.status();
+    updates.push_back(apply);
+  }
+  if (options.increment_global_step) {
+    updates.push_back(
+        AssignAdd(s.WithControlDependencies(updates).WithOpName("increment_global_step"), step,
+                  ops::Const(s, int64_t{1})));
+  }
+  Node* train = ops::Group(s.WithOpName("train_op"), updates);
+  if (!scope.ok()) return scope.status();
+  return train;
+}
+
+StatusOr<Node*> SparseMinimize(const Scope& scope, Output loss,
+                               const std::vector<SparseTable>& tables,
+                               const SparseApplyOptions& options) {
+  RECSDK_ASSIGN_OR_RETURN(auto grads, ComputeSparseGradients(scope, loss, tables));
+  return ApplySparseGradients(scope, grads, options);
+}
+
+namespace {
+std::vector<Node*> TableHandleNodes(const Graph& g) {
+  std::vector<Node*> out;
+  for (Node* n : g.nodes()) {
+    if (n->type() == internal::kTableHandleOp) out.push_back(n);
+  }
+  return out;
+}
+}  // namespace
+
+StatusOr<EmbeddingTable*> LookupTable(Session& session, std::string_view name) {
+  internal::RegisterTableOps();
+  std::vector<std::string> names;
+  for (Node* n : TableHandleNodes(session.graph())) {
+    if (n->StringAttr("table_name") == name) {
+      RECSDK_ASSIGN_OR_RETURN(internal::TableResource * t,
+                              internal::GetOrCreateTable(session.resource_mgr(), *n));
+      return t->table();
+    }
+    names.push_back(n->StringAttr("table_name"));
+  }
+  return absl::NotFoundError(
+      fmt::format("LookupTable: the session's graph has no table \"{}\"; its tables are [{}]", name,
+                  fmt::join(names, ", ")));
+}
+
+StatusOr<std::vector<EmbeddingTable*>> SessionTables(Session& session) {
+  std::vector<EmbeddingTable*> out;
+  for (Node* n : TableHandleNodes(session.graph())) {
+    RECSDK_ASSIGN_OR_RETURN(EmbeddingTable * t, LookupTable(session, n->StringAttr("table_name")));
+    out.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace recsdk

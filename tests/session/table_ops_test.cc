@@ -1,0 +1,275 @@
+// table_ops_test.cc: tests of the table ops in the graph (src/session/table_ops.cc): gradients
+// against finite differences, repeated ids, eval mode, is_grad=false, send_count, several
+// features and lookups of one table. Single-threaded.
+#include <cmath>
+#include <optional>
+
+#include "gtest/gtest.h"
+#include "recsdk/recsdk.h"
+#include "tests/session/table_test_util.h"
+
+namespace recsdk {
+namespace {
+
+using testing::Ids;
+using testing::SmallTable;
+using testing::ValueOrDie;
+
+struct Model {
+  Graph graph;
+  SparseTable table;
+  Output emb;
+  Output loss;
+  std::vector<SparseGrad> grads;
+};
+
+// loss = sum(emb * w) + sum(emb^2), w a fixed pattern: a gradient that differs per position.
+void BuildQuadratic(Model* m, const Tensor& ids, std::optional<Combiner> combiner,
+                    const SparseOptimizerConfig& opt = SparseOptimizerConfig::SGD(1.0f)) {
+  Scope s(&m->graph);
+  m->table = ValueOrDie(create_table(s, SmallTable("t", 3), opt));
+  SparseLookupOptions o;
+  o.combiner = combiner;
+  m->emb = ValueOrDie(sparse_lookup(s, m->table, ops::Const(s, ids), o));
+  const Shape& shape = m->emb.shape();
+  std::vector<float> w(shape.num_elements());
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.3f * static_cast<float>(i % 7) - 0.8f;
+  Output wt = ops::Const(s, ValueOrDie(Tensor::FromValues<float>(shape, absl::MakeConstSpan(w))));
+  m->loss = ops::Add(s, ops::ReduceSum(s, ops::Mul(s, m->emb, wt)),
+                     ops::ReduceSum(s, ops::Square(s, m->emb)));
+  m->grads = ValueOrDie(ComputeSparseGradients(s, m->loss));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+}
+
+// Finite differences of the loss w.r.t. each element of each unique row, against the summed
+// per-row gradient the graph computes.
+void CheckGradient(std::optional<Combiner> combiner) {
+  Model m;
+  // Repeated ids within and across samples.
+  BuildQuadratic(&m, Ids(2, 3, {1, 2, 1, 3, 1, 5}), combiner);
+  auto session = ValueOrDie(Session::Create(m.graph));
+  ASSERT_EQ(m.grads.size(), 1u);
+  auto out = ValueOrDie(session->Run({}, {m.loss, m.grads[0].unique_rows, m.grads[0].summed}));
+  EmbeddingTable* table = ValueOrDie(LookupTable(*session, "t"));
+  ASSERT_EQ(table->size(), 4);
+  const Tensor& rows = out[1];
+  const Tensor& summed = out[2];
+  ASSERT_EQ(rows.num_elements(), 4);
+  const float eps = 1e-2f;
+  for (int64_t u = 0; u < rows.num_elements(); ++u) {
+    const uint32_t row = static_cast<uint32_t>(rows.data<int32_t>()[u]);
+    for (int d = 0; d < 3; ++d) {
+      // SGD with learning rate 1: applying gradient -delta adds delta to the element.
+      auto nudge = [&](float delta) {
+        float g[3] = {0, 0, 0};
+        g[d] = -delta;
+        table->ApplyGradients(absl::MakeConstSpan(&row, 1), g, 1);
+      };
+      nudge(eps);
+      const double plus = ValueOrDie(session->Run({}, {m.loss}))[0].scalar<float>();
+      nudge(-2 * eps);
+      const double minus = ValueOrDie(session->Run({}, {m.loss}))[0].scalar<float>();
+      nudge(eps);
+      const double numeric = (plus - minus) / (2 * eps);
+      const double analytic = summed.data<float>()[u * 3 + d];
+      EXPECT_NEAR(numeric, analytic, 2e-3 * std::max(1.0, std::abs(analytic)))
+          << "row " << u << " dim " << d;
+    }
+  }
+}
+
+TEST(TableOpsTest, GradientMatchesFiniteDifferencesUnpooled) { CheckGradient(std::nullopt); }
+TEST(TableOpsTest, GradientMatchesFiniteDifferencesSum) { CheckGradient(Combiner::kSum); }
+TEST(TableOpsTest, GradientMatchesFiniteDifferencesMean) { CheckGradient(Combiner::kMean); }
+TEST(TableOpsTest, GradientMatchesFiniteDifferencesSqrtn) { CheckGradient(Combiner::kSqrtn); }
+
+TEST(TableOpsTest, LookupShapesAndValues) {
+  Graph g;
+  Scope s(&g);
+  SparseTable t = ValueOrDie(create_table(s, SmallTable("t", 4), SparseOptimizerConfig::SGD(0.1f)));
+  Output ids = ops::Placeholder(s, DType::kInt64, Shape{Shape::kUnknownDim, 2});
+  Output flat = ValueOrDie(sparse_lookup(s, t, ids));
+  SparseLookupOptions pooled;
+  pooled.combiner = Combiner::kMean;
+  pooled.name = "pooled";
+  Output mean = ValueOrDie(sparse_lookup(s, t, ids, pooled));
+  EXPECT_EQ(flat.shape(), (Shape{Shape::kUnknownDim, 2, 4}));
+  EXPECT_EQ(mean.shape(), (Shape{Shape::kUnknownDim, 4}));
+  auto session = ValueOrDie(Session::Create(g));
+  auto out = ValueOrDie(session->Run({{ids, Ids(2, 2, {7, 8, 8, 8})}}, {flat, mean}));
+  EmbeddingTable* table = ValueOrDie(LookupTable(*session, "t"));
+  const std::vector<float> r7 = ValueOrDie(table->ReadRow(7));
+  const std::vector<float> r8 = ValueOrDie(table->ReadRow(8));
+  for (int d = 0; d < 4; ++d) {
+    EXPECT_EQ(out[0].data<float>()[d], r7[d]);
+    EXPECT_EQ(out[0].data<float>()[4 + d], r8[d]);
+    EXPECT_FLOAT_EQ(out[1].data<float>()[d], (r7[d] + r8[d]) / 2);
+    EXPECT_FLOAT_EQ(out[1].data<float>()[4 + d], r8[d]);
+  }
+}
+
+TEST(TableOpsTest, RepeatedIdsUpdateOnceWithSummedGradient) {
+  // Adagrad tells one update with the sum (acc += (3g)^2) from three updates (acc += 3 g^2).
+  Graph g;
+  Scope s(&g);
+  SparseTable t =
+      ValueOrDie(create_table(s, SmallTable("t", 2), SparseOptimizerConfig::Adagrad(0.1f, 0.5f)));
+  Output emb = ValueOrDie(sparse_lookup(s, t, ops::Const(s, Ids(2, 2, {4, 4, 4, 6}))));
+  Output loss = ops::ReduceSum(s, emb);
+  Node* train = ValueOrDie(SparseMinimize(s, loss));
+  Node* init = GlobalVariablesInitializer(s);
+  auto session = ValueOrDie(Session::Create(g));
+  RECSDK_ASSERT_OK(session->Run({}, {}, {init}).status());
+  EmbeddingTable* table = ValueOrDie(LookupTable(*session, "t"));
+  auto before = ValueOrDie(session->Run({}, {emb}));
+  const float w4 = before[0].data<float>()[0];
+  RECSDK_ASSERT_OK(session->Run({}, {}, {train}).status());
+  const std::vector<float> row4 = ValueOrDie(table->ReadRow(4));  // [w0, w1, acc0, acc1]
+  EXPECT_FLOAT_EQ(row4[2], 0.5f + 9.0f);
+  EXPECT_NEAR(row4[0], w4 - 0.1f * 3.0f / std::sqrt(9.5f), 1e-6);
+  const std::vector<float> row6 = ValueOrDie(table->ReadRow(6));
+  EXPECT_FLOAT_EQ(row6[2], 0.5f + 1.0f);
+}
+
+TEST(TableOpsTest, SeveralFeaturesAndLookupsOfOneTableUpdateEachRowOnce) {
+  Graph g;
+  Scope s(&g);
+  SparseTable t =
+      ValueOrDie(create_table(s, SmallTable("t", 1), SparseOptimizerConfig::Adagrad(0.1f, 0.5f)));
+  // One lookup of two features (one dedup pass), and a second lookup of the same table.
+  std::vector<Output> two = ValueOrDie(sparse_lookup(
+      s, t, std::vector<Output>{ops::Const(s, Ids(1, 2, {1, 2})), ops::Const(s, Ids(1, 1, {1}))}));
+  SparseLookupOptions other;
+  other.name = "other";
+  Output third = ValueOrDie(sparse_lookup(s, t, ops::Const(s, Ids(1, 1, {1})), other));
+  Output loss = ops::Add(s, ops::Add(s, ops::ReduceSum(s, two[0]), ops::ReduceSum(s, two[1])),
+                         ops::ReduceSum(s, third));
+  Node* train = ValueOrDie(SparseMinimize(s, loss));
+  auto session = ValueOrDie(Session::Create(g));
+  RECSDK_ASSERT_OK(session->Run({}, {}, {GetOrCreateGlobalStep(s).initializer()}).status());
+  RECSDK_ASSERT_OK(session->Run({}, {}, {train}).status());
+  EmbeddingTable* table = ValueOrDie(LookupTable(*session, "t"));
+  // Key 1 appears three times over both lookups: one update with gradient 3.
+  EXPECT_FLOAT_EQ(ValueOrDie(table->ReadRow(1))[1], 0.5f + 9.0f);
+  EXPECT_FLOAT_EQ(ValueOrDie(table->ReadRow(2))[1], 0.5f + 1.0f);
+}
+
+TEST(TableOpsTest, EvalModeNeitherInsertsNorCounts) {
+  Graph g;
+  Scope s(&g);
+  TableConfig c = SmallTable("t", 2);
+  c.access_threshold = 2;
+  c.serving_default_value = 0.25f;
+  SparseTable t = ValueOrDie(create_table(s, c, SparseOptimizerConfig::SGD(0.1f)));
+  Output ids = ops::Placeholder(s, DType::kInt64, Shape{1, 2});
+  SparseLookupOptions eval;
+  eval.is_train = false;
+  eval.name = "eval";
+  Output e = ValueOrDie(sparse_lookup(s, t, ids, eval));
+  SparseLookupOptions train;
+  train.name = "train";
+  Output tr = ValueOrDie(sparse_lookup(s, t, ids, train));
+  auto session = ValueOrDie(Session::Create(g));
+  EmbeddingTable* table = ValueOrDie(LookupTable(*session, "t"));
+  for (int i = 0; i < 3; ++i) {
+    auto out = ValueOrDie(session->Run({{ids, Ids(1, 2, {10, 11})}}, {e}));
+    EXPECT_EQ(out[0].data<float>()[0], 0.25f);
+  }
+  EXPECT_EQ(table->size(), 0);
+  EXPECT_EQ(table->AdmissionCount(10), 0.0f);
+  // Training lookups count: 10 occurs twice in one batch and is admitted (threshold 2).
+  RECSDK_ASSERT_OK(session->Run({{ids, Ids(1, 2, {10, 10})}}, {tr}).status());
+  EXPECT_EQ(table->size(), 1);
+  EXPECT_NE(table->FindRow(10), EmbeddingTable::kDefaultRow);
+  // An eval lookup now reads the trained row, and still does not insert 11.
+  auto out = ValueOrDie(session->Run({{ids, Ids(1, 2, {10, 11})}}, {e}));
+  EXPECT_EQ(out[0].data<float>()[0], ValueOrDie(table->ReadRow(10))[0]);
+  EXPECT_EQ(out[0].data<float>()[2], 0.25f);
+  EXPECT_EQ(table->size(), 1);
+}
+
+TEST(TableOpsTest, IsGradFalseLookupDoesNotTrain) {
+  Graph g;
+  Scope s(&g);
+  SparseTable t = ValueOrDie(create_table(s, SmallTable("t", 2), SparseOptimizerConfig::SGD(0.5f)));
+  Output a = ValueOrDie(sparse_lookup(s, t, ops::Const(s, Ids(1, 1, {1}))));
+  SparseLookupOptions frozen;
+  frozen.is_grad = false;
+  frozen.name = "frozen";
+  Output b = ValueOrDie(sparse_lookup(s, t, ops::Const(s, Ids(1, 1, {2})), frozen));
+  Output loss = ops::Add(s, ops::ReduceSum(s, a), ops::ReduceSum(s, b));
+  std::vector<SparseGrad> grads = ValueOrDie(ComputeSparseGradients(s, loss));
+  ASSERT_EQ(grads.size(), 1u);
+  Node* train = ValueOrDie(ApplySparseGradients(s, grads));
+  auto session = ValueOrDie(Session::Create(g));
+  RECSDK_ASSERT_OK(session->Run({}, {}, {GetOrCreateGlobalStep(s).initializer()}).status());
+  auto before = ValueOrDie(session->Run({}, {a, b}));
+  RECSDK_ASSERT_OK(session->Run({}, {}, {train}).status());
+  EmbeddingTable* table = ValueOrDie(LookupTable(*session, "t"));
+  EXPECT_FLOAT_EQ(ValueOrDie(table->ReadRow(1))[0], before[0].data<float>()[0] - 0.5f);
+  EXPECT_EQ(ValueOrDie(table->ReadRow(2))[0], before[1].data<float>()[0]);
+}
+
+TEST(TableOpsTest, SendCountExceededNamesTableCountAndLimit) {
+  Graph g;
+  Scope s(&g);
+  SparseTable t =
+      ValueOrDie(create_table(s, SmallTable("user_table", 2), SparseOptimizerConfig::SGD(0.1f)));
+  Output ids = ops::Placeholder(s, DType::kInt64, Shape{2, 2});
+  SparseLookupOptions o;
+  o.use_dynamic = false;
+  o.send_count = 3;
+  Output e = ValueOrDie(sparse_lookup(s, t, ids, o));
+  EXPECT_EQ(e.node->input(1).shape(), (Shape{3}));
+  auto session = ValueOrDie(Session::Create(g));
+  // Three unique keys fit (padded to send_count), four do not.
+  auto ok = ValueOrDie(session->Run({{ids, Ids(2, 2, {1, 2, 3, 1})}}, {e.node->input(1)}));
+  EXPECT_EQ(ok[0].num_elements(), 3);
+  auto bad = session->Run({{ids, Ids(2, 2, {1, 2, 3, 4})}}, {e});
+  ASSERT_FALSE(bad.ok());
+  const std::string msg(bad.status().message());
+  EXPECT_NE(msg.find("user_table"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("4 unique keys"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("send_count is 3"), std::string::npos) << msg;
+  // Static shape without send_count is refused when building.
+  SparseLookupOptions none;
+  none.use_dynamic = false;
+  EXPECT_FALSE(sparse_lookup(s, t, ids, none).ok());
+}
+
+TEST(TableOpsTest, MaskedRowsReadZerosAndCountNoAdmission) {
+  Graph g;
+  Scope s(&g);
+  TableConfig c = SmallTable("t", 2);
+  c.access_threshold = 1;
+  SparseTable t = ValueOrDie(create_table(s, c, SparseOptimizerConfig::SGD(0.1f)));
+  SparseLookupOptions o;
+  o.mask = ops::Const(s, Tensor::Vector<float>({1.0f, 0.0f}));
+  o.combiner = Combiner::kMean;
+  Output e = ValueOrDie(sparse_lookup(s, t, ops::Const(s, Ids(2, 1, {5, 99})), o));
+  auto session = ValueOrDie(Session::Create(g));
+  auto out = ValueOrDie(session->Run({}, {e}));
+  EmbeddingTable* table = ValueOrDie(LookupTable(*session, "t"));
+  EXPECT_EQ(table->FindRow(99), EmbeddingTable::kDefaultRow);
+  EXPECT_EQ(table->AdmissionCount(99), 0.0f);
+  EXPECT_NE(table->FindRow(5), EmbeddingTable::kDefaultRow);
+  EXPECT_EQ(out[0].data<float>()[2], 0.0f);
+  EXPECT_EQ(out[0].data<float>()[3], 0.0f);
+}
+
+TEST(TableOpsTest, CreateTableErrors) {
+  Graph g;
+  Scope s(&g);
+  TableConfig c = SmallTable("t", 0);
+  EXPECT_FALSE(create_table(s, c, SparseOptimizerConfig::SGD(0.1f)).ok());
+  ASSERT_TRUE(create_table(s, SmallTable("t", 2), SparseOptimizerConfig::SGD(0.1f)).ok());
+  auto dup = create_table(s, SmallTable("t", 2), SparseOptimizerConfig::SGD(0.1f));
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(std::string(dup.status().message()).find("already has a table"), std::string::npos);
+  auto session = ValueOrDie(Session::Create(g));
+  auto missing = LookupTable(*session, "nope");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace recsdk
