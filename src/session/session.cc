@@ -134,6 +134,11 @@ StatusOr<std::shared_ptr<Plan>> Session::Impl::GetPlan(const FeedList& feeds, co
   for (const auto& f : fetches) {
     auto out = graph->FindOutput(f.name);
     if (!out.ok()) return absl::InvalidArgumentError(fmt::format("fetch \"{}\": {}", f.name, out.status().message()));
+    if (out->dtype() == DType::kResource) {
+      return absl::InvalidArgumentError(fmt::format(
+          "fetch \"{}\" is a resource handle ({}), not a value; fetch \"{}/read\" for a variable's value", f.name,
+          out->node->type(), out->node->name()));
+    }
     plan->fetches.push_back(*out);
     roots.push_back(out->node->id());
   }
