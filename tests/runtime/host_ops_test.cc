@@ -37,6 +37,9 @@ TEST(HostOpsTest, IsaVariantsMatchScalarReferences) {
   for (int i = 0; i < n; ++i) {
     x[i] = dist(rng);
     y[i] = i % 7 == 0 ? x[i] : dist(rng);
+    if (i % 11 == 0) y[i] = x[i] / 3.0f;         // quotients that round onto integers
+    if (i % 13 == 0) x[i] = 3e9f * (i % 2 ? 1 : -1);  // quotients beyond 2^24
+    if (i % 17 == 0) y[i] = -y[i];
     if (y[i] == 0) y[i] = 1;
     cond[i] = i % 3 == 0;
   }

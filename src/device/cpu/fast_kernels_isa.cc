@@ -53,15 +53,47 @@ void RECSDK_FAST(greater_f32)(const float* x, const float* y, bool* out, int64_t
 }
 
 void RECSDK_FAST(floormod_f32)(const float* x, const float* y, float* out, int64_t n) {
-  // Python semantics: x - floor(x / y) * y, the result takes the divisor's sign.
+  // Python semantics (the result takes the divisor's sign), exactly as fmod-then-adjust gives it.
+  // With q = floor(x / y) an integer below 2^24 in magnitude, the true x - q*y is representable,
+  // so a fused multiply-add (or double arithmetic without FMA) yields it exactly; a q off by one
+  // (x / y rounding onto an integer) leaves r one y outside [0, y), which the adjustments fold
+  // back. Branch-free, so it vectorises; rare larger quotients are redone with fmod afterwards.
+  int64_t large = 0;
   for (int64_t i = 0; i < n; ++i) {
+    const float q = std::floor(x[i] / y[i]);
+#ifdef __FMA__
+    float r = std::fma(-q, y[i], x[i]);
+    const float yv = y[i];
+#else
+    double r = static_cast<double>(x[i]) - static_cast<double>(q) * static_cast<double>(y[i]);
+    const double yv = y[i];
+#endif
+    // Non-short-circuit & and | keep the loop free of branches.
+    const bool wrong_sign = (r != 0) & ((r < 0) != (yv < 0));
+    r = wrong_sign ? r + yv : r;
+    const bool too_far = ((yv > 0) & (r >= yv)) | ((yv < 0) & (r <= yv));
+    r = too_far ? r - yv : r;
+    out[i] = static_cast<float>(r);
+    large += !(std::fabs(q) < 16777216.0f);
+  }
+  if (large == 0) return;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::fabs(std::floor(x[i] / y[i])) < 16777216.0f) continue;
     const float r = std::fmod(x[i], y[i]);
     out[i] = (r != 0.0f && ((r < 0.0f) != (y[i] < 0.0f))) ? r + y[i] : r;
   }
 }
 
 void RECSDK_FAST(where_f32)(const bool* cond, const float* x, const float* y, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = cond[i] ? x[i] : y[i];
+  // A bit blend instead of a branch so the loop vectorises.
+  const auto* c = reinterpret_cast<const uint8_t*>(cond);
+  const auto* xb = reinterpret_cast<const uint32_t*>(x);
+  const auto* yb = reinterpret_cast<const uint32_t*>(y);
+  auto* ob = reinterpret_cast<uint32_t*>(out);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t mask = 0u - static_cast<uint32_t>(c[i] != 0);
+    ob[i] = (xb[i] & mask) | (yb[i] & ~mask);
+  }
 }
 
 }  // extern "C"
