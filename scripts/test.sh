@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds recsdk and runs its tests. Does its own set-up (installs missing Debian packages).
+#
+#   scripts/test.sh              quick suite + consumer-project check + ASan/UBSan build of the quick suite
+#   RECSDK_TEST_LABELS='quick|slow' scripts/test.sh     choose CTest labels
+#   RECSDK_SKIP_SANITIZE=1 scripts/test.sh              skip the sanitizer build
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+scripts/install_deps.sh
+
+jobs=$(nproc)
+labels=${RECSDK_TEST_LABELS:-quick}
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+
+echo "== build (Release, warnings as errors)"
+cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DRECSDK_WERROR=ON >/dev/null
+cmake --build build -j "$jobs"
+
+echo "== tests (labels: $labels)"
+(cd build && ctest -L "$labels" --output-on-failure -j "$jobs" --timeout 600)
+
+echo "== consumer project: install, then find_package(recsdk) from outside the tree"
+prefix="$root/build/install"
+rm -rf "$prefix" build/consumer
+cmake --install build --prefix "$prefix" >/dev/null
+cmake -S tests/consumer -B build/consumer "${generator[@]}" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build build/consumer -j "$jobs"
+build/consumer/consumer
+
+if [ "${RECSDK_SKIP_SANITIZE:-0}" != "1" ]; then
+  echo "== sanitizer build (ASan + UBSan), label quick"
+  cmake -S . -B build-sanitize "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRECSDK_SANITIZE=ON \
+    -DRECSDK_WERROR=ON -DRECSDK_BUILD_BENCHMARKS=OFF -DRECSDK_BUILD_SAMPLES=OFF >/dev/null
+  cmake --build build-sanitize -j "$jobs"
+  (cd build-sanitize && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest -L sanitize -LE "slow|mpi|soak" --output-on-failure -j "$jobs" --timeout 900)
+fi
+echo "== all tests passed"
