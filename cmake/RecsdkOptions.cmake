@@ -31,7 +31,9 @@ function(recsdk_isa_variants out_var source symbol_prefix)
     target_compile_definitions(${lib} PRIVATE RECSDK_ISA_SUFFIX=${isa})
     # -fno-trapping-math lets branch-free selects over float compares vectorise; results are
     # unchanged (we never enable FP exception traps).
-    target_compile_options(${lib} PRIVATE ${flags_${isa}} -fno-gnu-unique -fno-trapping-math)
+    # -Wno-uninitialized: GCC 12 flags _mm512_undefined_ps() inside Eigen's AVX-512 transposes.
+    target_compile_options(${lib} PRIVATE ${flags_${isa}} -fno-gnu-unique -fno-trapping-math
+                           -Wno-uninitialized)
     target_link_libraries(${lib} PRIVATE recsdk_internal_deps)
     set(local_obj ${CMAKE_CURRENT_BINARY_DIR}/${stem}_${isa}_local.o)
     add_custom_command(
