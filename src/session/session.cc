@@ -2,15 +2,15 @@
 //
 // A Run builds (or reuses) a plan: the nodes needed by the fetches and targets (pruned at fed
 // outputs), in topological order, with per-output consumer counts so buffers are released right
-// after their last consumer. Nodes run one at a time (the default) or on up to DNN_V100 threads
-// from a ready queue; every kernel runs inside a oneTBB arena of intra_op_parallelism threads.
+// after their last consumer. Nodes run one at a time (the default) or, with DNN_V100:N, up to N
+// at once as oneTBB tasks fed from a ready queue; everything runs inside a oneTBB arena of
+// intra_op_parallelism threads, which kernels use for their parallel loops.
 #include "recsdk/session.h"
 
 #include <atomic>
-#include <condition_variable>
+#include <functional>
 #include <deque>
 #include <mutex>
-#include <thread>
 
 #include <set>
 
@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "fmt/format.h"
 #include "oneapi/tbb/task_arena.h"
+#include "oneapi/tbb/task_group.h"
 #include "src/common/status_macros.h"
 #include "src/device/kernel.h"
 #include "src/graph/op_registry.h"
@@ -222,7 +223,10 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds, std::vect
     inputs.reserve(node.num_inputs());
     for (const Output& in : node.inputs()) inputs.push_back(&values[in.node->id()][in.index]);
     OpKernelContext ctx(node, device.get(), &resources, step, graph->random_seed(), std::move(inputs), &values[id]);
-    Status s = kernels[id]->Compute(ctx);
+    // Isolation: while this kernel waits inside its own parallel loops, the thread must not pick
+    // up another node (which could, e.g., lock the variable this kernel holds).
+    Status s;
+    tbb::this_task_arena::isolate([&] { s = kernels[id]->Compute(ctx); });
     if (!s.ok()) {
       const std::string prefix = fmt::format("op \"{}\" ({})", node.name(), node.type());
       if (s.message().find(prefix) == std::string_view::npos && s.message().find("op \"" + node.name()) == std::string_view::npos) {
@@ -249,36 +253,42 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds, std::vect
       for (size_t p = 0; p < plan.order.size() && status.ok(); ++p) status = run_node(static_cast<int>(p));
       return;
     }
+    // Up to inter_op nodes run at once as oneTBB tasks; a finished node releases its consumers.
     std::mutex mu;
-    std::condition_variable cv;
     std::deque<int> ready;
     std::vector<int> pending = plan.pending_init;
-    size_t remaining = plan.order.size();
+    int running = 0;
     for (size_t p = 0; p < pending.size(); ++p) {
       if (pending[p] == 0) ready.push_back(static_cast<int>(p));
     }
-    auto worker = [&] {
-      std::unique_lock<std::mutex> lock(mu);
-      for (;;) {
-        cv.wait(lock, [&] { return !ready.empty() || remaining == 0 || !status.ok(); });
-        if (remaining == 0 || !status.ok()) return;
-        const int pos = ready.front();
-        ready.pop_front();
-        lock.unlock();
-        Status s = run_node(pos);
-        lock.lock();
-        if (!s.ok() && status.ok()) status = s;
-        --remaining;
-        for (int c : plan.consumers[pos]) {
-          if (--pending[c] == 0) ready.push_back(c);
+    tbb::task_group group;
+    std::function<void()> pump = [&] {
+      std::vector<int> launch;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        while (status.ok() && running < inter_op && !ready.empty()) {
+          launch.push_back(ready.front());
+          ready.pop_front();
+          ++running;
         }
-        cv.notify_all();
+      }
+      for (int pos : launch) {
+        group.run([&, pos] {
+          Status s = run_node(pos);
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            if (!s.ok() && status.ok()) status = s;
+            --running;
+            for (int c : plan.consumers[pos]) {
+              if (--pending[c] == 0) ready.push_back(c);
+            }
+          }
+          pump();
+        });
       }
     };
-    std::vector<std::thread> threads;
-    for (int t = 1; t < inter_op; ++t) threads.emplace_back([&] { arena->execute(worker); });
-    worker();
-    for (auto& t : threads) t.join();
+    pump();
+    group.wait();
   });
   RECSDK_RETURN_IF_ERROR(status);
   outputs->clear();
