@@ -11,7 +11,7 @@
 #include "fmt/format.h"
 #include "src/common/logging.h"
 #include "src/common/status_macros.h"
-#include "tbb/parallel_for.h"
+#include "tbb/task_group.h"
 
 namespace recsdk::internal {
 
@@ -159,51 +159,63 @@ Status ChunkedSource::ReadLines(Chunk* chunk, bool* file_done) {
 
 Status ChunkedSource::FillQueue() {
   const int max_chunks = 2 * options_.num_parse_threads;
+  // With a worker arena each chunk's parse starts as soon as it is read, so reading the next chunk
+  // (serial, on this thread) overlaps parsing the previous ones; this thread then joins the
+  // parsing in wait(). The reserve keeps chunks[i] in place while tasks hold it.
   std::vector<Chunk> chunks;
-  while (static_cast<int>(chunks.size()) < max_chunks) {
-    if (!file_open_) {
-      if (next_file_ >= static_cast<int>(files_.size())) break;
-      const int index = next_file_++;
-      RECSDK_RETURN_IF_ERROR(file_.Open(files_[index]));
-      file_open_ = true;
-      carry_.clear();
-      discarding_line_ = false;
-      Chunk header;
-      header.file_index = index;
-      bool usable = true;
-      RECSDK_RETURN_IF_ERROR(StartFile(index, &header, &usable));
-      if (!usable) {
+  chunks.reserve(static_cast<size_t>(max_chunks));
+  std::vector<ParsedChunk> parsed(static_cast<size_t>(max_chunks));
+  tbb::task_group tasks;
+  auto submit = [&](Chunk chunk) {
+    chunks.push_back(std::move(chunk));
+    if (arena_ == nullptr) return;
+    const size_t i = chunks.size() - 1;
+    arena_->execute([&, i] { tasks.run([&, i] { parsed[i] = ParseChunk(chunks[i]); }); });
+  };
+  auto read = [&]() -> Status {
+    while (static_cast<int>(chunks.size()) < max_chunks) {
+      if (!file_open_) {
+        if (next_file_ >= static_cast<int>(files_.size())) break;
+        const int index = next_file_++;
+        RECSDK_RETURN_IF_ERROR(file_.Open(files_[index]));
+        file_open_ = true;
+        carry_.clear();
+        discarding_line_ = false;
+        Chunk header;
+        header.file_index = index;
+        bool usable = true;
+        RECSDK_RETURN_IF_ERROR(StartFile(index, &header, &usable));
+        if (!usable) {
+          file_.Close();
+          file_open_ = false;
+        }
+        if (!header.reader_errors.empty()) submit(std::move(header));
+        if (!usable) continue;
+      }
+      Chunk chunk;
+      chunk.file_index = next_file_ - 1;
+      bool done = false;
+      RECSDK_RETURN_IF_ERROR(ReadChunk(&chunk, &done));
+      if (done) {
         file_.Close();
         file_open_ = false;
       }
-      if (!header.reader_errors.empty()) chunks.push_back(std::move(header));
-      if (!usable) continue;
+      if (!chunk.data.empty() || !chunk.reader_errors.empty() || !chunk.records.empty()) {
+        submit(std::move(chunk));
+      }
     }
-    Chunk chunk;
-    chunk.file_index = next_file_ - 1;
-    bool done = false;
-    RECSDK_RETURN_IF_ERROR(ReadChunk(&chunk, &done));
-    if (done) {
-      file_.Close();
-      file_open_ = false;
-    }
-    if (!chunk.data.empty() || !chunk.reader_errors.empty() || !chunk.records.empty()) {
-      chunks.push_back(std::move(chunk));
-    }
+    return absl::OkStatus();
+  };
+  const Status st = read();
+  if (arena_ != nullptr) {
+    arena_->execute([&] { tasks.wait(); });
+  } else {
+    for (size_t i = 0; i < chunks.size(); ++i) parsed[i] = ParseChunk(chunks[i]);
   }
+  RECSDK_RETURN_IF_ERROR(st);
   if (chunks.empty()) {
     exhausted_ = true;
     return absl::OkStatus();
-  }
-  std::vector<ParsedChunk> parsed(chunks.size());
-  auto parse = [&] {
-    tbb::parallel_for(size_t{0}, chunks.size(),
-                      [&](size_t i) { parsed[i] = ParseChunk(chunks[i]); });
-  };
-  if (arena_ != nullptr && chunks.size() > 1) {
-    arena_->execute(parse);
-  } else {
-    for (size_t i = 0; i < chunks.size(); ++i) parsed[i] = ParseChunk(chunks[i]);
   }
   for (size_t i = 0; i < chunks.size(); ++i) {
     ready_.emplace_back(std::move(chunks[i]), std::move(parsed[i]));

@@ -1,6 +1,7 @@
-// text_sources.cc: the Criteo TSV and the schema-driven delimited text sources.
-// Parsing is per chunk (see chunked_source.h); the parsers write straight into the Batch's
-// tensors, one pass over each line, with no per-field allocation. Threading as ChunkedSource.
+// text_sources.cc: the Criteo TSV source (its parser is criteo_parse.h) and the schema-driven
+// delimited text source. Parsing is per chunk (see chunked_source.h); the parsers write straight
+// into the Batch's tensors, one pass over each line, no per-field allocation. Threading as
+// ChunkedSource.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -8,14 +9,12 @@
 #include "fmt/format.h"
 #include "src/common/status_macros.h"
 #include "src/pipeline/chunked_source.h"
+#include "src/pipeline/criteo_parse.h"
 #include "src/pipeline/text_parse.h"
 
 namespace recsdk {
 namespace internal {
 namespace {
-
-constexpr int kCriteoDense = 13;
-constexpr int kCriteoSparse = 26;
 
 // CountRows: the lines in a chunk's text after the header, counting an unterminated last one.
 int64_t CountLines(const char* p, const char* end) {
@@ -27,11 +26,6 @@ int64_t CountLines(const char* p, const char* end) {
     p = static_cast<const char*>(nl) + 1;
   }
   return n;
-}
-
-// Classifies a failed line: invalid UTF-8 wins over the field-level reason.
-MalformedReason Classify(const char* line, const char* end, MalformedReason reason) {
-  return IsValidUtf8(line, end - line) ? reason : MalformedReason::kInvalidUtf8;
 }
 
 std::string Excerpt(const char* p, const char* end) {
@@ -50,13 +44,7 @@ void Trim(Batch* batch, int64_t rows) {
 class CriteoSource final : public ChunkedSource {
  public:
   CriteoSource(std::vector<std::string> files, CriteoOptions options)
-      : ChunkedSource(std::move(files), options.reader, "Criteo file"), opt_(std::move(options)) {
-    for (int i = 0; i < kLog1pTable; ++i) log1p_[i] = std::log1p(static_cast<float>(i));
-    for (int i = 0; i < kCriteoSparse; ++i) names_[i] = opt_.sparse_prefix + std::to_string(i + 1);
-    empty_dense_ = opt_.dense_transform == DenseTransform::kNone
-                       ? opt_.default_dense
-                       : std::log1p(std::max(opt_.default_dense, 0.0f));
-  }
+      : ChunkedSource(std::move(files), options.reader, "Criteo file"), parser_(options) {}
 
  protected:
   Status StartFile(int, Chunk*, bool* usable) override {
@@ -64,157 +52,13 @@ class CriteoSource final : public ChunkedSource {
     return absl::OkStatus();
   }
   Status ReadChunk(Chunk* chunk, bool* file_done) override { return ReadLines(chunk, file_done); }
-  ParsedChunk ParseChunk(const Chunk& chunk) const override;
+  ParsedChunk ParseChunk(const Chunk& chunk) const override {
+    return parser_.Parse(chunk.data, chunk.at_eof);
+  }
 
  private:
-  static constexpr int kLog1pTable = 4096;
-  float Dense(int64_t v) const {
-    if (opt_.dense_transform == DenseTransform::kNone) return static_cast<float>(v);
-    if (v <= 0) return 0.0f;  // log(1 + max(x, 0))
-    if (v < kLog1pTable) return log1p_[v];
-    return std::log1p(static_cast<float>(v));
-  }
-  // ParseLine parses one line into row r; returns false with *reason/*detail on failure.
-  bool ParseLine(const char* p, const char* end, bool unterminated, int64_t r, float* label,
-                 float* dense, int64_t* const* sparse, MalformedReason* reason,
-                 std::string* detail) const;
-
-  const CriteoOptions opt_;
-  std::array<float, kLog1pTable> log1p_;
-  std::array<std::string, kCriteoSparse> names_;
-  float empty_dense_ = 0.0f;
+  const CriteoParser parser_;
 };
-
-bool CriteoSource::ParseLine(const char* line, const char* end, bool unterminated, int64_t r,
-                             float* label, float* dense, int64_t* const* sparse,
-                             MalformedReason* reason, std::string* detail) const {
-  const char* p = line;
-  auto column_count = [&](int got_fields) {
-    *reason = unterminated ? MalformedReason::kTruncated : MalformedReason::kWrongColumnCount;
-    *reason = Classify(line, end, *reason);
-    *detail =
-        fmt::format("{} columns where 40 were expected (label, 13 integer, 26 hex)", got_fields);
-    return false;
-  };
-  auto count_fields = [&] { return 1 + static_cast<int>(std::count(line, end, '\t')); };
-  // Label: "0"/"1" fast path, else any number.
-  const char* tab = static_cast<const char*>(std::memchr(p, '\t', end - p));
-  if (tab == nullptr) return column_count(1);
-  if (tab - p == 1 && (*p == '0' || *p == '1')) {
-    label[r] = static_cast<float>(*p - '0');
-  } else if (!ParseFloat(p, tab, &label[r]) || !std::isfinite(label[r])) {
-    *reason = Classify(line, end, MalformedReason::kBadNumber);
-    *detail = fmt::format("label {} is not a number", Excerpt(p, tab));
-    return false;
-  }
-  p = tab + 1;
-  float* d = dense + r * kCriteoDense;
-  for (int i = 0; i < kCriteoDense; ++i) {
-    if (p >= end) return column_count(count_fields());
-    if (*p == '\t') {
-      d[i] = empty_dense_;
-      ++p;
-      continue;
-    }
-    // Hand-rolled decimal: Criteo integer fields are short.
-    const char* q = p;
-    bool neg = false;
-    if (*q == '-') {
-      neg = true;
-      ++q;
-    }
-    uint64_t v = 0;
-    const char* digits = q;
-    while (q < end && static_cast<unsigned>(*q - '0') < 10 && q - digits < 18) {
-      v = v * 10 + static_cast<unsigned>(*q - '0');
-      ++q;
-    }
-    if (q == digits || (q < end && *q != '\t')) {
-      // Not a plain integer: accept a float ("1.5", "1e3"), else it is a bad number.
-      const char* fe = static_cast<const char*>(std::memchr(p, '\t', end - p));
-      if (fe == nullptr) fe = end;
-      float f;
-      if (!ParseFloat(p, fe, &f) || !std::isfinite(f)) {
-        *reason = Classify(line, end, MalformedReason::kBadNumber);
-        *detail = fmt::format("integer feature I{} {} is not a number", i + 1, Excerpt(p, fe));
-        return false;
-      }
-      d[i] = opt_.dense_transform == DenseTransform::kNone ? f : std::log1p(std::max(f, 0.0f));
-      q = fe;
-    } else {
-      d[i] = Dense(neg ? -static_cast<int64_t>(v) : static_cast<int64_t>(v));
-    }
-    if (q >= end) return column_count(count_fields());
-    p = q + 1;  // past the tab
-  }
-  for (int i = 0; i < kCriteoSparse; ++i) {
-    const char* fe;
-    if (i + 1 < kCriteoSparse) {
-      fe = static_cast<const char*>(std::memchr(p, '\t', end - p));
-      if (fe == nullptr) return column_count(count_fields());
-    } else {
-      fe = end;
-      if (std::memchr(p, '\t', end - p) != nullptr) return column_count(count_fields());
-    }
-    int64_t id;
-    if (fe == p) {
-      id = opt_.default_id;
-    } else {
-      if (!ParseHex(p, fe, &id)) {
-        *reason = Classify(line, end, MalformedReason::kBadHex);
-        *detail =
-            fmt::format("categorical feature C{} {} is not 1-16 hex digits", i + 1, Excerpt(p, fe));
-        return false;
-      }
-      if (opt_.id_modulus > 0) {
-        id = static_cast<int64_t>(static_cast<uint64_t>(id) %
-                                  static_cast<uint64_t>(opt_.id_modulus));
-      }
-    }
-    sparse[i][r] = id;
-    p = fe + 1;
-  }
-  return true;
-}
-
-ParsedChunk CriteoSource::ParseChunk(const Chunk& chunk) const {
-  ParsedChunk out;
-  const char* p = chunk.data.data();
-  const char* end = p + chunk.data.size();
-  const int64_t n = CountLines(p, end);
-  out.lines = n;
-  Tensor label(DType::kFloat32, Shape{n, 1});
-  Tensor dense(DType::kFloat32, Shape{n, kCriteoDense});
-  std::array<Tensor, kCriteoSparse> sparse;
-  std::array<int64_t*, kCriteoSparse> sp;
-  for (int i = 0; i < kCriteoSparse; ++i) {
-    sparse[i] = Tensor(DType::kInt64, Shape{n, 1});
-    sp[i] = sparse[i].data<int64_t>();
-  }
-  float* lp = label.data<float>();
-  float* dp = dense.data<float>();
-  int64_t r = 0;
-  for (int64_t line = 0; p < end; ++line) {
-    const char* nl = static_cast<const char*>(std::memchr(p, '\n', end - p));
-    const bool unterminated = nl == nullptr;
-    const char* le = unterminated ? end : nl;
-    const char* content_end = (le > p && le[-1] == '\r') ? le - 1 : le;
-    MalformedReason reason;
-    std::string detail;
-    if (ParseLine(p, content_end, unterminated && chunk.at_eof, r, lp, dp, sp.data(), &reason,
-                  &detail)) {
-      ++r;
-    } else {
-      out.errors.push_back(RowError{reason, line, -1, std::move(detail)});
-    }
-    p = unterminated ? end : nl + 1;
-  }
-  Status st = out.batch.AddColumn("label", std::move(label));
-  st.Update(out.batch.AddColumn("dense", std::move(dense)));
-  for (int i = 0; i < kCriteoSparse; ++i) st.Update(out.batch.AddColumn(names_[i], sparse[i]));
-  Trim(&out.batch, r);
-  return out;
-}
 
 // ---------------------------------------------------------------------------------------------
 
