@@ -358,35 +358,59 @@ class TableImpl final : public EmbeddingTable {
     }
   }
 
-  void Gather(absl::Span<const uint32_t> rows, float* out) const override {
+  // GatherRows: out[i, :] = embedding of rows[idx ? idx[i] : i] for i in [b, e), the rows
+  // prefetched kAhead positions ahead (as many misses in flight as the roofline's gather).
+  // Embeddings of whole cache lines (dim a multiple of 16) are copied line by line with
+  // fixed-size copies, and all state lives in locals. The previous loop (a libc memcpy of runtime
+  // size per row, members re-read through `this` after each store to `out`) ran ~3x slower than a
+  // plain gather of the same slab memory (10M rows, dim 16); CopyEmbedding stays its reference.
+  void GatherRows(const uint32_t* __restrict rows, const uint32_t* __restrict idx, size_t b,
+                  size_t e, float* __restrict out) const {
     constexpr size_t kAhead = 16;
+    const char* const base = slab_.base();
+    const uint64_t stride = row_bytes_;
     const size_t dim = static_cast<size_t>(config_.dim);
-    ParallelChunks(rows.size(), kParallelGrain, [&](size_t b, size_t e) {
-      for (size_t i = b; i < std::min(e, b + kAhead); ++i) PrefetchRow(rows[i], 0);
+    const size_t emb_bytes = dim * sizeof(float);
+    auto row_at = [&](size_t i) { return idx != nullptr ? rows[idx[i]] : rows[i]; };
+    auto prefetch = [&](uint32_t row) {
+      if (row >= kDefaultRow) return;
+      const char* p = base + static_cast<uint64_t>(row) * stride;
+      for (size_t off = 0; off < emb_bytes; off += 64) __builtin_prefetch(p + off);
+    };
+    auto run = [&](auto copy) {
+      for (size_t i = b; i < std::min(e, b + kAhead); ++i) prefetch(row_at(i));
       for (size_t i = b; i < e; ++i) {
-        if (i + kAhead < e) PrefetchRow(rows[i + kAhead], 0);
-        CopyEmbedding(rows[i], out + i * dim);
+        if (i + kAhead < e) prefetch(row_at(i + kAhead));
+        const uint32_t row = row_at(i);
+        float* o = out + i * dim;
+        if (row < kDefaultRow) {
+          copy(reinterpret_cast<char*>(o), base + static_cast<uint64_t>(row) * stride);
+        } else {
+          CopyEmbedding(row, o);
+        }
       }
-    });
+    };
+    if (emb_bytes == 64) {
+      run([](char* o, const char* w) { std::memcpy(o, w, 64); });
+    } else if (emb_bytes % 64 == 0) {
+      run([emb_bytes](char* o, const char* w) {
+        for (size_t off = 0; off < emb_bytes; off += 64) std::memcpy(o + off, w + off, 64);
+      });
+    } else {
+      run([emb_bytes](char* o, const char* w) { std::memcpy(o, w, emb_bytes); });
+    }
+  }
+
+  void Gather(absl::Span<const uint32_t> rows, float* out) const override {
+    BigChunks(rows.size(),
+              [&](size_t b, size_t e) { GatherRows(rows.data(), nullptr, b, e, out); });
   }
 
   void GatherRestored(absl::Span<const uint32_t> unique_rows, absl::Span<const uint32_t> restore,
                       float* out) const override {
-    // As many rows in flight as the roofline's gather; long chunks so the pipeline rarely restarts.
-    constexpr size_t kAhead = 16;
-    const size_t dim = static_cast<size_t>(config_.dim);
-    const uint32_t* u = unique_rows.data();
+    // Long chunks so the prefetch pipeline rarely restarts.
     BigChunks(restore.size(), [&](size_t b, size_t e) {
-      for (size_t i = b; i < std::min(e, b + kAhead); ++i) PrefetchRow(u[restore[i]], 0);
-      for (size_t i = b; i < e; ++i) {
-        if (i + kAhead < e) PrefetchRow(u[restore[i + kAhead]], 0);
-        const uint32_t row = u[restore[i]];
-        if (row < kDefaultRow) {
-          std::memcpy(out + i * dim, Row(row), dim * sizeof(float));
-        } else {
-          CopyEmbedding(row, out + i * dim);
-        }
-      }
+      GatherRows(unique_rows.data(), restore.data(), b, e, out);
     });
   }
 

@@ -2,13 +2,16 @@
 // checkpoints, and TableConfig validation.
 #include "recsdk/table.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "oneapi/tbb/global_control.h"
 #include "src/table/npy.h"
 
 namespace recsdk {
@@ -89,6 +92,51 @@ TEST(TableTest, LookupInsertsAndInitialRowsAreReproducible) {
   // Found again: same rows, no growth.
   EXPECT_EQ(Resolve(*a, {1, 2, 3}), ra);
   EXPECT_EQ(a->size(), 3);
+}
+
+// Gather and GatherRestored (their fast paths copy whole cache lines for dim % 16 == 0) against
+// the reference ReadRow / serving default / zeros, for dims with and without whole lines, with
+// sentinel rows mixed in, bitwise equal on 1 and 2 threads.
+TEST(TableTest, GatherMatchesReadRowForAllDimsAndThreads) {
+  for (int dim : {3, 16, 17, 32, 64}) {
+    TableConfig c = Config(dim, 20000);
+    c.serving_default_value = 0.25f;
+    c.padding_keys = {-1};
+    auto t = Make(c, SparseOptimizerConfig::Adagrad(0.1f));
+    std::vector<int64_t> keys;
+    for (int64_t k = 0; k < 12000; ++k) keys.push_back(k * 7919 % 15000);
+    keys[5] = -1;
+    DedupResult d;
+    DedupKeys(keys, &d);
+    std::vector<uint32_t> rows(d.unique_keys.size());
+    ASSERT_TRUE(
+        t->Resolve(d.unique_keys, d.counts, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+    rows[d.restore_index[7]] = EmbeddingTable::kDefaultRow;  // as if not admitted
+    std::vector<float> want(keys.size() * dim);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const uint32_t r = rows[d.restore_index[i]];
+      float* w = want.data() + i * dim;
+      if (r == EmbeddingTable::kPaddingRow) {
+        std::fill(w, w + dim, 0.0f);
+      } else if (r == EmbeddingTable::kDefaultRow) {
+        std::fill(w, w + dim, 0.25f);
+      } else {
+        auto v = t->ReadRow(keys[i]);
+        ASSERT_TRUE(v.ok());
+        std::copy(v->begin(), v->begin() + dim, w);
+      }
+    }
+    std::vector<uint32_t> flat(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) flat[i] = rows[d.restore_index[i]];
+    for (int threads : {1, 2}) {
+      tbb::global_control gc(tbb::global_control::max_allowed_parallelism, threads);
+      std::vector<float> out(want.size(), -9.0f), out2(want.size(), -9.0f);
+      t->GatherRestored(rows, d.restore_index, out.data());
+      t->Gather(flat, out2.data());
+      EXPECT_EQ(std::memcmp(out.data(), want.data(), want.size() * 4), 0) << dim << " " << threads;
+      EXPECT_EQ(std::memcmp(out2.data(), want.data(), want.size() * 4), 0) << dim << " " << threads;
+    }
+  }
 }
 
 TEST(TableTest, EvalDoesNotInsertAndReadsServingDefault) {
