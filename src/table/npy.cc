@@ -215,7 +215,7 @@ uint64_t Checksum64(const void* data, uint64_t bytes) {
     h1 ^= h1 >> 31;
   }
   uint64_t tail = 0;
-  std::memcpy(&tail, p + i, bytes - i);
+  if (bytes > i) std::memcpy(&tail, p + i, bytes - i);  // p may be null when bytes == 0
   return Mix64(h0 ^ Mix64(h1 ^ tail));
 }
 
