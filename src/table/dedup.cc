@@ -16,30 +16,26 @@ namespace {
 
 template <typename K>
 void DedupImpl(absl::Span<const K> keys, DedupResult* out) {
-  constexpr uint32_t kEmpty = 0xFFFFFFFFu;
   const size_t n = keys.size();
   size_t cap = 16;
   while (cap < 2 * n) cap <<= 1;
   const uint64_t mask = cap - 1;
-  // Scratch: slot -> (key, index into unique_keys), one cache line access per probe. A slot is
-  // live only when its generation is this call's, so the scratch is not cleared per call (that
-  // was a write of 16 bytes x 2n slots, more than the probes themselves).
-  struct Slot {
-    int64_t key;
-    uint32_t unique;
-    uint32_t gen;
-  };
-  thread_local std::vector<Slot> scratch;
+  // Scratch: 8-byte slots, gen:16 | tag:16 | index into unique_keys:32. Half the bytes of a
+  // (key, index) slot, so twice the slots per line and half the cache footprint (2 MiB for a
+  // 106k-id batch instead of 4). The key itself is compared through unique_keys, and only when
+  // the 16-bit tag (high hash bits, independent of the slot bits) matches. A slot is live only
+  // when its generation is this call's, so the scratch is not cleared per call.
+  thread_local std::vector<uint64_t> scratch;
   thread_local uint32_t gen = 0;
   if (scratch.size() < cap) {
-    scratch.assign(cap, Slot{0, kEmpty, 0});
+    scratch.assign(cap, 0);
     gen = 0;
   }
-  if (++gen == 0) {
-    for (Slot& x : scratch) x.gen = 0;
+  if (++gen > 0xFFFFu) {
+    std::fill(scratch.begin(), scratch.end(), uint64_t{0});
     gen = 1;
   }
-  Slot* s = scratch.data();
+  uint64_t* s = scratch.data();
   out->unique_keys.resize(n);
   out->counts.resize(n);
   out->restore_index.resize(n);
@@ -47,29 +43,42 @@ void DedupImpl(absl::Span<const K> keys, DedupResult* out) {
   int64_t* unique_keys = out->unique_keys.data();
   uint32_t* counts = out->counts.data();
   uint32_t num_unique = 0;
-  constexpr size_t kAhead = 16;
+  const uint64_t gen_bits = static_cast<uint64_t>(gen) << 48;
+  // Hashes are computed once, kAhead positions early (when their slot is prefetched), and kept
+  // in a small ring until probed. 64 ahead (with write intent) beat 16 by ~20% on a cold scratch.
+  constexpr size_t kAhead = 64;
+  uint64_t ring[kAhead];
+  const size_t warm = std::min(n, kAhead);
+  for (size_t i = 0; i < warm; ++i) {
+    ring[i] = internal::KeyIndex::Hash(static_cast<int64_t>(keys[i]));
+    __builtin_prefetch(s + (ring[i] & mask), 1);
+  }
   for (size_t i = 0; i < n; ++i) {
+    const uint64_t hash = ring[i % kAhead];
     if (i + kAhead < n) {
-      __builtin_prefetch(s +
-                         (internal::KeyIndex::Hash(static_cast<int64_t>(keys[i + kAhead])) & mask));
+      const uint64_t ha = internal::KeyIndex::Hash(static_cast<int64_t>(keys[i + kAhead]));
+      ring[i % kAhead] = ha;
+      __builtin_prefetch(s + (ha & mask), 1);
     }
     const int64_t key = static_cast<int64_t>(keys[i]);
-    uint64_t h = internal::KeyIndex::Hash(key) & mask;
+    const uint64_t want = gen_bits | ((hash >> 48) << 32);  // gen and tag, index bits zero
+    uint64_t h = hash & mask;
     for (;;) {
-      if (s[h].gen != gen) {
-        s[h].key = key;
-        s[h].unique = num_unique;
-        s[h].gen = gen;
+      const uint64_t slot = s[h];
+      if ((slot >> 48) != gen) {
+        s[h] = want | num_unique;
         unique_keys[num_unique] = key;
         counts[num_unique] = 1;
         restore[i] = num_unique++;
         break;
       }
-      if (s[h].key == key) {
-        const uint32_t u = s[h].unique;
-        ++counts[u];
-        restore[i] = u;
-        break;
+      if ((slot & 0xFFFFFFFF00000000ull) == want) {
+        const uint32_t u = static_cast<uint32_t>(slot);
+        if (unique_keys[u] == key) {
+          ++counts[u];
+          restore[i] = u;
+          break;
+        }
       }
       h = (h + 1) & mask;
     }

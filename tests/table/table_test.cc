@@ -3,11 +3,15 @@
 #include "recsdk/table.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
+#include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -63,6 +67,110 @@ TEST(DedupTest, UniqueKeysRestoreIndexCounts) {
   EXPECT_EQ(d.unique_keys, (std::vector<int64_t>{1, 2}));
   DedupKeys(std::vector<int64_t>{}, &d);
   EXPECT_TRUE(d.unique_keys.empty());
+}
+
+// ReferenceDedup: the plain twin of DedupKeys (std::unordered_map, first-seen order).
+DedupResult ReferenceDedup(const std::vector<int64_t>& keys) {
+  DedupResult r;
+  std::unordered_map<int64_t, uint32_t> seen;
+  for (const int64_t k : keys) {
+    auto [it, inserted] = seen.emplace(k, static_cast<uint32_t>(r.unique_keys.size()));
+    if (inserted) {
+      r.unique_keys.push_back(k);
+      r.counts.push_back(0);
+    }
+    ++r.counts[it->second];
+    r.restore_index.push_back(it->second);
+  }
+  return r;
+}
+
+void ExpectSameDedup(const DedupResult& got, const DedupResult& want) {
+  EXPECT_EQ(got.unique_keys, want.unique_keys);
+  EXPECT_EQ(got.restore_index, want.restore_index);
+  EXPECT_EQ(got.counts, want.counts);
+}
+
+std::vector<std::vector<int64_t>> DedupCases() {
+  std::mt19937_64 rng(42);
+  std::vector<std::vector<int64_t>> cases;
+  for (const size_t n : {1u, 7u, 100u, 4096u, 106496u}) {
+    std::vector<int64_t> uniform(n), zipf(n), narrow(n);
+    // Zipf(1.05) over 1M ranks, by inverse CDF on a table of cumulative weights.
+    static const std::vector<double> cdf = [] {
+      std::vector<double> c(1 << 20);
+      double acc = 0;
+      for (size_t r = 0; r < c.size(); ++r)
+        c[r] = acc += std::pow(static_cast<double>(r + 1), -1.05);
+      for (double& x : c) x /= acc;
+      return c;
+    }();
+    std::uniform_real_distribution<double> u01(0, 1);
+    for (size_t i = 0; i < n; ++i) {
+      uniform[i] = static_cast<int64_t>(rng());
+      const size_t r = std::lower_bound(cdf.begin(), cdf.end(), u01(rng)) - cdf.begin();
+      zipf[i] = static_cast<int64_t>(r * 0x9E3779B97F4A7C15ull);  // spread ranks over int64
+      narrow[i] = static_cast<int64_t>(rng() % 1000) - 500;
+    }
+    cases.push_back(uniform);
+    cases.push_back(zipf);
+    cases.push_back(narrow);
+    cases.push_back(std::vector<int64_t>(n, -7));  // all equal
+  }
+  return cases;
+}
+
+TEST(DedupTest, MatchesReferenceTwinOnRandomZipfAndAllEqualKeys) {
+  DedupResult d;
+  for (const auto& keys : DedupCases()) {
+    SCOPED_TRACE(keys.size());
+    DedupKeys(keys, &d);
+    ExpectSameDedup(d, ReferenceDedup(keys));
+    // The int32 overload sees the same keys truncated.
+    std::vector<int32_t> k32(keys.size());
+    std::vector<int64_t> k32_wide(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) k32_wide[i] = k32[i] = static_cast<int32_t>(keys[i]);
+    DedupKeys(k32, &d);
+    ExpectSameDedup(d, ReferenceDedup(k32_wide));
+  }
+}
+
+TEST(DedupTest, SameOutputOnEveryThreadAndAcrossGenerationWrap) {
+  const auto cases = DedupCases();
+  std::vector<DedupResult> want;
+  for (const auto& keys : cases) want.push_back(ReferenceDedup(keys));
+  // Fresh threads (fresh per-thread scratch), two at once, each over every case in turn.
+  std::vector<std::thread> threads;
+  std::vector<int> failures(2, 0);
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      DedupResult d;
+      for (size_t c = 0; c < cases.size(); ++c) {
+        const size_t k = (c + static_cast<size_t>(t) * 5) % cases.size();
+        DedupKeys(cases[k], &d);
+        if (d.unique_keys != want[k].unique_keys || d.restore_index != want[k].restore_index ||
+            d.counts != want[k].counts) {
+          ++failures[static_cast<size_t>(t)];
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures, (std::vector<int>{0, 0}));
+  // Many calls on one thread so the scratch's generation counter wraps at least once.
+  std::thread([&] {
+    DedupResult d;
+    const std::vector<int64_t> a = {3, 1, 3, 2, 1}, b = {9, 9, 8};
+    const DedupResult wa = ReferenceDedup(a), wb = ReferenceDedup(b);
+    int bad = 0;
+    for (int i = 0; i < 70000; ++i) {
+      DedupKeys((i & 1) ? a : b, &d);
+      const DedupResult& w = (i & 1) ? wa : wb;
+      bad += d.unique_keys != w.unique_keys || d.restore_index != w.restore_index ||
+             d.counts != w.counts;
+    }
+    EXPECT_EQ(bad, 0);
+  }).join();
 }
 
 TEST(DedupTest, AggregateGradientsSumsRepeatedKeys) {
