@@ -1,7 +1,7 @@
 // dispatch_bench.cc: per-op overhead of the executor. A chain of N scalar Adds costs almost
 // nothing to compute, so time per op is dispatch: plan lookup, input gathering, kernel call,
-// output allocation and release. Counters: per_op (seconds per op) for the sequential executor and for
-// DNN_V100:2 (the parallel ready-queue executor).
+// output allocation and release. Counters: per_op (seconds per op) for the sequential executor and
+// for DNN_V100:2 (the parallel ready-queue executor).
 #include <benchmark/benchmark.h>
 
 #include "recsdk/recsdk.h"
@@ -28,10 +28,15 @@ void BM_OpDispatch(benchmark::State& state) {
     benchmark::DoNotOptimize(out);
   }
   // Seconds per op, shown by the report as e.g. "350n".
-  state.counters["per_op"] = benchmark::Counter(static_cast<double>(chain + 2),
-                                                benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["per_op"] = benchmark::Counter(
+      static_cast<double>(chain + 2),
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_OpDispatch)->Args({100, 0})->Args({1000, 0})->Args({1000, 1})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_OpDispatch)
+    ->Args({100, 0})
+    ->Args({1000, 0})
+    ->Args({1000, 1})
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

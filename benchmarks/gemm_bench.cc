@@ -31,7 +31,8 @@ void BM_SgemmKernelVsEigen(benchmark::State& state) {
   const int reps = std::max(1, static_cast<int>(2e9 / flops));
   double kernel_s = 0, eigen_s = 0;
   for (auto _ : state) {
-    kernel_s += SecondsPerCall([&] { fast.sgemm(n, n, n, a.data(), n, false, b.data(), n, false, c.data(), n); }, reps);
+    kernel_s += SecondsPerCall(
+        [&] { fast.sgemm(n, n, n, a.data(), n, false, b.data(), n, false, c.data(), n); }, reps);
     eigen_s += SecondsPerCall([&] { c2.noalias() = a * b; }, reps);
     benchmark::DoNotOptimize(c.data());
     benchmark::DoNotOptimize(c2.data());
@@ -41,7 +42,13 @@ void BM_SgemmKernelVsEigen(benchmark::State& state) {
   state.counters["vs_eigen"] = eigen_s / kernel_s;
   state.SetLabel(std::string(recsdk::internal::IsaName(fast.isa)));
 }
-BENCHMARK(BM_SgemmKernelVsEigen)->Arg(128)->Arg(256)->Arg(512)->Arg(1024)->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SgemmKernelVsEigen)
+    ->Arg(128)
+    ->Arg(256)
+    ->Arg(512)
+    ->Arg(1024)
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
 
 // The MatMul op through Session::Run (dispatch, allocation and threading included).
 void BM_MatMulOpVsEigen(benchmark::State& state) {
@@ -65,14 +72,23 @@ void BM_MatMulOpVsEigen(benchmark::State& state) {
   const int reps = std::max(1, static_cast<int>(2e9 / flops));
   double op_s = 0, eigen_s = 0;
   for (auto _ : state) {
-    op_s += SecondsPerCall([&] { benchmark::DoNotOptimize((*session)->Run({{"a", av}}, {"c"})); }, reps);
+    op_s += SecondsPerCall(
+        [&] {
+          benchmark::DoNotOptimize((*session)->Run({{"a", av}}, {"c"}));
+        },
+        reps);
     eigen_s += SecondsPerCall([&] { c2.noalias() = am * am; }, reps);
   }
   state.counters["op_GFLOPs"] = flops / (op_s / state.iterations()) / 1e9;
   state.counters["eigen_1thread_GFLOPs"] = flops / (eigen_s / state.iterations()) / 1e9;
   state.counters["vs_eigen"] = eigen_s / op_s;
 }
-BENCHMARK(BM_MatMulOpVsEigen)->Args({512, 1})->Args({512, 2})->Args({1024, 2})->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MatMulOpVsEigen)
+    ->Args({512, 1})
+    ->Args({512, 2})
+    ->Args({1024, 2})
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

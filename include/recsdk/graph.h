@@ -54,21 +54,33 @@ struct Output {
 // AttrValue: a typed attribute of a node.
 class AttrValue {
  public:
-  using Value = std::variant<std::monostate, int64_t, double, bool, std::string, DType, Shape,
-                             std::vector<int64_t>, std::vector<double>, std::vector<std::string>,
-                             Tensor>;
+  using Value =
+      std::variant<std::monostate, int64_t, double, bool, std::string, DType, Shape,
+                   std::vector<int64_t>, std::vector<double>, std::vector<std::string>, Tensor>;
   // Type tags in the order of Value's alternatives; pinned because they appear in JSON.
-  enum class Type { kNone, kInt, kFloat, kBool, kString, kDType, kShape, kInts, kFloats, kStrings, kTensor };
+  enum class Type {
+    kNone,
+    kInt,
+    kFloat,
+    kBool,
+    kString,
+    kDType,
+    kShape,
+    kInts,
+    kFloats,
+    kStrings,
+    kTensor
+  };
 
   AttrValue() = default;
-  AttrValue(int v) : value_(static_cast<int64_t>(v)) {}  // NOLINT
-  AttrValue(int64_t v) : value_(v) {}                   // NOLINT
-  AttrValue(double v) : value_(v) {}                    // NOLINT
-  AttrValue(bool v) : value_(v) {}                      // NOLINT
-  AttrValue(std::string v) : value_(std::move(v)) {}    // NOLINT
-  AttrValue(const char* v) : value_(std::string(v)) {}  // NOLINT
-  AttrValue(DType v) : value_(v) {}                     // NOLINT
-  AttrValue(Shape v) : value_(std::move(v)) {}          // NOLINT
+  AttrValue(int v) : value_(static_cast<int64_t>(v)) {}            // NOLINT
+  AttrValue(int64_t v) : value_(v) {}                              // NOLINT
+  AttrValue(double v) : value_(v) {}                               // NOLINT
+  AttrValue(bool v) : value_(v) {}                                 // NOLINT
+  AttrValue(std::string v) : value_(std::move(v)) {}               // NOLINT
+  AttrValue(const char* v) : value_(std::string(v)) {}             // NOLINT
+  AttrValue(DType v) : value_(v) {}                                // NOLINT
+  AttrValue(Shape v) : value_(std::move(v)) {}                     // NOLINT
   AttrValue(std::vector<int64_t> v) : value_(std::move(v)) {}      // NOLINT
   AttrValue(std::vector<double> v) : value_(std::move(v)) {}       // NOLINT
   AttrValue(std::vector<std::string> v) : value_(std::move(v)) {}  // NOLINT
@@ -190,7 +202,9 @@ class Graph {
   // Collections: named lists of node names (variables, initializers, ...), in insertion order.
   void AddToCollection(const std::string& key, const std::string& node_name);
   const std::vector<std::string>& Collection(const std::string& key) const;
-  const std::map<std::string, std::vector<std::string>>& collections() const { return collections_; }
+  const std::map<std::string, std::vector<std::string>>& collections() const {
+    return collections_;
+  }
 
   // The graph-level random seed. Ops with their own seed combine it with this one; with neither
   // set, the op derives a seed from its name, so graphs are reproducible by default.

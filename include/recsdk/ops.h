@@ -145,8 +145,8 @@ Output ReduceMax(const Scope& scope, Output x, const std::vector<int64_t>& axes 
 // op's name; results are reproducible and independent of the thread count.
 Output RandomUniform(const Scope& scope, const Shape& shape, DType dtype, double min, double max,
                      int64_t seed = 0);
-Output RandomNormal(const Scope& scope, const Shape& shape, DType dtype, double mean,
-                    double stddev, int64_t seed = 0);
+Output RandomNormal(const Scope& scope, const Shape& shape, DType dtype, double mean, double stddev,
+                    int64_t seed = 0);
 // TruncatedNormal: normal values redrawn until within two standard deviations of the mean.
 Output TruncatedNormal(const Scope& scope, const Shape& shape, DType dtype, double mean,
                        double stddev, int64_t seed = 0);

@@ -30,10 +30,10 @@ class ResourceMgr;
 // TensorName: "node:index", "node" (index 0), or an Output / Node of the session's source graph.
 struct TensorName {
   std::string name;
-  TensorName(const char* n) : name(n) {}                // NOLINT
-  TensorName(std::string n) : name(std::move(n)) {}    // NOLINT
-  TensorName(std::string_view n) : name(n) {}           // NOLINT
-  TensorName(const Output& o) : name(o.name()) {}       // NOLINT
+  TensorName(const char* n) : name(n) {}                   // NOLINT
+  TensorName(std::string n) : name(std::move(n)) {}        // NOLINT
+  TensorName(std::string_view n) : name(n) {}              // NOLINT
+  TensorName(const Output& o) : name(o.name()) {}          // NOLINT
   TensorName(const Node* n) : name(n ? n->name() : "") {}  // NOLINT
 };
 

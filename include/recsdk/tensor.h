@@ -79,7 +79,9 @@ class Tensor {
   int64_t num_elements() const { return num_elements_; }
   size_t TotalBytes() const { return static_cast<size_t>(num_elements_) * DTypeSize(dtype_); }
 
-  void* raw_data() const { return buffer_ ? static_cast<char*>(buffer_->data()) + offset_ : nullptr; }
+  void* raw_data() const {
+    return buffer_ ? static_cast<char*>(buffer_->data()) + offset_ : nullptr;
+  }
   // data<T>: the elements; T must match dtype() (checked by CheckType in debug and release).
   template <typename T>
   T* data() const {

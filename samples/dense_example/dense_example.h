@@ -40,7 +40,8 @@ struct PlantedData {
   std::vector<float> logit;
 };
 
-inline PlantedData MakePlantedData(int rows, int features, const std::vector<float>& w, std::mt19937_64& rng) {
+inline PlantedData MakePlantedData(int rows, int features, const std::vector<float>& w,
+                                   std::mt19937_64& rng) {
   std::normal_distribution<float> normal(0, 1);
   std::uniform_real_distribution<float> uniform(0, 1);
   PlantedData d;
@@ -65,14 +66,16 @@ inline StatusOr<DenseExampleResult> RunDenseExample(const DenseExampleOptions& o
   Graph graph;
   graph.set_random_seed(static_cast<int64_t>(o.seed));
   Scope root(&graph);
-  Output x = ops::Placeholder(root.WithOpName("x"), DType::kFloat32, Shape{Shape::kUnknownDim, o.features});
+  Output x = ops::Placeholder(root.WithOpName("x"), DType::kFloat32,
+                              Shape{Shape::kUnknownDim, o.features});
   Output y = ops::Placeholder(root.WithOpName("y"), DType::kFloat32, Shape{Shape::kUnknownDim, 1});
   layers::MlpOptions mlp;
   mlp.hidden_units = {64, 32};
   mlp.output_units = 1;
   Output logits = layers::Mlp(root, x, mlp);
   Output prob = ops::Sigmoid(root.WithOpName("prob"), logits);
-  Output loss = ops::ReduceMean(root.WithOpName("loss"), ops::SigmoidCrossEntropyWithLogits(root, y, logits));
+  Output loss =
+      ops::ReduceMean(root.WithOpName("loss"), ops::SigmoidCrossEntropyWithLogits(root, y, logits));
   AdamOptions adam;
   adam.learning_rate = 0.003;
   AdamOptimizer optimizer(adam);
@@ -91,7 +94,8 @@ inline StatusOr<DenseExampleResult> RunDenseExample(const DenseExampleOptions& o
   auto planted = Auc(eval.logit, eval.y);
   if (!planted.ok()) return planted.status();
   result.planted_auc = *planted;
-  Tensor eval_x = *Tensor::FromValues<float>(Shape{o.eval_rows, o.features}, absl::MakeConstSpan(eval.x));
+  Tensor eval_x =
+      *Tensor::FromValues<float>(Shape{o.eval_rows, o.features}, absl::MakeConstSpan(eval.x));
 
   auto evaluate = [&]() -> StatusOr<double> {
     auto out = session.Run({{"x", eval_x}}, {prob});
@@ -100,8 +104,10 @@ inline StatusOr<DenseExampleResult> RunDenseExample(const DenseExampleOptions& o
   };
   for (int step = 1; step <= o.steps; ++step) {
     const PlantedData batch = MakePlantedData(o.batch_size, o.features, w, rng);
-    FeedList feeds = {{"x", *Tensor::FromValues<float>(Shape{o.batch_size, o.features}, absl::MakeConstSpan(batch.x))},
-                      {"y", *Tensor::FromValues<float>(Shape{o.batch_size, 1}, absl::MakeConstSpan(batch.y))}};
+    FeedList feeds = {
+        {"x",
+         *Tensor::FromValues<float>(Shape{o.batch_size, o.features}, absl::MakeConstSpan(batch.x))},
+        {"y", *Tensor::FromValues<float>(Shape{o.batch_size, 1}, absl::MakeConstSpan(batch.y))}};
     auto out = session.Run(feeds, {loss}, {*train});
     if (!out.ok()) return out.status();
     const double l = (*out)[0].scalar<float>();
@@ -112,7 +118,8 @@ inline StatusOr<DenseExampleResult> RunDenseExample(const DenseExampleOptions& o
       if (!auc.ok()) return auc.status();
       result.final_auc = *auc;
       if (o.verbose) {
-        std::printf("step %5d  loss %.4f  eval AUC %.4f  (planted model AUC %.4f)\n", step, l, *auc, result.planted_auc);
+        std::printf("step %5d  loss %.4f  eval AUC %.4f  (planted model AUC %.4f)\n", step, l, *auc,
+                    result.planted_auc);
       }
     }
   }

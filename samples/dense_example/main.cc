@@ -14,10 +14,11 @@ int main(int argc, char** argv) {
   }
   auto result = recsdk::samples::RunDenseExample(options);
   if (!result.ok()) {
-    std::fprintf(stderr, "dense_example failed: %s\n", std::string(result.status().message()).c_str());
+    std::fprintf(stderr, "dense_example failed: %s\n",
+                 std::string(result.status().message()).c_str());
     return 1;
   }
-  std::printf("final eval AUC %.4f vs planted model AUC %.4f (loss %.4f -> %.4f)\n", result->final_auc,
-              result->planted_auc, result->first_loss, result->final_loss);
+  std::printf("final eval AUC %.4f vs planted model AUC %.4f (loss %.4f -> %.4f)\n",
+              result->final_auc, result->planted_auc, result->first_loss, result->final_loss);
   return 0;
 }

@@ -22,8 +22,6 @@ constexpr int kSparse = 26;
 constexpr int kDense = 13;
 constexpr int kDim = 16;
 
-
-
 template <typename T>
 T Check(StatusOr<T> v, const char* what) {
   if (!v.ok()) {
@@ -58,9 +56,12 @@ int main(int argc, char** argv) {
   std::string export_dir = "little_demo_export";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--steps") steps = std::atoll(argv[i + 1]);
-    else if (flag == "--batch") batch = std::atoll(argv[i + 1]);
-    else if (flag == "--export_dir") export_dir = argv[i + 1];
+    if (flag == "--steps")
+      steps = std::atoll(argv[i + 1]);
+    else if (flag == "--batch")
+      batch = std::atoll(argv[i + 1]);
+    else if (flag == "--export_dir")
+      export_dir = argv[i + 1];
     else {
       std::fprintf(stderr, "unknown flag %s; use --steps, --batch, --export_dir\n", flag.c_str());
       return 2;
@@ -81,12 +82,14 @@ int main(int argc, char** argv) {
   table_config.dim = kDim;
   table_config.device_vocabulary_size = 1 << 20;
   table_config.initializer = Initializer::TruncatedNormal(0, 0.05, 3);
-  table_config.access_threshold = 2;         // a key gets a row once seen twice
+  table_config.access_threshold = 2;          // a key gets a row once seen twice
   table_config.eviction_threshold = 1 << 20;  // seconds of data time
-  SparseTable table = Check(create_table(s, table_config, SparseOptimizerConfig::Adagrad(0.05f, 0.1f)), "create_table");
+  SparseTable table = Check(
+      create_table(s, table_config, SparseOptimizerConfig::Adagrad(0.05f, 0.1f)), "create_table");
 
   std::vector<Output> ids;
-  for (int f = 1; f <= kSparse; ++f) ids.push_back(DatasetColumn(s, "C" + std::to_string(f), DType::kInt64, Shape{batch, 1}));
+  for (int f = 1; f <= kSparse; ++f)
+    ids.push_back(DatasetColumn(s, "C" + std::to_string(f), DType::kInt64, Shape{batch, 1}));
   Output label = DatasetColumn(s, "label", DType::kFloat32, Shape{batch, 1});
   Output dense = DatasetColumn(s, "dense", DType::kFloat32, Shape{batch, kDense});
   SparseLookupOptions lookup;
@@ -100,7 +103,8 @@ int main(int argc, char** argv) {
   mlp.output_units = 1;
   Output logits = layers::Mlp(s, ops::Concat(s, features, 1), mlp);
   Output prob = ops::Sigmoid(s.WithOpName("prob"), logits);
-  Output loss = ops::ReduceMean(s.WithOpName("loss"), ops::SigmoidCrossEntropyWithLogits(s, label, logits));
+  Output loss =
+      ops::ReduceMean(s.WithOpName("loss"), ops::SigmoidCrossEntropyWithLogits(s, label, logits));
   AdamOptions adam_options;
   adam_options.learning_rate = 0.002;
   AdamOptimizer adam(adam_options);
@@ -125,17 +129,20 @@ int main(int argc, char** argv) {
     }
     return b;
   };
-  auto dataset = Check(BatchRows(Check(Map(Check(SyntheticDataset(data), "dataset"), offset_ids), "map"), batch,
-                                 BatchOptions{}),
-                       "batch");
+  auto dataset =
+      Check(BatchRows(Check(Map(Check(SyntheticDataset(data), "dataset"), offset_ids), "map"),
+                      batch, BatchOptions{}),
+            "batch");
   KeyStageOptions stage_options;
   stage_options.key_process_thread_num = 2;
-  auto stage = Check(StartAscPipeline(*session, std::move(dataset), stage_options), "start_asc_pipeline");
+  auto stage =
+      Check(StartAscPipeline(*session, std::move(dataset), stage_options), "start_asc_pipeline");
   EvictHook evict(/*evict_enable=*/true, /*evict_time_interval=*/0, /*evict_step_interval=*/100);
   embeddings = Check(LookupTable(*session, "sparse_embeddings"), "LookupTable");
 
-  std::printf("little_demo: %lld steps of %lld rows, %d sparse features (one table, dim %d), %d dense\n",
-              static_cast<long long>(steps), static_cast<long long>(batch), kSparse, kDim, kDense);
+  std::printf(
+      "little_demo: %lld steps of %lld rows, %d sparse features (one table, dim %d), %d dense\n",
+      static_cast<long long>(steps), static_cast<long long>(batch), kSparse, kDim, kDense);
   const auto t0 = std::chrono::steady_clock::now();
   FeedList feeds;
   Batch b;
@@ -149,10 +156,11 @@ int main(int argc, char** argv) {
       ++step;
       Check(stage->AfterStep(evict, step).status(), "evict hook");
       if (step % 100 == 0 || step == steps) {
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::printf("step %5lld  mean loss %.4f  table rows %lld  %.0f samples/s\n", static_cast<long long>(step),
-                    loss_sum / (step % 100 == 0 ? 100 : step % 100), static_cast<long long>(embeddings->size()),
-                    step * batch / secs);
+        const double secs =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::printf("step %5lld  mean loss %.4f  table rows %lld  %.0f samples/s\n",
+                    static_cast<long long>(step), loss_sum / (step % 100 == 0 ? 100 : step % 100),
+                    static_cast<long long>(embeddings->size()), step * batch / secs);
         loss_sum = 0;
       }
       continue;
@@ -166,10 +174,11 @@ int main(int argc, char** argv) {
       labels.push_back(l->data<float>()[r]);
       std::vector<int64_t> row_ids;
       for (int f = 1; f <= kSparse; ++f) {
-        row_ids.push_back(b.column("C" + std::to_string(f))->data<int64_t>()[r] - (int64_t{f} << 32));
+        row_ids.push_back(b.column("C" + std::to_string(f))->data<int64_t>()[r] -
+                          (int64_t{f} << 32));
       }
-      planted.push_back(static_cast<float>(
-          SyntheticTrueLogit(data, row_ids, absl::MakeConstSpan(dn->data<float>() + kDense * r, kDense))));
+      planted.push_back(static_cast<float>(SyntheticTrueLogit(
+          data, row_ids, absl::MakeConstSpan(dn->data<float>() + kDense * r, kDense))));
     }
   }
   stage->Stop();
@@ -180,6 +189,7 @@ int main(int argc, char** argv) {
   EmbeddingTable* t = embeddings;
   std::filesystem::create_directories(export_dir);
   Check(t->ExportNpy(export_dir + "/keys.npy", export_dir + "/values.npy"), "export");
-  std::printf("exported %lld rows to %s/{keys,values}.npy\n", static_cast<long long>(t->size()), export_dir.c_str());
+  std::printf("exported %lld rows to %s/{keys,values}.npy\n", static_cast<long long>(t->size()),
+              export_dir.c_str());
   return 0;
 }

@@ -10,8 +10,8 @@ namespace recsdk::internal {
                               std::string_view message);
 }  // namespace recsdk::internal
 
-#define RECSDK_CHECK(cond)                                                         \
-  do {                                                                             \
+#define RECSDK_CHECK(cond)                                                       \
+  do {                                                                           \
     if (!(cond)) ::recsdk::internal::CheckFailed(__FILE__, __LINE__, #cond, ""); \
   } while (false)
 

@@ -37,9 +37,12 @@ Isa BestIsa() {
 
 std::string_view IsaName(Isa isa) {
   switch (isa) {
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
-    default: return "baseline";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+    default:
+      return "baseline";
   }
 }
 

@@ -83,17 +83,28 @@ size_t DTypeSize(DType dtype) {
 
 std::string_view DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat16: return "float16";
-    case DType::kBFloat16: return "bfloat16";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kBool: return "bool";
-    case DType::kFloat64: return "float64";
-    case DType::kUInt8: return "uint8";
-    case DType::kString: return "string";
-    case DType::kResource: return "resource";
-    default: return "invalid";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kBFloat16:
+      return "bfloat16";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kBool:
+      return "bool";
+    case DType::kFloat64:
+      return "float64";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kString:
+      return "string";
+    case DType::kResource:
+      return "resource";
+    default:
+      return "invalid";
   }
 }
 

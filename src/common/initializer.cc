@@ -76,13 +76,18 @@ Status Initializer::Validate() const {
 
 std::string Initializer::ToString() const {
   switch (kind) {
-    case Kind::kConstant: return fmt::format("constant(value={})", value);
-    case Kind::kUniform: return fmt::format("uniform(min={}, max={}, seed={})", min, max, seed);
-    case Kind::kNormal: return fmt::format("normal(mean={}, stddev={}, seed={})", mean, stddev, seed);
+    case Kind::kConstant:
+      return fmt::format("constant(value={})", value);
+    case Kind::kUniform:
+      return fmt::format("uniform(min={}, max={}, seed={})", min, max, seed);
+    case Kind::kNormal:
+      return fmt::format("normal(mean={}, stddev={}, seed={})", mean, stddev, seed);
     case Kind::kTruncatedNormal:
       return fmt::format("truncated_normal(mean={}, stddev={}, seed={})", mean, stddev, seed);
-    case Kind::kGlorotUniform: return fmt::format("glorot_uniform(seed={})", seed);
-    case Kind::kGlorotNormal: return fmt::format("glorot_normal(seed={})", seed);
+    case Kind::kGlorotUniform:
+      return fmt::format("glorot_uniform(seed={})", seed);
+    case Kind::kGlorotNormal:
+      return fmt::format("glorot_normal(seed={})", seed);
   }
   return "unknown";
 }

@@ -30,8 +30,8 @@ void LogMessage(LogSeverity severity, std::string_view message) {
 }
 
 void CheckFailed(const char* file, int line, const char* condition, std::string_view message) {
-  std::string text = fmt::format("[recsdk F] {}:{}: check failed: {} {}\n", file, line, condition,
-                                 message);
+  std::string text =
+      fmt::format("[recsdk F] {}:{}: check failed: {} {}\n", file, line, condition, message);
   std::fwrite(text.data(), 1, text.size(), stderr);
   std::abort();
 }

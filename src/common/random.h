@@ -13,7 +13,8 @@
 namespace recsdk::internal {
 
 // Philox4x32: 4 random 32-bit words for each 128-bit counter under a 64-bit key.
-inline std::array<uint32_t, 4> Philox4x32(uint64_t key, uint64_t counter_lo, uint64_t counter_hi = 0) {
+inline std::array<uint32_t, 4> Philox4x32(uint64_t key, uint64_t counter_lo,
+                                          uint64_t counter_hi = 0) {
   uint32_t c0 = static_cast<uint32_t>(counter_lo), c1 = static_cast<uint32_t>(counter_lo >> 32);
   uint32_t c2 = static_cast<uint32_t>(counter_hi), c3 = static_cast<uint32_t>(counter_hi >> 32);
   uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);

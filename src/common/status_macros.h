@@ -21,17 +21,17 @@ struct fmt::formatter<absl::string_view> : fmt::formatter<fmt::string_view> {
 #define RECSDK_STATUS_CONCAT(a, b) RECSDK_STATUS_CONCAT_INNER(a, b)
 
 // RECSDK_RETURN_IF_ERROR(expr): returns the status of `expr` when it is not OK.
-#define RECSDK_RETURN_IF_ERROR(expr)                   \
-  do {                                                 \
-    const ::absl::Status recsdk_status_ = (expr);      \
-    if (!recsdk_status_.ok()) return recsdk_status_;   \
+#define RECSDK_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    const ::absl::Status recsdk_status_ = (expr);    \
+    if (!recsdk_status_.ok()) return recsdk_status_; \
   } while (false)
 
 // RECSDK_ASSIGN_OR_RETURN(lhs, expr): evaluates the StatusOr `expr`; returns its status when not
 // OK, else assigns its value to `lhs` (which may be a declaration: `auto x`).
 #define RECSDK_ASSIGN_OR_RETURN(lhs, expr) \
   RECSDK_ASSIGN_OR_RETURN_IMPL(RECSDK_STATUS_CONCAT(recsdk_statusor_, __LINE__), lhs, expr)
-#define RECSDK_ASSIGN_OR_RETURN_IMPL(statusor, lhs, expr) \
+#define RECSDK_ASSIGN_OR_RETURN_IMPL(statusor, lhs, expr)  \
   auto statusor = (expr);                                  \
   if (!statusor.ok()) return std::move(statusor).status(); \
   lhs = std::move(statusor).value()

@@ -81,15 +81,33 @@ std::string Tensor::DebugString(int max_entries) const {
   for (int64_t i = 0; i < n; ++i) {
     if (i > 0) s += ", ";
     switch (dtype_) {
-      case DType::kFloat32: s += fmt::format("{}", data<float>()[i]); break;
-      case DType::kFloat64: s += fmt::format("{}", data<double>()[i]); break;
-      case DType::kInt32: s += fmt::format("{}", data<int32_t>()[i]); break;
-      case DType::kInt64: s += fmt::format("{}", data<int64_t>()[i]); break;
-      case DType::kBool: s += data<bool>()[i] ? "true" : "false"; break;
-      case DType::kUInt8: s += fmt::format("{}", data<uint8_t>()[i]); break;
-      case DType::kFloat16: s += fmt::format("{}", data<float16>()[i].ToFloat()); break;
-      case DType::kBFloat16: s += fmt::format("{}", data<bfloat16>()[i].ToFloat()); break;
-      default: s += "?"; break;
+      case DType::kFloat32:
+        s += fmt::format("{}", data<float>()[i]);
+        break;
+      case DType::kFloat64:
+        s += fmt::format("{}", data<double>()[i]);
+        break;
+      case DType::kInt32:
+        s += fmt::format("{}", data<int32_t>()[i]);
+        break;
+      case DType::kInt64:
+        s += fmt::format("{}", data<int64_t>()[i]);
+        break;
+      case DType::kBool:
+        s += data<bool>()[i] ? "true" : "false";
+        break;
+      case DType::kUInt8:
+        s += fmt::format("{}", data<uint8_t>()[i]);
+        break;
+      case DType::kFloat16:
+        s += fmt::format("{}", data<float16>()[i].ToFloat());
+        break;
+      case DType::kBFloat16:
+        s += fmt::format("{}", data<bfloat16>()[i].ToFloat());
+        break;
+      default:
+        s += "?";
+        break;
     }
   }
   if (n < num_elements_) s += ", ...";

@@ -26,7 +26,9 @@ class CountedBuffer final : public TensorBuffer {
 }  // namespace
 
 LimitedAllocator::LimitedAllocator(std::string option_name, int64_t limit_bytes)
-    : option_name_(std::move(option_name)), limit_(limit_bytes), state_(std::make_shared<State>()) {}
+    : option_name_(std::move(option_name)),
+      limit_(limit_bytes),
+      state_(std::make_shared<State>()) {}
 
 StatusOr<std::shared_ptr<TensorBuffer>> LimitedAllocator::Allocate(size_t bytes) {
   const int64_t n = static_cast<int64_t>(bytes);

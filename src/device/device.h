@@ -68,7 +68,8 @@ class DeviceRegistry {
  public:
   static DeviceRegistry& Global();
   void Register(const std::string& type, DeviceFactory factory);
-  StatusOr<std::unique_ptr<Device>> Create(const std::string& type, const SessionConfig& config) const;
+  StatusOr<std::unique_ptr<Device>> Create(const std::string& type,
+                                           const SessionConfig& config) const;
   std::vector<std::string> Types() const;
 };
 

@@ -6,9 +6,9 @@ namespace recsdk::internal {
 StatusOr<Tensor*> OpKernelContext::allocate_output(int i, const Shape& shape, DType dtype) {
   auto t = device_->graph_allocator().AllocateTensor(dtype, shape);
   if (!t.ok()) {
-    return absl::ResourceExhaustedError(fmt::format("op \"{}\" ({}): output {} {} {}: {}", node_.name(),
-                                                    node_.type(), i, DTypeName(dtype), shape.ToString(),
-                                                    t.status().message()));
+    return absl::ResourceExhaustedError(fmt::format("op \"{}\" ({}): output {} {} {}: {}",
+                                                    node_.name(), node_.type(), i, DTypeName(dtype),
+                                                    shape.ToString(), t.status().message()));
   }
   (*outputs_)[i] = *std::move(t);
   return &(*outputs_)[i];
@@ -25,17 +25,21 @@ void KernelRegistry::Register(const std::string& op, const std::string& device, 
   kernels_[{op, device, dtype, impl_mode}] = std::move(factory);
 }
 
-void KernelRegistry::RegisterFn(const std::string& op, const std::string& device, std::vector<DType> dtypes,
-                                LambdaKernel::Fn fn, const std::string& impl_mode) {
+void KernelRegistry::RegisterFn(const std::string& op, const std::string& device,
+                                std::vector<DType> dtypes, LambdaKernel::Fn fn,
+                                const std::string& impl_mode) {
   for (DType d : dtypes) {
-    Register(op, device, d, [fn](const Node&) -> StatusOr<std::unique_ptr<OpKernel>> {
-      return std::unique_ptr<OpKernel>(new LambdaKernel(fn));
-    }, impl_mode);
+    Register(
+        op, device, d,
+        [fn](const Node&) -> StatusOr<std::unique_ptr<OpKernel>> {
+          return std::unique_ptr<OpKernel>(new LambdaKernel(fn));
+        },
+        impl_mode);
   }
 }
 
-const KernelFactory* KernelRegistry::Find(const std::string& op, const std::string& device, DType dtype,
-                                          const std::string& impl_mode) const {
+const KernelFactory* KernelRegistry::Find(const std::string& op, const std::string& device,
+                                          DType dtype, const std::string& impl_mode) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const std::string& mode : {impl_mode, std::string()}) {
     for (DType d : {dtype, DType::kInvalid}) {
@@ -46,7 +50,8 @@ const KernelFactory* KernelRegistry::Find(const std::string& op, const std::stri
   return nullptr;
 }
 
-std::vector<DType> KernelRegistry::DTypesFor(const std::string& op, const std::string& device) const {
+std::vector<DType> KernelRegistry::DTypesFor(const std::string& op,
+                                             const std::string& device) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<DType> out;
   for (const auto& [key, f] : kernels_) {

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "fmt/format.h"
-#include "src/common/status_macros.h"
 #include "recsdk/graph.h"
+#include "src/common/status_macros.h"
 #include "src/device/device.h"
 #include "src/device/resource_mgr.h"
 
@@ -29,9 +29,15 @@ namespace recsdk::internal {
 class OpKernelContext {
  public:
   OpKernelContext(const Node& node, Device* device, ResourceMgr* resources, int64_t step_id,
-                  int64_t graph_seed, std::vector<const Tensor*> inputs, std::vector<Tensor>* outputs)
-      : node_(node), device_(device), resources_(resources), step_id_(step_id),
-        graph_seed_(graph_seed), inputs_(std::move(inputs)), outputs_(outputs) {}
+                  int64_t graph_seed, std::vector<const Tensor*> inputs,
+                  std::vector<Tensor>* outputs)
+      : node_(node),
+        device_(device),
+        resources_(resources),
+        step_id_(step_id),
+        graph_seed_(graph_seed),
+        inputs_(std::move(inputs)),
+        outputs_(outputs) {}
 
   const Node& node() const { return node_; }
   Device* device() const { return device_; }
@@ -44,7 +50,9 @@ class OpKernelContext {
 
   // allocate_output: a zero-filled tensor of the node's output dtype, counted against the
   // device's graph memory.
-  StatusOr<Tensor*> allocate_output(int i, const Shape& shape) { return allocate_output(i, shape, node_.output_dtype(i)); }
+  StatusOr<Tensor*> allocate_output(int i, const Shape& shape) {
+    return allocate_output(i, shape, node_.output_dtype(i));
+  }
   StatusOr<Tensor*> allocate_output(int i, const Shape& shape, DType dtype);
   // set_output: forward an existing tensor (e.g. an input or a variable's value).
   void set_output(int i, Tensor t) { (*outputs_)[i] = std::move(t); }
@@ -90,8 +98,8 @@ class KernelRegistry {
  public:
   static KernelRegistry& Global();
 
-  void Register(const std::string& op, const std::string& device, DType dtype, KernelFactory factory,
-                const std::string& impl_mode = "");
+  void Register(const std::string& op, const std::string& device, DType dtype,
+                KernelFactory factory, const std::string& impl_mode = "");
   // RegisterFn: a stateless kernel for each listed dtype.
   void RegisterFn(const std::string& op, const std::string& device, std::vector<DType> dtypes,
                   LambdaKernel::Fn fn, const std::string& impl_mode = "");

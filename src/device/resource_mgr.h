@@ -44,7 +44,8 @@ class VariableResource final : public Resource {
 class ResourceMgr {
  public:
   // LookupOrCreate returns the resource named `name`, creating it with `make` if absent.
-  Resource* LookupOrCreate(const std::string& name, const std::function<std::unique_ptr<Resource>()>& make);
+  Resource* LookupOrCreate(const std::string& name,
+                           const std::function<std::unique_ptr<Resource>()>& make);
   Resource* Lookup(const std::string& name) const;
   void Clear();
   template <typename Fn>

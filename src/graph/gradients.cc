@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "fmt/format.h"
-#include "src/common/status_macros.h"
 #include "recsdk/ops.h"
+#include "src/common/status_macros.h"
 #include "src/graph/op_registry.h"
 
 namespace recsdk {
@@ -26,8 +26,8 @@ StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vector<Ou
     if (!y.valid()) return absl::InvalidArgumentError("Gradients: a y is invalid");
     if (!IsFloatingPoint(y.dtype())) {
       return absl::InvalidArgumentError(fmt::format(
-          "Gradients: y \"{}\" is {}; only floating-point outputs can be differentiated",
-          y.name(), DTypeName(y.dtype())));
+          "Gradients: y \"{}\" is {}; only floating-point outputs can be differentiated", y.name(),
+          DTypeName(y.dtype())));
     }
   }
   for (const Output& x : xs) {
@@ -114,7 +114,8 @@ StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vector<Ou
                                                     node->type(), g->status().message()));
     }
     for (int i = 0; i < node->num_inputs(); ++i) {
-      if (in_grads[i].valid() && from_x[node->input(i).node->id()]) add_grad(node->input(i), in_grads[i]);
+      if (in_grads[i].valid() && from_x[node->input(i).node->id()])
+        add_grad(node->input(i), in_grads[i]);
     }
   }
   std::vector<Output> result;

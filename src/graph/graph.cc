@@ -115,7 +115,8 @@ std::string Node::DebugString() const {
   for (const Node* c : control_inputs_) ins.push_back("^" + c->name());
   std::vector<std::string> outs;
   for (int i = 0; i < num_outputs(); ++i) {
-    outs.push_back(fmt::format("{} {}", DTypeName(output_dtypes_[i]), output_shapes_[i].ToString()));
+    outs.push_back(
+        fmt::format("{} {}", DTypeName(output_dtypes_[i]), output_shapes_[i].ToString()));
   }
   std::vector<std::string> attrs;
   for (const auto& [k, v] : attrs_) attrs.push_back(k + "=" + v.ToString());
@@ -140,16 +141,17 @@ StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
   }
   const int n = static_cast<int>(spec.inputs.size());
   if (n < def->min_inputs || (def->max_inputs >= 0 && n > def->max_inputs)) {
-    return absl::InvalidArgumentError(
-        fmt::format("op \"{}\" ({}): takes {} to {} inputs, got {}", spec.name, spec.type,
-                    def->min_inputs, def->max_inputs < 0 ? std::string("any") : std::to_string(def->max_inputs), n));
+    return absl::InvalidArgumentError(fmt::format(
+        "op \"{}\" ({}): takes {} to {} inputs, got {}", spec.name, spec.type, def->min_inputs,
+        def->max_inputs < 0 ? std::string("any") : std::to_string(def->max_inputs), n));
   }
   for (int i = 0; i < n; ++i) {
     const Output& in = spec.inputs[i];
     if (!in.valid() || in.node->id() < 0 || in.node->id() >= num_nodes() ||
         nodes_[in.node->id()].get() != in.node || in.index >= in.node->num_outputs()) {
-      return absl::InvalidArgumentError(fmt::format(
-          "op \"{}\" ({}): input {} is not an output of a node of this graph", spec.name, spec.type, i));
+      return absl::InvalidArgumentError(
+          fmt::format("op \"{}\" ({}): input {} is not an output of a node of this graph",
+                      spec.name, spec.type, i));
     }
   }
   for (Node* c : spec.control_inputs) {
@@ -207,8 +209,9 @@ StatusOr<Output> Graph::FindOutput(std::string_view name) const {
         fmt::format("no node named \"{}\" in the graph (looking up \"{}\")", node_name, name));
   }
   if (index >= node->num_outputs()) {
-    return absl::InvalidArgumentError(fmt::format("node \"{}\" ({}) has {} outputs; \"{}\" asks for output {}",
-                                                  node_name, node->type(), node->num_outputs(), name, index));
+    return absl::InvalidArgumentError(
+        fmt::format("node \"{}\" ({}) has {} outputs; \"{}\" asks for output {}", node_name,
+                    node->type(), node->num_outputs(), name, index));
   }
   return Output(node, index);
 }
@@ -254,8 +257,10 @@ std::unique_ptr<Graph> Graph::Copy() const {
     spec.type = n->type_;
     spec.device = n->device_;
     spec.attrs = n->attrs_;
-    for (const Output& in : n->inputs_) spec.inputs.push_back(Output(g->nodes_[in.node->id()].get(), in.index));
-    for (const Node* c : n->control_inputs_) spec.control_inputs.push_back(g->nodes_[c->id()].get());
+    for (const Output& in : n->inputs_)
+      spec.inputs.push_back(Output(g->nodes_[in.node->id()].get(), in.index));
+    for (const Node* c : n->control_inputs_)
+      spec.control_inputs.push_back(g->nodes_[c->id()].get());
     g->AddNodeUnchecked(std::move(spec), n->output_dtypes_, n->output_shapes_);
   }
   g->name_counts_ = name_counts_;

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "fmt/format.h"
-#include "src/common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "recsdk/graph.h"
+#include "src/common/status_macros.h"
 
 namespace recsdk {
 namespace {
@@ -103,17 +103,39 @@ json AttrToJson(const AttrValue& a) {
   j["type"] = static_cast<int>(a.type());
   const auto& v = a.value();
   switch (a.type()) {
-    case AttrValue::Type::kNone: j["value"] = nullptr; break;
-    case AttrValue::Type::kInt: j["value"] = std::get<int64_t>(v); break;
-    case AttrValue::Type::kFloat: j["value"] = std::get<double>(v); break;
-    case AttrValue::Type::kBool: j["value"] = std::get<bool>(v); break;
-    case AttrValue::Type::kString: j["value"] = std::get<std::string>(v); break;
-    case AttrValue::Type::kDType: j["value"] = std::string(DTypeName(std::get<DType>(v))); break;
-    case AttrValue::Type::kShape: j["value"] = ShapeToJson(std::get<Shape>(v)); break;
-    case AttrValue::Type::kInts: j["value"] = std::get<std::vector<int64_t>>(v); break;
-    case AttrValue::Type::kFloats: j["value"] = std::get<std::vector<double>>(v); break;
-    case AttrValue::Type::kStrings: j["value"] = std::get<std::vector<std::string>>(v); break;
-    case AttrValue::Type::kTensor: j["value"] = TensorToJson(std::get<Tensor>(v)); break;
+    case AttrValue::Type::kNone:
+      j["value"] = nullptr;
+      break;
+    case AttrValue::Type::kInt:
+      j["value"] = std::get<int64_t>(v);
+      break;
+    case AttrValue::Type::kFloat:
+      j["value"] = std::get<double>(v);
+      break;
+    case AttrValue::Type::kBool:
+      j["value"] = std::get<bool>(v);
+      break;
+    case AttrValue::Type::kString:
+      j["value"] = std::get<std::string>(v);
+      break;
+    case AttrValue::Type::kDType:
+      j["value"] = std::string(DTypeName(std::get<DType>(v)));
+      break;
+    case AttrValue::Type::kShape:
+      j["value"] = ShapeToJson(std::get<Shape>(v));
+      break;
+    case AttrValue::Type::kInts:
+      j["value"] = std::get<std::vector<int64_t>>(v);
+      break;
+    case AttrValue::Type::kFloats:
+      j["value"] = std::get<std::vector<double>>(v);
+      break;
+    case AttrValue::Type::kStrings:
+      j["value"] = std::get<std::vector<std::string>>(v);
+      break;
+    case AttrValue::Type::kTensor:
+      j["value"] = TensorToJson(std::get<Tensor>(v));
+      break;
   }
   return j;
 }
@@ -121,20 +143,29 @@ json AttrToJson(const AttrValue& a) {
 StatusOr<AttrValue> AttrFromJson(const json& j) {
   const auto& v = j.at("value");
   switch (static_cast<AttrValue::Type>(j.at("type").get<int>())) {
-    case AttrValue::Type::kNone: return AttrValue();
-    case AttrValue::Type::kInt: return AttrValue(v.get<int64_t>());
-    case AttrValue::Type::kFloat: return AttrValue(v.get<double>());
-    case AttrValue::Type::kBool: return AttrValue(v.get<bool>());
-    case AttrValue::Type::kString: return AttrValue(v.get<std::string>());
+    case AttrValue::Type::kNone:
+      return AttrValue();
+    case AttrValue::Type::kInt:
+      return AttrValue(v.get<int64_t>());
+    case AttrValue::Type::kFloat:
+      return AttrValue(v.get<double>());
+    case AttrValue::Type::kBool:
+      return AttrValue(v.get<bool>());
+    case AttrValue::Type::kString:
+      return AttrValue(v.get<std::string>());
     case AttrValue::Type::kDType: {
       auto d = ParseDType(v.get<std::string>());
       if (!d.ok()) return d.status();
       return AttrValue(*d);
     }
-    case AttrValue::Type::kShape: return AttrValue(ShapeFromJson(v));
-    case AttrValue::Type::kInts: return AttrValue(v.get<std::vector<int64_t>>());
-    case AttrValue::Type::kFloats: return AttrValue(v.get<std::vector<double>>());
-    case AttrValue::Type::kStrings: return AttrValue(v.get<std::vector<std::string>>());
+    case AttrValue::Type::kShape:
+      return AttrValue(ShapeFromJson(v));
+    case AttrValue::Type::kInts:
+      return AttrValue(v.get<std::vector<int64_t>>());
+    case AttrValue::Type::kFloats:
+      return AttrValue(v.get<std::vector<double>>());
+    case AttrValue::Type::kStrings:
+      return AttrValue(v.get<std::vector<std::string>>());
     case AttrValue::Type::kTensor: {
       auto t = TensorFromJson(v);
       if (!t.ok()) return t.status();
@@ -181,7 +212,8 @@ StatusOr<std::unique_ptr<Graph>> Graph::FromJson(std::string_view text) {
   try {
     const json j = json::parse(text);
     if (j.value("format", "") != "recsdk.graph") {
-      return absl::InvalidArgumentError("not a recsdk graph: the \"format\" field is missing or wrong");
+      return absl::InvalidArgumentError(
+          "not a recsdk graph: the \"format\" field is missing or wrong");
     }
     if (j.value("version", 0) != 1) {
       return absl::InvalidArgumentError(
@@ -206,13 +238,15 @@ StatusOr<std::unique_ptr<Graph>> Graph::FromJson(std::string_view text) {
         if (!s.empty() && s[0] == '^') {
           Node* c = g->FindNode(s.substr(1));
           if (c == nullptr) {
-            return absl::DataLossError(fmt::format("node \"{}\": control input \"{}\" is not defined before it", spec.name, s));
+            return absl::DataLossError(fmt::format(
+                "node \"{}\": control input \"{}\" is not defined before it", spec.name, s));
           }
           spec.control_inputs.push_back(c);
         } else {
           auto o = g->FindOutput(s);
           if (!o.ok()) {
-            return absl::DataLossError(fmt::format("node \"{}\": input {}", spec.name, o.status().message()));
+            return absl::DataLossError(
+                fmt::format("node \"{}\": input {}", spec.name, o.status().message()));
           }
           spec.inputs.push_back(*o);
         }

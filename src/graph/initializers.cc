@@ -1,7 +1,8 @@
 // initializers.cc: Initializer::Build, the graph side of initializers.
+#include "recsdk/initializers.h"
+
 #include <cmath>
 
-#include "recsdk/initializers.h"
 #include "recsdk/ops.h"
 
 namespace recsdk {
@@ -34,8 +35,10 @@ Output Initializer::Build(const Scope& scope, const Shape& shape, DType dtype) c
       return finish(ops::RandomUniform(scope, shape, gen, -limit, limit, seed));
     }
     case Kind::kGlorotNormal: {
-      // Keras scales the truncated normal's stddev by 1/0.8796 so the truncated variance is 2/(fi+fo).
-      const double stddev_t = std::sqrt(2.0 / std::max(1.0, fan_in + fan_out)) / 0.87962566103423978;
+      // Keras scales the truncated normal's stddev by 1/0.8796 so the truncated variance is
+      // 2/(fi+fo).
+      const double stddev_t =
+          std::sqrt(2.0 / std::max(1.0, fan_in + fan_out)) / 0.87962566103423978;
       return finish(ops::TruncatedNormal(scope, shape, gen, 0.0, stddev_t, seed));
     }
   }

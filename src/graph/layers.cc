@@ -2,20 +2,26 @@
 #include "recsdk/layers.h"
 
 #include "fmt/format.h"
-#include "src/common/status_macros.h"
 #include "recsdk/ops.h"
+#include "src/common/status_macros.h"
 
 namespace recsdk::layers {
 namespace {
 
 Output Activate(const Scope& s, Output x, Activation a) {
   switch (a) {
-    case Activation::kNone: return x;
-    case Activation::kRelu: return ops::Relu(s, x);
-    case Activation::kSigmoid: return ops::Sigmoid(s, x);
-    case Activation::kTanh: return ops::Tanh(s, x);
-    case Activation::kGelu: return ops::Gelu(s, x);
-    case Activation::kLeakyRelu: return ops::LeakyRelu(s, x);
+    case Activation::kNone:
+      return x;
+    case Activation::kRelu:
+      return ops::Relu(s, x);
+    case Activation::kSigmoid:
+      return ops::Sigmoid(s, x);
+    case Activation::kTanh:
+      return ops::Tanh(s, x);
+    case Activation::kGelu:
+      return ops::Gelu(s, x);
+    case Activation::kLeakyRelu:
+      return ops::LeakyRelu(s, x);
   }
   return x;
 }
@@ -34,7 +40,8 @@ Output Dense(const Scope& scope, Output x, const DenseOptions& options) {
   VariableOptions kernel_options;
   kernel_options.initializer = options.kernel_initializer;
   kernel_options.dtype = x.dtype();
-  Variable kernel = Variable::Make(s, "kernel", Shape{x.shape().dim(1), options.units}, kernel_options);
+  Variable kernel =
+      Variable::Make(s, "kernel", Shape{x.shape().dim(1), options.units}, kernel_options);
   Output y = ops::MatMul(s, x, kernel);
   if (options.use_bias) {
     VariableOptions bias_options;

@@ -96,8 +96,8 @@ Status InferenceContext::ExpectMinRank(int input, int rank) const {
 }
 StatusOr<int> InferenceContext::NormalizeAxis(int64_t axis, int rank) const {
   if (axis < -rank || axis >= std::max(rank, 1)) {
-    return Error("axis {} is out of range for rank {}; use an axis in [{}, {})", axis, rank,
-                 -rank, rank);
+    return Error("axis {} is out of range for rank {}; use an axis in [{}, {})", axis, rank, -rank,
+                 rank);
   }
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
@@ -154,9 +154,9 @@ StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
     } else if (da == db) {
       d = da;
     } else {
-      return absl::InvalidArgumentError(fmt::format(
-          "shapes {} and {} cannot be broadcast: dimension {} is {} vs {}", a.ToString(),
-          b.ToString(), i, da, db));
+      return absl::InvalidArgumentError(
+          fmt::format("shapes {} and {} cannot be broadcast: dimension {} is {} vs {}",
+                      a.ToString(), b.ToString(), i, da, db));
     }
     out.AddDim(d);
   }
@@ -164,7 +164,8 @@ StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
 }
 
 uint64_t DeriveSeed(int64_t graph_seed, int64_t op_seed, std::string_view node_name) {
-  if (op_seed != 0) return CombineSeeds(static_cast<uint64_t>(graph_seed), static_cast<uint64_t>(op_seed));
+  if (op_seed != 0)
+    return CombineSeeds(static_cast<uint64_t>(graph_seed), static_cast<uint64_t>(op_seed));
   return CombineSeeds(static_cast<uint64_t>(graph_seed), Fingerprint64(node_name));
 }
 

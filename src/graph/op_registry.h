@@ -16,9 +16,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "fmt/format.h"
-#include "src/common/status_macros.h"
 #include "recsdk/graph.h"
 #include "recsdk/scope.h"
+#include "src/common/status_macros.h"
 
 namespace recsdk::internal {
 

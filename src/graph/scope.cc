@@ -41,13 +41,13 @@ Node* Scope::AddNode(std::string_view op_type, std::vector<Output> inputs, AttrM
   if (!graph_->status().ok()) return nullptr;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].valid()) {
-      graph_->RecordError(absl::InvalidArgumentError(fmt::format(
-          "building a {} op under \"{}\": input {} is invalid (an earlier op failed?)", op_type,
-          prefix_, i)));
+      graph_->RecordError(absl::InvalidArgumentError(
+          fmt::format("building a {} op under \"{}\": input {} is invalid (an earlier op failed?)",
+                      op_type, prefix_, i)));
       return nullptr;
     }
   }
-  const std::string_view base = !op_name_.empty() ? std::string_view(op_name_)
+  const std::string_view base = !op_name_.empty()       ? std::string_view(op_name_)
                                 : !default_name.empty() ? default_name
                                                         : op_type;
   NodeSpec spec;

@@ -2,8 +2,8 @@
 #include "recsdk/variables.h"
 
 #include "fmt/format.h"
-#include "src/common/status_macros.h"
 #include "recsdk/ops.h"
+#include "src/common/status_macros.h"
 #include "src/graph/ops/op_util.h"
 
 namespace recsdk {
@@ -18,12 +18,14 @@ Variable Variable::Make(const Scope& scope, std::string_view name, const Shape& 
     return v;
   }
   Node* handle = scope.WithOpName(name).AddNode(
-      "VarHandle", {}, {{"shape", shape}, {"dtype", options.dtype}, {"trainable", options.trainable}});
+      "VarHandle", {},
+      {{"shape", shape}, {"dtype", options.dtype}, {"trainable", options.trainable}});
   if (handle == nullptr) return v;
   const Scope vs(Scope(scope.graph()).WithDevice(scope.device()));
   const std::string& full = handle->name();
-  Node* read = vs.WithOpName(full + "/read").AddNode("ReadVariable", {Output(handle)},
-                                                      {{"shape", shape}, {"dtype", options.dtype}});
+  Node* read =
+      vs.WithOpName(full + "/read")
+          .AddNode("ReadVariable", {Output(handle)}, {{"shape", shape}, {"dtype", options.dtype}});
   // The initial value is built under "<name>/Initializer" and written by "<name>/Assign".
   const Scope init_scope = vs.NewSubScope(full + "/Initializer");
   const Output initial = options.initializer.Build(init_scope, shape, options.dtype);
@@ -64,16 +66,23 @@ const std::string& Variable::name() const {
 namespace {
 Node* Update(const Scope& scope, const char* type, const Variable& var, Output value) {
   if (!var.valid()) {
-    scope.graph()->RecordError(absl::InvalidArgumentError(fmt::format("{} on an invalid variable", type)));
+    scope.graph()->RecordError(
+        absl::InvalidArgumentError(fmt::format("{} on an invalid variable", type)));
     return nullptr;
   }
   return scope.AddNode(type, {var.handle(), value});
 }
 }  // namespace
 
-Node* Assign(const Scope& scope, const Variable& var, Output value) { return Update(scope, "Assign", var, value); }
-Node* AssignAdd(const Scope& scope, const Variable& var, Output d) { return Update(scope, "AssignAdd", var, d); }
-Node* AssignSub(const Scope& scope, const Variable& var, Output d) { return Update(scope, "AssignSub", var, d); }
+Node* Assign(const Scope& scope, const Variable& var, Output value) {
+  return Update(scope, "Assign", var, value);
+}
+Node* AssignAdd(const Scope& scope, const Variable& var, Output d) {
+  return Update(scope, "AssignAdd", var, d);
+}
+Node* AssignSub(const Scope& scope, const Variable& var, Output d) {
+  return Update(scope, "AssignSub", var, d);
+}
 
 Node* GlobalVariablesInitializer(const Scope& scope) {
   std::vector<Node*> inits;
@@ -103,7 +112,11 @@ std::vector<Variable> Collect(const Graph& graph, const char* key) {
 }
 }  // namespace
 
-std::vector<Variable> TrainableVariables(const Graph& graph) { return Collect(graph, kTrainableVariables); }
-std::vector<Variable> GlobalVariables(const Graph& graph) { return Collect(graph, kGlobalVariables); }
+std::vector<Variable> TrainableVariables(const Graph& graph) {
+  return Collect(graph, kTrainableVariables);
+}
+std::vector<Variable> GlobalVariables(const Graph& graph) {
+  return Collect(graph, kGlobalVariables);
+}
 
 }  // namespace recsdk

@@ -1,10 +1,10 @@
 // dense_optimizers.cc: the graph side of the dense optimizers. Each update is one fused Apply*
 // op whose CPU kernel lives in src/device/cpu/kernels/training_kernels.cc.
 #include "fmt/format.h"
-#include "src/common/status_macros.h"
 #include "recsdk/gradients.h"
 #include "recsdk/ops.h"
 #include "recsdk/optimizers.h"
+#include "src/common/status_macros.h"
 
 namespace recsdk {
 
@@ -52,7 +52,8 @@ StatusOr<Node*> Optimizer::ApplyGradients(const Scope& scope, const GradsAndVars
   return train;
 }
 
-StatusOr<Node*> Optimizer::Minimize(const Scope& scope, Output loss, const std::vector<Variable>& var_list) {
+StatusOr<Node*> Optimizer::Minimize(const Scope& scope, Output loss,
+                                    const std::vector<Variable>& var_list) {
   auto gv = ComputeGradients(scope, loss, var_list);
   if (!gv.ok()) return gv.status();
   Variable step = GetOrCreateGlobalStep(scope);
@@ -63,25 +64,28 @@ StatusOr<std::vector<Node*>> Optimizer::FinishUpdates(const Scope&, std::vector<
   return updates;
 }
 
-Variable Optimizer::Slot(const Scope& scope, const Variable& var, const std::string& slot, double initial_value) {
+Variable Optimizer::Slot(const Scope& scope, const Variable& var, const std::string& slot,
+                         double initial_value) {
   VariableOptions o;
   o.initializer = Initializer::Constant(initial_value);
   o.trainable = false;
   o.dtype = var.dtype();
   Scope root(scope.graph());
-  return Variable::Make(root.WithDevice(var.handle().node->device()), var.name() + "/" + name() + "/" + slot,
-                        var.shape(), o);
+  return Variable::Make(root.WithDevice(var.handle().node->device()),
+                        var.name() + "/" + name() + "/" + slot, var.shape(), o);
 }
 
 namespace {
 StatusOr<Node*> Checked(const Scope& s, Node* n) {
-  if (n == nullptr) return s.status().ok() ? absl::InternalError("update op was not built") : s.status();
+  if (n == nullptr)
+    return s.status().ok() ? absl::InternalError("update op was not built") : s.status();
   return n;
 }
 }  // namespace
 
 StatusOr<Node*> SgdOptimizer::ApplyDense(const Scope& s, Output grad, const Variable& var) {
-  return Checked(s, s.AddNode("ApplyGradientDescent", {var.handle(), grad}, {{"learning_rate", options_.learning_rate}}));
+  return Checked(s, s.AddNode("ApplyGradientDescent", {var.handle(), grad},
+                              {{"learning_rate", options_.learning_rate}}));
 }
 
 StatusOr<Node*> MomentumOptimizer::ApplyDense(const Scope& s, Output grad, const Variable& var) {
@@ -94,8 +98,9 @@ StatusOr<Node*> MomentumOptimizer::ApplyDense(const Scope& s, Output grad, const
 
 StatusOr<Node*> AdagradOptimizer::ApplyDense(const Scope& s, Output grad, const Variable& var) {
   Variable accum = Slot(s, var, "accumulator", options_.initial_accumulator_value);
-  return Checked(s, s.AddNode("ApplyAdagrad", {var.handle(), accum.handle(), grad},
-                              {{"learning_rate", options_.learning_rate}, {"epsilon", options_.epsilon}}));
+  return Checked(
+      s, s.AddNode("ApplyAdagrad", {var.handle(), accum.handle(), grad},
+                   {{"learning_rate", options_.learning_rate}, {"epsilon", options_.epsilon}}));
 }
 
 Status AdamOptimizer::Prepare(const Scope& s) {
@@ -111,15 +116,17 @@ Status AdamOptimizer::Prepare(const Scope& s) {
 StatusOr<Node*> AdamOptimizer::ApplyDense(const Scope& s, Output grad, const Variable& var) {
   Variable m = Slot(s, var, "m", 0.0);
   Variable v = Slot(s, var, "v", 0.0);
-  return Checked(s, s.AddNode("ApplyAdam", {var.handle(), m.handle(), v.handle(), grad, step_.value()},
-                              {{"learning_rate", options_.learning_rate},
-                               {"beta1", options_.beta1},
-                               {"beta2", options_.beta2},
-                               {"epsilon", options_.epsilon},
-                               {"weight_decay", options_.weight_decay}}));
+  return Checked(s,
+                 s.AddNode("ApplyAdam", {var.handle(), m.handle(), v.handle(), grad, step_.value()},
+                           {{"learning_rate", options_.learning_rate},
+                            {"beta1", options_.beta1},
+                            {"beta2", options_.beta2},
+                            {"epsilon", options_.epsilon},
+                            {"weight_decay", options_.weight_decay}}));
 }
 
-StatusOr<std::vector<Node*>> AdamOptimizer::FinishUpdates(const Scope& s, std::vector<Node*> updates) {
+StatusOr<std::vector<Node*>> AdamOptimizer::FinishUpdates(const Scope& s,
+                                                          std::vector<Node*> updates) {
   // The step advances after every update of this step has read it.
   Node* inc = AssignAdd(s.WithControlDependencies(updates).WithOpName("advance_step"), step_,
                         ops::Const(s, int64_t{1}));
@@ -132,12 +139,13 @@ StatusOr<Node*> RmsPropOptimizer::ApplyDense(const Scope& s, Output grad, const 
   Variable ms = Slot(s, var, "rms", 1.0);
   Variable mom = Slot(s, var, "momentum", 0.0);
   Variable mg = Slot(s, var, "mg", 0.0);
-  return Checked(s, s.AddNode("ApplyRmsProp", {var.handle(), ms.handle(), mom.handle(), mg.handle(), grad},
-                              {{"learning_rate", options_.learning_rate},
-                               {"rho", options_.rho},
-                               {"momentum", options_.momentum},
-                               {"epsilon", options_.epsilon},
-                               {"centered", options_.centered}}));
+  return Checked(
+      s, s.AddNode("ApplyRmsProp", {var.handle(), ms.handle(), mom.handle(), mg.handle(), grad},
+                   {{"learning_rate", options_.learning_rate},
+                    {"rho", options_.rho},
+                    {"momentum", options_.momentum},
+                    {"epsilon", options_.epsilon},
+                    {"centered", options_.centered}}));
 }
 
 }  // namespace recsdk

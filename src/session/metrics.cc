@@ -13,8 +13,8 @@ namespace recsdk {
 
 StatusOr<double> Auc(absl::Span<const float> scores, absl::Span<const float> labels) {
   if (scores.size() != labels.size()) {
-    return absl::InvalidArgumentError(
-        fmt::format("Auc: {} scores but {} labels; pass one score per label", scores.size(), labels.size()));
+    return absl::InvalidArgumentError(fmt::format(
+        "Auc: {} scores but {} labels; pass one score per label", scores.size(), labels.size()));
   }
   std::vector<size_t> order(scores.size());
   std::iota(order.begin(), order.end(), 0);
@@ -28,7 +28,8 @@ StatusOr<double> Auc(absl::Span<const float> scores, absl::Span<const float> lab
     for (size_t k = i; k < j; ++k) {
       const float l = labels[order[k]];
       if (l != 0.0f && l != 1.0f) {
-        return absl::InvalidArgumentError(fmt::format("Auc: label {} at {} is not 0 or 1", l, order[k]));
+        return absl::InvalidArgumentError(
+            fmt::format("Auc: label {} at {} is not 0 or 1", l, order[k]));
       }
       if (l == 1.0f) {
         pos += 1;
@@ -47,8 +48,9 @@ StatusOr<double> Auc(absl::Span<const float> scores, absl::Span<const float> lab
 
 StatusOr<double> LogLoss(absl::Span<const float> predictions, absl::Span<const float> labels) {
   if (predictions.size() != labels.size() || predictions.empty()) {
-    return absl::InvalidArgumentError(fmt::format("LogLoss: {} predictions and {} labels; need equal, non-zero counts",
-                                                  predictions.size(), labels.size()));
+    return absl::InvalidArgumentError(
+        fmt::format("LogLoss: {} predictions and {} labels; need equal, non-zero counts",
+                    predictions.size(), labels.size()));
   }
   double sum = 0;
   for (size_t i = 0; i < predictions.size(); ++i) {

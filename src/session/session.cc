@@ -8,10 +8,9 @@
 #include "recsdk/session.h"
 
 #include <atomic>
-#include <functional>
 #include <deque>
+#include <functional>
 #include <mutex>
-
 #include <set>
 
 #include "absl/container/flat_hash_map.h"
@@ -33,13 +32,14 @@ using internal::OpKernelContext;
 namespace {
 
 struct Plan {
-  std::vector<int> order;                      // node ids to run, topological
-  std::vector<std::vector<int>> consumers;     // per planned position: positions that consume it
-  std::vector<int> pending_init;               // per position: number of planned producers
-  std::vector<std::vector<int>> output_uses;   // per node id: uses of each output (consumers + fetches)
-  std::vector<Output> feeds;                   // resolved feed outputs
+  std::vector<int> order;                   // node ids to run, topological
+  std::vector<std::vector<int>> consumers;  // per planned position: positions that consume it
+  std::vector<int> pending_init;            // per position: number of planned producers
+  std::vector<std::vector<int>>
+      output_uses;            // per node id: uses of each output (consumers + fetches)
+  std::vector<Output> feeds;  // resolved feed outputs
   std::vector<Output> fetches;
-  absl::flat_hash_map<int, int> position;      // node id -> index in order
+  absl::flat_hash_map<int, int> position;  // node id -> index in order
 };
 
 }  // namespace
@@ -56,7 +56,8 @@ struct Session::Impl {
   int64_t steps = 0;
   bool closed = false;
 
-  StatusOr<std::shared_ptr<Plan>> GetPlan(const FeedList& feeds, const std::vector<TensorName>& fetches,
+  StatusOr<std::shared_ptr<Plan>> GetPlan(const FeedList& feeds,
+                                          const std::vector<TensorName>& fetches,
                                           const std::vector<TensorName>& targets);
   Status Execute(const Plan& plan, const FeedList& feeds, std::vector<Tensor>* outputs);
 };
@@ -64,21 +65,25 @@ struct Session::Impl {
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() { (void)Close(); }
 
-StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph, const SessionConfig& config) {
+StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph,
+                                                   const SessionConfig& config) {
   internal::InitializeRuntime();
   RECSDK_RETURN_IF_ERROR(config.Validate());
   if (!graph.status().ok()) {
-    return absl::InvalidArgumentError(fmt::format("the graph holds a construction error: {}", graph.status().message()));
+    return absl::InvalidArgumentError(
+        fmt::format("the graph holds a construction error: {}", graph.status().message()));
   }
   auto impl = std::make_unique<Impl>();
   impl->graph = graph.Copy();
   impl->config = config;
-  RECSDK_ASSIGN_OR_RETURN(impl->device, internal::DeviceRegistry::Global().Create(config.device, config));
+  RECSDK_ASSIGN_OR_RETURN(impl->device,
+                          internal::DeviceRegistry::Global().Create(config.device, config));
   impl->inter_op = config.ParsedStreamLimits()["DNN_V100"];
   impl->arena = std::make_unique<tbb::task_arena>(impl->device->IntraOpThreads());
   // Implementation mode per op type.
   std::set<std::string> implmode_ops;
-  for (absl::string_view t : absl::StrSplit(config.optypelist_for_implmode, ',', absl::SkipEmpty())) {
+  for (absl::string_view t :
+       absl::StrSplit(config.optypelist_for_implmode, ',', absl::SkipEmpty())) {
     implmode_ops.insert(std::string(t));
   }
   const internal::KernelRegistry& kernels = internal::KernelRegistry::Global();
@@ -86,10 +91,11 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph, const Ses
     const std::string& placed = node->device();
     const std::string type = placed.empty() ? config.device : placed.substr(0, placed.find(':'));
     if (type != config.device) {
-      return absl::InvalidArgumentError(fmt::format(
-          "op \"{}\" ({}) is placed on \"{}\" but the session runs on \"{}\"; remove the placement or change "
-          "SessionConfig::device",
-          node->name(), node->type(), placed, config.device));
+      return absl::InvalidArgumentError(
+          fmt::format("op \"{}\" ({}) is placed on \"{}\" but the session runs on \"{}\"; remove "
+                      "the placement or change "
+                      "SessionConfig::device",
+                      node->name(), node->type(), placed, config.device));
     }
     const std::string mode = implmode_ops.empty() || implmode_ops.contains(node->type())
                                  ? config.op_select_implmode
@@ -98,13 +104,16 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph, const Ses
     const internal::KernelFactory* factory = kernels.Find(node->type(), type, dtype, mode);
     if (factory == nullptr) {
       return absl::UnimplementedError(fmt::format(
-          "op \"{}\" ({}) has no {} kernel for dtype {}; the device supports this op for [{}]", node->name(),
-          node->type(), type, DTypeName(dtype),
-          fmt::join([&] {
-            std::vector<std::string> names;
-            for (DType d : kernels.DTypesFor(node->type(), type)) names.emplace_back(d == DType::kInvalid ? "any" : DTypeName(d));
-            return names;
-          }(), ", ")));
+          "op \"{}\" ({}) has no {} kernel for dtype {}; the device supports this op for [{}]",
+          node->name(), node->type(), type, DTypeName(dtype),
+          fmt::join(
+              [&] {
+                std::vector<std::string> names;
+                for (DType d : kernels.DTypesFor(node->type(), type))
+                  names.emplace_back(d == DType::kInvalid ? "any" : DTypeName(d));
+                return names;
+              }(),
+              ", ")));
     }
     RECSDK_ASSIGN_OR_RETURN(auto kernel, (*factory)(*node));
     impl->kernels.push_back(std::move(kernel));
@@ -112,7 +121,8 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph, const Ses
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
-StatusOr<std::shared_ptr<Plan>> Session::Impl::GetPlan(const FeedList& feeds, const std::vector<TensorName>& fetches,
+StatusOr<std::shared_ptr<Plan>> Session::Impl::GetPlan(const FeedList& feeds,
+                                                       const std::vector<TensorName>& fetches,
                                                        const std::vector<TensorName>& targets) {
   std::string key;
   for (const auto& f : feeds) key += f.first.name + ",";
@@ -127,18 +137,23 @@ StatusOr<std::shared_ptr<Plan>> Session::Impl::GetPlan(const FeedList& feeds, co
   std::vector<char> fed(n, 0);
   for (const auto& [name, tensor] : feeds) {
     auto out = graph->FindOutput(name.name);
-    if (!out.ok()) return absl::InvalidArgumentError(fmt::format("feed \"{}\": {}", name.name, out.status().message()));
+    if (!out.ok())
+      return absl::InvalidArgumentError(
+          fmt::format("feed \"{}\": {}", name.name, out.status().message()));
     plan->feeds.push_back(*out);
     fed[out->node->id()] = 1;
   }
   std::vector<int> roots;
   for (const auto& f : fetches) {
     auto out = graph->FindOutput(f.name);
-    if (!out.ok()) return absl::InvalidArgumentError(fmt::format("fetch \"{}\": {}", f.name, out.status().message()));
+    if (!out.ok())
+      return absl::InvalidArgumentError(
+          fmt::format("fetch \"{}\": {}", f.name, out.status().message()));
     if (out->dtype() == DType::kResource) {
-      return absl::InvalidArgumentError(fmt::format(
-          "fetch \"{}\" is a resource handle ({}), not a value; fetch \"{}/read\" for a variable's value", f.name,
-          out->node->type(), out->node->name()));
+      return absl::InvalidArgumentError(
+          fmt::format("fetch \"{}\" is a resource handle ({}), not a value; fetch \"{}/read\" for "
+                      "a variable's value",
+                      f.name, out->node->type(), out->node->name()));
     }
     plan->fetches.push_back(*out);
     roots.push_back(out->node->id());
@@ -150,7 +165,9 @@ StatusOr<std::shared_ptr<Plan>> Session::Impl::GetPlan(const FeedList& feeds, co
       continue;
     }
     auto out = graph->FindOutput(t.name);
-    if (!out.ok()) return absl::InvalidArgumentError(fmt::format("target \"{}\": {}", t.name, out.status().message()));
+    if (!out.ok())
+      return absl::InvalidArgumentError(
+          fmt::format("target \"{}\": {}", t.name, out.status().message()));
     roots.push_back(out->node->id());
   }
   std::vector<char> needed(n, 0);
@@ -193,13 +210,16 @@ StatusOr<std::shared_ptr<Plan>> Session::Impl::GetPlan(const FeedList& feeds, co
   return plan;
 }
 
-Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds, std::vector<Tensor>* outputs) {
+Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
+                              std::vector<Tensor>* outputs) {
   const int n = graph->num_nodes();
   std::vector<std::vector<Tensor>> values(n);
   std::vector<std::vector<std::atomic<int>>> uses(n);
   for (int id = 0; id < n; ++id) {
     const int outs = graph->node(id)->num_outputs();
-    if (plan.position.contains(id) || std::any_of(plan.feeds.begin(), plan.feeds.end(), [&](const Output& o) { return o.node->id() == id; })) {
+    if (plan.position.contains(id) ||
+        std::any_of(plan.feeds.begin(), plan.feeds.end(),
+                    [&](const Output& o) { return o.node->id() == id; })) {
       values[id].resize(outs);
       uses[id] = std::vector<std::atomic<int>>(outs);
       for (int o = 0; o < outs; ++o) uses[id][o].store(plan.output_uses[id][o]);
@@ -210,8 +230,8 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds, std::vect
     const Tensor& t = feeds[i].second;
     if (t.dtype() != o.dtype() || !t.shape().IsCompatibleWith(o.shape())) {
       return absl::InvalidArgumentError(fmt::format(
-          "feed \"{}\": got {} {} but the graph expects {} {}", feeds[i].first.name, DTypeName(t.dtype()),
-          t.shape().ToString(), DTypeName(o.dtype()), o.shape().ToString()));
+          "feed \"{}\": got {} {} but the graph expects {} {}", feeds[i].first.name,
+          DTypeName(t.dtype()), t.shape().ToString(), DTypeName(o.dtype()), o.shape().ToString()));
     }
     values[o.node->id()][o.index] = t;
   }
@@ -222,14 +242,16 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds, std::vect
     std::vector<const Tensor*> inputs;
     inputs.reserve(node.num_inputs());
     for (const Output& in : node.inputs()) inputs.push_back(&values[in.node->id()][in.index]);
-    OpKernelContext ctx(node, device.get(), &resources, step, graph->random_seed(), std::move(inputs), &values[id]);
+    OpKernelContext ctx(node, device.get(), &resources, step, graph->random_seed(),
+                        std::move(inputs), &values[id]);
     // Isolation: while this kernel waits inside its own parallel loops, the thread must not pick
     // up another node (which could, e.g., lock the variable this kernel holds).
     Status s;
     tbb::this_task_arena::isolate([&] { s = kernels[id]->Compute(ctx); });
     if (!s.ok()) {
       const std::string prefix = fmt::format("op \"{}\" ({})", node.name(), node.type());
-      if (s.message().find(prefix) == std::string_view::npos && s.message().find("op \"" + node.name()) == std::string_view::npos) {
+      if (s.message().find(prefix) == std::string_view::npos &&
+          s.message().find("op \"" + node.name()) == std::string_view::npos) {
         return Status(s.code(), fmt::format("{} on {}: {}", prefix, device->name(), s.message()));
       }
       return s;
@@ -237,12 +259,14 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds, std::vect
     for (int o = 0; o < node.num_outputs(); ++o) {
       const Tensor& t = values[id][o];
       if (!t.IsInitialized() && plan.output_uses[id][o] > 0) {
-        return absl::InternalError(fmt::format("op \"{}\" ({}) did not produce output {}", node.name(), node.type(), o));
+        return absl::InternalError(
+            fmt::format("op \"{}\" ({}) did not produce output {}", node.name(), node.type(), o));
       }
     }
     // Release inputs after their last consumer.
     for (const Output& in : node.inputs()) {
-      if (uses[in.node->id()][in.index].fetch_sub(1) == 1) values[in.node->id()][in.index] = Tensor();
+      if (uses[in.node->id()][in.index].fetch_sub(1) == 1)
+        values[in.node->id()][in.index] = Tensor();
     }
     return absl::OkStatus();
   };
@@ -250,7 +274,8 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds, std::vect
   Status status;
   arena->execute([&] {
     if (inter_op <= 1 || plan.order.size() < 2) {
-      for (size_t p = 0; p < plan.order.size() && status.ok(); ++p) status = run_node(static_cast<int>(p));
+      for (size_t p = 0; p < plan.order.size() && status.ok(); ++p)
+        status = run_node(static_cast<int>(p));
       return;
     }
     // Up to inter_op nodes run at once as oneTBB tasks; a finished node releases its consumers.
@@ -298,7 +323,8 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds, std::vect
 
 Status Session::Run(const FeedList& feeds, const std::vector<TensorName>& fetches,
                     const std::vector<TensorName>& targets, std::vector<Tensor>* outputs) {
-  if (impl_->closed) return absl::FailedPreconditionError("Session::Run after Close(); create a new Session");
+  if (impl_->closed)
+    return absl::FailedPreconditionError("Session::Run after Close(); create a new Session");
   RECSDK_ASSIGN_OR_RETURN(auto plan, impl_->GetPlan(feeds, fetches, targets));
   try {
     RECSDK_RETURN_IF_ERROR(impl_->Execute(*plan, feeds, outputs));
@@ -309,7 +335,8 @@ Status Session::Run(const FeedList& feeds, const std::vector<TensorName>& fetche
   return absl::OkStatus();
 }
 
-StatusOr<std::vector<Tensor>> Session::Run(const FeedList& feeds, const std::vector<TensorName>& fetches,
+StatusOr<std::vector<Tensor>> Session::Run(const FeedList& feeds,
+                                           const std::vector<TensorName>& fetches,
                                            const std::vector<TensorName>& targets) {
   std::vector<Tensor> outputs;
   RECSDK_RETURN_IF_ERROR(Run(feeds, fetches, targets, &outputs));

@@ -16,7 +16,9 @@ int main() {
   Node* init = GlobalVariablesInitializer(root);
   if (!train.ok()) return 1;
   auto session = Session::Create(g);
-  if (!session.ok() || !(*session)->Run({}, {}, {init}).ok() || !(*session)->Run({}, {}, {*train}).ok()) return 1;
+  if (!session.ok() || !(*session)->Run({}, {}, {init}).ok() ||
+      !(*session)->Run({}, {}, {*train}).ok())
+    return 1;
   auto out = (*session)->Run({}, {w.value()});
   if (!out.ok()) return 1;
   const float v = (*out)[0].data<float>()[0];  // 1 - 0.25 * 2 = 0.5

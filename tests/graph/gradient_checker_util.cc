@@ -14,7 +14,8 @@ Status CheckGradients(const std::vector<Shape>& input_shapes, const BuildFn& bui
   Scope root(&graph);
   std::vector<Output> xs;
   for (size_t i = 0; i < input_shapes.size(); ++i) {
-    xs.push_back(ops::Placeholder(root.WithOpName("x" + std::to_string(i)), DType::kFloat64, input_shapes[i]));
+    xs.push_back(ops::Placeholder(root.WithOpName("x" + std::to_string(i)), DType::kFloat64,
+                                  input_shapes[i]));
   }
   Output y = build(root, xs);
   if (!root.ok()) return root.status();
@@ -56,12 +57,13 @@ Status CheckGradients(const std::vector<Shape>& input_shapes, const BuildFn& bui
       x.data<double>()[j] = orig;
       if (!plus.ok()) return plus.status();
       if (!minus.ok()) return minus.status();
-      const double numeric = ((*plus)[0].scalar<double>() - (*minus)[0].scalar<double>()) / (2 * options.delta);
+      const double numeric =
+          ((*plus)[0].scalar<double>() - (*minus)[0].scalar<double>()) / (2 * options.delta);
       const double a = analytic.data<double>()[j];
       const double err = std::abs(a - numeric) / std::max(1.0, std::abs(numeric));
       if (!(err <= options.tolerance)) {
-        return absl::InternalError(fmt::format("input {} element {}: analytic {} vs numeric {} (error {})", i, j, a,
-                                               numeric, err));
+        return absl::InternalError(fmt::format(
+            "input {} element {}: analytic {} vs numeric {} (error {})", i, j, a, numeric, err));
       }
     }
   }

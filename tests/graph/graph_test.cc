@@ -52,7 +52,8 @@ TEST(GraphTest, BroadcastErrorsAndShapes) {
   EXPECT_EQ(ops::Add(root, a, b).shape().ToString(), "[?,4,3]");
   Output c = ops::Placeholder(root, DType::kFloat32, Shape{2, 5});
   EXPECT_FALSE(ops::Mul(root, b, c).valid());
-  EXPECT_NE(std::string(g.status().message()).find("cannot be broadcast"), std::string::npos) << g.status();
+  EXPECT_NE(std::string(g.status().message()).find("cannot be broadcast"), std::string::npos)
+      << g.status();
 }
 
 TEST(GraphTest, JsonRoundTripIsIdentical) {
@@ -84,7 +85,10 @@ TEST(GraphTest, JsonRoundTripIsIdentical) {
 TEST(GraphTest, MalformedJsonIsAnError) {
   EXPECT_FALSE(Graph::FromJson("{not json").ok());
   EXPECT_FALSE(Graph::FromJson(R"({"format":"other"})").ok());
-  EXPECT_FALSE(Graph::FromJson(R"({"format":"recsdk.graph","version":1,"collections":{},"nodes":[{"name":"a","op":"Identity","inputs":["missing"],"attrs":{},"outputs":[]}]})").ok());
+  EXPECT_FALSE(
+      Graph::FromJson(
+          R"({"format":"recsdk.graph","version":1,"collections":{},"nodes":[{"name":"a","op":"Identity","inputs":["missing"],"attrs":{},"outputs":[]}]})")
+          .ok());
 }
 
 TEST(GraphTest, DenseLayerNamesVariables) {
@@ -97,8 +101,9 @@ TEST(GraphTest, DenseLayerNamesVariables) {
   layers::Mlp(root, x, mlp);
   std::vector<std::string> names;
   for (const Variable& v : TrainableVariables(g)) names.push_back(v.name());
-  EXPECT_EQ(names, (std::vector<std::string>{"mlp/dense/kernel", "mlp/dense/bias", "mlp/dense_1/kernel",
-                                             "mlp/dense_1/bias", "mlp/logits/kernel", "mlp/logits/bias"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"mlp/dense/kernel", "mlp/dense/bias", "mlp/dense_1/kernel",
+                                      "mlp/dense_1/bias", "mlp/logits/kernel", "mlp/logits/bias"}));
 }
 
 TEST(GraphTest, UnknownOpTypeIsAnError) {

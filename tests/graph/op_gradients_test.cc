@@ -11,8 +11,8 @@ using testing::CheckGradients;
 using testing::GradCheckOptions;
 using V = const std::vector<Output>&;
 
-#define EXPECT_GRAD_OK(...) \
-  do {                      \
+#define EXPECT_GRAD_OK(...)   \
+  do {                        \
     Status s = (__VA_ARGS__); \
     EXPECT_TRUE(s.ok()) << s; \
   } while (false)
@@ -25,7 +25,8 @@ TEST(OpGradientsTest, BinaryWithBroadcasting) {
       if (name == "Add") return ops::Add(s, x[0], x[1]);
       if (name == "Sub") return ops::Sub(s, x[0], x[1]);
       if (name == "Mul") return ops::Mul(s, x[0], x[1]);
-      if (name == "Div") return ops::Div(s, x[0], ops::Add(s, ops::Square(s, x[1]), ops::Const(s, 1.0)));
+      if (name == "Div")
+        return ops::Div(s, x[0], ops::Add(s, ops::Square(s, x[1]), ops::Const(s, 1.0)));
       if (name == "Maximum") return ops::Maximum(s, x[0], x[1]);
       return ops::Minimum(s, x[0], x[1]);
     };
@@ -40,7 +41,8 @@ TEST(OpGradientsTest, Pow) {
   GradCheckOptions o;
   o.low = 0.5;
   o.high = 2.0;
-  EXPECT_GRAD_OK(CheckGradients({Shape{2, 3}, Shape{2, 3}}, [](const Scope& s, V x) { return ops::Pow(s, x[0], x[1]); }, o));
+  EXPECT_GRAD_OK(CheckGradients(
+      {Shape{2, 3}, Shape{2, 3}}, [](const Scope& s, V x) { return ops::Pow(s, x[0], x[1]); }, o));
 }
 
 TEST(OpGradientsTest, Unary) {
@@ -67,15 +69,21 @@ TEST(OpGradientsTest, Unary) {
       {"SoftmaxAxis0", [](const Scope& s, Output x) { return ops::Softmax(s, x, 0); }, -2, 2},
       {"LogSoftmax", [](const Scope& s, Output x) { return ops::LogSoftmax(s, x); }, -2, 2},
       {"Identity", [](const Scope& s, Output x) { return ops::Identity(s, x); }, -2, 2},
-      {"Cast", [](const Scope& s, Output x) { return ops::Cast(s, ops::Cast(s, x, DType::kFloat32), DType::kFloat64); }, -2, 2},
+      {"Cast",
+       [](const Scope& s, Output x) {
+         return ops::Cast(s, ops::Cast(s, x, DType::kFloat32), DType::kFloat64);
+       },
+       -2, 2},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     GradCheckOptions o;
     o.low = c.low;
     o.high = c.high;
-    if (std::string(c.name) == "Cast") o.delta = 1e-2;  // float32 round trip: linear, needs a wide step
-    EXPECT_GRAD_OK(CheckGradients({Shape{3, 5}}, [&](const Scope& s, V x) { return c.f(s, x[0]); }, o));
+    if (std::string(c.name) == "Cast")
+      o.delta = 1e-2;  // float32 round trip: linear, needs a wide step
+    EXPECT_GRAD_OK(CheckGradients(
+        {Shape{3, 5}}, [&](const Scope& s, V x) { return c.f(s, x[0]); }, o));
   }
 }
 
@@ -83,32 +91,55 @@ TEST(OpGradientsTest, LinearAlgebra) {
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
       SCOPED_TRACE(fmt::format("ta={} tb={}", ta, tb));
-      EXPECT_GRAD_OK(CheckGradients({ta ? Shape{4, 3} : Shape{3, 4}, tb ? Shape{2, 4} : Shape{4, 2}},
-                                    [&](const Scope& s, V x) { return ops::MatMul(s, x[0], x[1], {ta, tb}); }));
-      EXPECT_GRAD_OK(CheckGradients({ta ? Shape{2, 4, 3} : Shape{2, 3, 4}, tb ? Shape{2, 5, 4} : Shape{2, 4, 5}},
-                                    [&](const Scope& s, V x) { return ops::BatchMatMul(s, x[0], x[1], {ta, tb}); }));
+      EXPECT_GRAD_OK(
+          CheckGradients({ta ? Shape{4, 3} : Shape{3, 4}, tb ? Shape{2, 4} : Shape{4, 2}},
+                         [&](const Scope& s, V x) {
+                           return ops::MatMul(s, x[0], x[1], {ta, tb});
+                         }));
+      EXPECT_GRAD_OK(CheckGradients(
+          {ta ? Shape{2, 4, 3} : Shape{2, 3, 4}, tb ? Shape{2, 5, 4} : Shape{2, 4, 5}},
+          [&](const Scope& s, V x) {
+            return ops::BatchMatMul(s, x[0], x[1], {ta, tb});
+          }));
     }
   }
-  EXPECT_GRAD_OK(CheckGradients({Shape{3, 4}, Shape{4}}, [](const Scope& s, V x) { return ops::BiasAdd(s, x[0], x[1]); }));
-  EXPECT_GRAD_OK(CheckGradients({Shape{3, 4}, Shape{3, 4}, Shape{3, 4}},
-                                [](const Scope& s, V x) { return ops::AddN(s, {x[0], x[1], x[2]}); }));
+  EXPECT_GRAD_OK(CheckGradients({Shape{3, 4}, Shape{4}},
+                                [](const Scope& s, V x) { return ops::BiasAdd(s, x[0], x[1]); }));
+  EXPECT_GRAD_OK(CheckGradients({Shape{3, 4}, Shape{3, 4}, Shape{3, 4}}, [](const Scope& s, V x) {
+    return ops::AddN(s, {x[0], x[1], x[2]});
+  }));
 }
 
 TEST(OpGradientsTest, ShapeOps) {
-  EXPECT_GRAD_OK(CheckGradients({Shape{2, 3}, Shape{2, 2}}, [](const Scope& s, V x) { return ops::Concat(s, {x[0], x[1]}, 1); }));
+  EXPECT_GRAD_OK(CheckGradients({Shape{2, 3}, Shape{2, 2}}, [](const Scope& s, V x) {
+    return ops::Concat(s, {x[0], x[1]}, 1);
+  }));
   EXPECT_GRAD_OK(CheckGradients({Shape{4, 3}}, [](const Scope& s, V x) {
     auto parts = ops::Split(s, x[0], 2, 0);
     return ops::Mul(s, parts[0], parts[1]);
   }));
-  EXPECT_GRAD_OK(CheckGradients({Shape{4, 3}}, [](const Scope& s, V x) { return ops::SplitV(s, x[0], {1, -1}, 1)[1]; }));
-  EXPECT_GRAD_OK(CheckGradients({Shape{4, 5}}, [](const Scope& s, V x) { return ops::Slice(s, x[0], {1, 2}, {2, -1}); }));
-  EXPECT_GRAD_OK(CheckGradients({Shape{2, 6}}, [](const Scope& s, V x) { return ops::Reshape(s, x[0], {3, -1}); }));
-  EXPECT_GRAD_OK(CheckGradients({Shape{2, 3, 4}}, [](const Scope& s, V x) { return ops::Transpose(s, x[0], {2, 0, 1}); }));
-  EXPECT_GRAD_OK(CheckGradients({Shape{2, 3}}, [](const Scope& s, V x) { return ops::ExpandDims(s, x[0], 1); }));
-  EXPECT_GRAD_OK(CheckGradients({Shape{2, 1, 3}}, [](const Scope& s, V x) { return ops::Squeeze(s, x[0]); }));
-  EXPECT_GRAD_OK(CheckGradients({Shape{2, 3}}, [](const Scope& s, V x) { return ops::Tile(s, x[0], {2, 3}); }));
+  EXPECT_GRAD_OK(CheckGradients({Shape{4, 3}}, [](const Scope& s, V x) {
+    return ops::SplitV(s, x[0], {1, -1}, 1)[1];
+  }));
+  EXPECT_GRAD_OK(CheckGradients({Shape{4, 5}}, [](const Scope& s, V x) {
+    return ops::Slice(s, x[0], {1, 2}, {2, -1});
+  }));
+  EXPECT_GRAD_OK(CheckGradients({Shape{2, 6}}, [](const Scope& s, V x) {
+    return ops::Reshape(s, x[0], {3, -1});
+  }));
+  EXPECT_GRAD_OK(CheckGradients({Shape{2, 3, 4}}, [](const Scope& s, V x) {
+    return ops::Transpose(s, x[0], {2, 0, 1});
+  }));
+  EXPECT_GRAD_OK(CheckGradients({Shape{2, 3}},
+                                [](const Scope& s, V x) { return ops::ExpandDims(s, x[0], 1); }));
+  EXPECT_GRAD_OK(
+      CheckGradients({Shape{2, 1, 3}}, [](const Scope& s, V x) { return ops::Squeeze(s, x[0]); }));
+  EXPECT_GRAD_OK(CheckGradients({Shape{2, 3}}, [](const Scope& s, V x) {
+    return ops::Tile(s, x[0], {2, 3});
+  }));
   EXPECT_GRAD_OK(CheckGradients({Shape{5, 3}}, [](const Scope& s, V x) {
-    return ops::Gather(s, x[0], ops::Const(s, *Tensor::FromValues<int64_t>(Shape{4}, {4, 0, 4, 2})));
+    return ops::Gather(s, x[0],
+                       ops::Const(s, *Tensor::FromValues<int64_t>(Shape{4}, {4, 0, 4, 2})));
   }));
   EXPECT_GRAD_OK(CheckGradients({Shape{2, 3}, Shape{2, 3}}, [](const Scope& s, V x) {
     return ops::Where(s, ops::Greater(s, x[0], x[1]), ops::Square(s, x[0]), x[1]);
@@ -120,11 +151,18 @@ TEST(OpGradientsTest, ShapeOps) {
 
 TEST(OpGradientsTest, Reductions) {
   for (bool keep : {false, true}) {
-    for (std::vector<int64_t> axes : std::vector<std::vector<int64_t>>{{}, {0}, {1}, {-1}, {0, 2}}) {
+    for (std::vector<int64_t> axes :
+         std::vector<std::vector<int64_t>>{{}, {0}, {1}, {-1}, {0, 2}}) {
       SCOPED_TRACE(fmt::format("keep={} axes={}", keep, fmt::join(axes, ",")));
-      EXPECT_GRAD_OK(CheckGradients({Shape{2, 3, 4}}, [&](const Scope& s, V x) { return ops::ReduceSum(s, x[0], axes, {keep}); }));
-      EXPECT_GRAD_OK(CheckGradients({Shape{2, 3, 4}}, [&](const Scope& s, V x) { return ops::ReduceMean(s, x[0], axes, {keep}); }));
-      EXPECT_GRAD_OK(CheckGradients({Shape{2, 3, 4}}, [&](const Scope& s, V x) { return ops::ReduceMax(s, x[0], axes, {keep}); }));
+      EXPECT_GRAD_OK(CheckGradients({Shape{2, 3, 4}}, [&](const Scope& s, V x) {
+        return ops::ReduceSum(s, x[0], axes, {keep});
+      }));
+      EXPECT_GRAD_OK(CheckGradients({Shape{2, 3, 4}}, [&](const Scope& s, V x) {
+        return ops::ReduceMean(s, x[0], axes, {keep});
+      }));
+      EXPECT_GRAD_OK(CheckGradients({Shape{2, 3, 4}}, [&](const Scope& s, V x) {
+        return ops::ReduceMax(s, x[0], axes, {keep});
+      }));
     }
   }
 }
@@ -133,12 +171,19 @@ TEST(OpGradientsTest, Losses) {
   GradCheckOptions o;
   o.low = 0.05;
   o.high = 0.95;
-  EXPECT_GRAD_OK(CheckGradients({Shape{4, 3}, Shape{4, 3}}, [](const Scope& s, V x) {
-    return ops::SigmoidCrossEntropyWithLogits(s, x[0], ops::Mul(s, x[1], ops::Const(s, 4.0)));
-  }, o));
-  EXPECT_GRAD_OK(CheckGradients({Shape{4, 3}, Shape{4, 3}}, [](const Scope& s, V x) {
-    return ops::SoftmaxCrossEntropyWithLogits(s, ops::Softmax(s, x[0]), ops::Mul(s, x[1], ops::Const(s, 3.0)));
-  }, o));
+  EXPECT_GRAD_OK(CheckGradients(
+      {Shape{4, 3}, Shape{4, 3}},
+      [](const Scope& s, V x) {
+        return ops::SigmoidCrossEntropyWithLogits(s, x[0], ops::Mul(s, x[1], ops::Const(s, 4.0)));
+      },
+      o));
+  EXPECT_GRAD_OK(CheckGradients(
+      {Shape{4, 3}, Shape{4, 3}},
+      [](const Scope& s, V x) {
+        return ops::SoftmaxCrossEntropyWithLogits(s, ops::Softmax(s, x[0]),
+                                                  ops::Mul(s, x[1], ops::Const(s, 3.0)));
+      },
+      o));
 }
 
 TEST(OpGradientsTest, DropoutGradientIsItsMask) {

@@ -23,10 +23,12 @@ void CheckOptimizer(Optimizer& opt, const RefUpdate& ref, int steps = 5) {
   o.dtype = DType::kFloat64;
   Variable w = Variable::Make(root, "w", Shape{3}, o);
   Output c = ops::Const(root, *Tensor::FromValues<double>(Shape{3}, {kC[0], kC[1], kC[2]}));
-  Output loss = ops::Mul(root, ops::ReduceSum(root, ops::Mul(root, c, ops::Square(root, w))), ops::Const(root, 0.5));
+  Output loss = ops::Mul(root, ops::ReduceSum(root, ops::Mul(root, c, ops::Square(root, w))),
+                         ops::Const(root, 0.5));
   auto train = opt.Minimize(root, loss);
   ASSERT_TRUE(train.ok()) << train.status();
-  Node* set = Assign(root, w, ops::Const(root, *Tensor::FromValues<double>(Shape{3}, {kW0[0], kW0[1], kW0[2]})));
+  Node* set = Assign(
+      root, w, ops::Const(root, *Tensor::FromValues<double>(Shape{3}, {kW0[0], kW0[1], kW0[2]})));
   Node* init = GlobalVariablesInitializer(root);
   auto session = Session::Create(g);
   ASSERT_TRUE(session.ok()) << session.status();
@@ -40,7 +42,8 @@ void CheckOptimizer(Optimizer& opt, const RefUpdate& ref, int steps = 5) {
     ASSERT_TRUE((*session)->Run({}, {}, {*train}).ok());
     auto out = (*session)->Run({}, {w.value(), std::string(kGlobalStep) + "/read"});
     ASSERT_TRUE(out.ok()) << out.status();
-    for (int i = 0; i < 3; ++i) EXPECT_NEAR((*out)[0].data<double>()[i], ref_w[i], 1e-12) << opt.name() << " step " << t;
+    for (int i = 0; i < 3; ++i)
+      EXPECT_NEAR((*out)[0].data<double>()[i], ref_w[i], 1e-12) << opt.name() << " step " << t;
     EXPECT_EQ((*out)[1].scalar<int64_t>(), t);
   }
 }
@@ -82,8 +85,8 @@ TEST(DenseOptimizersTest, Adagrad) {
   });
 }
 
-void AdamReference(std::vector<double>& w, const std::vector<double>& g, int t, std::vector<double>& m,
-                   std::vector<double>& v, double wd) {
+void AdamReference(std::vector<double>& w, const std::vector<double>& g, int t,
+                   std::vector<double>& m, std::vector<double>& v, double wd) {
   const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8;
   const double lr_t = lr * std::sqrt(1 - std::pow(b2, t)) / (1 - std::pow(b1, t));
   for (int i = 0; i < 3; ++i) {

@@ -37,7 +37,7 @@ TEST(HostOpsTest, IsaVariantsMatchScalarReferences) {
   for (int i = 0; i < n; ++i) {
     x[i] = dist(rng);
     y[i] = i % 7 == 0 ? x[i] : dist(rng);
-    if (i % 11 == 0) y[i] = x[i] / 3.0f;         // quotients that round onto integers
+    if (i % 11 == 0) y[i] = x[i] / 3.0f;              // quotients that round onto integers
     if (i % 13 == 0) x[i] = 3e9f * (i % 2 ? 1 : -1);  // quotients beyond 2^24
     if (i % 17 == 0) y[i] = -y[i];
     if (y[i] == 0) y[i] = 1;
@@ -51,7 +51,8 @@ TEST(HostOpsTest, IsaVariantsMatchScalarReferences) {
     k.greater_f32(x.data(), y.data(), b, n);
     for (int i = 0; i < n; ++i) ASSERT_EQ(b[i], x[i] > y[i]);
     k.floormod_f32(x.data(), y.data(), out.data(), n);
-    for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], RefFloorMod(x[i], y[i])) << x[i] << " mod " << y[i];
+    for (int i = 0; i < n; ++i)
+      ASSERT_EQ(out[i], RefFloorMod(x[i], y[i])) << x[i] << " mod " << y[i];
     k.where_f32(reinterpret_cast<const bool*>(cond.data()), x.data(), y.data(), out.data(), n);
     for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], cond[i] ? x[i] : y[i]);
   }
@@ -79,8 +80,11 @@ TEST(HostOpsTest, SgemmVariantsMatchAcrossTransposes) {
         }
       }
       for (Isa isa : RunnableIsas()) {
-        FastFor(isa).sgemm(m, n, k, a.data(), ta ? m : k, ta, b.data(), tb ? k : n, tb, out.data(), n);
-        for (int i = 0; i < m * n; ++i) ASSERT_NEAR(out[i], ref[i], 1e-4) << internal::IsaName(isa) << " ta=" << ta << " tb=" << tb;
+        FastFor(isa).sgemm(m, n, k, a.data(), ta ? m : k, ta, b.data(), tb ? k : n, tb, out.data(),
+                           n);
+        for (int i = 0; i < m * n; ++i)
+          ASSERT_NEAR(out[i], ref[i], 1e-4)
+              << internal::IsaName(isa) << " ta=" << ta << " tb=" << tb;
       }
     }
   }
@@ -93,7 +97,8 @@ TEST(HostOpsTest, OpsEndToEndWithBroadcastingAndIntegers) {
   Output three = ops::Const(root, int64_t{3});
   Output mod = ops::FloorMod(root, x, three);
   Output neg_mod = ops::FloorMod(root, x, ops::Const(root, int64_t{-3}));
-  Output less = ops::Less(root, x, ops::Const(root, *Tensor::FromValues<int64_t>(Shape{3}, {0, 0, 6})));
+  Output less =
+      ops::Less(root, x, ops::Const(root, *Tensor::FromValues<int64_t>(Shape{3}, {0, 0, 6})));
   Output where = ops::Where(root, ops::Greater(root, x, three), x, ops::ZerosLike(root, x));
   auto s = Session::Create(g);
   ASSERT_TRUE(s.ok()) << s.status();
@@ -104,7 +109,8 @@ TEST(HostOpsTest, OpsEndToEndWithBroadcastingAndIntegers) {
   EXPECT_EQ(std::vector<int64_t>((*out)[1].data<int64_t>(), (*out)[1].data<int64_t>() + 6),
             (std::vector<int64_t>{-1, -1, 0, -1, -2, 0}));
   const bool* l = (*out)[2].data<bool>();
-  EXPECT_EQ(std::vector<bool>(l, l + 6), (std::vector<bool>{true, true, true, false, false, false}));
+  EXPECT_EQ(std::vector<bool>(l, l + 6),
+            (std::vector<bool>{true, true, true, false, false, false}));
   EXPECT_EQ(std::vector<int64_t>((*out)[3].data<int64_t>(), (*out)[3].data<int64_t>() + 6),
             (std::vector<int64_t>{0, 0, 0, 5, 7, 9}));
 }

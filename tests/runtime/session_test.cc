@@ -19,7 +19,8 @@ TEST(SessionTest, FeedsFetchesAndErrorsNameTheThing) {
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_FLOAT_EQ((*out)[0].data<float>()[1], 6.0f);
 
-  auto bad_dtype = (*session)->Run({{"x", *Tensor::FromValues<double>(Shape{1, 2}, {1, 2})}}, {"y"});
+  auto bad_dtype =
+      (*session)->Run({{"x", *Tensor::FromValues<double>(Shape{1, 2}, {1, 2})}}, {"y"});
   EXPECT_EQ(bad_dtype.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(Msg(bad_dtype.status()).find("feed \"x\""), std::string::npos) << bad_dtype.status();
   auto bad_shape = (*session)->Run({{"x", *Tensor::FromValues<float>(Shape{3}, {1, 2, 3})}}, {"y"});
@@ -71,7 +72,8 @@ TEST(SessionTest, VariablesInitAssignAndUninitialisedError) {
   EXPECT_EQ(v.name(), "v");
   EXPECT_GT((*session)->stats().variable_bytes_in_use, 0);
   ASSERT_TRUE((*session)->Close().ok());
-  EXPECT_EQ((*session)->Run({}, {v.value()}).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*session)->Run({}, {v.value()}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 // A wide graph: parallel execution must give the same values as sequential execution.
@@ -87,7 +89,8 @@ TEST(SessionTest, ParallelExecutorMatchesSequential) {
   }
   ops::AddN(root.WithOpName("y"), branches);
   Tensor xv(DType::kFloat32, Shape{64, 64});
-  for (int64_t i = 0; i < xv.num_elements(); ++i) xv.data<float>()[i] = static_cast<float>((i * 37) % 11) / 11.0f;
+  for (int64_t i = 0; i < xv.num_elements(); ++i)
+    xv.data<float>()[i] = static_cast<float>((i * 37) % 11) / 11.0f;
   std::vector<Tensor> results;
   for (const char* streams : {"", "DNN_V100:4"}) {
     SessionConfig config;
@@ -101,7 +104,8 @@ TEST(SessionTest, ParallelExecutorMatchesSequential) {
     }
   }
   for (const Tensor& t : results) {
-    for (int64_t i = 0; i < t.num_elements(); ++i) ASSERT_EQ(t.data<float>()[i], results[0].data<float>()[i]);
+    for (int64_t i = 0; i < t.num_elements(); ++i)
+      ASSERT_EQ(t.data<float>()[i], results[0].data<float>()[i]);
   }
 }
 
@@ -187,8 +191,9 @@ TEST(SessionTest, RuntimeKernelErrorNamesTheOp) {
   ops::Gather(root.WithOpName("lookup"), p, i);
   auto session = Session::Create(g);
   ASSERT_TRUE(session.ok());
-  auto out = (*session)->Run({{"params", Tensor(DType::kFloat32, Shape{3, 2})}, {"ids", Tensor::Vector<int64_t>({1, 7})}},
-                             {"lookup"});
+  auto out = (*session)->Run(
+      {{"params", Tensor(DType::kFloat32, Shape{3, 2})}, {"ids", Tensor::Vector<int64_t>({1, 7})}},
+      {"lookup"});
   EXPECT_FALSE(out.ok());
   EXPECT_NE(Msg(out.status()).find("\"lookup\""), std::string::npos) << out.status();
   EXPECT_NE(Msg(out.status()).find("7"), std::string::npos);

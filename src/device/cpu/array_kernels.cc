@@ -29,8 +29,8 @@ Status ReshapeTo(OpKernelContext& ctx, const Shape& target_or_partial) {
   }
   if (unknown >= 0) {
     if (known == 0 || x.num_elements() % known != 0) {
-      return ctx.Error("cannot reshape {} ({} elements) to {}", x.shape().ToString(), x.num_elements(),
-                       target.ToString());
+      return ctx.Error("cannot reshape {} ({} elements) to {}", x.shape().ToString(),
+                       x.num_elements(), target.ToString());
     }
     target.set_dim(unknown, x.num_elements() / known);
   }
@@ -56,15 +56,24 @@ To ConvertValue(From v) {
 template <typename Fn>
 Status DispatchAll(const OpKernelContext& ctx, DType d, Fn&& fn) {
   switch (d) {
-    case DType::kFloat32: return fn(float{});
-    case DType::kFloat64: return fn(double{});
-    case DType::kFloat16: return fn(float16{});
-    case DType::kBFloat16: return fn(bfloat16{});
-    case DType::kInt32: return fn(int32_t{});
-    case DType::kInt64: return fn(int64_t{});
-    case DType::kBool: return fn(bool{});
-    case DType::kUInt8: return fn(uint8_t{});
-    default: return ctx.Error("cannot cast {}", DTypeName(d));
+    case DType::kFloat32:
+      return fn(float{});
+    case DType::kFloat64:
+      return fn(double{});
+    case DType::kFloat16:
+      return fn(float16{});
+    case DType::kBFloat16:
+      return fn(bfloat16{});
+    case DType::kInt32:
+      return fn(int32_t{});
+    case DType::kInt64:
+      return fn(int64_t{});
+    case DType::kBool:
+      return fn(bool{});
+    case DType::kUInt8:
+      return fn(uint8_t{});
+    default:
+      return ctx.Error("cannot cast {}", DTypeName(d));
   }
 }
 
@@ -155,8 +164,8 @@ Status ConcatKernel(OpKernelContext& ctx) {
   std::vector<int64_t> begin(first.rank(), 0);
   for (int i = 0; i < n; ++i) {
     const Tensor& t = ctx.input(i);
-    CopyBlock(static_cast<const char*>(t.raw_data()), t.shape(), static_cast<char*>(out->raw_data()),
-              out_shape, begin, ElemSize(t), true);
+    CopyBlock(static_cast<const char*>(t.raw_data()), t.shape(),
+              static_cast<char*>(out->raw_data()), out_shape, begin, ElemSize(t), true);
     begin[axis] += t.dim(axis);
   }
   return absl::OkStatus();
@@ -170,8 +179,8 @@ Status ConcatGradKernel(OpKernelContext& ctx) {
   for (int i = 1; i < ctx.num_inputs(); ++i) {
     const Shape& s = ctx.input(i).shape();
     RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(i - 1, s));
-    CopyBlock(static_cast<const char*>(dy.raw_data()), dy.shape(), static_cast<char*>(out->raw_data()), s,
-              begin, ElemSize(dy), false);
+    CopyBlock(static_cast<const char*>(dy.raw_data()), dy.shape(),
+              static_cast<char*>(out->raw_data()), s, begin, ElemSize(dy), false);
     begin[axis] += s.dim(axis);
   }
   return absl::OkStatus();
@@ -193,28 +202,29 @@ Status SplitVKernel(OpKernelContext& ctx) {
   }
   if (unknown >= 0) sizes[unknown] = x.dim(axis) - known;
   if ((unknown >= 0 && sizes[unknown] < 0) || (unknown < 0 && known != x.dim(axis))) {
-    return ctx.Error("split sizes do not add up to dimension {} ({}) of {}", axis, x.dim(axis), x.shape().ToString());
+    return ctx.Error("split sizes do not add up to dimension {} ({}) of {}", axis, x.dim(axis),
+                     x.shape().ToString());
   }
   std::vector<int64_t> begin(x.rank(), 0);
   for (size_t i = 0; i < sizes.size(); ++i) {
     Shape s = x.shape();
     s.set_dim(axis, sizes[i]);
     RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(static_cast<int>(i), s));
-    CopyBlock(static_cast<const char*>(x.raw_data()), x.shape(), static_cast<char*>(out->raw_data()), s,
-              begin, ElemSize(x), false);
+    CopyBlock(static_cast<const char*>(x.raw_data()), x.shape(),
+              static_cast<char*>(out->raw_data()), s, begin, ElemSize(x), false);
     begin[axis] += sizes[i];
   }
   return absl::OkStatus();
 }
 
-StatusOr<Shape> SliceShape(const OpKernelContext& ctx, const Shape& in, const std::vector<int64_t>& begin,
-                           const std::vector<int64_t>& size) {
+StatusOr<Shape> SliceShape(const OpKernelContext& ctx, const Shape& in,
+                           const std::vector<int64_t>& begin, const std::vector<int64_t>& size) {
   Shape out;
   for (int i = 0; i < in.rank(); ++i) {
     const int64_t s = size[i] < 0 ? in.dim(i) - begin[i] : size[i];
     if (begin[i] < 0 || s < 0 || begin[i] + s > in.dim(i)) {
-      return ctx.Error("slice begin {} size {} is out of bounds for dimension {} of {}", begin[i], size[i], i,
-                       in.ToString());
+      return ctx.Error("slice begin {} size {} is out of bounds for dimension {} of {}", begin[i],
+                       size[i], i, in.ToString());
     }
     out.AddDim(s);
   }
@@ -226,8 +236,8 @@ Status SliceKernel(OpKernelContext& ctx) {
   const auto begin = ctx.node().IntsAttr("begin");
   RECSDK_ASSIGN_OR_RETURN(Shape s, SliceShape(ctx, x.shape(), begin, ctx.node().IntsAttr("size")));
   RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, s));
-  CopyBlock(static_cast<const char*>(x.raw_data()), x.shape(), static_cast<char*>(out->raw_data()), s, begin,
-            ElemSize(x), false);
+  CopyBlock(static_cast<const char*>(x.raw_data()), x.shape(), static_cast<char*>(out->raw_data()),
+            s, begin, ElemSize(x), false);
   return absl::OkStatus();
 }
 
@@ -235,8 +245,9 @@ Status SliceGradKernel(OpKernelContext& ctx) {
   const Tensor& dy = ctx.input(0);
   const Tensor& x = ctx.input(1);
   RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.shape()));
-  CopyBlock(static_cast<const char*>(dy.raw_data()), dy.shape(), static_cast<char*>(out->raw_data()),
-            x.shape(), ctx.node().IntsAttr("begin"), ElemSize(dy), true);
+  CopyBlock(static_cast<const char*>(dy.raw_data()), dy.shape(),
+            static_cast<char*>(out->raw_data()), x.shape(), ctx.node().IntsAttr("begin"),
+            ElemSize(dy), true);
   return absl::OkStatus();
 }
 
@@ -326,12 +337,13 @@ Status GatherTyped(OpKernelContext& ctx) {
   char* dst = static_cast<char*>(out->raw_data());
   for (int64_t i = 0; i < indices.num_elements(); ++i) {
     if (idx[i] < 0 || idx[i] >= params.dim(0)) {
-      return ctx.Error("index {} at position {} is out of range [0, {})", static_cast<int64_t>(idx[i]), i,
-                       params.dim(0));
+      return ctx.Error("index {} at position {} is out of range [0, {})",
+                       static_cast<int64_t>(idx[i]), i, params.dim(0));
     }
   }
   ParallelFor(indices.num_elements(), 1024, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) std::memcpy(dst + i * row_bytes, src + idx[i] * row_bytes, row_bytes);
+    for (int64_t i = b; i < e; ++i)
+      std::memcpy(dst + i * row_bytes, src + idx[i] * row_bytes, row_bytes);
   });
   return absl::OkStatus();
 }
@@ -402,15 +414,18 @@ Status BroadcastToShapeKernel(OpKernelContext& ctx) {
     return absl::OkStatus();
   }
   RECSDK_ASSIGN_OR_RETURN(Shape s, RuntimeBroadcast(ctx, g.shape(), target));
-  if (s != target) return ctx.Error("cannot broadcast {} to {}", g.shape().ToString(), target.ToString());
+  if (s != target)
+    return ctx.Error("cannot broadcast {} to {}", g.shape().ToString(), target.ToString());
   RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, target));
   std::vector<int64_t> strides[1] = {BroadcastStrides(g.shape(), target)};
   const size_t elem = ElemSize(g);
   const char* src = static_cast<const char*>(g.raw_data());
   char* dst = static_cast<char*>(out->raw_data());
-  ForEachBroadcast<1>(target, strides, [&](int64_t o, const int64_t* offs, int64_t n, const int64_t* st) {
-    for (int64_t j = 0; j < n; ++j) std::memcpy(dst + (o + j) * elem, src + (offs[0] + j * st[0]) * elem, elem);
-  });
+  ForEachBroadcast<1>(
+      target, strides, [&](int64_t o, const int64_t* offs, int64_t n, const int64_t* st) {
+        for (int64_t j = 0; j < n; ++j)
+          std::memcpy(dst + (o + j) * elem, src + (offs[0] + j * st[0]) * elem, elem);
+      });
   return absl::OkStatus();
 }
 
@@ -423,8 +438,8 @@ StatusOr<Shape> RuntimeBroadcast(const OpKernelContext& ctx, const Shape& a, con
     const int ia = a.rank() - rank + i, ib = b.rank() - rank + i;
     const int64_t da = ia >= 0 ? a.dim(ia) : 1, db = ib >= 0 ? b.dim(ib) : 1;
     if (da != db && da != 1 && db != 1) {
-      return ctx.Error("shapes {} and {} cannot be broadcast (dimension {}: {} vs {})", a.ToString(),
-                       b.ToString(), i, da, db);
+      return ctx.Error("shapes {} and {} cannot be broadcast (dimension {}: {} vs {})",
+                       a.ToString(), b.ToString(), i, da, db);
     }
     out.AddDim(da == 1 ? db : da);
   }
@@ -460,14 +475,17 @@ void RegisterCpuArrayKernels(KernelRegistry& r) {
     });
   }
   r.RegisterFn("NoOp", kCpu, {any}, [](OpKernelContext&) { return absl::OkStatus(); });
-  r.RegisterFn("ZerosLike", kCpu, {any}, [](OpKernelContext& ctx) { return FillWith(ctx, ctx.input(0).shape(), 0); });
-  r.RegisterFn("OnesLike", kCpu, {any}, [](OpKernelContext& ctx) { return FillWith(ctx, ctx.input(0).shape(), 1); });
+  r.RegisterFn("ZerosLike", kCpu, {any},
+               [](OpKernelContext& ctx) { return FillWith(ctx, ctx.input(0).shape(), 0); });
+  r.RegisterFn("OnesLike", kCpu, {any},
+               [](OpKernelContext& ctx) { return FillWith(ctx, ctx.input(0).shape(), 1); });
   r.RegisterFn("Fill", kCpu, {any}, [](OpKernelContext& ctx) {
     const Tensor& v = ctx.input(0);
     RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, ctx.node().ShapeAttr("shape")));
     const size_t elem = DTypeSize(v.dtype());
     char* dst = static_cast<char*>(out->raw_data());
-    for (int64_t i = 0; i < out->num_elements(); ++i) std::memcpy(dst + i * elem, v.raw_data(), elem);
+    for (int64_t i = 0; i < out->num_elements(); ++i)
+      std::memcpy(dst + i * elem, v.raw_data(), elem);
     return absl::OkStatus();
   });
   r.RegisterFn("Cast", kCpu, {any}, CastKernel);
@@ -480,23 +498,28 @@ void RegisterCpuArrayKernels(KernelRegistry& r) {
     const auto dims = ctx.node().IntsAttr("shape");
     return ReshapeTo(ctx, Shape(absl::MakeConstSpan(dims)));
   });
-  r.RegisterFn("ReshapeLike", kCpu, {any}, [](OpKernelContext& ctx) { return ReshapeTo(ctx, ctx.input(1).shape()); });
+  r.RegisterFn("ReshapeLike", kCpu, {any},
+               [](OpKernelContext& ctx) { return ReshapeTo(ctx, ctx.input(1).shape()); });
   r.RegisterFn("Transpose", kCpu, {any}, TransposeKernel);
   r.RegisterFn("Tile", kCpu, {any}, TileKernel);
   r.RegisterFn("TileGrad", kCpu, kNumericTypes, [](OpKernelContext& ctx) {
-    return DispatchNumeric(ctx, ctx.input(0).dtype(), [&](auto tag) { return TileGradTyped<decltype(tag)>(ctx); });
+    return DispatchNumeric(ctx, ctx.input(0).dtype(),
+                           [&](auto tag) { return TileGradTyped<decltype(tag)>(ctx); });
   });
   r.RegisterFn("Gather", kCpu, {any}, [](OpKernelContext& ctx) {
-    return ctx.input(1).dtype() == DType::kInt32 ? GatherTyped<int32_t>(ctx) : GatherTyped<int64_t>(ctx);
+    return ctx.input(1).dtype() == DType::kInt32 ? GatherTyped<int32_t>(ctx)
+                                                 : GatherTyped<int64_t>(ctx);
   });
   r.RegisterFn("GatherGrad", kCpu, kNumericTypes, [](OpKernelContext& ctx) {
     return DispatchNumeric(ctx, ctx.input(0).dtype(), [&](auto tag) {
       using T = decltype(tag);
-      return ctx.input(1).dtype() == DType::kInt32 ? GatherGradTyped<T, int32_t>(ctx) : GatherGradTyped<T, int64_t>(ctx);
+      return ctx.input(1).dtype() == DType::kInt32 ? GatherGradTyped<T, int32_t>(ctx)
+                                                   : GatherGradTyped<T, int64_t>(ctx);
     });
   });
   r.RegisterFn("SumToShapeOf", kCpu, kNumericTypes, [](OpKernelContext& ctx) {
-    return DispatchNumeric(ctx, ctx.input(0).dtype(), [&](auto tag) { return SumToShapeTyped<decltype(tag)>(ctx); });
+    return DispatchNumeric(ctx, ctx.input(0).dtype(),
+                           [&](auto tag) { return SumToShapeTyped<decltype(tag)>(ctx); });
   });
   r.RegisterFn("BroadcastToShapeOf", kCpu, {any}, BroadcastToShapeKernel);
 }

@@ -12,8 +12,12 @@ namespace {
 
 class CpuDataTransfer final : public DataTransfer {
  public:
-  Status CopyHostToDevice(const Tensor& host, Tensor* device) override { return Copy(host, device); }
-  Status CopyDeviceToHost(const Tensor& device, Tensor* host) override { return Copy(device, host); }
+  Status CopyHostToDevice(const Tensor& host, Tensor* device) override {
+    return Copy(host, device);
+  }
+  Status CopyDeviceToHost(const Tensor& device, Tensor* host) override {
+    return Copy(device, host);
+  }
 
  private:
   static Status Copy(const Tensor& src, Tensor* dst) {
@@ -29,8 +33,9 @@ class CpuDevice final : public Device {
  public:
   explicit CpuDevice(const SessionConfig& config)
       : Device("cpu", 0, config),
-        threads_(config.intra_op_parallelism > 0 ? config.intra_op_parallelism
-                                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {}
+        threads_(config.intra_op_parallelism > 0
+                     ? config.intra_op_parallelism
+                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {}
   DataTransfer& data_transfer() override { return transfer_; }
   int IntraOpThreads() const override { return threads_; }
 
@@ -62,7 +67,8 @@ void DeviceRegistry::Register(const std::string& type, DeviceFactory factory) {
   Factories()[type] = std::move(factory);
 }
 
-StatusOr<std::unique_ptr<Device>> DeviceRegistry::Create(const std::string& type, const SessionConfig& config) const {
+StatusOr<std::unique_ptr<Device>> DeviceRegistry::Create(const std::string& type,
+                                                         const SessionConfig& config) const {
   DeviceFactory factory;
   {
     std::lock_guard<std::mutex> lock(RegistryMutex());
@@ -70,9 +76,10 @@ StatusOr<std::unique_ptr<Device>> DeviceRegistry::Create(const std::string& type
     if (it == Factories().end()) {
       std::string known;
       for (const auto& [k, v] : Factories()) known += (known.empty() ? "" : ", ") + k;
-      return absl::NotFoundError(fmt::format(
-          "device \"{}\" is not registered in this build (registered: {}); set SessionConfig::device to one of them",
-          type, known));
+      return absl::NotFoundError(
+          fmt::format("device \"{}\" is not registered in this build (registered: {}); set "
+                      "SessionConfig::device to one of them",
+                      type, known));
     }
     factory = it->second;
   }
@@ -89,9 +96,10 @@ std::vector<std::string> DeviceRegistry::Types() const {
 void RegisterCpuBackend() {
   static std::once_flag once;
   std::call_once(once, [] {
-    DeviceRegistry::Global().Register("cpu", [](const SessionConfig& config) -> StatusOr<std::unique_ptr<Device>> {
-      return std::unique_ptr<Device>(new CpuDevice(config));
-    });
+    DeviceRegistry::Global().Register(
+        "cpu", [](const SessionConfig& config) -> StatusOr<std::unique_ptr<Device>> {
+          return std::unique_ptr<Device>(new CpuDevice(config));
+        });
     KernelRegistry& r = KernelRegistry::Global();
     RegisterCpuArrayKernels(r);
     RegisterCpuMathKernels(r);

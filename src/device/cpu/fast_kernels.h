@@ -17,7 +17,8 @@ using SgemmFn = void (*)(int64_t m, int64_t n, int64_t k, const float* a, int64_
 // Elementwise host operators over n contiguous float32 values.
 using CompareF32Fn = void (*)(const float* x, const float* y, bool* out, int64_t n);
 using BinaryF32Fn = void (*)(const float* x, const float* y, float* out, int64_t n);
-using WhereF32Fn = void (*)(const bool* cond, const float* x, const float* y, float* out, int64_t n);
+using WhereF32Fn = void (*)(const bool* cond, const float* x, const float* y, float* out,
+                            int64_t n);
 
 struct FastKernels {
   Isa isa;

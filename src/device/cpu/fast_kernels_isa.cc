@@ -2,10 +2,9 @@
 // plainly (baseline, no RECSDK_ISA_SUFFIX) and with RECSDK_ISA_SUFFIX=avx2 / avx512 plus the
 // matching -m flags, keeping only the suffixed entry points global (cmake/RecsdkOptions.cmake).
 // Everything else here, Eigen's instantiations included, stays local to its variant.
+#include <Eigen/Core>
 #include <cmath>
 #include <cstdint>
-
-#include <Eigen/Core>
 
 #define RECSDK_CAT3_INNER(a, b, c) a##b##c
 #define RECSDK_CAT3(a, b, c) RECSDK_CAT3_INNER(a, b, c)
@@ -84,7 +83,8 @@ void RECSDK_FAST(floormod_f32)(const float* x, const float* y, float* out, int64
   }
 }
 
-void RECSDK_FAST(where_f32)(const bool* cond, const float* x, const float* y, float* out, int64_t n) {
+void RECSDK_FAST(where_f32)(const bool* cond, const float* x, const float* y, float* out,
+                            int64_t n) {
   // A bit blend instead of a branch so the loop vectorises.
   const auto* c = reinterpret_cast<const uint8_t*>(cond);
   const auto* xb = reinterpret_cast<const uint32_t*>(x);

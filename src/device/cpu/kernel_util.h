@@ -30,19 +30,27 @@ inline constexpr int64_t kElementwiseGrain = 32768;
 template <typename Fn>
 Status DispatchNumeric(const OpKernelContext& ctx, DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::kFloat32: return fn(float{});
-    case DType::kFloat64: return fn(double{});
-    case DType::kInt32: return fn(int32_t{});
-    case DType::kInt64: return fn(int64_t{});
-    default: return ctx.Error("no CPU kernel for dtype {}", DTypeName(dtype));
+    case DType::kFloat32:
+      return fn(float{});
+    case DType::kFloat64:
+      return fn(double{});
+    case DType::kInt32:
+      return fn(int32_t{});
+    case DType::kInt64:
+      return fn(int64_t{});
+    default:
+      return ctx.Error("no CPU kernel for dtype {}", DTypeName(dtype));
   }
 }
 template <typename Fn>
 Status DispatchFloat(const OpKernelContext& ctx, DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::kFloat32: return fn(float{});
-    case DType::kFloat64: return fn(double{});
-    default: return ctx.Error("no CPU kernel for dtype {}; Cast to float32", DTypeName(dtype));
+    case DType::kFloat32:
+      return fn(float{});
+    case DType::kFloat64:
+      return fn(double{});
+    default:
+      return ctx.Error("no CPU kernel for dtype {}; Cast to float32", DTypeName(dtype));
   }
 }
 

@@ -1,7 +1,6 @@
 // math_kernels.cc: CPU kernels for elementwise arithmetic, comparisons, reductions and BiasAdd.
-#include <cmath>
-
 #include <Eigen/Core>
+#include <cmath>
 
 #include "src/device/cpu/fast_kernels.h"
 #include "src/device/cpu/kernel_util.h"
@@ -58,21 +57,24 @@ Status BinaryOp(OpKernelContext& ctx, F f) {
       for (int64_t i = s; i < e; ++i) o[i] = f(xv, y[i]);
     });
   } else {
-    std::vector<int64_t> strides[2] = {BroadcastStrides(a.shape(), shape), BroadcastStrides(b.shape(), shape)};
-    ForEachBroadcast<2>(shape, strides, [&](int64_t start, const int64_t* offs, int64_t len, const int64_t* st) {
-      const T* xr = x + offs[0];
-      const T* yr = y + offs[1];
-      Out* orow = o + start;
-      if (st[0] == 1 && st[1] == 1) {
-        for (int64_t j = 0; j < len; ++j) orow[j] = f(xr[j], yr[j]);
-      } else if (st[0] == 1 && st[1] == 0) {
-        for (int64_t j = 0; j < len; ++j) orow[j] = f(xr[j], yr[0]);
-      } else if (st[0] == 0 && st[1] == 1) {
-        for (int64_t j = 0; j < len; ++j) orow[j] = f(xr[0], yr[j]);
-      } else {
-        for (int64_t j = 0; j < len; ++j) orow[j] = f(xr[j * st[0]], yr[j * st[1]]);
-      }
-    });
+    std::vector<int64_t> strides[2] = {BroadcastStrides(a.shape(), shape),
+                                       BroadcastStrides(b.shape(), shape)};
+    ForEachBroadcast<2>(shape, strides,
+                        [&](int64_t start, const int64_t* offs, int64_t len, const int64_t* st) {
+                          const T* xr = x + offs[0];
+                          const T* yr = y + offs[1];
+                          Out* orow = o + start;
+                          if (st[0] == 1 && st[1] == 1) {
+                            for (int64_t j = 0; j < len; ++j) orow[j] = f(xr[j], yr[j]);
+                          } else if (st[0] == 1 && st[1] == 0) {
+                            for (int64_t j = 0; j < len; ++j) orow[j] = f(xr[j], yr[0]);
+                          } else if (st[0] == 0 && st[1] == 1) {
+                            for (int64_t j = 0; j < len; ++j) orow[j] = f(xr[0], yr[j]);
+                          } else {
+                            for (int64_t j = 0; j < len; ++j)
+                              orow[j] = f(xr[j * st[0]], yr[j * st[1]]);
+                          }
+                        });
   }
   return absl::OkStatus();
 }
@@ -121,7 +123,8 @@ void RegisterUnary(KernelRegistry& r, const char* op, std::vector<DType> types, 
       const double alpha = ctx.node().FloatAttr("alpha", 0.2);
       const bool approximate = ctx.node().BoolAttr("approximate");
       ParallelFor(x.num_elements(), kElementwiseGrain, [&](int64_t s, int64_t e) {
-        for (int64_t i = s; i < e; ++i) o[i] = static_cast<T>(f(in[i], static_cast<T>(alpha), approximate));
+        for (int64_t i = s; i < e; ++i)
+          o[i] = static_cast<T>(f(in[i], static_cast<T>(alpha), approximate));
       });
       return absl::OkStatus();
     });
@@ -316,18 +319,20 @@ Status BiasAddTyped(OpKernelContext& ctx) {
   const Tensor& b = ctx.input(1);
   const int64_t c = b.num_elements();
   if (x.rank() == 0 || x.dim(x.rank() - 1) != c) {
-    return ctx.Error("bias of {} elements does not match the last dimension of {}", c, x.shape().ToString());
+    return ctx.Error("bias of {} elements does not match the last dimension of {}", c,
+                     x.shape().ToString());
   }
   RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.shape()));
   const int64_t rows = c == 0 ? 0 : x.num_elements() / c;
   const T* in = x.data<T>();
   const T* bias = b.data<T>();
   T* o = out->data<T>();
-  ParallelFor(rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(c, 1)), [&](int64_t s, int64_t e) {
-    for (int64_t r = s; r < e; ++r) {
-      for (int64_t j = 0; j < c; ++j) o[r * c + j] = in[r * c + j] + bias[j];
-    }
-  });
+  ParallelFor(rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(c, 1)),
+              [&](int64_t s, int64_t e) {
+                for (int64_t r = s; r < e; ++r) {
+                  for (int64_t j = 0; j < c; ++j) o[r * c + j] = in[r * c + j] + bias[j];
+                }
+              });
   return absl::OkStatus();
 }
 
@@ -359,8 +364,9 @@ Status WhereTyped(OpKernelContext& ctx) {
   T* o = out->data<T>();
   if (c.shape() == shape && a.shape() == shape && b.shape() == shape) {
     if constexpr (std::is_same_v<T, float>) {
-      ParallelFor(out->num_elements(), kElementwiseGrain,
-                  [&](int64_t s, int64_t e) { Fast().where_f32(cond + s, x + s, y + s, o + s, e - s); });
+      ParallelFor(out->num_elements(), kElementwiseGrain, [&](int64_t s, int64_t e) {
+        Fast().where_f32(cond + s, x + s, y + s, o + s, e - s);
+      });
     } else {
       ParallelFor(out->num_elements(), kElementwiseGrain, [&](int64_t s, int64_t e) {
         for (int64_t i = s; i < e; ++i) o[i] = cond[i] ? x[i] : y[i];
@@ -368,13 +374,16 @@ Status WhereTyped(OpKernelContext& ctx) {
     }
     return absl::OkStatus();
   }
-  std::vector<int64_t> strides[3] = {BroadcastStrides(c.shape(), shape), BroadcastStrides(a.shape(), shape),
+  std::vector<int64_t> strides[3] = {BroadcastStrides(c.shape(), shape),
+                                     BroadcastStrides(a.shape(), shape),
                                      BroadcastStrides(b.shape(), shape)};
-  ForEachBroadcast<3>(shape, strides, [&](int64_t start, const int64_t* offs, int64_t len, const int64_t* st) {
-    for (int64_t j = 0; j < len; ++j) {
-      o[start + j] = cond[offs[0] + j * st[0]] ? x[offs[1] + j * st[1]] : y[offs[2] + j * st[2]];
-    }
-  });
+  ForEachBroadcast<3>(
+      shape, strides, [&](int64_t start, const int64_t* offs, int64_t len, const int64_t* st) {
+        for (int64_t j = 0; j < len; ++j) {
+          o[start + j] =
+              cond[offs[0] + j * st[0]] ? x[offs[1] + j * st[1]] : y[offs[2] + j * st[2]];
+        }
+      });
   return absl::OkStatus();
 }
 
@@ -383,8 +392,8 @@ Status AddNTyped(OpKernelContext& ctx) {
   const Tensor& first = ctx.input(0);
   for (int i = 1; i < ctx.num_inputs(); ++i) {
     if (ctx.input(i).shape() != first.shape()) {
-      return ctx.Error("input {} has shape {} but input 0 has {}", i, ctx.input(i).shape().ToString(),
-                       first.shape().ToString());
+      return ctx.Error("input {} has shape {} but input 0 has {}", i,
+                       ctx.input(i).shape().ToString(), first.shape().ToString());
     }
   }
   RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, first.shape()));
@@ -437,16 +446,23 @@ void RegisterCpuMathKernels(KernelRegistry& r) {
       return BinaryOp<T, T>(ctx, [](T x, T y) { return FloorModValue(x, y); });
     });
   });
-  RegisterCompare(r, "Less", [](auto x, auto y) { return x < y; }, &FastKernels::less_f32);
-  RegisterCompare(r, "Greater", [](auto x, auto y) { return x > y; }, &FastKernels::greater_f32);
-  RegisterCompare(r, "LessEqual", [](auto x, auto y) { return x <= y; }, nullptr);
-  RegisterCompare(r, "GreaterEqual", [](auto x, auto y) { return x >= y; }, nullptr);
-  RegisterCompare(r, "Equal", [](auto x, auto y) { return x == y; }, nullptr);
+  RegisterCompare(
+      r, "Less", [](auto x, auto y) { return x < y; }, &FastKernels::less_f32);
+  RegisterCompare(
+      r, "Greater", [](auto x, auto y) { return x > y; }, &FastKernels::greater_f32);
+  RegisterCompare(
+      r, "LessEqual", [](auto x, auto y) { return x <= y; }, nullptr);
+  RegisterCompare(
+      r, "GreaterEqual", [](auto x, auto y) { return x >= y; }, nullptr);
+  RegisterCompare(
+      r, "Equal", [](auto x, auto y) { return x == y; }, nullptr);
   r.RegisterFn("Where", kCpu, {DType::kInvalid}, [](OpKernelContext& ctx) {
-    return DispatchNumeric(ctx, ctx.input(1).dtype(), [&](auto tag) { return WhereTyped<decltype(tag)>(ctx); });
+    return DispatchNumeric(ctx, ctx.input(1).dtype(),
+                           [&](auto tag) { return WhereTyped<decltype(tag)>(ctx); });
   });
   r.RegisterFn("AddN", kCpu, kNumericTypes, [](OpKernelContext& ctx) {
-    return DispatchNumeric(ctx, ctx.input(0).dtype(), [&](auto tag) { return AddNTyped<decltype(tag)>(ctx); });
+    return DispatchNumeric(ctx, ctx.input(0).dtype(),
+                           [&](auto tag) { return AddNTyped<decltype(tag)>(ctx); });
   });
 
   RegisterUnary(r, "Neg", kNumericTypes, [](auto x, auto, bool) { return -x; });
@@ -460,37 +476,51 @@ void RegisterCpuMathKernels(KernelRegistry& r) {
   RegisterUnary(r, "Rsqrt", kFloatTypes, [](auto x, auto, bool) { return 1 / std::sqrt(x); });
   RegisterUnary(r, "Exp", kFloatTypes, [](auto x, auto, bool) { return std::exp(x); });
   RegisterUnary(r, "Log", kFloatTypes, [](auto x, auto, bool) { return std::log(x); });
-  RegisterUnary(r, "Relu", kFloatTypes, [](auto x, auto, bool) { return x > 0 ? x : decltype(x)(0); });
-  RegisterUnary(r, "LeakyRelu", kFloatTypes, [](auto x, auto alpha, bool) { return x > 0 ? x : alpha * x; });
+  RegisterUnary(r, "Relu", kFloatTypes,
+                [](auto x, auto, bool) { return x > 0 ? x : decltype(x)(0); });
+  RegisterUnary(r, "LeakyRelu", kFloatTypes,
+                [](auto x, auto alpha, bool) { return x > 0 ? x : alpha * x; });
   RegisterUnary(r, "Sigmoid", kFloatTypes, [](auto x, auto, bool) { return SigmoidValue(x); });
   RegisterUnary(r, "Tanh", kFloatTypes, [](auto x, auto, bool) { return std::tanh(x); });
-  RegisterUnary(r, "Gelu", kFloatTypes, [](auto x, auto, bool approx) { return GeluValue(x, approx); });
+  RegisterUnary(r, "Gelu", kFloatTypes,
+                [](auto x, auto, bool approx) { return GeluValue(x, approx); });
 
-  RegisterUnaryGrad(r, "SqrtGrad", [](auto y, auto g, auto, bool) { return g * decltype(y)(0.5) / y; });
-  RegisterUnaryGrad(r, "RsqrtGrad", [](auto y, auto g, auto, bool) { return decltype(y)(-0.5) * g * y * y * y; });
-  RegisterUnaryGrad(r, "ReluGrad", [](auto x, auto g, auto, bool) { return x > 0 ? g : decltype(x)(0); });
-  RegisterUnaryGrad(r, "LeakyReluGrad", [](auto x, auto g, auto alpha, bool) { return x > 0 ? g : alpha * g; });
+  RegisterUnaryGrad(r, "SqrtGrad",
+                    [](auto y, auto g, auto, bool) { return g * decltype(y)(0.5) / y; });
+  RegisterUnaryGrad(r, "RsqrtGrad",
+                    [](auto y, auto g, auto, bool) { return decltype(y)(-0.5) * g * y * y * y; });
+  RegisterUnaryGrad(r, "ReluGrad",
+                    [](auto x, auto g, auto, bool) { return x > 0 ? g : decltype(x)(0); });
+  RegisterUnaryGrad(r, "LeakyReluGrad",
+                    [](auto x, auto g, auto alpha, bool) { return x > 0 ? g : alpha * g; });
   RegisterUnaryGrad(r, "SigmoidGrad", [](auto y, auto g, auto, bool) { return g * y * (1 - y); });
   RegisterUnaryGrad(r, "TanhGrad", [](auto y, auto g, auto, bool) { return g * (1 - y * y); });
-  RegisterUnaryGrad(r, "GeluGrad", [](auto x, auto g, auto, bool approx) { return g * GeluDerivative(x, approx); });
+  RegisterUnaryGrad(r, "GeluGrad", [](auto x, auto g, auto, bool approx) {
+    return g * GeluDerivative(x, approx);
+  });
 
   for (int kind = 0; kind < 3; ++kind) {
     const char* op = kind == 0 ? "ReduceSum" : kind == 1 ? "ReduceMean" : "ReduceMax";
     r.RegisterFn(op, kCpu, kNumericTypes, [kind](OpKernelContext& ctx) {
-      return DispatchNumeric(ctx, ctx.input(0).dtype(), [&](auto tag) { return ReduceTyped<decltype(tag)>(ctx, kind); });
+      return DispatchNumeric(ctx, ctx.input(0).dtype(),
+                             [&](auto tag) { return ReduceTyped<decltype(tag)>(ctx, kind); });
     });
   }
   r.RegisterFn("ReduceSumGrad", kCpu, kNumericTypes, [](OpKernelContext& ctx) {
-    return DispatchNumeric(ctx, ctx.input(0).dtype(), [&](auto tag) { return ReduceGradTyped<decltype(tag)>(ctx, false); });
+    return DispatchNumeric(ctx, ctx.input(0).dtype(),
+                           [&](auto tag) { return ReduceGradTyped<decltype(tag)>(ctx, false); });
   });
   r.RegisterFn("ReduceMaxGrad", kCpu, kNumericTypes, [](OpKernelContext& ctx) {
-    return DispatchNumeric(ctx, ctx.input(0).dtype(), [&](auto tag) { return ReduceGradTyped<decltype(tag)>(ctx, true); });
+    return DispatchNumeric(ctx, ctx.input(0).dtype(),
+                           [&](auto tag) { return ReduceGradTyped<decltype(tag)>(ctx, true); });
   });
   r.RegisterFn("BiasAdd", kCpu, kNumericTypes, [](OpKernelContext& ctx) {
-    return DispatchNumeric(ctx, ctx.input(0).dtype(), [&](auto tag) { return BiasAddTyped<decltype(tag)>(ctx); });
+    return DispatchNumeric(ctx, ctx.input(0).dtype(),
+                           [&](auto tag) { return BiasAddTyped<decltype(tag)>(ctx); });
   });
   r.RegisterFn("BiasAddGrad", kCpu, kNumericTypes, [](OpKernelContext& ctx) {
-    return DispatchNumeric(ctx, ctx.input(0).dtype(), [&](auto tag) { return BiasAddGradTyped<decltype(tag)>(ctx); });
+    return DispatchNumeric(ctx, ctx.input(0).dtype(),
+                           [&](auto tag) { return BiasAddGradTyped<decltype(tag)>(ctx); });
   });
 }
 

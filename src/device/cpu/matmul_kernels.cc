@@ -9,7 +9,8 @@ namespace recsdk::internal {
 namespace {
 
 // C[m,n] = op(A) op(B), row-major, parallel over row blocks of C.
-void GemmF32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, const float* b, bool tb, float* c) {
+void GemmF32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, const float* b, bool tb,
+             float* c) {
   const int64_t lda = ta ? m : k, ldb = tb ? k : n;
   const auto& fast = Fast();
   const double flops = 2.0 * static_cast<double>(m) * n * k;
@@ -50,12 +51,14 @@ Status MatMulTyped(OpKernelContext& ctx) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   const bool ta = ctx.node().BoolAttr("transpose_a"), tb = ctx.node().BoolAttr("transpose_b");
-  if (a.rank() != 2 || b.rank() != 2) return ctx.Error("inputs must be matrices, got {} and {}", a.shape().ToString(), b.shape().ToString());
+  if (a.rank() != 2 || b.rank() != 2)
+    return ctx.Error("inputs must be matrices, got {} and {}", a.shape().ToString(),
+                     b.shape().ToString());
   const int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1);
   const int64_t kb = tb ? b.dim(1) : b.dim(0), n = tb ? b.dim(0) : b.dim(1);
   if (k != kb) {
-    return ctx.Error("inner dimensions differ: a {} (transpose_a={}) vs b {} (transpose_b={})", a.shape().ToString(),
-                     ta, b.shape().ToString(), tb);
+    return ctx.Error("inner dimensions differ: a {} (transpose_a={}) vs b {} (transpose_b={})",
+                     a.shape().ToString(), ta, b.shape().ToString(), tb);
   }
   RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, Shape{m, n}));
   if (m == 0 || n == 0) return absl::OkStatus();
@@ -70,17 +73,21 @@ Status BatchMatMulTyped(OpKernelContext& ctx) {
   const Tensor& y = ctx.input(1);
   const bool ax = ctx.node().BoolAttr("adj_x"), ay = ctx.node().BoolAttr("adj_y");
   const int r = x.rank();
-  if (r < 2 || y.rank() != r) return ctx.Error("ranks differ or < 2: {} vs {}", x.shape().ToString(), y.shape().ToString());
+  if (r < 2 || y.rank() != r)
+    return ctx.Error("ranks differ or < 2: {} vs {}", x.shape().ToString(), y.shape().ToString());
   int64_t batch = 1;
   Shape out_shape;
   for (int i = 0; i < r - 2; ++i) {
-    if (x.dim(i) != y.dim(i)) return ctx.Error("batch dims differ: {} vs {}", x.shape().ToString(), y.shape().ToString());
+    if (x.dim(i) != y.dim(i))
+      return ctx.Error("batch dims differ: {} vs {}", x.shape().ToString(), y.shape().ToString());
     batch *= x.dim(i);
     out_shape.AddDim(x.dim(i));
   }
   const int64_t m = ax ? x.dim(r - 1) : x.dim(r - 2), k = ax ? x.dim(r - 2) : x.dim(r - 1);
   const int64_t ky = ay ? y.dim(r - 1) : y.dim(r - 2), n = ay ? y.dim(r - 2) : y.dim(r - 1);
-  if (k != ky) return ctx.Error("inner dimensions differ: {} vs {}", x.shape().ToString(), y.shape().ToString());
+  if (k != ky)
+    return ctx.Error("inner dimensions differ: {} vs {}", x.shape().ToString(),
+                     y.shape().ToString());
   out_shape.AddDim(m);
   out_shape.AddDim(n);
   RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, out_shape));
@@ -91,7 +98,8 @@ Status BatchMatMulTyped(OpKernelContext& ctx) {
   ParallelFor(batch, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t bi = b0; bi < b1; ++bi) {
       if constexpr (std::is_same_v<T, float>) {
-        Fast().sgemm(m, n, k, xs + bi * m * k, ax ? m : k, ax, ys + bi * k * n, ay ? k : n, ay, os + bi * m * n, n);
+        Fast().sgemm(m, n, k, xs + bi * m * k, ax ? m : k, ax, ys + bi * k * n, ay ? k : n, ay,
+                     os + bi * m * n, n);
       } else {
         GemmEigen<T>(m, n, k, xs + bi * m * k, ax, ys + bi * k * n, ay, os + bi * m * n);
       }

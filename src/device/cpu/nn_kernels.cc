@@ -30,20 +30,21 @@ Status SoftmaxTyped(OpKernelContext& ctx, bool log) {
   const AxisView v = ViewAround(x.shape(), ctx.node().IntAttr("axis", -1));
   const T* in = x.data<T>();
   T* o = out->data<T>();
-  ParallelFor(v.outer * v.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(v.n, 1)), [&](int64_t s, int64_t e) {
-    for (int64_t r = s; r < e; ++r) {
-      const int64_t base = (r / v.inner) * v.n * v.inner + r % v.inner;
-      T m = std::numeric_limits<T>::lowest();
-      for (int64_t j = 0; j < v.n; ++j) m = std::max(m, in[base + j * v.inner]);
-      T sum = 0;
-      for (int64_t j = 0; j < v.n; ++j) sum += std::exp(in[base + j * v.inner] - m);
-      const T lse = m + std::log(sum);
-      for (int64_t j = 0; j < v.n; ++j) {
-        const T lv = in[base + j * v.inner] - lse;
-        o[base + j * v.inner] = log ? lv : std::exp(lv);
-      }
-    }
-  });
+  ParallelFor(v.outer * v.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(v.n, 1)),
+              [&](int64_t s, int64_t e) {
+                for (int64_t r = s; r < e; ++r) {
+                  const int64_t base = (r / v.inner) * v.n * v.inner + r % v.inner;
+                  T m = std::numeric_limits<T>::lowest();
+                  for (int64_t j = 0; j < v.n; ++j) m = std::max(m, in[base + j * v.inner]);
+                  T sum = 0;
+                  for (int64_t j = 0; j < v.n; ++j) sum += std::exp(in[base + j * v.inner] - m);
+                  const T lse = m + std::log(sum);
+                  for (int64_t j = 0; j < v.n; ++j) {
+                    const T lv = in[base + j * v.inner] - lse;
+                    o[base + j * v.inner] = log ? lv : std::exp(lv);
+                  }
+                }
+              });
   return absl::OkStatus();
 }
 
@@ -87,7 +88,8 @@ Status DropoutTyped(OpKernelContext& ctx) {
   // Element i uses word i%4 of Philox block i/4 under (seed, step): independent of threading.
   ParallelFor((n + 3) / 4, kElementwiseGrain / 4, [&](int64_t b, int64_t e) {
     for (int64_t blk = b; blk < e; ++blk) {
-      const auto words = Philox4x32(seed, static_cast<uint64_t>(blk), static_cast<uint64_t>(ctx.step_id()));
+      const auto words =
+          Philox4x32(seed, static_cast<uint64_t>(blk), static_cast<uint64_t>(ctx.step_id()));
       for (int j = 0; j < 4; ++j) {
         const int64_t i = blk * 4 + j;
         if (i >= n) break;
@@ -105,7 +107,8 @@ Status SigmoidCeTyped(OpKernelContext& ctx) {
   const Tensor& z = ctx.input(0);
   const Tensor& x = ctx.input(1);
   if (z.shape() != x.shape()) {
-    return ctx.Error("labels {} and logits {} differ in shape", z.shape().ToString(), x.shape().ToString());
+    return ctx.Error("labels {} and logits {} differ in shape", z.shape().ToString(),
+                     x.shape().ToString());
   }
   RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.shape()));
   const T* zp = z.data<T>();
@@ -125,7 +128,8 @@ Status SoftmaxCeTyped(OpKernelContext& ctx) {
   const Tensor& labels = ctx.input(0);
   const Tensor& logits = ctx.input(1);
   if (labels.shape() != logits.shape()) {
-    return ctx.Error("labels {} and logits {} differ in shape", labels.shape().ToString(), logits.shape().ToString());
+    return ctx.Error("labels {} and logits {} differ in shape", labels.shape().ToString(),
+                     logits.shape().ToString());
   }
   Shape loss_shape = logits.shape();
   loss_shape.RemoveDim(loss_shape.rank() - 1);
@@ -159,25 +163,32 @@ Status SoftmaxCeTyped(OpKernelContext& ctx) {
 
 void RegisterCpuNnKernels(KernelRegistry& r) {
   r.RegisterFn("Softmax", kCpu, kFloatTypes, [](OpKernelContext& ctx) {
-    return DispatchFloat(ctx, ctx.input(0).dtype(), [&](auto t) { return SoftmaxTyped<decltype(t)>(ctx, false); });
+    return DispatchFloat(ctx, ctx.input(0).dtype(),
+                         [&](auto t) { return SoftmaxTyped<decltype(t)>(ctx, false); });
   });
   r.RegisterFn("LogSoftmax", kCpu, kFloatTypes, [](OpKernelContext& ctx) {
-    return DispatchFloat(ctx, ctx.input(0).dtype(), [&](auto t) { return SoftmaxTyped<decltype(t)>(ctx, true); });
+    return DispatchFloat(ctx, ctx.input(0).dtype(),
+                         [&](auto t) { return SoftmaxTyped<decltype(t)>(ctx, true); });
   });
   r.RegisterFn("SoftmaxGrad", kCpu, kFloatTypes, [](OpKernelContext& ctx) {
-    return DispatchFloat(ctx, ctx.input(0).dtype(), [&](auto t) { return SoftmaxGradTyped<decltype(t)>(ctx, false); });
+    return DispatchFloat(ctx, ctx.input(0).dtype(),
+                         [&](auto t) { return SoftmaxGradTyped<decltype(t)>(ctx, false); });
   });
   r.RegisterFn("LogSoftmaxGrad", kCpu, kFloatTypes, [](OpKernelContext& ctx) {
-    return DispatchFloat(ctx, ctx.input(0).dtype(), [&](auto t) { return SoftmaxGradTyped<decltype(t)>(ctx, true); });
+    return DispatchFloat(ctx, ctx.input(0).dtype(),
+                         [&](auto t) { return SoftmaxGradTyped<decltype(t)>(ctx, true); });
   });
   r.RegisterFn("Dropout", kCpu, kFloatTypes, [](OpKernelContext& ctx) {
-    return DispatchFloat(ctx, ctx.input(0).dtype(), [&](auto t) { return DropoutTyped<decltype(t)>(ctx); });
+    return DispatchFloat(ctx, ctx.input(0).dtype(),
+                         [&](auto t) { return DropoutTyped<decltype(t)>(ctx); });
   });
   r.RegisterFn("SigmoidCrossEntropyWithLogits", kCpu, kFloatTypes, [](OpKernelContext& ctx) {
-    return DispatchFloat(ctx, ctx.input(1).dtype(), [&](auto t) { return SigmoidCeTyped<decltype(t)>(ctx); });
+    return DispatchFloat(ctx, ctx.input(1).dtype(),
+                         [&](auto t) { return SigmoidCeTyped<decltype(t)>(ctx); });
   });
   r.RegisterFn("SoftmaxCrossEntropyWithLogits", kCpu, kFloatTypes, [](OpKernelContext& ctx) {
-    return DispatchFloat(ctx, ctx.input(1).dtype(), [&](auto t) { return SoftmaxCeTyped<decltype(t)>(ctx); });
+    return DispatchFloat(ctx, ctx.input(1).dtype(),
+                         [&](auto t) { return SoftmaxCeTyped<decltype(t)>(ctx); });
   });
 }
 

@@ -18,7 +18,8 @@ class RandomKernel final : public OpKernel {
   Status Compute(OpKernelContext& ctx) override {
     const Node& n = ctx.node();
     RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, n.ShapeAttr("shape")));
-    const uint64_t key = CombineSeeds(DeriveSeed(ctx.graph_seed(), n.IntAttr("seed"), n.name()), runs_++);
+    const uint64_t key =
+        CombineSeeds(DeriveSeed(ctx.graph_seed(), n.IntAttr("seed"), n.name()), runs_++);
     const double a = n.FloatAttr("a"), b = n.FloatAttr("b");
     return DispatchFloat(ctx, out->dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -51,9 +52,10 @@ class RandomKernel final : public OpKernel {
 void RegisterCpuRandomKernels(KernelRegistry& r) {
   const char* types[] = {"RandomUniform", "RandomNormal", "TruncatedNormal"};
   for (int kind = 0; kind < 3; ++kind) {
-    r.Register(types[kind], kCpu, DType::kInvalid, [kind](const Node&) -> StatusOr<std::unique_ptr<OpKernel>> {
-      return std::unique_ptr<OpKernel>(new RandomKernel(kind));
-    });
+    r.Register(types[kind], kCpu, DType::kInvalid,
+               [kind](const Node&) -> StatusOr<std::unique_ptr<OpKernel>> {
+                 return std::unique_ptr<OpKernel>(new RandomKernel(kind));
+               });
   }
 }
 

@@ -21,24 +21,29 @@ StatusOr<VariableResource*> VarInput(OpKernelContext& ctx, int i) {
 // Caller holds v->mu.
 StatusOr<Tensor*> Writable(OpKernelContext& ctx, VariableResource* v, const std::string& name) {
   if (!v->initialized()) {
-    return absl::FailedPreconditionError(fmt::format(
-        "op \"{}\" ({}): variable \"{}\" is not initialised; run the init op (GlobalVariablesInitializer) first",
-        ctx.node().name(), ctx.node().type(), name));
+    return absl::FailedPreconditionError(
+        fmt::format("op \"{}\" ({}): variable \"{}\" is not initialised; run the init op "
+                    "(GlobalVariablesInitializer) first",
+                    ctx.node().name(), ctx.node().type(), name));
   }
   if (v->value.BufferRefCount() > 1) {
-    RECSDK_ASSIGN_OR_RETURN(Tensor fresh, ctx.device()->variable_allocator().AllocateTensor(v->dtype(), v->shape()));
+    RECSDK_ASSIGN_OR_RETURN(
+        Tensor fresh, ctx.device()->variable_allocator().AllocateTensor(v->dtype(), v->shape()));
     std::memcpy(fresh.raw_data(), v->value.raw_data(), v->value.TotalBytes());
     v->value = fresh;
   }
   return &v->value;
 }
 
-std::string HandleName(const OpKernelContext& ctx, int i) { return ctx.node().input(i).node->name(); }
+std::string HandleName(const OpKernelContext& ctx, int i) {
+  return ctx.node().input(i).node->name();
+}
 
 Status CheckGradShape(OpKernelContext& ctx, VariableResource* v, const Tensor& g) {
   if (g.shape() != v->shape() || g.dtype() != v->dtype()) {
-    return ctx.Error("value {} {} does not match variable \"{}\" {} {}", DTypeName(g.dtype()), g.shape().ToString(),
-                     HandleName(ctx, 0), DTypeName(v->dtype()), v->shape().ToString());
+    return ctx.Error("value {} {} does not match variable \"{}\" {} {}", DTypeName(g.dtype()),
+                     g.shape().ToString(), HandleName(ctx, 0), DTypeName(v->dtype()),
+                     v->shape().ToString());
   }
   return absl::OkStatus();
 }
@@ -51,7 +56,8 @@ Status AssignKernel(OpKernelContext& ctx, int kind) {
   std::lock_guard<std::mutex> lock(v->mu);
   if (kind == 0) {
     if (!v->initialized() || v->value.BufferRefCount() > 1) {
-      RECSDK_ASSIGN_OR_RETURN(Tensor fresh, ctx.device()->variable_allocator().AllocateTensor(v->dtype(), v->shape()));
+      RECSDK_ASSIGN_OR_RETURN(
+          Tensor fresh, ctx.device()->variable_allocator().AllocateTensor(v->dtype(), v->shape()));
       v->value = fresh;
     }
     std::memcpy(v->value.raw_data(), value.raw_data(), value.TotalBytes());
@@ -62,7 +68,8 @@ Status AssignKernel(OpKernelContext& ctx, int kind) {
     using T = decltype(tag);
     T* dst = t->data<T>();
     const T* src = value.data<T>();
-    for (int64_t i = 0; i < t->num_elements(); ++i) dst[i] = kind == 1 ? dst[i] + src[i] : dst[i] - src[i];
+    for (int64_t i = 0; i < t->num_elements(); ++i)
+      dst[i] = kind == 1 ? dst[i] + src[i] : dst[i] - src[i];
     return absl::OkStatus();
   });
 }
@@ -78,8 +85,9 @@ Status ApplyUpdate(OpKernelContext& ctx, int num_handles, Fn update) {
   const Tensor& grad = ctx.input(num_handles);
   for (int i = 0; i < num_handles; ++i) {
     if (grad.shape() != vars[i]->shape() || grad.dtype() != vars[i]->dtype()) {
-      return ctx.Error("gradient {} {} does not match \"{}\" {} {}", DTypeName(grad.dtype()), grad.shape().ToString(),
-                       HandleName(ctx, i), DTypeName(vars[i]->dtype()), vars[i]->shape().ToString());
+      return ctx.Error("gradient {} {} does not match \"{}\" {} {}", DTypeName(grad.dtype()),
+                       grad.shape().ToString(), HandleName(ctx, i), DTypeName(vars[i]->dtype()),
+                       vars[i]->shape().ToString());
     }
   }
   std::vector<std::unique_lock<std::mutex>> locks;
@@ -116,9 +124,10 @@ void RegisterCpuStateKernels(KernelRegistry& r) {
     RECSDK_ASSIGN_OR_RETURN(VariableResource * v, VarInput(ctx, 0));
     std::lock_guard<std::mutex> lock(v->mu);
     if (!v->initialized()) {
-      return absl::FailedPreconditionError(fmt::format(
-          "op \"{}\": variable \"{}\" is not initialised; run the init op (GlobalVariablesInitializer) first",
-          ctx.node().name(), HandleName(ctx, 0)));
+      return absl::FailedPreconditionError(
+          fmt::format("op \"{}\": variable \"{}\" is not initialised; run the init op "
+                      "(GlobalVariablesInitializer) first",
+                      ctx.node().name(), HandleName(ctx, 0)));
     }
     ctx.set_output(0, v->value);
     return absl::OkStatus();
@@ -141,7 +150,8 @@ void RegisterCpuStateKernels(KernelRegistry& r) {
       using T = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
       for (int64_t i = s; i < e; ++i) {
         p[1][i] = static_cast<T>(mu) * p[1][i] + g[i];
-        p[0][i] -= nesterov ? static_cast<T>(lr) * (g[i] + static_cast<T>(mu) * p[1][i]) : static_cast<T>(lr) * p[1][i];
+        p[0][i] -= nesterov ? static_cast<T>(lr) * (g[i] + static_cast<T>(mu) * p[1][i])
+                            : static_cast<T>(lr) * p[1][i];
       }
     });
   });
@@ -157,10 +167,12 @@ void RegisterCpuStateKernels(KernelRegistry& r) {
   });
   r.RegisterFn("ApplyAdam", kCpu, kFloatTypes, [](OpKernelContext& ctx) {
     const Node& n = ctx.node();
-    const double lr = n.FloatAttr("learning_rate"), b1 = n.FloatAttr("beta1"), b2 = n.FloatAttr("beta2");
+    const double lr = n.FloatAttr("learning_rate"), b1 = n.FloatAttr("beta1"),
+                 b2 = n.FloatAttr("beta2");
     const double eps = n.FloatAttr("epsilon"), wd = n.FloatAttr("weight_decay");
     const Tensor& step = ctx.input(4);
-    if (step.dtype() != DType::kInt64 || step.num_elements() != 1) return ctx.Error("step must be an int64 scalar");
+    if (step.dtype() != DType::kInt64 || step.num_elements() != 1)
+      return ctx.Error("step must be an int64 scalar");
     const double t = static_cast<double>(step.scalar<int64_t>() + 1);
     const double lr_t = lr * std::sqrt(1 - std::pow(b2, t)) / (1 - std::pow(b1, t));
     return ApplyUpdate(ctx, 3, [=](auto& p, auto* g, int64_t s, int64_t e) {
@@ -175,7 +187,8 @@ void RegisterCpuStateKernels(KernelRegistry& r) {
   });
   r.RegisterFn("ApplyRmsProp", kCpu, kFloatTypes, [](OpKernelContext& ctx) {
     const Node& n = ctx.node();
-    const double lr = n.FloatAttr("learning_rate"), rho = n.FloatAttr("rho"), mom = n.FloatAttr("momentum");
+    const double lr = n.FloatAttr("learning_rate"), rho = n.FloatAttr("rho"),
+                 mom = n.FloatAttr("momentum");
     const double eps = n.FloatAttr("epsilon");
     const bool centered = n.BoolAttr("centered");
     return ApplyUpdate(ctx, 4, [=](auto& p, auto* g, int64_t s, int64_t e) {
@@ -187,7 +200,8 @@ void RegisterCpuStateKernels(KernelRegistry& r) {
           p[3][i] = static_cast<T>(rho) * p[3][i] + static_cast<T>(1 - rho) * g[i];
           denom -= p[3][i] * p[3][i];
         }
-        p[2][i] = static_cast<T>(mom) * p[2][i] + static_cast<T>(lr) * g[i] / std::sqrt(denom + static_cast<T>(eps));
+        p[2][i] = static_cast<T>(mom) * p[2][i] +
+                  static_cast<T>(lr) * g[i] / std::sqrt(denom + static_cast<T>(eps));
         p[0][i] -= p[2][i];
       }
     });

@@ -17,12 +17,13 @@ Status ConcatShape(InferenceContext& c) {
   for (int i = 0; i < n; ++i) {
     RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, i));
     const Shape& s = c.input_shape(i);
-    if (s.rank() != rank) return c.Error("{} and {} differ in rank", c.InputDesc(0), c.InputDesc(i));
+    if (s.rank() != rank)
+      return c.Error("{} and {} differ in rank", c.InputDesc(0), c.InputDesc(i));
     for (int d = 0; d < rank; ++d) {
       if (d == axis) continue;
       if (s.dim(d) >= 0 && out.dim(d) >= 0 && s.dim(d) != out.dim(d)) {
-        return c.Error("{} and {} differ in dimension {} (only axis {} may differ)",
-                       c.InputDesc(0), c.InputDesc(i), d, axis);
+        return c.Error("{} and {} differ in dimension {} (only axis {} may differ)", c.InputDesc(0),
+                       c.InputDesc(i), d, axis);
       }
       if (out.dim(d) < 0) out.set_dim(d, s.dim(d));
     }
@@ -53,10 +54,12 @@ Status SplitVShape(InferenceContext& c) {
   const int64_t dim = in.dim(axis);
   if (dim >= 0) {
     if (unknown >= 0) {
-      if (known > dim) return c.Error("split sizes sum to {} > dimension {} of {}", known, dim, c.InputDesc(0));
+      if (known > dim)
+        return c.Error("split sizes sum to {} > dimension {} of {}", known, dim, c.InputDesc(0));
       sizes[unknown] = dim - known;
     } else if (known != dim) {
-      return c.Error("split sizes sum to {} but dimension {} of {} is {}", known, axis, c.InputDesc(0), dim);
+      return c.Error("split sizes sum to {} but dimension {} of {} is {}", known, axis,
+                     c.InputDesc(0), dim);
     }
   }
   for (int64_t s : sizes) {
@@ -77,11 +80,12 @@ Status SliceShape(InferenceContext& c) {
   Shape out;
   for (int i = 0; i < in.rank(); ++i) {
     if (begin[i] < 0) return c.Error("begin[{}] = {} is negative", i, begin[i]);
-    if (size[i] < -1) return c.Error("size[{}] = {} is invalid; use -1 for 'to the end'", i, size[i]);
+    if (size[i] < -1)
+      return c.Error("size[{}] = {} is invalid; use -1 for 'to the end'", i, size[i]);
     const int64_t d = in.dim(i);
     if (d >= 0 && (begin[i] > d || (size[i] >= 0 && begin[i] + size[i] > d))) {
-      return c.Error("slice [{}, +{}) of dimension {} exceeds its size {} in {}", begin[i], size[i], i, d,
-                     c.InputDesc(0));
+      return c.Error("slice [{}, +{}) of dimension {} exceeds its size {} in {}", begin[i], size[i],
+                     i, d, c.InputDesc(0));
     }
     out.AddDim(size[i] >= 0 ? size[i] : (d >= 0 ? d - begin[i] : Shape::kUnknownDim));
   }
@@ -110,7 +114,8 @@ Status ReshapeShape(InferenceContext& c) {
   if (unknown >= 0) {
     if (n >= 0) {
       if (known == 0 || n % known != 0) {
-        return c.Error("cannot reshape {} ({} elements) to [{}]", c.InputDesc(0), n, fmt::join(target, ","));
+        return c.Error("cannot reshape {} ({} elements) to [{}]", c.InputDesc(0), n,
+                       fmt::join(target, ","));
       }
       out.set_dim(unknown, n / known);
     }
@@ -126,12 +131,14 @@ Status TransposeShape(InferenceContext& c) {
   const Shape& in = c.input_shape(0);
   const auto perm = c.IntsAttr("perm");
   if (static_cast<int>(perm.size()) != in.rank()) {
-    return c.Error("perm [{}] needs {} entries for {}", fmt::join(perm, ","), in.rank(), c.InputDesc(0));
+    return c.Error("perm [{}] needs {} entries for {}", fmt::join(perm, ","), in.rank(),
+                   c.InputDesc(0));
   }
   std::vector<bool> seen(perm.size(), false);
   Shape out;
   for (int64_t p : perm) {
-    if (p < 0 || p >= in.rank() || seen[p]) return c.Error("perm [{}] is not a permutation", fmt::join(perm, ","));
+    if (p < 0 || p >= in.rank() || seen[p])
+      return c.Error("perm [{}] is not a permutation", fmt::join(perm, ","));
     seen[p] = true;
     out.AddDim(in.dim(static_cast<int>(p)));
   }
@@ -142,7 +149,8 @@ Status TransposeShape(InferenceContext& c) {
 Status TileShape(InferenceContext& c) {
   const Shape& in = c.input_shape(0);
   const auto m = c.IntsAttr("multiples");
-  if (static_cast<int>(m.size()) != in.rank()) return c.Error("multiples need one entry per dimension of {}", c.InputDesc(0));
+  if (static_cast<int>(m.size()) != in.rank())
+    return c.Error("multiples need one entry per dimension of {}", c.InputDesc(0));
   Shape out;
   for (int i = 0; i < in.rank(); ++i) {
     if (m[i] < 0) return c.Error("multiples[{}] = {} is negative", i, m[i]);
@@ -155,7 +163,8 @@ Status TileShape(InferenceContext& c) {
 Status GatherShape(InferenceContext& c) {
   RECSDK_RETURN_IF_ERROR(c.ExpectMinRank(0, 1));
   const DType id = c.input_dtype(1);
-  if (id != DType::kInt32 && id != DType::kInt64) return c.Error("{} must be int32 or int64 indices", c.InputDesc(1));
+  if (id != DType::kInt32 && id != DType::kInt64)
+    return c.Error("{} must be int32 or int64 indices", c.InputDesc(1));
   Shape out = c.input_shape(1);
   for (int i = 1; i < c.input_shape(0).rank(); ++i) out.AddDim(c.input_shape(0).dim(i));
   c.AddOutput(c.input_dtype(0), out);
@@ -185,11 +194,12 @@ void RegisterArrayOps(OpRegistry& r) {
     c.AddOutput(t->dtype(), t->shape());
     return absl::OkStatus();
   }));
-  r.Register(MakeOp("Identity", 1, 1, SameAsInput0,
-                    [](const Scope&, const Node&, const std::vector<Output>& g, std::vector<Output>* dx) {
-                      (*dx)[0] = g[0];
-                      return absl::OkStatus();
-                    }));
+  r.Register(
+      MakeOp("Identity", 1, 1, SameAsInput0,
+             [](const Scope&, const Node&, const std::vector<Output>& g, std::vector<Output>* dx) {
+               (*dx)[0] = g[0];
+               return absl::OkStatus();
+             }));
   r.Register(NoGradOp("StopGradient", 1, 1, SameAsInput0));
   r.Register(NoGradOp("NoOp", 0, 0, [](InferenceContext&) { return absl::OkStatus(); }));
   r.Register(NoGradOp("ZerosLike", 1, 1, SameAsInput0));
@@ -201,90 +211,104 @@ void RegisterArrayOps(OpRegistry& r) {
     c.AddOutput(c.input_dtype(0), s);
     return absl::OkStatus();
   }));
-  r.Register(MakeOp("Cast", 1, 1,
-                    [](InferenceContext& c) {
-                      const DType to = c.DTypeAttr("dtype");
-                      if (DTypeSize(to) == 0 || to == DType::kResource) return c.Error("cannot cast to {}", DTypeName(to));
-                      c.AddOutput(to, c.input_shape(0));
-                      return absl::OkStatus();
-                    },
-                    [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-                      const DType from = n.input(0).dtype();
-                      if (IsFloatingPoint(from) && IsFloatingPoint(n.output_dtype(0))) {
-                        (*dx)[0] = ops::Cast(s, g[0], from);
-                      }
-                      return absl::OkStatus();
-                    }));
-  r.Register(MakeOp("Concat", 1, -1, ConcatShape,
-                    [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-                      std::vector<Output> ins = {g[0]};
-                      for (const Output& in : n.inputs()) ins.push_back(in);
-                      Node* cg = s.AddNode("ConcatGrad", ins, {{"axis", n.IntAttr("axis")}});
-                      for (int i = 0; i < n.num_inputs(); ++i) (*dx)[i] = Out(cg, i);
-                      return absl::OkStatus();
-                    }));
+  r.Register(MakeOp(
+      "Cast", 1, 1,
+      [](InferenceContext& c) {
+        const DType to = c.DTypeAttr("dtype");
+        if (DTypeSize(to) == 0 || to == DType::kResource)
+          return c.Error("cannot cast to {}", DTypeName(to));
+        c.AddOutput(to, c.input_shape(0));
+        return absl::OkStatus();
+      },
+      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
+        const DType from = n.input(0).dtype();
+        if (IsFloatingPoint(from) && IsFloatingPoint(n.output_dtype(0))) {
+          (*dx)[0] = ops::Cast(s, g[0], from);
+        }
+        return absl::OkStatus();
+      }));
+  r.Register(MakeOp(
+      "Concat", 1, -1, ConcatShape,
+      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
+        std::vector<Output> ins = {g[0]};
+        for (const Output& in : n.inputs()) ins.push_back(in);
+        Node* cg = s.AddNode("ConcatGrad", ins, {{"axis", n.IntAttr("axis")}});
+        for (int i = 0; i < n.num_inputs(); ++i) (*dx)[i] = Out(cg, i);
+        return absl::OkStatus();
+      }));
   r.Register(NoGradOp("ConcatGrad", 2, -1, [](InferenceContext& c) {
     for (int i = 1; i < c.num_inputs(); ++i) c.AddOutput(c.input_dtype(0), c.input_shape(i));
     return absl::OkStatus();
   }));
-  r.Register(MakeOp("SplitV", 1, 1, SplitVShape,
-                    [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-                      std::vector<Output> parts;
-                      for (int i = 0; i < n.num_outputs(); ++i) {
-                        parts.push_back(g[i].valid() ? g[i] : ops::ZerosLike(s, n.output(i)));
-                      }
-                      (*dx)[0] = ops::Concat(s, parts, static_cast<int>(n.IntAttr("axis")));
-                      return absl::OkStatus();
-                    }));
-  r.Register(MakeOp("Slice", 1, 1, SliceShape,
-                    [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-                      (*dx)[0] = Out(s.AddNode("SliceGrad", {g[0], n.input(0)}, {{"begin", n.IntsAttr("begin")}}));
-                      return absl::OkStatus();
-                    }));
+  r.Register(MakeOp(
+      "SplitV", 1, 1, SplitVShape,
+      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
+        std::vector<Output> parts;
+        for (int i = 0; i < n.num_outputs(); ++i) {
+          parts.push_back(g[i].valid() ? g[i] : ops::ZerosLike(s, n.output(i)));
+        }
+        (*dx)[0] = ops::Concat(s, parts, static_cast<int>(n.IntAttr("axis")));
+        return absl::OkStatus();
+      }));
+  r.Register(MakeOp(
+      "Slice", 1, 1, SliceShape,
+      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
+        (*dx)[0] =
+            Out(s.AddNode("SliceGrad", {g[0], n.input(0)}, {{"begin", n.IntsAttr("begin")}}));
+        return absl::OkStatus();
+      }));
   r.Register(NoGradOp("SliceGrad", 2, 2, ShapeOfInput1));
-  r.Register(MakeOp("Reshape", 1, 1, ReshapeShape,
-                    [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-                      (*dx)[0] = Out(s.AddNode("ReshapeLike", {g[0], n.input(0)}));
-                      return absl::OkStatus();
-                    }));
-  r.Register(MakeOp("ReshapeLike", 2, 2, ShapeOfInput1,
-                    [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-                      (*dx)[0] = Out(s.AddNode("ReshapeLike", {g[0], n.input(0)}));
-                      return absl::OkStatus();
-                    }));
-  r.Register(MakeOp("Transpose", 1, 1, TransposeShape,
-                    [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-                      const auto perm = n.IntsAttr("perm");
-                      std::vector<int64_t> inv(perm.size());
-                      for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
-                      (*dx)[0] = ops::Transpose(s, g[0], inv);
-                      return absl::OkStatus();
-                    }));
-  r.Register(MakeOp("Tile", 1, 1, TileShape,
-                    [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-                      (*dx)[0] = Out(s.AddNode("TileGrad", {g[0], n.input(0)}, {{"multiples", n.IntsAttr("multiples")}}));
-                      return absl::OkStatus();
-                    }));
+  r.Register(MakeOp(
+      "Reshape", 1, 1, ReshapeShape,
+      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
+        (*dx)[0] = Out(s.AddNode("ReshapeLike", {g[0], n.input(0)}));
+        return absl::OkStatus();
+      }));
+  r.Register(MakeOp(
+      "ReshapeLike", 2, 2, ShapeOfInput1,
+      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
+        (*dx)[0] = Out(s.AddNode("ReshapeLike", {g[0], n.input(0)}));
+        return absl::OkStatus();
+      }));
+  r.Register(MakeOp(
+      "Transpose", 1, 1, TransposeShape,
+      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
+        const auto perm = n.IntsAttr("perm");
+        std::vector<int64_t> inv(perm.size());
+        for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
+        (*dx)[0] = ops::Transpose(s, g[0], inv);
+        return absl::OkStatus();
+      }));
+  r.Register(MakeOp(
+      "Tile", 1, 1, TileShape,
+      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
+        (*dx)[0] = Out(
+            s.AddNode("TileGrad", {g[0], n.input(0)}, {{"multiples", n.IntsAttr("multiples")}}));
+        return absl::OkStatus();
+      }));
   r.Register(NoGradOp("TileGrad", 2, 2, ShapeOfInput1));
-  r.Register(MakeOp("Gather", 2, 2, GatherShape,
-                    [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-                      (*dx)[0] = Out(s.AddNode("GatherGrad", {g[0], n.input(1), n.input(0)}));
-                      return absl::OkStatus();
-                    }));
+  r.Register(MakeOp(
+      "Gather", 2, 2, GatherShape,
+      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
+        (*dx)[0] = Out(s.AddNode("GatherGrad", {g[0], n.input(1), n.input(0)}));
+        return absl::OkStatus();
+      }));
   r.Register(NoGradOp("GatherGrad", 3, 3, [](InferenceContext& c) {
     c.AddOutput(c.input_dtype(0), c.input_shape(2));
     return absl::OkStatus();
   }));
-  r.Register(MakeOp("SumToShapeOf", 2, 2, ShapeOfInput1,
-                    [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-                      (*dx)[0] = Out(s.AddNode("BroadcastToShapeOf", {g[0], n.input(0)}));
-                      return absl::OkStatus();
-                    }));
-  r.Register(MakeOp("BroadcastToShapeOf", 2, 2, ShapeOfInput1,
-                    [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-                      (*dx)[0] = Out(s.AddNode("SumToShapeOf", {g[0], n.input(0)}));
-                      return absl::OkStatus();
-                    }));
+  r.Register(MakeOp(
+      "SumToShapeOf", 2, 2, ShapeOfInput1,
+      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
+        (*dx)[0] = Out(s.AddNode("BroadcastToShapeOf", {g[0], n.input(0)}));
+        return absl::OkStatus();
+      }));
+  r.Register(MakeOp(
+      "BroadcastToShapeOf", 2, 2, ShapeOfInput1,
+      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
+        (*dx)[0] = Out(s.AddNode("SumToShapeOf", {g[0], n.input(0)}));
+        return absl::OkStatus();
+      }));
 }
 
 }  // namespace internal
@@ -299,27 +323,41 @@ Output Const(const Scope& scope, const Tensor& value) {
   return Out(scope.AddNode("Const", {}, {{"value", value}}));
 }
 Output Const(const Scope& scope, float value) { return Const(scope, Tensor::Scalar<float>(value)); }
-Output Const(const Scope& scope, double value) { return Const(scope, Tensor::Scalar<double>(value)); }
-Output Const(const Scope& scope, int32_t value) { return Const(scope, Tensor::Scalar<int32_t>(value)); }
-Output Const(const Scope& scope, int64_t value) { return Const(scope, Tensor::Scalar<int64_t>(value)); }
+Output Const(const Scope& scope, double value) {
+  return Const(scope, Tensor::Scalar<double>(value));
+}
+Output Const(const Scope& scope, int32_t value) {
+  return Const(scope, Tensor::Scalar<int32_t>(value));
+}
+Output Const(const Scope& scope, int64_t value) {
+  return Const(scope, Tensor::Scalar<int64_t>(value));
+}
 
 Output ScalarLike(const Scope& scope, Output x, double value) {
   if (!x.valid()) return Output();
   switch (x.dtype()) {
-    case DType::kFloat64: return Const(scope, value);
-    case DType::kInt32: return Const(scope, static_cast<int32_t>(value));
-    case DType::kInt64: return Const(scope, static_cast<int64_t>(value));
-    case DType::kFloat32: return Const(scope, static_cast<float>(value));
-    default: return Cast(scope, Const(scope, static_cast<float>(value)), x.dtype());
+    case DType::kFloat64:
+      return Const(scope, value);
+    case DType::kInt32:
+      return Const(scope, static_cast<int32_t>(value));
+    case DType::kInt64:
+      return Const(scope, static_cast<int64_t>(value));
+    case DType::kFloat32:
+      return Const(scope, static_cast<float>(value));
+    default:
+      return Cast(scope, Const(scope, static_cast<float>(value)), x.dtype());
   }
 }
 Output Identity(const Scope& scope, Output x) { return Out(scope.AddNode("Identity", {x})); }
-Output StopGradient(const Scope& scope, Output x) { return Out(scope.AddNode("StopGradient", {x})); }
+Output StopGradient(const Scope& scope, Output x) {
+  return Out(scope.AddNode("StopGradient", {x}));
+}
 Node* NoOp(const Scope& scope) { return scope.AddNode("NoOp", {}); }
 Node* Group(const Scope& scope, const std::vector<Node*>& nodes) {
   for (Node* n : nodes) {
     if (n == nullptr) {
-      scope.graph()->RecordError(absl::InvalidArgumentError("Group: a grouped node is null (an earlier op failed?)"));
+      scope.graph()->RecordError(
+          absl::InvalidArgumentError("Group: a grouped node is null (an earlier op failed?)"));
       return nullptr;
     }
   }
@@ -336,7 +374,8 @@ Output Fill(const Scope& scope, const Shape& shape, Output value) {
 Output Concat(const Scope& scope, const std::vector<Output>& values, int axis) {
   return Out(scope.AddNode("Concat", values, {{"axis", axis}}));
 }
-std::vector<Output> SplitV(const Scope& scope, Output value, const std::vector<int64_t>& sizes, int axis) {
+std::vector<Output> SplitV(const Scope& scope, Output value, const std::vector<int64_t>& sizes,
+                           int axis) {
   Node* n = scope.AddNode("SplitV", {value}, {{"sizes", sizes}, {"axis", axis}});
   std::vector<Output> outs;
   for (size_t i = 0; i < sizes.size(); ++i) outs.push_back(internal::Out(n, static_cast<int>(i)));
@@ -347,9 +386,9 @@ std::vector<Output> Split(const Scope& scope, Output value, int num_split, int a
   const int rank = value.shape().rank();
   const int a = axis < 0 ? axis + rank : axis;
   if (num_split <= 0 || a < 0 || a >= rank) {
-    scope.graph()->RecordError(absl::InvalidArgumentError(fmt::format(
-        "Split of \"{}\" {}: num_split {} must be > 0 and axis {} in range", value.name(),
-        value.shape().ToString(), num_split, axis)));
+    scope.graph()->RecordError(absl::InvalidArgumentError(
+        fmt::format("Split of \"{}\" {}: num_split {} must be > 0 and axis {} in range",
+                    value.name(), value.shape().ToString(), num_split, axis)));
     return std::vector<Output>(std::max(num_split, 0));
   }
   const int64_t d = value.shape().dim(a);
@@ -359,9 +398,11 @@ std::vector<Output> Split(const Scope& scope, Output value, int num_split, int a
         value.name(), value.shape().ToString(), a, d, num_split)));
     return std::vector<Output>(num_split);
   }
-  return SplitV(scope.NewSubScope("Split"), value, std::vector<int64_t>(num_split, d / num_split), a);
+  return SplitV(scope.NewSubScope("Split"), value, std::vector<int64_t>(num_split, d / num_split),
+                a);
 }
-Output Slice(const Scope& scope, Output x, const std::vector<int64_t>& begin, const std::vector<int64_t>& size) {
+Output Slice(const Scope& scope, Output x, const std::vector<int64_t>& begin,
+             const std::vector<int64_t>& size) {
   return Out(scope.AddNode("Slice", {x}, {{"begin", begin}, {"size", size}}));
 }
 Output Reshape(const Scope& scope, Output x, const std::vector<int64_t>& shape) {
@@ -374,8 +415,9 @@ Output ExpandDims(const Scope& scope, Output x, int axis) {
   if (!x.valid()) return Output();
   const int rank = x.shape().rank();
   if (axis < -rank - 1 || axis > rank) {
-    scope.graph()->RecordError(absl::InvalidArgumentError(fmt::format(
-        "ExpandDims of \"{}\" {}: axis {} out of range [{}, {}]", x.name(), x.shape().ToString(), axis, -rank - 1, rank)));
+    scope.graph()->RecordError(absl::InvalidArgumentError(
+        fmt::format("ExpandDims of \"{}\" {}: axis {} out of range [{}, {}]", x.name(),
+                    x.shape().ToString(), axis, -rank - 1, rank)));
     return Output();
   }
   const int a = axis < 0 ? axis + rank + 1 : axis;
@@ -385,8 +427,9 @@ Output ExpandDims(const Scope& scope, Output x, int axis) {
     int unknown = 0;
     for (int64_t d : dims) unknown += d < 0;
     if (unknown > 1) {
-      scope.graph()->RecordError(absl::InvalidArgumentError(fmt::format(
-          "ExpandDims of \"{}\" {}: more than one unknown dimension", x.name(), x.shape().ToString())));
+      scope.graph()->RecordError(absl::InvalidArgumentError(
+          fmt::format("ExpandDims of \"{}\" {}: more than one unknown dimension", x.name(),
+                      x.shape().ToString())));
       return Output();
     }
   }
@@ -397,16 +440,18 @@ Output Squeeze(const Scope& scope, Output x, const std::vector<int64_t>& axes) {
   const Shape& s = x.shape();
   auto norm = internal::NormalizeAxes(axes, s.rank());
   if (!norm.ok()) {
-    scope.graph()->RecordError(absl::InvalidArgumentError(fmt::format("Squeeze of \"{}\": {}", x.name(), norm.status().message())));
+    scope.graph()->RecordError(absl::InvalidArgumentError(
+        fmt::format("Squeeze of \"{}\": {}", x.name(), norm.status().message())));
     return Output();
   }
   std::vector<int64_t> dims;
   for (int i = 0; i < s.rank(); ++i) {
-    const bool listed = axes.empty() ? s.dim(i) == 1 : std::find(norm->begin(), norm->end(), i) != norm->end();
+    const bool listed =
+        axes.empty() ? s.dim(i) == 1 : std::find(norm->begin(), norm->end(), i) != norm->end();
     if (listed) {
       if (s.dim(i) != 1) {
-        scope.graph()->RecordError(absl::InvalidArgumentError(fmt::format(
-            "Squeeze of \"{}\" {}: dimension {} is not 1", x.name(), s.ToString(), i)));
+        scope.graph()->RecordError(absl::InvalidArgumentError(
+            fmt::format("Squeeze of \"{}\" {}: dimension {} is not 1", x.name(), s.ToString(), i)));
         return Output();
       }
       continue;

@@ -20,8 +20,9 @@ Status MatMulShape(InferenceContext& c) {
   const int64_t m = ta ? a.dim(1) : a.dim(0), ka = ta ? a.dim(0) : a.dim(1);
   const int64_t kb = tb ? b.dim(1) : b.dim(0), n = tb ? b.dim(0) : b.dim(1);
   if (ka >= 0 && kb >= 0 && ka != kb) {
-    return c.Error("inner dimensions differ: {} (transpose_a={}) has k={} but {} (transpose_b={}) has k={}",
-                   c.InputDesc(0), ta, ka, c.InputDesc(1), tb, kb);
+    return c.Error(
+        "inner dimensions differ: {} (transpose_a={}) has k={} but {} (transpose_b={}) has k={}",
+        c.InputDesc(0), ta, ka, c.InputDesc(1), tb, kb);
   }
   c.AddOutput(c.input_dtype(0), Shape{m, n});
   return absl::OkStatus();
@@ -32,7 +33,8 @@ Status BatchMatMulShape(InferenceContext& c) {
   RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
   const Shape& x = c.input_shape(0);
   const Shape& y = c.input_shape(1);
-  if (x.rank() != y.rank()) return c.Error("{} and {} differ in rank", c.InputDesc(0), c.InputDesc(1));
+  if (x.rank() != y.rank())
+    return c.Error("{} and {} differ in rank", c.InputDesc(0), c.InputDesc(1));
   const int r = x.rank();
   const bool ax = c.BoolAttr("adj_x"), ay = c.BoolAttr("adj_y");
   Shape out;
@@ -45,7 +47,8 @@ Status BatchMatMulShape(InferenceContext& c) {
   const int64_t m = ax ? x.dim(r - 1) : x.dim(r - 2), kx = ax ? x.dim(r - 2) : x.dim(r - 1);
   const int64_t ky = ay ? y.dim(r - 1) : y.dim(r - 2), n = ay ? y.dim(r - 2) : y.dim(r - 1);
   if (kx >= 0 && ky >= 0 && kx != ky) {
-    return c.Error("inner dimensions differ: {} has k={} but {} has k={}", c.InputDesc(0), kx, c.InputDesc(1), ky);
+    return c.Error("inner dimensions differ: {} has k={} but {} has k={}", c.InputDesc(0), kx,
+                   c.InputDesc(1), ky);
   }
   out.AddDim(m);
   out.AddDim(n);
@@ -59,7 +62,8 @@ Status BiasAddShape(InferenceContext& c) {
   RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
   const int64_t last = c.input_shape(0).dim_from_end(1), b = c.input_shape(1).dim(0);
   if (last >= 0 && b >= 0 && last != b) {
-    return c.Error("bias {} does not match the last dimension of {}", c.InputDesc(1), c.InputDesc(0));
+    return c.Error("bias {} does not match the last dimension of {}", c.InputDesc(1),
+                   c.InputDesc(0));
   }
   c.AddOutput(c.input_dtype(0), c.input_shape(0));
   return absl::OkStatus();
@@ -186,7 +190,8 @@ void RegisterUnaryWithGradOp(OpRegistry& r, const std::string& type, const std::
                       const Output ref = grad_uses_output ? n.output(0) : n.input(0);
                       AttrMap attrs;
                       if (n.FindAttr("alpha")) attrs["alpha"] = *n.FindAttr("alpha");
-                      if (n.FindAttr("approximate")) attrs["approximate"] = *n.FindAttr("approximate");
+                      if (n.FindAttr("approximate"))
+                        attrs["approximate"] = *n.FindAttr("approximate");
                       (*dx)[0] = Out(s.AddNode(grad_type, {ref, g[0]}, attrs));
                       return absl::OkStatus();
                     }));
@@ -222,20 +227,21 @@ void RegisterMathOps(OpRegistry& r) {
     return MaxMinGrad(s, n, g, dx, false);
   }));
   r.Register(MakeOp("Pow", 2, 2, BinaryShape, PowGrad));
-  r.Register(MakeOp("AddN", 1, -1,
-                    [](InferenceContext& c) {
-                      for (int i = 1; i < c.num_inputs(); ++i) {
-                        RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, i));
-                        if (!c.input_shape(i).IsCompatibleWith(c.input_shape(0))) {
-                          return c.Error("{} and {} differ in shape", c.InputDesc(0), c.InputDesc(i));
-                        }
-                      }
-                      return SameAsInput0(c);
-                    },
-                    [](const Scope&, const Node& n, G g, DX dx) {
-                      for (int i = 0; i < n.num_inputs(); ++i) (*dx)[i] = g[0];
-                      return absl::OkStatus();
-                    }));
+  r.Register(MakeOp(
+      "AddN", 1, -1,
+      [](InferenceContext& c) {
+        for (int i = 1; i < c.num_inputs(); ++i) {
+          RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, i));
+          if (!c.input_shape(i).IsCompatibleWith(c.input_shape(0))) {
+            return c.Error("{} and {} differ in shape", c.InputDesc(0), c.InputDesc(i));
+          }
+        }
+        return SameAsInput0(c);
+      },
+      [](const Scope&, const Node& n, G g, DX dx) {
+        for (int i = 0; i < n.num_inputs(); ++i) (*dx)[i] = g[0];
+        return absl::OkStatus();
+      }));
   r.Register(MakeOp("Neg", 1, 1, SameAsInput0, [](const Scope& s, const Node&, G g, DX dx) {
     (*dx)[0] = Neg(s, g[0]);
     return absl::OkStatus();
@@ -278,23 +284,25 @@ void RegisterMathOps(OpRegistry& r) {
     return absl::OkStatus();
   }));
   r.Register(NoGradOp("FloorDiv", 2, 2, BinaryShape));
-  r.Register(MakeOp("Where", 3, 3,
-                    [](InferenceContext& c) {
-                      RECSDK_RETURN_IF_ERROR(c.ExpectDType(0, DType::kBool));
-                      RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(1, 2));
-                      auto s1 = BroadcastShapes(c.input_shape(1), c.input_shape(2));
-                      if (!s1.ok()) return c.Error("{} and {}: {}", c.InputDesc(1), c.InputDesc(2), s1.status().message());
-                      auto s2 = BroadcastShapes(c.input_shape(0), *s1);
-                      if (!s2.ok()) return c.Error("condition {}: {}", c.InputDesc(0), s2.status().message());
-                      c.AddOutput(c.input_dtype(1), *s2);
-                      return absl::OkStatus();
-                    },
-                    [](const Scope& s, const Node& n, G g, DX dx) {
-                      const Output zeros = ops::ZerosLike(s, g[0]);
-                      (*dx)[1] = ReduceGradTo(s, ops::Where(s, n.input(0), g[0], zeros), n.input(1));
-                      (*dx)[2] = ReduceGradTo(s, ops::Where(s, n.input(0), zeros, g[0]), n.input(2));
-                      return absl::OkStatus();
-                    }));
+  r.Register(MakeOp(
+      "Where", 3, 3,
+      [](InferenceContext& c) {
+        RECSDK_RETURN_IF_ERROR(c.ExpectDType(0, DType::kBool));
+        RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(1, 2));
+        auto s1 = BroadcastShapes(c.input_shape(1), c.input_shape(2));
+        if (!s1.ok())
+          return c.Error("{} and {}: {}", c.InputDesc(1), c.InputDesc(2), s1.status().message());
+        auto s2 = BroadcastShapes(c.input_shape(0), *s1);
+        if (!s2.ok()) return c.Error("condition {}: {}", c.InputDesc(0), s2.status().message());
+        c.AddOutput(c.input_dtype(1), *s2);
+        return absl::OkStatus();
+      },
+      [](const Scope& s, const Node& n, G g, DX dx) {
+        const Output zeros = ops::ZerosLike(s, g[0]);
+        (*dx)[1] = ReduceGradTo(s, ops::Where(s, n.input(0), g[0], zeros), n.input(1));
+        (*dx)[2] = ReduceGradTo(s, ops::Where(s, n.input(0), zeros, g[0]), n.input(2));
+        return absl::OkStatus();
+      }));
 
   r.Register(MakeOp("ReduceSum", 1, 1, ReduceShape, [](const Scope& s, const Node& n, G g, DX dx) {
     (*dx)[0] = Out(s.AddNode("ReduceSumGrad", {g[0], n.input(0)},
@@ -307,7 +315,8 @@ void RegisterMathOps(OpRegistry& r) {
     return absl::OkStatus();
   }));
   r.Register(MakeOp("ReduceMax", 1, 1, ReduceShape, [](const Scope& s, const Node& n, G g, DX dx) {
-    (*dx)[0] = Out(s.AddNode("ReduceMaxGrad", {g[0], n.input(0), n.output(0)}, {{"axes", n.IntsAttr("axes")}}));
+    (*dx)[0] = Out(s.AddNode("ReduceMaxGrad", {g[0], n.input(0), n.output(0)},
+                             {{"axes", n.IntsAttr("axes")}}));
     return absl::OkStatus();
   }));
   r.Register(NoGradOp("ReduceSumGrad", 2, 2, [](InferenceContext& c) {
@@ -326,12 +335,15 @@ namespace ops {
 using internal::Out;
 
 Output MatMul(const Scope& scope, Output a, Output b, MatMulOptions o) {
-  return Out(scope.AddNode("MatMul", {a, b}, {{"transpose_a", o.transpose_a}, {"transpose_b", o.transpose_b}}));
+  return Out(scope.AddNode("MatMul", {a, b},
+                           {{"transpose_a", o.transpose_a}, {"transpose_b", o.transpose_b}}));
 }
 Output BatchMatMul(const Scope& scope, Output x, Output y, BatchMatMulOptions o) {
   return Out(scope.AddNode("BatchMatMul", {x, y}, {{"adj_x", o.adj_x}, {"adj_y", o.adj_y}}));
 }
-Output BiasAdd(const Scope& scope, Output x, Output bias) { return Out(scope.AddNode("BiasAdd", {x, bias})); }
+Output BiasAdd(const Scope& scope, Output x, Output bias) {
+  return Out(scope.AddNode("BiasAdd", {x, bias}));
+}
 
 #define RECSDK_BINARY_BUILDER(Name) \
   Output Name(const Scope& scope, Output x, Output y) { return Out(scope.AddNode(#Name, {x, y})); }

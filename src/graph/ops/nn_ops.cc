@@ -19,74 +19,82 @@ Status SoftmaxShape(InferenceContext& c) {
 
 void RegisterNnOps(OpRegistry& r) {
   r.Register(MakeOp("Softmax", 1, 1, SoftmaxShape, [](const Scope& s, const Node& n, G g, DX dx) {
-    (*dx)[0] = Out(s.AddNode("SoftmaxGrad", {n.output(0), g[0]}, {{"axis", n.IntAttr("axis", -1)}}));
+    (*dx)[0] =
+        Out(s.AddNode("SoftmaxGrad", {n.output(0), g[0]}, {{"axis", n.IntAttr("axis", -1)}}));
     return absl::OkStatus();
   }));
-  r.Register(MakeOp("LogSoftmax", 1, 1, SoftmaxShape, [](const Scope& s, const Node& n, G g, DX dx) {
-    (*dx)[0] = Out(s.AddNode("LogSoftmaxGrad", {n.output(0), g[0]}, {{"axis", n.IntAttr("axis", -1)}}));
-    return absl::OkStatus();
-  }));
+  r.Register(
+      MakeOp("LogSoftmax", 1, 1, SoftmaxShape, [](const Scope& s, const Node& n, G g, DX dx) {
+        (*dx)[0] = Out(
+            s.AddNode("LogSoftmaxGrad", {n.output(0), g[0]}, {{"axis", n.IntAttr("axis", -1)}}));
+        return absl::OkStatus();
+      }));
   r.Register(NoGradOp("SoftmaxGrad", 2, 2, SameAsInput0));
   r.Register(NoGradOp("LogSoftmaxGrad", 2, 2, SameAsInput0));
 
   // Dropout outputs (y, mask) where mask holds 0 or 1/(1-rate); the gradient is dy * mask.
   {
-    OpDef d = MakeOp("Dropout", 1, 1,
-                     [](InferenceContext& c) {
-                       RECSDK_RETURN_IF_ERROR(c.ExpectFloat(0));
-                       const double rate = c.FloatAttr("rate");
-                       if (!(rate >= 0 && rate < 1)) return c.Error("rate {} must be in [0, 1)", rate);
-                       c.AddOutput(c.input_dtype(0), c.input_shape(0));
-                       c.AddOutput(c.input_dtype(0), c.input_shape(0));
-                       return absl::OkStatus();
-                     },
-                     [](const Scope& s, const Node& n, G g, DX dx) {
-                       (*dx)[0] = ops::Mul(s, g[0], n.output(1));
-                       return absl::OkStatus();
-                     });
+    OpDef d = MakeOp(
+        "Dropout", 1, 1,
+        [](InferenceContext& c) {
+          RECSDK_RETURN_IF_ERROR(c.ExpectFloat(0));
+          const double rate = c.FloatAttr("rate");
+          if (!(rate >= 0 && rate < 1)) return c.Error("rate {} must be in [0, 1)", rate);
+          c.AddOutput(c.input_dtype(0), c.input_shape(0));
+          c.AddOutput(c.input_dtype(0), c.input_shape(0));
+          return absl::OkStatus();
+        },
+        [](const Scope& s, const Node& n, G g, DX dx) {
+          (*dx)[0] = ops::Mul(s, g[0], n.output(1));
+          return absl::OkStatus();
+        });
     d.stateful = true;
     r.Register(d);
   }
 
-  r.Register(MakeOp("SigmoidCrossEntropyWithLogits", 2, 2,
-                    [](InferenceContext& c) {
-                      RECSDK_RETURN_IF_ERROR(c.ExpectFloat(1));
-                      RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
-                      if (!c.input_shape(0).IsCompatibleWith(c.input_shape(1))) {
-                        return c.Error("labels {} and logits {} must have the same shape", c.InputDesc(0), c.InputDesc(1));
-                      }
-                      c.AddOutput(c.input_dtype(1), c.input_shape(1));
-                      return absl::OkStatus();
-                    },
-                    [](const Scope& s, const Node& n, G g, DX dx) {
-                      // loss = max(x,0) - x z + log(1 + exp(-|x|)); d/dx = sigmoid(x) - z; d/dz = -x.
-                      const Output z = n.input(0), x = n.input(1);
-                      (*dx)[1] = ops::Mul(s, g[0], ops::Sub(s, ops::Sigmoid(s, x), z));
-                      (*dx)[0] = ops::Mul(s, g[0], ops::Neg(s, x));
-                      return absl::OkStatus();
-                    }));
-  r.Register(MakeOp("SoftmaxCrossEntropyWithLogits", 2, 2,
-                    [](InferenceContext& c) {
-                      RECSDK_RETURN_IF_ERROR(c.ExpectFloat(1));
-                      RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
-                      RECSDK_RETURN_IF_ERROR(c.ExpectMinRank(1, 1));
-                      if (!c.input_shape(0).IsCompatibleWith(c.input_shape(1))) {
-                        return c.Error("labels {} and logits {} must have the same shape", c.InputDesc(0), c.InputDesc(1));
-                      }
-                      Shape loss = c.input_shape(1);
-                      loss.RemoveDim(loss.rank() - 1);
-                      c.AddOutput(c.input_dtype(1), loss);
-                      // Output 1: softmax(logits) - labels, the gradient per unit of loss.
-                      c.AddOutput(c.input_dtype(1), c.input_shape(1));
-                      return absl::OkStatus();
-                    },
-                    [](const Scope& s, const Node& n, G g, DX dx) {
-                      if (!g[0].valid()) return absl::OkStatus();
-                      const Output dl = ops::ExpandDims(s, g[0], -1);
-                      (*dx)[1] = ops::Mul(s, dl, n.output(1));
-                      (*dx)[0] = ops::Mul(s, dl, ops::Neg(s, ops::LogSoftmax(s, n.input(1))));
-                      return absl::OkStatus();
-                    }));
+  r.Register(MakeOp(
+      "SigmoidCrossEntropyWithLogits", 2, 2,
+      [](InferenceContext& c) {
+        RECSDK_RETURN_IF_ERROR(c.ExpectFloat(1));
+        RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
+        if (!c.input_shape(0).IsCompatibleWith(c.input_shape(1))) {
+          return c.Error("labels {} and logits {} must have the same shape", c.InputDesc(0),
+                         c.InputDesc(1));
+        }
+        c.AddOutput(c.input_dtype(1), c.input_shape(1));
+        return absl::OkStatus();
+      },
+      [](const Scope& s, const Node& n, G g, DX dx) {
+        // loss = max(x,0) - x z + log(1 + exp(-|x|)); d/dx = sigmoid(x) - z; d/dz = -x.
+        const Output z = n.input(0), x = n.input(1);
+        (*dx)[1] = ops::Mul(s, g[0], ops::Sub(s, ops::Sigmoid(s, x), z));
+        (*dx)[0] = ops::Mul(s, g[0], ops::Neg(s, x));
+        return absl::OkStatus();
+      }));
+  r.Register(MakeOp(
+      "SoftmaxCrossEntropyWithLogits", 2, 2,
+      [](InferenceContext& c) {
+        RECSDK_RETURN_IF_ERROR(c.ExpectFloat(1));
+        RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
+        RECSDK_RETURN_IF_ERROR(c.ExpectMinRank(1, 1));
+        if (!c.input_shape(0).IsCompatibleWith(c.input_shape(1))) {
+          return c.Error("labels {} and logits {} must have the same shape", c.InputDesc(0),
+                         c.InputDesc(1));
+        }
+        Shape loss = c.input_shape(1);
+        loss.RemoveDim(loss.rank() - 1);
+        c.AddOutput(c.input_dtype(1), loss);
+        // Output 1: softmax(logits) - labels, the gradient per unit of loss.
+        c.AddOutput(c.input_dtype(1), c.input_shape(1));
+        return absl::OkStatus();
+      },
+      [](const Scope& s, const Node& n, G g, DX dx) {
+        if (!g[0].valid()) return absl::OkStatus();
+        const Output dl = ops::ExpandDims(s, g[0], -1);
+        (*dx)[1] = ops::Mul(s, dl, n.output(1));
+        (*dx)[0] = ops::Mul(s, dl, ops::Neg(s, ops::LogSoftmax(s, n.input(1))));
+        return absl::OkStatus();
+      }));
 }
 
 }  // namespace internal

@@ -11,7 +11,8 @@ void RegisterRandomOps(OpRegistry& r) {
       const Shape s = c.ShapeAttr("shape");
       if (!s.IsFullyDefined()) return c.Error("shape {} must be fully defined", s.ToString());
       const DType d = c.DTypeAttr("dtype");
-      if (d != DType::kFloat32 && d != DType::kFloat64) return c.Error("dtype must be float32 or float64");
+      if (d != DType::kFloat32 && d != DType::kFloat64)
+        return c.Error("dtype must be float32 or float64");
       c.AddOutput(d, s);
       return absl::OkStatus();
     });
@@ -25,17 +26,23 @@ void RegisterRandomOps(OpRegistry& r) {
 namespace ops {
 using internal::Out;
 
-Output RandomUniform(const Scope& scope, const Shape& shape, DType dtype, double min, double max, int64_t seed) {
-  return Out(scope.AddNode("RandomUniform", {},
-                           {{"shape", shape}, {"dtype", dtype}, {"a", min}, {"b", max}, {"seed", seed}}));
+Output RandomUniform(const Scope& scope, const Shape& shape, DType dtype, double min, double max,
+                     int64_t seed) {
+  return Out(
+      scope.AddNode("RandomUniform", {},
+                    {{"shape", shape}, {"dtype", dtype}, {"a", min}, {"b", max}, {"seed", seed}}));
 }
-Output RandomNormal(const Scope& scope, const Shape& shape, DType dtype, double mean, double stddev, int64_t seed) {
-  return Out(scope.AddNode("RandomNormal", {},
-                           {{"shape", shape}, {"dtype", dtype}, {"a", mean}, {"b", stddev}, {"seed", seed}}));
+Output RandomNormal(const Scope& scope, const Shape& shape, DType dtype, double mean, double stddev,
+                    int64_t seed) {
+  return Out(scope.AddNode(
+      "RandomNormal", {},
+      {{"shape", shape}, {"dtype", dtype}, {"a", mean}, {"b", stddev}, {"seed", seed}}));
 }
-Output TruncatedNormal(const Scope& scope, const Shape& shape, DType dtype, double mean, double stddev, int64_t seed) {
-  return Out(scope.AddNode("TruncatedNormal", {},
-                           {{"shape", shape}, {"dtype", dtype}, {"a", mean}, {"b", stddev}, {"seed", seed}}));
+Output TruncatedNormal(const Scope& scope, const Shape& shape, DType dtype, double mean,
+                       double stddev, int64_t seed) {
+  return Out(scope.AddNode(
+      "TruncatedNormal", {},
+      {{"shape", shape}, {"dtype", dtype}, {"a", mean}, {"b", stddev}, {"seed", seed}}));
 }
 
 }  // namespace ops

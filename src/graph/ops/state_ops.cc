@@ -49,11 +49,11 @@ void RegisterStateOps(OpRegistry& r) {
     r.Register(d);
   }
   for (const char* type : {"Assign", "AssignAdd", "AssignSub"}) r.Register(UpdateOp(type, 1, 1));
-  r.Register(UpdateOp("ApplyGradientDescent", 1, 1));        // var, grad
-  r.Register(UpdateOp("ApplyMomentum", 2, 1));               // var, accum, grad
-  r.Register(UpdateOp("ApplyAdagrad", 2, 1));                // var, accum, grad
-  r.Register(UpdateOp("ApplyAdam", 3, 2));                   // var, m, v, grad, step
-  r.Register(UpdateOp("ApplyRmsProp", 4, 1));                // var, ms, mom, mg, grad
+  r.Register(UpdateOp("ApplyGradientDescent", 1, 1));  // var, grad
+  r.Register(UpdateOp("ApplyMomentum", 2, 1));         // var, accum, grad
+  r.Register(UpdateOp("ApplyAdagrad", 2, 1));          // var, accum, grad
+  r.Register(UpdateOp("ApplyAdam", 3, 2));             // var, m, v, grad, step
+  r.Register(UpdateOp("ApplyRmsProp", 4, 1));          // var, ms, mom, mg, grad
   (void)NoOutputs;
 }
 
