@@ -349,8 +349,11 @@ StatusOr<bool> KeyStage::Next(FeedList* feeds, Batch* batch) {
   s.cv.wait(lock, [&] {
     return s.stop || s.ready.contains(s.next_consume) || s.next_consume >= s.end_seq;
   });
+  // Past the end (or past an error already reported): workers may have prepared later batches
+  // ahead, but none of them is handed out.
+  if (s.next_consume >= s.end_seq) return false;
   auto it = s.ready.find(s.next_consume);
-  if (it == s.ready.end()) return false;
+  if (it == s.ready.end()) return false;  // stopped
   Prepared p = std::move(it->second);
   s.ready.erase(it);
   ++s.next_consume;
