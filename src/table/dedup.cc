@@ -8,6 +8,7 @@
 #include "oneapi/tbb/global_control.h"
 #include "oneapi/tbb/parallel_for.h"
 #include "recsdk/table.h"
+#include "src/common/prefetch.h"
 #include "src/table/key_index.h"
 
 namespace recsdk {
@@ -51,14 +52,14 @@ void DedupImpl(absl::Span<const K> keys, DedupResult* out) {
   const size_t warm = std::min(n, kAhead);
   for (size_t i = 0; i < warm; ++i) {
     ring[i] = internal::KeyIndex::Hash(static_cast<int64_t>(keys[i]));
-    __builtin_prefetch(s + (ring[i] & mask), 1);
+    internal::PrefetchWrite(s + (ring[i] & mask));
   }
   for (size_t i = 0; i < n; ++i) {
     const uint64_t hash = ring[i % kAhead];
     if (i + kAhead < n) {
       const uint64_t ha = internal::KeyIndex::Hash(static_cast<int64_t>(keys[i + kAhead]));
       ring[i % kAhead] = ha;
-      __builtin_prefetch(s + (ha & mask), 1);
+      internal::PrefetchWrite(s + (ha & mask));
     }
     const int64_t key = static_cast<int64_t>(keys[i]);
     const uint64_t want = gen_bits | ((hash >> 48) << 32);  // gen and tag, index bits zero

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "src/common/prefetch.h"
+
 namespace recsdk::internal {
 
 class KeyIndex {
@@ -83,8 +85,8 @@ class KeyIndex {
   // from home, which crosses into the next line about half the time.
   void PrefetchKey(int64_t key) const {
     const char* p = reinterpret_cast<const char*>(SlotAt(Home(key)));
-    __builtin_prefetch(p);
-    __builtin_prefetch(p + 36);
+    PrefetchRead(p);
+    PrefetchRead(p + 36);
   }
 
  private:

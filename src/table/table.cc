@@ -29,6 +29,7 @@
 #include "oneapi/tbb/parallel_for.h"
 #include "src/common/check.h"
 #include "src/common/hash.h"
+#include "src/common/prefetch.h"
 #include "src/common/random.h"
 #include "src/common/status_macros.h"
 #include "src/table/key_index.h"
@@ -173,17 +174,9 @@ class TableImpl final : public EmbeddingTable {
   int64_t* Timestamp(uint32_t row) const {
     return reinterpret_cast<int64_t*>(timestamps_.base()) + row;
   }
-  void PrefetchRow(uint32_t row, int rw) const {
+  void PrefetchRow(uint32_t row) const {
     if (row >= kDefaultRow) return;
-    const char* p = reinterpret_cast<const char*>(Row(row));
-    const uint64_t bytes = static_cast<uint64_t>(config_.dim) * sizeof(float);
-    for (uint64_t off = 0; off < bytes; off += 64) {
-      if (rw) {
-        __builtin_prefetch(p + off, 1);
-      } else {
-        __builtin_prefetch(p + off, 0);
-      }
-    }
+    PrefetchLines(Row(row), static_cast<size_t>(config_.dim) * sizeof(float));
   }
 
   // InitRow: embedding from the initializer stream of (seed, key), then fresh slots.
@@ -373,9 +366,7 @@ class TableImpl final : public EmbeddingTable {
     const size_t emb_bytes = dim * sizeof(float);
     auto row_at = [&](size_t i) { return idx != nullptr ? rows[idx[i]] : rows[i]; };
     auto prefetch = [&](uint32_t row) {
-      if (row >= kDefaultRow) return;
-      const char* p = base + static_cast<uint64_t>(row) * stride;
-      for (size_t off = 0; off < emb_bytes; off += 64) __builtin_prefetch(p + off);
+      if (row < kDefaultRow) PrefetchLines(base + static_cast<uint64_t>(row) * stride, emb_bytes);
     };
     auto run = [&](auto copy) {
       for (size_t i = b; i < std::min(e, b + kAhead); ++i) prefetch(row_at(i));
@@ -431,7 +422,7 @@ class TableImpl final : public EmbeddingTable {
         int64_t valid = 0;
         const uint32_t* idx = restore.data() + b * static_cast<size_t>(n);
         for (int64_t j = 0; j < n; ++j) {
-          if (j + 4 < n) PrefetchRow(unique_rows[idx[j + 4]], 0);
+          if (j + 4 < n) PrefetchRow(unique_rows[idx[j + 4]]);
           const uint32_t row = unique_rows[idx[j]];
           if (row == kPaddingRow) continue;
           ++valid;

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "src/common/prefetch.h"
+
 // No fused multiply-add anywhere in the kernels: the variants must round like the reference twin.
 #pragma GCC optimize("fp-contract=off")
 
