@@ -13,9 +13,17 @@
 
 namespace recsdk::internal {
 
+// PrefetchLevel: where the line goes. kL1 (prefetcht0) for data about to be used; kL2
+// (prefetcht1) for data used later, which holds an L1 fill buffer only briefly.
+enum class PrefetchLevel { kL1, kL2 };
+
 // PrefetchRead / PrefetchWrite: the cache line holding `p`, for reading or with write intent.
-inline void PrefetchRead(const void* p) {
-  __builtin_prefetch(p, 0, 3);
+inline void PrefetchRead(const void* p, PrefetchLevel level = PrefetchLevel::kL1) {
+  if (level == PrefetchLevel::kL1) {
+    __builtin_prefetch(p, 0, 3);
+  } else {
+    __builtin_prefetch(p, 0, 2);
+  }
   asm volatile("" : : "r"(p));
 }
 inline void PrefetchWrite(const void* p) {

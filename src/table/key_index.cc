@@ -131,13 +131,31 @@ bool KeyIndex::Erase(int64_t key) {
 }
 
 void KeyIndex::FindBatch(const int64_t* keys, size_t n, uint32_t* rows) const {
-  // Prefetch distance: enough misses in flight to cover DRAM latency on one core.
-  constexpr size_t kAhead = 16;
-  const size_t warm = std::min(n, kAhead);
-  for (size_t i = 0; i < warm; ++i) PrefetchKey(keys[i]);
+  // A two-stage software pipeline. kFar keys ahead the home slot is computed (once per key, kept
+  // in a ring) and its lines are prefetched towards L2; kNear keys ahead they are prefetched
+  // into L1; then the key is probed. Against one prefetch kAhead=16 ahead (hash computed twice)
+  // this took ~15% off a 10M-key uniform lookup: the L1 fill buffers, the scarce resource when
+  // every key misses, are held only for the last few keys instead of sixteen.
+  constexpr size_t kFar = 32, kNear = 8;
+  uint64_t home[kFar];
+  auto far = [&](size_t i) {
+    home[i % kFar] = Home(keys[i]);
+    const char* p = reinterpret_cast<const char*>(SlotAt(home[i % kFar]));
+    PrefetchRead(p, PrefetchLevel::kL2);
+    PrefetchRead(p + 36, PrefetchLevel::kL2);
+  };
+  auto near = [&](size_t i) {
+    const char* p = reinterpret_cast<const char*>(SlotAt(home[i % kFar]));
+    PrefetchRead(p);
+    PrefetchRead(p + 36);
+  };
+  for (size_t i = 0; i < std::min(n, kFar); ++i) far(i);
+  for (size_t i = 0; i < std::min(n, kNear); ++i) near(i);
   for (size_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) PrefetchKey(keys[i + kAhead]);
-    rows[i] = Find(keys[i]);
+    const uint64_t h = home[i % kFar];
+    if (i + kNear < n) near(i + kNear);
+    if (i + kFar < n) far(i + kFar);
+    rows[i] = FindFrom(h, keys[i]);
   }
 }
 

@@ -32,16 +32,7 @@ class KeyIndex {
   KeyIndex& operator=(const KeyIndex&) = delete;
 
   // Find: the row of `key`, or kEmpty.
-  uint32_t Find(int64_t key) const {
-    uint64_t i = Home(key);
-    for (;;) {
-      const Slot* s = SlotAt(i);
-      const uint32_t row = LoadRow(s);
-      if (row == kEmpty) return kEmpty;
-      if (LoadKey(s) == key) return row;
-      if (++i == num_slots_) i = 0;
-    }
-  }
+  uint32_t Find(int64_t key) const { return FindFrom(Home(key), key); }
   // FindBatch: rows[i] = Find(keys[i]), with the slots of later keys prefetched (several cache
   // misses in flight instead of one).
   void FindBatch(const int64_t* keys, size_t n, uint32_t* rows) const;
@@ -109,6 +100,16 @@ class KeyIndex {
   static void Store(Slot* s, int64_t key, uint32_t row) {
     std::memcpy(s->bytes, &key, 8);
     std::memcpy(s->bytes + 8, &row, 4);
+  }
+  // FindFrom: Find with the key's home slot `i` already computed.
+  uint32_t FindFrom(uint64_t i, int64_t key) const {
+    for (;;) {
+      const Slot* s = SlotAt(i);
+      const uint32_t row = LoadRow(s);
+      if (row == kEmpty) return kEmpty;
+      if (LoadKey(s) == key) return row;
+      if (++i == num_slots_) i = 0;
+    }
   }
   const Slot* SlotAt(uint64_t i) const { return slots_ + i; }
   Slot* SlotAt(uint64_t i) { return slots_ + i; }
