@@ -1,0 +1,40 @@
+// random.cc: the ziggurat tables of PhiloxStream::Normal (see random.h). Built once, on first
+// use, by a thread-safe static; read-only afterwards.
+#include "src/common/random.h"
+
+#include <cmath>
+
+namespace recsdk::internal {
+namespace {
+
+ZigguratTables BuildZiggurat() {
+  constexpr int kLayers = 128;
+  constexpr double r = ZigguratTables::kTail;
+  constexpr double v = 9.91256303526217e-3;  // area of each layer (and of the base with tail)
+  constexpr double kScale = 16777216.0;      // 2^24: the magnitude's range
+  double x[kLayers];                         // right edges; x[0] is not a layer edge
+  x[kLayers - 1] = r;
+  for (int i = kLayers - 2; i >= 1; --i) {
+    x[i] = std::sqrt(-2.0 * std::log(v / x[i + 1] + std::exp(-0.5 * x[i + 1] * x[i + 1])));
+  }
+  const double base = v / std::exp(-0.5 * r * r);  // width of the base strip
+  ZigguratTables z;
+  z.width[0] = static_cast<float>(base / kScale);
+  z.accept[0] = static_cast<uint32_t>(r / base * kScale);
+  z.density[0] = 1.0;
+  for (int i = 1; i < kLayers; ++i) {
+    z.width[i] = static_cast<float>(x[i] / kScale);
+    z.accept[i] = i == 1 ? 0u : static_cast<uint32_t>(x[i - 1] / x[i] * kScale);
+    z.density[i] = std::exp(-0.5 * x[i] * x[i]);
+  }
+  return z;
+}
+
+}  // namespace
+
+const ZigguratTables& Ziggurat() {
+  static const ZigguratTables tables = BuildZiggurat();
+  return tables;
+}
+
+}  // namespace recsdk::internal
