@@ -10,9 +10,14 @@
 
 #include "fmt/format.h"
 #include "src/common/check.h"
+#include "src/common/cpu_features.h"
 #include "src/common/status_macros.h"
 #include "src/pipeline/separator_index.h"
 #include "src/pipeline/text_parse.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace recsdk::internal {
 namespace {
@@ -165,78 +170,244 @@ bool CriteoParser::ParseLine(const char* line, const char* end, bool unterminate
   return true;
 }
 
-// FastLineParser: the fast path for one line whose 40 separators are q[0..39]. A separate, not
-// inlined function: the chunk loop's state stays out of its registers (fewer spills).
+// FastLineParser: the fast path for one line whose 40 separators are q[0..39]. Line (SWAR, any
+// CPU) and LineAvx2 return false for anything they do not accept; the reference path then
+// decides. Separate, not inlined functions: the chunk loop's state stays out of their registers.
 struct CriteoParser::FastLineParser {
+  static constexpr int kSeps = 1 + kCriteoDense + kCriteoSparse;
+
   const CriteoParser* parser;
   const char* end;  // of the chunk: 8-byte loads must stay below it
 
-  __attribute__((noinline)) bool Line(const char* begin, const uint32_t* q, const char* line,
-                                      int64_t row, float* label, float* dense,
-                                      int64_t* const* sparse) const {
-    constexpr int kSeps = 1 + kCriteoDense + kCriteoSparse;
-    // Structure: one branch for all 40 separators, the label "0" or "1".
+  // Structure: q[0..38] are '\t', q[39] is '\n' (one branch for all 40) and the label is "0" or
+  // "1", which it stores.
+  bool Structure(const char* begin, const uint32_t* q, const char* line, int64_t row,
+                 float* label) const {
     unsigned bad = static_cast<unsigned char>(begin[q[kSeps - 1]] ^ '\n');
     for (int j = 0; j < kSeps - 1; ++j) bad |= static_cast<unsigned char>(begin[q[j]] ^ '\t');
     if (bad != 0 || begin + q[0] != line + 1 || (*line != '0' && *line != '1')) return false;
     label[row] = static_cast<float>(*line - '0');
-    const bool log1p = parser->transform_ == DenseTransform::kLog1p;
-    const float* const table = parser->log1p_;
-    const float empty_dense = parser->empty_dense_;
-    float* d = dense + row * kCriteoDense;
-    for (int i = 0; i < kCriteoDense; ++i) {
-      const char* f = begin + q[i] + 1;
-      const ptrdiff_t len = begin + q[i + 1] - f;
-      if (len > 8 || f + 8 > end) return false;  // long or near the chunk's end: the reference's
-      uint64_t v;
-      const bool good = ParseDec8Swar(f, len < 1 ? 1 : int(len), &v);
-      const bool empty = len == 0;
-      if (!(good || empty)) return false;  // signs, floats, junk: the reference decides
-      // Empty fields (common) take empty_dense by a mask, not a branch.
-      const uint32_t m = 0u - static_cast<uint32_t>(empty);
-      v &= ~static_cast<uint64_t>(0) + empty;  // 0 when empty
-      float value;
-      if (log1p && v < kLog1pTable) {
-        value = table[v];
-      } else {
-        value = parser->Dense(static_cast<int64_t>(v));
-      }
-      d[i] = std::bit_cast<float>((std::bit_cast<uint32_t>(value) & ~m) |
-                                  (std::bit_cast<uint32_t>(empty_dense) & m));
+    return true;
+  }
+
+  // DenseField: integer field i (between separators q[i] and q[i+1]) into *out.
+  bool DenseField(const char* begin, const uint32_t* q, int i, float* out) const {
+    const char* f = begin + q[i] + 1;
+    const ptrdiff_t len = begin + q[i + 1] - f;
+    if (len > 8 || f + 8 > end) return false;  // long or near the chunk's end: the reference's
+    uint64_t v;
+    const bool good = ParseDec8Swar(f, len < 1 ? 1 : int(len), &v);
+    const bool empty = len == 0;
+    if (!(good || empty)) return false;  // signs, floats, junk: the reference decides
+    // Empty fields (common) take empty_dense by a mask, not a branch.
+    const uint32_t m = 0u - static_cast<uint32_t>(empty);
+    v &= ~static_cast<uint64_t>(0) + empty;  // 0 when empty
+    float value;
+    if (parser->transform_ == DenseTransform::kLog1p && v < kLog1pTable) {
+      value = parser->log1p_[v];
+    } else {
+      value = parser->Dense(static_cast<int64_t>(v));
     }
+    *out = std::bit_cast<float>((std::bit_cast<uint32_t>(value) & ~m) |
+                                (std::bit_cast<uint32_t>(parser->empty_dense_) & m));
+    return true;
+  }
+
+  // SparseField: categorical field i (between separators q[13 + i] and q[14 + i]) into *out.
+  bool SparseField(const char* begin, const uint32_t* q, int i, int64_t* out) const {
+    const char* f = begin + q[kCriteoDense + i] + 1;
+    const char* s = begin + q[kCriteoDense + i + 1];
+    const ptrdiff_t len = s - f;
     const int64_t default_id = parser->default_id_;
     const uint64_t modulus = static_cast<uint64_t>(parser->id_modulus_);
-    for (int i = 0; i < kCriteoSparse; ++i) {
-      const char* f = begin + q[kCriteoDense + i] + 1;
-      const char* s = begin + q[kCriteoDense + i + 1];
-      const ptrdiff_t len = s - f;
-      uint64_t id;
-      if (len <= 8 && f + 8 <= end) {
-        const bool empty = len == 0;
-        const bool good = ParseHex8Swar(f, empty ? 1 : int(len), &id);
-        if (!(good || empty)) return false;
-        if (modulus > 0) id %= modulus;
-        // Empty fields (common) take default_id by a mask, not a branch.
-        const uint64_t m = uint64_t{0} - static_cast<uint64_t>(empty);
-        id = (id & ~m) | (static_cast<uint64_t>(default_id) & m);
-      } else {
-        int64_t v;
-        if (len == 0) {
-          v = default_id;
-        } else if (!ParseHex(f, s, &v)) {
-          return false;
-        } else if (modulus > 0) {
-          v = static_cast<int64_t>(static_cast<uint64_t>(v) % modulus);
-        }
-        id = static_cast<uint64_t>(v);
+    uint64_t id;
+    if (len <= 8 && f + 8 <= end) {
+      const bool empty = len == 0;
+      const bool good = ParseHex8Swar(f, empty ? 1 : int(len), &id);
+      if (!(good || empty)) return false;
+      if (modulus > 0) id %= modulus;
+      // Empty fields (common) take default_id by a mask, not a branch.
+      const uint64_t m = uint64_t{0} - static_cast<uint64_t>(empty);
+      id = (id & ~m) | (static_cast<uint64_t>(default_id) & m);
+    } else {
+      int64_t v;
+      if (len == 0) {
+        v = default_id;
+      } else if (!ParseHex(f, s, &v)) {
+        return false;
+      } else if (modulus > 0) {
+        v = static_cast<int64_t>(static_cast<uint64_t>(v) % modulus);
       }
-      sparse[i][row] = static_cast<int64_t>(id);
+      id = static_cast<uint64_t>(v);
+    }
+    *out = static_cast<int64_t>(id);
+    return true;
+  }
+
+  __attribute__((noinline)) bool Line(const char* begin, const uint32_t* q, const char* line,
+                                      int64_t row, float* label, float* dense,
+                                      int64_t* const* sparse) const {
+    if (!Structure(begin, q, line, row, label)) return false;
+    float* d = dense + row * kCriteoDense;
+    for (int i = 0; i < kCriteoDense; ++i) {
+      if (!DenseField(begin, q, i, &d[i])) return false;
+    }
+    for (int i = 0; i < kCriteoSparse; ++i) {
+      if (!SparseField(begin, q, i, &sparse[i][row])) return false;
     }
     return true;
   }
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define RECSDK_CRITEO_AVX2 1
+#define RECSDK_AVX2 __attribute__((target("avx2,bmi,bmi2,popcnt")))
+  // Lanes4: four fields at once, one per 64-bit lane: the 8 bytes at each field's start, the
+  // left shift (in bits) that puts the field's digits in the lane's high bytes with zeros below
+  // (as the SWAR helpers do), the byte mask of those fill bytes, and the empty fields.
+  struct Lanes4 {
+    __m256i raw, shift, fill, empty;
+    int empty_bits;  // bit l: lane l's field is empty
+    int long_bits;   // bit l: lane l's field has more than 8 bytes (not for this path)
+  };
+  // Load4: the fields between separators qs[l] and qs[l + 1], l < 4.
+  RECSDK_AVX2 static Lanes4 Load4(const char* begin, const uint32_t* qs) {
+    const __m128i starts = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    const __m128i lens = _mm_sub_epi32(
+        _mm_sub_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 1)), starts),
+        _mm_set1_epi32(1));
+    const __m256i lens64 = _mm256_cvtepu32_epi64(lens);
+    const __m256i one = _mm256_set1_epi64x(1);
+    Lanes4 f;
+    f.empty = _mm256_cmpeq_epi64(lens64, _mm256_setzero_si256());
+    f.empty_bits = _mm256_movemask_pd(_mm256_castsi256_pd(f.empty));
+    f.long_bits =
+        _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(lens64, _mm256_set1_epi64x(8))));
+    const __m256i s =
+        _mm256_sub_epi64(_mm256_set1_epi64x(8), _mm256_blendv_epi8(lens64, one, f.empty));
+    f.shift = _mm256_slli_epi64(s, 3);
+    f.raw = _mm256_i32gather_epi64(reinterpret_cast<const long long*>(begin),
+                                   _mm_add_epi32(starts, _mm_set1_epi32(1)), 1);
+    // s in every byte of its lane, against the byte's position in the lane.
+    const __m256i s_bytes =
+        _mm256_shuffle_epi8(s, _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8, 0,
+                                                0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8));
+    const __m256i position = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1,
+                                              2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7);
+    f.fill = _mm256_cmpgt_epi8(s_bytes, position);
+    return f;
+  }
+  // AllLanesGood: every byte of `ok` set in each lane whose field is not empty (an empty
+  // field's bytes are whatever follows it).
+  RECSDK_AVX2 static bool AllLanesGood(__m256i ok, int empty_bits) {
+    const uint32_t bad = ~static_cast<uint32_t>(_mm256_movemask_epi8(ok));
+    uint32_t ignore = 0;
+    for (int lane = 0; lane < 4; ++lane) {
+      if ((empty_bits >> lane) & 1) ignore |= 0xFFu << (8 * lane);
+    }
+    return (bad & ~ignore) == 0;
+  }
+
+  // Hex4: the categorical fields i .. i + 3, or false when one of them is not acceptable here
+  // (the caller then parses them one at a time, which decides).
+  RECSDK_AVX2 bool Hex4(const char* begin, const uint32_t* q, int i, int64_t row,
+                        int64_t* const* sparse) const {
+    const Lanes4 f = Load4(begin, q + kCriteoDense + i);
+    if (f.long_bits != 0) return false;
+    const __m256i x = _mm256_sllv_epi64(f.raw, f.shift);
+    const __m256i lower = _mm256_or_si256(x, _mm256_set1_epi8(0x20));
+    const __m256i digit = _mm256_and_si256(_mm256_cmpgt_epi8(x, _mm256_set1_epi8('0' - 1)),
+                                           _mm256_cmpgt_epi8(_mm256_set1_epi8('9' + 1), x));
+    const __m256i letter = _mm256_and_si256(_mm256_cmpgt_epi8(lower, _mm256_set1_epi8('a' - 1)),
+                                            _mm256_cmpgt_epi8(_mm256_set1_epi8('f' + 1), lower));
+    if (!AllLanesGood(_mm256_or_si256(f.fill, _mm256_or_si256(digit, letter)), f.empty_bits)) {
+      return false;
+    }
+    // One nibble per byte (fill bytes are 0), then pairs (16a + b), quads (256a + b), and the
+    // lane's two quads (the first holds the more significant digits).
+    const __m256i nibble = _mm256_add_epi8(_mm256_and_si256(x, _mm256_set1_epi8(0x0F)),
+                                           _mm256_and_si256(letter, _mm256_set1_epi8(9)));
+    const __m256i pairs = _mm256_maddubs_epi16(nibble, _mm256_set1_epi16(0x0110));
+    const __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi32(0x00010100));
+    __m256i v = _mm256_or_si256(
+        _mm256_slli_epi64(_mm256_and_si256(quads, _mm256_set1_epi64x(0xFFFFFFFF)), 16),
+        _mm256_srli_epi64(quads, 32));
+    alignas(32) uint64_t ids[4];
+    const uint64_t modulus = static_cast<uint64_t>(parser->id_modulus_);
+    if (modulus > 0) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(ids), v);
+      for (uint64_t& id : ids) id %= modulus;
+      v = _mm256_load_si256(reinterpret_cast<const __m256i*>(ids));
+    }
+    v = _mm256_blendv_epi8(v, _mm256_set1_epi64x(parser->default_id_), f.empty);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(ids), v);
+    for (int lane = 0; lane < 4; ++lane) sparse[i + lane][row] = static_cast<int64_t>(ids[lane]);
+    return true;
+  }
+
+  // Dec4: the integer fields i .. i + 3 into out[0..3], or false (the caller then parses them
+  // one at a time, which decides).
+  RECSDK_AVX2 bool Dec4(const char* begin, const uint32_t* q, int i, float* out) const {
+    const Lanes4 f = Load4(begin, q + i);
+    if (f.long_bits != 0) return false;
+    // Minus '0' before the shift, so the fill stays 0; good digits are then bytes 0..9.
+    const __m256i d = _mm256_sllv_epi64(_mm256_sub_epi8(f.raw, _mm256_set1_epi8('0')), f.shift);
+    const __m256i nine = _mm256_set1_epi8(9);
+    if (!AllLanesGood(_mm256_cmpeq_epi8(_mm256_max_epu8(d, nine), nine), f.empty_bits)) {
+      return false;
+    }
+    const __m256i pairs = _mm256_maddubs_epi16(d, _mm256_set1_epi16(0x010A));       // 10a + b
+    const __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi32(0x00010064));  // 100a + b
+    const __m256i v = _mm256_add_epi64(_mm256_mul_epu32(quads, _mm256_set1_epi64x(10000)),
+                                       _mm256_srli_epi64(quads, 32));
+    alignas(32) uint64_t values[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(values), v);
+    const bool log1p = parser->transform_ == DenseTransform::kLog1p;
+    for (int lane = 0; lane < 4; ++lane) {
+      const uint64_t value = values[lane];
+      float x;
+      if (((f.empty_bits >> lane) & 1) != 0) {
+        x = parser->empty_dense_;
+      } else if (log1p && value < kLog1pTable) {
+        x = parser->log1p_[value];
+      } else {
+        x = parser->Dense(static_cast<int64_t>(value));
+      }
+      out[lane] = x;
+    }
+    return true;
+  }
+
+  RECSDK_AVX2 __attribute__((noinline)) bool LineAvx2(const char* begin, const uint32_t* q,
+                                                      const char* line, int64_t row, float* label,
+                                                      float* dense, int64_t* const* sparse) const {
+    if (!Structure(begin, q, line, row, label)) return false;
+    // Every field's 8-byte load must stay inside the chunk: one check for the whole line.
+    const bool loads_inside = begin + q[kSeps - 2] + 1 + 8 <= end;
+    float* d = dense + row * kCriteoDense;
+    int i = 0;
+    if (loads_inside) {
+      for (; i + 4 <= kCriteoDense; i += 4) {
+        if (!Dec4(begin, q, i, d + i)) break;
+      }
+    }
+    for (; i < kCriteoDense; ++i) {
+      if (!DenseField(begin, q, i, &d[i])) return false;
+    }
+    // Fields of more than 8 digits make a lane bad; Hex4 then leaves the group to SparseField.
+    for (i = 0; i < kCriteoSparse; i += 4) {
+      const int group = std::min(4, kCriteoSparse - i);
+      if (group == 4 && loads_inside && Hex4(begin, q, i, row, sparse)) continue;
+      for (int j = i; j < i + group; ++j) {
+        if (!SparseField(begin, q, j, &sparse[j][row])) return false;
+      }
+    }
+    return true;
+  }
+#undef RECSDK_AVX2
+#endif
 };
 
-ParsedChunk CriteoParser::Parse(std::string_view text, bool at_eof, bool reference) const {
+ParsedChunk CriteoParser::Parse(std::string_view text, bool at_eof, Path path) const {
   ParsedChunk out;
   const char* const begin = text.data();
   const char* const end = begin + text.size();
@@ -273,7 +444,7 @@ ParsedChunk CriteoParser::Parse(std::string_view text, bool at_eof, bool referen
     return unterminated ? end : nl + 1;
   };
 
-  if (reference) {
+  if (path == Path::kReference) {
     for (int64_t line = 0; p < end; ++line) p = reference_line(line);
   } else {
     // Fast path over windows of the chunk: stage 1 indexes every '\t'/'\n' of the window, then
@@ -288,13 +459,20 @@ ParsedChunk CriteoParser::Parse(std::string_view text, bool at_eof, bool referen
     size_t k = 0, count = 0;
     const char* window_end = begin;
     const FastLineParser fast{this, end};
+    using LineFn = bool (FastLineParser::*)(const char*, const uint32_t*, const char*, int64_t,
+                                            float*, float*, int64_t* const*) const;
+    LineFn line_fn = &FastLineParser::Line;
+#ifdef RECSDK_CRITEO_AVX2
+    static const bool avx2 = BestIsa() >= Isa::kAvx2;
+    if (path == Path::kFast && avx2) line_fn = &FastLineParser::LineAvx2;
+#endif
     for (int64_t line = 0; p < end; ++line) {
       if (count - k < kSeps && window_end < end) {
         window_end = p + std::min<ptrdiff_t>(kWindow, end - p);
         count = IndexSeparators(begin, p, window_end, '\t', '\n', index.data());
         k = 0;
       }
-      if (count - k >= kSeps && fast.Line(begin, idx + k, p, r, lp, dp, sp.data())) {
+      if (count - k >= kSeps && (fast.*line_fn)(begin, idx + k, p, r, lp, dp, sp.data())) {
         ++r;
         p = begin + idx[k + kSeps - 1] + 1;
         k += kSeps;

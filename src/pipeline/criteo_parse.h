@@ -4,7 +4,9 @@
 //    malformed case (reason and message);
 //  - the fast path: stage 1 indexes every '\t'/'\n' of a 16 KiB window (separator_index.h, SIMD
 //    64 bytes a step), stage 2 checks a line's 40 separators at once and parses each hex or
-//    decimal field of up to 8 digits in one branch-free SWAR step (empty fields by masks).
+//    decimal field of up to 8 digits branch-free (empty fields by masks): with AVX2, four fields
+//    per instruction (digits checked and combined in byte lanes); otherwise one field per SWAR
+//    step in a 64-bit register.
 //    It only ever accepts a line; anything it does not recognise (a float, a sign, a '\r', a
 //    field near the chunk's end, a malformed line) goes to the reference path for that line, so
 //    results and errors are the reference's bit for bit (tests/pipeline/criteo_fast_path_test.cc).
@@ -30,10 +32,14 @@ class CriteoParser {
  public:
   explicit CriteoParser(const CriteoOptions& options);
 
+  // Path: which code parses. kFast picks the best the CPU has (AVX2, else SWAR); kSwar forces
+  // the portable fast path; kReference runs only the reference path. All give the same result.
+  enum class Path { kFast, kSwar, kReference };
+
   // Parse parses `text` (whole lines; the last may lack its newline when at_eof) into a Batch of
   // label [n,1], dense [n,13], C1..C26 [n,1] plus the malformed lines' errors (0-based line index
-  // within the chunk). reference = true runs only the reference path.
-  ParsedChunk Parse(std::string_view text, bool at_eof, bool reference = false) const;
+  // within the chunk).
+  ParsedChunk Parse(std::string_view text, bool at_eof, Path path = Path::kFast) const;
 
  private:
   // log1p(i) for i < kLog1pTable, shared by all parsers (256 KiB, built on first use): Criteo's

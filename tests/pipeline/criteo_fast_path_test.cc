@@ -113,7 +113,9 @@ TEST(CriteoFastPathTest, ValidChunksMatchReference) {
       ParsedChunk fast = parser.Parse(text, at_eof);
       EXPECT_TRUE(fast.errors.empty());
       EXPECT_EQ(fast.batch.num_rows(), 3000);
-      ExpectSame(fast, parser.Parse(text, at_eof, /*reference=*/true), "valid");
+      ExpectSame(fast, parser.Parse(text, at_eof, CriteoParser::Path::kReference), "valid");
+      ExpectSame(parser.Parse(text, at_eof, CriteoParser::Path::kSwar),
+                 parser.Parse(text, at_eof, CriteoParser::Path::kReference), "valid, SWAR");
     }
   }
 }
@@ -132,8 +134,10 @@ TEST(CriteoFastPathTest, MutatedChunksMatchReference) {
     const std::unique_ptr<char[]> exact(new char[text.size() + 1]);
     std::memcpy(exact.get(), text.data(), text.size());
     const std::string_view view(exact.get(), text.size());
-    ExpectSame(parser.Parse(view, at_eof), parser.Parse(view, at_eof, true),
-               fmt::format("iteration {}", iter));
+    const ParsedChunk reference = parser.Parse(view, at_eof, CriteoParser::Path::kReference);
+    ExpectSame(parser.Parse(view, at_eof), reference, fmt::format("iteration {}", iter));
+    ExpectSame(parser.Parse(view, at_eof, CriteoParser::Path::kSwar), reference,
+               fmt::format("iteration {}, SWAR", iter));
     if (HasFatalFailure()) return;
   }
 }
@@ -161,7 +165,9 @@ TEST(CriteoFastPathTest, EdgeLines) {
     const CriteoParser parser(o);
     for (const std::string& l : lines) {
       for (bool at_eof : {false, true}) {
-        ExpectSame(parser.Parse(l, at_eof), parser.Parse(l, at_eof, true), l);
+        const ParsedChunk reference = parser.Parse(l, at_eof, CriteoParser::Path::kReference);
+        ExpectSame(parser.Parse(l, at_eof), reference, l);
+        ExpectSame(parser.Parse(l, at_eof, CriteoParser::Path::kSwar), reference, l);
       }
     }
   }
