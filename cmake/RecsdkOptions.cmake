@@ -1,14 +1,30 @@
 # Compiler flags shared by every recsdk target, applied through the recsdk_compile_options
 # interface target so that tests, benchmarks and samples build the same way as the library.
 add_library(recsdk_compile_options INTERFACE)
-# -Wno-maybe-uninitialized: GCC 12 reports false positives inside absl::InlinedVector (Shape), and -Wno-restrict false positives on std::string concatenation (GCC bug 105329).
-target_compile_options(recsdk_compile_options INTERFACE -Wall -Wextra -Wno-maybe-uninitialized -Wno-restrict)
+# -Wno-maybe-uninitialized: GCC 12 reports false positives inside absl::InlinedVector (Shape), and
+# -Wno-restrict false positives on std::string concatenation (GCC bug 105329). Both are GCC-only
+# (clang, used by the fuzz build, warns about unknown options).
+target_compile_options(recsdk_compile_options INTERFACE -Wall -Wextra
+  $<$<CXX_COMPILER_ID:GNU>:-Wno-maybe-uninitialized> $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>)
 if(RECSDK_WERROR)
   target_compile_options(recsdk_compile_options INTERFACE -Werror)
 endif()
 if(RECSDK_SANITIZE)
   target_compile_options(recsdk_compile_options INTERFACE
     -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  target_link_options(recsdk_compile_options INTERFACE -fsanitize=address,undefined)
+endif()
+if(RECSDK_PIPELINE_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "RECSDK_PIPELINE_FUZZ needs clang (CXX=clang++), not ${CMAKE_CXX_COMPILER_ID}")
+  endif()
+  # The parsers live in the component libraries, not in the fuzz target's own source: they must
+  # carry the coverage instrumentation (fuzzer-no-link), or libFuzzer sees only its harness and
+  # mutates blind, and the sanitizers, or a bad read in a parser goes unnoticed. UBSan must abort
+  # (no recover) so that undefined behaviour is a crash that fails the run.
+  target_compile_options(recsdk_compile_options INTERFACE
+    -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+    -fno-omit-frame-pointer)
   target_link_options(recsdk_compile_options INTERFACE -fsanitize=address,undefined)
 endif()
 
