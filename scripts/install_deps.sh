@@ -8,6 +8,9 @@ packages=(
   libeigen3-dev libtbb-dev libabsl-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
+  # scripts/fuzz.sh (run by scripts/test.sh): clang and its libFuzzer runtime
+  # (libclang_rt.fuzzer-x86_64.a, shipped by libclang-rt-<N>-dev, which clang only recommends).
+  clang libclang-rt-dev
 )
 
 missing=()

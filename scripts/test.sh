@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Builds recsdk and runs its tests. Does its own set-up (installs missing Debian packages).
 #
-#   scripts/test.sh              quick suite + consumer-project check + ASan/UBSan build of the quick suite
+#   scripts/test.sh              quick suite + consumer-project check + ASan/UBSan build of the quick
+#                                suite + a short libFuzzer run of the pipeline parsers (scripts/fuzz.sh)
 #   RECSDK_TEST_LABELS='quick|slow' scripts/test.sh     choose CTest labels
 #   RECSDK_SKIP_SANITIZE=1 scripts/test.sh              skip the sanitizer build
+#   RECSDK_SKIP_FUZZ=1 scripts/test.sh                  skip the fuzz build and run
+#   RECSDK_FUZZ_SECONDS=60 scripts/test.sh              fuzz each target this long (default 20)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -38,5 +41,11 @@ if [ "${RECSDK_SKIP_SANITIZE:-0}" != "1" ]; then
   cmake --build build-sanitize -j "$jobs"
   (cd build-sanitize && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest -L sanitize -LE "slow|mpi|soak" --output-on-failure -j "$jobs" --timeout 900)
+fi
+if [ "${RECSDK_SKIP_FUZZ:-0}" != "1" ]; then
+  echo "== libFuzzer run of the pipeline parsers (clang, ASan + UBSan)"
+  # install_deps.sh installed clang, so a missing clang is an error here, not a skip; a crash
+  # or sanitizer report makes fuzz.sh, and so this script, fail.
+  RECSDK_FUZZ_REQUIRE_CLANG=1 scripts/fuzz.sh "${RECSDK_FUZZ_SECONDS:-20}"
 fi
 echo "== all tests passed"
