@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -14,6 +15,7 @@ namespace {
 
 using ::recsdk::testing::Concat;
 using ::recsdk::testing::Drain;
+using ::recsdk::testing::ScrambledFileLists;
 using ::recsdk::testing::TestDir;
 using ::recsdk::testing::TotalRows;
 using ::recsdk::testing::WriteFile;
@@ -145,20 +147,59 @@ TEST(CriteoReaderTest, TruncatedLastLine) {
   EXPECT_EQ((*skip)->malformed_counts().count(MalformedReason::kTruncated), 1);
 }
 
-TEST(CriteoReaderTest, FilesAreSortedAndLineNumbersSpanChunks) {
+TEST(CriteoReaderTest, FilesAreReadInSortedNameOrder) {
   TestDir dir;
-  std::string big;
-  for (int i = 0; i < 2000; ++i) big += Line(i);
-  std::string bad = absl::StrCat(big, "1\t2\n");
-  WriteFile(dir.File("b.tsv"), bad);
-  WriteFile(dir.File("a.tsv"), Line(9000));
+  // Created in neither name nor numeric order; by name they sort part-1, part-10, part-2.
+  for (int part : {2, 10, 1}) {
+    WriteFile(dir.File(fmt::format("part-{}.tsv", part)), Line(part * 100) + Line(part * 100 + 1));
+  }
+  const std::vector<int64_t> want = {100 * 100,  101 * 100, 1000 * 100,
+                                     1001 * 100, 200 * 100, 201 * 100};
+  for (const std::vector<std::string>& files :
+       ScrambledFileLists(dir, {"part-2.tsv", "part-10.tsv", "part-1.tsv"}, "*.tsv")) {
+    auto ds = CriteoDataset(files);
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    auto batches = Drain(**ds);
+    ASSERT_TRUE(batches.ok()) << batches.status();
+    EXPECT_EQ(Concat<int64_t>(*batches, "C1"), want) << absl::StrJoin(files, " ");
+  }
+}
+
+TEST(CriteoReaderTest, LineNumbersCountPerFileAndSpanChunks) {
+  TestDir dir;
+  std::string bad;
+  for (int i = 0; i < 2000; ++i) bad += Line(i);
+  WriteFile(dir.File("b.tsv"), absl::StrCat(bad, "1\t2\n"));  // line 2001 is malformed
+  std::string good;
+  for (int i = 0; i < 3000; ++i) good += Line(10000 + i);
+  WriteFile(dir.File("a.tsv"), good);
   CriteoOptions o;
-  o.reader.chunk_bytes = 4096;
+  o.reader.chunk_bytes = 4096;  // about 13 lines: both files span many chunks
   auto ds = CriteoDataset({dir.File("b.tsv"), dir.File("a.tsv")}, o);
-  ASSERT_TRUE(ds.ok());
-  auto batches = Drain(**ds);
-  ASSERT_FALSE(batches.ok());
-  EXPECT_THAT(batches.status().message(), HasSubstr("b.tsv\" line 2001"));
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  std::vector<int64_t> ids;
+  Status error;
+  for (;;) {
+    Batch b;
+    StatusOr<bool> more = (*ds)->GetNext(&b);
+    if (!more.ok()) {
+      error = more.status();
+      break;
+    }
+    if (!*more) break;
+    const int64_t* c1 = b.column("C1")->data<int64_t>();
+    ids.insert(ids.end(), c1, c1 + b.num_valid());
+  }
+  // a.tsv sorts first and is read whole; b.tsv follows up to the chunk holding the bad line
+  // (a failing chunk yields no rows), and the error counts lines from the start of b.tsv.
+  EXPECT_EQ(error.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(error.message(), HasSubstr("b.tsv\" line 2001"));
+  ASSERT_GT(ids.size(), 3000u);
+  ASSERT_LE(ids.size(), 5000u);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int64_t row = i < 3000 ? 10000 + static_cast<int64_t>(i) : static_cast<int64_t>(i) - 3000;
+    ASSERT_EQ(ids[i], row * 100) << "row " << i;
+  }
 }
 
 TEST(CriteoReaderTest, ParallelParsingIsDeterministic) {

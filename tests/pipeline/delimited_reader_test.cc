@@ -1,5 +1,6 @@
 // Tests of the schema-driven delimited reader (src/pipeline/text_sources.cc).
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "recsdk/dataset.h"
@@ -10,6 +11,7 @@ namespace {
 
 using ::recsdk::testing::Concat;
 using ::recsdk::testing::Drain;
+using ::recsdk::testing::ScrambledFileLists;
 using ::recsdk::testing::TestDir;
 using ::recsdk::testing::TotalRows;
 using ::recsdk::testing::WriteFile;
@@ -66,6 +68,25 @@ TEST(DelimitedReaderTest, MalformedUnderBothPolicies) {
     ASSERT_TRUE(ok.ok());
     EXPECT_EQ(TotalRows(*ok), 2);
     EXPECT_EQ((*lenient)->malformed_counts().count(c.reason), 1) << c.line;
+  }
+}
+
+TEST(DelimitedReaderTest, FilesAreReadInSortedNameOrderEachWithItsHeader) {
+  TestDir dir;
+  const std::vector<std::string> names = {"part-2.csv", "part-10.csv", "part-1.csv"};
+  for (const std::string& name : names) {  // created in neither name nor numeric order
+    const int part = std::stoi(name.substr(5));
+    WriteFile(dir.File(name), absl::StrCat("click,price,note,user,tags,ts\n", "1,1,x,ff,1,",
+                                           part * 100, "\n0,2,y,a,2,", part * 100 + 1, "\n"));
+  }
+  for (const std::vector<std::string>& files : ScrambledFileLists(dir, names, "part-*.csv")) {
+    auto ds = DelimitedDataset(files, Options());
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    auto b = Drain(**ds);
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(Concat<int64_t>(*b, "timestamp"),
+              (std::vector<int64_t>{100, 101, 1000, 1001, 200, 201}))
+        << absl::StrJoin(files, " ");
   }
 }
 

@@ -84,6 +84,17 @@ std::vector<T> Concat(const std::vector<Batch>& batches, const std::string& colu
   return out;
 }
 
+// ScrambledFileLists: ways to name the files `names` of `dir` that do not list them in sorted
+// order: the paths in the given order with the first repeated at the end, the directory itself,
+// and `dir`/`glob`. A reader must read the same files, each once, in sorted-name order from each.
+inline std::vector<std::vector<std::string>> ScrambledFileLists(
+    const TestDir& dir, const std::vector<std::string>& names, const std::string& glob) {
+  std::vector<std::string> listed;
+  for (const std::string& name : names) listed.push_back(dir.File(name));
+  if (!listed.empty()) listed.push_back(listed.front());
+  return {listed, {dir.path()}, {dir.File(glob)}};
+}
+
 inline int64_t TotalRows(const std::vector<Batch>& batches) {
   int64_t n = 0;
   for (const Batch& b : batches) n += b.num_valid();

@@ -1,6 +1,7 @@
 // Tests of recsdk binary record files (src/pipeline/record_file.cc): round trip from Criteo text
 // and synthetic data, CRC damage and truncation under both policies, bad headers.
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "recsdk/dataset.h"
@@ -12,6 +13,7 @@ namespace {
 using ::recsdk::testing::Concat;
 using ::recsdk::testing::Drain;
 using ::recsdk::testing::ReadFile;
+using ::recsdk::testing::ScrambledFileLists;
 using ::recsdk::testing::TestDir;
 using ::recsdk::testing::TotalRows;
 using ::recsdk::testing::WriteFile;
@@ -62,6 +64,27 @@ TEST(RecordFileTest, ConvertsCriteoText) {
   auto got = *Drain(**ds);
   EXPECT_EQ(TotalRows(got), 50);
   EXPECT_EQ(Concat<int64_t>(got, "C26")[49], 49 * 26 + 25);
+}
+
+TEST(RecordFileTest, FilesAreReadInSortedNameOrder) {
+  TestDir dir;
+  const std::vector<std::string> names = {"part-2.rrec", "part-10.rrec", "part-1.rrec"};
+  for (const std::string& name : names) {  // created in neither name nor numeric order
+    const int64_t part = std::stoi(name.substr(5));
+    auto src = InMemoryDataset({{"id", std::vector<int64_t>{part * 100, part * 100 + 1}}});
+    ASSERT_TRUE(src.ok()) << src.status();
+    auto rows = ConvertToRecordFile(**src, dir.File(name));
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    ASSERT_EQ(*rows, 2);
+  }
+  for (const std::vector<std::string>& files : ScrambledFileLists(dir, names, "*.rrec")) {
+    auto ds = RecordFileDataset(files);
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    auto got = Drain(**ds);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(Concat<int64_t>(*got, "id"), (std::vector<int64_t>{100, 101, 1000, 1001, 200, 201}))
+        << absl::StrJoin(files, " ");
+  }
 }
 
 TEST(RecordFileTest, DamageUnderBothPolicies) {

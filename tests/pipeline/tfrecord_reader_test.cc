@@ -2,6 +2,7 @@
 // (src/pipeline/tfrecord.cc), with files written by our own writer; each malformed case under
 // both policies.
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "recsdk/dataset.h"
@@ -17,6 +18,7 @@ using internal::ExampleFeature;
 using internal::FrameRecord;
 using ::recsdk::testing::Concat;
 using ::recsdk::testing::Drain;
+using ::recsdk::testing::ScrambledFileLists;
 using ::recsdk::testing::TestDir;
 using ::recsdk::testing::TotalRows;
 using ::recsdk::testing::WriteFile;
@@ -68,6 +70,25 @@ TEST(TfRecordReaderTest, FramingUsesMaskedCrc32c) {
   uint32_t data_crc;
   std::memcpy(&data_crc, rec.data() + 15, 4);
   EXPECT_EQ(internal::UnmaskCrc(data_crc), internal::Crc32c("abc"));
+}
+
+TEST(TfRecordReaderTest, FilesAreReadInSortedNameOrder) {
+  TestDir dir;
+  const std::vector<std::string> names = {"part-2.tfrecord", "part-10.tfrecord", "part-1.tfrecord"};
+  for (const std::string& name : names) {  // created in neither name nor numeric order
+    const int part = std::stoi(name.substr(5));
+    WriteFile(dir.File(name),
+              FrameRecord(Example(part * 10)) + FrameRecord(Example(part * 10 + 1)));
+  }
+  for (const std::vector<std::string>& files : ScrambledFileLists(dir, names, "*.tfrecord")) {
+    auto ds = TfRecordDataset(files, Schema());
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    auto batches = Drain(**ds);
+    ASSERT_TRUE(batches.ok()) << batches.status();
+    EXPECT_EQ(Concat<int64_t>(*batches, "timestamp"),
+              (std::vector<int64_t>{1010, 1011, 1100, 1101, 1020, 1021}))
+        << absl::StrJoin(files, " ");
+  }
 }
 
 struct Bad {
