@@ -253,7 +253,11 @@ struct InMemoryColumn {
 // must agree on the row count (InvalidArgument otherwise).
 StatusOr<std::unique_ptr<Dataset>> InMemoryDataset(std::vector<InMemoryColumn> columns,
                                                    int64_t block_rows = 1024);
-// InMemoryDatasetFromBatches yields the given batches in order (each must share column layout).
+// InMemoryDatasetFromBatches yields the given batches in order, as they are (num_valid and any
+// "mask" column included; tensors are shared, not copied); Reset starts again from the first.
+// Every batch must have batch 0's columns in the same order, each with the same dtype and the same
+// dimensions past the first (InvalidArgument naming the batch and the column otherwise); row counts
+// may differ.
 StatusOr<std::unique_ptr<Dataset>> InMemoryDatasetFromBatches(std::vector<Batch> batches);
 
 // SyntheticOptions: a reproducible click-through dataset with a planted logistic signal.

@@ -1,6 +1,7 @@
 // memory_sources.cc: the in-memory and the synthetic sources. Not thread-safe (one consumer);
 // SyntheticTrueLogit is a pure function.
 #include <cmath>
+#include <string>
 
 #include "fmt/format.h"
 #include "recsdk/dataset.h"
@@ -160,20 +161,39 @@ class SyntheticSource final : public Dataset {
 }  // namespace
 }  // namespace internal
 
+namespace {
+
+// ColumnLayout: what every batch must agree on for one column: the name, the dtype and the
+// dimensions past the first (the row count may differ), e.g. "ids" int64 [?,2].
+std::string ColumnLayout(const std::pair<std::string, Tensor>& column) {
+  Shape shape = column.second.shape();
+  if (shape.rank() > 0) shape.set_dim(0, Shape::kUnknownDim);
+  return fmt::format("\"{}\" {} {}", column.first, DTypeName(column.second.dtype()),
+                     shape.ToString());
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Dataset>> InMemoryDatasetFromBatches(std::vector<Batch> batches) {
   for (size_t i = 1; i < batches.size(); ++i) {
     const auto& a = batches[0].columns();
     const auto& b = batches[i].columns();
-    bool same = a.size() == b.size();
-    for (size_t c = 0; same && c < a.size(); ++c) {
-      same = a[c].first == b[c].first && a[c].second.dtype() == b[c].second.dtype() &&
-             a[c].second.rank() == b[c].second.rank();
-    }
-    if (!same) {
+    if (a.size() != b.size()) {
       return absl::InvalidArgumentError(fmt::format(
-          "InMemoryDatasetFromBatches: batch {} has other columns than batch 0; every batch "
+          "InMemoryDatasetFromBatches: batch {} has {} columns but batch 0 has {}; every batch "
           "needs the same columns",
-          i));
+          i, b.size(), a.size()));
+    }
+    for (size_t c = 0; c < a.size(); ++c) {
+      const std::string want = ColumnLayout(a[c]);
+      const std::string got = ColumnLayout(b[c]);
+      if (got != want) {
+        return absl::InvalidArgumentError(fmt::format(
+            "InMemoryDatasetFromBatches: column {} of batch {} is {} but batch 0 has {}; every "
+            "batch needs the same columns in the same order, with the same dtypes and the same "
+            "dimensions past the first",
+            c, i, got, want));
+      }
     }
   }
   return std::unique_ptr<Dataset>(new internal::InMemorySource(std::move(batches)));
