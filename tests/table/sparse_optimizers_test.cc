@@ -140,20 +140,93 @@ INSTANTIATE_TEST_SUITE_P(
                       SparseOptimizerConfig::FTRL(0.05f),
                       SparseOptimizerConfig::FTRL(0.05f, -0.7f, 0.1f, 0.01f, 0.02f, 0.03f)));
 
+// ExpectConfig: every hyper-parameter of `got` equals `want`'s, exactly (the factories copy their
+// default arguments; nothing is computed).
+void ExpectConfig(const SparseOptimizerConfig& got, const SparseOptimizerConfig& want) {
+  SCOPED_TRACE(SparseOptimizerKindName(want.kind));
+  EXPECT_EQ(got.kind, want.kind);
+  EXPECT_EQ(got.learning_rate, want.learning_rate);
+  EXPECT_EQ(got.weight_decay, want.weight_decay);
+  EXPECT_EQ(got.initial_accumulator_value, want.initial_accumulator_value);
+  EXPECT_EQ(got.beta1, want.beta1);
+  EXPECT_EQ(got.beta2, want.beta2);
+  EXPECT_EQ(got.epsilon, want.epsilon);
+  EXPECT_EQ(got.learning_rate_power, want.learning_rate_power);
+  EXPECT_EQ(got.l1, want.l1);
+  EXPECT_EQ(got.l2, want.l2);
+  EXPECT_EQ(got.l2_shrinkage, want.l2_shrinkage);
+}
+
+// The spec's defaults, field by field, for each factory. Fields a kind ignores keep the struct's
+// defaults, which are checked too (a table checkpoint records the whole config).
 TEST(SparseOptimizerConfigTest, SpecDefaults) {
-  auto a = SparseOptimizerConfig::Adagrad();
-  EXPECT_FLOAT_EQ(a.learning_rate, 0.001f);
-  EXPECT_FLOAT_EQ(a.initial_accumulator_value, 0.9f);
-  auto l = SparseOptimizerConfig::LazyAdam();
-  EXPECT_FLOAT_EQ(l.beta1, 0.9f);
-  EXPECT_FLOAT_EQ(l.beta2, 0.999f);
-  EXPECT_FLOAT_EQ(l.epsilon, 1e-8f);
-  auto f = SparseOptimizerConfig::FTRL();
-  EXPECT_FLOAT_EQ(f.learning_rate_power, -0.5f);
-  EXPECT_FLOAT_EQ(f.initial_accumulator_value, 0.1f);
-  EXPECT_EQ(l.NumSlots(16), 32);
+  SparseOptimizerConfig base;  // the struct's own defaults
+  EXPECT_EQ(base.kind, SparseOptimizerKind::kSGD);
+  EXPECT_EQ(base.learning_rate, 0.001f);
+  EXPECT_EQ(base.weight_decay, 0.0f);
+  EXPECT_EQ(base.initial_accumulator_value, 0.9f);
+  EXPECT_EQ(base.beta1, 0.9f);
+  EXPECT_EQ(base.beta2, 0.999f);
+  EXPECT_EQ(base.epsilon, 1e-8f);
+  EXPECT_EQ(base.learning_rate_power, -0.5f);
+  EXPECT_EQ(base.l1, 0.0f);
+  EXPECT_EQ(base.l2, 0.0f);
+  EXPECT_EQ(base.l2_shrinkage, 0.0f);
+
+  // SGD: the learning rate is the caller's; weight_decay defaults to 0.
+  SparseOptimizerConfig sgd = base;
+  sgd.learning_rate = 0.25f;
+  ExpectConfig(SparseOptimizerConfig::SGD(0.25f), sgd);
+  sgd.kind = SparseOptimizerKind::kSGDByAddr;
+  ExpectConfig(SparseOptimizerConfig::SGDByAddr(0.25f), sgd);
+
+  // Adagrad: learning_rate 0.001, initial_accumulator_value 0.9.
+  SparseOptimizerConfig adagrad = base;
+  adagrad.kind = SparseOptimizerKind::kAdagrad;
+  adagrad.learning_rate = 0.001f;
+  adagrad.initial_accumulator_value = 0.9f;
+  ExpectConfig(SparseOptimizerConfig::Adagrad(), adagrad);
+  adagrad.kind = SparseOptimizerKind::kAdagradByAddress;
+  ExpectConfig(SparseOptimizerConfig::AdagradByAddress(), adagrad);
+
+  // LazyAdam: learning_rate 0.001, beta1 0.9, beta2 0.999, epsilon 1e-8.
+  SparseOptimizerConfig adam = base;
+  adam.kind = SparseOptimizerKind::kLazyAdam;
+  adam.learning_rate = 0.001f;
+  adam.beta1 = 0.9f;
+  adam.beta2 = 0.999f;
+  adam.epsilon = 1e-8f;
+  ExpectConfig(SparseOptimizerConfig::LazyAdam(), adam);
+  adam.kind = SparseOptimizerKind::kLazyAdamByAddress;
+  ExpectConfig(SparseOptimizerConfig::LazyAdamByAddress(), adam);
+
+  // FTRL: learning_rate 0.001, learning_rate_power -0.5, initial_accumulator_value 0.1, l1 = l2 =
+  // l2_shrinkage = 0.
+  SparseOptimizerConfig ftrl = base;
+  ftrl.kind = SparseOptimizerKind::kFTRL;
+  ftrl.learning_rate = 0.001f;
+  ftrl.learning_rate_power = -0.5f;
+  ftrl.initial_accumulator_value = 0.1f;
+  ftrl.l1 = 0.0f;
+  ftrl.l2 = 0.0f;
+  ftrl.l2_shrinkage = 0.0f;
+  ExpectConfig(SparseOptimizerConfig::FTRL(), ftrl);
+
+  // Slots and addressing per kind.
   EXPECT_EQ(SparseOptimizerConfig::SGD(1).NumSlots(16), 0);
+  EXPECT_EQ(SparseOptimizerConfig::SGDByAddr(1).NumSlots(16), 0);
+  EXPECT_EQ(SparseOptimizerConfig::Adagrad().NumSlots(16), 16);
+  EXPECT_EQ(SparseOptimizerConfig::AdagradByAddress().NumSlots(16), 16);
+  EXPECT_EQ(SparseOptimizerConfig::LazyAdam().NumSlots(16), 32);
+  EXPECT_EQ(SparseOptimizerConfig::LazyAdamByAddress().NumSlots(16), 32);
+  EXPECT_EQ(SparseOptimizerConfig::FTRL().NumSlots(16), 32);
+  EXPECT_FALSE(SparseOptimizerConfig::SGD(1).ByAddress());
+  EXPECT_TRUE(SparseOptimizerConfig::SGDByAddr(1).ByAddress());
+  EXPECT_FALSE(SparseOptimizerConfig::Adagrad().ByAddress());
+  EXPECT_TRUE(SparseOptimizerConfig::AdagradByAddress().ByAddress());
+  EXPECT_FALSE(SparseOptimizerConfig::LazyAdam().ByAddress());
   EXPECT_TRUE(SparseOptimizerConfig::LazyAdamByAddress().ByAddress());
+  EXPECT_FALSE(SparseOptimizerConfig::FTRL().ByAddress());
 }
 
 TEST(SparseOptimizerConfigTest, Validation) {
