@@ -1,7 +1,16 @@
 // session_test.cc: Session::Run semantics, errors, variables, the executor and memory accounting.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "oneapi/tbb/global_control.h"
 #include "recsdk/recsdk.h"
+#include "src/device/kernel.h"
+#include "src/graph/op_registry.h"
 
 namespace recsdk {
 namespace {
@@ -106,6 +115,99 @@ TEST(SessionTest, ParallelExecutorMatchesSequential) {
   for (const Tensor& t : results) {
     for (int64_t i = 0; i < t.num_elements(); ++i)
       ASSERT_EQ(t.data<float>()[i], results[0].data<float>()[i]);
+  }
+}
+
+// ConcurrencyProbe: what the test-only op "TestConcurrencyProbe" records while it runs.
+struct ConcurrencyProbe {
+  std::atomic<int> running{0};
+  std::atomic<int> peak{0};
+  // target: each probe holds its slot until this many probes have overlapped, so that reaching
+  // the bound does not depend on how the threads happen to be scheduled.
+  int target = 1;
+  // gave_up: set when a probe waited 10 s in vain (the executor never let `target` ops overlap);
+  // later probes stop waiting, and the peak assertion reports the failure.
+  std::atomic<bool> gave_up{false};
+};
+ConcurrencyProbe* g_probe = nullptr;
+
+// RegisterConcurrencyProbeOp: a stateful op with no inputs and a float32 scalar output (its
+// "index" attribute), with a CPU kernel that records how many instances run at once.
+void RegisterConcurrencyProbeOp() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    internal::OpDef def;
+    def.type = "TestConcurrencyProbe";
+    def.stateful = true;  // never merged with its identical siblings
+    def.no_gradient = true;
+    def.shape_fn = [](internal::InferenceContext& c) {
+      c.AddOutput(DType::kFloat32, Shape{});
+      return absl::OkStatus();
+    };
+    internal::OpRegistry::Global().Register(std::move(def));
+    internal::KernelRegistry::Global().RegisterFn(
+        "TestConcurrencyProbe", "cpu", {DType::kFloat32},
+        [](internal::OpKernelContext& ctx) -> Status {
+          ConcurrencyProbe& p = *g_probe;
+          const int now = p.running.fetch_add(1) + 1;
+          int peak = p.peak.load();
+          while (now > peak && !p.peak.compare_exchange_weak(peak, now)) {
+          }
+          const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          while (p.peak.load() < p.target && !p.gave_up.load()) {
+            if (std::chrono::steady_clock::now() > deadline) p.gave_up.store(true);
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+          }
+          // Linger, so that an executor ignoring the bound would start more probes meanwhile.
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          p.running.fetch_sub(1);
+          auto out = ctx.allocate_output(0, Shape{});
+          if (!out.ok()) return out.status();
+          (*out)->data<float>()[0] = static_cast<float>(ctx.node().IntAttr("index"));
+          return absl::OkStatus();
+        });
+  });
+}
+
+// DNN_V100:N bounds how many ops run at once: with 16 independent ops and threads to spare, the
+// peak is exactly N (never more, and N is reached).
+TEST(SessionTest, StreamMaxParallelNumBoundsConcurrentOps) {
+  RegisterConcurrencyProbeOp();
+  constexpr int kOps = 16;
+  constexpr int kThreads = 8;
+  // Lets oneTBB run kThreads threads even on a machine with fewer cores (the probes sleep).
+  tbb::global_control threads(tbb::global_control::max_allowed_parallelism, kThreads);
+  const int available = std::min<int>(kThreads, static_cast<int>(tbb::global_control::active_value(
+                                                    tbb::global_control::max_allowed_parallelism)));
+  Graph g;
+  Scope root(&g);
+  std::vector<TensorName> fetches;
+  for (int i = 0; i < kOps; ++i) {
+    Node* node = root.WithOpName("probe").AddNode("TestConcurrencyProbe", {}, {{"index", i}});
+    ASSERT_NE(node, nullptr) << g.status();
+    fetches.push_back(node->output(0));
+  }
+  for (int n : {1, 2, 4}) {
+    SCOPED_TRACE(::testing::Message() << "DNN_V100:" << n);
+    SessionConfig config;
+    config.stream_max_parallel_num = "DNN_V100:" + std::to_string(n);
+    config.intra_op_parallelism = kThreads;  // the session's arena has room for every stream
+    auto session = Session::Create(g, config);
+    ASSERT_TRUE(session.ok()) << session.status();
+    ConcurrencyProbe probe;
+    probe.target = std::min(n, available);
+    g_probe = &probe;
+    auto out = (*session)->Run({}, fetches);
+    g_probe = nullptr;
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->size(), static_cast<size_t>(kOps));
+    for (int i = 0; i < kOps; ++i) EXPECT_EQ((*out)[i].scalar<float>(), static_cast<float>(i));
+    EXPECT_EQ(probe.running.load(), 0);
+    EXPECT_LE(probe.peak.load(), n);
+    EXPECT_EQ(probe.peak.load(), std::min(n, available));
+    if (available > 1 && n > 1) {
+      EXPECT_GT(probe.peak.load(), 1);
+    }
   }
 }
 
