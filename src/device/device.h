@@ -20,7 +20,9 @@
 
 namespace recsdk::internal {
 
-// DataTransfer: copies between host and device memory.
+// DataTransfer: copies between host and device memory. The destination is allocated by the
+// caller with the source's dtype and shape (InvalidArgument otherwise, naming both); the copy
+// overwrites its bytes and leaves the source untouched. Zero-element tensors copy nothing.
 class DataTransfer {
  public:
   virtual ~DataTransfer() = default;

@@ -13,16 +13,23 @@ namespace {
 class CpuDataTransfer final : public DataTransfer {
  public:
   Status CopyHostToDevice(const Tensor& host, Tensor* device) override {
-    return Copy(host, device);
+    return Copy("CopyHostToDevice", host, device);
   }
   Status CopyDeviceToHost(const Tensor& device, Tensor* host) override {
-    return Copy(device, host);
+    return Copy("CopyDeviceToHost", device, host);
   }
 
  private:
-  static Status Copy(const Tensor& src, Tensor* dst) {
-    if (src.TotalBytes() != dst->TotalBytes()) {
-      return absl::InvalidArgumentError("copy between tensors of different sizes");
+  static Status Copy(const char* what, const Tensor& src, Tensor* dst) {
+    // Equal byte counts are not enough: a float32 [2,3] copied into an int32 [6] would be
+    // reinterpreted silently.
+    if (dst == nullptr || src.dtype() != dst->dtype() || src.shape() != dst->shape()) {
+      return absl::InvalidArgumentError(fmt::format(
+          "cpu {}: source {} {} and destination {} differ; allocate the destination with the "
+          "source's dtype and shape",
+          what, DTypeName(src.dtype()), src.shape().ToString(),
+          dst == nullptr ? std::string("(null)")
+                         : fmt::format("{} {}", DTypeName(dst->dtype()), dst->shape().ToString())));
     }
     if (src.TotalBytes() > 0) std::memcpy(dst->raw_data(), src.raw_data(), src.TotalBytes());
     return absl::OkStatus();
