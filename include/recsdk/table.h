@@ -216,16 +216,19 @@ class EmbeddingTable {
   [[nodiscard]] virtual Status ExportNpy(const std::string& keys_path,
                                          const std::string& values_path) const = 0;
   // ImportNpy: sets the embeddings of the keys in the files (new keys get a row with fresh
-  // optimizer slots; padding keys are skipped). DataLoss for unreadable or inconsistent files,
+  // optimizer slots; padding keys are skipped). Both files are read and checked before anything
+  // changes, so on any error the table is unchanged. NotFound when a file does not exist;
+  // DataLoss for a truncated or corrupt file or files that disagree (dtype, shape, dim);
   // ResourceExhausted when the rows do not fit. Exclusive access.
   [[nodiscard]] virtual Status ImportNpy(const std::string& keys_path,
                                          const std::string& values_path) = 0;
   // Save: writes rows with optimizer slots, timestamps, pending admission counts and data time to
   // `dir` (created if missing): table.json with checksums plus .npy payloads.
   [[nodiscard]] virtual Status Save(const std::string& dir) const = 0;
-  // Restore: replaces the contents with what Save wrote. DataLoss for missing, truncated or
-  // corrupt files (the table is then left empty); FailedPrecondition when dim, slots or optimizer
-  // differ. Exclusive access.
+  // Restore: replaces the contents with what Save wrote. Every file is read and verified before
+  // the contents are replaced, so on any error the table is left unchanged. DataLoss for missing,
+  // truncated or corrupt files (checksums, duplicate keys); FailedPrecondition when dim, slots or
+  // optimizer differ. Exclusive access.
   [[nodiscard]] virtual Status Restore(const std::string& dir) = 0;
 
  protected:

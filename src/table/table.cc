@@ -791,20 +791,33 @@ class TableImpl final : public EmbeddingTable {
     RECSDK_ASSIGN_OR_RETURN(NpyArray pc_a, load("pending_counts.npy", "<f4", {pn}));
     RECSDK_ASSIGN_OR_RETURN(NpyArray pt_a, load("pending_timestamps.npy", "<i8", {pn}));
 
+    // A key listed twice is corrupt; it is found before the contents are touched, so a failed
+    // Restore leaves the table as it was. Save writes keys sorted, so the check is one pass.
+    std::vector<int64_t> keys(static_cast<size_t>(size));
+    if (size > 0) std::memcpy(keys.data(), keys_a.data.data(), keys.size() * sizeof(int64_t));
+    {
+      std::vector<int64_t> unsorted;
+      const std::vector<int64_t>* sorted = &keys;
+      if (!std::is_sorted(keys.begin(), keys.end())) {
+        unsorted = keys;
+        std::sort(unsorted.begin(), unsorted.end());
+        sorted = &unsorted;
+      }
+      const auto dup = std::adjacent_find(sorted->begin(), sorted->end());
+      if (dup != sorted->end()) return corrupt(fmt::format("key {} appears twice", *dup));
+    }
+
     // Everything is read and verified: replace the contents.
     index_->Clear();
     index_->Reserve(static_cast<uint64_t>(size));
     free_rows_.clear();
     pending_.clear();
     next_row_ = 0;
-    const int64_t* keys = reinterpret_cast<const int64_t*>(keys_a.data.data());
     for (int64_t i = 0; i < size; ++i) {
       const uint32_t row = AllocateRow();
-      if (!index_->Insert(keys[i], row)) {
-        index_->Clear();
-        next_row_ = 0;
-        return corrupt(fmt::format("key {} appears twice", keys[i]));
-      }
+      const bool inserted = index_->Insert(keys[i], row);
+      RECSDK_DCHECK(inserted);
+      (void)inserted;
       std::memcpy(Row(row), rows_a.data.data() + static_cast<uint64_t>(i) * row_bytes_, row_bytes_);
       if (evicting_) {
         int64_t t = data_time;

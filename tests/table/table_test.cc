@@ -14,7 +14,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fmt/format.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "oneapi/tbb/global_control.h"
 #include "src/table/npy.h"
 
@@ -488,6 +490,66 @@ TEST(TableTest, ExportNpyHeaderAndImportRoundTrip) {
   }
 }
 
+TEST(TableTest, ImportNpyMissingIsNotFoundCorruptIsDataLossAndChangesNothing) {
+  auto src = Make(Config());
+  Resolve(*src, {1, 2, 3});
+  const std::string dir = TmpDir("import_corrupt");
+  const std::string keys = dir + "/k.npy", values = dir + "/v.npy";
+  ASSERT_TRUE(src->ExportNpy(keys, values).ok());
+  const std::string good_values = *internal::ReadFile(values);
+  const std::string good_keys = *internal::ReadFile(keys);
+
+  // The target already holds key 2 (with other values) and key 9; a failed import must leave
+  // both rows, and nothing else, in place.
+  auto t = Make(Config());
+  const std::vector<uint32_t> rows = Resolve(*t, {9, 2});
+  const std::vector<float> g(2 * 4, 1.0f);
+  t->ApplyGradients(rows, g.data(), 1);  // rows start from the key's seed: make them differ
+  const std::vector<float> row2 = *t->ReadRow(2), row9 = *t->ReadRow(9);
+  ASSERT_NE(row2, *src->ReadRow(2));
+  auto expect_unchanged = [&](const std::string& what) {
+    EXPECT_EQ(t->size(), 2) << what;
+    EXPECT_EQ(*t->ReadRow(2), row2) << what;
+    EXPECT_EQ(*t->ReadRow(9), row9) << what;
+    EXPECT_EQ(t->FindRow(1), EmbeddingTable::kDefaultRow) << what;
+    EXPECT_EQ(t->FindRow(3), EmbeddingTable::kDefaultRow) << what;
+  };
+  auto write = [](const std::string& path, const std::string& bytes) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  };
+  auto expect_code = [&](absl::StatusCode code, const std::string& what) {
+    const Status s = t->ImportNpy(keys, values);
+    EXPECT_EQ(s.code(), code) << what << ": " << s;
+    expect_unchanged(what);
+  };
+
+  write(values, good_values.substr(0, good_values.size() - 5));
+  expect_code(absl::StatusCode::kDataLoss, "values payload truncated");
+  write(values, good_values.substr(0, 20));
+  expect_code(absl::StatusCode::kDataLoss, "values header truncated");
+  std::string bad_magic = good_values;
+  bad_magic[1] = 'X';
+  write(values, bad_magic);
+  expect_code(absl::StatusCode::kDataLoss, "values magic corrupt");
+  write(values, good_values);
+  write(keys, good_keys.substr(0, good_keys.size() - 8));
+  expect_code(absl::StatusCode::kDataLoss, "keys payload truncated");
+  // Consistent files, but the values have another dim than the table.
+  auto wide = Make(Config(/*dim=*/5));
+  Resolve(*wide, {1, 2, 3});
+  ASSERT_TRUE(wide->ExportNpy(keys, values).ok());
+  expect_code(absl::StatusCode::kDataLoss, "values of another dim");
+  std::filesystem::remove(values);
+  expect_code(absl::StatusCode::kNotFound, "values file missing");
+
+  // Restored files import fine afterwards.
+  write(keys, good_keys);
+  write(values, good_values);
+  ASSERT_TRUE(t->ImportNpy(keys, values).ok());
+  EXPECT_EQ(t->size(), 4);
+  EXPECT_EQ(*t->ReadRow(2), *src->ReadRow(2));
+}
+
 TEST(TableTest, SaveRestoreRoundTripWithSlotsAndAdmission) {
   TableConfig c = Config();
   c.access_threshold = 2;
@@ -553,6 +615,33 @@ TEST(TableTest, CorruptOrTruncatedCheckpointIsDataLoss) {
   expect_data_loss("empty json");
   auto u = Make(Config());
   EXPECT_EQ(u->Restore(dir + "/nonexistent").code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(TableTest, CheckpointWithDuplicateKeyIsDataLossAndLeavesTableUnchanged) {
+  auto t = Make(Config(), SparseOptimizerConfig::Adagrad());
+  Resolve(*t, {1, 2, 3});
+  const std::string dir = TmpDir("duplicate");
+  ASSERT_TRUE(t->Save(dir).ok());
+  // Rewrite keys.npy as {1, 2, 2} with a matching checksum: only the duplicate is wrong.
+  const std::vector<int64_t> dup = {1, 2, 2};
+  ASSERT_TRUE(internal::WriteNpy(dir + "/keys.npy", "<i8", {3}, dup.data(), 24).ok());
+  auto meta = nlohmann::json::parse(*internal::ReadFile(dir + "/table.json"));
+  meta["files"]["keys.npy"]["checksum"] =
+      fmt::format("{:016x}", internal::Checksum64(dup.data(), 24));
+  { std::ofstream(dir + "/table.json", std::ios::trunc) << meta.dump(); }
+
+  auto u = Make(Config(), SparseOptimizerConfig::Adagrad());
+  Resolve(*u, {7, 8});
+  const std::vector<float> row7 = *u->ReadRow(7);
+  const Status s = u->Restore(dir);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("key 2 appears twice"), absl::string_view::npos) << s;
+  EXPECT_EQ(u->size(), 2);
+  EXPECT_EQ(*u->ReadRow(7), row7);
+  EXPECT_NE(u->FindRow(8), EmbeddingTable::kDefaultRow);
+  // The table still works: a new key gets a fresh row.
+  Resolve(*u, {9});
+  EXPECT_EQ(u->size(), 3);
 }
 
 TEST(TableConfigTest, ValidationMessagesNameOptionValueAndFix) {
