@@ -73,8 +73,10 @@ struct TableConfig {
   // serving_default_value: what every element of a not-admitted (or, in evaluation, unknown) key
   // reads as. Finite; default 0.
   float serving_default_value = 0.0f;
-  // use_dynamic_expansion: the table grows as keys arrive instead of failing at capacity. Needs a
-  // by-address optimizer (SGDByAddr, AdagradByAddress, LazyAdamByAddress), as in the spec.
+  // use_dynamic_expansion: the table grows as keys arrive instead of failing once the vocabulary
+  // sizes are used up: it reserves address space for far more rows (see capacity()) and commits
+  // memory as rows are first used. Needs a by-address optimizer (SGDByAddr, AdagradByAddress,
+  // LazyAdamByAddress), as in the spec.
   bool use_dynamic_expansion = false;
   // access_threshold: admission. A key's count grows by faae_coefficient x its occurrences in each
   // training batch; it gets a row once the count reaches the threshold. -1 (default) disables;
@@ -145,8 +147,12 @@ class EmbeddingTable {
   int num_slots() const { return num_slots_; }
   int row_floats() const { return config_.dim + num_slots_; }
 
-  // size: keys holding a row. capacity: the most rows before ResourceExhausted (with
-  // use_dynamic_expansion, the current reserved limit, which grows).
+  // size: keys holding a row. capacity: the most rows the table can hold, the limit past which
+  // Resolve and ImportNpy return ResourceExhausted; fixed for the table's life. Without
+  // use_dynamic_expansion it is device + host + ssd vocabulary sizes. With it, it is what the
+  // address space reserved at creation holds: min(kMaxRows, 2^40 bytes / (4 * row_floats())).
+  // Memory is committed as rows are first used, so a dynamically expanding table grows in size()
+  // and MemoryBytes(), never in capacity().
   virtual int64_t size() const = 0;
   virtual int64_t capacity() const = 0;
   // MemoryBytes: bytes the table holds now: committed rows, index, timestamps, admission counts,

@@ -41,7 +41,8 @@ namespace recsdk {
 namespace internal {
 namespace {
 
-// A dynamically expanding table reserves this much address space for rows (committed lazily).
+// A dynamically expanding table reserves this much address space for rows (committed lazily);
+// capacity() reports the rows it holds (table.h documents the 2^40).
 constexpr uint64_t kDynamicReserveBytes = 1ull << 40;
 constexpr int64_t kDynamicInitialIndex = 1 << 16;
 
@@ -233,6 +234,13 @@ class TableImpl final : public EmbeddingTable {
   }
 
   Status FullError(int64_t needed) const {
+    if (config_.use_dynamic_expansion) {
+      return absl::ResourceExhaustedError(fmt::format(
+          "table \"{}\" is full: {} new keys need rows but only {} of its {} rows are free (the "
+          "row address space a dynamically expanding table reserves, 2^40 bytes of {}-byte rows); "
+          "shard the table, lower dim, or enable admission and eviction",
+          name(), needed, FreeRows(), max_rows_, row_bytes_));
+    }
     return absl::ResourceExhaustedError(fmt::format(
         "table \"{}\" is full: {} new keys need rows but only {} of its {} rows are free "
         "(capacity = device_vocabulary_size {} + host_vocabulary_size {} + ssd_vocabulary_size "

@@ -427,11 +427,21 @@ TEST(TableTest, DynamicExpansionGrows) {
   c.use_dynamic_expansion = true;
   EXPECT_FALSE(EmbeddingTable::Create(c, SparseOptimizerConfig::SGD(0.1f)).ok());
   auto t = Make(c, SparseOptimizerConfig::SGDByAddr(0.1f));
+  // capacity() is the limit the table enforces: what its row reservation holds, fixed for life.
+  const int64_t reserved = std::min<int64_t>(EmbeddingTable::kMaxRows, (int64_t{1} << 40) / 16);
+  EXPECT_EQ(t->capacity(), reserved);
+  const int64_t memory_before = t->MemoryBytes();
   std::vector<int64_t> keys;
   for (int64_t i = 0; i < 200000; ++i) keys.push_back(i * 31);
   auto rows = Resolve(*t, keys);
   EXPECT_EQ(t->size(), 200000);
-  EXPECT_GT(t->capacity(), 200000);
+  EXPECT_EQ(t->capacity(), reserved);
+  EXPECT_GT(t->MemoryBytes(), memory_before + 200000 * 16);
+  // Rows of 64 floats + 128 LazyAdam slots: 768 bytes, so the reservation holds fewer rows.
+  TableConfig wide = Config(64, 8);
+  wide.use_dynamic_expansion = true;
+  auto w = Make(wide, SparseOptimizerConfig::LazyAdamByAddress());
+  EXPECT_EQ(w->capacity(), (int64_t{1} << 40) / 768);
   for (size_t i = 0; i < keys.size(); i += 997) EXPECT_EQ(t->FindRow(keys[i]), rows[i]);
   // By-address update through the lookup's row addresses.
   std::vector<float*> addr(2);
