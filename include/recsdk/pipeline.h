@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,11 +55,18 @@ struct ModifyGraphResult {
 // timestamps do not come straight from DatasetColumn placeholders.
 StatusOr<ModifyGraphResult> ModifyGraph(Graph* graph);
 
+// kKeyProcessThreadNumEnv: the environment variable (named as in the spec) that sets the
+// default number of key stage threads.
+inline constexpr char kKeyProcessThreadNumEnv[] = "KEY_PROCESS_THREAD_NUM";
+
 // KeyStageOptions.
 struct KeyStageOptions {
-  // KEY_PROCESS_THREAD_NUM (the spec's environment variable): threads doing key work; >= 1.
-  // Default 2. Batches are prepared in parallel; each table is resolved in batch order.
-  int key_process_thread_num = 2;
+  // key_process_thread_num: threads doing key work; >= 1. Batches are prepared in parallel; each
+  // table is resolved in batch order. When unset (the default), KeyStage::Start reads the
+  // environment variable KEY_PROCESS_THREAD_NUM, as the spec does: a decimal integer >= 1 (a
+  // value that is not one is an InvalidArgument naming the variable); without it, 2 threads.
+  // A value set here wins over the variable.
+  std::optional<int> key_process_thread_num;
   // prefetch_batches: how many batches the stage may hold ahead of the training loop
   // (prepared or being prepared); >= 1. Default 2. Memory grows with it, never beyond it.
   int prefetch_batches = 2;
@@ -68,7 +76,8 @@ struct KeyStageOptions {
 class KeyStage {
  public:
   // Start (the spec's start_asc_pipeline): creates the session's tables if needed and starts the
-  // worker threads. InvalidArgument for bad options; NotFound for a table the graph lacks.
+  // worker threads. InvalidArgument for bad options (or a bad KEY_PROCESS_THREAD_NUM); NotFound
+  // for a table the graph lacks.
   static StatusOr<std::unique_ptr<KeyStage>> Start(Session& session,
                                                    std::unique_ptr<Dataset> dataset,
                                                    const KeyStageOptions& options = {});
@@ -92,6 +101,9 @@ class KeyStage {
 
   // keys_processed: ids the stage has deduplicated and resolved so far.
   int64_t keys_processed() const;
+  // key_process_thread_num: the number of worker threads the stage runs (from the options, or
+  // from KEY_PROCESS_THREAD_NUM, see KeyStageOptions).
+  int key_process_thread_num() const;
 
   struct Impl;
 

@@ -14,10 +14,13 @@
 // oldest timestamp of every batch resolved but not yet consumed.
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <condition_variable>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 #include "fmt/format.h"
@@ -281,19 +284,50 @@ void KeyStage::Impl::Worker() {
 KeyStage::KeyStage(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 KeyStage::~KeyStage() { Stop(); }
 
+namespace {
+
+// ThreadNum: the worker count: the option when set, else KEY_PROCESS_THREAD_NUM, else 2.
+StatusOr<int> ThreadNum(const KeyStageOptions& options) {
+  if (options.key_process_thread_num.has_value()) {
+    if (*options.key_process_thread_num < 1) {
+      return absl::InvalidArgumentError(fmt::format(
+          "KeyStage: key_process_thread_num {} is below 1; use 1 or more threads (or leave it "
+          "unset to use {} or the default 2)",
+          *options.key_process_thread_num, kKeyProcessThreadNumEnv));
+    }
+    return *options.key_process_thread_num;
+  }
+  const char* env = std::getenv(kKeyProcessThreadNumEnv);
+  if (env == nullptr) return 2;
+  const std::string_view text(env);
+  int value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 1) {
+    return absl::InvalidArgumentError(fmt::format(
+        "KeyStage: environment variable {}=\"{}\" is not a thread count: it must be a decimal "
+        "integer >= 1; set it to e.g. 4, or unset it for the default 2",
+        kKeyProcessThreadNumEnv, text));
+  }
+  return value;
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
                                                     std::unique_ptr<Dataset> dataset,
                                                     const KeyStageOptions& options) {
-  if (options.key_process_thread_num < 1 || options.prefetch_batches < 1) {
-    return absl::InvalidArgumentError(
-        fmt::format("KeyStage: key_process_thread_num {} and prefetch_batches {} must both be >= 1",
-                    options.key_process_thread_num, options.prefetch_batches));
+  RECSDK_ASSIGN_OR_RETURN(const int threads, ThreadNum(options));
+  if (options.prefetch_batches < 1) {
+    return absl::InvalidArgumentError(fmt::format(
+        "KeyStage: prefetch_batches {} is below 1; let the stage hold at least 1 batch ahead",
+        options.prefetch_batches));
   }
   if (dataset == nullptr) return absl::InvalidArgumentError("KeyStage: the dataset is null");
   auto impl = std::make_unique<Impl>();
   impl->session = &session;
   impl->dataset = std::move(dataset);
   impl->options = options;
+  impl->options.key_process_thread_num = threads;
   const Graph& g = session.graph();
   std::map<std::string, int> table_index;
   for (const Node* n : g.nodes()) {
@@ -337,7 +371,7 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
     impl->lookups.push_back(std::move(p));
   }
   Impl* raw = impl.get();
-  for (int i = 0; i < options.key_process_thread_num; ++i) {
+  for (int i = 0; i < threads; ++i) {
     raw->workers.emplace_back([raw] { raw->Worker(); });
   }
   return std::unique_ptr<KeyStage>(new KeyStage(std::move(impl)));
@@ -408,5 +442,7 @@ void KeyStage::Stop() {
 }
 
 int64_t KeyStage::keys_processed() const { return impl_->keys.load(std::memory_order_relaxed); }
+
+int KeyStage::key_process_thread_num() const { return *impl_->options.key_process_thread_num; }
 
 }  // namespace recsdk

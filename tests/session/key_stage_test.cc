@@ -2,8 +2,10 @@
 // (src/session/key_stage.cc, src/session/modify_graph.cc): both modes give identical results,
 // masks, eviction never frees rows of prepared batches, errors surface in order, Stop is clean.
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -251,6 +253,65 @@ TEST(KeyStageTest, KeyErrorsSurfaceInBatchOrderAndStopIsClean) {
   }
   EXPECT_GT(stage2->keys_processed(), 0);
   stage2.reset();  // the destructor stops the stage
+}
+
+// ScopedEnv: sets (or, with nullptr, unsets) an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    Set(value);
+  }
+  ~ScopedEnv() { Set(old_ ? old_->c_str() : nullptr); }
+  void Set(const char* value) {
+    if (value == nullptr) {
+      unsetenv(name_);
+    } else {
+      setenv(name_, value, /*overwrite=*/1);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(KeyStageTest, KeyProcessThreadNumDefaultsToTheEnvironmentVariable) {
+  Graph g;
+  Scope s(&g);
+  SparseTable t = ValueOrDie(create_table(s, SmallTable("t", 2), SparseOptimizerConfig::SGD(0.1f)));
+  SparseLookupOptions o;
+  o.modify_graph = true;
+  ASSERT_TRUE(sparse_lookup(s, t, DatasetColumn(s, "C1", DType::kInt64, Shape{kBatch, 2}), o).ok());
+  ASSERT_TRUE(ModifyGraph(&g).ok());
+  auto session = ValueOrDie(Session::Create(g));
+  auto threads = [&](const KeyStageOptions& options) -> StatusOr<int> {
+    auto stage = StartAscPipeline(*session, Batches(Data(256)), options);
+    if (!stage.ok()) return stage.status();
+    FeedList feeds;
+    EXPECT_TRUE(ValueOrDie((*stage)->Next(&feeds)));  // the stage works with that many threads
+    return (*stage)->key_process_thread_num();
+  };
+  ScopedEnv env(kKeyProcessThreadNumEnv, nullptr);
+  EXPECT_EQ(ValueOrDie(threads({})), 2);
+  env.Set("3");
+  EXPECT_EQ(ValueOrDie(threads({})), 3);
+  env.Set(" 5");
+  EXPECT_EQ(threads({}).status().code(), absl::StatusCode::kInvalidArgument);
+  // An explicit option wins over the variable.
+  env.Set("3");
+  EXPECT_EQ(ValueOrDie(threads({.key_process_thread_num = 1})), 1);
+  for (const char* bad : {"abc", "0", "-2", "2x", "", "99999999999"}) {
+    env.Set(bad);
+    const Status st = threads({}).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(st.message().find("KEY_PROCESS_THREAD_NUM"), std::string_view::npos) << st;
+    EXPECT_NE(st.message().find(std::string("\"") + bad + "\""), std::string_view::npos) << st;
+  }
+  env.Set(nullptr);
+  const Status zero = threads({.key_process_thread_num = 0}).status();
+  EXPECT_EQ(zero.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(zero.message().find("key_process_thread_num 0"), std::string_view::npos) << zero;
 }
 
 TEST(KeyStageTest, FeatureSpecLookupsRunInTheKeyStage) {
