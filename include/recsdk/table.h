@@ -9,7 +9,9 @@
 //
 // Threading: the batch methods parallelise internally with oneTBB. Methods that change which
 // keys the table holds (Resolve in training mode, Evict*, ImportNpy, Restore) need exclusive
-// access to the table. Gather* and ApplyGradients/ApplyGradientsByAddress only touch the rows
+// access to the table. Resolve in evaluation mode, FindRow and ReadRow read the key index: they
+// may overlap each other but none of those (the graph ops take a reader-writer lock per table
+// and batch for this). Gather* and ApplyGradients/ApplyGradientsByAddress only touch the rows
 // they are given, so they may run concurrently with each other and with a Resolve of a later
 // batch as long as the row sets they write do not overlap and no eviction frees a row in flight.
 #ifndef RECSDK_TABLE_H_

@@ -20,6 +20,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <shared_mutex>
 #include <string_view>
 #include <thread>
 
@@ -202,7 +203,7 @@ Status KeyStage::Impl::ProcessKeys(int64_t seq, const Batch& batch, FeedList* fe
       if (stop) return absl::CancelledError("key stage stopped");
     }
     if (status.ok()) {
-      std::lock_guard<std::mutex> resolve_lock(table.resource->resolve_mu);
+      std::unique_lock<std::shared_mutex> resolve_lock(table.resource->resolve_mu);
       int64_t oldest = std::numeric_limits<int64_t>::max();
       for (int l : table.lookups) {
         LookupKeyWork& w = work[l];
@@ -405,7 +406,7 @@ StatusOr<bool> KeyStage::Next(FeedList* feeds, Batch* batch) {
 StatusOr<int64_t> KeyStage::AfterStep(EvictHook& hook, int64_t global_step) {
   Impl& s = *impl_;
   // No Resolve may run while rows are freed.
-  std::vector<std::unique_lock<std::mutex>> locks;
+  std::vector<std::unique_lock<std::shared_mutex>> locks;
   for (TableResource* r : s.all_tables) locks.emplace_back(r->resolve_mu);
   std::vector<std::unique_ptr<ProtectedEvictTable>> wrapped;
   std::vector<EmbeddingTable*> tables;

@@ -2,9 +2,11 @@
 // SparseLookup, TableGather, TableGradAggregate and TableApply, and the public builders of
 // recsdk/embedding.h (create_table, sparse_lookup, the sparse optimizer's gradient and apply).
 //
-// Threading: kernels follow kernel.h (one node at a time per kernel). SparseLookup in training
-// takes the table's resolve_mu, since Resolve changes which keys the table holds; TableGather and
-// TableApply only touch the rows they are given (table.h allows them beside a Resolve).
+// Threading: kernels follow kernel.h (one node at a time per kernel). SparseLookup takes the
+// table's resolve_mu, exclusively in training (Resolve changes which keys the table holds) and
+// shared in evaluation (Resolve reads the key index, which a training resolve under
+// stream_max_parallel_num or the key stage may be growing); TableGather and TableApply only touch
+// the rows they are given (table.h allows them beside a Resolve).
 #include "src/session/table_ops.h"
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <shared_mutex>
 
 #include "absl/container/flat_hash_map.h"
 #include "fmt/format.h"
@@ -445,9 +448,12 @@ Status SparseLookupKernel(OpKernelContext& ctx) {
   const Tensor* ts = attrs.has_timestamps ? &ctx.input(attrs.timestamps_input()) : nullptr;
   LookupKeyWork work;
   RECSDK_RETURN_IF_ERROR(PrepareKeys(attrs, ctx.node().name(), ids, mask, ts, &work));
-  {
-    std::unique_lock<std::mutex> lock(t->resolve_mu, std::defer_lock);
-    if (attrs.is_train) lock.lock();
+  if (attrs.is_train) {
+    std::unique_lock<std::shared_mutex> lock(t->resolve_mu);
+    RECSDK_RETURN_IF_ERROR(ResolveKeys(attrs, ctx.node().name(), t->table(), &work));
+  } else {
+    // Reads the key index: no training resolve may insert (or rehash) meanwhile.
+    std::shared_lock<std::shared_mutex> lock(t->resolve_mu);
     RECSDK_RETURN_IF_ERROR(ResolveKeys(attrs, ctx.node().name(), t->table(), &work));
   }
   ctx.set_output(0, std::move(work.unique_rows));

@@ -2,14 +2,17 @@
 // pass (modify_graph.cc) and the key stage (key_stage.cc): the table resource, the attributes
 // of a SparseLookup node, and the key work of one lookup on one batch.
 //
-// Threading: TableResource::resolve_mu serialises the calls that change which keys a table holds
-// (Resolve in training, eviction); LookupKeyWork is a per-call value.
+// Threading: TableResource::resolve_mu guards the table's key index: the calls that change
+// which keys a table holds (Resolve in training, eviction, import, restore) hold it exclusively;
+// evaluation Resolves, which only read the index, hold it shared, so they run beside each other
+// but never beside an insert or a rehash. LookupKeyWork is a per-call value.
 #ifndef RECSDK_SESSION_TABLE_OPS_H_
 #define RECSDK_SESSION_TABLE_OPS_H_
 
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -39,7 +42,9 @@ class TableResource final : public Resource {
   std::string DebugString() const override { return "table \"" + table_->name() + "\""; }
   EmbeddingTable* table() const { return table_.get(); }
 
-  std::mutex resolve_mu;
+  // resolve_mu: exclusive for training resolves and eviction, shared for evaluation resolves
+  // (see the file comment). One lock per batch and table, never per key.
+  std::shared_mutex resolve_mu;
 
  private:
   std::unique_ptr<EmbeddingTable> table_;

@@ -2,6 +2,7 @@
 // against finite differences, repeated ids, eval mode, is_grad=false, send_count, several
 // features and lookups of one table. Single-threaded.
 #include <cmath>
+#include <cstring>
 #include <optional>
 
 #include "gtest/gtest.h"
@@ -255,6 +256,45 @@ TEST(TableOpsTest, MaskedRowsReadZerosAndCountNoAdmission) {
   EXPECT_NE(table->FindRow(5), EmbeddingTable::kDefaultRow);
   EXPECT_EQ(out[0].data<float>()[2], 0.0f);
   EXPECT_EQ(out[0].data<float>()[3], 0.0f);
+}
+
+TEST(TableOpsTest, EvalLookupIsSafeBesideATrainingLookupThatGrowsTheIndex) {
+  // Two independent lookups of one dynamically expanding table run at once (DNN_V100:2): the
+  // evaluation one reads 400k known keys while the training one inserts a few new keys, just
+  // enough to make the key index rehash (the index then fills a new slot array and frees the old
+  // one). Unless the eval read excludes the training resolve, it sees empty or freed slots:
+  // known keys read the default value, or the process crashes. Each round is a fresh session, so
+  // every round rehashes.
+  constexpr int64_t kKnown = 400000, kFresh = 1000, kRounds = 16;
+  Graph g;
+  Scope s(&g);
+  TableConfig c = SmallTable("t", 4, 8);
+  c.use_dynamic_expansion = true;
+  SparseTable t = ValueOrDie(create_table(s, c, SparseOptimizerConfig::SGDByAddr(0.1f)));
+  Output known = ops::Placeholder(s, DType::kInt64, Shape{1, kKnown});
+  Output fresh = ops::Placeholder(s, DType::kInt64, Shape{1, Shape::kUnknownDim});
+  SparseLookupOptions eval;
+  eval.is_train = false;
+  eval.name = "eval";
+  Output read = ValueOrDie(sparse_lookup(s, t, known, eval));
+  SparseLookupOptions train;
+  train.name = "train";
+  Output insert = ValueOrDie(sparse_lookup(s, t, fresh, train));
+  SessionConfig config;
+  config.stream_max_parallel_num = "DNN_V100:2";
+  std::vector<int64_t> keys(kKnown), next(kFresh);
+  for (int64_t i = 0; i < kKnown; ++i) keys[i] = i * 7919;
+  for (int64_t i = 0; i < kFresh; ++i) next[i] = -(i + 1);
+  for (int64_t round = 0; round < kRounds; ++round) {
+    auto session = ValueOrDie(Session::Create(g, config));
+    RECSDK_ASSERT_OK(session->Run({{fresh, Ids(1, kKnown, keys)}}, {insert}).status());
+    const Tensor want = ValueOrDie(session->Run({{known, Ids(1, kKnown, keys)}}, {read}))[0];
+    auto out = ValueOrDie(session->Run(
+        {{known, Ids(1, kKnown, keys)}, {fresh, Ids(1, kFresh, next)}}, {read, insert}));
+    ASSERT_EQ(std::memcmp(out[0].data<float>(), want.data<float>(), kKnown * 4 * sizeof(float)), 0)
+        << "round " << round;
+    EXPECT_EQ(ValueOrDie(LookupTable(*session, "t"))->size(), kKnown + kFresh);
+  }
 }
 
 TEST(TableOpsTest, CreateTableErrors) {
