@@ -3,12 +3,21 @@
 //
 // create_table adds a table handle to the graph; the table itself (an EmbeddingTable, see
 // table.h) is created in the Session that runs the graph, from the configs the handle carries.
-// sparse_lookup adds two ops: "<name>/keys" (SparseLookup: dedup the ids of all its features in
-// one pass, count admissions in training, resolve keys to rows, and output the unique rows and,
-// per feature, the restore index of each id) and "<name>" (TableGather: read the rows, unpooled
-// [B, n, dim] or pooled [B, dim]). With modify_graph=true (or when the ids come from FeatureSpecs)
-// the key work moves to the host key stage ahead of compute (pipeline.h); the results are the
-// same.
+// sparse_lookup adds two ops: "<name>/keys" (SparseLookup: dedup the ids, count admissions in
+// training, resolve keys to rows, and output the unique rows and, per feature, the restore index
+// of each id) and "<name>" (TableGather: read the rows, unpooled [B, n, dim] or pooled [B, dim]).
+// With modify_graph=true (or when the ids come from FeatureSpecs) the key work moves to the host
+// key stage ahead of compute (pipeline.h); the results are the same.
+//
+// All lookups of one table in a step share the key work: the ids of every feature of every
+// sparse_lookup call of the table with the same is_train are deduplicated in one pass and
+// resolved once, so admission counts each key's occurrences over all of them before any of them
+// reads its row, and a key reads the same row in each. (In the graph, the Session merges such
+// lookups into one op; in the key stage, the stage does it per batch. Lookups in the graph and
+// lookups moved to the key stage are resolved apart; a lookup whose ids depend on another lookup
+// of the table necessarily runs after it.) Each lookup keeps its own outputs, send_count and
+// gradients. Hazard: a step that needs one lookup of such a group runs them all, so every
+// member's ids must be fed.
 //
 // Gradients never form a dense [vocabulary, dim] tensor: SparseMinimize (or ComputeSparseGradients
 // + ApplySparseGradients) differentiates the loss with respect to the lookups' outputs, sums the
@@ -46,6 +55,10 @@ inline constexpr char kSparseLookupLocalEmb[] = "ASCEND_SPARSE_LOOKUP_LOCAL_EMB"
 // by-address optimizers write through (row ids; EmbeddingTable::RowAddresses maps them).
 inline constexpr char kSparseLookupIdOffset[] = "ASCEND_SPARSE_LOOKUP_ID_OFFSET";
 
+// kMaxLookupsPerTable: the most lookups one table may have in a graph, as in the spec: every
+// feature of every sparse_lookup call of the table counts as one.
+inline constexpr int kMaxLookupsPerTable = 128;
+
 // SparseTable: the graph-side handle create_table returns. A cheap value.
 class SparseTable {
  public:
@@ -78,9 +91,9 @@ struct SparseLookupOptions {
   // name: the lookup's op name; default "<table_name>_lookup".
   std::string name;
   // send_count: the static capacity of unique keys per batch (all features of this lookup
-  // together). With use_dynamic=false the unique rows are padded to send_count, and a batch with
-  // more unique keys is an error naming the table, the count and the limit. Ignored (may be 0)
-  // with use_dynamic=true.
+  // together; the keys of the table's other lookups do not count). With use_dynamic=false the
+  // unique rows are padded to send_count, and a batch with more unique keys is an error naming the
+  // table, the count and the limit. Ignored (may be 0) with use_dynamic=true.
   int64_t send_count = 0;
   // use_dynamic: dynamic shape (buffers sized per batch). Default true; false needs send_count > 0.
   bool use_dynamic = true;
@@ -108,9 +121,10 @@ struct SparseLookupOptions {
 // or [B, dim] with a combiner.
 StatusOr<Output> sparse_lookup(const Scope& scope, const SparseTable& table, Output ids,
                                const SparseLookupOptions& options = {});
-// sparse_lookup of several features of one table (up to 128): their keys are deduplicated
-// together in one pass and the table is resolved once. One result per feature; every ids tensor
-// must have the same batch dimension.
+// sparse_lookup of several features of one table: their keys are deduplicated together in one
+// pass (with those of the table's other lookups, see above). One result per feature; every ids
+// tensor must have the same batch dimension. A table takes at most kMaxLookupsPerTable features
+// over all its sparse_lookup calls; beyond that the call is an InvalidArgument.
 StatusOr<std::vector<Output>> sparse_lookup(const Scope& scope, const SparseTable& table,
                                             const std::vector<Output>& ids,
                                             const SparseLookupOptions& options = {});

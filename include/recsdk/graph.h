@@ -136,6 +136,15 @@ class Node {
   void SetAttr(const std::string& name, AttrValue value) { attrs_[name] = std::move(value); }
   void set_input(int i, Output source) { inputs_[i] = source; }
   void AddControlInput(Node* node) { control_inputs_.push_back(node); }
+  // ReplaceOp: turns the node into another op (type, data inputs and attributes), keeping its
+  // name, control inputs and outputs, so every consumer and every "name:index" still refers to
+  // it. The pass guarantees the new op produces outputs of the same dtypes and shapes. An input
+  // may come from a node added later; the pass then restores the id order with Graph::Reorder.
+  void ReplaceOp(std::string type, std::vector<Output> inputs, AttrMap attrs) {
+    type_ = std::move(type);
+    inputs_ = std::move(inputs);
+    attrs_ = std::move(attrs);
+  }
 
   std::string DebugString() const;
 
@@ -188,8 +197,14 @@ class Graph {
 
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
   Node* node(int id) const { return nodes_[id].get(); }
-  // nodes: every node, in the order they were added (a topological order).
+  // nodes: every node, in id order: the order they were added, or the one Reorder set. Always a
+  // topological order (Gradients, Copy and the Session rely on it).
   std::vector<Node*> nodes() const;
+
+  // Reorder: renumbers the nodes so that order[i] gets id i. `order` must hold every node once,
+  // each after its data and control inputs; InvalidArgument otherwise (and nothing changes).
+  // Node pointers stay valid. For passes whose rewiring makes a node read one added after it.
+  Status Reorder(const std::vector<Node*>& order);
 
   // UniqueName returns `base` if no node or scope uses it yet, else base_1, base_2, ...
   // and reserves the returned name.

@@ -5,11 +5,12 @@
 // turns each into the feeds of one step. For the lookups the graph modification moved out of the
 // graph (ModifyGraph, the spec's modify_graph_and_start_emb_cache; sparse_lookup with
 // modify_graph=true or FeatureSpecs), it also does their key work ahead of compute: dedup the
-// ids of all the lookup's features, count admissions (training lookups; rows whose mask is 0 are
-// skipped), resolve keys to rows (inserting admitted keys), and build the restore index; static
-// shape pads the unique rows to send_count. Resolution happens per table in batch order, so
-// admission and training are exactly those of the in-graph lookups (a test checks both modes
-// give identical losses and tables).
+// ids of all the features of all the moved lookups of a table with the same is_train in one
+// pass, count admissions (training lookups; rows whose mask is 0 are skipped), resolve keys to
+// rows once (inserting admitted keys), and build each lookup's unique rows and restore indices;
+// static shape pads a lookup's unique rows to its send_count. Resolution happens per table in batch
+// order, so admission and training are exactly those of the in-graph lookups (a test checks both
+// modes give identical losses and tables).
 //
 // The invariant that makes running ahead exact: the key stage only resolves keys to rows; row
 // contents are read and written by the graph in step order, and eviction goes through

@@ -223,6 +223,49 @@ std::vector<Node*> Graph::nodes() const {
   return out;
 }
 
+Status Graph::Reorder(const std::vector<Node*>& order) {
+  const int n = num_nodes();
+  if (static_cast<int>(order.size()) != n) {
+    return absl::InvalidArgumentError(fmt::format(
+        "Graph::Reorder: the order lists {} nodes but the graph has {}", order.size(), n));
+  }
+  std::vector<int> position(n, -1);
+  for (int i = 0; i < n; ++i) {
+    Node* node = order[i];
+    if (node == nullptr || node->id() < 0 || node->id() >= n || nodes_[node->id()].get() != node) {
+      return absl::InvalidArgumentError(
+          fmt::format("Graph::Reorder: entry {} is not a node of this graph", i));
+    }
+    if (position[node->id()] >= 0) {
+      return absl::InvalidArgumentError(
+          fmt::format("Graph::Reorder: node \"{}\" is listed twice", node->name()));
+    }
+    position[node->id()] = i;
+  }
+  for (int i = 0; i < n; ++i) {
+    const Node* node = order[i];
+    auto check = [&](const Node* src) -> Status {
+      if (position[src->id()] >= i) {
+        return absl::InvalidArgumentError(fmt::format(
+            "Graph::Reorder: node \"{}\" would come before its input \"{}\"; list every node "
+            "after its inputs",
+            node->name(), src->name()));
+      }
+      return absl::OkStatus();
+    };
+    for (const Output& in : node->inputs()) RECSDK_RETURN_IF_ERROR(check(in.node));
+    for (const Node* c : node->control_inputs()) RECSDK_RETURN_IF_ERROR(check(c));
+  }
+  std::vector<std::unique_ptr<Node>> reordered(n);
+  for (int i = 0; i < n; ++i) {
+    const int old_id = order[i]->id();
+    reordered[i] = std::move(nodes_[old_id]);
+    reordered[i]->id_ = i;
+  }
+  nodes_ = std::move(reordered);
+  return absl::OkStatus();
+}
+
 std::string Graph::UniqueName(const std::string& base) {
   auto [it, inserted] = name_counts_.try_emplace(base, 0);
   if (inserted && !by_name_.contains(base)) return base;

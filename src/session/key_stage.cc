@@ -2,12 +2,17 @@
 // key_process_thread_num worker threads, does the key work of the lookups ModifyGraph moved out of
 // the graph, and hands the training loop one step's feeds at a time, in batch order.
 //
+// Per batch and table, the keys of all the table's lookups with one is_train (every feature of
+// every sparse_lookup call the stage handles) are deduplicated in one pass and resolved with one
+// Resolve (TableKeyWork, table_keys.cc), then split back into each lookup's outputs.
+//
 // Threading: workers take batches in order (sequence numbers assigned under dataset_mu, which
 // also serialises the non-thread-safe Dataset). Dedup runs in parallel across batches; resolving
 // keys to rows is serialised per table in batch order by a ticket (tables[t].ticket), under the
-// table's resolve_mu, so admission counts and row insertion happen exactly as the in-graph
-// lookups would do them. `mu` guards the queue state and the tickets; lock order is resolve_mu
-// before mu. At most prefetch_batches batches are read and not yet consumed.
+// table's resolve_mu (exclusive for training lookups, shared for evaluation ones), so admission
+// counts and row insertion happen exactly as the in-graph lookups would do them. `mu` guards the
+// queue state and the tickets; lock order is resolve_mu before mu. At most prefetch_batches
+// batches are read and not yet consumed.
 //
 // Invariant (DESIGN.md): the stage never frees a row a prepared batch refers to. It only inserts
 // rows (Resolve); eviction runs through AfterStep, which caps the eviction cutoff below the
@@ -35,7 +40,8 @@ namespace recsdk {
 namespace {
 
 using internal::LookupAttrs;
-using internal::LookupKeyWork;
+using internal::LookupBatch;
+using internal::TableKeyWork;
 using internal::TableResource;
 
 // ProtectedEvictTable: forwards to a table, but EvictStale never evicts keys last accessed at
@@ -113,17 +119,22 @@ class ProtectedEvictTable final : public EmbeddingTable {
 };
 
 struct LookupPlan {
-  std::string name;  // the SparseLookup node
-  LookupAttrs attrs;
+  LookupAttrs attrs;  // attrs.name is the SparseLookup node
   std::vector<std::string> id_columns;
   std::string mask_column, timestamp_column;
-  int table = 0;  // index into Impl::tables
+};
+
+// ModeGroup: the lookups of one table with one is_train: their keys are deduplicated together
+// and resolved with one Resolve per batch.
+struct ModeGroup {
+  bool is_train = true;
+  std::vector<int> lookups;  // into Impl::lookups, in graph order
 };
 
 struct TablePlan {
   std::string name;
   TableResource* resource = nullptr;
-  std::vector<int> lookups;                  // in graph order
+  std::vector<ModeGroup> groups;             // in the graph order of their first lookup
   int64_t ticket = 0;                        // next batch allowed to resolve (guarded by Impl::mu)
   std::map<int64_t, int64_t> inflight_time;  // batch -> oldest key time (guarded by Impl::mu)
 };
@@ -164,33 +175,43 @@ struct KeyStage::Impl {
 };
 
 Status KeyStage::Impl::ProcessKeys(int64_t seq, const Batch& batch, FeedList* feeds) {
-  // Dedup of every lookup first: it needs no table, so batches overlap here.
-  std::vector<LookupKeyWork> work(lookups.size());
+  // Dedup of every table and mode first: it needs no table, so batches overlap here.
+  std::vector<std::vector<TableKeyWork>> work(tables.size());
   Status prep;
-  for (size_t l = 0; l < lookups.size() && prep.ok(); ++l) {
-    const LookupPlan& p = lookups[l];
-    std::vector<const Tensor*> ids;
-    for (const std::string& c : p.id_columns) {
-      const Tensor* t = batch.column(c);
-      if (t == nullptr) {
-        prep = absl::NotFoundError(fmt::format(
-            "key stage: sparse_lookup \"{}\" reads column \"{}\" but the batch has none ({})",
-            p.name, c, batch.DebugString()));
-        break;
+  for (size_t t = 0; t < tables.size() && prep.ok(); ++t) {
+    work[t].resize(tables[t].groups.size());
+    for (size_t g = 0; g < tables[t].groups.size() && prep.ok(); ++g) {
+      std::vector<LookupBatch> inputs;
+      for (int l : tables[t].groups[g].lookups) {
+        const LookupPlan& p = lookups[l];
+        LookupBatch in;
+        in.attrs = &p.attrs;
+        for (const std::string& c : p.id_columns) {
+          const Tensor* ids = batch.column(c);
+          if (ids == nullptr) {
+            prep = absl::NotFoundError(fmt::format(
+                "key stage: sparse_lookup \"{}\" reads column \"{}\" but the batch has none ({})",
+                p.attrs.name, c, batch.DebugString()));
+            break;
+          }
+          in.ids.push_back(ids);
+        }
+        if (!prep.ok()) break;
+        in.mask = p.mask_column.empty() ? nullptr : batch.column(p.mask_column);
+        in.timestamps = p.timestamp_column.empty() ? nullptr : batch.column(p.timestamp_column);
+        if (!p.timestamp_column.empty() && in.timestamps == nullptr) {
+          prep = absl::NotFoundError(fmt::format(
+              "key stage: sparse_lookup \"{}\" reads timestamps from column \"{}\" but the batch "
+              "has none",
+              p.attrs.name, p.timestamp_column));
+          break;
+        }
+        inputs.push_back(std::move(in));
       }
-      ids.push_back(t);
+      if (!prep.ok()) break;
+      work[t][g].table_name = tables[t].name;
+      prep = internal::PrepareTableKeys(inputs, &work[t][g]);
     }
-    if (!prep.ok()) break;
-    const Tensor* mask = p.mask_column.empty() ? nullptr : batch.column(p.mask_column);
-    const Tensor* ts = p.timestamp_column.empty() ? nullptr : batch.column(p.timestamp_column);
-    if (!p.timestamp_column.empty() && ts == nullptr) {
-      prep = absl::NotFoundError(fmt::format(
-          "key stage: sparse_lookup \"{}\" reads timestamps from column \"{}\" but the batch has "
-          "none",
-          p.name, p.timestamp_column));
-      break;
-    }
-    prep = internal::PrepareKeys(p.attrs, p.name, ids, mask, ts, &work[l]);
   }
   // Resolve per table in batch order. Tickets advance even on an error so no batch waits
   // forever for this one.
@@ -203,14 +224,20 @@ Status KeyStage::Impl::ProcessKeys(int64_t seq, const Batch& batch, FeedList* fe
       if (stop) return absl::CancelledError("key stage stopped");
     }
     if (status.ok()) {
-      std::unique_lock<std::shared_mutex> resolve_lock(table.resource->resolve_mu);
+      EmbeddingTable* emb = table.resource->table();
       int64_t oldest = std::numeric_limits<int64_t>::max();
-      for (int l : table.lookups) {
-        LookupKeyWork& w = work[l];
-        status =
-            internal::ResolveKeys(lookups[l].attrs, lookups[l].name, table.resource->table(), &w);
-        if (!status.ok()) break;
-        oldest = std::min(oldest, w.has_time ? w.min_time : table.resource->table()->data_time());
+      for (size_t g = 0; g < table.groups.size() && status.ok(); ++g) {
+        TableKeyWork& w = work[t][g];
+        if (table.groups[g].is_train) {
+          std::unique_lock<std::shared_mutex> resolve_lock(table.resource->resolve_mu);
+          status = internal::ResolveTableKeys(emb, LookupMode::kTrain, &w);
+          if (!w.has_time || w.has_untimed_lookup) oldest = std::min(oldest, emb->data_time());
+        } else {
+          std::shared_lock<std::shared_mutex> resolve_lock(table.resource->resolve_mu);
+          status = internal::ResolveTableKeys(emb, LookupMode::kEval, &w);
+          if (!w.has_time || w.has_untimed_lookup) oldest = std::min(oldest, emb->data_time());
+        }
+        if (w.has_time) oldest = std::min(oldest, w.min_time);
         keys.fetch_add(static_cast<int64_t>(w.keys.size()), std::memory_order_relaxed);
       }
       if (status.ok()) {
@@ -225,11 +252,15 @@ Status KeyStage::Impl::ProcessKeys(int64_t seq, const Batch& batch, FeedList* fe
     cv.notify_all();
   }
   RECSDK_RETURN_IF_ERROR(status);
-  for (size_t l = 0; l < lookups.size(); ++l) {
-    feeds->emplace_back(lookups[l].name + ":0", std::move(work[l].unique_rows));
-    for (size_t f = 0; f < work[l].restore.size(); ++f) {
-      feeds->emplace_back(fmt::format("{}:{}", lookups[l].name, f + 1),
-                          std::move(work[l].restore[f]));
+  for (std::vector<TableKeyWork>& table_work : work) {
+    for (TableKeyWork& w : table_work) {
+      for (TableKeyWork::Part& part : w.parts) {
+        feeds->emplace_back(part.attrs->name + ":0", std::move(part.unique_rows));
+        for (size_t f = 0; f < part.restore.size(); ++f) {
+          feeds->emplace_back(fmt::format("{}:{}", part.attrs->name, f + 1),
+                              std::move(part.restore[f]));
+        }
+      }
     }
   }
   return absl::OkStatus();
@@ -342,10 +373,11 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
     }
     if (n->type() != internal::kSparseLookupOp || !n->BoolAttr("moved_to_key_stage")) continue;
     LookupPlan p;
-    p.name = n->name();
     p.attrs = internal::ReadLookupAttrs(*n);
-    auto column = [&](int i) { return n->input(i).node->StringAttr(internal::kDatasetColumnAttr); };
-    for (int f = 0; f < p.attrs.num_features; ++f) p.id_columns.push_back(column(1 + f));
+    auto column = [&](int i) {
+      return n->input(1 + i).node->StringAttr(internal::kDatasetColumnAttr);
+    };
+    for (int f = 0; f < p.attrs.num_features; ++f) p.id_columns.push_back(column(f));
     if (p.attrs.has_mask) p.mask_column = column(p.attrs.mask_input());
     if (p.attrs.has_timestamps) p.timestamp_column = column(p.attrs.timestamps_input());
     auto [it, inserted] =
@@ -362,13 +394,19 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
       if (resource == nullptr) {
         return absl::NotFoundError(fmt::format(
             "KeyStage: sparse_lookup \"{}\" names table \"{}\" but the graph has no such table",
-            p.name, t.name));
+            p.attrs.name, t.name));
       }
       t.resource = resource;
       impl->tables.push_back(std::move(t));
     }
-    p.table = it->second;
-    impl->tables[p.table].lookups.push_back(static_cast<int>(impl->lookups.size()));
+    TablePlan& table = impl->tables[it->second];
+    auto group = std::find_if(table.groups.begin(), table.groups.end(),
+                              [&](const ModeGroup& g) { return g.is_train == p.attrs.is_train; });
+    if (group == table.groups.end()) {
+      table.groups.push_back(ModeGroup{p.attrs.is_train, {}});
+      group = table.groups.end() - 1;
+    }
+    group->lookups.push_back(static_cast<int>(impl->lookups.size()));
     impl->lookups.push_back(std::move(p));
   }
   Impl* raw = impl.get();

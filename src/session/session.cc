@@ -1,5 +1,7 @@
 // session.cc: Session and its executor.
 //
+// Create copies the graph and runs the table lookup grouping pass on the copy (group_lookups.cc),
+// so the lookups of one table in a step share one dedup and resolve.
 // A Run builds (or reuses) a plan: the nodes needed by the fetches and targets (pruned at fed
 // outputs), in topological order, with per-output consumer counts so buffers are released right
 // after their last consumer. Nodes run one at a time (the default) or, with DNN_V100:N, up to N
@@ -22,6 +24,7 @@
 #include "src/device/kernel.h"
 #include "src/graph/op_registry.h"
 #include "src/session/runtime.h"
+#include "src/session/table_ops.h"
 
 namespace recsdk {
 
@@ -75,6 +78,8 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph,
   }
   auto impl = std::make_unique<Impl>();
   impl->graph = graph.Copy();
+  // Lookups of one table in a step share one dedup and resolve (see group_lookups.cc).
+  RECSDK_RETURN_IF_ERROR(internal::GroupTableLookups(impl->graph.get()));
   impl->config = config;
   RECSDK_ASSIGN_OR_RETURN(impl->device,
                           internal::DeviceRegistry::Global().Create(config.device, config));

@@ -199,6 +199,7 @@ StatusOr<TableResource*> GetOrCreateTable(ResourceMgr* resources, const Node& ha
 
 LookupAttrs ReadLookupAttrs(const Node& node) {
   LookupAttrs a;
+  a.name = node.name();
   a.table_name = node.StringAttr("table_name");
   a.num_features = static_cast<int>(node.IntAttr("num_features", 1));
   a.is_train = node.BoolAttr("is_train", true);
@@ -206,119 +207,35 @@ LookupAttrs ReadLookupAttrs(const Node& node) {
   a.send_count = node.IntAttr("send_count", 0);
   a.has_mask = node.BoolAttr("has_mask");
   a.has_timestamps = node.BoolAttr("has_timestamps");
+  a.feature_weights = node.IntsAttr("feature_weights");
   return a;
 }
 
-Status PrepareKeys(const LookupAttrs& attrs, const std::string& lookup_name,
-                   const std::vector<const Tensor*>& ids, const Tensor* mask,
-                   const Tensor* timestamps, LookupKeyWork* work) {
-  const int64_t batch = ids.empty() ? 0 : ids[0]->dim(0);
-  for (size_t f = 0; f < ids.size(); ++f) {
-    const Tensor& t = *ids[f];
-    if (t.rank() != 2 || t.dim(0) != batch ||
-        (t.dtype() != DType::kInt64 && t.dtype() != DType::kInt32)) {
-      return absl::InvalidArgumentError(fmt::format(
-          "sparse_lookup \"{}\" (table \"{}\"): ids of feature {} are {} {}; expected int64 or "
-          "int32 [{}, n]",
-          lookup_name, attrs.table_name, f, DTypeName(t.dtype()), t.shape().ToString(), batch));
-    }
+std::vector<LookupAttrs> ReadGroupAttrs(const Node& node) {
+  const std::vector<std::string> names = node.StringsAttr("member_names");
+  const std::vector<int64_t> features = node.IntsAttr("member_num_features");
+  const std::vector<int64_t> masks = node.IntsAttr("member_has_mask");
+  const std::vector<int64_t> times = node.IntsAttr("member_has_timestamps");
+  const std::vector<int64_t> dynamic = node.IntsAttr("member_use_dynamic");
+  const std::vector<int64_t> send = node.IntsAttr("member_send_count");
+  const std::vector<int64_t> weights = node.IntsAttr("member_feature_weights");
+  std::vector<LookupAttrs> out(names.size());
+  size_t next_weight = 0;
+  for (size_t m = 0; m < names.size(); ++m) {
+    LookupAttrs& a = out[m];
+    a.name = names[m];
+    a.table_name = node.StringAttr("table_name");
+    a.is_train = node.BoolAttr("is_train", true);
+    a.num_features = static_cast<int>(features[m]);
+    a.has_mask = masks[m] != 0;
+    a.has_timestamps = times[m] != 0;
+    a.static_shape = dynamic[m] == 0;
+    a.send_count = send[m];
+    a.feature_weights.assign(weights.begin() + next_weight,
+                             weights.begin() + next_weight + a.num_features);
+    next_weight += a.num_features;
   }
-  if (mask != nullptr && (mask->dtype() != DType::kFloat32 || mask->num_elements() != batch)) {
-    return absl::InvalidArgumentError(
-        fmt::format("sparse_lookup \"{}\": mask is {} {}; expected float32 [{}]", lookup_name,
-                    DTypeName(mask->dtype()), mask->shape().ToString(), batch));
-  }
-  if (timestamps != nullptr &&
-      (timestamps->dtype() != DType::kInt64 || timestamps->num_elements() != batch)) {
-    return absl::InvalidArgumentError(
-        fmt::format("sparse_lookup \"{}\": timestamps are {} {}; expected int64 [{}]", lookup_name,
-                    DTypeName(timestamps->dtype()), timestamps->shape().ToString(), batch));
-  }
-  const float* m = mask ? mask->data<float>() : nullptr;
-  bool any_masked = false;
-  if (m != nullptr) {
-    for (int64_t b = 0; b < batch; ++b) any_masked |= m[b] == 0.0f;
-  }
-  // Keys of valid rows, features concatenated; `row_of` maps a key position back to its sample.
-  work->keys.clear();
-  std::vector<int32_t> row_of;
-  const bool need_rows = timestamps != nullptr;
-  for (const Tensor* t : ids) {
-    const int64_t n = t->dim(1);
-    for (int64_t b = 0; b < batch; ++b) {
-      if (any_masked && m[b] == 0.0f) continue;
-      if (t->dtype() == DType::kInt64) {
-        const int64_t* p = t->data<int64_t>() + b * n;
-        work->keys.insert(work->keys.end(), p, p + n);
-      } else {
-        const int32_t* p = t->data<int32_t>() + b * n;
-        work->keys.insert(work->keys.end(), p, p + n);
-      }
-      if (need_rows) row_of.insert(row_of.end(), n, static_cast<int32_t>(b));
-    }
-  }
-  DedupKeys(absl::MakeConstSpan(work->keys), &work->dedup);
-  work->has_padding_slot = any_masked;
-  const size_t num_unique = work->dedup.unique_keys.size();
-  work->key_times.clear();
-  work->has_time = false;
-  if (timestamps != nullptr) {
-    const int64_t* ts = timestamps->data<int64_t>();
-    work->key_times.assign(num_unique, std::numeric_limits<int64_t>::min());
-    for (size_t i = 0; i < work->keys.size(); ++i) {
-      int64_t& k = work->key_times[work->dedup.restore_index[i]];
-      k = std::max(k, ts[row_of[i]]);
-    }
-    work->min_time = std::numeric_limits<int64_t>::max();
-    for (int64_t b = 0; b < batch; ++b) {
-      if (any_masked && m[b] == 0.0f) continue;
-      work->min_time = std::min(work->min_time, ts[b]);
-      work->has_time = true;
-    }
-  }
-  // Restore indices per feature; masked rows point at the padding slot (index num_unique).
-  work->restore.clear();
-  size_t pos = 0;
-  for (const Tensor* t : ids) {
-    const int64_t n = t->dim(1);
-    Tensor r(DType::kInt32, Shape{batch, n});
-    int32_t* out = r.data<int32_t>();
-    for (int64_t b = 0; b < batch; ++b) {
-      if (any_masked && m[b] == 0.0f) {
-        std::fill(out + b * n, out + (b + 1) * n, static_cast<int32_t>(num_unique));
-        continue;
-      }
-      for (int64_t j = 0; j < n; ++j) {
-        out[b * n + j] = static_cast<int32_t>(work->dedup.restore_index[pos++]);
-      }
-    }
-    work->restore.push_back(std::move(r));
-  }
-  return absl::OkStatus();
-}
-
-Status ResolveKeys(const LookupAttrs& attrs, const std::string& lookup_name, EmbeddingTable* table,
-                   LookupKeyWork* work) {
-  const int64_t num_unique = static_cast<int64_t>(work->dedup.unique_keys.size());
-  const int64_t used = num_unique + (work->has_padding_slot ? 1 : 0);
-  if (attrs.static_shape && used > attrs.send_count) {
-    return absl::InvalidArgumentError(fmt::format(
-        "sparse_lookup \"{}\" on table \"{}\": the batch has {} unique keys but send_count is {}; "
-        "raise send_count (or use dynamic shape, use_dynamic=true)",
-        lookup_name, attrs.table_name, used, attrs.send_count));
-  }
-  work->rows.resize(num_unique);
-  RECSDK_RETURN_IF_ERROR(table->Resolve(
-      absl::MakeConstSpan(work->dedup.unique_keys), absl::MakeConstSpan(work->dedup.counts),
-      absl::MakeConstSpan(work->key_times), attrs.is_train ? LookupMode::kTrain : LookupMode::kEval,
-      absl::MakeSpan(work->rows)));
-  const int64_t out_size = attrs.static_shape ? attrs.send_count : used;
-  Tensor u(DType::kInt32, Shape{out_size});
-  int32_t* p = u.data<int32_t>();
-  for (int64_t i = 0; i < num_unique; ++i) p[i] = static_cast<int32_t>(work->rows[i]);
-  for (int64_t i = num_unique; i < out_size; ++i) p[i] = static_cast<int32_t>(kPaddingRow);
-  work->unique_rows = std::move(u);
-  return absl::OkStatus();
+  return out;
 }
 
 namespace {
@@ -345,17 +262,12 @@ Status HandleShape(InferenceContext& c) {
   return absl::OkStatus();
 }
 
-Status LookupShape(InferenceContext& c) {
-  RECSDK_RETURN_IF_ERROR(c.ExpectDType(0, DType::kResource));
-  const int k = static_cast<int>(c.IntAttr("num_features", 1));
-  const bool has_mask = c.BoolAttr("has_mask");
-  const bool has_ts = c.BoolAttr("has_timestamps");
-  if (k < 1 || c.num_inputs() != 1 + k + (has_mask ? 1 : 0) + (has_ts ? 1 : 0)) {
-    return c.Error("expects the table handle, {} ids inputs{}{}; got {} inputs", k,
-                   has_mask ? ", a mask" : "", has_ts ? ", timestamps" : "", c.num_inputs());
-  }
+// AddLookupOutputs: checks one lookup's inputs, which start at `first` (ids, then mask and
+// timestamps), and adds its outputs: unique rows [U] (or [send_count]) and the restore per feature.
+Status AddLookupOutputs(InferenceContext& c, int first, int k, bool has_mask, bool has_ts,
+                        bool dynamic, int64_t send_count) {
   int64_t batch = Shape::kUnknownDim;
-  for (int i = 1; i <= k; ++i) {
+  for (int i = first; i < first + k; ++i) {
     if (c.input_dtype(i) != DType::kInt64 && c.input_dtype(i) != DType::kInt32) {
       return c.Error("{} must be int64 or int32 ids", c.InputDesc(i));
     }
@@ -366,16 +278,63 @@ Status LookupShape(InferenceContext& c) {
     }
     if (b != Shape::kUnknownDim) batch = b;
   }
-  int next = 1 + k;
+  int next = first + k;
   if (has_mask) RECSDK_RETURN_IF_ERROR(c.ExpectDType(next++, DType::kFloat32));
   if (has_ts) RECSDK_RETURN_IF_ERROR(c.ExpectDType(next++, DType::kInt64));
-  const bool dynamic = c.BoolAttr("use_dynamic", true);
-  const int64_t send_count = c.IntAttr("send_count");
   if (!dynamic && send_count <= 0) {
     return c.Error("static shape (use_dynamic=false) needs send_count > 0, got {}", send_count);
   }
   c.AddOutput(DType::kInt32, Shape{dynamic ? Shape::kUnknownDim : send_count});
-  for (int i = 1; i <= k; ++i) c.AddOutput(DType::kInt32, c.input_shape(i));
+  for (int i = first; i < first + k; ++i) c.AddOutput(DType::kInt32, c.input_shape(i));
+  return absl::OkStatus();
+}
+
+Status LookupShape(InferenceContext& c) {
+  RECSDK_RETURN_IF_ERROR(c.ExpectDType(0, DType::kResource));
+  const int k = static_cast<int>(c.IntAttr("num_features", 1));
+  const bool has_mask = c.BoolAttr("has_mask");
+  const bool has_ts = c.BoolAttr("has_timestamps");
+  if (k < 1 || c.num_inputs() != 1 + k + (has_mask ? 1 : 0) + (has_ts ? 1 : 0)) {
+    return c.Error("expects the table handle, {} ids inputs{}{}; got {} inputs", k,
+                   has_mask ? ", a mask" : "", has_ts ? ", timestamps" : "", c.num_inputs());
+  }
+  const std::vector<int64_t> weights = c.IntsAttr("feature_weights");
+  if (!weights.empty() && static_cast<int>(weights.size()) != k) {
+    return c.Error("feature_weights has {} entries for {} features", weights.size(), k);
+  }
+  return AddLookupOutputs(c, 1, k, has_mask, has_ts, c.BoolAttr("use_dynamic", true),
+                          c.IntAttr("send_count"));
+}
+
+// TableLookupGroup: the handle, then each member's inputs; each member's outputs in turn.
+Status GroupShape(InferenceContext& c) {
+  RECSDK_RETURN_IF_ERROR(c.ExpectDType(0, DType::kResource));
+  const std::vector<int64_t> features = c.IntsAttr("member_num_features");
+  const std::vector<int64_t> masks = c.IntsAttr("member_has_mask");
+  const std::vector<int64_t> times = c.IntsAttr("member_has_timestamps");
+  const std::vector<int64_t> dynamic = c.IntsAttr("member_use_dynamic");
+  const std::vector<int64_t> send = c.IntsAttr("member_send_count");
+  const size_t m = features.size();
+  if (m == 0 || masks.size() != m || times.size() != m || dynamic.size() != m || send.size() != m) {
+    return c.Error("member attributes disagree on the number of members");
+  }
+  int next = 1;
+  for (size_t i = 0; i < m; ++i) {
+    const int k = static_cast<int>(features[i]);
+    if (k < 1 || next + k + masks[i] + times[i] > c.num_inputs()) {
+      return c.Error("member {} expects {} ids inputs beyond input {}", i, k, next);
+    }
+    RECSDK_RETURN_IF_ERROR(
+        AddLookupOutputs(c, next, k, masks[i] != 0, times[i] != 0, dynamic[i] != 0, send[i]));
+    next += k + static_cast<int>(masks[i] + times[i]);
+  }
+  if (next != c.num_inputs()) return c.Error("{} inputs left over", c.num_inputs() - next);
+  return absl::OkStatus();
+}
+
+// TableLookupForward: its inputs, unchanged.
+Status ForwardShape(InferenceContext& c) {
+  for (int i = 0; i < c.num_inputs(); ++i) c.AddOutput(c.input_dtype(i), c.input_shape(i));
   return absl::OkStatus();
 }
 
@@ -439,25 +398,50 @@ Status TableHandleKernel(OpKernelContext& ctx) {
   return absl::OkStatus();
 }
 
-Status SparseLookupKernel(OpKernelContext& ctx) {
+// RunLookups: the key work of lookups of one table and one mode whose inputs follow the handle
+// in the order of `attrs`; their outputs in the same order.
+Status RunLookups(OpKernelContext& ctx, const std::vector<LookupAttrs>& attrs) {
   RECSDK_ASSIGN_OR_RETURN(TableResource * t, TableInput(ctx));
-  const LookupAttrs attrs = ReadLookupAttrs(ctx.node());
-  std::vector<const Tensor*> ids;
-  for (int i = 1; i <= attrs.num_features; ++i) ids.push_back(&ctx.input(i));
-  const Tensor* mask = attrs.has_mask ? &ctx.input(attrs.mask_input()) : nullptr;
-  const Tensor* ts = attrs.has_timestamps ? &ctx.input(attrs.timestamps_input()) : nullptr;
-  LookupKeyWork work;
-  RECSDK_RETURN_IF_ERROR(PrepareKeys(attrs, ctx.node().name(), ids, mask, ts, &work));
-  if (attrs.is_train) {
+  std::vector<LookupBatch> lookups(attrs.size());
+  int next = 1;
+  for (size_t l = 0; l < attrs.size(); ++l) {
+    const LookupAttrs& a = attrs[l];
+    LookupBatch& b = lookups[l];
+    b.attrs = &a;
+    for (int f = 0; f < a.num_features; ++f) b.ids.push_back(&ctx.input(next + f));
+    if (a.has_mask) b.mask = &ctx.input(next + a.mask_input());
+    if (a.has_timestamps) b.timestamps = &ctx.input(next + a.timestamps_input());
+    next += a.num_inputs();
+  }
+  TableKeyWork work;
+  work.table_name = attrs.front().table_name;
+  RECSDK_RETURN_IF_ERROR(PrepareTableKeys(lookups, &work));
+  if (attrs.front().is_train) {
     std::unique_lock<std::shared_mutex> lock(t->resolve_mu);
-    RECSDK_RETURN_IF_ERROR(ResolveKeys(attrs, ctx.node().name(), t->table(), &work));
+    RECSDK_RETURN_IF_ERROR(ResolveTableKeys(t->table(), LookupMode::kTrain, &work));
   } else {
     // Reads the key index: no training resolve may insert (or rehash) meanwhile.
     std::shared_lock<std::shared_mutex> lock(t->resolve_mu);
-    RECSDK_RETURN_IF_ERROR(ResolveKeys(attrs, ctx.node().name(), t->table(), &work));
+    RECSDK_RETURN_IF_ERROR(ResolveTableKeys(t->table(), LookupMode::kEval, &work));
   }
-  ctx.set_output(0, std::move(work.unique_rows));
-  for (int f = 0; f < attrs.num_features; ++f) ctx.set_output(1 + f, std::move(work.restore[f]));
+  int out = 0;
+  for (TableKeyWork::Part& part : work.parts) {
+    ctx.set_output(out++, std::move(part.unique_rows));
+    for (Tensor& r : part.restore) ctx.set_output(out++, std::move(r));
+  }
+  return absl::OkStatus();
+}
+
+Status SparseLookupKernel(OpKernelContext& ctx) {
+  return RunLookups(ctx, {ReadLookupAttrs(ctx.node())});
+}
+
+Status TableLookupGroupKernel(OpKernelContext& ctx) {
+  return RunLookups(ctx, ReadGroupAttrs(ctx.node()));
+}
+
+Status TableLookupForwardKernel(OpKernelContext& ctx) {
+  for (int i = 0; i < ctx.num_inputs(); ++i) ctx.set_output(i, ctx.input(i));
   return absl::OkStatus();
 }
 
@@ -613,6 +597,8 @@ void RegisterTableOps() {
     r.Register(Stateful(kTableGatherOp, 3, -1, GatherShape));
     r.Register(Stateful(kTableGradAggregateOp, 3, -1, AggregateShape));
     r.Register(Stateful(kTableApplyOp, 4, -1, ApplyShape));
+    r.Register(Stateful(kTableLookupGroupOp, 3, -1, GroupShape));
+    r.Register(Stateful(kTableLookupForwardOp, 1, -1, ForwardShape));
     KernelRegistry& k = KernelRegistry::Global();
     const DType any = DType::kInvalid;
     k.RegisterFn(kTableHandleOp, kCpu, {any}, TableHandleKernel);
@@ -620,6 +606,8 @@ void RegisterTableOps() {
     k.RegisterFn(kTableGatherOp, kCpu, {any}, TableGatherKernel);
     k.RegisterFn(kTableGradAggregateOp, kCpu, {any}, TableGradAggregateKernel);
     k.RegisterFn(kTableApplyOp, kCpu, {any}, TableApplyKernel);
+    k.RegisterFn(kTableLookupGroupOp, kCpu, {any}, TableLookupGroupKernel);
+    k.RegisterFn(kTableLookupForwardOp, kCpu, {any}, TableLookupForwardKernel);
   });
 }
 
@@ -672,10 +660,27 @@ StatusOr<std::vector<Output>> sparse_lookup(const Scope& scope, const SparseTabl
   if (!scope.ok()) return scope.status();
   if (!table.valid()) return absl::InvalidArgumentError("sparse_lookup: the table is invalid");
   const std::string name = options.name.empty() ? table.table_name() + "_lookup" : options.name;
-  if (ids.empty() || ids.size() > 128) {
+  if (ids.empty() || ids.size() > static_cast<size_t>(kMaxLookupsPerTable)) {
     return absl::InvalidArgumentError(
-        fmt::format("sparse_lookup \"{}\": {} ids inputs; pass 1 to 128 features of table \"{}\"",
-                    name, ids.size(), table.table_name()));
+        fmt::format("sparse_lookup \"{}\": {} ids inputs; pass 1 to {} features of table \"{}\"",
+                    name, ids.size(), kMaxLookupsPerTable, table.table_name()));
+  }
+  // The limit holds per table across calls: every feature of every lookup of the table counts.
+  int64_t earlier = 0, calls = 0;
+  for (const Node* n : scope.graph()->nodes()) {
+    if (n->type() == internal::kSparseLookupOp &&
+        n->StringAttr("table_name") == table.table_name()) {
+      earlier += n->IntAttr("num_features", 1);
+      ++calls;
+    }
+  }
+  if (earlier + static_cast<int64_t>(ids.size()) > kMaxLookupsPerTable) {
+    return absl::InvalidArgumentError(fmt::format(
+        "sparse_lookup \"{}\": table \"{}\" would be looked up {} times ({} features in {} earlier "
+        "sparse_lookup calls, {} in this one), but a table allows at most {} lookups; share "
+        "fewer features per table (create another table for some of them) or merge id columns",
+        name, table.table_name(), earlier + static_cast<int64_t>(ids.size()), earlier, calls,
+        ids.size(), kMaxLookupsPerTable));
   }
   if (!options.use_dynamic && options.send_count <= 0) {
     return absl::InvalidArgumentError(fmt::format(

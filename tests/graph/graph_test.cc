@@ -106,6 +106,42 @@ TEST(GraphTest, DenseLayerNamesVariables) {
                                       "mlp/dense_1/bias", "mlp/logits/kernel", "mlp/logits/bias"}));
 }
 
+TEST(GraphTest, ReplaceOpAndReorderRestoreTopologicalIds) {
+  Graph g;
+  Scope root(&g);
+  Output x = ops::Const(root.WithOpName("x"), Tensor::Scalar<float>(1));
+  Output y = ops::Identity(root.WithOpName("y"), x);
+  Output z = ops::Const(root.WithOpName("z"), Tensor::Scalar<float>(2));
+  Output w = ops::Identity(root.WithOpName("w"), y);
+  ASSERT_TRUE(g.status().ok()) << g.status();
+  // A pass makes y read z, which was added after it; the ids are no longer topological.
+  y.node->ReplaceOp("Identity", {z}, y.node->attrs());
+  EXPECT_EQ(y.node->input(0).node, z.node);
+  // Orders that put a node before one of its inputs, miss a node or list one twice are refused
+  // and change nothing.
+  for (const std::vector<Node*>& bad :
+       std::vector<std::vector<Node*>>{{x.node, y.node, z.node, w.node},
+                                       {x.node, z.node, y.node},
+                                       {x.node, z.node, z.node, w.node},
+                                       {x.node, z.node, w.node, y.node}}) {
+    const Status s = g.Reorder(bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_EQ(y.node->id(), 1);
+  }
+  ASSERT_TRUE(g.Reorder({x.node, z.node, y.node, w.node}).ok());
+  EXPECT_EQ(z.node->id(), 1);
+  EXPECT_EQ(y.node->id(), 2);
+  EXPECT_EQ(g.node(2), y.node);
+  EXPECT_EQ(g.nodes(), (std::vector<Node*>{x.node, z.node, y.node, w.node}));
+  EXPECT_EQ(g.FindNode("y"), y.node);
+  // The reordered graph copies and round-trips like any other.
+  auto copy = g.Copy();
+  EXPECT_EQ(copy->FindNode("y")->input(0).node->name(), "z");
+  auto loaded = Graph::FromJson(g.ToJson());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->ToJson(), g.ToJson());
+}
+
 TEST(GraphTest, UnknownOpTypeIsAnError) {
   Graph g;
   Scope root(&g);

@@ -47,8 +47,9 @@ struct Built {
   Node* init = nullptr;
 };
 
-// Two tables: "shared" looked up by features C1..C3 together (one dedup pass, admission 2), and
-// "single" by C4 with timestamps; a small MLP on top; Adam for dense, LazyAdam/Adagrad sparse.
+// Two tables: "shared" looked up by C1 and C2 in one sparse_lookup and by C3 in a second one
+// (admission 2: a key counts its occurrences in both lookups), and "single" by C4 with
+// timestamps; a small MLP on top; Adam for dense, LazyAdam/Adagrad sparse.
 Built BuildModel(bool modify_graph) {
   Built b;
   Scope s(b.graph.get());
@@ -70,7 +71,10 @@ Built BuildModel(bool modify_graph) {
   SparseLookupOptions o1;
   o1.modify_graph = modify_graph;
   o1.combiner = Combiner::kSum;
-  std::vector<Output> e1 = ValueOrDie(sparse_lookup(s, t1, {ids[0], ids[1], ids[2]}, o1));
+  std::vector<Output> e1 = ValueOrDie(sparse_lookup(s, t1, {ids[0], ids[1]}, o1));
+  SparseLookupOptions o1b = o1;
+  o1b.name = "shared_c3";
+  e1.push_back(ValueOrDie(sparse_lookup(s, t1, ids[2], o1b)));
   SparseLookupOptions o2 = o1;
   o2.combiner = std::nullopt;
   o2.timestamps = ts;
@@ -91,7 +95,7 @@ Built BuildModel(bool modify_graph) {
   EXPECT_TRUE(s.ok()) << s.status().ToString();
   if (modify_graph) {
     ModifyGraphResult r = ValueOrDie(ModifyGraph(b.graph.get()));
-    EXPECT_EQ(r.moved_lookups.size(), 2u);
+    EXPECT_EQ(r.moved_lookups.size(), 3u);
   }
   return b;
 }
