@@ -67,7 +67,11 @@ class SparseTable {
   // table_name: the spec's attribute name. Same as config().name.
   const std::string& table_name() const { return config_.name; }
   int dim() const { return config_.dim; }
-  const TableConfig& config() const { return config_; }
+  // config: the table's config as the graph holds it now, which the Session creates the table
+  // from: create_table's, plus the admission and eviction thresholds FeatureSpecs or
+  // access_and_evict_config gave it since (see sparse_lookup). Parsed from the handle: O(size of
+  // the config).
+  TableConfig config() const;
   const SparseOptimizerConfig& optimizer() const { return optimizer_; }
   // handle: the TableHandle node's resource output.
   Output handle() const { return handle_; }
@@ -85,6 +89,20 @@ class SparseTable {
 // table. InvalidArgument for an invalid config or a second table of the same name in the graph.
 StatusOr<SparseTable> create_table(const Scope& scope, const TableConfig& config,
                                    const SparseOptimizerConfig& optimizer);
+
+// AccessAndEvictConfig: the spec's access_and_evict_config of sparse_lookup (a dictionary there):
+// the admission and eviction thresholds of the lookup's table, for lookups that do not come from
+// FeatureSpecs (the spec's automatic graph modification mode; here it works with
+// modify_graph=false too). Same meaning and rules as TableConfig's fields of the same names.
+struct AccessAndEvictConfig {
+  // access_threshold: -1 (default) leaves admission as the table has it; >= 0 sets it; below -1
+  // is an error.
+  int64_t access_threshold = -1;
+  // eviction_threshold: seconds; -1 (default) leaves eviction as the table has it; >= 0 sets it
+  // (needs admission on the table, and the lookups' timestamps to advance the data time); below
+  // -1 is an error.
+  int64_t eviction_threshold = -1;
+};
 
 // SparseLookupOptions: the spec's sparse_lookup parameters.
 struct SparseLookupOptions {
@@ -115,6 +133,12 @@ struct SparseLookupOptions {
   // timestamps: optional [B] int64 seconds (the FeatureSpec with is_timestamp): each key's last
   // access time for eviction. Without it keys take the table's current data time.
   Output timestamps;
+  // access_and_evict_config: the table's admission and eviction thresholds (see
+  // AccessAndEvictConfig). Admission is per table: a threshold set here, on a FeatureSpec or in
+  // the TableConfig must agree with every other one set for the table (-1 sets nothing);
+  // otherwise sparse_lookup is an InvalidArgument naming the table, both values and where they
+  // come from, and changes nothing. Default: none.
+  std::optional<AccessAndEvictConfig> access_and_evict_config;
 };
 
 // sparse_lookup: looks `ids` ([B, n] int64 or int32) up in `table`. Returns [B, n, dim] float32,
@@ -130,8 +154,15 @@ StatusOr<std::vector<Output>> sparse_lookup(const Scope& scope, const SparseTabl
                                             const SparseLookupOptions& options = {});
 // sparse_lookup of FeatureSpecs (the spec's FeatureSpec mode): each spec's ids come from the
 // dataset column spec.EffectiveIndexKey() ([batch_size, ids_per_sample] int64, see
-// DatasetColumn in pipeline.h) and the key work always runs in the key stage. `timestamp_spec`
-// (is_timestamp) names the timestamp column, or is null. Specs must name this table.
+// DatasetColumn in pipeline.h); the lookup is marked for the key stage (ModifyGraph moves it),
+// and without ModifyGraph it runs in the graph fed by BatchFeeds, with the same results.
+// `timestamp_spec` (is_timestamp) names the timestamp column, or is null; the specs are
+// validated together with it (ValidateFeatureSpecs). Specs must name this table.
+// The specs' settings take effect on the table: their access_threshold and eviction_threshold
+// become the table's (the same agreement rule as access_and_evict_config: every spec, lookup and
+// the TableConfig that sets a threshold of the table must set the same value), and each
+// feature's faae_coefficient weighs its occurrences in the admission count (a key seen once in
+// a feature with coefficient 3 counts 3; the table's own faae_coefficient multiplies on top).
 StatusOr<std::vector<Output>> sparse_lookup(const Scope& scope, const SparseTable& table,
                                             const std::vector<FeatureSpec>& specs,
                                             int64_t batch_size, int64_t ids_per_sample,

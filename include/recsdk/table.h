@@ -82,13 +82,16 @@ struct TableConfig {
   bool use_dynamic_expansion = false;
   // access_threshold: admission. A key's count grows by faae_coefficient x its occurrences in each
   // training batch; it gets a row once the count reaches the threshold. -1 (default) disables;
-  // below -1 is an error.
+  // below -1 is an error. FeatureSpecs and sparse_lookup's access_and_evict_config may set it
+  // (and eviction_threshold) for a table created with -1; a different value is an error.
   int64_t access_threshold = -1;
   // eviction_threshold: seconds of data time. A key whose last access is at least this much older
   // than the latest timestamp seen is evicted (row and admission count). -1 (default) disables;
   // below -1 is an error; needs access_threshold >= 0 (as in the spec).
   int64_t eviction_threshold = -1;
   // faae_coefficient: weight of one occurrence in the admission count; finite and > 0. Default 1.
+  // Lookups of FeatureSpecs weigh each feature's occurrences by the spec's faae_coefficient as
+  // well; this one multiplies on top.
   float faae_coefficient = 1.0f;
 
   // Validate: InvalidArgument naming the table, the option, its value, the rule and the fix.

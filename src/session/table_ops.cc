@@ -654,12 +654,131 @@ StatusOr<SparseTable> create_table(const Scope& scope, const TableConfig& config
   return t;
 }
 
-StatusOr<std::vector<Output>> sparse_lookup(const Scope& scope, const SparseTable& table,
-                                            const std::vector<Output>& ids,
-                                            const SparseLookupOptions& options) {
+TableConfig SparseTable::config() const {
+  if (handle_.valid()) {
+    auto c = internal::TableConfigFromJson(handle_.node->StringAttr("table_config"));
+    if (c.ok()) return *std::move(c);
+  }
+  return config_;
+}
+
+namespace {
+
+// Where the admission and eviction thresholds of a table came from, kept on its TableHandle so a
+// conflict can name both sides.
+constexpr char kAccessSourceAttr[] = "access_threshold_source";
+constexpr char kEvictionSourceAttr[] = "eviction_threshold_source";
+constexpr char kTableConfigSource[] = "the table's TableConfig (create_table)";
+
+// ThresholdSetting: thresholds a FeatureSpec or an access_and_evict_config asks of the table
+// (-1: none), and who asks.
+struct ThresholdSetting {
+  int64_t access_threshold = -1;
+  int64_t eviction_threshold = -1;
+  std::string source;
+};
+
+// ThresholdUpdate: the table's config with the settings applied, not yet written back.
+struct ThresholdUpdate {
+  Node* handle = nullptr;
+  TableConfig config;
+  std::string access_source, eviction_source;
+  bool changed = false;
+};
+
+// MergeThresholds: applies `settings` to the table's config in the graph. Admission and eviction
+// are per table, so a threshold set twice must be set to the same value; -1 sets nothing.
+// Changes nothing (CommitThresholds writes the result).
+StatusOr<ThresholdUpdate> MergeThresholds(const SparseTable& table,
+                                          const std::vector<ThresholdSetting>& settings) {
+  ThresholdUpdate u;
+  u.handle = table.handle().node;
+  u.config = table.config();
+  u.access_source = u.handle->StringAttr(kAccessSourceAttr,
+                                         u.config.access_threshold >= 0 ? kTableConfigSource : "");
+  u.eviction_source = u.handle->StringAttr(
+      kEvictionSourceAttr, u.config.eviction_threshold >= 0 ? kTableConfigSource : "");
+  auto merge = [&](std::string_view option, int64_t value, const std::string& source,
+                   int64_t* current, std::string* current_source) -> Status {
+    if (value == -1 || value == *current) return absl::OkStatus();
+    if (*current == -1) {
+      *current = value;
+      *current_source = source;
+      u.changed = true;
+      return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError(fmt::format(
+        "table \"{}\": {} {} from {} disagrees with {} {} from {}; admission and eviction are "
+        "per table, so give {} the same value wherever it is set for table \"{}\" (its "
+        "FeatureSpecs, access_and_evict_config, TableConfig), or -1 to leave it to the others",
+        table.table_name(), option, value, source, option, *current, *current_source, option,
+        table.table_name()));
+  };
+  for (const ThresholdSetting& st : settings) {
+    RECSDK_RETURN_IF_ERROR(merge("access_threshold", st.access_threshold, st.source,
+                                 &u.config.access_threshold, &u.access_source));
+    RECSDK_RETURN_IF_ERROR(merge("eviction_threshold", st.eviction_threshold, st.source,
+                                 &u.config.eviction_threshold, &u.eviction_source));
+  }
+  if (u.changed) {
+    if (Status v = u.config.Validate(); !v.ok()) {
+      auto from = [](const std::string& source) {
+        return source.empty() ? std::string("set nowhere") : "from " + source;
+      };
+      return absl::InvalidArgumentError(
+          fmt::format("{} (access_threshold {} {}, eviction_threshold {} {})", v.message(),
+                      u.config.access_threshold, from(u.access_source), u.config.eviction_threshold,
+                      from(u.eviction_source)));
+    }
+  }
+  return u;
+}
+
+void CommitThresholds(const ThresholdUpdate& u) {
+  if (!u.changed) return;
+  u.handle->SetAttr("table_config", internal::TableConfigToJson(u.config));
+  u.handle->SetAttr(kAccessSourceAttr, u.access_source);
+  u.handle->SetAttr(kEvictionSourceAttr, u.eviction_source);
+}
+
+// Settings: the options' access_and_evict_config as a ThresholdSetting (checked), appended.
+Status AddOptionSettings(const SparseLookupOptions& options, const std::string& name,
+                         std::vector<ThresholdSetting>* settings) {
+  if (!options.access_and_evict_config.has_value()) return absl::OkStatus();
+  const AccessAndEvictConfig& c = *options.access_and_evict_config;
+  if (c.access_threshold < -1) {
+    return absl::InvalidArgumentError(fmt::format(
+        "sparse_lookup \"{}\": access_and_evict_config access_threshold {} is below -1; use -1 to "
+        "leave admission to the table or a count >= 0 to enable it",
+        name, c.access_threshold));
+  }
+  if (c.eviction_threshold < -1) {
+    return absl::InvalidArgumentError(fmt::format(
+        "sparse_lookup \"{}\": access_and_evict_config eviction_threshold {} is below -1; use -1 "
+        "to leave eviction to the table or a number of seconds >= 0 to enable it",
+        name, c.eviction_threshold));
+  }
+  settings->push_back(ThresholdSetting{c.access_threshold, c.eviction_threshold,
+                                       fmt::format("access_and_evict_config of sparse_lookup "
+                                                   "\"{}\"",
+                                                   name)});
+  return absl::OkStatus();
+}
+
+std::string LookupName(const SparseTable& table, const SparseLookupOptions& options) {
+  return options.name.empty() ? table.table_name() + "_lookup" : options.name;
+}
+
+// BuildLookup: sparse_lookup of `ids`, with the features' admission weights (empty: all 1) and
+// the thresholds `settings` ask of the table. Nothing changes unless it succeeds.
+StatusOr<std::vector<Output>> BuildLookup(const Scope& scope, const SparseTable& table,
+                                          const std::vector<Output>& ids,
+                                          const SparseLookupOptions& options,
+                                          const std::vector<int64_t>& feature_weights,
+                                          std::vector<ThresholdSetting> settings) {
   if (!scope.ok()) return scope.status();
   if (!table.valid()) return absl::InvalidArgumentError("sparse_lookup: the table is invalid");
-  const std::string name = options.name.empty() ? table.table_name() + "_lookup" : options.name;
+  const std::string name = LookupName(table, options);
   if (ids.empty() || ids.size() > static_cast<size_t>(kMaxLookupsPerTable)) {
     return absl::InvalidArgumentError(
         fmt::format("sparse_lookup \"{}\": {} ids inputs; pass 1 to {} features of table \"{}\"",
@@ -688,23 +807,29 @@ StatusOr<std::vector<Output>> sparse_lookup(const Scope& scope, const SparseTabl
         "send_count to the most unique keys of a batch",
         name, options.send_count));
   }
+  RECSDK_RETURN_IF_ERROR(AddOptionSettings(options, name, &settings));
+  RECSDK_ASSIGN_OR_RETURN(ThresholdUpdate thresholds, MergeThresholds(table, settings));
   std::vector<Output> inputs = {table.handle()};
   inputs.insert(inputs.end(), ids.begin(), ids.end());
   if (options.mask.valid()) inputs.push_back(options.mask);
   if (options.timestamps.valid()) inputs.push_back(options.timestamps);
   const std::string combiner = internal::CombinerName(options.combiner);
   const int64_t k = static_cast<int64_t>(ids.size());
-  Node* keys = scope.WithOpName(name + "/keys")
-                   .AddNode(internal::kSparseLookupOp, inputs,
-                            {{"table_name", table.table_name()},
-                             {"num_features", k},
-                             {"is_train", options.is_train},
-                             {"is_grad", options.is_grad},
-                             {"use_dynamic", options.use_dynamic},
-                             {"send_count", options.send_count},
-                             {"modify_graph", options.modify_graph},
-                             {"has_mask", options.mask.valid()},
-                             {"has_timestamps", options.timestamps.valid()}});
+  AttrMap attrs = {{"table_name", table.table_name()},
+                   {"num_features", k},
+                   {"is_train", options.is_train},
+                   {"is_grad", options.is_grad},
+                   {"use_dynamic", options.use_dynamic},
+                   {"send_count", options.send_count},
+                   {"modify_graph", options.modify_graph},
+                   {"has_mask", options.mask.valid()},
+                   {"has_timestamps", options.timestamps.valid()}};
+  if (std::any_of(feature_weights.begin(), feature_weights.end(),
+                  [](int64_t w) { return w != 1; })) {
+    attrs["feature_weights"] = feature_weights;
+  }
+  Node* keys =
+      scope.WithOpName(name + "/keys").AddNode(internal::kSparseLookupOp, inputs, std::move(attrs));
   if (keys == nullptr) return scope.status();
   std::vector<Output> gather_in = {table.handle(), Output(keys, 0)};
   for (int64_t f = 0; f < k; ++f) gather_in.emplace_back(keys, static_cast<int>(1 + f));
@@ -715,6 +840,7 @@ StatusOr<std::vector<Output>> sparse_lookup(const Scope& scope, const SparseTabl
                                                  {"combiner", combiner},
                                                  {"is_grad", options.is_grad}});
   if (gather == nullptr) return scope.status();
+  CommitThresholds(thresholds);
   Graph* g = scope.graph();
   g->AddToCollection(kSparseLookups, gather->name());
   g->AddToCollection(kSparseLookupIdOffset, Output(keys, 0).name());
@@ -724,6 +850,14 @@ StatusOr<std::vector<Output>> sparse_lookup(const Scope& scope, const SparseTabl
     g->AddToCollection(kSparseLookupLocalEmb, out.back().name());
   }
   return out;
+}
+
+}  // namespace
+
+StatusOr<std::vector<Output>> sparse_lookup(const Scope& scope, const SparseTable& table,
+                                            const std::vector<Output>& ids,
+                                            const SparseLookupOptions& options) {
+  return BuildLookup(scope, table, ids, options, {}, {});
 }
 
 StatusOr<Output> sparse_lookup(const Scope& scope, const SparseTable& table, Output ids,
@@ -737,8 +871,22 @@ StatusOr<std::vector<Output>> sparse_lookup(const Scope& scope, const SparseTabl
                                             int64_t batch_size, int64_t ids_per_sample,
                                             const FeatureSpec* timestamp_spec,
                                             const SparseLookupOptions& options) {
-  RECSDK_RETURN_IF_ERROR(ValidateFeatureSpecs(specs));
-  std::vector<Output> ids;
+  if (!scope.ok()) return scope.status();
+  if (!table.valid()) return absl::InvalidArgumentError("sparse_lookup: the table is invalid");
+  // The specs are one feature list with their timestamp spec (eviction needs it).
+  std::vector<FeatureSpec> all = specs;
+  if (timestamp_spec != nullptr) {
+    if (!timestamp_spec->is_timestamp) {
+      return absl::InvalidArgumentError(fmt::format(
+          "sparse_lookup: timestamp_spec \"{}\" has is_timestamp=false; pass the spec of the "
+          "timestamp column (is_timestamp=true) or null",
+          timestamp_spec->name));
+    }
+    all.push_back(*timestamp_spec);
+  }
+  RECSDK_RETURN_IF_ERROR(ValidateFeatureSpecs(all));
+  std::vector<ThresholdSetting> settings;
+  std::vector<int64_t> weights;
   for (const FeatureSpec& s : specs) {
     if (s.is_timestamp || s.EffectiveTableName() != table.table_name()) {
       return absl::InvalidArgumentError(fmt::format(
@@ -747,6 +895,18 @@ StatusOr<std::vector<Output>> sparse_lookup(const Scope& scope, const SparseTabl
           s.name, s.EffectiveTableName(), s.is_timestamp ? " (it is the timestamp)" : "",
           table.table_name()));
     }
+    settings.push_back(ThresholdSetting{s.access_threshold, s.eviction_threshold,
+                                        fmt::format("FeatureSpec \"{}\"", s.name)});
+    weights.push_back(s.faae_coefficient);
+  }
+  // Conflicts are reported before the dataset columns are added, so a failed call adds nothing.
+  {
+    std::vector<ThresholdSetting> check = settings;
+    RECSDK_RETURN_IF_ERROR(AddOptionSettings(options, LookupName(table, options), &check));
+    RECSDK_RETURN_IF_ERROR(MergeThresholds(table, check).status());
+  }
+  std::vector<Output> ids;
+  for (const FeatureSpec& s : specs) {
     const int64_t b = s.batch_size > 0 ? s.batch_size : batch_size;
     ids.push_back(DatasetColumn(scope, s.EffectiveIndexKey(), DType::kInt64,
                                 Shape{b > 0 ? b : Shape::kUnknownDim, ids_per_sample}));
@@ -757,7 +917,7 @@ StatusOr<std::vector<Output>> sparse_lookup(const Scope& scope, const SparseTabl
     o.timestamps = DatasetColumn(scope, timestamp_spec->EffectiveIndexKey(), DType::kInt64,
                                  Shape{batch_size > 0 ? batch_size : Shape::kUnknownDim});
   }
-  return sparse_lookup(scope, table, ids, o);
+  return BuildLookup(scope, table, ids, o, weights, std::move(settings));
 }
 
 StatusOr<std::vector<SparseGrad>> ComputeSparseGradients(const Scope& scope, Output loss,

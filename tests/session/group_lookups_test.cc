@@ -13,55 +13,21 @@ namespace recsdk {
 namespace {
 
 using testing::Ids;
+using testing::KeyMode;
+using testing::KeyModeName;
+using testing::MakeBatch;
+using testing::RunBatches;
 using testing::SmallTable;
 using testing::ValueOrDie;
 
 constexpr float kDefault = 0.5f;
 
-enum class Mode { kInGraph, kKeyStage };
-const char* ModeName(Mode m) { return m == Mode::kInGraph ? "in-graph" : "key stage"; }
-
-Batch MakeBatch(const std::vector<std::pair<std::string, Tensor>>& columns) {
-  Batch b;
-  for (const auto& [name, t] : columns) EXPECT_TRUE(b.AddColumn(name, t).ok());
-  return b;
-}
-
-// RunBatches: runs `fetches` once per batch: in-graph (dataset columns fed by BatchFeeds) or
-// through ModifyGraph and the key stage. Returns the fetched tensors per step; *session_out
-// keeps the session for inspecting its tables.
-std::vector<std::vector<Tensor>> RunBatches(Mode mode, Graph* graph, std::vector<Batch> batches,
-                                            const std::vector<TensorName>& fetches,
-                                            std::unique_ptr<Session>* session_out) {
-  std::vector<std::vector<Tensor>> steps;
-  if (mode == Mode::kKeyStage) {
-    auto moved = ModifyGraph(graph);
-    EXPECT_TRUE(moved.ok()) << moved.status();
-  }
-  auto session = ValueOrDie(Session::Create(*graph));
-  if (mode == Mode::kInGraph) {
-    for (const Batch& b : batches) {
-      steps.push_back(ValueOrDie(session->Run(BatchFeeds(*graph, b), fetches)));
-    }
-  } else {
-    auto stage = ValueOrDie(
-        StartAscPipeline(*session, ValueOrDie(InMemoryDatasetFromBatches(std::move(batches))),
-                         {.key_process_thread_num = 2, .prefetch_batches = 2}));
-    FeedList feeds;
-    while (ValueOrDie(stage->Next(&feeds))) {
-      steps.push_back(ValueOrDie(session->Run(feeds, fetches)));
-    }
-  }
-  *session_out = std::move(session);
-  return steps;
-}
-
 // Two separate sparse_lookup calls of one table with access_threshold 2: key 7 occurs once in
 // each lookup of the first batch, so the batch holds it twice and admits it; both lookups must
 // read its row. Resolving the lookups one after the other would give the first the default.
 TEST(GroupLookupsTest, SeparateLookupsOfATableAdmitAndReadKeysTogether) {
-  for (Mode mode : {Mode::kInGraph, Mode::kKeyStage}) {
-    SCOPED_TRACE(ModeName(mode));
+  for (KeyMode mode : {KeyMode::kInGraph, KeyMode::kKeyStage}) {
+    SCOPED_TRACE(KeyModeName(mode));
     Graph g;
     Scope s(&g);
     TableConfig c = SmallTable("t", 2);
@@ -71,7 +37,7 @@ TEST(GroupLookupsTest, SeparateLookupsOfATableAdmitAndReadKeysTogether) {
     SparseLookupOptions oa, ob;
     oa.name = "a";
     ob.name = "b";
-    oa.modify_graph = ob.modify_graph = mode == Mode::kKeyStage;
+    oa.modify_graph = ob.modify_graph = mode == KeyMode::kKeyStage;
     Output a =
         ValueOrDie(sparse_lookup(s, t, DatasetColumn(s, "A", DType::kInt64, Shape{2, 1}), oa));
     Output b =
@@ -80,7 +46,7 @@ TEST(GroupLookupsTest, SeparateLookupsOfATableAdmitAndReadKeysTogether) {
         MakeBatch({{"A", Ids(2, 1, {7, 8})}, {"B", Ids(2, 1, {7, 9})}}),
         MakeBatch({{"A", Ids(2, 1, {8, 9})}, {"B", Ids(2, 1, {10, 10})}})};
     std::unique_ptr<Session> session;
-    auto steps = RunBatches(mode, &g, batches, {a, b}, &session);
+    auto steps = RunBatches(mode, &g, batches, {a, b}, {}, &session);
     ASSERT_EQ(steps.size(), 2u);
     EmbeddingTable* table = ValueOrDie(LookupTable(*session, "t"));
     // Batch 1: 7 admitted (two occurrences over both lookups); 8 and 9 (one each) wait.

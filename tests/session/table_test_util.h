@@ -1,10 +1,13 @@
 // table_test_util.h: helpers for the tests of tables in the graph (tests/session/*): building
-// id tensors, reading rows, running a step. Header-only; single-threaded.
+// id tensors and batches, running batches in the graph or through the key stage. Header-only;
+// single-threaded.
 #ifndef RECSDK_TESTS_SESSION_TABLE_TEST_UTIL_H_
 #define RECSDK_TESTS_SESSION_TABLE_TEST_UTIL_H_
 
 #include <cstdlib>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -38,6 +41,50 @@ inline TableConfig SmallTable(const std::string& name, int dim, int64_t vocab = 
   c.device_vocabulary_size = vocab;
   c.initializer = Initializer::Uniform(-0.5, 0.5, 7);
   return c;
+}
+
+// MakeBatch: a Batch of the given columns.
+inline Batch MakeBatch(const std::vector<std::pair<std::string, Tensor>>& columns) {
+  Batch b;
+  for (const auto& [name, t] : columns) EXPECT_TRUE(b.AddColumn(name, t).ok()) << name;
+  return b;
+}
+
+// KeyMode: where a test's lookups run: in the graph (dataset columns fed by BatchFeeds), or
+// ModifyGraph moves them to the key stage.
+enum class KeyMode { kInGraph, kKeyStage };
+inline const char* KeyModeName(KeyMode m) {
+  return m == KeyMode::kInGraph ? "in-graph" : "key stage";
+}
+
+// RunBatches: runs `fetches` and `targets` once per batch, in `mode`. Returns the fetched tensors
+// per step; *session_out keeps the session for inspecting its tables.
+inline std::vector<std::vector<Tensor>> RunBatches(KeyMode mode, Graph* graph,
+                                                   std::vector<Batch> batches,
+                                                   const std::vector<TensorName>& fetches,
+                                                   const std::vector<TensorName>& targets,
+                                                   std::unique_ptr<Session>* session_out) {
+  std::vector<std::vector<Tensor>> steps;
+  if (mode == KeyMode::kKeyStage) {
+    auto moved = ModifyGraph(graph);
+    EXPECT_TRUE(moved.ok()) << moved.status();
+  }
+  auto session = ValueOrDie(Session::Create(*graph));
+  if (mode == KeyMode::kInGraph) {
+    for (const Batch& b : batches) {
+      steps.push_back(ValueOrDie(session->Run(BatchFeeds(*graph, b), fetches, targets)));
+    }
+  } else {
+    auto stage = ValueOrDie(
+        StartAscPipeline(*session, ValueOrDie(InMemoryDatasetFromBatches(std::move(batches))),
+                         {.key_process_thread_num = 2, .prefetch_batches = 2}));
+    FeedList feeds;
+    while (ValueOrDie(stage->Next(&feeds))) {
+      steps.push_back(ValueOrDie(session->Run(feeds, fetches, targets)));
+    }
+  }
+  *session_out = std::move(session);
+  return steps;
 }
 
 inline std::string TempDir() {
