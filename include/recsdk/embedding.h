@@ -169,6 +169,15 @@ StatusOr<std::vector<Output>> sparse_lookup(const Scope& scope, const SparseTabl
                                             const FeatureSpec* timestamp_spec,
                                             const SparseLookupOptions& options = {});
 
+// PaddingMask: the [B, n] float32 mask of the ids behind a sparse_lookup result (an Output it
+// returned, pooled or not): 0 where the id is one of the table's padding_keys or its sample is
+// masked out by SparseLookupOptions::mask, 1 elsewhere, so a model can exclude padding from what
+// it computes. Tables created with padding_keys_mask = true produce it in every lookup (a second
+// output of the "<name>" gather op, in the graph and in key-stage mode alike); for other tables,
+// or an Output that is not a lookup result, InvalidArgument. Cheap: the mask is computed with the
+// gather from the rows it already has. It has no gradient.
+StatusOr<Output> PaddingMask(const Output& lookup_result);
+
 // SparseGrad: the gradient of one lookup: per unique row, the sum of the gradients of the ids
 // that map to it ([U, dim] float32), with the rows ([U] int32 row ids; sentinels train nothing).
 struct SparseGrad {

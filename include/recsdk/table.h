@@ -69,8 +69,8 @@ struct TableConfig {
   std::string all2all_gradients_op = "sum";
   // padding_keys: keys that always read as zeros, never get a row and never train. Default none.
   std::vector<int64_t> padding_keys;
-  // padding_keys_mask: whether lookups also produce a [batch, n] mask (0 for padding keys, 1
-  // otherwise), see PaddingMask. Default false.
+  // padding_keys_mask: whether sparse_lookup also produces a [batch, n] float32 mask (0 for
+  // padding keys, 1 otherwise), read with PaddingMask(lookup_result) (embedding.h). Default false.
   bool padding_keys_mask = false;
   // serving_default_value: what every element of a not-admitted (or, in evaluation, unknown) key
   // reads as. Finite; default 0.

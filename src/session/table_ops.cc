@@ -351,6 +351,10 @@ Status GatherShape(InferenceContext& c) {
     const Shape& s = c.input_shape(i);
     c.AddOutput(DType::kFloat32, combiner ? Shape{s.dim(0), dim} : Shape{s.dim(0), s.dim(1), dim});
   }
+  // With padding_mask, per feature the [B, n] mask of its ids follows the embeddings.
+  if (c.BoolAttr("padding_mask")) {
+    for (int i = 2; i < 2 + k; ++i) c.AddOutput(DType::kFloat32, c.input_shape(i));
+  }
   return absl::OkStatus();
 }
 
@@ -466,6 +470,10 @@ Status TableGatherKernel(OpKernelContext& ctx) {
     } else {
       RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(f, Shape{b, dim}));
       RECSDK_RETURN_IF_ERROR(table.GatherPooled(rows, idx, b, n, *combiner, out->data<float>()));
+    }
+    if (ctx.node().BoolAttr("padding_mask")) {
+      RECSDK_ASSIGN_OR_RETURN(Tensor * mask, ctx.allocate_output(k + f, Shape{b, n}));
+      table.PaddingMask(rows, idx, mask->data<float>());
     }
   }
   return absl::OkStatus();
@@ -833,12 +841,14 @@ StatusOr<std::vector<Output>> BuildLookup(const Scope& scope, const SparseTable&
   if (keys == nullptr) return scope.status();
   std::vector<Output> gather_in = {table.handle(), Output(keys, 0)};
   for (int64_t f = 0; f < k; ++f) gather_in.emplace_back(keys, static_cast<int>(1 + f));
-  Node* gather = scope.WithOpName(name).AddNode(internal::kTableGatherOp, gather_in,
-                                                {{"table_name", table.table_name()},
-                                                 {"num_features", k},
-                                                 {"dim", int64_t{table.dim()}},
-                                                 {"combiner", combiner},
-                                                 {"is_grad", options.is_grad}});
+  Node* gather =
+      scope.WithOpName(name).AddNode(internal::kTableGatherOp, gather_in,
+                                     {{"table_name", table.table_name()},
+                                      {"num_features", k},
+                                      {"dim", int64_t{table.dim()}},
+                                      {"combiner", combiner},
+                                      {"is_grad", options.is_grad},
+                                      {"padding_mask", thresholds.config.padding_keys_mask}});
   if (gather == nullptr) return scope.status();
   CommitThresholds(thresholds);
   Graph* g = scope.graph();
@@ -920,6 +930,25 @@ StatusOr<std::vector<Output>> sparse_lookup(const Scope& scope, const SparseTabl
   return BuildLookup(scope, table, ids, o, weights, std::move(settings));
 }
 
+StatusOr<Output> PaddingMask(const Output& lookup_result) {
+  const Node* n = lookup_result.node;
+  if (n == nullptr || n->type() != internal::kTableGatherOp ||
+      lookup_result.index >= n->IntAttr("num_features", 1)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "PaddingMask: \"{}\" is not a result of sparse_lookup; pass an Output sparse_lookup "
+        "returned",
+        lookup_result.valid() ? lookup_result.name() : std::string("(invalid)")));
+  }
+  if (!n->BoolAttr("padding_mask")) {
+    return absl::InvalidArgumentError(fmt::format(
+        "PaddingMask: sparse_lookup \"{}\" of table \"{}\" has no padding mask because the "
+        "table's padding_keys_mask is false; create the table with padding_keys_mask = true",
+        n->name(), n->StringAttr("table_name")));
+  }
+  return Output(const_cast<Node*>(n),
+                static_cast<int>(n->IntAttr("num_features", 1)) + lookup_result.index);
+}
+
 StatusOr<std::vector<SparseGrad>> ComputeSparseGradients(const Scope& scope, Output loss,
                                                          const std::vector<SparseTable>& tables) {
   if (!scope.ok()) return scope.status();
@@ -936,7 +965,9 @@ StatusOr<std::vector<SparseGrad>> ComputeSparseGradients(const Scope& scope, Out
       continue;
     }
     lookups.push_back(n);
-    for (int o = 0; o < n->num_outputs(); ++o) xs.push_back(n->output(o));
+    // The embeddings only: padding masks (the outputs after them) have no gradient.
+    const int k = static_cast<int>(n->IntAttr("num_features", 1));
+    for (int o = 0; o < k; ++o) xs.push_back(n->output(o));
   }
   if (lookups.empty()) {
     return absl::InvalidArgumentError(
@@ -948,7 +979,7 @@ StatusOr<std::vector<SparseGrad>> ComputeSparseGradients(const Scope& scope, Out
   size_t next = 0;
   const Scope s = scope.NewSubScope("sparse_gradients");
   for (Node* n : lookups) {
-    const int k = n->num_outputs();
+    const int k = static_cast<int>(n->IntAttr("num_features", 1));
     std::vector<Output> restore, gs;
     for (int f = 0; f < k; ++f) {
       const Output& grad = grads[next++];

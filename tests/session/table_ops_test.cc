@@ -13,6 +13,8 @@ namespace recsdk {
 namespace {
 
 using testing::Ids;
+using testing::KeyMode;
+using testing::KeyModeName;
 using testing::SmallTable;
 using testing::ValueOrDie;
 
@@ -295,6 +297,71 @@ TEST(TableOpsTest, EvalLookupIsSafeBesideATrainingLookupThatGrowsTheIndex) {
         << "round " << round;
     EXPECT_EQ(ValueOrDie(LookupTable(*session, "t"))->size(), kKnown + kFresh);
   }
+}
+
+TEST(TableOpsTest, PaddingMaskMarksPaddingKeysInBothModes) {
+  for (KeyMode mode : {KeyMode::kInGraph, KeyMode::kKeyStage}) {
+    SCOPED_TRACE(KeyModeName(mode));
+    Graph g;
+    Scope s(&g);
+    TableConfig c = SmallTable("t", 2);
+    c.padding_keys = {-1, 0};
+    c.padding_keys_mask = true;
+    SparseTable t = ValueOrDie(create_table(s, c, SparseOptimizerConfig::SGD(0.5f)));
+    Output ids = DatasetColumn(s, "ids", DType::kInt64, Shape{3, 2});
+    SparseLookupOptions o;
+    o.modify_graph = mode == KeyMode::kKeyStage;
+    o.mask = DatasetColumn(s, "mask", DType::kFloat32, Shape{3});
+    Output emb = ValueOrDie(sparse_lookup(s, t, ids, o));
+    SparseLookupOptions pooled = o;
+    pooled.name = "pooled";
+    pooled.combiner = Combiner::kMean;
+    Output mean = ValueOrDie(sparse_lookup(s, t, ids, pooled));
+    Output mask = ValueOrDie(PaddingMask(emb));
+    Output pooled_mask = ValueOrDie(PaddingMask(mean));
+    EXPECT_EQ(mask.shape(), (Shape{3, 2}));
+    EXPECT_EQ(mask.dtype(), DType::kFloat32);
+    // The mask takes part in the model (it has no gradient) while the embeddings train.
+    Output loss = ops::Add(s, ops::ReduceSum(s, emb), ops::ReduceSum(s, ops::Mul(s, mean, mean)));
+    loss = ops::Add(s, loss, ops::ReduceSum(s, mask));
+    Node* train = ValueOrDie(SparseMinimize(s, loss));
+    ASSERT_TRUE(s.ok()) << s.status();
+    // Sample 2 is masked out: its ids read zeros and its mask is 0 whatever the keys.
+    Batch batch = testing::MakeBatch(
+        {{"ids", Ids(3, 2, {5, -1, 0, 7, 7, 9})}, {"mask", Tensor::Vector<float>({1, 1, 0})}});
+    std::unique_ptr<Session> session;
+    auto steps = testing::RunBatches(mode, &g, {batch}, {mask, pooled_mask, emb, loss}, {train},
+                                     &session, {GetOrCreateGlobalStep(s).initializer()});
+    ASSERT_EQ(steps.size(), 1u);
+    const std::vector<float> want = {1, 0, 0, 1, 0, 0};
+    for (int i : {0, 1}) {
+      ASSERT_EQ(steps[0][i].num_elements(), 6);
+      EXPECT_EQ(std::vector<float>(steps[0][i].data<float>(), steps[0][i].data<float>() + 6), want)
+          << (i == 0 ? "unpooled" : "pooled");
+    }
+    EmbeddingTable* table = ValueOrDie(LookupTable(*session, "t"));
+    EXPECT_EQ(table->size(), 2);  // 5 and 7; padding keys and the masked sample get no row
+    EXPECT_EQ(table->FindRow(9), EmbeddingTable::kDefaultRow);
+    EXPECT_EQ(steps[0][2].data<float>()[2], 0.0f);  // padding key -1 reads zeros
+  }
+}
+
+TEST(TableOpsTest, PaddingMaskNeedsPaddingKeysMaskAndALookupResult) {
+  Graph g;
+  Scope s(&g);
+  TableConfig c = SmallTable("no_mask", 2);
+  c.padding_keys = {-1};
+  SparseTable t = ValueOrDie(create_table(s, c, SparseOptimizerConfig::SGD(0.5f)));
+  Output ids = ops::Placeholder(s, DType::kInt64, Shape{1, 2});
+  Output emb = ValueOrDie(sparse_lookup(s, t, ids));
+  EXPECT_EQ(emb.node->num_outputs(), 1);  // no mask output unless asked for
+  auto no_mask = PaddingMask(emb);
+  EXPECT_EQ(no_mask.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(no_mask.status().message().find("padding_keys_mask"), std::string_view::npos)
+      << no_mask.status();
+  EXPECT_NE(no_mask.status().message().find("no_mask"), std::string_view::npos);
+  EXPECT_EQ(PaddingMask(ids).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PaddingMask(Output()).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(TableOpsTest, CreateTableErrors) {

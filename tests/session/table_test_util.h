@@ -57,19 +57,23 @@ inline const char* KeyModeName(KeyMode m) {
   return m == KeyMode::kInGraph ? "in-graph" : "key stage";
 }
 
-// RunBatches: runs `fetches` and `targets` once per batch, in `mode`. Returns the fetched tensors
-// per step; *session_out keeps the session for inspecting its tables.
+// RunBatches: runs `init` once, then `fetches` and `targets` once per batch, in `mode`. Returns
+// the fetched tensors per step; *session_out keeps the session for inspecting its tables.
 inline std::vector<std::vector<Tensor>> RunBatches(KeyMode mode, Graph* graph,
                                                    std::vector<Batch> batches,
                                                    const std::vector<TensorName>& fetches,
                                                    const std::vector<TensorName>& targets,
-                                                   std::unique_ptr<Session>* session_out) {
+                                                   std::unique_ptr<Session>* session_out,
+                                                   const std::vector<TensorName>& init = {}) {
   std::vector<std::vector<Tensor>> steps;
   if (mode == KeyMode::kKeyStage) {
     auto moved = ModifyGraph(graph);
     EXPECT_TRUE(moved.ok()) << moved.status();
   }
   auto session = ValueOrDie(Session::Create(*graph));
+  if (!init.empty()) {
+    EXPECT_TRUE(session->Run({}, {}, init).ok());
+  }
   if (mode == KeyMode::kInGraph) {
     for (const Batch& b : batches) {
       steps.push_back(ValueOrDie(session->Run(BatchFeeds(*graph, b), fetches, targets)));
