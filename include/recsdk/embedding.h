@@ -192,6 +192,16 @@ struct SparseGrad {
 StatusOr<std::vector<SparseGrad>> ComputeSparseGradients(
     const Scope& scope, Output loss, const std::vector<SparseTable>& tables = {});
 
+// SparseGradForLocalEmb: the SparseGrad of one lookup result from `grad` = d loss / d local_emb,
+// for code written the spec's way: local_emb is an entry of the kSparseLookupLocalEmb collection
+// (what tf.gradients(loss, emb) takes) and `grad` its gradient (Gradients in gradients.h); the
+// result sums `grad` per unique row, and its unique_rows is the lookup's kSparseLookupIdOffset
+// entry (the addresses). ApplySparseGradients of it is the spec's
+// sparse_optimizer.apply_gradients([grad, addr]): with a by-address optimizer (which
+// use_dynamic_expansion needs) the rows are updated through their addresses. InvalidArgument
+// when local_emb is not a lookup result or grad does not match its shape.
+StatusOr<SparseGrad> SparseGradForLocalEmb(const Scope& scope, Output local_emb, Output grad);
+
 // ApplySparseGradients: one TableApply per table: gradients of several lookups of a table are
 // summed per row first, then the table's optimizer updates each touched row once with step
 // global_step + 1 (LazyAdam's bias correction). The apply runs after every lookup of the table

@@ -1001,6 +1001,35 @@ StatusOr<std::vector<SparseGrad>> ComputeSparseGradients(const Scope& scope, Out
   return out;
 }
 
+StatusOr<SparseGrad> SparseGradForLocalEmb(const Scope& scope, Output local_emb, Output grad) {
+  if (!scope.ok()) return scope.status();
+  Node* n = local_emb.node;
+  if (n == nullptr || n->type() != internal::kTableGatherOp ||
+      local_emb.index >= n->IntAttr("num_features", 1)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "SparseGradForLocalEmb: \"{}\" is not a lookup result; pass an entry of the {} "
+        "collection",
+        local_emb.valid() ? local_emb.name() : std::string("(invalid)"), kSparseLookupLocalEmb));
+  }
+  if (!grad.valid() || grad.dtype() != DType::kFloat32 ||
+      !grad.shape().IsCompatibleWith(local_emb.shape())) {
+    return absl::InvalidArgumentError(fmt::format(
+        "SparseGradForLocalEmb: the gradient of \"{}\" must be float32 {} like it, got {}",
+        local_emb.name(), local_emb.shape().ToString(),
+        grad.valid() ? fmt::format("{} {}", DTypeName(grad.dtype()), grad.shape().ToString())
+                     : std::string("an invalid output")));
+  }
+  const Scope s = scope.NewSubScope("sparse_gradients");
+  Node* agg = s.WithOpName(local_emb.node->name())
+                  .AddNode(internal::kTableGradAggregateOp,
+                           {n->input(1), n->input(2 + local_emb.index), grad},
+                           {{"num_features", int64_t{1}},
+                            {"dim", n->IntAttr("dim")},
+                            {"combiner", n->StringAttr("combiner")}});
+  if (agg == nullptr) return scope.status();
+  return SparseGrad{n->StringAttr("table_name"), n->input(1), Output(agg, 0), n};
+}
+
 StatusOr<Node*> ApplySparseGradients(const Scope& scope, const std::vector<SparseGrad>& grads,
                                      const SparseApplyOptions& options) {
   if (!scope.ok()) return scope.status();
