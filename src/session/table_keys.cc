@@ -7,6 +7,7 @@
 // once); ResolveTableKeys needs the table's resolve_mu (see table_ops.h).
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 #include "fmt/format.h"
 #include "src/common/status_macros.h"
@@ -136,16 +137,22 @@ Status PrepareTableKeys(const std::vector<LookupBatch>& lookups, TableKeyWork* w
         std::find(work->key_times.begin(), work->key_times.end(), kNoTime) != work->key_times.end();
   }
 
-  // Each lookup's own unique keys (in its order of first occurrence) and restore indices.
-  std::vector<uint32_t> local(num_unique);
-  std::vector<uint32_t> stamp(num_unique, 0);
+  // Each lookup's own unique keys (in its order of first occurrence) and restore indices. A lone
+  // lookup's are the dedup's own, so it skips the mapping.
+  const bool alone = lookups.size() == 1;
+  std::vector<uint32_t> local(alone ? 0 : num_unique);
+  std::vector<uint32_t> stamp(alone ? 0 : num_unique, 0);
   for (size_t p = 0; p < lookups.size(); ++p) {
     const LookupBatch& l = lookups[p];
     const LookupAttrs& a = *l.attrs;
     TableKeyWork::Part& part = work->parts[p];
     const uint32_t mark = static_cast<uint32_t>(p + 1);
     part.unique.clear();
-    for (size_t i = part.first_key; i < part.first_key + part.num_keys; ++i) {
+    if (alone) {
+      part.unique.resize(num_unique);
+      std::iota(part.unique.begin(), part.unique.end(), 0u);
+    }
+    for (size_t i = part.first_key; !alone && i < part.first_key + part.num_keys; ++i) {
       const uint32_t u = restore[i];
       if (stamp[u] != mark) {
         stamp[u] = mark;
@@ -174,8 +181,13 @@ Status PrepareTableKeys(const std::vector<LookupBatch>& lookups, TableKeyWork* w
           std::fill(out + b * n, out + (b + 1) * n, padding_slot);
           continue;
         }
-        for (int64_t j = 0; j < n; ++j)
-          out[b * n + j] = static_cast<int32_t>(local[restore[pos++]]);
+        if (alone) {
+          for (int64_t j = 0; j < n; ++j) out[b * n + j] = static_cast<int32_t>(restore[pos++]);
+        } else {
+          for (int64_t j = 0; j < n; ++j) {
+            out[b * n + j] = static_cast<int32_t>(local[restore[pos++]]);
+          }
+        }
       }
       part.restore.push_back(std::move(r));
     }
