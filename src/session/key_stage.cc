@@ -225,24 +225,29 @@ Status KeyStage::Impl::ProcessKeys(int64_t seq, const Batch& batch, FeedList* fe
     }
     if (status.ok()) {
       EmbeddingTable* emb = table.resource->table();
-      int64_t oldest = std::numeric_limits<int64_t>::max();
       for (size_t g = 0; g < table.groups.size() && status.ok(); ++g) {
         TableKeyWork& w = work[t][g];
-        if (table.groups[g].is_train) {
-          std::unique_lock<std::shared_mutex> resolve_lock(table.resource->resolve_mu);
-          status = internal::ResolveTableKeys(emb, LookupMode::kTrain, &w);
+        const bool train = table.groups[g].is_train;
+        // Runs under the resolve lock, and records the batch's oldest key time before the lock
+        // goes: AfterStep takes every resolve lock, so it always sees (and protects) these rows.
+        auto resolve = [&] {
+          status =
+              internal::ResolveTableKeys(emb, train ? LookupMode::kTrain : LookupMode::kEval, &w);
+          if (!status.ok()) return;
+          int64_t oldest = w.has_time ? w.min_time : std::numeric_limits<int64_t>::max();
           if (!w.has_time || w.has_untimed_lookup) oldest = std::min(oldest, emb->data_time());
+          std::lock_guard<std::mutex> lock(mu);
+          auto [it, inserted] = table.inflight_time.try_emplace(seq, oldest);
+          it->second = std::min(it->second, oldest);
+        };
+        if (train) {
+          std::unique_lock<std::shared_mutex> resolve_lock(table.resource->resolve_mu);
+          resolve();
         } else {
           std::shared_lock<std::shared_mutex> resolve_lock(table.resource->resolve_mu);
-          status = internal::ResolveTableKeys(emb, LookupMode::kEval, &w);
-          if (!w.has_time || w.has_untimed_lookup) oldest = std::min(oldest, emb->data_time());
+          resolve();
         }
-        if (w.has_time) oldest = std::min(oldest, w.min_time);
         keys.fetch_add(static_cast<int64_t>(w.keys.size()), std::memory_order_relaxed);
-      }
-      if (status.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        table.inflight_time[seq] = oldest;
       }
     }
     {

@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "fmt/format.h"
+#include "src/common/check.h"
 #include "src/common/status_macros.h"
 #include "src/session/table_ops.h"
 
@@ -56,6 +57,8 @@ int64_t WeightOf(const LookupAttrs& a, size_t feature) {
 Status PrepareTableKeys(const std::vector<LookupBatch>& lookups, TableKeyWork* work) {
   bool weighted = false, any_timestamps = false;
   for (const LookupBatch& l : lookups) {
+    RECSDK_DCHECK(l.attrs->table_name == work->table_name);
+    RECSDK_DCHECK(l.attrs->is_train == lookups.front().attrs->is_train);
     RECSDK_RETURN_IF_ERROR(CheckTensors(l));
     for (int64_t w : l.attrs->feature_weights) weighted |= w != 1;
     any_timestamps |= l.timestamps != nullptr;
