@@ -25,12 +25,16 @@ struct FeatureSpec {
   // index_key: the name of the dataset column (Batch column) holding this feature's ids, or the
   // timestamps when is_timestamp is true. Default "" means the column is named `name`.
   std::string index_key;
-  // access_threshold: admission threshold, in accesses. -1 (default) disables admission; >= 0
-  // admits a new key once it has been seen that many times. Below -1 is an error.
+  // access_threshold: admission threshold, in accesses. -1 (default) sets no admission; >= 0
+  // admits a new key once its (weighted) access count reaches it. Below -1 is an error.
+  // Admission is per table: sparse_lookup makes this the threshold of the feature's table, and
+  // every spec (or TableConfig, or access_and_evict_config) that sets one for the table must set
+  // the same; -1 leaves it to them.
   int64_t access_threshold = -1;
   // eviction_threshold: eviction threshold, in seconds since a key was last seen. -1 (default)
-  // disables eviction; >= 0 evicts keys idle that long. Below -1 is an error. Eviction needs
-  // admission (access_threshold >= 0) and a timestamp spec in the same feature list.
+  // sets no eviction; >= 0 evicts keys idle that long. Below -1 is an error. Eviction needs
+  // admission (access_threshold >= 0) and a timestamp spec in the same feature list. Per table,
+  // like access_threshold.
   int64_t eviction_threshold = -1;
   // is_timestamp: true when this spec describes the dataset's timestamp column (int64 seconds),
   // which eviction reads; such a spec has no table and no thresholds. Default false.
@@ -40,7 +44,8 @@ struct FeatureSpec {
   int64_t batch_size = 0;
   // faae_coefficient: feature admission and eviction coefficient, the weight one access of this
   // feature adds to a key's access count (so a feature seen in a heavier slot is admitted
-  // sooner). Default 1; must be >= 1.
+  // sooner; a key seen once here counts faae_coefficient). Per feature, unlike the thresholds.
+  // Default 1; must be >= 1.
   int64_t faae_coefficient = 1;
 
   // EffectiveIndexKey: index_key, or name when index_key is empty.
