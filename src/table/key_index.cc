@@ -103,6 +103,18 @@ bool KeyIndex::Insert(int64_t key, uint32_t row) {
   }
 }
 
+size_t KeyIndex::InsertBatch(const int64_t* keys, const uint32_t* rows, size_t n) {
+  Reserve(size_ + n);
+  constexpr size_t kAhead = 16;
+  for (size_t i = 0; i < std::min(n, kAhead); ++i) PrefetchWrite(SlotAt(Home(keys[i])));
+  size_t added = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) PrefetchWrite(SlotAt(Home(keys[i + kAhead])));
+    added += Insert(keys[i], rows[i]);
+  }
+  return added;
+}
+
 bool KeyIndex::Erase(int64_t key) {
   uint64_t i = Home(key);
   for (;;) {

@@ -39,6 +39,10 @@ class KeyIndex {
 
   // Insert: adds key -> row; returns false (and changes nothing) when the key is present.
   bool Insert(int64_t key, uint32_t row);
+  // InsertBatch: Insert(keys[i], rows[i]) for i < n, growing once up front and with the home
+  // slots of later keys prefetched (an insert into a large index is a cache miss, like a
+  // lookup). Returns how many keys were new.
+  size_t InsertBatch(const int64_t* keys, const uint32_t* rows, size_t n);
   // Erase: removes key; returns false when absent.
   bool Erase(int64_t key);
   // Reserve: grows so that `expected` entries fit under kMaxLoad. O(size) when it grows.

@@ -324,14 +324,18 @@ class TableImpl final : public EmbeddingTable {
       p.timestamp = std::max(p.timestamp, time_of(pending[j]));
     }
     if (!admit.empty()) {
-      index_->Reserve(index_->size() + admit.size());
-      for (uint32_t i : admit) {
+      std::vector<int64_t> admit_keys(admit.size());
+      std::vector<uint32_t> admit_rows(admit.size());
+      for (size_t j = 0; j < admit.size(); ++j) {
+        const uint32_t i = admit[j];
         if (admitting_ && !pending_.empty()) pending_.erase(keys[i]);
         const uint32_t row = AllocateRow();
-        index_->Insert(keys[i], row);
         rows[i] = row;
+        admit_keys[j] = keys[i];
+        admit_rows[j] = row;
         if (evicting_) *Timestamp(row) = std::numeric_limits<int64_t>::min();
       }
+      index_->InsertBatch(admit_keys.data(), admit_rows.data(), admit.size());
       ParallelChunks(admit.size(), 256, [&](size_t b, size_t e) {
         for (size_t j = b; j < e; ++j) InitRow(rows[admit[j]], keys[admit[j]]);
       });
