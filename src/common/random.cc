@@ -7,7 +7,7 @@
 namespace recsdk::internal {
 namespace {
 
-ZigguratTables BuildZiggurat() {
+ZigguratTables MakeZiggurat() {
   constexpr int kLayers = 128;
   constexpr double r = ZigguratTables::kTail;
   constexpr double v = 9.91256303526217e-3;  // area of each layer (and of the base with tail)
@@ -32,9 +32,9 @@ ZigguratTables BuildZiggurat() {
 
 }  // namespace
 
-const ZigguratTables& Ziggurat() {
-  static const ZigguratTables tables = BuildZiggurat();
-  return tables;
+const ZigguratTables* BuildZiggurat() {
+  static const ZigguratTables tables = MakeZiggurat();
+  return &tables;
 }
 
 }  // namespace recsdk::internal

@@ -46,6 +46,32 @@ TEST(RandomTest, PhiloxStreamsArePureFunctionsOfKeyAndStream) {
   EXPECT_LT(same_d, 2);
 }
 
+TEST(RandomTest, StreamWordsAreThoseOfConsecutivePhiloxCounters) {
+  // The stream computes several blocks at once after its first; the words must not change.
+  PhiloxStream s(0x1234567890ull, 42);
+  for (uint64_t counter = 0; counter < 100; ++counter) {
+    const std::array<uint32_t, 4> block = Philox4x32(0x1234567890ull, counter, 42);
+    for (uint32_t w : block) ASSERT_EQ(s.NextBits(), w) << "counter " << counter;
+  }
+  // The SIMD specialisation, crossing into the counter's high word.
+  uint32_t four[16];
+  Philox4x32Blocks<4>(7, 0xFFFFFFFEull, 0x123456789ull, four);
+  for (int b = 0; b < 4; ++b) {
+    const std::array<uint32_t, 4> block = Philox4x32(7, 0xFFFFFFFEull + b, 0x123456789ull);
+    for (int w = 0; w < 4; ++w) EXPECT_EQ(four[4 * b + w], block[w]) << b;
+  }
+}
+
+TEST(RandomTest, PhiloxMatchesTheKnownAnswer) {
+  // Philox4x32-10 known-answer vector (Salmon et al., Random123 kat_vectors): counter
+  // {0, 0, 0, 0}, key {0, 0} -> {6627e8d5, e169c58d, bc57ac4c, 9b00dbd8}.
+  const std::array<uint32_t, 4> r = Philox4x32(0, 0, 0);
+  EXPECT_EQ(r[0], 0x6627e8d5u);
+  EXPECT_EQ(r[1], 0xe169c58du);
+  EXPECT_EQ(r[2], 0xbc57ac4cu);
+  EXPECT_EQ(r[3], 0x9b00dbd8u);
+}
+
 TEST(RandomTest, ZigguratNormalHasTheStandardNormalDistribution) {
   constexpr int kN = 2000000;
   const std::vector<double> v = Draw(kN, 1234, false);
