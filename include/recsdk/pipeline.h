@@ -71,6 +71,14 @@ struct KeyStageOptions {
   // prefetch_batches: how many batches the stage may hold ahead of the training loop
   // (prepared or being prepared); >= 1. Default 2. Memory grows with it, never beyond it.
   int prefetch_batches = 2;
+  // worker_nice: the scheduling niceness (Linux) the stage's threads run at, 0..19; default 10.
+  // The stage runs ahead, so it can wait; the step cannot. When the compute keeps every core
+  // busy, a niced stage takes its CPU time in the gaps instead of preempting a compute thread
+  // (which stalls the whole parallel op). On a 2-core machine this took the live pipeline's
+  // step-time cost from ~1.10 to ~1.05 of pre-materialised batches (benchmarks/
+  // pipeline_e2e_bench.cc). 0 keeps the caller's priority. Ignored where threads have no nice
+  // value (non-Linux).
+  int worker_nice = 10;
 };
 
 // KeyStage: the running pipeline of one Session and one Dataset.

@@ -17,6 +17,12 @@
 // Invariant (DESIGN.md): the stage never frees a row a prepared batch refers to. It only inserts
 // rows (Resolve); eviction runs through AfterStep, which caps the eviction cutoff below the
 // oldest timestamp of every batch resolved but not yet consumed.
+#if defined(__linux__)
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <charconv>
@@ -272,6 +278,12 @@ Status KeyStage::Impl::ProcessKeys(int64_t seq, const Batch& batch, FeedList* fe
 }
 
 void KeyStage::Impl::Worker() {
+#if defined(__linux__)
+  if (options.worker_nice > 0) {
+    // Per thread on Linux; a failure (e.g. a sandbox that forbids it) leaves the priority as is.
+    (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), options.worker_nice);
+  }
+#endif
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu);
@@ -358,6 +370,12 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
     return absl::InvalidArgumentError(fmt::format(
         "KeyStage: prefetch_batches {} is below 1; let the stage hold at least 1 batch ahead",
         options.prefetch_batches));
+  }
+  if (options.worker_nice < 0 || options.worker_nice > 19) {
+    return absl::InvalidArgumentError(fmt::format(
+        "KeyStage: worker_nice {} is outside 0..19; use 0 for the caller's priority or up to 19 "
+        "to make the stage yield more to the training step",
+        options.worker_nice));
   }
   if (dataset == nullptr) return absl::InvalidArgumentError("KeyStage: the dataset is null");
   auto impl = std::make_unique<Impl>();

@@ -1,13 +1,16 @@
 // key_stage_test.cc: tests of the key stage and automatic graph modification
 // (src/session/key_stage.cc, src/session/modify_graph.cc): both modes give identical results,
 // masks, eviction never frees rows of prepared batches, errors surface in order, Stop is clean.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "recsdk/recsdk.h"
@@ -316,6 +319,60 @@ TEST(KeyStageTest, KeyProcessThreadNumDefaultsToTheEnvironmentVariable) {
   const Status zero = threads({.key_process_thread_num = 0}).status();
   EXPECT_EQ(zero.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(zero.message().find("key_process_thread_num 0"), std::string_view::npos) << zero;
+}
+
+// The nice values of this process's threads, from /proc (Linux).
+std::vector<int> ThreadNiceValues() {
+  std::vector<int> out;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream f(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    // Fields after the command name, which is in parentheses: state is field 3, nice field 19.
+    std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; i <= 19 && rest >> field; ++i) {
+      if (i == 19) out.push_back(std::stoi(field));
+    }
+  }
+  return out;
+}
+
+TEST(KeyStageTest, WorkersRunAtTheRequestedNicenessAndBadOptionsAreErrors) {
+  Graph g;
+  Scope s(&g);
+  SparseTable t = ValueOrDie(create_table(s, SmallTable("t", 2), SparseOptimizerConfig::SGD(0.1f)));
+  SparseLookupOptions o;
+  o.modify_graph = true;
+  ASSERT_TRUE(sparse_lookup(s, t, DatasetColumn(s, "C1", DType::kInt64, Shape{kBatch, 2}), o).ok());
+  ASSERT_TRUE(ModifyGraph(&g).ok());
+  auto session = ValueOrDie(Session::Create(g));
+#if defined(__linux__)
+  {
+    auto stage = ValueOrDie(StartAscPipeline(*session, Batches(Data(256)),
+                                             {.key_process_thread_num = 2, .worker_nice = 7}));
+    FeedList feeds;
+    ASSERT_TRUE(ValueOrDie(stage->Next(&feeds)));  // both workers have started
+    ASSERT_TRUE(ValueOrDie(stage->Next(&feeds)));
+    const std::vector<int> nice = ThreadNiceValues();
+    EXPECT_EQ(std::count(nice.begin(), nice.end(), 7), 2);
+    EXPECT_EQ(std::count(nice.begin(), nice.end(), 0), static_cast<int64_t>(nice.size()) - 2)
+        << "only the stage's workers are niced";
+  }
+#endif
+  for (int bad : {-1, 20}) {
+    KeyStageOptions options;
+    options.worker_nice = bad;
+    auto stage = StartAscPipeline(*session, Batches(Data(256)), options);
+    ASSERT_FALSE(stage.ok());
+    EXPECT_EQ(stage.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(stage.status().message().find("worker_nice " + std::to_string(bad)),
+              std::string_view::npos)
+        << stage.status();
+  }
+  KeyStageOptions no_prefetch_options;
+  no_prefetch_options.prefetch_batches = 0;
+  auto no_prefetch = StartAscPipeline(*session, Batches(Data(256)), no_prefetch_options);
+  EXPECT_EQ(no_prefetch.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(KeyStageTest, FeatureSpecLookupsRunInTheKeyStage) {
