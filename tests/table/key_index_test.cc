@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "gtest/gtest.h"
@@ -93,6 +94,25 @@ TEST(KeyIndexTest, FindBatchMatchesFind) {
   std::vector<uint32_t> rows(keys.size());
   index.FindBatch(keys.data(), keys.size(), rows.data());
   for (size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(rows[i], index.Find(keys[i]));
+}
+
+TEST(KeyIndexTest, InsertBatchMatchesInsertAndGrowsOnce) {
+  KeyIndex index(16);
+  std::mt19937_64 rng(5);
+  std::vector<int64_t> keys(50000);
+  std::vector<uint32_t> rows(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    keys[i] = static_cast<int64_t>(rng());
+    rows[i] = static_cast<uint32_t>(i);
+  }
+  keys[7] = keys[3];                         // a repeat: the first wins, as with Insert
+  ASSERT_TRUE(index.Insert(keys[10], 999));  // already present: kept
+  EXPECT_EQ(index.InsertBatch(keys.data(), rows.data(), keys.size()), keys.size() - 2);
+  EXPECT_EQ(index.size(), keys.size() - 1);
+  EXPECT_EQ(index.Find(keys[3]), 3u);
+  EXPECT_EQ(index.Find(keys[10]), 999u);
+  for (size_t i = 11; i < keys.size(); ++i) ASSERT_EQ(index.Find(keys[i]), rows[i]) << i;
+  EXPECT_LE(static_cast<double>(index.size()), KeyIndex::kMaxLoad * index.num_slots());
 }
 
 TEST(KeyIndexTest, ClearAndReserve) {
