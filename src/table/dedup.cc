@@ -129,10 +129,21 @@ void AggregateGradients(absl::Span<const uint32_t> restore_index, const float* g
     run(0, nu);
     return;
   }
-  const uint32_t step = (nu + parts - 1) / parts;
-  tbb::parallel_for(uint32_t{0}, parts, [&](uint32_t p) {
-    const uint32_t lo = std::min(nu, p * step), hi = std::min(nu, lo + step);
-    if (lo < hi) run(lo, hi);
+  // Ranges of equal work, not of equal id count: with skewed ids the first ids (the keys seen
+  // first, which are the frequent ones) hold most positions, and equal id ranges left one task
+  // doing nearly all of it (dim 64, Zipf, 2 threads: aggregation was 2/3 of the update).
+  std::vector<uint32_t> per_id(nu, 0);
+  for (uint32_t u : restore_index) ++per_id[u];
+  std::vector<uint32_t> bounds(parts + 1, nu);
+  bounds[0] = 0;
+  uint64_t seen = 0;
+  uint32_t p = 1;
+  for (uint32_t u = 0; u < nu && p < parts; ++u) {
+    seen += per_id[u];
+    while (p < parts && seen * parts >= static_cast<uint64_t>(n) * p) bounds[p++] = u + 1;
+  }
+  tbb::parallel_for(uint32_t{0}, parts, [&](uint32_t t) {
+    if (bounds[t] < bounds[t + 1]) run(bounds[t], bounds[t + 1]);
   });
 }
 
