@@ -283,15 +283,20 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-TEST(KeyStageTest, KeyProcessThreadNumDefaultsToTheEnvironmentVariable) {
+// A session whose graph has one sparse_lookup (table "t", column "C1") moved to the key stage.
+std::unique_ptr<Session> OneKeyStageLookupSession() {
   Graph g;
   Scope s(&g);
   SparseTable t = ValueOrDie(create_table(s, SmallTable("t", 2), SparseOptimizerConfig::SGD(0.1f)));
   SparseLookupOptions o;
   o.modify_graph = true;
-  ASSERT_TRUE(sparse_lookup(s, t, DatasetColumn(s, "C1", DType::kInt64, Shape{kBatch, 2}), o).ok());
-  ASSERT_TRUE(ModifyGraph(&g).ok());
-  auto session = ValueOrDie(Session::Create(g));
+  EXPECT_TRUE(sparse_lookup(s, t, DatasetColumn(s, "C1", DType::kInt64, Shape{kBatch, 2}), o).ok());
+  EXPECT_TRUE(ModifyGraph(&g).ok());
+  return ValueOrDie(Session::Create(g));
+}
+
+TEST(KeyStageTest, KeyProcessThreadNumDefaultsToTheEnvironmentVariable) {
+  auto session = OneKeyStageLookupSession();
   auto threads = [&](const KeyStageOptions& options) -> StatusOr<int> {
     auto stage = StartAscPipeline(*session, Batches(Data(256)), options);
     if (!stage.ok()) return stage.status();
@@ -338,14 +343,7 @@ std::vector<int> ThreadNiceValues() {
 }
 
 TEST(KeyStageTest, WorkersRunAtTheRequestedNicenessAndBadOptionsAreErrors) {
-  Graph g;
-  Scope s(&g);
-  SparseTable t = ValueOrDie(create_table(s, SmallTable("t", 2), SparseOptimizerConfig::SGD(0.1f)));
-  SparseLookupOptions o;
-  o.modify_graph = true;
-  ASSERT_TRUE(sparse_lookup(s, t, DatasetColumn(s, "C1", DType::kInt64, Shape{kBatch, 2}), o).ok());
-  ASSERT_TRUE(ModifyGraph(&g).ok());
-  auto session = ValueOrDie(Session::Create(g));
+  auto session = OneKeyStageLookupSession();
 #if defined(__linux__)
   {
     auto stage = ValueOrDie(StartAscPipeline(*session, Batches(Data(256)),
