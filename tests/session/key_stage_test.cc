@@ -346,12 +346,19 @@ TEST(KeyStageTest, WorkersRunAtTheRequestedNicenessAndBadOptionsAreErrors) {
   auto session = OneKeyStageLookupSession();
 #if defined(__linux__)
   {
-    auto stage = ValueOrDie(StartAscPipeline(*session, Batches(Data(256)),
+    // An endless dataset: the workers never run out of data and exit while the test looks.
+    auto stage = ValueOrDie(StartAscPipeline(*session, ValueOrDie(Repeat(Batches(Data(256)), -1)),
                                              {.key_process_thread_num = 2, .worker_nice = 7}));
     FeedList feeds;
-    ASSERT_TRUE(ValueOrDie(stage->Next(&feeds)));  // both workers have started
     ASSERT_TRUE(ValueOrDie(stage->Next(&feeds)));
-    const std::vector<int> nice = ThreadNiceValues();
+    // Each worker sets its niceness when it starts, which may be after the first batches (one
+    // worker can prepare them all): wait for both, up to a generous bound.
+    std::vector<int> nice;
+    for (int tries = 0; tries < 1000; ++tries) {
+      nice = ThreadNiceValues();
+      if (std::count(nice.begin(), nice.end(), 7) == 2) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     EXPECT_EQ(std::count(nice.begin(), nice.end(), 7), 2);
     EXPECT_EQ(std::count(nice.begin(), nice.end(), 0), static_cast<int64_t>(nice.size()) - 2)
         << "only the stage's workers are niced";
