@@ -17,30 +17,8 @@
 
 namespace recsdk::internal {
 
-// Philox4x32: 4 random 32-bit words for each 128-bit counter under a 64-bit key.
-inline std::array<uint32_t, 4> Philox4x32(uint64_t key, uint64_t counter_lo,
-                                          uint64_t counter_hi = 0) {
-  uint32_t c0 = static_cast<uint32_t>(counter_lo), c1 = static_cast<uint32_t>(counter_lo >> 32);
-  uint32_t c2 = static_cast<uint32_t>(counter_hi), c3 = static_cast<uint32_t>(counter_hi >> 32);
-  uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
-  for (int round = 0; round < 10; ++round) {
-    const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
-    const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
-    const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
-    const uint32_t n1 = static_cast<uint32_t>(p1);
-    const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
-    const uint32_t n3 = static_cast<uint32_t>(p0);
-    c0 = n0;
-    c1 = n1;
-    c2 = n2;
-    c3 = n3;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  return {c0, c1, c2, c3};
-}
-
-// Philox4x32Blocks: Philox4x32 of the kBlocks consecutive counters counter_lo, counter_lo + 1,
+// Philox4x32Blocks: the Philox4x32-10 blocks of the kBlocks consecutive counters counter_lo,
+// counter_lo + 1,
 // ... (same counter_hi) into out[4 * b .. 4 * b + 3], computed side by side: the blocks'
 // rounds are independent, so the multiplies overlap instead of waiting on each other.
 template <int kBlocks>
@@ -75,6 +53,15 @@ inline void Philox4x32Blocks(uint64_t key, uint64_t counter_lo, uint64_t counter
     out[4 * b + 2] = c2[b];
     out[4 * b + 3] = c3[b];
   }
+}
+
+// Philox4x32: 4 random 32-bit words for each 128-bit counter under a 64-bit key (Philox4x32-10,
+// as in Random123; tests/common/random_test.cc checks its known-answer vector).
+inline std::array<uint32_t, 4> Philox4x32(uint64_t key, uint64_t counter_lo,
+                                          uint64_t counter_hi = 0) {
+  std::array<uint32_t, 4> out;
+  Philox4x32Blocks<1>(key, counter_lo, counter_hi, out.data());
+  return out;
 }
 
 #if defined(__SSE2__)
