@@ -202,12 +202,7 @@ struct CriteoParser::FastLineParser {
     // Empty fields (common) take empty_dense by a mask, not a branch.
     const uint32_t m = 0u - static_cast<uint32_t>(empty);
     v &= ~static_cast<uint64_t>(0) + empty;  // 0 when empty
-    float value;
-    if (parser->transform_ == DenseTransform::kLog1p && v < kLog1pTable) {
-      value = parser->log1p_[v];
-    } else {
-      value = parser->Dense(static_cast<int64_t>(v));
-    }
+    const float value = parser->Dense(static_cast<int64_t>(v));
     *out = std::bit_cast<float>((std::bit_cast<uint32_t>(value) & ~m) |
                                 (std::bit_cast<uint32_t>(parser->empty_dense_) & m));
     return true;
@@ -361,18 +356,10 @@ struct CriteoParser::FastLineParser {
                                        _mm256_srli_epi64(quads, 32));
     alignas(32) uint64_t values[4];
     _mm256_store_si256(reinterpret_cast<__m256i*>(values), v);
-    const bool log1p = parser->transform_ == DenseTransform::kLog1p;
     for (int lane = 0; lane < 4; ++lane) {
-      const uint64_t value = values[lane];
-      float x;
-      if (((f.empty_bits >> lane) & 1) != 0) {
-        x = parser->empty_dense_;
-      } else if (log1p && value < kLog1pTable) {
-        x = parser->log1p_[value];
-      } else {
-        x = parser->Dense(static_cast<int64_t>(value));
-      }
-      out[lane] = x;
+      out[lane] = ((f.empty_bits >> lane) & 1) != 0
+                      ? parser->empty_dense_
+                      : parser->Dense(static_cast<int64_t>(values[lane]));
     }
     return true;
   }
