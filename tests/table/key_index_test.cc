@@ -83,6 +83,36 @@ TEST(KeyIndexTest, RandomOpsMatchReference) {
   EXPECT_EQ(visited, ref.size());
 }
 
+// Inserts and erases at the maximum load with no growth: long probe runs that wrap around the
+// end of the slot array, so that erasing has to shift entries back across the wrap.
+TEST(KeyIndexTest, EraseAndInsertAtMaximumLoadMatchReference) {
+  for (const uint64_t capacity : {20u, 1000u, 50000u}) {
+    SCOPED_TRACE(capacity);
+    std::mt19937_64 rng(capacity);
+    KeyIndex index(capacity);
+    const uint64_t slots = index.num_slots();
+    absl::flat_hash_map<int64_t, uint32_t> ref;
+    for (int op = 0; op < 400000; ++op) {
+      const int64_t key = static_cast<int64_t>(rng() % (capacity * 2));
+      if (ref.size() < capacity && (rng() & 1)) {
+        const bool inserted = ref.emplace(key, static_cast<uint32_t>(op)).second;
+        ASSERT_EQ(index.Insert(key, static_cast<uint32_t>(op)), inserted);
+      } else {
+        ASSERT_EQ(index.Erase(key), ref.erase(key) == 1);
+      }
+      if (op % 1000 == 0) {
+        for (const auto& [k, r] : ref) ASSERT_EQ(index.Find(k), r) << k;
+      }
+    }
+    EXPECT_EQ(index.num_slots(), slots);  // never grew
+    EXPECT_EQ(index.size(), ref.size());
+    for (int64_t k = 0; k < static_cast<int64_t>(capacity * 2); ++k) {
+      auto it = ref.find(k);
+      ASSERT_EQ(index.Find(k), it == ref.end() ? KeyIndex::kEmpty : it->second) << k;
+    }
+  }
+}
+
 TEST(KeyIndexTest, FindBatchMatchesFind) {
   KeyIndex index(1000);
   std::vector<int64_t> keys;
