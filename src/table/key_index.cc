@@ -1,39 +1,42 @@
-// key_index.cc: growth, insertion, backward-shift deletion and batched lookups of KeyIndex.
+// key_index.cc: allocation, growth, cuckoo insertion, deletion and batched lookups of KeyIndex.
 // Threading: see key_index.h.
 #include "src/table/key_index.h"
 
+#include <immintrin.h>
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <new>
+#include <utility>
 
 #include "src/common/check.h"
 
 namespace recsdk::internal {
 
 namespace {
-// The slot array is allocated raw and filled with 0xFF bytes: an all-ones row id marks empty.
-// Large arrays get their own mapping with huge pages advised: lookups are random accesses over
-// the whole array, and 4 KiB pages would add a TLB miss to nearly every one.
+// Large bucket arrays get their own mapping (page-aligned, so a group is one page) with huge
+// pages advised; small ones come from the heap, aligned to a line.
 constexpr uint64_t kMapThreshold = 1ull << 21;
+// A cuckoo walk gives up after this many moves and stashes the entry it carries. Walks in a
+// group below ~95% full end in a few moves; this bound only matters for the rare overfull group.
+constexpr int kMaxWalk = 64;
 
-void* AllocateSlots(uint64_t bytes) {
-  void* p;
+void* AllocateBytes(uint64_t bytes) {
   if (bytes >= kMapThreshold) {
-    p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     madvise(p, bytes, MADV_HUGEPAGE);
-  } else {
-    p = std::malloc(std::max<uint64_t>(bytes, 1));
-    if (p == nullptr) throw std::bad_alloc();
+    return p;
   }
-  std::memset(p, 0xFF, bytes);
+  void* p = std::aligned_alloc(64, bytes);
+  if (p == nullptr) throw std::bad_alloc();
   return p;
 }
 
-void FreeSlots(void* p, uint64_t bytes) {
+void FreeBytes(void* p, uint64_t bytes) {
   if (p == nullptr) return;
   if (bytes >= kMapThreshold) {
     munmap(p, bytes);
@@ -43,132 +46,318 @@ void FreeSlots(void* p, uint64_t bytes) {
 }
 }  // namespace
 
-uint64_t KeyIndex::SlotsFor(uint64_t expected) {
-  const uint64_t slots = static_cast<uint64_t>(std::ceil(static_cast<double>(expected) / kMaxLoad));
-  return std::max<uint64_t>(slots + 1, 16);
+// SSE2 (every x86-64): four 16-byte loads per bucket, [k0 k1] [k2 k3] [k4 | r0 r1] [r2 r3 r4 |
+// flags]. A 64-bit compare is a 32-bit compare ANDed with itself with its halves swapped; the key
+// matches are then moved onto their rows' dword lanes, ANDed with row + 1, and ORed together.
+namespace {
+inline __m128i Eq64Sse2(__m128i a, __m128i b) {
+  const __m128i e = _mm_cmpeq_epi32(a, b);
+  return _mm_and_si128(e, _mm_shuffle_epi32(e, _MM_SHUFFLE(2, 3, 0, 1)));
 }
 
-KeyIndex::KeyIndex(uint64_t expected) {
-  num_slots_ = SlotsFor(expected);
-  slots_ = static_cast<Slot*>(AllocateSlots(num_slots_ * kSlotBytes));
+inline __m128i MatchSse2(const void* bucket, __m128i key) {
+  const __m128i* p = static_cast<const __m128i*>(bucket);
+  const __m128i one = _mm_set1_epi32(1);
+  const __m128i k4_r0_r1 = _mm_load_si128(p + 2);
+  const __m128i r2_r3_r4 = _mm_load_si128(p + 3);
+  const __m128i m01 = Eq64Sse2(_mm_load_si128(p), key);
+  const __m128i m23 = Eq64Sse2(_mm_load_si128(p + 1), key);
+  const __m128i m4 = Eq64Sse2(k4_r0_r1, key);
+  // Lanes 2, 3 of the third load are r0, r1: their masks are m01's dwords 0 and 2.
+  const __m128i on_r0_r1 =
+      _mm_and_si128(_mm_shuffle_epi32(m01, _MM_SHUFFLE(2, 0, 0, 0)), _mm_set_epi32(-1, -1, 0, 0));
+  // Lanes 0, 1, 2 of the fourth load are r2, r3, r4: masks m23's dwords 0, 2 and m4's dword 0.
+  const __m128i on_r2_r4 =
+      _mm_and_si128(_mm_castps_si128(_mm_shuffle_ps(_mm_castsi128_ps(m23), _mm_castsi128_ps(m4),
+                                                    _MM_SHUFFLE(0, 0, 2, 0))),
+                    _mm_set_epi32(0, -1, -1, -1));
+  return _mm_or_si128(_mm_and_si128(on_r0_r1, _mm_add_epi32(k4_r0_r1, one)),
+                      _mm_and_si128(on_r2_r4, _mm_add_epi32(r2_r3_r4, one)));
 }
 
-KeyIndex::~KeyIndex() { FreeSlots(slots_, num_slots_ * kSlotBytes); }
+// EmptySse2: bit j set when entry j of the bucket is empty (its row is all ones).
+inline uint32_t EmptySse2(const void* bucket) {
+  const __m128i* p = static_cast<const __m128i*>(bucket);
+  const __m128i ones = _mm_set1_epi32(-1);
+  const int r0_r1 = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_load_si128(p + 2), ones)));
+  const int r2_r4 = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_load_si128(p + 3), ones)));
+  return static_cast<uint32_t>((r0_r1 >> 2) | ((r2_r4 & 7) << 2));
+}
+
+inline uint32_t OrLanes(__m128i v) {
+  v = _mm_or_si128(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 0, 3, 2)));
+  v = _mm_or_si128(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 3, 0, 1)));
+  return static_cast<uint32_t>(_mm_cvtsi128_si32(v));
+}
+}  // namespace
+
+uint64_t KeyIndex::BucketsFor(uint64_t expected) {
+  const double slots = std::ceil(static_cast<double>(expected) / kMaxLoad);
+  const uint64_t buckets = static_cast<uint64_t>(std::ceil(slots / kBucketSlots));
+  // One group of a power of two (at least 4) buckets, or whole groups of kGroupBuckets.
+  if (buckets <= kGroupBuckets) return std::bit_ceil(std::max<uint64_t>(buckets, 4));
+  return (buckets + kGroupBuckets - 1) / kGroupBuckets * kGroupBuckets;
+}
+
+void KeyIndex::Allocate(uint64_t buckets) {
+  buckets_ = static_cast<Bucket*>(AllocateBytes(buckets * sizeof(Bucket)));
+  num_buckets_ = buckets;
+  const uint64_t group = std::min(buckets, kGroupBuckets);
+  RECSDK_DCHECK(std::has_single_bit(group) && buckets % group == 0);
+  group_mask_ = group - 1;
+  num_groups_ = buckets / group;
+  // Keys are set too, though an empty entry's key is never used alone: the branch-free match
+  // reads it, and it must not be indeterminate.
+  std::memset(static_cast<void*>(buckets_), 0xFF, buckets * sizeof(Bucket));
+  for (uint64_t b = 0; b < buckets; ++b) buckets_[b].flags = 0;
+}
+
+KeyIndex::KeyIndex(uint64_t expected) { Allocate(BucketsFor(expected)); }
+
+KeyIndex::~KeyIndex() { FreeBytes(buckets_, num_buckets_ * sizeof(Bucket)); }
 
 void KeyIndex::Clear() {
-  std::memset(static_cast<void*>(slots_), 0xFF, num_slots_ * kSlotBytes);
+  const uint64_t buckets = num_buckets_;
+  FreeBytes(buckets_, buckets * sizeof(Bucket));
+  buckets_ = nullptr;
+  Allocate(buckets);
+  stash_.clear();
   size_ = 0;
 }
 
 void KeyIndex::Reserve(uint64_t expected) {
-  if (static_cast<double>(expected) > kMaxLoad * static_cast<double>(num_slots_)) {
-    Rehash(std::max(SlotsFor(expected), num_slots_ * 2));
+  if (static_cast<double>(expected) > kMaxLoad * static_cast<double>(num_slots())) {
+    Rehash(std::max(BucketsFor(expected), BucketsFor(size_ * 2)));
   }
 }
 
-void KeyIndex::Rehash(uint64_t new_slots) {
-  Slot* old = slots_;
-  const uint64_t old_slots = num_slots_;
-  slots_ = static_cast<Slot*>(AllocateSlots(new_slots * kSlotBytes));
-  num_slots_ = new_slots;
-  for (uint64_t i = 0; i < old_slots; ++i) {
-    const uint32_t row = LoadRow(old + i);
-    if (row == kEmpty) continue;
-    const int64_t key = LoadKey(old + i);
-    uint64_t j = Home(key);
-    while (LoadRow(SlotAt(j)) != kEmpty) {
-      if (++j == num_slots_) j = 0;
+void KeyIndex::Rehash(uint64_t new_buckets) {
+  Bucket* old = buckets_;
+  const uint64_t old_buckets = num_buckets_;
+  absl::flat_hash_map<int64_t, uint32_t> old_stash;
+  old_stash.swap(stash_);
+  Allocate(new_buckets);
+  // The old buckets are read in order; the new ones, random lines, are prefetched for writing
+  // kAhead entries ahead (a ring of located entries), as in InsertBatch.
+  constexpr size_t kAhead = 32;
+  struct Pending {
+    int64_t key;
+    uint32_t row;
+    Place place;
+  };
+  Pending ring[kAhead];
+  size_t queued = 0;
+  auto push = [&](int64_t key, uint32_t row) {
+    Pending& slot = ring[queued++ % kAhead];
+    if (queued > kAhead) PlaceAbsent(slot.place, slot.key, slot.row);
+    slot = {key, row, Locate(key)};
+    PrefetchForInsert(slot.place);
+  };
+  for (uint64_t b = 0; b < old_buckets; ++b) {
+    for (int j = 0; j < kBucketSlots; ++j) {
+      if (old[b].rows[j] != kEmpty) push(old[b].keys[j], old[b].rows[j]);
     }
-    Store(SlotAt(j), key, row);
   }
-  FreeSlots(old, old_slots * kSlotBytes);
+  for (const auto& [key, row] : old_stash) push(key, row);
+  for (size_t i = queued > kAhead ? queued - kAhead : 0; i < queued; ++i) {
+    const Pending& slot = ring[i % kAhead];
+    PlaceAbsent(slot.place, slot.key, slot.row);
+  }
+  FreeBytes(old, old_buckets * sizeof(Bucket));
+}
+
+uint32_t KeyIndex::StashFind(int64_t key) const {
+  auto it = stash_.find(key);
+  return it == stash_.end() ? kEmpty : it->second;
+}
+
+inline uint32_t KeyIndex::FindIn(const Place& p, int64_t key) const {
+  const __m128i k = _mm_set1_epi64x(key);
+  const Bucket& x = buckets_[p.b1];
+  return Resolved(OrLanes(_mm_or_si128(MatchSse2(&x, k), MatchSse2(&buckets_[p.b2], k))), x, key);
+}
+
+uint32_t KeyIndex::Find(int64_t key) const { return FindIn(Locate(key), key); }
+
+void KeyIndex::PrefetchForInsert(const Place& p) const {
+  PrefetchWrite(buckets_ + p.b1);
+  PrefetchWrite(buckets_ + p.b2);
+}
+
+inline void KeyIndex::PlaceAbsent(const Place& p, int64_t key, uint32_t row) {
+  // The emptier of the two buckets, so that both fill evenly and walks stay rare, chosen without
+  // a branch on the buckets' contents: such a branch mispredicts half the time and waits on the
+  // buckets' cache miss, so every insert behind it would wait too.
+  const uint32_t e1 = EmptySse2(&buckets_[p.b1]), e2 = EmptySse2(&buckets_[p.b2]);
+  if (__builtin_expect((e1 | e2) == 0, 0)) return PlaceByWalk(p, key, row);
+  // (A table: baseline x86-64 has no popcnt instruction, and the library call costs more.)
+  static constexpr uint8_t kEmpties[32] = {0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4,
+                                           1, 2, 2, 3, 2, 3, 3, 4, 2, 3, 3, 4, 3, 4, 4, 5};
+  const bool first = kEmpties[e1] >= kEmpties[e2];
+  Bucket& b = buckets_[first ? p.b1 : p.b2];
+  const int j = std::countr_zero(first ? e1 : e2);
+  b.keys[j] = key;
+  b.rows[j] = row;
+}
+
+void KeyIndex::PlaceByWalk(const Place& p, int64_t key, uint32_t row) {
+  // Both buckets full: a random walk. Put the carried entry in a random slot of the current
+  // bucket, and carry the entry it displaces to that entry's other bucket, until one has room.
+  uint64_t bucket = (walk_state_ & 1) ? p.b1 : p.b2;
+  for (int step = 0; step < kMaxWalk; ++step) {
+    walk_state_ ^= walk_state_ << 13;
+    walk_state_ ^= walk_state_ >> 7;
+    walk_state_ ^= walk_state_ << 17;
+    Bucket& b = buckets_[bucket];
+    const int j = static_cast<int>((walk_state_ >> 32) % kBucketSlots);
+    std::swap(key, b.keys[j]);
+    std::swap(row, b.rows[j]);
+    const Place q = Locate(key);
+    bucket = q.b1 == bucket ? q.b2 : q.b1;
+    Bucket& next = buckets_[bucket];
+    if (const uint32_t empty = EmptySse2(&next); empty != 0) {
+      const int free = std::countr_zero(empty);
+      next.keys[free] = key;
+      next.rows[free] = row;
+      return;
+    }
+  }
+  // The walk failed (the group is far fuller than the average): the carried entry is stashed.
+  buckets_[Locate(key).b1].flags |= kStashed;
+  stash_.emplace(key, row);
 }
 
 bool KeyIndex::Insert(int64_t key, uint32_t row) {
-  RECSDK_DCHECK(row != kEmpty);
-  if (static_cast<double>(size_ + 1) > kMaxLoad * static_cast<double>(num_slots_)) {
-    Rehash(num_slots_ * 2);
+  RECSDK_DCHECK(row < kEmpty);
+  Place p = Locate(key);
+  if (FindIn(p, key) != kEmpty) return false;
+  if (static_cast<double>(size_ + 1) > kMaxLoad * static_cast<double>(num_slots())) {
+    Rehash(BucketsFor(size_ * 2));
+    p = Locate(key);
   }
-  uint64_t i = Home(key);
-  for (;;) {
-    Slot* s = SlotAt(i);
-    const uint32_t r = LoadRow(s);
-    if (r == kEmpty) {
-      Store(s, key, row);
-      ++size_;
-      return true;
-    }
-    if (LoadKey(s) == key) return false;
-    if (++i == num_slots_) i = 0;
-  }
+  PlaceAbsent(p, key, row);
+  ++size_;
+  return true;
 }
 
 size_t KeyIndex::InsertBatch(const int64_t* keys, const uint32_t* rows, size_t n) {
   Reserve(size_ + n);
-  constexpr size_t kAhead = 16;
-  for (size_t i = 0; i < std::min(n, kAhead); ++i) PrefetchWrite(SlotAt(Home(keys[i])));
+  constexpr size_t kAhead = 32;
+  for (size_t i = 0; i < std::min(n, kAhead); ++i) PrefetchForInsert(Locate(keys[i]));
   size_t added = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) PrefetchWrite(SlotAt(Home(keys[i + kAhead])));
+    if (i + kAhead < n) PrefetchForInsert(Locate(keys[i + kAhead]));
     added += Insert(keys[i], rows[i]);
   }
   return added;
 }
 
 bool KeyIndex::Erase(int64_t key) {
-  uint64_t i = Home(key);
-  for (;;) {
-    const Slot* s = SlotAt(i);
-    if (LoadRow(s) == kEmpty) return false;
-    if (LoadKey(s) == key) break;
-    if (++i == num_slots_) i = 0;
+  const Place p = Locate(key);
+  for (const uint64_t b : {p.b1, p.b2}) {
+    Bucket& bucket = buckets_[b];
+    for (int j = 0; j < kBucketSlots; ++j) {
+      if (bucket.rows[j] != kEmpty && bucket.keys[j] == key) {
+        bucket.rows[j] = kEmpty;
+        --size_;
+        return true;
+      }
+    }
   }
-  // Backward shift: move later entries of the probe run into the hole when their home does not
-  // lie cyclically in (hole, position].
-  uint64_t hole = i;
-  uint64_t j = i;
-  for (;;) {
-    if (++j == num_slots_) j = 0;
-    const Slot* s = SlotAt(j);
-    if (LoadRow(s) == kEmpty) break;
-    const uint64_t home = Home(LoadKey(s));
-    const bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
-    if (stays) continue;
-    std::memcpy(SlotAt(hole), s, kSlotBytes);
-    hole = j;
+  // The first bucket's flag stays set after the stash empties (a lookup that checks the stash
+  // needlessly is only slower); Clear and growth reset it.
+  if ((buckets_[p.b1].flags & kStashed) != 0 && stash_.erase(key) == 1) {
+    --size_;
+    return true;
   }
-  std::memset(static_cast<void*>(SlotAt(hole)), 0xFF, kSlotBytes);
-  --size_;
-  return true;
+  return false;
+}
+
+// The batch lookups, one variant per ISA. Each keeps the buckets of key i + kAhead located (in a
+// ring) and prefetched while key i is matched; the match has no data-dependent branch, so the
+// core also runs ahead on its own. What limits the loop is how many loads wait on lines still in
+// flight. Measured on uniform keys of a 10M-key index (one run, ns per key): a scalar match (20
+// such loads per key) 34, SSE2 (8) 15, AVX2 (4) 13.5, reading the two lines raw 8-11; the linear
+// probing this replaced 22-25. 32 ahead beat 16 by ~15%; 64 and 128 were no better.
+namespace {
+constexpr size_t kFindAhead = 32;
+}  // namespace
+
+#define RECSDK_KEY_INDEX_FIND_BATCH_LOOP(MATCH)                          \
+  do {                                                                   \
+    Place ring[kFindAhead];                                              \
+    for (size_t i = 0; i < std::min(n, kFindAhead); ++i) {               \
+      ring[i] = Locate(keys[i]);                                         \
+      Prefetch(ring[i]);                                                 \
+    }                                                                    \
+    for (size_t i = 0; i < n; ++i) {                                     \
+      const Place p = ring[i % kFindAhead];                              \
+      if (i + kFindAhead < n) {                                          \
+        ring[i % kFindAhead] = Locate(keys[i + kFindAhead]);             \
+        Prefetch(ring[i % kFindAhead]);                                  \
+      }                                                                  \
+      const Bucket& x = buckets_[p.b1];                                  \
+      rows[i] = Resolved(MATCH(x, buckets_[p.b2], keys[i]), x, keys[i]); \
+    }                                                                    \
+  } while (false)
+
+template <>
+void KeyIndex::FindBatchIsa<Isa::kBaseline>(const int64_t* keys, size_t n, uint32_t* rows) const {
+  // The SSE2 match of FindIn (every x86-64 has it).
+  auto match = [](const Bucket& x, const Bucket& y, int64_t key) {
+    const __m128i k = _mm_set1_epi64x(key);
+    return OrLanes(_mm_or_si128(MatchSse2(&x, k), MatchSse2(&y, k)));
+  };
+  RECSDK_KEY_INDEX_FIND_BATCH_LOOP(match);
+}
+
+#ifndef RECSDK_NO_ISA_VARIANTS  // (clang ignores #pragma GCC target; see scripts/fuzz.sh)
+#pragma GCC push_options
+#pragma GCC target("avx2")
+// AVX2: two 32-byte loads per bucket, keys 0-3, then [k4 lo, k4 hi, r0, r1, r2, r3, r4, flags];
+// the same moves as SSE2 on twice the width. (On the machine these were measured on, a Zen 5
+// with AVX-512, this variant ran as fast as any AVX-512 form tried, so AVX-512 CPUs use it too.)
+namespace {
+inline __m256i MatchAvx2(const void* bucket, __m256i key) {
+  const __m256i* p = static_cast<const __m256i*>(bucket);
+  const __m256i tail = _mm256_load_si256(p + 1);
+  const __m256i eq_keys = _mm256_cmpeq_epi64(_mm256_load_si256(p), key);  // lanes 0..3
+  const __m256i eq_tail = _mm256_cmpeq_epi64(tail, key);                  // lane 0: key 4
+  const __m256i on_rows = _mm256_blend_epi32(
+      _mm256_permutevar8x32_epi32(eq_keys, _mm256_setr_epi32(0, 0, 0, 2, 4, 6, 0, 0)),
+      _mm256_permutevar8x32_epi32(eq_tail, _mm256_setzero_si256()), 0x40);
+  const __m256i row_lanes = _mm256_setr_epi32(0, 0, -1, -1, -1, -1, -1, 0);
+  return _mm256_and_si256(_mm256_and_si256(on_rows, row_lanes),
+                          _mm256_add_epi32(tail, _mm256_set1_epi32(1)));
+}
+}  // namespace
+
+template <>
+void KeyIndex::FindBatchIsa<Isa::kAvx2>(const int64_t* keys, size_t n, uint32_t* rows) const {
+  auto match = [](const Bucket& x, const Bucket& y, int64_t key) {
+    const __m256i k = _mm256_set1_epi64x(key);
+    const __m256i v = _mm256_or_si256(MatchAvx2(&x, k), MatchAvx2(&y, k));
+    return OrLanes(_mm_or_si128(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+  };
+  RECSDK_KEY_INDEX_FIND_BATCH_LOOP(match);
+}
+#pragma GCC pop_options
+#endif  // RECSDK_NO_ISA_VARIANTS
+
+#undef RECSDK_KEY_INDEX_FIND_BATCH_LOOP
+
+void KeyIndex::FindBatchFor(Isa isa, const int64_t* keys, size_t n, uint32_t* rows) const {
+#ifndef RECSDK_NO_ISA_VARIANTS
+  if (isa != Isa::kBaseline) return FindBatchIsa<Isa::kAvx2>(keys, n, rows);
+#else
+  (void)isa;
+#endif
+  FindBatchIsa<Isa::kBaseline>(keys, n, rows);
 }
 
 void KeyIndex::FindBatch(const int64_t* keys, size_t n, uint32_t* rows) const {
-  // A two-stage software pipeline. kFar keys ahead the home slot is computed (once per key, kept
-  // in a ring) and its lines are prefetched towards L2; kNear keys ahead they are prefetched
-  // into L1; then the key is probed. Against one prefetch kAhead=16 ahead (hash computed twice)
-  // this took ~15% off a 10M-key uniform lookup: the L1 fill buffers, the scarce resource when
-  // every key misses, are held only for the last few keys instead of sixteen.
-  constexpr size_t kFar = 32, kNear = 8;
-  uint64_t home[kFar];
-  auto far = [&](size_t i) {
-    home[i % kFar] = Home(keys[i]);
-    const char* p = reinterpret_cast<const char*>(SlotAt(home[i % kFar]));
-    PrefetchRead(p, PrefetchLevel::kL2);
-    PrefetchRead(p + 36, PrefetchLevel::kL2);
-  };
-  auto near = [&](size_t i) {
-    const char* p = reinterpret_cast<const char*>(SlotAt(home[i % kFar]));
-    PrefetchRead(p);
-    PrefetchRead(p + 36);
-  };
-  for (size_t i = 0; i < std::min(n, kFar); ++i) far(i);
-  for (size_t i = 0; i < std::min(n, kNear); ++i) near(i);
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t h = home[i % kFar];
-    if (i + kNear < n) near(i + kNear);
-    if (i + kFar < n) far(i + kFar);
-    rows[i] = FindFrom(h, keys[i]);
-  }
+  static const Isa isa = BestIsa();
+  FindBatchFor(isa, keys, n, rows);
 }
 
 }  // namespace recsdk::internal
