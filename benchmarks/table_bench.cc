@@ -5,9 +5,9 @@
 //       (the memory roofline). Counter lookup_vs_roofline (goal >= 0.5).
 //   BM_Update/dim/rows_m/zipf/threads/opt: gradient aggregation + Adagrad (opt 0) or LazyAdam
 //       (opt 1) update vs the same roofline. Counter update_vs_roofline (goal >= 0.4).
-//   BM_LookupLowerBound/dim/rows_m/zipf: the roofline's gather plus one independent random read
-//       of an index-sized array per key (1 thread). Counter two_misses_vs_roofline: the bound
-//       on lookup_vs_roofline for any design with an index miss per unique key.
+//   BM_LookupLowerBound/dim/rows_m/zipf: the roofline's gather plus, per key, an independent read
+//       of the two lines of an index-sized array that the key's index buckets occupy (1 thread).
+//       Counter two_misses_vs_roofline: the bound on lookup_vs_roofline for the index's design.
 //   BM_IndexLookup/zipf: KeyIndex::FindBatch vs absl::flat_hash_map<int64_t, uint32_t>::find on
 //       the same keys over 10M entries. Counter vs_absl (goal >= 1.0).
 //   BM_Memory/dim: bytes per row beyond 4 * (dim + slots), everything included (index, key,
