@@ -36,7 +36,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "absl/container/flat_hash_map.h"
 #include "src/common/cpu_features.h"
