@@ -106,10 +106,14 @@ void KeyIndex::Allocate(uint64_t buckets) {
   RECSDK_DCHECK(std::has_single_bit(group) && buckets % group == 0);
   group_mask_ = group - 1;
   num_groups_ = buckets / group;
+  ResetBuckets();
+}
+
+void KeyIndex::ResetBuckets() {
   // Keys are set too, though an empty entry's key is never used alone: the branch-free match
   // reads it, and it must not be indeterminate.
-  std::memset(static_cast<void*>(buckets_), 0xFF, buckets * sizeof(Bucket));
-  for (uint64_t b = 0; b < buckets; ++b) buckets_[b].flags = 0;
+  std::memset(static_cast<void*>(buckets_), 0xFF, num_buckets_ * sizeof(Bucket));
+  for (uint64_t b = 0; b < num_buckets_; ++b) buckets_[b].flags = 0;
 }
 
 KeyIndex::KeyIndex(uint64_t expected) { Allocate(BucketsFor(expected)); }
@@ -117,10 +121,7 @@ KeyIndex::KeyIndex(uint64_t expected) { Allocate(BucketsFor(expected)); }
 KeyIndex::~KeyIndex() { FreeBytes(buckets_, num_buckets_ * sizeof(Bucket)); }
 
 void KeyIndex::Clear() {
-  const uint64_t buckets = num_buckets_;
-  FreeBytes(buckets_, buckets * sizeof(Bucket));
-  buckets_ = nullptr;
-  Allocate(buckets);
+  ResetBuckets();
   stash_.clear();
   size_ = 0;
 }
@@ -131,38 +132,56 @@ void KeyIndex::Reserve(uint64_t expected) {
   }
 }
 
+// A ring of the last kAhead pushed entries, each located and prefetched for writing when pushed
+// and placed when kAhead more have been pushed (or at Finish): an insert into a large index is a
+// cache miss, like a lookup, so many are kept in flight. Entries are placed in push order.
+template <typename PlaceFn>
+class KeyIndex::InsertAhead {
+ public:
+  InsertAhead(const KeyIndex& index, PlaceFn place) : index_(index), place_(std::move(place)) {}
+  void Push(int64_t key, uint32_t row) {
+    Pending& slot = ring_[pushed_++ % kAhead];
+    if (pushed_ > kAhead) place_(slot.place, slot.key, slot.row);
+    slot = {key, row, index_.Locate(key)};
+    index_.PrefetchForInsert(slot.place);
+  }
+  void Finish() {
+    for (size_t i = pushed_ > kAhead ? pushed_ - kAhead : 0; i < pushed_; ++i) {
+      const Pending& slot = ring_[i % kAhead];
+      place_(slot.place, slot.key, slot.row);
+    }
+    pushed_ = 0;
+  }
+
+ private:
+  static constexpr size_t kAhead = 32;
+  struct Pending {
+    int64_t key;
+    uint32_t row;
+    Place place;
+  };
+  const KeyIndex& index_;
+  PlaceFn place_;
+  Pending ring_[kAhead];
+  size_t pushed_ = 0;
+};
+
 void KeyIndex::Rehash(uint64_t new_buckets) {
   Bucket* old = buckets_;
   const uint64_t old_buckets = num_buckets_;
   absl::flat_hash_map<int64_t, uint32_t> old_stash;
   old_stash.swap(stash_);
   Allocate(new_buckets);
-  // The old buckets are read in order; the new ones, random lines, are prefetched for writing
-  // kAhead entries ahead (a ring of located entries), as in InsertBatch.
-  constexpr size_t kAhead = 32;
-  struct Pending {
-    int64_t key;
-    uint32_t row;
-    Place place;
-  };
-  Pending ring[kAhead];
-  size_t queued = 0;
-  auto push = [&](int64_t key, uint32_t row) {
-    Pending& slot = ring[queued++ % kAhead];
-    if (queued > kAhead) PlaceAbsent(slot.place, slot.key, slot.row);
-    slot = {key, row, Locate(key)};
-    PrefetchForInsert(slot.place);
-  };
+  // The old buckets are read in order; the entries go to random lines of the new ones.
+  InsertAhead ahead(
+      *this, [this](const Place& p, int64_t key, uint32_t row) { PlaceAbsent(p, key, row); });
   for (uint64_t b = 0; b < old_buckets; ++b) {
     for (int j = 0; j < kBucketSlots; ++j) {
-      if (old[b].rows[j] != kEmpty) push(old[b].keys[j], old[b].rows[j]);
+      if (old[b].rows[j] != kEmpty) ahead.Push(old[b].keys[j], old[b].rows[j]);
     }
   }
-  for (const auto& [key, row] : old_stash) push(key, row);
-  for (size_t i = queued > kAhead ? queued - kAhead : 0; i < queued; ++i) {
-    const Pending& slot = ring[i % kAhead];
-    PlaceAbsent(slot.place, slot.key, slot.row);
-  }
+  for (const auto& [key, row] : old_stash) ahead.Push(key, row);
+  ahead.Finish();
   FreeBytes(old, old_buckets * sizeof(Bucket));
 }
 
@@ -227,28 +246,31 @@ void KeyIndex::PlaceByWalk(const Place& p, int64_t key, uint32_t row) {
   stash_.emplace(key, row);
 }
 
-bool KeyIndex::Insert(int64_t key, uint32_t row) {
+bool KeyIndex::InsertLocated(const Place& p, int64_t key, uint32_t row) {
   RECSDK_DCHECK(row < kEmpty);
-  Place p = Locate(key);
   if (FindIn(p, key) != kEmpty) return false;
-  if (static_cast<double>(size_ + 1) > kMaxLoad * static_cast<double>(num_slots())) {
-    Rehash(BucketsFor(size_ * 2));
-    p = Locate(key);
-  }
   PlaceAbsent(p, key, row);
   ++size_;
   return true;
 }
 
+bool KeyIndex::Insert(int64_t key, uint32_t row) {
+  // Grow only for a key that is new (inserting a present key changes nothing).
+  if (static_cast<double>(size_ + 1) > kMaxLoad * static_cast<double>(num_slots()) &&
+      Find(key) == kEmpty) {
+    Rehash(BucketsFor(size_ * 2));
+  }
+  return InsertLocated(Locate(key), key, row);
+}
+
 size_t KeyIndex::InsertBatch(const int64_t* keys, const uint32_t* rows, size_t n) {
   Reserve(size_ + n);
-  constexpr size_t kAhead = 32;
-  for (size_t i = 0; i < std::min(n, kAhead); ++i) PrefetchForInsert(Locate(keys[i]));
   size_t added = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) PrefetchForInsert(Locate(keys[i + kAhead]));
-    added += Insert(keys[i], rows[i]);
-  }
+  InsertAhead ahead(*this, [&](const Place& p, int64_t key, uint32_t row) {
+    added += InsertLocated(p, key, row);
+  });
+  for (size_t i = 0; i < n; ++i) ahead.Push(keys[i], rows[i]);
+  ahead.Finish();
   return added;
 }
 

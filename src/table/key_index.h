@@ -76,7 +76,7 @@ class KeyIndex {
   bool Erase(int64_t key);
   // Reserve: grows so that `expected` entries fit under kMaxLoad. O(size) when it grows.
   void Reserve(uint64_t expected);
-  // Clear: removes every entry; keeps the slots. O(slots).
+  // Clear: removes every entry; keeps the slot count. O(slots).
   void Clear();
 
   uint64_t size() const { return size_; }
@@ -110,14 +110,12 @@ class KeyIndex {
     return h ^ (h >> 32);
   }
   // BucketOffsets: the byte offsets, from the first bucket, of the two buckets `key` may live in
-  // (for benchmarks that model the index's memory traffic).
+  // (for tests that build colliding keys and benchmarks that model the index's memory traffic).
   void BucketOffsets(int64_t key, uint64_t* first, uint64_t* second) const {
     const Place p = Locate(key);
     *first = p.b1 * sizeof(Bucket);
     *second = p.b2 * sizeof(Bucket);
   }
-  // PrefetchKey: both bucket lines of `key`.
-  void PrefetchKey(int64_t key) const { Prefetch(Locate(key)); }
 
  private:
   template <Isa kIsa>
@@ -138,8 +136,8 @@ class KeyIndex {
   struct Place {
     uint64_t b1, b2;
   };
-  Place Locate(int64_t key) const { return LocateHash(Hash(key)); }
-  Place LocateHash(uint64_t h) const {
+  Place Locate(int64_t key) const {
+    const uint64_t h = Hash(key);
     // The group from the top 32 bits ("fastrange": a multiply and a shift map uniform bits onto
     // [0, n) without a division); the first bucket from the low bits; the second differs from
     // it by an odd mask, so it is another bucket of the group (groups are powers of two, >= 4).
@@ -169,8 +167,16 @@ class KeyIndex {
   void PlaceAbsent(const Place& p, int64_t key, uint32_t row);
   void PlaceByWalk(const Place& p, int64_t key, uint32_t row);
   void PrefetchForInsert(const Place& p) const;
+  // InsertLocated: Insert with the key's buckets located and the load already checked.
+  bool InsertLocated(const Place& p, int64_t key, uint32_t row);
+  // InsertAhead: hands pushed entries to a placing function kAhead pushes later, their buckets
+  // located and prefetched for writing in between (key_index.cc; InsertBatch and Rehash).
+  template <typename PlaceFn>
+  class InsertAhead;
   void Rehash(uint64_t new_buckets);
   void Allocate(uint64_t buckets);
+  // ResetBuckets: every entry empty, no flags.
+  void ResetBuckets();
   static uint64_t BucketsFor(uint64_t expected);
 
   Bucket* buckets_ = nullptr;
