@@ -471,6 +471,13 @@ StatusOr<std::string> Saver::Impl::SaveImpl(int64_t step, bool delta) {
   }
   auto dir = Write(*job);
   chain.clear();
+  if (!dir.ok()) {
+    // Remove this save's temporary directory; the previous checkpoint stays the latest.
+    const std::string tmp =
+        JoinPath(options.model_dir,
+                 fmt::format("{}{}-{}", internal::kTmpPrefix, step, static_cast<int>(getpid())));
+    if (env->FileExists(tmp)) internal::DeleteDirRecursively(env, tmp).IgnoreError();
+  }
   if (!dir.ok()) return dir.status();
   chain = job->chain;
   chain.push_back(internal::CheckpointName(step));
