@@ -365,6 +365,31 @@ TEST(SaverTest, OptionsAreValidated) {
   EXPECT_EQ(saver->SaveDelta(1).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST(TableCheckpointTest, SaveTableRestoreTableRoundTripCorruptionAndMismatch) {
+  TableConfig c = testing::SmallTable("t", 4, 100);
+  c.access_threshold = 2;
+  auto t = ValueOrDie(EmbeddingTable::Create(c, SparseOptimizerConfig::Adagrad()));
+  std::vector<int64_t> keys = {1, 2, 3};
+  std::vector<uint32_t> counts = {2, 2, 1}, rows(3);
+  ASSERT_TRUE(t->Resolve(keys, counts, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+  const std::string dir = FreshDir("table");
+  ASSERT_TRUE(SaveTable(*t, dir).ok());
+  auto u = ValueOrDie(EmbeddingTable::Create(c, SparseOptimizerConfig::Adagrad()));
+  ASSERT_TRUE(RestoreTable(*u, dir).ok());
+  EXPECT_EQ(*u->ReadRow(2), *t->ReadRow(2));
+  EXPECT_EQ(u->AdmissionCount(3), 1.0f);
+  auto w = ValueOrDie(EmbeddingTable::Create(c, SparseOptimizerConfig::SGD(0.1f)));
+  const Status mismatch = RestoreTable(*w, dir);
+  EXPECT_EQ(mismatch.code(), absl::StatusCode::kFailedPrecondition) << mismatch;
+  FlipBit(dir + "/rows.npy", 2);
+  auto v = ValueOrDie(EmbeddingTable::Create(c, SparseOptimizerConfig::Adagrad()));
+  const Status corrupt = RestoreTable(*v, dir);
+  EXPECT_EQ(corrupt.code(), absl::StatusCode::kDataLoss) << corrupt;
+  EXPECT_NE(std::string(corrupt.message()).find("rows.npy"), std::string::npos) << corrupt;
+  EXPECT_EQ(v->size(), 0);
+  EXPECT_EQ(RestoreTable(*v, dir + "/missing").code(), absl::StatusCode::kDataLoss);
+}
+
 // The child side of the SIGKILL test: saves again and again until killed.
 TEST(SaverKillTest, ChildSavesUntilKilled) {
   const char* dir = std::getenv("RECSDK_SAVER_KILL_CHILD_DIR");
