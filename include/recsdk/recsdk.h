@@ -7,6 +7,7 @@
 #include "recsdk/dataset.h"
 #include "recsdk/dtype.h"
 #include "recsdk/embedding.h"
+#include "recsdk/export.h"
 #include "recsdk/feature_spec.h"
 #include "recsdk/gradients.h"
 #include "recsdk/graph.h"

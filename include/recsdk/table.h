@@ -260,11 +260,13 @@ class EmbeddingTable {
   // table has no file format of its own). kFull: every row (embedding + slots), its timestamp,
   // the pending admission counts and data_time. kDelta: only the rows changed (inserted, trained,
   // imported, touched) since the previous Snapshot of either kind, and the keys evicted since
-  // (removed_keys), plus all pending admission counts and data_time. Either kind restarts the
+  // (removed_keys), plus all pending admission counts and data_time. kFull and kDelta restart the
   // change tracking, so after a snapshot that is not written, the next delta is incomplete:
   // take a kFull one instead. Rows and their slots are copied together, so a row never mixes
   // two steps. O(capacity) for the scan plus O(rows copied). Exclusive access (no step running).
-  enum class SnapshotKind { kFull, kDelta };
+  // kFullKeepTracking: a kFull snapshot that leaves the change tracking as it is (exports,
+  // which must not break the delta chain of the checkpoints).
+  enum class SnapshotKind { kFull, kDelta, kFullKeepTracking };
   [[nodiscard]] virtual StatusOr<TableSnapshot> Snapshot(SnapshotKind kind) = 0;
   // LoadSnapshot: replaces the contents with a kFull snapshot, or (kDelta) applies a delta on
   // top of the current contents: evicts its removed_keys, then writes its rows. Everything is

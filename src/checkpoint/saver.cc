@@ -203,7 +203,9 @@ StatusOr<std::string> Saver::Impl::SaveImpl(int64_t step, bool delta) {
   // restarts at the snapshot, so a later delta would miss this one's rows.
   std::vector<std::string> previous = std::move(chain);
   chain.clear();
-  auto job = internal::SnapshotSession(*session, state, delta);
+  auto job = internal::SnapshotSession(
+      *session, state,
+      delta ? EmbeddingTable::SnapshotKind::kDelta : EmbeddingTable::SnapshotKind::kFull);
   if (!job.ok()) {
     chain.clear();
     return job.status();

@@ -44,7 +44,11 @@ Status DeleteDirRecursively(Env* env, const std::string& dir) {
 
 StatusOr<SessionState> CollectSessionState(Session& session, bool saved_tables_only) {
   SessionState state;
-  for (const Variable& v : GlobalVariables(session.graph())) state.var_names.push_back(v.name());
+  // Every VarHandle node, in graph order: the graph's variables (optimizer slots and the global
+  // step included), also in an exported graph, which keeps no initializers.
+  for (const Node* n : session.graph().nodes()) {
+    if (n->type() == "VarHandle") state.var_names.push_back(n->name());
+  }
   RegisterTableOps();
   for (Node* n : session.graph().nodes()) {
     if (n->type() != kTableHandleOp) continue;
@@ -55,9 +59,10 @@ StatusOr<SessionState> CollectSessionState(Session& session, bool saved_tables_o
   return state;
 }
 
-StatusOr<SaveJob> SnapshotSession(Session& session, const SessionState& state, bool delta) {
+StatusOr<SaveJob> SnapshotSession(Session& session, const SessionState& state,
+                                  EmbeddingTable::SnapshotKind kind) {
   SaveJob job;
-  job.delta = delta;
+  job.delta = kind == EmbeddingTable::SnapshotKind::kDelta;
   ResourceMgr* rm = session.resource_mgr();
   for (const std::string& name : state.var_names) {
     auto* v = dynamic_cast<VariableResource*>(rm->Lookup(name));
@@ -83,9 +88,7 @@ StatusOr<SaveJob> SnapshotSession(Session& session, const SessionState& state, b
   }
   for (const TableRef& t : state.tables) {
     std::unique_lock<std::shared_mutex> lock(t.resource->resolve_mu);
-    RECSDK_ASSIGN_OR_RETURN(TableSnapshot s, t.resource->table()->Snapshot(
-                                                 delta ? EmbeddingTable::SnapshotKind::kDelta
-                                                       : EmbeddingTable::SnapshotKind::kFull));
+    RECSDK_ASSIGN_OR_RETURN(TableSnapshot s, t.resource->table()->Snapshot(kind));
     job.tables.push_back(std::move(s));
   }
   return job;

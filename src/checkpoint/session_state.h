@@ -34,7 +34,7 @@ struct TableRef {
   TableResource* resource = nullptr;
 };
 
-// SessionState: what of a session a checkpoint holds: the variables (GlobalVariables of its
+// SessionState: what of a session a checkpoint holds: the variables (every VarHandle node of its
 // graph) and the tables (with is_save, when saved_tables_only).
 struct SessionState {
   std::vector<std::string> var_names;
@@ -51,9 +51,9 @@ struct SaveJob {
   std::vector<TableSnapshot> tables;
 };
 // SnapshotSession: copies every variable (FailedPrecondition naming one not initialised) and every
-// table's rows (full, or the delta since the previous snapshot).
+// table's rows (EmbeddingTable::Snapshot of `kind`).
 [[nodiscard]] StatusOr<SaveJob> SnapshotSession(Session& session, const SessionState& state,
-                                                bool delta);
+                                                EmbeddingTable::SnapshotKind kind);
 // WriteCheckpointFiles: the payloads and manifest.json of `job` into the existing directory
 // `dir`, each synced, then the directory synced.
 [[nodiscard]] Status WriteCheckpointFiles(Env* env, const std::string& dir, const SaveJob& job);

@@ -720,7 +720,7 @@ class TableImpl final : public EmbeddingTable {
       snap.pending_counts[i] = pend[i].second.count;
       snap.pending_timestamps[i] = pend[i].second.timestamp;
     }
-    ResetTracking();
+    if (kind != SnapshotKind::kFullKeepTracking) ResetTracking();
     return snap;
   }
 

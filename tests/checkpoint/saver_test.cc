@@ -117,7 +117,7 @@ State Capture(Model& m) {
     st.vars[v.name()] = std::string(static_cast<const char*>(t.raw_data()), t.TotalBytes());
   }
   EmbeddingTable* t = ValueOrDie(LookupTable(*m.session, "user_table"));
-  st.table = ValueOrDie(t->Snapshot(EmbeddingTable::SnapshotKind::kFull));
+  st.table = ValueOrDie(t->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking));
   return st;
 }
 void ExpectSameState(const State& a, const State& b) {
@@ -274,6 +274,7 @@ TEST(SaverTest, CorruptTruncatedOrMissingFilesAreDataLossNamingTheFile) {
     std::filesystem::copy_file(backup, file, std::filesystem::copy_options::overwrite_existing);
     FlipBit(file, size / 2 + 1);
     expect("middle byte flipped");
+    std::filesystem::copy_file(backup, file, std::filesystem::copy_options::overwrite_existing);
     std::filesystem::resize_file(file, static_cast<uintmax_t>(size - 1));
     expect("truncated");
     std::filesystem::remove(file);
