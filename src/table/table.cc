@@ -880,6 +880,29 @@ class TableImpl final : public EmbeddingTable {
 }  // namespace
 }  // namespace internal
 
+namespace internal {
+
+constexpr size_t kLargeBuffer = size_t{1} << 20;
+
+void* AllocateSnapshotBuffer(size_t bytes) {
+  if (bytes < kLargeBuffer) return ::operator new(bytes);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  madvise(p, bytes, MADV_HUGEPAGE);
+  return p;
+}
+
+void FreeSnapshotBuffer(void* p, size_t bytes) noexcept {
+  if (p == nullptr) return;
+  if (bytes < kLargeBuffer) {
+    ::operator delete(p);
+  } else {
+    munmap(p, bytes);
+  }
+}
+
+}  // namespace internal
+
 StatusOr<std::unique_ptr<EmbeddingTable>> EmbeddingTable::Create(
     const TableConfig& config, const SparseOptimizerConfig& optimizer) {
   RECSDK_RETURN_IF_ERROR(config.Validate());
