@@ -2,6 +2,8 @@
 // checkpoints, and TableConfig validation.
 #include "recsdk/table.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -50,7 +52,8 @@ std::vector<uint32_t> Resolve(EmbeddingTable& t, std::vector<int64_t> keys,
 
 std::string TmpDir(const std::string& leaf) {
   const char* base = std::getenv("RECSDK_TEST_TMPDIR");
-  std::string dir = std::string(base ? base : "/tmp") + "/table_test_" + leaf;
+  std::string dir = std::string(base ? base : "/tmp") + "/table_test_" +
+                    std::to_string(static_cast<long>(::getpid())) + "_" + leaf;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
