@@ -238,6 +238,14 @@ class EmbeddingTable {
   // EvictLastAccessedAtOrBefore: the same with an explicit cutoff timestamp.
   [[nodiscard]] virtual StatusOr<int64_t> EvictLastAccessedAtOrBefore(int64_t cutoff) = 0;
 
+  // SetAccessThreshold (the spec's set_threshold): changes the admission threshold of a table
+  // created with admission (access_threshold >= 0) to `access_threshold` (>= 0); config() shows
+  // the new value. Keys already counted keep their counts and are admitted by the new threshold at
+  // their next occurrence. InvalidArgument for a value below 0; FailedPrecondition naming the
+  // table for a table without admission (admission cannot be switched on or off mid-training).
+  // Exclusive access (set_threshold in embedding.h takes the key stage's lock for you).
+  [[nodiscard]] virtual Status SetAccessThreshold(int64_t access_threshold) = 0;
+
   // FindRow: the row of `key`, or kDefaultRow when it has none (kPaddingRow for padding keys).
   virtual uint32_t FindRow(int64_t key) const = 0;
   // ReadRow: copies of the embedding and the slots of `key`; NotFound when it has no row.
@@ -283,7 +291,7 @@ class EmbeddingTable {
   EmbeddingTable(const TableConfig& config, const SparseOptimizerConfig& optimizer)
       : config_(config), optimizer_(optimizer), num_slots_(optimizer.NumSlots(config.dim)) {}
 
-  const TableConfig config_;
+  TableConfig config_;  // only access_threshold changes after creation (SetAccessThreshold)
   const SparseOptimizerConfig optimizer_;
   const int num_slots_;
 };

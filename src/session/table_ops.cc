@@ -437,6 +437,17 @@ Status RunLookups(OpKernelContext& ctx, const std::vector<LookupAttrs>& attrs) {
 }
 
 Status SparseLookupKernel(OpKernelContext& ctx) {
+  // A moved lookup runs only in its key stage: running it here would do its key work (for a
+  // training lookup: admission and inserts) on whatever batch fed the ids, e.g. an evaluation one.
+  if (ctx.node().BoolAttr("moved_to_key_stage")) {
+    const bool train = ctx.node().BoolAttr("is_train", true);
+    return absl::FailedPreconditionError(fmt::format(
+        "sparse_lookup \"{}\" (table \"{}\", is_train {}) was moved to the key stage "
+        "(ModifyGraph) but this step did not feed its results: feed the step from a {} key stage "
+        "(KeyStageChannel::{}), and fetch only outputs of that channel's lookups",
+        ctx.node().name(), ctx.node().StringAttr("table_name"), train,
+        train ? "training" : "evaluation", train ? "kTrain" : "kEval"));
+  }
   return RunLookups(ctx, {ReadLookupAttrs(ctx.node())});
 }
 

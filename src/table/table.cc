@@ -571,6 +571,23 @@ class TableImpl final : public EmbeddingTable {
     return evicted;
   }
 
+  Status SetAccessThreshold(int64_t access_threshold) override {
+    if (!admitting_) {
+      return absl::FailedPreconditionError(fmt::format(
+          "set_threshold: table \"{}\" was created without admission (access_threshold -1), "
+          "so its threshold cannot change to {}; create it with access_threshold >= 0",
+          name(), access_threshold));
+    }
+    if (access_threshold < 0) {
+      return absl::InvalidArgumentError(fmt::format(
+          "set_threshold: table \"{}\": access_threshold {} is below 0; admission stays on for "
+          "the table's life, so use 0 to admit every key",
+          name(), access_threshold));
+    }
+    config_.access_threshold = access_threshold;
+    return absl::OkStatus();
+  }
+
   uint32_t FindRow(int64_t key) const override {
     if (padding_.contains(key)) return kPaddingRow;
     const uint32_t row = index_->Find(key);
