@@ -448,7 +448,7 @@ TEST(TableTest, DynamicExpansionGrows) {
   // By-address update through the lookup's row addresses.
   std::vector<float*> addr(2);
   std::vector<uint32_t> two = {rows[0], rows[1]};
-  t->RowAddresses(two, absl::MakeSpan(addr));
+  ASSERT_TRUE(t->RowAddresses(two, absl::MakeSpan(addr)).ok());
   auto before = *t->ReadRow(keys[1]);
   std::vector<float> g(8, 1.0f);
   t->ApplyGradientsByAddress(addr, g.data(), 1);
