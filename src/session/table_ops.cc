@@ -623,6 +623,7 @@ void RegisterTableOps() {
     r.Register(Stateful(kTableApplyOp, 4, -1, ApplyShape));
     r.Register(Stateful(kTableLookupGroupOp, 3, -1, GroupShape));
     r.Register(Stateful(kTableLookupForwardOp, 1, -1, ForwardShape));
+    DeclareTableOpAttrSchemas(r);
     KernelRegistry& k = KernelRegistry::Global();
     const DType any = DType::kInvalid;
     k.RegisterFn(kTableHandleOp, kCpu, {any}, TableHandleKernel);
