@@ -60,8 +60,8 @@ struct RowLocation {
 // after those. Pack/Unpack are O(1) (two compares).
 class TierBases {
  public:
-  // Check: whether tiers of the given capacities (rows) can be packed; InvalidArgument when the total
-  // does not fit in a uint32 below the index's empty marker (0xFFFFFFFF).
+  // Check: whether tiers of the given capacities (rows) can be packed; InvalidArgument when the
+  // total does not fit in a uint32 below the index's empty marker (0xFFFFFFFF).
   static absl::Status Check(uint64_t device_rows, uint64_t host_rows, uint64_t ssd_rows);
   TierBases(uint32_t device_rows, uint32_t host_rows, uint32_t ssd_rows)
       : host_base_(device_rows), ssd_base_(device_rows + host_rows), end_(ssd_base_ + ssd_rows) {}
