@@ -14,6 +14,7 @@
 #include "recsdk/initializers.h"
 #include "recsdk/layers.h"
 #include "recsdk/metrics.h"
+#include "recsdk/observer.h"
 #include "recsdk/ops.h"
 #include "recsdk/optimizers.h"
 #include "recsdk/pipeline.h"

@@ -231,7 +231,8 @@ class EmbeddingTable {
   // from the initializer, timestamps refresh. Keys not admitted (and in kEval, unknown keys) map
   // to kDefaultRow; padding keys to kPaddingRow. Errors (nothing is changed then):
   // ResourceExhausted when admitted new keys exceed the free rows; InvalidArgument for a key
-  // outside an int32 table's range. Needs exclusive access in kTrain.
+  // outside an int32 table's range, or when rows (and counts or timestamps, when not empty) do
+  // not hold one entry per key. Needs exclusive access in kTrain.
   [[nodiscard]] virtual Status Resolve(absl::Span<const int64_t> unique_keys,
                                        absl::Span<const uint32_t> counts,
                                        absl::Span<const int64_t> timestamps, LookupMode mode,
@@ -245,7 +246,8 @@ class EmbeddingTable {
                               absl::Span<const uint32_t> restore_index, float* out) const = 0;
   // GatherPooled: out[b, :] = combiner over j < n of the embedding of
   // unique_rows[restore_index[b * n + j]]; restore_index.size() must be batch * n.
-  // InvalidArgument when it is not.
+  // InvalidArgument when it is not, when a restore index is past unique_rows, or when a row id is
+  // not one of the table's rows.
   [[nodiscard]] virtual Status GatherPooled(absl::Span<const uint32_t> unique_rows,
                                             absl::Span<const uint32_t> restore_index, int64_t batch,
                                             int64_t n, Combiner combiner, float* out) const = 0;
@@ -260,7 +262,9 @@ class EmbeddingTable {
                               int64_t step) = 0;
   // RowAddresses: the address of each row's first float (nullptr for sentinels); stable until
   // the row is evicted. The by-address optimizers and the LOCAL_EMB-style collections use them.
-  virtual void RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> addresses) = 0;
+  // InvalidArgument when the spans differ in size or a row id is not one of the table's rows.
+  [[nodiscard]] virtual Status RowAddresses(absl::Span<const uint32_t> rows,
+                                            absl::Span<float*> addresses) = 0;
   // ApplyGradientsByAddress: ApplyGradients through addresses from RowAddresses; null skipped.
   virtual void ApplyGradientsByAddress(absl::Span<float* const> addresses,
                                        const float* summed_grads, int64_t step) = 0;
@@ -271,6 +275,14 @@ class EmbeddingTable {
   [[nodiscard]] virtual StatusOr<int64_t> EvictStale() = 0;
   // EvictLastAccessedAtOrBefore: the same with an explicit cutoff timestamp.
   [[nodiscard]] virtual StatusOr<int64_t> EvictLastAccessedAtOrBefore(int64_t cutoff) = 0;
+
+  // SetAccessThreshold (the spec's set_threshold): changes the admission threshold of a table
+  // created with admission (access_threshold >= 0) to `access_threshold` (>= 0); config() shows
+  // the new value. Keys already counted keep their counts and are admitted by the new threshold at
+  // their next occurrence. InvalidArgument for a value below 0; FailedPrecondition naming the
+  // table for a table without admission (admission cannot be switched on or off mid-training).
+  // Exclusive access (set_threshold in embedding.h takes the key stage's lock for you).
+  [[nodiscard]] virtual Status SetAccessThreshold(int64_t access_threshold) = 0;
 
   // FindRow: the row of `key`, or kDefaultRow when it has none (kPaddingRow for padding keys).
   virtual uint32_t FindRow(int64_t key) const = 0;
@@ -286,7 +298,9 @@ class EmbeddingTable {
   // ImportNpy: sets the embeddings of the keys in the files (new keys get a row with fresh
   // optimizer slots; padding keys are skipped). Both files are read and checked before anything
   // changes, so on any error the table is unchanged. NotFound when a file does not exist;
-  // DataLoss for a truncated or corrupt file or files that disagree (dtype, shape, dim);
+  // PermissionDenied when it cannot be read; InvalidArgument when it is not a regular file;
+  // DataLoss for a truncated or corrupt file, files that disagree (dtype, shape, dim) or a key
+  // listed twice;
   // ResourceExhausted when the rows do not fit. Exclusive access.
   [[nodiscard]] virtual Status ImportNpy(const std::string& keys_path,
                                          const std::string& values_path) = 0;
@@ -317,7 +331,7 @@ class EmbeddingTable {
   EmbeddingTable(const TableConfig& config, const SparseOptimizerConfig& optimizer)
       : config_(config), optimizer_(optimizer), num_slots_(optimizer.NumSlots(config.dim)) {}
 
-  const TableConfig config_;
+  TableConfig config_;  // only access_threshold changes after creation (SetAccessThreshold)
   const SparseOptimizerConfig optimizer_;
   const int num_slots_;
 };
