@@ -360,7 +360,21 @@ StatusOr<int64_t> Saver::Restore(std::string_view checkpoint) {
   RECSDK_ASSIGN_OR_RETURN(std::string dir, im.ResolveCheckpoint(checkpoint));
   internal::LoadedCheckpoint ckpt;
   try {
-    RECSDK_ASSIGN_OR_RETURN(ckpt, internal::LoadCheckpoint(im.env, dir));
+    auto loaded = internal::LoadCheckpoint(im.env, dir);
+    if (!loaded.ok()) {
+      // Never fall back silently to an older checkpoint: name the others, so the caller picks.
+      std::vector<std::string> others;
+      if (auto index = internal::ReadIndex(im.env, im.options.model_dir); index.ok()) {
+        for (const auto& e : index->checkpoints) {
+          if (JoinPath(im.options.model_dir, e.name) != dir) others.push_back(e.name);
+        }
+      }
+      if (!absl::IsDataLoss(loaded.status()) || others.empty()) return loaded.status();
+      return absl::DataLossError(
+          fmt::format("{} (other checkpoints in \"{}\": {}; pass one to Restore)",
+                      loaded.status().message(), im.options.model_dir, fmt::join(others, ", ")));
+    }
+    ckpt = std::move(*loaded);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
         fmt::format("Saver: out of memory reading checkpoint \"{}\"", dir));
