@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -449,12 +450,25 @@ TEST(SaverKillTest, ChildSavesUntilKilled) {
   }
 }
 
+// LatestInIndex: the "latest" the index file names now ("" when there is none or it is being
+// replaced; the rename is atomic, so a reader sees the old or the new file).
+std::string LatestInIndex(const std::string& dir) {
+  std::ifstream in(dir + "/checkpoint");
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  const size_t at = text.find("\"latest\": \"");
+  if (at == std::string::npos) return "";
+  const size_t begin = at + 11;
+  return text.substr(begin, text.find('"', begin) - begin);
+}
+
 TEST(SaverKillTest, KilledMidSaveLeavesTheLatestCheckpointRestorable) {
   const std::string dir = FreshDir("kill");
   std::mt19937 rng(3);
   int64_t last_step = 0;
-  int restored_after_kill = 0, killed_mid_save = 0;
-  for (int round = 0; round < 6; ++round) {
+  int restored_after_kill = 0;
+  std::set<std::string> leftovers;  // temporary directories of saves a kill interrupted
+  for (int round = 0; round < 5; ++round) {
+    const std::string before = LatestInIndex(dir);
     const pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
@@ -463,33 +477,34 @@ TEST(SaverKillTest, KilledMidSaveLeavesTheLatestCheckpointRestorable) {
             static_cast<char*>(nullptr));
       _exit(127);
     }
-    // Let it start and save a few times, then kill it at a random point of a save.
-    std::this_thread::sleep_for(std::chrono::milliseconds(500 + rng() % 600));
+    // Wait for the child's first save of this round (it saves back to back from then on), then
+    // kill it at a random point of a later one.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (LatestInIndex(dir) == before && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 150));
     kill(pid, SIGKILL);
     int status = 0;
     waitpid(pid, &status, 0);
     ASSERT_TRUE(WIFSIGNALED(status)) << "the child exited by itself with " << status;
-    // A temporary directory left behind shows the kill landed in the middle of a save.
-    if (std::filesystem::exists(dir)) {
-      for (const auto& e : std::filesystem::directory_iterator(dir)) {
-        if (e.path().filename().string().rfind(".tmp-ckpt-", 0) == 0) {
-          ++killed_mid_save;
-          break;
-        }
-      }
+    ASSERT_NE(LatestInIndex(dir), before) << "round " << round << ": the child never saved";
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind(".tmp-ckpt-", 0) == 0) leftovers.insert(name);
     }
     auto m = BuildModel({.vocab = 1 << 16});
     auto saver = MakeSaver(*m, {.model_dir = dir});
     auto restored = saver->Restore();
-    if (absl::IsNotFound(restored.status())) continue;  // killed before its first save
     ASSERT_TRUE(restored.ok()) << "round " << round << ": " << restored.status();
     EXPECT_GE(*restored, last_step);
+    EXPECT_EQ(dir + "/ckpt-" + std::to_string(*restored), ValueOrDie(saver->LatestCheckpoint()));
     last_step = *restored;
     ++restored_after_kill;
   }
-  EXPECT_GE(restored_after_kill, 3);
-  EXPECT_GE(killed_mid_save, 1);
-  EXPECT_GT(last_step, 2);
+  EXPECT_EQ(restored_after_kill, 5);
+  // A kill landed in the middle of a save at least once (its temporary directory stayed).
+  EXPECT_GE(leftovers.size(), 1u);
 }
 
 }  // namespace
