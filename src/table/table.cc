@@ -28,6 +28,7 @@
 #include "oneapi/tbb/blocked_range.h"
 #include "oneapi/tbb/global_control.h"
 #include "oneapi/tbb/parallel_for.h"
+#include "oneapi/tbb/parallel_sort.h"
 #include "src/common/check.h"
 #include "src/common/hash.h"
 #include "src/common/prefetch.h"
@@ -648,7 +649,7 @@ class TableImpl final : public EmbeddingTable {
     std::vector<std::pair<int64_t, uint32_t>> entries;
     entries.reserve(index_->size());
     index_->ForEach([&](int64_t key, uint32_t row) { entries.emplace_back(key, row); });
-    std::sort(entries.begin(), entries.end());
+    tbb::parallel_sort(entries.begin(), entries.end());
     return entries;
   }
 
@@ -756,7 +757,7 @@ class TableImpl final : public EmbeddingTable {
       index_->ForEach([&](int64_t key, uint32_t row) {
         if (dirty[row] != 0) entries.emplace_back(key, row);
       });
-      std::sort(entries.begin(), entries.end());
+      tbb::parallel_sort(entries.begin(), entries.end());
       snap.removed_keys.assign(removed_.begin(), removed_.end());
       std::sort(snap.removed_keys.begin(), snap.removed_keys.end());
     } else {
