@@ -42,6 +42,7 @@ struct ModelOptions {
   int dim = 4;
   int64_t vocab = 4096;
   SparseOptimizerConfig sparse = SparseOptimizerConfig::Adagrad(0.1f);
+  bool is_save = true;
 };
 
 std::unique_ptr<Model> BuildModel(const ModelOptions& o = {}) {
@@ -51,6 +52,7 @@ std::unique_ptr<Model> BuildModel(const ModelOptions& o = {}) {
   TableConfig tc = testing::SmallTable("user_table", o.dim, o.vocab);
   tc.access_threshold = 2;
   tc.eviction_threshold = 1000;
+  tc.is_save = o.is_save;
   SparseTable table = ValueOrDie(create_table(s, tc, o.sparse));
   m->ids = ops::Placeholder(s.WithOpName("ids"), DType::kInt64, Shape{kBatch, kIds});
   m->dense = ops::Placeholder(s.WithOpName("dense"), DType::kFloat32, Shape{kBatch, kDense});
@@ -338,6 +340,20 @@ TEST(SaverTest, DifferentModelIsFailedPreconditionNamingTableAndBothValues) {
   // so keep the MLP input equal by changing only the optimizer first.
   expect({.sparse = SparseOptimizerConfig::LazyAdam()},
          {"user_table", "optimizer Adagrad", "optimizer LazyAdam"});
+}
+
+TEST(SaverTest, TablesWithIsSaveFalseAreLeftOut) {
+  const std::string dir = FreshDir("is_save");
+  auto a = BuildModel({.is_save = false});
+  ASSERT_TRUE(a->session->Run({}, {}, {a->init}).ok());
+  for (int64_t step = 1; step <= 3; ++step) Step(*a, step);
+  ASSERT_GT(ValueOrDie(LookupTable(*a->session, "user_table"))->size(), 0);
+  ASSERT_TRUE(MakeSaver(*a, {.model_dir = dir})->Save(3).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ckpt-3/table_0_rows.npy"));
+  auto b = BuildModel({.is_save = false});
+  EXPECT_EQ(ValueOrDie(MakeSaver(*b, {.model_dir = dir})->Restore()), 3);
+  EXPECT_EQ(ValueOrDie(LookupTable(*b->session, "user_table"))->size(), 0);
+  EXPECT_EQ(Capture(*a).vars, Capture(*b).vars);
 }
 
 TEST(SaverTest, FileSystemFaultsLeaveThePreviousCheckpointLatest) {
