@@ -874,20 +874,38 @@ class TableImpl final : public EmbeddingTable {
       index_->Reserve(index_->size() + static_cast<uint64_t>(needed));
     }
     const int64_t default_time = snap.data_time;
-    for (size_t i = 0; i < n; ++i) {
-      uint32_t row = snap.is_delta ? index_->Find(snap.keys[i]) : KeyIndex::kEmpty;
-      if (row == KeyIndex::kEmpty) {
-        row = AllocateRow();
-        index_->Insert(snap.keys[i], row);
+    std::vector<uint32_t> rows(n);
+    if (snap.is_delta) {
+      for (size_t i = 0; i < n; ++i) {
+        uint32_t row = index_->Find(snap.keys[i]);
+        if (row == KeyIndex::kEmpty) {
+          row = AllocateRow();
+          index_->Insert(snap.keys[i], row);
+        }
+        rows[i] = row;
       }
-      std::memcpy(Row(row), snap.rows.data() + i * row_floats_, row_bytes_);
-      if (evicting_) *Timestamp(row) = snap.timestamps.empty() ? default_time : snap.timestamps[i];
+    } else {
+      // A fresh table: rows 0..n-1 in key order, inserted as one batch.
+      std::iota(rows.begin(), rows.end(), 0u);
+      next_row_ = static_cast<int64_t>(n);
+      index_->InsertBatch(snap.keys.data(), rows.data(), n);
     }
+    BigChunks(n, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        std::memcpy(Row(rows[i]), snap.rows.data() + i * row_floats_, row_bytes_);
+        MarkClean(rows[i]);
+        if (evicting_) {
+          *Timestamp(rows[i]) = snap.timestamps.empty() ? default_time : snap.timestamps[i];
+        }
+      }
+    });
     pending_.clear();
     for (size_t i = 0; i < pn; ++i) {
       pending_[snap.pending_keys[i]] = Pending{snap.pending_counts[i], snap.pending_timestamps[i]};
     }
     data_time_ = snap.data_time;
+    removed_.clear();
+    if (!snap.is_delta) return absl::OkStatus();
     ResetTracking();
     return absl::OkStatus();
   }
@@ -896,6 +914,7 @@ class TableImpl final : public EmbeddingTable {
   // the keys evicted since the last snapshot.
   uint8_t* Dirty() const { return reinterpret_cast<uint8_t*>(dirty_.base()); }
   void MarkDirty(uint32_t row) const { Dirty()[row] = 1; }
+  void MarkClean(uint32_t row) const { Dirty()[row] = 0; }
   void ResetTracking() {
     if (next_row_ > 0) std::memset(Dirty(), 0, static_cast<size_t>(next_row_));
     removed_.clear();
@@ -923,6 +942,29 @@ class TableImpl final : public EmbeddingTable {
 };
 
 }  // namespace
+}  // namespace internal
+
+namespace internal {
+
+constexpr size_t kLargeBuffer = size_t{1} << 20;
+
+void* AllocateSnapshotBuffer(size_t bytes) {
+  if (bytes < kLargeBuffer) return ::operator new(bytes);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  madvise(p, bytes, MADV_HUGEPAGE);
+  return p;
+}
+
+void FreeSnapshotBuffer(void* p, size_t bytes) noexcept {
+  if (p == nullptr) return;
+  if (bytes < kLargeBuffer) {
+    ::operator delete(p);
+  } else {
+    munmap(p, bytes);
+  }
+}
+
 }  // namespace internal
 
 StatusOr<std::unique_ptr<EmbeddingTable>> EmbeddingTable::Create(
