@@ -2,6 +2,7 @@
 #ifndef RECSDK_RECSDK_H_
 #define RECSDK_RECSDK_H_
 
+#include "recsdk/checkpoint.h"
 #include "recsdk/config.h"
 #include "recsdk/dataset.h"
 #include "recsdk/dtype.h"

@@ -8,7 +8,7 @@
 // ApplyGradients (backward).
 //
 // Threading: the batch methods parallelise internally with oneTBB. Methods that change which
-// keys the table holds (Resolve in training mode, Evict*, ImportNpy, Restore) need exclusive
+// keys the table holds (Resolve in training mode, Evict*, ImportNpy, LoadSnapshot) need exclusive
 // access to the table. Resolve in evaluation mode, FindRow and ReadRow read the key index: they
 // may overlap each other but none of those (the graph ops take a reader-writer lock per table
 // and batch for this). Gather* and ApplyGradients/ApplyGradientsByAddress only touch the rows
@@ -58,8 +58,7 @@ struct TableConfig {
   // ssd_data_path: existing directories for the SSD tier; required iff ssd_vocabulary_size > 0.
   // Validated now, written to once the SSD tier exists.
   std::vector<std::string> ssd_data_path;
-  // is_save: whether checkpoints include this table. Default true. (Recorded for the checkpoint
-  // layer; Save() itself always works.)
+  // is_save: whether checkpoints (Saver, checkpoint.h) include this table. Default true.
   bool is_save = true;
   // is_dp: data-parallel table (every rank holds all keys, gradients allreduced) instead of being
   // sharded by key. Default false. Recorded for the distributed layer.
@@ -124,6 +123,30 @@ void DedupKeys(absl::Span<const int32_t> keys, DedupResult* out);
 // Repeated keys in a batch therefore update their row once with the summed gradient.
 void AggregateGradients(absl::Span<const uint32_t> restore_index, const float* grads, int dim,
                         int64_t num_unique, float* out);
+
+// TableSnapshot: a table's rows at one moment (EmbeddingTable::Snapshot), in key order.
+struct TableSnapshot {
+  // Identity of the table the rows came from; LoadSnapshot checks them against its own.
+  std::string table_name;
+  int dim = 0;
+  int num_slots = 0;
+  SparseOptimizerKind optimizer = SparseOptimizerKind::kSGD;
+  DType key_dtype = DType::kInt64;
+  bool is_delta = false;
+  // keys: sorted, unique. rows: [keys.size(), dim + num_slots] embedding then slots.
+  // timestamps: [keys.size()] last access per key, or empty when the table does not evict.
+  std::vector<int64_t> keys;
+  std::vector<float> rows;
+  std::vector<int64_t> timestamps;
+  // removed_keys: deltas only: keys evicted since the previous snapshot (sorted, unique).
+  std::vector<int64_t> removed_keys;
+  // Keys counting toward admission without a row yet: key, count, latest timestamp (sorted).
+  std::vector<int64_t> pending_keys;
+  std::vector<float> pending_counts;
+  std::vector<int64_t> pending_timestamps;
+  // data_time: the table's data time (INT64_MIN before any timestamp).
+  int64_t data_time = 0;
+};
 
 // EmbeddingTable: one sparse table. Create with EmbeddingTable::Create.
 class EmbeddingTable {
@@ -241,14 +264,26 @@ class EmbeddingTable {
   // ResourceExhausted when the rows do not fit. Exclusive access.
   [[nodiscard]] virtual Status ImportNpy(const std::string& keys_path,
                                          const std::string& values_path) = 0;
-  // Save: writes rows with optimizer slots, timestamps, pending admission counts and data time to
-  // `dir` (created if missing): table.json with checksums plus .npy payloads.
-  [[nodiscard]] virtual Status Save(const std::string& dir) const = 0;
-  // Restore: replaces the contents with what Save wrote. Every file is read and verified before
-  // the contents are replaced, so on any error the table is left unchanged. DataLoss for missing,
-  // truncated or corrupt files (checksums, duplicate keys); FailedPrecondition when dim, slots or
-  // optimizer differ. Exclusive access.
-  [[nodiscard]] virtual Status Restore(const std::string& dir) = 0;
+  // Snapshot: the table's state at this moment, for checkpoints (checkpoint.h writes it; the
+  // table has no file format of its own). kFull: every row (embedding + slots), its timestamp,
+  // the pending admission counts and data_time. kDelta: only the rows changed (inserted, trained,
+  // imported, touched) since the previous Snapshot of either kind, and the keys evicted since
+  // (removed_keys), plus all pending admission counts and data_time. Either kind restarts the
+  // change tracking, so after a snapshot that is not written, the next delta is incomplete:
+  // take a kFull one instead. Rows and their slots are copied together, so a row never mixes
+  // two steps. O(capacity) for the scan plus O(rows copied). Exclusive access (no step running).
+  enum class SnapshotKind { kFull, kDelta };
+  [[nodiscard]] virtual StatusOr<TableSnapshot> Snapshot(SnapshotKind kind) = 0;
+  // LoadSnapshot: replaces the contents with a kFull snapshot, or (kDelta) applies a delta on
+  // top of the current contents: evicts its removed_keys, then writes its rows. Everything is
+  // checked before anything changes, so on error the table is unchanged: FailedPrecondition when
+  // dim, slots, optimizer or key dtype differ (naming both values); DataLoss for inconsistent
+  // arrays, duplicate keys or keys outside an int32 table's range; ResourceExhausted when the
+  // rows do not fit. Resets the change tracking. Exclusive access.
+  [[nodiscard]] virtual Status LoadSnapshot(const TableSnapshot& snapshot) = 0;
+
+  // Save / Restore of a single table moved to the checkpoint layer: SaveTable / RestoreTable in
+  // recsdk/checkpoint.h (same directory layout as a checkpoint's table payloads, CRC32C-checked).
 
  protected:
   EmbeddingTable(const TableConfig& config, const SparseOptimizerConfig& optimizer)

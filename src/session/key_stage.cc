@@ -123,8 +123,8 @@ class ProtectedEvictTable final : public EmbeddingTable {
   Status ImportNpy(const std::string& k, const std::string& v) override {
     return inner_->ImportNpy(k, v);
   }
-  Status Save(const std::string& dir) const override { return inner_->Save(dir); }
-  Status Restore(const std::string& dir) override { return inner_->Restore(dir); }
+  StatusOr<TableSnapshot> Snapshot(SnapshotKind kind) override { return inner_->Snapshot(kind); }
+  Status LoadSnapshot(const TableSnapshot& s) override { return inner_->LoadSnapshot(s); }
 
  private:
   EmbeddingTable* inner_;
