@@ -2,10 +2,10 @@
 // directory, how often it saves checkpoints and summaries and logs, its seed, and the session
 // options NPURunConfig carries, forwarded to the SessionConfig it holds.
 //
-// NPURunConfig's session options that have no SessionConfig field yet (iterations_per_loop,
-// precision_mode, enable_data_pre_proc, mix_compile_mode) are validated here and must keep their
-// defaults: Validate names the option and says it arrives with the session-options work. The
-// arguments NPURunConfig does not support (train_distribute, device_fn, protocol,
+// The session options NPURunConfig carries (deterministic, op_select_implmode,
+// iterations_per_loop, precision_mode, enable_data_pre_proc, mix_compile_mode) override the
+// SessionConfig's fields of the same names and are validated with it. The arguments NPURunConfig
+// does not support (train_distribute, device_fn, protocol,
 // eval_distribute, experimental_distribute) are rejected with the spec's advice.
 //
 // Threading: a plain struct.
@@ -43,20 +43,17 @@ struct RunConfig {
   // seed: the graph's random seed (TensorFlow's tf_random_seed). Unset: the graph's default.
   std::optional<uint64_t> seed;
 
-  // NPURunConfig's session options. deterministic and op_select_implmode, when set, override
-  // session_config's fields of the same names.
+  // NPURunConfig's session options: each one set here overrides session_config's field of the
+  // same name (config.h documents them); unset leaves session_config as it is.
   std::optional<bool> deterministic;
   std::optional<std::string> op_select_implmode;
-  // iterations_per_loop: steps per device loop; must be 1 until the session-options work gives
-  // SessionConfig the field.
-  int64_t iterations_per_loop = 1;
-  // precision_mode: empty until the session-options work (precision modes) lands.
-  std::string precision_mode;
-  // enable_data_pre_proc: must stay false until the session-options work lands (the key stage
-  // already runs the data preprocessing ahead of compute).
-  bool enable_data_pre_proc = false;
-  // mix_compile_mode: must stay false until the session-options work lands.
-  bool mix_compile_mode = false;
+  // iterations_per_loop: steps per Session::RunLoop call. The Estimator runs its hooks after each
+  // step, so it needs 1 (Estimator::Create names the option otherwise; Session::RunLoop serves
+  // larger values in Session mode).
+  std::optional<int64_t> iterations_per_loop;
+  std::optional<std::string> precision_mode;
+  std::optional<bool> enable_data_pre_proc;
+  std::optional<bool> mix_compile_mode;
   // distribute: the distribution strategy; empty (single process) until the distributed work
   // lands.
   std::string distribute;

@@ -197,7 +197,8 @@ class EmbeddingTable {
   // from the initializer, timestamps refresh. Keys not admitted (and in kEval, unknown keys) map
   // to kDefaultRow; padding keys to kPaddingRow. Errors (nothing is changed then):
   // ResourceExhausted when admitted new keys exceed the free rows; InvalidArgument for a key
-  // outside an int32 table's range. Needs exclusive access in kTrain.
+  // outside an int32 table's range, or when rows (and counts or timestamps, when not empty) do
+  // not hold one entry per key. Needs exclusive access in kTrain.
   [[nodiscard]] virtual Status Resolve(absl::Span<const int64_t> unique_keys,
                                        absl::Span<const uint32_t> counts,
                                        absl::Span<const int64_t> timestamps, LookupMode mode,
@@ -211,7 +212,8 @@ class EmbeddingTable {
                               absl::Span<const uint32_t> restore_index, float* out) const = 0;
   // GatherPooled: out[b, :] = combiner over j < n of the embedding of
   // unique_rows[restore_index[b * n + j]]; restore_index.size() must be batch * n.
-  // InvalidArgument when it is not.
+  // InvalidArgument when it is not, when a restore index is past unique_rows, or when a row id is
+  // not one of the table's rows.
   [[nodiscard]] virtual Status GatherPooled(absl::Span<const uint32_t> unique_rows,
                                             absl::Span<const uint32_t> restore_index, int64_t batch,
                                             int64_t n, Combiner combiner, float* out) const = 0;
@@ -226,7 +228,9 @@ class EmbeddingTable {
                               int64_t step) = 0;
   // RowAddresses: the address of each row's first float (nullptr for sentinels); stable until
   // the row is evicted. The by-address optimizers and the LOCAL_EMB-style collections use them.
-  virtual void RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> addresses) = 0;
+  // InvalidArgument when the spans differ in size or a row id is not one of the table's rows.
+  [[nodiscard]] virtual Status RowAddresses(absl::Span<const uint32_t> rows,
+                                            absl::Span<float*> addresses) = 0;
   // ApplyGradientsByAddress: ApplyGradients through addresses from RowAddresses; null skipped.
   virtual void ApplyGradientsByAddress(absl::Span<float* const> addresses,
                                        const float* summed_grads, int64_t step) = 0;
@@ -260,7 +264,9 @@ class EmbeddingTable {
   // ImportNpy: sets the embeddings of the keys in the files (new keys get a row with fresh
   // optimizer slots; padding keys are skipped). Both files are read and checked before anything
   // changes, so on any error the table is unchanged. NotFound when a file does not exist;
-  // DataLoss for a truncated or corrupt file or files that disagree (dtype, shape, dim);
+  // PermissionDenied when it cannot be read; InvalidArgument when it is not a regular file;
+  // DataLoss for a truncated or corrupt file, files that disagree (dtype, shape, dim) or a key
+  // listed twice;
   // ResourceExhausted when the rows do not fit. Exclusive access.
   [[nodiscard]] virtual Status ImportNpy(const std::string& keys_path,
                                          const std::string& values_path) = 0;
@@ -268,11 +274,13 @@ class EmbeddingTable {
   // table has no file format of its own). kFull: every row (embedding + slots), its timestamp,
   // the pending admission counts and data_time. kDelta: only the rows changed (inserted, trained,
   // imported, touched) since the previous Snapshot of either kind, and the keys evicted since
-  // (removed_keys), plus all pending admission counts and data_time. Either kind restarts the
+  // (removed_keys), plus all pending admission counts and data_time. kFull and kDelta restart the
   // change tracking, so after a snapshot that is not written, the next delta is incomplete:
   // take a kFull one instead. Rows and their slots are copied together, so a row never mixes
   // two steps. O(capacity) for the scan plus O(rows copied). Exclusive access (no step running).
-  enum class SnapshotKind { kFull, kDelta };
+  // kFullKeepTracking: a kFull snapshot that leaves the change tracking as it is (exports,
+  // which must not break the delta chain of the checkpoints).
+  enum class SnapshotKind { kFull, kDelta, kFullKeepTracking };
   [[nodiscard]] virtual StatusOr<TableSnapshot> Snapshot(SnapshotKind kind) = 0;
   // LoadSnapshot: replaces the contents with a kFull snapshot, or (kDelta) applies a delta on
   // top of the current contents: evicts its removed_keys, then writes its rows. Everything is

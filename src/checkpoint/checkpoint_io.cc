@@ -314,7 +314,9 @@ Status WriteJsonDocument(Env* env, const std::string& path, nlohmann::json doc, 
   doc.erase("crc32c");
   const uint32_t crc = Crc32c(doc.dump());
   doc["crc32c"] = crc;
-  const std::string text = doc.dump(1) + "\n";
+  // No trailing newline: the text must be exactly what dump(1) gives (ReadJsonDocument checks),
+  // so that truncation or edits of whitespace are caught too.
+  const std::string text = doc.dump(1);
   if (atomic) return WriteStringToFileAtomic(env, path, text);
   return WriteStringToFileSync(env, path, text);
 }
@@ -323,6 +325,7 @@ StatusOr<nlohmann::json> ReadJsonDocument(Env* env, const std::string& path) {
   RECSDK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, path));
   nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) return Corrupt(path, "it is not a JSON object");
+  if (doc.dump(1) != text) return Corrupt(path, "its text differs from what was written");
   if (!doc.contains("crc32c") || !doc["crc32c"].is_number_unsigned()) {
     return Corrupt(path, "it has no crc32c");
   }

@@ -87,6 +87,13 @@ StatusOr<std::unique_ptr<Estimator>> Estimator::Create(ModelFn model_fn, RunConf
                                                        Params params, EstimatorOptions options) {
   if (!model_fn) return absl::InvalidArgumentError("Estimator: model_fn is null");
   RECSDK_RETURN_IF_ERROR(run_config.Validate());
+  if (const int64_t n = run_config.EffectiveSessionConfig().iterations_per_loop; n != 1) {
+    return absl::InvalidArgumentError(fmt::format(
+        "Estimator: iterations_per_loop {}: the Estimator runs its hooks (checkpoints, summaries, "
+        "stop conditions) after every step, so it runs one step per Session::Run and needs 1; "
+        "run several steps per call with Session::RunLoop in Session mode",
+        n));
+  }
   auto impl = std::make_unique<Impl>();
   impl->model_fn = std::move(model_fn);
   impl->config = std::move(run_config);

@@ -16,13 +16,6 @@ Status Unsupported(const char* name, const std::optional<std::string>& value) {
       name, *value));
 }
 
-Status Pending(const char* name, const std::string& value) {
-  return absl::InvalidArgumentError(
-      fmt::format("RunConfig: {} = {} is not available yet: it arrives with the session-options "
-                  "work (SessionConfig has no such field on this build); leave it at its default",
-                  name, value));
-}
-
 }  // namespace
 
 Status RunConfig::Validate() const {
@@ -48,16 +41,6 @@ Status RunConfig::Validate() const {
         "disables)",
         save_summary_steps, log_step_count_steps));
   }
-  if (iterations_per_loop < 1) {
-    return absl::InvalidArgumentError(
-        fmt::format("RunConfig: iterations_per_loop {} is below 1; use 1", iterations_per_loop));
-  }
-  if (iterations_per_loop != 1) {
-    return Pending("iterations_per_loop", std::to_string(iterations_per_loop));
-  }
-  if (!precision_mode.empty()) return Pending("precision_mode", "\"" + precision_mode + "\"");
-  if (enable_data_pre_proc) return Pending("enable_data_pre_proc", "true");
-  if (mix_compile_mode) return Pending("mix_compile_mode", "true");
   if (!distribute.empty()) {
     return absl::InvalidArgumentError(fmt::format(
         "RunConfig: distribute = \"{}\": distributed training arrives with the distributed work "
@@ -75,6 +58,10 @@ SessionConfig RunConfig::EffectiveSessionConfig() const {
   SessionConfig c = session_config;
   if (deterministic.has_value()) c.deterministic = *deterministic;
   if (op_select_implmode.has_value()) c.op_select_implmode = *op_select_implmode;
+  if (iterations_per_loop.has_value()) c.iterations_per_loop = *iterations_per_loop;
+  if (precision_mode.has_value()) c.precision_mode = *precision_mode;
+  if (enable_data_pre_proc.has_value()) c.enable_data_pre_proc = *enable_data_pre_proc;
+  if (mix_compile_mode.has_value()) c.mix_compile_mode = *mix_compile_mode;
   return c;
 }
 

@@ -92,8 +92,8 @@ class ProtectedEvictTable final : public EmbeddingTable {
   void ApplyGradients(absl::Span<const uint32_t> rows, const float* g, int64_t step) override {
     inner_->ApplyGradients(rows, g, step);
   }
-  void RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> a) override {
-    inner_->RowAddresses(rows, a);
+  Status RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> a) override {
+    return inner_->RowAddresses(rows, a);
   }
   void ApplyGradientsByAddress(absl::Span<float* const> a, const float* g, int64_t s) override {
     inner_->ApplyGradientsByAddress(a, g, s);

@@ -271,9 +271,13 @@ class TableImpl final : public EmbeddingTable {
                  absl::Span<const int64_t> timestamps, LookupMode mode,
                  absl::Span<uint32_t> rows) override {
     const size_t n = keys.size();
-    RECSDK_CHECK(rows.size() == n);
-    RECSDK_CHECK(counts.empty() || counts.size() == n);
-    RECSDK_CHECK(timestamps.empty() || timestamps.size() == n);
+    if (rows.size() != n || (!counts.empty() && counts.size() != n) ||
+        (!timestamps.empty() && timestamps.size() != n)) {
+      return absl::InvalidArgumentError(fmt::format(
+          "table \"{}\": Resolve of {} keys got {} rows, {} counts and {} timestamps; pass one "
+          "row slot per key, and counts and timestamps each empty or one per key",
+          name(), n, rows.size(), counts.size(), timestamps.size()));
+    }
     RECSDK_RETURN_IF_ERROR(CheckKeyRange(keys));
     const bool train = mode == LookupMode::kTrain;
     const KeyIndex& index = *index_;
@@ -434,6 +438,7 @@ class TableImpl final : public EmbeddingTable {
           "batch * n of them",
           name(), batch, n, restore.size()));
     }
+    RECSDK_RETURN_IF_ERROR(CheckRowsAndRestore(unique_rows, restore));
     const int dim = config_.dim;
     const float dflt = config_.serving_default_value;
     ParallelChunks(static_cast<size_t>(batch), 64, [&](size_t b0, size_t b1) {
@@ -461,6 +466,30 @@ class TableImpl final : public EmbeddingTable {
         for (int d = 0; d < dim; ++d) o[d] *= scale;
       }
     });
+    return absl::OkStatus();
+  }
+
+  // CheckRowsAndRestore: every restore index points into unique_rows, and every row id is one
+  // of this table's rows or a sentinel; a wrong one would read outside the slab.
+  Status CheckRowsAndRestore(absl::Span<const uint32_t> unique_rows,
+                             absl::Span<const uint32_t> restore) const {
+    uint32_t worst_index = 0;
+    for (uint32_t i : restore) worst_index = std::max(worst_index, i);
+    if (!restore.empty() && worst_index >= unique_rows.size()) {
+      return absl::InvalidArgumentError(
+          fmt::format("table \"{}\": restore index {} is out of range for {} unique rows; pass the "
+                      "restore_index and rows of the same DedupKeys/Resolve",
+                      name(), worst_index, unique_rows.size()));
+    }
+    for (uint32_t row : unique_rows) {
+      if (row >= kDefaultRow) continue;
+      if (static_cast<int64_t>(row) >= max_rows_) {
+        return absl::InvalidArgumentError(fmt::format(
+            "table \"{}\": row id {} is not a row of this table (capacity {}); pass rows that "
+            "Resolve returned",
+            name(), row, max_rows_));
+      }
+    }
     return absl::OkStatus();
   }
 
@@ -523,11 +552,17 @@ class TableImpl final : public EmbeddingTable {
               [&](size_t b, size_t e) { UpdateBatch(updater, rows.data(), nullptr, b, e, grads); });
   }
 
-  void RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> addresses) override {
-    RECSDK_CHECK(addresses.size() == rows.size());
+  Status RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> addresses) override {
+    if (addresses.size() != rows.size()) {
+      return absl::InvalidArgumentError(fmt::format(
+          "table \"{}\": RowAddresses of {} rows got room for {} addresses; pass one slot per row",
+          name(), rows.size(), addresses.size()));
+    }
+    RECSDK_RETURN_IF_ERROR(CheckRowsAndRestore(rows, {}));
     for (size_t i = 0; i < rows.size(); ++i) {
       addresses[i] = rows[i] < kDefaultRow ? Row(rows[i]) : nullptr;
     }
+    return absl::OkStatus();
   }
 
   void ApplyGradientsByAddress(absl::Span<float* const> addresses, const float* grads,
@@ -670,6 +705,18 @@ class TableImpl final : public EmbeddingTable {
           values_path, keys.size(), config_.dim, keys_path));
     }
     RECSDK_RETURN_IF_ERROR(CheckKeyRange(keys));
+    // A key listed twice has two candidate embeddings, and would be counted twice below: refuse.
+    absl::flat_hash_map<int64_t, size_t> first_at;
+    first_at.reserve(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto [it, fresh] = first_at.emplace(keys[i], i);
+      if (!fresh) {
+        return absl::DataLossError(fmt::format(
+            "table \"{}\": \"{}\" lists key {} twice (positions {} and {}); each key needs one "
+            "embedding: remove the duplicate rows from both files",
+            name(), keys_path, keys[i], it->second, i));
+      }
+    }
     int64_t missing = 0;
     for (int64_t k : keys) {
       if (!padding_.contains(k) && index_->Find(k) == KeyIndex::kEmpty) ++missing;
@@ -737,7 +784,7 @@ class TableImpl final : public EmbeddingTable {
       snap.pending_counts[i] = pend[i].second.count;
       snap.pending_timestamps[i] = pend[i].second.timestamp;
     }
-    ResetTracking();
+    if (kind != SnapshotKind::kFullKeepTracking) ResetTracking();
     return snap;
   }
 

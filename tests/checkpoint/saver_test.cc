@@ -117,7 +117,7 @@ State Capture(Model& m) {
     st.vars[v.name()] = std::string(static_cast<const char*>(t.raw_data()), t.TotalBytes());
   }
   EmbeddingTable* t = ValueOrDie(LookupTable(*m.session, "user_table"));
-  st.table = ValueOrDie(t->Snapshot(EmbeddingTable::SnapshotKind::kFull));
+  st.table = ValueOrDie(t->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking));
   return st;
 }
 void ExpectSameState(const State& a, const State& b) {
@@ -274,6 +274,7 @@ TEST(SaverTest, CorruptTruncatedOrMissingFilesAreDataLossNamingTheFile) {
     std::filesystem::copy_file(backup, file, std::filesystem::copy_options::overwrite_existing);
     FlipBit(file, size / 2 + 1);
     expect("middle byte flipped");
+    std::filesystem::copy_file(backup, file, std::filesystem::copy_options::overwrite_existing);
     std::filesystem::resize_file(file, static_cast<uintmax_t>(size - 1));
     expect("truncated");
     std::filesystem::remove(file);
@@ -363,6 +364,31 @@ TEST(SaverTest, OptionsAreValidated) {
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_NE(std::string(s.message()).find("is not initialised"), std::string::npos) << s;
   EXPECT_EQ(saver->SaveDelta(1).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(TableCheckpointTest, SaveTableRestoreTableRoundTripCorruptionAndMismatch) {
+  TableConfig c = testing::SmallTable("t", 4, 100);
+  c.access_threshold = 2;
+  auto t = ValueOrDie(EmbeddingTable::Create(c, SparseOptimizerConfig::Adagrad()));
+  std::vector<int64_t> keys = {1, 2, 3};
+  std::vector<uint32_t> counts = {2, 2, 1}, rows(3);
+  ASSERT_TRUE(t->Resolve(keys, counts, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+  const std::string dir = FreshDir("table");
+  ASSERT_TRUE(SaveTable(*t, dir).ok());
+  auto u = ValueOrDie(EmbeddingTable::Create(c, SparseOptimizerConfig::Adagrad()));
+  ASSERT_TRUE(RestoreTable(*u, dir).ok());
+  EXPECT_EQ(*u->ReadRow(2), *t->ReadRow(2));
+  EXPECT_EQ(u->AdmissionCount(3), 1.0f);
+  auto w = ValueOrDie(EmbeddingTable::Create(c, SparseOptimizerConfig::SGD(0.1f)));
+  const Status mismatch = RestoreTable(*w, dir);
+  EXPECT_EQ(mismatch.code(), absl::StatusCode::kFailedPrecondition) << mismatch;
+  FlipBit(dir + "/rows.npy", 2);
+  auto v = ValueOrDie(EmbeddingTable::Create(c, SparseOptimizerConfig::Adagrad()));
+  const Status corrupt = RestoreTable(*v, dir);
+  EXPECT_EQ(corrupt.code(), absl::StatusCode::kDataLoss) << corrupt;
+  EXPECT_NE(std::string(corrupt.message()).find("rows.npy"), std::string::npos) << corrupt;
+  EXPECT_EQ(v->size(), 0);
+  EXPECT_EQ(RestoreTable(*v, dir + "/missing").code(), absl::StatusCode::kDataLoss);
 }
 
 // The child side of the SIGKILL test: saves again and again until killed.

@@ -118,9 +118,8 @@ double PlantedAuc(int64_t rows) {
       for (int i = 1; i <= kSparse; ++i) {
         ids.push_back(b.column("C" + std::to_string(i))->data<int64_t>()[r]);
       }
-      scores.push_back(static_cast<float>(
-          SyntheticTrueLogit(Data(rows, 1), ids,
-                             absl::MakeConstSpan(b.column("dense")->data<float>() + 4 * r, 4))));
+      scores.push_back(static_cast<float>(SyntheticTrueLogit(
+          Data(rows, 1), ids, absl::MakeConstSpan(b.column("dense")->data<float>() + 4 * r, 4))));
       labels.push_back(b.column("label")->data<float>()[r]);
     }
   }
@@ -234,6 +233,11 @@ TEST(EstimatorTest, ModelFnMistakesAreNamed) {
   RunConfig unsupported;
   unsupported.protocol = "grpc";
   EXPECT_FALSE(Estimator::Create(Model(), unsupported).ok());
+  RunConfig loop = Config("");
+  loop.iterations_per_loop = 10;
+  const Status per_loop = Estimator::Create(Model(), loop).status();
+  EXPECT_NE(std::string(per_loop.message()).find("iterations_per_loop"), std::string::npos)
+      << per_loop;
   auto ok = *Estimator::Create(Model(), Config(""));
   EXPECT_EQ(ok->Train(Input(1024, 0, 128), 5, 10).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ok->ExportSavedModel("x", {}).status().code(), absl::StatusCode::kFailedPrecondition);

@@ -44,14 +44,21 @@ TEST(RunConfigTest, UnsupportedArgumentsAreRejectedWithTheSpecsAdvice) {
   ExpectMentions(e.Validate(), "experimental_distribute");
 }
 
-TEST(RunConfigTest, PendingSessionOptionsAndContradictionsAreErrors) {
+TEST(RunConfigTest, SessionOptionsAreForwardedAndValidatedAndContradictionsAreErrors) {
   RunConfig a;
   a.iterations_per_loop = 10;
-  ExpectMentions(a.Validate(), "iterations_per_loop");
-  EXPECT_NE(std::string(a.Validate().message()).find("session-options"), std::string::npos);
+  a.precision_mode = "must_keep_origin_dtype";
+  a.mix_compile_mode = true;
+  ASSERT_TRUE(a.Validate().ok()) << a.Validate();
+  EXPECT_EQ(a.EffectiveSessionConfig().iterations_per_loop, 10);
+  EXPECT_EQ(a.EffectiveSessionConfig().precision_mode, "must_keep_origin_dtype");
+  EXPECT_TRUE(a.EffectiveSessionConfig().mix_compile_mode);
   RunConfig b;
-  b.precision_mode = "allow_mix_precision";
+  b.precision_mode = "no_such_mode";
   ExpectMentions(b.Validate(), "precision_mode");
+  RunConfig e;
+  e.enable_data_pre_proc = true;  // the CPU backend has no device to offload to
+  ExpectMentions(e.Validate(), "enable_data_pre_proc");
   RunConfig c;
   c.save_checkpoints_steps = 100;  // with the default save_checkpoints_secs 600
   ExpectMentions(c.Validate(), "save_checkpoints_secs");

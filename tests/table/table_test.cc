@@ -2,6 +2,8 @@
 // checkpoints, and TableConfig validation.
 #include "recsdk/table.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -49,7 +51,8 @@ std::vector<uint32_t> Resolve(EmbeddingTable& t, std::vector<int64_t> keys,
 
 std::string TmpDir(const std::string& leaf) {
   const char* base = std::getenv("RECSDK_TEST_TMPDIR");
-  std::string dir = std::string(base ? base : "/tmp") + "/table_test_" + leaf;
+  std::string dir = std::string(base ? base : "/tmp") + "/table_test_" +
+                    std::to_string(static_cast<long>(::getpid())) + "_" + leaf;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
@@ -445,7 +448,7 @@ TEST(TableTest, DynamicExpansionGrows) {
   // By-address update through the lookup's row addresses.
   std::vector<float*> addr(2);
   std::vector<uint32_t> two = {rows[0], rows[1]};
-  t->RowAddresses(two, absl::MakeSpan(addr));
+  ASSERT_TRUE(t->RowAddresses(two, absl::MakeSpan(addr)).ok());
   auto before = *t->ReadRow(keys[1]);
   std::vector<float> g(8, 1.0f);
   t->ApplyGradientsByAddress(addr, g.data(), 1);
