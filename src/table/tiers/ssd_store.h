@@ -11,14 +11,13 @@
 // SSD population, at most ssd_vocabulary_size rows).
 //
 // I/O. Read and Write sort the slots, merge runs of adjacent records into one preadv/pwritev
-// (straight into the caller's rows, no copy), and spread the runs over `io_threads` threads:
-// random row reads are independent 4 KiB page reads, and a disk serves many at once far faster
-// than one after another. Files are buffered (not O_DIRECT: a row is smaller than a disk block,
-// and direct writes of part of a block would need a read-modify-write) with
-// POSIX_FADV_RANDOM, so a row read costs one page read and no read-ahead.
-//
-// Measured choice (benchmarks/ssd_store_bench.cc; see docs/tiers.md for the full table): see
-// the "Measurements" section at the end of this comment.
+// (straight into the caller's rows, no copy), first start every run's page reads at once with
+// posix_fadvise(WILLNEED), then do the runs, inline or spread over `io_threads` threads. Files are
+// buffered (not O_DIRECT: a row is smaller than a disk block, and direct writes of part of a
+// block would need our own read-modify-write) and opened POSIX_FADV_RANDOM, so a cold row costs
+// one page read and no read-ahead. The WILLNEED pass is what makes this fast: a disk serves many
+// random 4 KiB reads at once far faster than one after another, and a buffered write to part of
+// an uncached page reads that page first, under the file's inode lock, i.e. one at a time.
 //
 // Host memory per SSD-resident row (the goal is <= 24 bytes): this store keeps 1 bit per
 // slot (allocated or not), 4 bytes per *free* slot and a hash entry per *pinned* slot; the table
@@ -33,11 +32,28 @@
 // Allocate tries the folders again). A file that is short, or whose header does not match, is
 // DataLoss naming the file (Open). An I/O error is DataLoss naming the file and the offset.
 //
-// Measurements (this VM, shared and noisy: 2 cores, virtio disk; rows of 64 floats = 256 bytes;
-// ssd_store_bench, see docs/tiers.md for the command): filled in below after measuring.
+// Measurements (benchmarks/ssd_store_bench.cc; this VM: 2 shared cores, a virtio disk, other
+// builds running; 256-byte rows, 1M rows, cold pages; two runs each, so read them as ranges):
+//   disk, our fio-like loop:   sequential 1 MiB read 1.7-2.6 GB/s, write 0.7-0.9 GB/s;
+//                              random 4 KiB read 6-8k/s at depth 1, 32-48k/s at depth 8;
+//                              random 4 KiB write 4-9k/s at depth 1, 44-46k/s at depth 8.
+//   store, random row reads:   before the WILLNEED pass: 6-7k rows/s inline, 41-42k rows/s on 4
+//                              threads; with it: 48-52k rows/s inline, 42-51k on 4 threads;
+//                              row_read_vs_random_read (vs the disk at depth 8) 0.87-1.35.
+//   store, random row writes   before the WILLNEED pass: 4-6k rows/s inline, 6-7k on 4 threads
+//   (+ fdatasync):             (0.3-0.4 of the disk's random writes); with it: 21-24k inline,
+//                              18-21k on 4 threads; row_write_vs_random_write 0.57-1.12.
+//   bulk write to adjacent slots (a demotion's shape) + fdatasync: 200-340 MB/s, 0.27-0.45 of
+//                              the disk's sequential write.
+// Choice: our own store, with the WILLNEED pass and io_threads 0 (threads measured no faster
+// once the pass keeps the disk busy, and cost a pool per table). io_uring (liburing-dev) and
+// RocksDB (librocksdb-dev) are not installed here and were not measured: the store already reads
+// rows at the disk's random 4 KiB rate, which bounds what io_uring could add to reads; RocksDB
+// would add compaction write amplification for fixed-size records that need none. Both remain
+// worth measuring on a real NVMe disk, where depth 8 is far from the device's best.
 //
 // Threading: as RowStore (row_store.h): one thread changes allocation state; Read and Write of
-// distinct slots may be called concurrently (they serialise on the I/O thread pool).
+// distinct slots may be called concurrently (with io_threads > 0 they take turns on the pool).
 #ifndef RECSDK_TABLE_TIERS_SSD_STORE_H_
 #define RECSDK_TABLE_TIERS_SSD_STORE_H_
 
@@ -66,9 +82,10 @@ struct SsdStoreOptions {
   std::string file_name;
   // rows_per_file: records per file; 0 (default) picks files of about 64 MiB.
   uint32_t rows_per_file = 0;
-  // io_threads: threads that run reads and writes besides the caller's; 0 runs them inline.
-  // Default 4: measured faster than inline for random row reads (ssd_store.h, Measurements).
-  int io_threads = 4;
+  // io_threads: threads that run reads and writes besides the caller's; 0 (default) runs them
+  // inline, which measured as fast as 4 threads once the WILLNEED pass starts every page read
+  // (see Measurements above); in [0, 64].
+  int io_threads = 0;
 };
 
 class SsdStore final : public RowStore {
