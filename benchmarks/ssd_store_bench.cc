@@ -37,6 +37,10 @@
 #include <thread>
 #include <vector>
 
+#ifdef RECSDK_HAVE_LIBURING
+#include <liburing.h>
+#endif
+
 #include "benchmark/benchmark.h"
 #include "src/table/key_index.h"
 #include "src/table/tiers/ssd_store.h"
@@ -327,6 +331,121 @@ void BM_StoreBulkWrite(benchmark::State& state) {
   state.counters["vs_seq_write"] = mbps / disk_mbps;
 }
 BENCHMARK(BM_StoreBulkWrite)->Iterations(4)->Unit(benchmark::kMillisecond);
+
+#ifdef RECSDK_HAVE_LIBURING
+// UringRead: the rows in `slots` of the store's files read through io_uring with `depth` reads in
+// flight: buffered row-sized reads straight into `out` (the store's own file access, another
+// submission path), or O_DIRECT reads of each row's 4 KiB block with the row copied out (records
+// never straddle a block: the header is 4 KiB and 4096 is a multiple of the row size). Returns
+// seconds, or -1 when O_DIRECT is not supported.
+double UringRead(const SsdStore& store, const std::vector<uint32_t>& slots, float* out, bool direct,
+                 unsigned depth) {
+  std::vector<int> fds;
+  for (const std::string& path : store.FilePaths()) {
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
+    if (fd < 0) {
+      for (int f : fds) close(f);
+      return -1;
+    }
+    if (!direct) posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+    fds.push_back(fd);
+  }
+  struct io_uring ring;
+  if (io_uring_queue_init(depth, &ring, 0) != 0) std::abort();
+  const size_t row_bytes = store.row_bytes();
+  std::vector<void*> blocks(depth);
+  std::vector<unsigned> free_blocks;
+  for (unsigned i = 0; i < depth; ++i) {
+    blocks[i] = AlignedBuffer(kBlock);
+    free_blocks.push_back(i);
+  }
+  std::vector<unsigned> block_of(slots.size());
+  const auto start = std::chrono::steady_clock::now();
+  size_t submitted = 0, done = 0;
+  while (done < slots.size()) {
+    while (submitted < slots.size() && submitted - done < depth) {
+      const uint32_t slot = slots[submitted];
+      const uint64_t offset =
+          SsdStore::kHeaderBytes + uint64_t{slot % store.rows_per_file()} * row_bytes;
+      struct io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+      const int fd = fds[slot / store.rows_per_file()];
+      if (direct) {
+        const unsigned b = free_blocks.back();
+        free_blocks.pop_back();
+        block_of[submitted] = b;
+        io_uring_prep_read(sqe, fd, blocks[b], kBlock, offset / kBlock * kBlock);
+      } else {
+        io_uring_prep_read(sqe, fd, out + submitted * store.row_floats(),
+                           static_cast<unsigned>(row_bytes), offset);
+      }
+      io_uring_sqe_set_data64(sqe, submitted);
+      ++submitted;
+    }
+    io_uring_submit(&ring);
+    struct io_uring_cqe* cqe;
+    if (io_uring_wait_cqe(&ring, &cqe) != 0) std::abort();
+    unsigned head;
+    unsigned seen = 0;
+    io_uring_for_each_cqe(&ring, head, cqe) {
+      const size_t i = io_uring_cqe_get_data64(cqe);
+      if (cqe->res != static_cast<int>(direct ? kBlock : row_bytes)) std::abort();
+      if (direct) {
+        const uint64_t offset =
+            SsdStore::kHeaderBytes + uint64_t{slots[i] % store.rows_per_file()} * row_bytes;
+        std::memcpy(out + i * store.row_floats(),
+                    static_cast<char*>(blocks[block_of[i]]) + offset % kBlock, row_bytes);
+        free_blocks.push_back(block_of[i]);
+      }
+      ++seen;
+    }
+    io_uring_cq_advance(&ring, seen);
+    done += seen;
+  }
+  const double seconds = Seconds(start);
+  io_uring_queue_exit(&ring);
+  for (void* b : blocks) free(b);
+  for (int f : fds) close(f);
+  return seconds;
+}
+
+// BM_UringRandomRead: io_uring reads of random rows against the store's Read of the same rows,
+// both from cold pages, alternating batch by batch. Counters: rows_per_s (io_uring),
+// store_rows_per_s, uring_vs_store.
+void BM_UringRandomRead(benchmark::State& state) {
+  const bool direct = state.range(0) == 1;
+  const unsigned depth = static_cast<unsigned>(state.range(1));
+  SsdStore& store = StoreFor(0);
+  std::vector<float> out(kBatchRows * kRowFloats), want(kBatchRows * kRowFloats);
+  uint64_t rng = 31;
+  double uring_seconds = 0, store_seconds = 0;
+  uint64_t rows = 0;
+  for (auto _ : state) {
+    const std::vector<uint32_t> slots = RandomSlots(rng, kBatchRows);
+    if (!store.DropPageCache().ok()) std::abort();
+    const double s = UringRead(store, slots, out.data(), direct, depth);
+    if (s < 0) {
+      state.SkipWithError("O_DIRECT is not supported on this file system");
+      return;
+    }
+    uring_seconds += s;
+    if (!store.DropPageCache().ok()) std::abort();
+    const auto start = std::chrono::steady_clock::now();
+    if (!store.Read(slots, want.data()).ok()) std::abort();
+    store_seconds += Seconds(start);
+    if (out != want) std::abort();  // both read the same rows
+    rows += kBatchRows;
+  }
+  state.counters["rows_per_s"] = static_cast<double>(rows) / uring_seconds;
+  state.counters["store_rows_per_s"] = static_cast<double>(rows) / store_seconds;
+  state.counters["uring_vs_store"] = store_seconds / uring_seconds;
+  state.SetLabel(direct ? "io_uring O_DIRECT 4 KiB blocks" : "io_uring buffered rows");
+}
+BENCHMARK(BM_UringRandomRead)
+    ->ArgsProduct({{0, 1}, {8, 64}})
+    ->ArgNames({"direct", "depth"})
+    ->Iterations(4)
+    ->Unit(benchmark::kMillisecond);
+#endif  // RECSDK_HAVE_LIBURING
 
 void BM_HostBytesPerSsdRow(benchmark::State& state) {
   // One table whose rows are all on SSD: the key index holds every key's packed location, the
