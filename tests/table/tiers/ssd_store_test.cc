@@ -300,9 +300,46 @@ TEST(SsdStoreTest, BulkIoAcrossFileBoundariesAndLongRuns) {
   EXPECT_EQ(out, RowsFor(slots, kRowFloats, 6));
 }
 
-TEST(SsdStoreTest, ReadOfARecordCutOffAfterOpeningIsDataLossNamingTheFile) {
+TEST(SsdStoreTest, DirectAndBufferedReadsReturnTheSameRows) {
+  // 96-byte rows straddle 4 KiB blocks; runs of adjacent slots are longer than one direct read
+  // (32 KiB); slots repeat; files are short so runs end at file boundaries.
   TierTestDir dir;
-  auto s = *SsdStore::Create(Options({dir.Sub("a")}, 20, 20));
+  SsdStoreOptions o = Options({dir.Sub("a")}, 6000, 2500);
+  o.row_floats = 24;
+  o.io_threads = 0;
+  std::vector<uint32_t> slots;
+  {
+    auto s = *SsdStore::Create(o);
+    if (!s->direct_reads()) {
+      GTEST_SKIP() << "no io_uring or no O_DIRECT here: only the buffered path exists";
+    }
+    slots = Alloc(*s, 6000);
+    ASSERT_TRUE(s->Write(slots, RowsFor(slots, 24, 3).data()).ok());
+    std::vector<uint32_t> ask;
+    for (uint32_t i = 0; i < 6000; i += 1 + (i % 5 == 0 ? 40 : 0)) ask.push_back(i);
+    ask.push_back(17);
+    ask.push_back(17);
+    ask.push_back(5999);
+    std::vector<float> direct(ask.size() * 24);
+    ASSERT_TRUE(s->Read(ask, direct.data()).ok());
+    EXPECT_EQ(direct, RowsFor(ask, 24, 3));
+  }
+  // The same files read through the page cache.
+  o.read_path = SsdReadPath::kBuffered;
+  auto reopened = *SsdStore::Open(o, slots);
+  EXPECT_FALSE(reopened->direct_reads());
+  std::vector<float> buffered(slots.size() * 24);
+  ASSERT_TRUE(reopened->Read(slots, buffered.data()).ok());
+  EXPECT_EQ(buffered, RowsFor(slots, 24, 3));
+}
+
+class SsdReadPaths : public ::testing::TestWithParam<SsdReadPath> {};
+
+TEST_P(SsdReadPaths, ReadOfARecordCutOffAfterOpeningIsDataLossNamingTheFile) {
+  TierTestDir dir;
+  SsdStoreOptions o = Options({dir.Sub("a")}, 20, 20);
+  o.read_path = GetParam();
+  auto s = *SsdStore::Create(o);
   std::vector<uint32_t> slots = Alloc(*s, 20);
   ASSERT_TRUE(s->Write(slots, RowsFor(slots, kRowFloats, 1).data()).ok());
   const std::string path = s->FilePaths()[0];
@@ -312,6 +349,9 @@ TEST(SsdStoreTest, ReadOfARecordCutOffAfterOpeningIsDataLossNamingTheFile) {
   ASSERT_TRUE(absl::IsDataLoss(st)) << st;
   EXPECT_THAT(std::string(st.message()), HasSubstr(path));
 }
+
+INSTANTIATE_TEST_SUITE_P(Paths, SsdReadPaths,
+                         ::testing::Values(SsdReadPath::kAuto, SsdReadPath::kBuffered));
 
 }  // namespace
 }  // namespace recsdk::internal
