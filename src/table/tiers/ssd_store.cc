@@ -293,6 +293,10 @@ absl::Status SsdStore::Grow(uint64_t rows) {
   while (file_rows_ < rows) {
     const uint64_t index = files_.size();
     std::string reasons;
+    for (size_t f = 0; f < first_folder_ && f < folders_.size(); ++f) {
+      reasons += fmt::format("{}\"{}\": no space (found earlier)", reasons.empty() ? "" : "; ",
+                             folders_[f]);
+    }
     File file;
     for (size_t f = first_folder_; f < folders_.size(); ++f) {
       const absl::Status made = MakeFile(index, folders_[f], &file);
@@ -309,7 +313,8 @@ absl::Status SsdStore::Grow(uint64_t rows) {
           fmt::format("{}\"{}\": {}", reasons.empty() ? "" : "; ", folders_[f], made.message());
     }
     if (file.fd < 0) {
-      if (reasons.empty()) reasons = "every folder reported no space earlier";
+      // Nowhere to go: the next growth tries every folder again, in order (space may be freed).
+      first_folder_ = 0;
       return absl::ResourceExhaustedError(fmt::format(
           "{} is full: no folder of ssd_data_path can take file {} ({} more rows of {} bytes; "
           "{} rows in use): {}; free disk space or add folders to ssd_data_path",

@@ -247,26 +247,40 @@ TEST(SsdStoreTest, FullDiskMovesOnToTheNextFolderThenIsResourceExhausted) {
     GTEST_SKIP() << "cannot mount a 1 MiB tmpfs (needs root); the vanished-folder test covers "
                     "ResourceExhausted";
   }
-  // Files of 4 KiB + 4096 rows x 64 bytes = 260 KiB: three fit in 1 MiB, the fourth does not.
+  // Files of 4 KiB + 4096 rows x 64 bytes = 260 KiB: three fit in small's 1 MiB; small2 holds a
+  // 600 KiB filler, so one fits there.
+  const std::string filler = small2 + "/filler";
+  {
+    std::ofstream f(filler, std::ios::binary);
+    f << std::string(600 << 10, 'x');
+  }
   SsdStoreOptions o = Options({small, small2}, 40000, 4096);
   auto s = *SsdStore::Create(o);
   std::vector<uint32_t> first = Alloc(*s, 3 * 4096);
   ASSERT_TRUE(s->Write(first, RowsFor(first, kRowFloats, 0).data()).ok());
   for (const std::string& path : s->FilePaths()) EXPECT_EQ(path.rfind(small + "/", 0), 0u);
-  // The fourth file does not fit in `small`: it goes to small2, and so do the next two.
-  Alloc(*s, 3 * 4096);
-  ASSERT_EQ(s->FilePaths().size(), 6u);
+  // The fourth file does not fit in small: it goes to small2.
+  Alloc(*s, 4096);
+  ASSERT_EQ(s->FilePaths().size(), 4u);
   EXPECT_EQ(s->FilePaths()[3].rfind(small2 + "/", 0), 0u);
   EXPECT_FALSE(fs::exists(small + "/user_table.00003.rows"));  // the failed file is removed
+  // The fifth fits nowhere.
   std::vector<uint32_t> none(100, 9);
   const absl::Status st = s->Allocate(100, none.data());
   ASSERT_TRUE(absl::IsResourceExhausted(st)) << st;
-  EXPECT_THAT(std::string(st.message()), HasSubstr(small2));
-  EXPECT_THAT(std::string(st.message()), HasSubstr("No space"));
-  EXPECT_EQ(s->size(), 6u * 4096);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("\"" + small + "\": no space"));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("\"" + small2 + "\": "));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("No space left"));
+  EXPECT_EQ(none, std::vector<uint32_t>(100, 9));
+  EXPECT_EQ(s->size(), 4u * 4096);
+  EXPECT_FALSE(fs::exists(small2 + "/user_table.00004.rows"));
   std::vector<float> out(first.size() * kRowFloats);
   ASSERT_TRUE(s->Read(first, out.data()).ok());
   EXPECT_EQ(out, RowsFor(first, kRowFloats, 0));
+  // Space freed: the store grows again, into the first folder with room.
+  fs::remove(filler);
+  ASSERT_TRUE(s->Allocate(100, none.data()).ok());
+  EXPECT_EQ(s->FilePaths().back(), small2 + "/user_table.00004.rows");
 }
 
 TEST(SsdStoreTest, CapacityReachedIsResourceExhaustedNamingTheSetting) {
