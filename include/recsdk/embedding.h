@@ -224,6 +224,13 @@ StatusOr<Node*> SparseMinimize(const Scope& scope, Output loss,
 // LookupTable: the table `name` of a Session, created from its graph's TableHandle if no step has
 // run yet. NotFound naming the tables that exist. The pointer lives as long as the Session.
 StatusOr<EmbeddingTable*> LookupTable(Session& session, std::string_view name);
+// set_threshold: changes the admission threshold of the session's table `table_name` during
+// training (EmbeddingTable::SetAccessThreshold), under the table's resolve lock, so a key stage
+// resolving ahead sees the old threshold for the batches it already resolved and the new one for
+// every later batch. Errors as SetAccessThreshold's, and NotFound for an unknown table. Call it
+// between Session::Run calls (SetThresholdHook in hooks.h does it at a given step).
+Status set_threshold(Session& session, std::string_view table_name, int64_t access_threshold);
+
 // SessionTables: every table of the session's graph, in creation order (for EvictHook).
 StatusOr<std::vector<EmbeddingTable*>> SessionTables(Session& session);
 

@@ -2,10 +2,12 @@
 #ifndef RECSDK_RECSDK_H_
 #define RECSDK_RECSDK_H_
 
+#include "recsdk/checkpoint.h"
 #include "recsdk/config.h"
 #include "recsdk/dataset.h"
 #include "recsdk/dtype.h"
 #include "recsdk/embedding.h"
+#include "recsdk/export.h"
 #include "recsdk/feature_spec.h"
 #include "recsdk/gradients.h"
 #include "recsdk/graph.h"

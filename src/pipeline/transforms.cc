@@ -8,6 +8,7 @@
 
 #include "fmt/format.h"
 #include "recsdk/dataset.h"
+#include "src/common/checked_math.h"
 #include "src/common/hash.h"
 #include "src/common/random.h"
 #include "src/common/status_macros.h"
@@ -408,9 +409,11 @@ StatusOr<std::unique_ptr<Dataset>> Shuffle(std::unique_ptr<Dataset> input, int64
 StatusOr<std::unique_ptr<Dataset>> BatchRows(std::unique_ptr<Dataset> input, int64_t batch_size,
                                              const BatchOptions& options) {
   RECSDK_RETURN_IF_ERROR(internal::NeedInput(input, "BatchRows"));
-  if (batch_size < 1) {
-    return absl::InvalidArgumentError(
-        fmt::format("BatchRows: batch_size {} is below 1; use a positive size", batch_size));
+  if (batch_size < 1 || batch_size > internal::kMaxBatchRows) {
+    return absl::InvalidArgumentError(fmt::format(
+        "BatchRows: batch_size {} is outside [1, {}]; use a positive size no larger than the "
+        "bound (batches are held in memory whole)",
+        batch_size, internal::kMaxBatchRows));
   }
   if (options.drop_remainder && options.pad_remainder) {
     return absl::InvalidArgumentError(

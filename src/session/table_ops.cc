@@ -279,8 +279,13 @@ Status AddLookupOutputs(InferenceContext& c, int first, int k, bool has_mask, bo
     if (b != Shape::kUnknownDim) batch = b;
   }
   int next = first + k;
-  if (has_mask) RECSDK_RETURN_IF_ERROR(c.ExpectDType(next++, DType::kFloat32));
-  if (has_ts) RECSDK_RETURN_IF_ERROR(c.ExpectDType(next++, DType::kInt64));
+  if (has_mask && c.input_dtype(next) != DType::kFloat32) {
+    return c.Error("the mask {} must be float32", c.InputDesc(next));
+  }
+  next += has_mask ? 1 : 0;
+  if (has_ts && c.input_dtype(next) != DType::kInt64) {
+    return c.Error("the timestamps {} must be int64", c.InputDesc(next));
+  }
   if (!dynamic && send_count <= 0) {
     return c.Error("static shape (use_dynamic=false) needs send_count > 0, got {}", send_count);
   }
@@ -437,6 +442,17 @@ Status RunLookups(OpKernelContext& ctx, const std::vector<LookupAttrs>& attrs) {
 }
 
 Status SparseLookupKernel(OpKernelContext& ctx) {
+  // A moved lookup runs only in its key stage: running it here would do its key work (for a
+  // training lookup: admission and inserts) on whatever batch fed the ids, e.g. an evaluation one.
+  if (ctx.node().BoolAttr("moved_to_key_stage")) {
+    const bool train = ctx.node().BoolAttr("is_train", true);
+    return absl::FailedPreconditionError(fmt::format(
+        "sparse_lookup \"{}\" (table \"{}\", is_train {}) was moved to the key stage "
+        "(ModifyGraph) but this step did not feed its results: feed the step from a {} key stage "
+        "(KeyStageChannel::{}), and fetch only outputs of that channel's lookups",
+        ctx.node().name(), ctx.node().StringAttr("table_name"), train,
+        train ? "training" : "evaluation", train ? "kTrain" : "kEval"));
+  }
   return RunLookups(ctx, {ReadLookupAttrs(ctx.node())});
 }
 
@@ -586,7 +602,7 @@ Status TableApplyKernel(OpKernelContext& ctx) {
   const auto row_span = absl::Span<const uint32_t>(row_ptr, count);
   if (table.optimizer().ByAddress()) {
     std::vector<float*> addresses(count);
-    table.RowAddresses(row_span, absl::MakeSpan(addresses));
+    RECSDK_RETURN_IF_ERROR(table.RowAddresses(row_span, absl::MakeSpan(addresses)));
     table.ApplyGradientsByAddress(addresses, grad_ptr, step1);
   } else {
     table.ApplyGradients(row_span, grad_ptr, step1);
@@ -815,6 +831,20 @@ StatusOr<std::vector<Output>> BuildLookup(const Scope& scope, const SparseTable&
         "sparse_lookup \"{}\": static shape (use_dynamic=false) needs send_count > 0, got {}; set "
         "send_count to the most unique keys of a batch",
         name, options.send_count));
+  }
+  // The optional inputs are checked here, by option name: the op's own check could only say
+  // "input 3 must be float32", which a caller cannot map back to the option they set.
+  if (options.mask.valid() && options.mask.dtype() != DType::kFloat32) {
+    return absl::InvalidArgumentError(fmt::format(
+        "sparse_lookup \"{}\": option mask \"{}\" is {}; it must be float32 [B] (1 for real rows, "
+        "0 for padding): pass the batch's \"mask\" column or Cast it to float32",
+        name, options.mask.name(), DTypeName(options.mask.dtype())));
+  }
+  if (options.timestamps.valid() && options.timestamps.dtype() != DType::kInt64) {
+    return absl::InvalidArgumentError(fmt::format(
+        "sparse_lookup \"{}\": option timestamps \"{}\" is {}; it must be int64 [B] seconds: "
+        "pass the timestamp column (FeatureSpec is_timestamp) or Cast it to int64",
+        name, options.timestamps.name(), DTypeName(options.timestamps.dtype())));
   }
   RECSDK_RETURN_IF_ERROR(AddOptionSettings(options, name, &settings));
   RECSDK_ASSIGN_OR_RETURN(ThresholdUpdate thresholds, MergeThresholds(table, settings));
