@@ -60,6 +60,8 @@ Output Mlp(const Scope& scope, Output x, const MlpOptions& options) {
     DenseOptions d;
     d.units = units;
     d.activation = options.activation;
+    d.kernel_initializer = options.kernel_initializer;
+    d.bias_initializer = options.bias_initializer;
     h = Dense(s, h, d);
     if (options.dropout_rate > 0) h = ops::Dropout(s, h, options.dropout_rate);
   }
@@ -67,6 +69,8 @@ Output Mlp(const Scope& scope, Output x, const MlpOptions& options) {
     DenseOptions d;
     d.units = options.output_units;
     d.name = "logits";
+    d.kernel_initializer = options.kernel_initializer;
+    d.bias_initializer = options.bias_initializer;
     h = Dense(s, h, d);
   }
   return h;
