@@ -55,12 +55,20 @@
 //                              without it: 4-6k inline, 6-7k on 4 threads.
 //   bulk write to adjacent slots (a demotion's shape) + fdatasync: 200-400 MB/s, 0.24-0.45 of
 //                              the disk's sequential write.
+//   against RocksDB 7.8 (Debian's librocksdb-dev; the same 1M rows, direct I/O, no compression,
+//   4 KiB blocks, 8 MiB block cache, bulk-loaded and fully compacted, its best case for reads):
+//                              random reads (batched MultiGet) 6.5-7.3k rows/s, 0.066-0.069 of
+//                              the store; 131k random overwrites: RocksDB 72-80k rows/s with a
+//                              write amplification of 2.0 (WAL + flush + the compactions it set
+//                              off; a long run rewrites the levels and raises it), the store
+//                              41-43k rows/s with 6.9 (a 256-byte row dirties a 4 KiB page).
 // Choice: our own store, reads through io_uring + O_DIRECT, writes buffered with the WILLNEED
 // pass, io_threads 0 (threads measured no faster once reads are asynchronous, and cost a pool per
-// table). RocksDB (librocksdb-dev) was not measured: for fixed-size records that are overwritten
-// in place it adds compaction write amplification and an LSM read path, and our store already
-// reads rows at the disk's random 4 KiB rate, so it could not read faster. liburing-dev was used
-// only by the bench (BM_UringRandomRead) to check the raw ring against the library's.
+// table). A swap moves about as many rows up (reads) as down (writes), so per row moved up and
+// one down the store costs ~35 us against ~165 us for RocksDB; RocksDB's better writes do not
+// make up for reads 15x slower. RocksDB would give crash consistency per write (its WAL), which
+// the store does not (see docs/tiers.md: checkpoints must copy SSD rows). liburing-dev and
+// librocksdb-dev are used only by the bench, when installed.
 //
 // Threading: as RowStore (row_store.h): one thread changes allocation state; Read and Write of
 // distinct slots may be called concurrently (with io_threads > 0 they take turns on the pool).
