@@ -30,6 +30,7 @@
 #include "oneapi/tbb/parallel_for.h"
 #include "oneapi/tbb/parallel_sort.h"
 #include "src/common/check.h"
+#include "src/common/exception_guard.h"
 #include "src/common/hash.h"
 #include "src/common/prefetch.h"
 #include "src/common/random.h"
@@ -268,9 +269,18 @@ class TableImpl final : public EmbeddingTable {
     return absl::OkStatus();
   }
 
+  // The public batch calls run under CatchExceptions: a bad_alloc (a huge batch, a rehash)
+  // becomes ResourceExhausted instead of leaving the library.
   Status Resolve(absl::Span<const int64_t> keys, absl::Span<const uint32_t> counts,
                  absl::Span<const int64_t> timestamps, LookupMode mode,
                  absl::Span<uint32_t> rows) override {
+    return CatchExceptions(fmt::format("table \"{}\": Resolve", name()),
+                           [&] { return ResolveUnguarded(keys, counts, timestamps, mode, rows); });
+  }
+
+  Status ResolveUnguarded(absl::Span<const int64_t> keys, absl::Span<const uint32_t> counts,
+                          absl::Span<const int64_t> timestamps, LookupMode mode,
+                          absl::Span<uint32_t> rows) {
     const size_t n = keys.size();
     if (rows.size() != n || (!counts.empty() && counts.size() != n) ||
         (!timestamps.empty() && timestamps.size() != n)) {
@@ -664,6 +674,11 @@ class TableImpl final : public EmbeddingTable {
   }
 
   Status ExportNpy(const std::string& keys_path, const std::string& values_path) const override {
+    return CatchExceptions(fmt::format("table \"{}\": ExportNpy", name()),
+                           [&] { return ExportNpyUnguarded(keys_path, values_path); });
+  }
+
+  Status ExportNpyUnguarded(const std::string& keys_path, const std::string& values_path) const {
     const auto entries = SortedEntries();
     std::vector<int64_t> keys(entries.size());
     std::vector<float> values(entries.size() * static_cast<size_t>(config_.dim));
@@ -696,6 +711,11 @@ class TableImpl final : public EmbeddingTable {
   }
 
   Status ImportNpy(const std::string& keys_path, const std::string& values_path) override {
+    return CatchExceptions(fmt::format("table \"{}\": ImportNpy", name()),
+                           [&] { return ImportNpyUnguarded(keys_path, values_path); });
+  }
+
+  Status ImportNpyUnguarded(const std::string& keys_path, const std::string& values_path) {
     RECSDK_ASSIGN_OR_RETURN(NpyArray ka, ReadNpy(keys_path));
     RECSDK_ASSIGN_OR_RETURN(NpyArray va, ReadNpy(values_path));
     RECSDK_ASSIGN_OR_RETURN(std::vector<int64_t> keys, KeysFrom(ka, keys_path));
