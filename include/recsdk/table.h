@@ -180,6 +180,9 @@ struct TableSnapshot {
   std::vector<int64_t> pending_timestamps;
   // data_time: the table's data time (INT64_MIN before any timestamp).
   int64_t data_time = 0;
+  // access_threshold: the admission threshold at the snapshot (set_threshold may have changed
+  // it since creation); -1 for a table without admission.
+  int64_t access_threshold = -1;
 };
 
 // EmbeddingTable: one sparse table. Create with EmbeddingTable::Create.

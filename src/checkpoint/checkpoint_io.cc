@@ -193,6 +193,7 @@ StatusOr<nlohmann::json> WriteTablePayloads(Env* env, const std::string& dir,
       {"key_dtype", std::string(DTypeName(s.key_dtype))},
       {"is_delta", s.is_delta},
       {"data_time", s.data_time},
+      {"access_threshold", s.access_threshold},
       {"size", n},
       {"files", files},
   };
@@ -207,6 +208,7 @@ struct TableHeader {
   DType key_dtype = DType::kInt64;
   bool is_delta = false;
   int64_t data_time = 0;
+  int64_t access_threshold = -1;
 };
 
 StatusOr<TableHeader> ParseTableHeader(const nlohmann::json& e, const std::string& where) {
@@ -221,6 +223,7 @@ StatusOr<TableHeader> ParseTableHeader(const nlohmann::json& e, const std::strin
     key_dtype = e.at("key_dtype").get<std::string>();
     h.is_delta = e.at("is_delta").get<bool>();
     h.data_time = e.at("data_time").get<int64_t>();
+    h.access_threshold = e.value("access_threshold", int64_t{-1});
   } catch (const std::exception& ex) {
     return Corrupt(where, fmt::format("a table entry is malformed ({})", ex.what()));
   }
@@ -277,6 +280,7 @@ StatusOr<TableSnapshot> ReadTablePayloads(Env* env, const std::string& dir,
   s.key_dtype = h.key_dtype;
   s.is_delta = h.is_delta;
   s.data_time = h.data_time;
+  s.access_threshold = h.access_threshold;
   if (!entry.contains("files") || !entry["files"].is_object()) {
     return Corrupt(where, fmt::format("table \"{}\" lists no files", h.name));
   }

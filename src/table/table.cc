@@ -771,6 +771,7 @@ class TableImpl final : public EmbeddingTable {
     snap.key_dtype = config_.key_dtype;
     snap.is_delta = kind == SnapshotKind::kDelta;
     snap.data_time = data_time_;
+    snap.access_threshold = config_.access_threshold;
     std::vector<std::pair<int64_t, uint32_t>> entries;
     if (snap.is_delta) {
       const uint8_t* dirty = Dirty();
@@ -925,6 +926,7 @@ class TableImpl final : public EmbeddingTable {
       pending_[snap.pending_keys[i]] = Pending{snap.pending_counts[i], snap.pending_timestamps[i]};
     }
     data_time_ = snap.data_time;
+    if (admitting_ && snap.access_threshold >= 0) config_.access_threshold = snap.access_threshold;
     removed_.clear();
     if (!snap.is_delta) return absl::OkStatus();
     ResetTracking();

@@ -575,6 +575,7 @@ TEST(TableSnapshotTest, FullRoundTripWithSlotsAdmissionAndTimestamps) {
   ASSERT_TRUE(t->Resolve(keys, counts, ts, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
   std::vector<float> g(3 * 4, 0.5f);
   t->ApplyGradients(rows, g.data(), 1);
+  ASSERT_TRUE(t->SetAccessThreshold(5).ok());  // set_threshold since creation: saved too
   auto snap = t->Snapshot(EmbeddingTable::SnapshotKind::kFull);
   ASSERT_TRUE(snap.ok()) << snap.status();
   EXPECT_EQ(snap->keys, (std::vector<int64_t>{1, 2}));
@@ -589,6 +590,7 @@ TEST(TableSnapshotTest, FullRoundTripWithSlotsAdmissionAndTimestamps) {
   EXPECT_EQ(*u->ReadRow(1), *t->ReadRow(1));
   EXPECT_EQ(*u->ReadRow(2), *t->ReadRow(2));
   EXPECT_EQ(u->AdmissionCount(3), 1.0f);
+  EXPECT_EQ(u->config().access_threshold, 5);
   // Timestamps came back: a cutoff of 20 removes key 1 (t=10) and 2 (t=20) only.
   ASSERT_TRUE(u->EvictLastAccessedAtOrBefore(20).ok());
   EXPECT_EQ(u->size(), 0);
