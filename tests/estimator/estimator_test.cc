@@ -200,6 +200,40 @@ TEST(EstimatorTest, PredictDropsPaddedRows) {
   EXPECT_EQ(batches, 4);
 }
 
+TEST(EstimatorTest, ExportedModelServesThePredictionsOfThePredictBranch) {
+  const std::string dir = TempDir("export");
+  auto est = *Estimator::Create(Model(), Config(dir + "/model"));
+  ASSERT_TRUE(est->Train(Input(20 * 128, 0, 128), 20).ok());
+  std::vector<ServingInputColumn> serving;
+  for (int i = 1; i <= kSparse; ++i) {
+    serving.push_back({"C" + std::to_string(i), DType::kInt64, Shape{Shape::kUnknownDim, 1}});
+  }
+  serving.push_back({"dense", DType::kFloat32, Shape{Shape::kUnknownDim, 4}});
+  auto exported = est->ExportSavedModel(dir + "/export", serving);
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  auto predictor = Predictor::Load(*exported);
+  ASSERT_TRUE(predictor.ok()) << predictor.status();
+  int checked = 0;
+  ASSERT_TRUE(est->Predict(Input(512, 1, 256),
+                           [&](const Batch& b, const std::map<std::string, Tensor>& p) {
+                             FeedList feeds;
+                             for (const ServingInputColumn& c : serving) {
+                               feeds.emplace_back(c.name, *b.column(c.name));
+                             }
+                             auto served = (*predictor)->Predict(feeds);
+                             if (!served.ok()) return served.status();
+                             const Tensor& mine = p.at("prob");
+                             for (int64_t r = 0; r < mine.num_elements(); ++r) {
+                               EXPECT_EQ((*served)[0].data<float>()[r], mine.data<float>()[r]);
+                             }
+                             ++checked;
+                             return absl::OkStatus();
+                           })
+                  .ok());
+  EXPECT_EQ(checked, 2);
+  EXPECT_FALSE(est->ExportSavedModel(dir + "/export", {{"nope", DType::kInt64, Shape{}}}).ok());
+}
+
 TEST(EstimatorTest, TrainAndEvaluateEvaluatesPeriodically) {
   std::FILE* log = std::tmpfile();
   EstimatorOptions options;
@@ -240,7 +274,8 @@ TEST(EstimatorTest, ModelFnMistakesAreNamed) {
       << per_loop;
   auto ok = *Estimator::Create(Model(), Config(""));
   EXPECT_EQ(ok->Train(Input(1024, 0, 128), 5, 10).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ok->ExportSavedModel("x", {}).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ok->ExportSavedModel("x", {{"dense", DType::kFloat32, Shape{}}}).status().code(),
+            absl::StatusCode::kFailedPrecondition);  // nothing built yet
 }
 
 }  // namespace
