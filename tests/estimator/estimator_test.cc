@@ -42,6 +42,7 @@ InputFn Input(int64_t rows, int part, int64_t batch, BatchOptions options = {}) 
 
 struct ModelOptions {
   bool eval_lookup_trains = false;  // a model_fn mistake the Estimator must name
+  int64_t static_batch = 0;         // > 0: the model only works on batches of this size
 };
 
 ModelFn Model(ModelOptions mo = {}) {
@@ -68,6 +69,11 @@ ModelFn Model(ModelOptions mo = {}) {
     mlp.hidden_units = {32, 16};
     mlp.output_units = 1;
     Output logits = layers::Mlp(s, ops::Concat(s, parts, 1), mlp);
+    if (mo.static_batch > 0) {  // e.g. a model with a per-position bias
+      auto zeros = Tensor::FromValues<float>(Shape{mo.static_batch, 1},
+                                             std::vector<float>(mo.static_batch, 0.0f));
+      logits = ops::Add(s, logits, ops::Const(s, *zeros));
+    }
     Output prob = ops::Sigmoid(s, logits);
     EstimatorSpec spec;
     spec.predictions["prob"] = prob;
@@ -254,6 +260,22 @@ TEST(EstimatorTest, TrainAndEvaluateEvaluatesPeriodically) {
   for (const char* at : {"eval at step 20:", "eval at step 40:", "eval at step 60:"}) {
     EXPECT_NE(text.find(at), std::string::npos) << text;
   }
+}
+
+TEST(EstimatorTest, AShortLastBatchErrorSaysToDropOrPadIt) {
+  ModelOptions fixed;
+  fixed.static_batch = 128;
+  auto est = *Estimator::Create(Model(fixed), Config(""));
+  const Status s = est->Train(Input(1000, 0, 128));  // 7 full batches, then 104 rows
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(s.message()).find("104 rows where the first had 128"), std::string::npos)
+      << s;
+  EXPECT_NE(std::string(s.message()).find("drop_remainder"), std::string::npos) << s;
+  BatchOptions drop;
+  drop.drop_remainder = true;
+  auto ok = *Estimator::Create(Model(fixed), Config(""));
+  EXPECT_TRUE(ok->Train(Input(1000, 0, 128, drop)).ok());
+  EXPECT_EQ(*ok->global_step(), 7);
 }
 
 TEST(EstimatorTest, ModelFnMistakesAreNamed) {
