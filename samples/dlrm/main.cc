@@ -259,7 +259,11 @@ void Build(const Flags& flags, Model* m) {
     Check(s.status(), "building the model");
     return;
   }
-  Output inter = ComposedInteraction(s.NewSubScope("interaction"), vecs);
+  const Scope is = s.NewSubScope("interaction");
+  Output inter = flags.interaction == "composed"
+                     ? ComposedInteraction(is, vecs)
+                     : ops::DotInteraction(
+                           is, ops::Reshape(is, ops::Concat(is, vecs, 1), {-1, kTables + 1, kDim}));
   layers::MlpOptions top;
   top.name = "top";
   top.hidden_units = {512, 256};
