@@ -230,7 +230,7 @@ void Build(const Flags& flags, Model* m) {
     c.device_vocabulary_size = flags.vocab;
     c.initializer = Initializer::Uniform(-0.05, 0.05, 100 + t);
     SparseOptimizerConfig opt =
-        adagrad ? SparseOptimizerConfig::Adagrad(lr, 0.1f) : SparseOptimizerConfig::SGD(lr);
+        adagrad ? SparseOptimizerConfig::Adagrad(lr, 0.1f, 1e-10f) : SparseOptimizerConfig::SGD(lr);
     SparseTable table = Check(create_table(s, c, opt), "create_table");
     Output ids = ops::Placeholder(s.WithOpName("ids" + std::to_string(t)), DType::kInt64,
                                   Shape{flags.batch, 1});
