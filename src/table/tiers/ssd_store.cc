@@ -487,12 +487,20 @@ absl::Status SsdStore::Read(absl::Span<const uint32_t> slots, float* out) const 
   for (size_t i = 0; i < slots.size(); ++i) rows[i] = {slots[i], out + i * row_floats()};
   if (direct_ && !rows.empty()) {
     std::lock_guard<std::mutex> lock(direct_mu_);
-    if (uring_ != nullptr) return ReadDirect(rows);
+    if (uring_ != nullptr) {
+      bool unsupported = false;
+      absl::Status status = ReadDirect(rows, &unsupported);
+      if (!unsupported) return status;
+      // The file system took O_DIRECT at open but refuses the reads (EINVAL): read through the
+      // page cache from now on.
+      uring_.reset();
+    }
   }
   return DoIo(rows, /*write=*/false);
 }
 
-absl::Status SsdStore::ReadDirect(const std::vector<std::pair<uint32_t, float*>>& unsorted) const {
+absl::Status SsdStore::ReadDirect(const std::vector<std::pair<uint32_t, float*>>& unsorted,
+                                  bool* unsupported) const {
   std::vector<std::pair<uint32_t, float*>> rows = unsorted;
   std::sort(rows.begin(), rows.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -548,6 +556,7 @@ absl::Status SsdStore::ReadDirect(const std::vector<std::pair<uint32_t, float*>>
     const char* buffer = bounce_[buffer_of[tag]];
     free_buffers.push_back(buffer_of[tag]);
     const uint64_t need = offset_of(read.first) + uint64_t{read.count} * record - read.start;
+    if (res == -EINVAL) *unsupported = true;
     if (res < 0 || static_cast<uint64_t>(res) < need) {
       if (status.ok()) {
         const std::string& path = files_[read.first / rows_per_file_].path;

@@ -201,7 +201,10 @@ class SsdStore final : public RowStore {
   absl::Status DoIo(std::vector<std::pair<uint32_t, float*>>& rows, bool write) const;
   // ReadDirect: reads sorted slot/row pairs through io_uring with O_DIRECT (the store's lock
   // held).
-  absl::Status ReadDirect(const std::vector<std::pair<uint32_t, float*>>& rows) const;
+  // *unsupported is set when the kernel refused a read with EINVAL (O_DIRECT not really
+  // supported); the caller then falls back to the buffered path.
+  absl::Status ReadDirect(const std::vector<std::pair<uint32_t, float*>>& rows,
+                          bool* unsupported) const;
   // OpenDirect: the O_DIRECT descriptor of a file, or turns the direct path off for good.
   void OpenDirect(File* file);
   void SetAllocated(uint32_t slot, bool on) {
