@@ -18,8 +18,8 @@ DemoOptions Short(const std::string& dir) {
   o.train_steps = 60;
   o.eval_every = 30;
   o.eval_steps = 4;
-  o.batch_size = 256;
-  o.hidden_units = {64, 32};
+  o.batch_size = 128;
+  o.hidden_units = {32, 16};
   o.threshold_step = 20;
   o.model_dir = dir + "/model";
   o.export_dir = dir + "/export";
