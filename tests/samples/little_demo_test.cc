@@ -18,8 +18,8 @@ DemoOptions Short(const std::string& dir) {
   o.train_steps = 60;
   o.eval_every = 30;
   o.eval_steps = 4;
-  o.batch_size = 256;
-  o.hidden_units = {64, 32};
+  o.batch_size = 128;
+  o.hidden_units = {32, 16};
   o.threshold_step = 20;
   o.model_dir = dir + "/model";
   o.export_dir = dir + "/export";
@@ -47,7 +47,7 @@ TEST(LittleDemoTest, TrainThenLoadAndTrainThenPredict) {
   EXPECT_EQ(trained->global_step, 60);
   for (int h = 0; h < 2; ++h) {
     EXPECT_GT(trained->planted_auc[h], 0.75) << h;
-    EXPECT_GT(trained->auc[h], 0.6) << "head " << h << "\n" << log;
+    EXPECT_GT(trained->auc[h], 0.65) << "head " << h << "\n" << log;  // untrained: ~0.5
   }
   EXPECT_NE(log.find("Demo done!"), std::string::npos) << log;
   EXPECT_NE(log.find("user_table"), std::string::npos) << log;
