@@ -126,6 +126,7 @@ Result Replay(EvictionPolicyKind kind, double half_life, Stream stream, int perc
     victims.resize(policy->ChooseVictims(need, victims.data()));
     if (victims.size() < need) std::abort();  // the cache holds far more than two batches
     for (uint32_t v : victims) {
+      policy->Remove(v);
       key_slot[slot_key[v]] = -1;
       free_slots.push_back(v);
     }

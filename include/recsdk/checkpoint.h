@@ -44,6 +44,12 @@ struct SaverOptions {
   // restore_model_version: the step of the checkpoint Restore("") restores (full or delta; a
   // delta restores its full checkpoint and the deltas up to it). -1 (default): the latest.
   int64_t restore_model_version = -1;
+  // async_write: Save and SaveDelta return once the snapshot is taken (the only part that must
+  // not overlap a step: a copy of the variables and of the saved rows) and write the files on a
+  // background thread, one save at a time. The next Save, SaveDelta, Restore, LatestCheckpoint
+  // or WaitForWrites waits for that write first; WaitForWrites and LatestCheckpoint return its
+  // error, Save logs it and SaveDelta fails with it (the chain is broken). Default false.
+  bool async_write = false;
   // env: the file system (tests inject faults through it). Null: the process's POSIX one.
   internal::Env* env = nullptr;
 };
@@ -59,7 +65,8 @@ class Saver {
   Saver(const Saver&) = delete;
   Saver& operator=(const Saver&) = delete;
 
-  // Save: a full checkpoint model_dir/ckpt-<global_step>; returns its directory. Every variable
+  // Save: a full checkpoint model_dir/ckpt-<global_step>; returns its directory (with
+  // async_write, the directory it is being written to). Every variable
   // must be initialised (FailedPrecondition naming it otherwise). A checkpoint of the same step
   // is replaced. Errors of the file system come back as they are (PermissionDenied,
   // ResourceExhausted for a full disk, ...), and leave the previous checkpoint the latest.
@@ -78,7 +85,11 @@ class Saver {
   // optimizer or shapes differ from the session's.
   [[nodiscard]] StatusOr<int64_t> Restore(std::string_view checkpoint = "");
   // LatestCheckpoint: the directory of the latest checkpoint in the index; NotFound when none.
+  // Waits for a background write first and returns its error.
   [[nodiscard]] StatusOr<std::string> LatestCheckpoint() const;
+  // WaitForWrites: waits for the background write of the last save (async_write) and returns
+  // its status; OK when there is none. The destructor waits too (and logs an error).
+  [[nodiscard]] Status WaitForWrites();
 
   // Internal machinery; not part of the API.
   struct Impl;

@@ -86,7 +86,10 @@ class SparseTable {
 
 // create_table: validates `config` and `optimizer` (the sparse optimizer decides the slots each
 // row carries, so it is fixed when the table is made) and adds a TableHandle node named after the
-// table. InvalidArgument for an invalid config or a second table of the same name in the graph.
+// table. InvalidArgument for an invalid config or a second table of the same name in the graph
+// -- except under a scope with variable reuse (Scope::WithVariableReuse, as the Estimator builds
+// its train, eval and predict branches), where the existing table of that name is returned (its
+// dim and optimizer must match), so all branches share one table.
 StatusOr<SparseTable> create_table(const Scope& scope, const TableConfig& config,
                                    const SparseOptimizerConfig& optimizer);
 

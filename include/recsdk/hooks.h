@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "recsdk/checkpoint.h"
 #include "recsdk/config.h"
 #include "recsdk/graph.h"
 #include "recsdk/session.h"
@@ -96,6 +97,11 @@ class MonitoredSession {
   // after_init, then AfterCreateSession on every hook. The first error is returned.
   static StatusOr<std::unique_ptr<MonitoredSession>> Create(Graph* graph,
                                                             MonitoredSessionOptions options);
+  // Wrap: hooks around an existing, initialized Session (not owned; it must outlive the
+  // MonitoredSession): Begin gets a null graph (the graph is already in the Session; a hook that
+  // must change it returns FailedPrecondition), then AfterCreateSession. The Estimator's later
+  // Train / Evaluate calls run their hooks this way.
+  static StatusOr<std::unique_ptr<MonitoredSession>> Wrap(Session& session, HookList hooks);
   ~MonitoredSession();
   MonitoredSession(const MonitoredSession&) = delete;
   MonitoredSession& operator=(const MonitoredSession&) = delete;
@@ -240,7 +246,9 @@ std::shared_ptr<SessionRunHook> AsSessionRunHook(const EvictHook& hook);
 
 // GraphModifierHook: the spec's GraphModifierHook: automatic graph modification (ModifyGraph,
 // pipeline.h) in Begin, so the lookups built with modify_graph=true move to the key stage.
-// modify_graph = false makes it a no-op (the spec's switch).
+// modify_graph = false makes it a no-op (the spec's switch). With a null graph (a wrapped Session,
+// e.g. the Estimator's, which runs ModifyGraph itself before creating its Session) it checks
+// nothing is left to do and is a no-op.
 class GraphModifierHook final : public SessionRunHook {
  public:
   explicit GraphModifierHook(bool modify_graph = true) : modify_graph_(modify_graph) {}
@@ -298,18 +306,42 @@ class ProgressHook final : public SessionRunHook {
   double start_ = -1;
 };
 
-// CheckpointSaverHook: saves a checkpoint of the session every `save_steps` global steps and/or
-// `save_secs` seconds (one of them > 0) and at End, into `model_dir` keeping keep_checkpoint_max.
-// Checkpoints come with the checkpoint work (issue 12); until it is merged, Begin returns
-// FailedPrecondition saying so.
+// CheckpointSaverHook: saves a full checkpoint (Saver, checkpoint.h) of the session into
+// model_dir every `save_steps` global steps or `save_secs` seconds (at most one > 0; both <= 0:
+// only at End), and at End unless the last step was just saved. With is_incremental_checkpoint
+// and save_delta_checkpoints_secs > 0, a delta checkpoint (SaveDelta) every that many seconds
+// between full ones. AfterCreateSession makes the Saver (InvalidArgument for bad options).
 struct CheckpointSaverOptions {
   std::string model_dir;
   int64_t save_steps = 0;
   double save_secs = 0;
   int keep_checkpoint_max = 5;
   bool is_incremental_checkpoint = false;
+  double save_delta_checkpoints_secs = 0;
+  // log: one line per checkpoint written ("saved checkpoint <dir>") through `sink`.
+  bool log = false;
+  LogSink sink;
 };
-std::shared_ptr<SessionRunHook> MakeCheckpointSaverHook(const CheckpointSaverOptions& options);
+class CheckpointSaverHook final : public SessionRunHook {
+ public:
+  explicit CheckpointSaverHook(CheckpointSaverOptions options);
+  ~CheckpointSaverHook() override;
+  Status Begin(Graph* graph) override;
+  Status AfterCreateSession(Session& session) override;
+  Status AfterRun(SessionRunContext& context, absl::Span<const Tensor> results) override;
+  Status End(Session& session) override;
+  // saved: the checkpoint directories written, in order.
+  const std::vector<std::string>& saved() const { return saved_; }
+
+ private:
+  Status SaveAt(int64_t step, bool delta);
+  CheckpointSaverOptions options_;
+  std::unique_ptr<Saver> saver_;
+  int64_t last_saved_step_ = -1;
+  int64_t last_step_ = -1;
+  double last_full_time_ = 0, last_delta_time_ = 0;
+  std::vector<std::string> saved_;
+};
 
 }  // namespace recsdk
 

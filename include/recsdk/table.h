@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -124,6 +125,39 @@ void DedupKeys(absl::Span<const int32_t> keys, DedupResult* out);
 void AggregateGradients(absl::Span<const uint32_t> restore_index, const float* grads, int dim,
                         int64_t num_unique, float* out);
 
+// UninitializedAllocator: std::allocator whose value-initialisation (vector::resize) leaves
+// trivial elements uninitialised. Snapshots resize their row buffers and overwrite every element
+// at once, so the zero fill would be a wasted pass over hundreds of megabytes.
+// Large buffers (1 MiB and up) are their own mappings with transparent huge pages, so filling
+// hundreds of megabytes takes hundreds of page faults, not hundreds of thousands.
+namespace internal {
+void* AllocateSnapshotBuffer(size_t bytes);               // throws std::bad_alloc
+void FreeSnapshotBuffer(void* p, size_t bytes) noexcept;  // bytes as allocated
+}  // namespace internal
+template <typename T>
+struct UninitializedAllocator : std::allocator<T> {
+  using value_type = T;
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  T* allocate(size_t n) { return static_cast<T*>(internal::AllocateSnapshotBuffer(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) noexcept { internal::FreeSnapshotBuffer(p, n * sizeof(T)); }
+  UninitializedAllocator() = default;
+  template <typename U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}  // NOLINT
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+// RowBuffer: the rows of a snapshot, [rows, dim + slots] floats.
+using RowBuffer = std::vector<float, UninitializedAllocator<float>>;
+
 // TableSnapshot: a table's rows at one moment (EmbeddingTable::Snapshot), in key order.
 struct TableSnapshot {
   // Identity of the table the rows came from; LoadSnapshot checks them against its own.
@@ -136,7 +170,7 @@ struct TableSnapshot {
   // keys: sorted, unique. rows: [keys.size(), dim + num_slots] embedding then slots.
   // timestamps: [keys.size()] last access per key, or empty when the table does not evict.
   std::vector<int64_t> keys;
-  std::vector<float> rows;
+  RowBuffer rows;
   std::vector<int64_t> timestamps;
   // removed_keys: deltas only: keys evicted since the previous snapshot (sorted, unique).
   std::vector<int64_t> removed_keys;

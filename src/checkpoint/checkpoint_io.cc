@@ -89,8 +89,9 @@ StatusOr<PayloadInfo> WritePayload(Env* env, const std::string& dir, const std::
   return info;
 }
 
-template <typename T>
-Status ReadPayload(Env* env, const std::string& dir, const PayloadInfo& info, std::vector<T>* out) {
+template <typename T, typename Alloc>
+Status ReadPayload(Env* env, const std::string& dir, const PayloadInfo& info,
+                   std::vector<T, Alloc>* out) {
   const std::string path = JoinPath(dir, info.file);
   if (ItemSizeOf(info.descr) != sizeof(T)) {
     return Corrupt(path, fmt::format("dtype {} where {}-byte items belong", info.descr, sizeof(T)));
@@ -150,14 +151,11 @@ Status ReadPayload(Env* env, const std::string& dir, const PayloadInfo& info, st
   return absl::OkStatus();
 }
 
-template Status ReadPayload<float>(Env*, const std::string&, const PayloadInfo&,
-                                   std::vector<float>*);
-template Status ReadPayload<int64_t>(Env*, const std::string&, const PayloadInfo&,
-                                     std::vector<int64_t>*);
-template Status ReadPayload<int32_t>(Env*, const std::string&, const PayloadInfo&,
-                                     std::vector<int32_t>*);
-template Status ReadPayload<double>(Env*, const std::string&, const PayloadInfo&,
-                                    std::vector<double>*);
+template Status ReadPayload(Env*, const std::string&, const PayloadInfo&, std::vector<float>*);
+template Status ReadPayload(Env*, const std::string&, const PayloadInfo&, RowBuffer*);
+template Status ReadPayload(Env*, const std::string&, const PayloadInfo&, std::vector<int64_t>*);
+template Status ReadPayload(Env*, const std::string&, const PayloadInfo&, std::vector<int32_t>*);
+template Status ReadPayload(Env*, const std::string&, const PayloadInfo&, std::vector<double>*);
 
 StatusOr<nlohmann::json> WriteTablePayloads(Env* env, const std::string& dir,
                                             const std::string& prefix, const TableSnapshot& s) {

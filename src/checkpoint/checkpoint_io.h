@@ -45,9 +45,9 @@ struct PayloadInfo {
 // ReadPayload: reads and verifies dir/info.file into `out` (resized to the payload's elements).
 // DataLoss naming the file when it is missing, of another size, or fails its CRC32C; also when
 // its element size is not sizeof(T).
-template <typename T>
+template <typename T, typename Alloc>
 [[nodiscard]] Status ReadPayload(Env* env, const std::string& dir, const PayloadInfo& info,
-                                 std::vector<T>* out);
+                                 std::vector<T, Alloc>* out);
 
 // WriteTablePayloads: the payloads of a snapshot under `prefix` ("tables/<name>/"... flattened to
 // "<prefix>keys.npy" and so on); returns the table's manifest entry.

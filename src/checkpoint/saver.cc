@@ -14,7 +14,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <shared_mutex>
@@ -89,15 +91,34 @@ struct Saver::Impl {
   Env* env = nullptr;
   internal::SessionState state;
   // The chain a delta would build on: empty until a save or restore, cleared by a failed save.
-  std::vector<std::string> chain;
+  // With async_write it already names a checkpoint being written; WaitPending clears it if that
+  // write fails.
+  mutable std::vector<std::string> chain;
+  // pending: the background write of the last Save (async_write), if any.
+  mutable std::future<Status> pending;
 
+  Status WaitPending() const;
   StatusOr<std::string> Write(const internal::SaveJob& job);
+  StatusOr<std::string> WriteOrCleanUp(const internal::SaveJob& job);
   StatusOr<std::string> SaveImpl(int64_t step, bool delta);
   StatusOr<std::string> ResolveCheckpoint(std::string_view checkpoint) const;
 };
 
 Saver::Saver(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Saver::~Saver() = default;
+Saver::~Saver() {
+  if (Status s = impl_->WaitPending(); !s.ok()) {
+    internal::LogError("Saver: the last background save failed: {}", s.message());
+  }
+}
+
+Status Saver::Impl::WaitPending() const {
+  if (!pending.valid()) return absl::OkStatus();
+  Status s = pending.get();
+  if (!s.ok()) chain.clear();
+  return s;
+}
+
+Status Saver::WaitForWrites() { return impl_->WaitPending(); }
 
 StatusOr<std::unique_ptr<Saver>> Saver::Create(Session& session, const SaverOptions& options) {
   if (options.model_dir.empty()) {
@@ -194,10 +215,36 @@ StatusOr<std::string> Saver::Impl::Write(const internal::SaveJob& job) {
   return final_dir;
 }
 
+StatusOr<std::string> Saver::Impl::WriteOrCleanUp(const internal::SaveJob& job) {
+  auto dir = Write(job);
+  if (!dir.ok()) {
+    // Remove this save's temporary directory; the previous checkpoint stays the latest.
+    const std::string tmp = JoinPath(
+        options.model_dir,
+        fmt::format("{}{}-{}", internal::kTmpPrefix, job.step, static_cast<int>(getpid())));
+    if (env->FileExists(tmp)) internal::DeleteDirRecursively(env, tmp).IgnoreError();
+  }
+  return dir;
+}
+
 StatusOr<std::string> Saver::Impl::SaveImpl(int64_t step, bool delta) {
   if (step < 0) {
     return absl::InvalidArgumentError(
         fmt::format("Saver: global_step {} is negative; pass the training step (>= 0)", step));
+  }
+  if (Status previous = WaitPending(); !previous.ok()) {
+    if (delta) {
+      return absl::FailedPreconditionError(fmt::format(
+          "Saver::SaveDelta: the previous background save failed ({}), so there is no checkpoint "
+          "to build on; call Save",
+          previous.message()));
+    }
+    internal::LogWarning("Saver: the previous background save failed: {}", previous.message());
+  }
+  if (delta && chain.empty()) {
+    return absl::FailedPreconditionError(
+        "Saver::SaveDelta: there is no full checkpoint to build on (none saved or restored by this "
+        "Saver, or the previous save failed); call Save first");
   }
   // Whatever happens from here, a failure breaks the delta chain: the tables' change tracking
   // restarts at the snapshot, so a later delta would miss this one's rows.
@@ -206,24 +253,20 @@ StatusOr<std::string> Saver::Impl::SaveImpl(int64_t step, bool delta) {
   auto job = internal::SnapshotSession(
       *session, state,
       delta ? EmbeddingTable::SnapshotKind::kDelta : EmbeddingTable::SnapshotKind::kFull);
-  if (!job.ok()) {
-    chain.clear();
-    return job.status();
-  }
+  if (!job.ok()) return job.status();
   job->step = step;
   if (delta) job->chain = previous;
-  auto dir = Write(*job);
-  chain.clear();
-  if (!dir.ok()) {
-    // Remove this save's temporary directory; the previous checkpoint stays the latest.
-    const std::string tmp =
-        JoinPath(options.model_dir,
-                 fmt::format("{}{}-{}", internal::kTmpPrefix, step, static_cast<int>(getpid())));
-    if (env->FileExists(tmp)) internal::DeleteDirRecursively(env, tmp).IgnoreError();
+  std::vector<std::string> next = job->chain;
+  next.push_back(internal::CheckpointName(step));
+  if (options.async_write) {
+    chain = std::move(next);
+    auto shared = std::make_shared<internal::SaveJob>(std::move(*job));
+    pending = std::async(std::launch::async,
+                         [this, shared]() -> Status { return WriteOrCleanUp(*shared).status(); });
+    return JoinPath(options.model_dir, internal::CheckpointName(step));
   }
-  if (!dir.ok()) return dir.status();
-  chain = job->chain;
-  chain.push_back(internal::CheckpointName(step));
+  RECSDK_ASSIGN_OR_RETURN(std::string dir, WriteOrCleanUp(*job));
+  chain = std::move(next);
   return dir;
 }
 
@@ -242,11 +285,6 @@ StatusOr<std::string> Saver::SaveDelta(int64_t global_step) {
     return absl::FailedPreconditionError(
         "Saver::SaveDelta needs SaverOptions.is_incremental_checkpoint = true");
   }
-  if (impl_->chain.empty()) {
-    return absl::FailedPreconditionError(
-        "Saver::SaveDelta: there is no full checkpoint to build on (none saved or restored by this "
-        "Saver, or the previous save failed); call Save first");
-  }
   try {
     return impl_->SaveImpl(global_step, /*delta=*/true);
   } catch (const std::bad_alloc&) {
@@ -257,6 +295,7 @@ StatusOr<std::string> Saver::SaveDelta(int64_t global_step) {
 }
 
 StatusOr<std::string> Saver::LatestCheckpoint() const {
+  RECSDK_RETURN_IF_ERROR(impl_->WaitPending());
   const std::string& model_dir = impl_->options.model_dir;
   if (!impl_->env->FileExists(JoinPath(model_dir, internal::kIndexFile))) {
     return absl::NotFoundError(fmt::format("no checkpoint in \"{}\" (it has no \"{}\" index file)",
@@ -315,6 +354,9 @@ StatusOr<std::string> Saver::Impl::ResolveCheckpoint(std::string_view checkpoint
 
 StatusOr<int64_t> Saver::Restore(std::string_view checkpoint) {
   Impl& im = *impl_;
+  if (Status s = im.WaitPending(); !s.ok()) {
+    internal::LogWarning("Saver: the last background save failed: {}", s.message());
+  }
   RECSDK_ASSIGN_OR_RETURN(std::string dir, im.ResolveCheckpoint(checkpoint));
   internal::LoadedCheckpoint ckpt;
   try {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "fmt/format.h"
+#include "recsdk/checkpoint.h"
 #include "recsdk/embedding.h"
 #include "recsdk/pipeline.h"
 #include "src/common/logging.h"
@@ -236,8 +237,72 @@ std::shared_ptr<SessionRunHook> AsSessionRunHook(const EvictHook& hook) {
 // --- GraphModifierHook
 
 Status GraphModifierHook::Begin(Graph* graph) {
-  if (!modify_graph_) return absl::OkStatus();
+  if (!modify_graph_ || graph == nullptr) return absl::OkStatus();
   return ModifyGraph(graph).status();
+}
+
+// --- CheckpointSaverHook
+
+CheckpointSaverHook::CheckpointSaverHook(CheckpointSaverOptions options)
+    : options_(std::move(options)) {}
+CheckpointSaverHook::~CheckpointSaverHook() = default;
+
+Status CheckpointSaverHook::Begin(Graph*) {
+  if (options_.model_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "CheckpointSaverHook: model_dir is empty; give the directory checkpoints go to");
+  }
+  if (options_.save_steps > 0 && options_.save_secs > 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("CheckpointSaverHook: save_steps {} and save_secs {}: set at most one of them",
+                    options_.save_steps, options_.save_secs));
+  }
+  return absl::OkStatus();
+}
+
+Status CheckpointSaverHook::AfterCreateSession(Session& session) {
+  SaverOptions o;
+  o.model_dir = options_.model_dir;
+  o.keep_checkpoint_max = options_.keep_checkpoint_max;
+  o.is_incremental_checkpoint = options_.is_incremental_checkpoint;
+  RECSDK_ASSIGN_OR_RETURN(saver_, Saver::Create(session, o));
+  last_full_time_ = last_delta_time_ = NowSeconds();
+  return absl::OkStatus();
+}
+
+Status CheckpointSaverHook::SaveAt(int64_t step, bool delta) {
+  RECSDK_ASSIGN_OR_RETURN(std::string dir, delta ? saver_->SaveDelta(step) : saver_->Save(step));
+  saved_.push_back(dir);
+  if (options_.log) Emit(options_.sink, fmt::format("saved checkpoint {}", dir));
+  const double now = NowSeconds();
+  last_delta_time_ = now;
+  if (!delta) {
+    last_full_time_ = now;
+    last_saved_step_ = step;
+  }
+  return absl::OkStatus();
+}
+
+Status CheckpointSaverHook::AfterRun(SessionRunContext& context, absl::Span<const Tensor>) {
+  const int64_t step = Step(context);
+  last_step_ = step;
+  const double now = NowSeconds();
+  const bool full_due =
+      (options_.save_steps > 0 && step % options_.save_steps == 0 && step != last_saved_step_) ||
+      (options_.save_secs > 0 && now - last_full_time_ >= options_.save_secs);
+  if (full_due) return SaveAt(step, false);
+  if (options_.is_incremental_checkpoint && options_.save_delta_checkpoints_secs > 0 &&
+      last_saved_step_ >= 0 && now - last_delta_time_ >= options_.save_delta_checkpoints_secs) {
+    return SaveAt(step, true);
+  }
+  return absl::OkStatus();
+}
+
+Status CheckpointSaverHook::End(Session&) {
+  if (saver_ == nullptr || last_step_ < 0 || last_step_ == last_saved_step_) {
+    return absl::OkStatus();
+  }
+  return SaveAt(last_step_, false);
 }
 
 // --- SetThresholdHook

@@ -15,7 +15,8 @@
 namespace recsdk {
 
 struct MonitoredSession::Impl {
-  std::unique_ptr<Session> session;
+  std::unique_ptr<Session> owned;
+  Session* session = nullptr;
   HookList hooks;
   KeyStage* key_stage = nullptr;
   bool has_global_step = false;
@@ -46,7 +47,8 @@ StatusOr<std::unique_ptr<MonitoredSession>> MonitoredSession::Create(
     RECSDK_RETURN_IF_ERROR(hook->Begin(graph));
   }
   auto impl = std::make_unique<Impl>();
-  RECSDK_ASSIGN_OR_RETURN(impl->session, Session::Create(*graph, options.config));
+  RECSDK_ASSIGN_OR_RETURN(impl->owned, Session::Create(*graph, options.config));
+  impl->session = impl->owned.get();
   std::vector<TensorName> init;
   if (options.init_targets.has_value()) {
     init = *options.init_targets;
@@ -64,6 +66,23 @@ StatusOr<std::unique_ptr<MonitoredSession>> MonitoredSession::Create(
   return std::unique_ptr<MonitoredSession>(new MonitoredSession(std::move(impl)));
 }
 
+StatusOr<std::unique_ptr<MonitoredSession>> MonitoredSession::Wrap(Session& session,
+                                                                   HookList hooks) {
+  for (const auto& hook : hooks) {
+    if (hook == nullptr) {
+      return absl::InvalidArgumentError("MonitoredSession: a hook in the list is null");
+    }
+    RECSDK_RETURN_IF_ERROR(hook->Begin(nullptr));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->session = &session;
+  impl->hooks = std::move(hooks);
+  impl->has_global_step = Variable::FromGraph(session.graph(), kGlobalStep).ok();
+  RECSDK_RETURN_IF_ERROR(impl->ReadGlobalStep());
+  for (const auto& hook : impl->hooks) RECSDK_RETURN_IF_ERROR(hook->AfterCreateSession(session));
+  return std::unique_ptr<MonitoredSession>(new MonitoredSession(std::move(impl)));
+}
+
 Status MonitoredSession::Run(const FeedList& feeds, const std::vector<TensorName>& fetches,
                              const std::vector<TensorName>& targets, std::vector<Tensor>* outputs,
                              int64_t batch_rows) {
@@ -73,7 +92,7 @@ Status MonitoredSession::Run(const FeedList& feeds, const std::vector<TensorName
         "MonitoredSession::Run after Close; create a new MonitoredSession to keep training");
   }
   SessionRunContext context;
-  context.session = s.session.get();
+  context.session = s.session;
   context.key_stage = s.key_stage;
   context.run_index = s.runs;
   context.global_step = s.global_step;

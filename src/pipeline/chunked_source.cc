@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "fmt/format.h"
+#include "src/common/exception_guard.h"
 #include "src/common/file_open.h"
 #include "src/common/logging.h"
 #include "src/common/status_macros.h"
@@ -290,6 +291,10 @@ Status ChunkedSource::Merge(ParsedChunk& parsed, const Chunk& chunk, Batch* batc
 }
 
 StatusOr<bool> ChunkedSource::GetNext(Batch* batch) {
+  return CatchExceptions(kind_ + " reader", [&] { return GetNextUnguarded(batch); });
+}
+
+StatusOr<bool> ChunkedSource::GetNextUnguarded(Batch* batch) {
   for (;;) {
     if (ready_.empty()) {
       if (exhausted_) return false;

@@ -101,6 +101,7 @@ class ChunkedSource : public Dataset {
   Status ReadLines(Chunk* chunk, bool* file_done);
 
  private:
+  StatusOr<bool> GetNextUnguarded(Batch* batch);
   Status FillQueue();
   // CutAtLongLine: when chunk->data holds a line longer than max_line_bytes, keeps the lines
   // before it, reports it as a reader error and puts the bytes after it back in front of the

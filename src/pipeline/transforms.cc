@@ -9,6 +9,7 @@
 #include "fmt/format.h"
 #include "recsdk/dataset.h"
 #include "src/common/checked_math.h"
+#include "src/common/exception_guard.h"
 #include "src/common/hash.h"
 #include "src/common/random.h"
 #include "src/common/status_macros.h"
@@ -42,6 +43,9 @@ class ShardDataset final : public WrappingDataset {
       : WrappingDataset(std::move(input)), size_(size), id_(id) {}
 
   StatusOr<bool> GetNext(Batch* batch) override {
+    return CatchExceptions("Shard", [&] { return GetNextUnguarded(batch); });
+  }
+  StatusOr<bool> GetNextUnguarded(Batch* batch) {
     for (;;) {
       Batch in;
       RECSDK_ASSIGN_OR_RETURN(bool more, input_->GetNext(&in));
@@ -83,6 +87,9 @@ class ShuffleDataset final : public WrappingDataset {
   }
 
   StatusOr<bool> GetNext(Batch* batch) override {
+    return CatchExceptions("Shuffle", [&] { return GetNextUnguarded(batch); });
+  }
+  StatusOr<bool> GetNextUnguarded(Batch* batch) {
     while (!input_done_ && out_.size() < opt_.output_rows) {
       Batch in;
       RECSDK_ASSIGN_OR_RETURN(bool more, input_->GetNext(&in));
@@ -152,6 +159,9 @@ class BatchRowsDataset final : public WrappingDataset {
       : WrappingDataset(std::move(input)), batch_size_(batch_size), opt_(options) {}
 
   StatusOr<bool> GetNext(Batch* batch) override {
+    return CatchExceptions("BatchRows", [&] { return GetNextUnguarded(batch); });
+  }
+  StatusOr<bool> GetNextUnguarded(Batch* batch) {
     Batch out;
     RECSDK_ASSIGN_OR_RETURN(bool more, Next(&out));
     if (!more) return false;

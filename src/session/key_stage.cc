@@ -37,11 +37,13 @@
 #include <shared_mutex>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "fmt/format.h"
 #include "recsdk/embedding.h"
 #include "recsdk/pipeline.h"
 #include "src/common/status_macros.h"
+#include "src/session/key_stage_registry.h"
 #include "src/session/table_ops.h"
 
 namespace recsdk {
@@ -336,8 +338,38 @@ void KeyStage::Impl::Worker() {
   }
 }
 
-KeyStage::KeyStage(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-KeyStage::~KeyStage() { Stop(); }
+namespace {
+std::mutex& RegistryMu() {
+  static std::mutex mu;
+  return mu;
+}
+std::vector<KeyStage*>& Registry() {
+  static std::vector<KeyStage*> stages;
+  return stages;
+}
+}  // namespace
+
+void internal::TrackKeyStage(KeyStage* stage) {
+  std::lock_guard<std::mutex> lock(RegistryMu());
+  Registry().push_back(stage);
+}
+void internal::UntrackKeyStage(KeyStage* stage) {
+  std::lock_guard<std::mutex> lock(RegistryMu());
+  std::erase(Registry(), stage);
+}
+int internal::StopAllKeyStages() {
+  std::lock_guard<std::mutex> lock(RegistryMu());
+  for (KeyStage* s : Registry()) s->Stop();
+  return static_cast<int>(Registry().size());
+}
+
+KeyStage::KeyStage(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  internal::TrackKeyStage(this);
+}
+KeyStage::~KeyStage() {
+  internal::UntrackKeyStage(this);
+  Stop();
+}
 
 namespace {
 
@@ -454,8 +486,8 @@ StatusOr<bool> KeyStage::Next(FeedList* feeds, Batch* batch) {
     return s.stop || s.ready.contains(s.next_consume) || s.next_consume >= s.end_seq;
   });
   // Past the end (or past an error already reported): workers may have prepared later batches
-  // ahead, but none of them is handed out.
-  if (s.next_consume >= s.end_seq) return false;
+  // ahead, but none of them is handed out. Nor after Stop, as documented.
+  if (s.stop || s.next_consume >= s.end_seq) return false;
   auto it = s.ready.find(s.next_consume);
   if (it == s.ready.end()) return false;  // stopped
   Prepared p = std::move(it->second);

@@ -650,7 +650,25 @@ StatusOr<SparseTable> create_table(const Scope& scope, const TableConfig& config
   RECSDK_RETURN_IF_ERROR(optimizer.Validate());
   Graph* g = scope.graph();
   for (const std::string& name : g->Collection(kSparseTables)) {
-    const Node* n = g->FindNode(name);
+    Node* n = g->FindNode(name);
+    if (n != nullptr && n->StringAttr("table_name") == config.name &&
+        scope.variable_reuse() != VariableReuse::kNone) {
+      // Variable reuse (the Estimator's train, eval and predict branches): the same table.
+      if (n->IntAttr("dim", 0) != config.dim ||
+          n->StringAttr("optimizer_config") != internal::OptimizerConfigToJson(optimizer)) {
+        return absl::InvalidArgumentError(fmt::format(
+            "create_table \"{}\": under variable reuse the table exists with dim {} and "
+            "optimizer {}, but this call asks for dim {} and {}; build the table the same way in "
+            "every mode",
+            config.name, n->IntAttr("dim", 0), n->StringAttr("optimizer_config"), config.dim,
+            optimizer.ToString()));
+      }
+      SparseTable t;
+      t.handle_ = Output(n, 0);
+      t.config_ = config;
+      t.optimizer_ = optimizer;
+      return t;
+    }
     if (n != nullptr && n->StringAttr("table_name") == config.name) {
       return absl::InvalidArgumentError(fmt::format(
           "create_table: the graph already has a table \"{}\" (node \"{}\"); table names must be "

@@ -29,6 +29,7 @@
 #include "oneapi/tbb/global_control.h"
 #include "oneapi/tbb/parallel_for.h"
 #include "src/common/check.h"
+#include "src/common/exception_guard.h"
 #include "src/common/hash.h"
 #include "src/common/prefetch.h"
 #include "src/common/random.h"
@@ -267,9 +268,18 @@ class TableImpl final : public EmbeddingTable {
     return absl::OkStatus();
   }
 
+  // The public batch calls run under CatchExceptions: a bad_alloc (a huge batch, a rehash)
+  // becomes ResourceExhausted instead of leaving the library.
   Status Resolve(absl::Span<const int64_t> keys, absl::Span<const uint32_t> counts,
                  absl::Span<const int64_t> timestamps, LookupMode mode,
                  absl::Span<uint32_t> rows) override {
+    return CatchExceptions(fmt::format("table \"{}\": Resolve", name()),
+                           [&] { return ResolveUnguarded(keys, counts, timestamps, mode, rows); });
+  }
+
+  Status ResolveUnguarded(absl::Span<const int64_t> keys, absl::Span<const uint32_t> counts,
+                          absl::Span<const int64_t> timestamps, LookupMode mode,
+                          absl::Span<uint32_t> rows) {
     const size_t n = keys.size();
     if (rows.size() != n || (!counts.empty() && counts.size() != n) ||
         (!timestamps.empty() && timestamps.size() != n)) {
@@ -663,6 +673,11 @@ class TableImpl final : public EmbeddingTable {
   }
 
   Status ExportNpy(const std::string& keys_path, const std::string& values_path) const override {
+    return CatchExceptions(fmt::format("table \"{}\": ExportNpy", name()),
+                           [&] { return ExportNpyUnguarded(keys_path, values_path); });
+  }
+
+  Status ExportNpyUnguarded(const std::string& keys_path, const std::string& values_path) const {
     const auto entries = SortedEntries();
     std::vector<int64_t> keys(entries.size());
     std::vector<float> values(entries.size() * static_cast<size_t>(config_.dim));
@@ -695,6 +710,11 @@ class TableImpl final : public EmbeddingTable {
   }
 
   Status ImportNpy(const std::string& keys_path, const std::string& values_path) override {
+    return CatchExceptions(fmt::format("table \"{}\": ImportNpy", name()),
+                           [&] { return ImportNpyUnguarded(keys_path, values_path); });
+  }
+
+  Status ImportNpyUnguarded(const std::string& keys_path, const std::string& values_path) {
     RECSDK_ASSIGN_OR_RETURN(NpyArray ka, ReadNpy(keys_path));
     RECSDK_ASSIGN_OR_RETURN(NpyArray va, ReadNpy(values_path));
     RECSDK_ASSIGN_OR_RETURN(std::vector<int64_t> keys, KeysFrom(ka, keys_path));
@@ -874,20 +894,38 @@ class TableImpl final : public EmbeddingTable {
       index_->Reserve(index_->size() + static_cast<uint64_t>(needed));
     }
     const int64_t default_time = snap.data_time;
-    for (size_t i = 0; i < n; ++i) {
-      uint32_t row = snap.is_delta ? index_->Find(snap.keys[i]) : KeyIndex::kEmpty;
-      if (row == KeyIndex::kEmpty) {
-        row = AllocateRow();
-        index_->Insert(snap.keys[i], row);
+    std::vector<uint32_t> rows(n);
+    if (snap.is_delta) {
+      for (size_t i = 0; i < n; ++i) {
+        uint32_t row = index_->Find(snap.keys[i]);
+        if (row == KeyIndex::kEmpty) {
+          row = AllocateRow();
+          index_->Insert(snap.keys[i], row);
+        }
+        rows[i] = row;
       }
-      std::memcpy(Row(row), snap.rows.data() + i * row_floats_, row_bytes_);
-      if (evicting_) *Timestamp(row) = snap.timestamps.empty() ? default_time : snap.timestamps[i];
+    } else {
+      // A fresh table: rows 0..n-1 in key order, inserted as one batch.
+      std::iota(rows.begin(), rows.end(), 0u);
+      next_row_ = static_cast<int64_t>(n);
+      index_->InsertBatch(snap.keys.data(), rows.data(), n);
     }
+    BigChunks(n, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        std::memcpy(Row(rows[i]), snap.rows.data() + i * row_floats_, row_bytes_);
+        MarkClean(rows[i]);
+        if (evicting_) {
+          *Timestamp(rows[i]) = snap.timestamps.empty() ? default_time : snap.timestamps[i];
+        }
+      }
+    });
     pending_.clear();
     for (size_t i = 0; i < pn; ++i) {
       pending_[snap.pending_keys[i]] = Pending{snap.pending_counts[i], snap.pending_timestamps[i]};
     }
     data_time_ = snap.data_time;
+    removed_.clear();
+    if (!snap.is_delta) return absl::OkStatus();
     ResetTracking();
     return absl::OkStatus();
   }
@@ -896,6 +934,7 @@ class TableImpl final : public EmbeddingTable {
   // the keys evicted since the last snapshot.
   uint8_t* Dirty() const { return reinterpret_cast<uint8_t*>(dirty_.base()); }
   void MarkDirty(uint32_t row) const { Dirty()[row] = 1; }
+  void MarkClean(uint32_t row) const { Dirty()[row] = 0; }
   void ResetTracking() {
     if (next_row_ > 0) std::memset(Dirty(), 0, static_cast<size_t>(next_row_));
     removed_.clear();
@@ -923,6 +962,29 @@ class TableImpl final : public EmbeddingTable {
 };
 
 }  // namespace
+}  // namespace internal
+
+namespace internal {
+
+constexpr size_t kLargeBuffer = size_t{1} << 20;
+
+void* AllocateSnapshotBuffer(size_t bytes) {
+  if (bytes < kLargeBuffer) return ::operator new(bytes);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  madvise(p, bytes, MADV_HUGEPAGE);
+  return p;
+}
+
+void FreeSnapshotBuffer(void* p, size_t bytes) noexcept {
+  if (p == nullptr) return;
+  if (bytes < kLargeBuffer) {
+    ::operator delete(p);
+  } else {
+    munmap(p, bytes);
+  }
+}
+
 }  // namespace internal
 
 StatusOr<std::unique_ptr<EmbeddingTable>> EmbeddingTable::Create(

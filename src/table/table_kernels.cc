@@ -44,7 +44,7 @@
 #endif
 
 #if defined(__clang__)
-#pragma clang attribute push(                                                         \
+#pragma clang attribute push(                                                    \
     __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma,f16c"))), \
     apply_to = function)
 #else

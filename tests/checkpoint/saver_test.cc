@@ -174,6 +174,38 @@ TEST(SaverTest, ResumeAfterFullCheckpointIsBitwiseIdentical) {
   EXPECT_FALSE(st.table.pending_keys.empty());
 }
 
+TEST(SaverTest, AsyncWriteSavesTheSnapshotMomentWhileTrainingGoesOn) {
+  const std::string dir = FreshDir("async");
+  internal::FaultInjectionEnv env(internal::Env::Default());
+  auto a = BuildModel();
+  ASSERT_TRUE(a->session->Run({}, {}, {a->init}).ok());
+  auto saver = MakeSaver(
+      *a, {.model_dir = dir, .is_incremental_checkpoint = true, .async_write = true, .env = &env});
+  std::vector<float> losses;
+  for (int64_t step = 1; step <= 8; ++step) losses.push_back(Step(*a, step));
+  EXPECT_EQ(ValueOrDie(saver->Save(8)), dir + "/ckpt-8");
+  const State at8 = Capture(*a);
+  // Training goes on while the files are written; the checkpoint still holds step 8.
+  for (int64_t step = 9; step <= 12; ++step) losses.push_back(Step(*a, step));
+  ASSERT_TRUE(saver->WaitForWrites().ok());
+  auto b = BuildModel();
+  EXPECT_EQ(ValueOrDie(MakeSaver(*b, {.model_dir = dir})->Restore()), 8);
+  ExpectSameState(at8, Capture(*b));
+  for (int64_t step = 9; step <= 12; ++step) EXPECT_EQ(Step(*b, step), losses[step - 1]);
+
+  // A failed background write comes back from WaitForWrites and breaks the delta chain.
+  env.fail_write_after = 2;
+  EXPECT_TRUE(saver->Save(12).ok());
+  const Status failed = saver->WaitForWrites();
+  EXPECT_EQ(failed.code(), absl::StatusCode::kInternal) << failed;
+  env.fail_write_after = -1;
+  EXPECT_EQ(ValueOrDie(saver->LatestCheckpoint()), dir + "/ckpt-8");
+  EXPECT_EQ(saver->SaveDelta(13).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(saver->Save(13).ok());
+  ASSERT_TRUE(saver->SaveDelta(14).ok());
+  EXPECT_EQ(ValueOrDie(saver->LatestCheckpoint()), dir + "/ckpt-14");
+}
+
 TEST(SaverTest, DeltaChainAndRestoreModelVersionAreBitwiseIdentical) {
   const std::string dir = FreshDir("delta");
   auto a = BuildModel();

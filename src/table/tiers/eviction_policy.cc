@@ -104,22 +104,20 @@ class ScoredPolicy final : public EvictionPolicy {
     --size_;
   }
 
-  size_t ChooseVictims(size_t n, uint32_t* victims) override {
+  size_t ChooseVictims(size_t n, uint32_t* victims,
+                       const std::function<bool(uint32_t)>& skip) override {
     size_t got = 0;
     held_.clear();
     while (got < n && !heap_.empty()) {
       std::pop_heap(heap_.begin(), heap_.end(), Later);
       const Entry e = heap_.back();
       heap_.pop_back();
-      SlotState& s = slots_[e.slot];
+      const SlotState& s = slots_[e.slot];
       if (!s.tracked || s.version != e.version) continue;  // stale
-      if (s.last_batch >= batch_ - 1) {
-        held_.push_back(e);  // used by the current or the previous batch
-        continue;
-      }
-      s.tracked = false;
-      ++s.version;
-      --size_;
+      // Every live entry popped goes back: victims stay tracked until Removed.
+      held_.push_back(e);
+      // Not a slot of the current or the previous batch, nor one the caller excludes.
+      if (s.last_batch >= batch_ - 1 || (skip && skip(e.slot))) continue;
       victims[got++] = e.slot;
     }
     for (const Entry& e : held_) {

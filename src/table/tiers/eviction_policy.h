@@ -2,10 +2,10 @@
 // needs room: LRU, LFU, and LRFU (a frequency-aware LRU), behind one small interface.
 //
 // The key stage will drive it per batch: BeginBatch(); Touch(the device slots the batch hits);
-// ChooseVictims(as many as the batch misses, beyond the free slots) and move those rows down;
-// Insert(each slot that receives a missing row, with the key's history from the host-side
-// admission counts and timestamps). Victims are never among the slots touched or inserted in the
-// current batch or the previous one (the previous batch may still be in flight: DESIGN.md's
+// ChooseVictims(as many as the batch misses, beyond the free slots), move those rows down and
+// Remove them; Insert(each slot that receives a missing row, with the key's history from the
+// host-side admission counts and timestamps). Victims are never among the slots touched or inserted
+// in the current batch or the previous one (the previous batch may still be in flight: DESIGN.md's
 // invariant), so a device tier smaller than two batches' unique keys gets fewer victims than
 // asked, and the table turns that into its "device_vocabulary_size too small" error.
 //
@@ -49,6 +49,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -89,9 +90,12 @@ class EvictionPolicy {
   // tracked.
   virtual void Remove(uint32_t slot) = 0;
   // ChooseVictims: up to n tracked slots, lowest priority first, none used in the current or the
-  // previous batch; stops tracking them. Returns how many (fewer than n when the rest are
-  // protected or there are no more).
-  virtual size_t ChooseVictims(size_t n, uint32_t* victims) = 0;
+  // previous batch and none for which `skip` (when given) returns true (e.g. pinned slots).
+  // Returns how many (fewer than n when the rest are protected or there are no more). The
+  // victims stay tracked until the caller Removes them (or Inserts a new row into them), so a
+  // caller that cannot evict them after all has nothing to undo.
+  virtual size_t ChooseVictims(size_t n, uint32_t* victims,
+                               const std::function<bool(uint32_t)>& skip = {}) = 0;
   // size: slots tracked.
   virtual uint32_t size() const = 0;
   virtual EvictionPolicyKind kind() const = 0;

@@ -15,6 +15,7 @@
 #include "fmt/format.h"
 #include "src/common/status_macros.h"
 #include "src/table/tiers/io_pool.h"
+#include "src/table/tiers/uring.h"
 
 namespace recsdk::internal {
 namespace {
@@ -25,6 +26,14 @@ constexpr uint32_t kVersion = 1;
 // over the I/O threads.
 constexpr uint32_t kMaxRunSlots = 256;
 constexpr uint64_t kDefaultFileBytes = uint64_t{64} << 20;
+// The direct read path: reads in flight, the block size O_DIRECT offsets and lengths are aligned
+// to, and the most bytes one read of adjacent rows covers.
+constexpr unsigned kDirectDepth = 64;
+constexpr uint64_t kBlock = 4096;
+constexpr uint64_t kDirectReadBytes = uint64_t{32} << 10;
+
+uint64_t AlignDown(uint64_t x) { return x / kBlock * kBlock; }
+uint64_t AlignUp(uint64_t x) { return (x + kBlock - 1) / kBlock * kBlock; }
 
 // FileHeader: the first bytes of every file (the rest of its 4 KiB are zero).
 struct FileHeader {
@@ -79,10 +88,29 @@ SsdStore::SsdStore(const SsdStoreOptions& options, uint32_t rows_per_file)
       rows_per_file_(rows_per_file),
       allocated_((uint64_t{options.capacity} + 63) / 64, 0) {
   if (options.io_threads > 0) pool_ = std::make_unique<IoPool>(options.io_threads);
+  if (options.read_path == SsdReadPath::kAuto) {
+    absl::StatusOr<std::unique_ptr<Uring>> ring = Uring::Create(kDirectDepth);
+    if (ring.ok()) {
+      uring_ = *std::move(ring);
+      direct_ = true;
+    }
+  }
 }
 
 SsdStore::~SsdStore() {
-  for (File& file : files_) close(file.fd);
+  uring_.reset();  // before the buffers its reads land in
+  for (char* b : bounce_) free(b);
+  for (File& file : files_) {
+    close(file.fd);
+    if (file.direct_fd >= 0) close(file.direct_fd);
+  }
+}
+
+void SsdStore::OpenDirect(File* file) {
+  if (!direct_) return;
+  file->direct_fd = open(file->path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  // A file system without O_DIRECT (tmpfs): every read of this store goes through the cache.
+  if (file->direct_fd < 0) direct_ = false;
 }
 
 namespace {
@@ -159,7 +187,7 @@ absl::StatusOr<std::unique_ptr<SsdStore>> SsdStore::Open(const SsdStoreOptions& 
       const std::string path = s.folders_[f] + "/" + s.FileName(index);
       const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
       if (fd >= 0) {
-        file = {fd, path};
+        file = {fd, -1, path};
         s.first_folder_ = f;
       }
     }
@@ -198,6 +226,7 @@ absl::StatusOr<std::unique_ptr<SsdStore>> SsdStore::Open(const SsdStoreOptions& 
           header.file_index, s.row_floats(), s.rows_per_file_, s.FileRows(index), index));
     }
     posix_fadvise(file.fd, 0, 0, POSIX_FADV_RANDOM);
+    s.OpenDirect(&s.files_.back());
     s.file_rows_ += s.FileRows(index);
   }
   for (uint32_t slot : live_slots) {
@@ -256,7 +285,7 @@ absl::Status SsdStore::MakeFile(uint64_t index, const std::string& folder, File*
     return absl::ErrnoToStatus(err, path);
   }
   posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
-  *file = {fd, path};
+  *file = {fd, -1, path};
   return absl::OkStatus();
 }
 
@@ -264,6 +293,10 @@ absl::Status SsdStore::Grow(uint64_t rows) {
   while (file_rows_ < rows) {
     const uint64_t index = files_.size();
     std::string reasons;
+    for (size_t f = 0; f < first_folder_ && f < folders_.size(); ++f) {
+      reasons += fmt::format("{}\"{}\": no space (found earlier)", reasons.empty() ? "" : "; ",
+                             folders_[f]);
+    }
     File file;
     for (size_t f = first_folder_; f < folders_.size(); ++f) {
       const absl::Status made = MakeFile(index, folders_[f], &file);
@@ -280,12 +313,14 @@ absl::Status SsdStore::Grow(uint64_t rows) {
           fmt::format("{}\"{}\": {}", reasons.empty() ? "" : "; ", folders_[f], made.message());
     }
     if (file.fd < 0) {
-      if (reasons.empty()) reasons = "every folder reported no space earlier";
+      // Nowhere to go: the next growth tries every folder again, in order (space may be freed).
+      first_folder_ = 0;
       return absl::ResourceExhaustedError(fmt::format(
           "{} is full: no folder of ssd_data_path can take file {} ({} more rows of {} bytes; "
           "{} rows in use): {}; free disk space or add folders to ssd_data_path",
           Label(), FileName(index), FileRows(index), row_bytes(), size_, reasons));
     }
+    OpenDirect(&file);
     files_.push_back(file);
     file_rows_ += FileRows(index);
   }
@@ -398,6 +433,16 @@ absl::Status SsdStore::DoIo(std::vector<std::pair<uint32_t, float*>>& rows, bool
                     write ? "write" : "read", run.count, offset, file.path,
                     err < 0 ? "the file ends early (truncated?)" : std::strerror(err)));
   };
+  if (runs.size() > 1) {
+    // Writing part of a page that is not cached reads the page first, and buffered writes to one
+    // file take its inode lock in turn, so those reads would go one at a time. Start them all now
+    // (WILLNEED reads ahead without waiting); the writes then mostly find their pages cached.
+    for (const Run& run : runs) {
+      const uint64_t begin = kHeaderBytes + uint64_t{run.first % rows_per_file_} * bytes;
+      posix_fadvise(files_[run.first / rows_per_file_].fd, static_cast<off_t>(begin),
+                    static_cast<off_t>(uint64_t{run.count} * bytes), POSIX_FADV_WILLNEED);
+    }
+  }
   if (pool_ == nullptr || runs.size() == 1) {
     for (size_t r = 0; r < runs.size(); ++r) RECSDK_RETURN_IF_ERROR(run_io(r));
     return absl::OkStatus();
@@ -409,7 +454,109 @@ absl::Status SsdStore::Read(absl::Span<const uint32_t> slots, float* out) const 
   RECSDK_RETURN_IF_ERROR(CheckAllocated(slots, "read"));
   std::vector<std::pair<uint32_t, float*>> rows(slots.size());
   for (size_t i = 0; i < slots.size(); ++i) rows[i] = {slots[i], out + i * row_floats()};
+  if (direct_ && !rows.empty()) {
+    std::lock_guard<std::mutex> lock(direct_mu_);
+    if (uring_ != nullptr) return ReadDirect(rows);
+  }
   return DoIo(rows, /*write=*/false);
+}
+
+absl::Status SsdStore::ReadDirect(const std::vector<std::pair<uint32_t, float*>>& unsorted) const {
+  std::vector<std::pair<uint32_t, float*>> rows = unsorted;
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  const uint64_t bytes = row_bytes();
+  const uint64_t buffer_bytes = std::max(kDirectReadBytes, AlignUp(bytes) + kBlock);
+  if (bounce_.empty()) {
+    for (unsigned i = 0; i < uring_->depth(); ++i) {
+      void* p = nullptr;
+      if (posix_memalign(&p, kBlock, buffer_bytes) != 0) {
+        return absl::ResourceExhaustedError(
+            fmt::format("{}: cannot allocate {} bytes of read buffers", Label(),
+                        uint64_t{uring_->depth()} * buffer_bytes));
+      }
+      bounce_.push_back(static_cast<char*>(p));
+    }
+  }
+  // Reads: adjacent slots of one file, as many as fit in one buffer, each read covering the
+  // whole blocks its rows touch.
+  struct DirectRead {
+    uint32_t first;
+    uint32_t count;
+    size_t row_begin;
+    uint64_t start;  // aligned file offset
+    uint64_t len;    // aligned length
+  };
+  auto offset_of = [&](uint32_t slot) {
+    return kHeaderBytes + uint64_t{slot % rows_per_file_} * bytes;
+  };
+  std::vector<DirectRead> reads;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const uint32_t slot = rows[i].first;
+    const uint64_t end = AlignUp(offset_of(slot) + bytes);
+    if (!reads.empty()) {
+      DirectRead& last = reads.back();
+      if ((slot == last.first + last.count - 1 || slot == last.first + last.count) &&
+          slot / rows_per_file_ == last.first / rows_per_file_ &&
+          end - last.start <= buffer_bytes) {
+        last.count = slot - last.first + 1;
+        last.len = end - last.start;
+        continue;
+      }
+    }
+    const uint64_t start = AlignDown(offset_of(slot));
+    reads.push_back({slot, 1, i, start, end - start});
+  }
+  std::vector<unsigned> free_buffers;
+  for (unsigned b = uring_->depth(); b-- > 0;) free_buffers.push_back(b);
+  std::vector<unsigned> buffer_of(reads.size());
+  absl::Status status;
+  auto complete = [&](uint64_t tag, int32_t res) {
+    const DirectRead& read = reads[tag];
+    const char* buffer = bounce_[buffer_of[tag]];
+    free_buffers.push_back(buffer_of[tag]);
+    const uint64_t need = offset_of(read.first) + uint64_t{read.count} * bytes - read.start;
+    if (res < 0 || static_cast<uint64_t>(res) < need) {
+      if (status.ok()) {
+        const std::string& path = files_[read.first / rows_per_file_].path;
+        status = absl::DataLossError(
+            fmt::format("{}: read of {} rows at byte {} of \"{}\" failed: {}", Label(), read.count,
+                        offset_of(read.first), path,
+                        res < 0 ? std::strerror(-res) : "the file ends early (truncated?)"));
+      }
+      return;
+    }
+    // Rows of the read in slot order (a slot asked twice is copied to both places).
+    for (size_t i = read.row_begin; i < rows.size() && rows[i].first < read.first + read.count;
+         ++i) {
+      std::memcpy(rows[i].second, buffer + (offset_of(rows[i].first) - read.start), bytes);
+    }
+  };
+  size_t next = 0;
+  while (next < reads.size() || uring_->in_flight() > 0) {
+    while (status.ok() && next < reads.size() && !free_buffers.empty()) {
+      const DirectRead& read = reads[next];
+      const unsigned b = free_buffers.back();
+      const int fd = files_[read.first / rows_per_file_].direct_fd;
+      if (!uring_->QueueRead(fd, bounce_[b], static_cast<uint32_t>(read.len), read.start, next)) {
+        break;
+      }
+      free_buffers.pop_back();
+      buffer_of[next++] = b;
+    }
+    if (!status.ok() && uring_->in_flight() == 0) break;
+    const int err = uring_->SubmitAndWait(1);
+    if (err != 0) {
+      // The ring is in an unknown state: stop using it (reads go through the cache from now).
+      uring_.reset();
+      return absl::DataLossError(
+          fmt::format("{}: io_uring_enter failed: {}; later reads use the "
+                      "page cache",
+                      Label(), std::strerror(err)));
+    }
+    uring_->Reap(complete);
+  }
+  return status;
 }
 
 absl::Status SsdStore::Write(absl::Span<const uint32_t> slots, const float* in) {
@@ -444,13 +591,21 @@ std::vector<std::string> SsdStore::FilePaths() const {
   return paths;
 }
 
-uint64_t SsdStore::HostMemoryBytes() const {
-  uint64_t bytes = sizeof(*this) + allocated_.capacity() * sizeof(uint64_t) +
-                   free_.capacity() * sizeof(uint32_t) +
-                   pins_.capacity() * (sizeof(std::pair<uint32_t, uint32_t>) + 1);
+uint64_t SsdStore::FixedHostBytes() const {
+  uint64_t bytes = sizeof(*this);
   for (const File& file : files_) bytes += sizeof(File) + file.path.capacity();
-  for (const std::string& folder : folders_) bytes += folder.capacity();
+  for (const std::string& folder : folders_) bytes += sizeof(std::string) + folder.capacity();
+  std::lock_guard<std::mutex> lock(direct_mu_);
+  if (!bounce_.empty()) {
+    bytes += bounce_.size() * std::max(kDirectReadBytes, AlignUp(row_bytes()) + kBlock);
+  }
   return bytes;
+}
+
+uint64_t SsdStore::HostMemoryBytes() const {
+  return FixedHostBytes() + allocated_.capacity() * sizeof(uint64_t) +
+         free_.capacity() * sizeof(uint32_t) +
+         pins_.capacity() * (sizeof(std::pair<uint32_t, uint32_t>) + 1);
 }
 
 }  // namespace recsdk::internal

@@ -27,9 +27,11 @@ std::unique_ptr<EvictionPolicy> Make(EvictionPolicyKind kind, uint32_t capacity,
   return *std::move(p);
 }
 
+// Victims: ChooseVictims, then Remove each (as a caller that evicts them does).
 std::vector<uint32_t> Victims(EvictionPolicy& p, size_t n) {
   std::vector<uint32_t> v(n);
   v.resize(p.ChooseVictims(n, v.data()));
+  for (uint32_t slot : v) p.Remove(slot);
   return v;
 }
 
@@ -130,6 +132,29 @@ TEST_P(EvictionPolicyAll, StaysCorrectWhenTheHeapIsRebuilt) {
   p->BeginBatch();
   // Slot 0 was used once, long ago: the first victim under every policy.
   EXPECT_THAT(Victims(*p, 1), ElementsAre(0u));
+}
+
+TEST_P(EvictionPolicyAll, VictimsStayTrackedUntilRemovedAndSkipExcludesSlots) {
+  auto p = Make(GetParam(), 8);
+  p->BeginBatch();
+  for (uint32_t s = 0; s < 4; ++s) p->Insert(s, 0, -1);
+  p->BeginBatch();
+  p->BeginBatch();
+  std::vector<uint32_t> v(2);
+  ASSERT_EQ(p->ChooseVictims(2, v.data()), 2u);
+  EXPECT_EQ(p->size(), 4u);
+  // Not removed: the same two come back.
+  std::vector<uint32_t> again(2);
+  ASSERT_EQ(p->ChooseVictims(2, again.data()), 2u);
+  EXPECT_EQ(again, v);
+  // Skipping them (say they are pinned) gives the other two.
+  std::vector<uint32_t> others(4);
+  others.resize(
+      p->ChooseVictims(4, others.data(), [&](uint32_t s) { return s == v[0] || s == v[1]; }));
+  ASSERT_EQ(others.size(), 2u);
+  for (uint32_t s : others) EXPECT_TRUE(s != v[0] && s != v[1]) << s;
+  p->Remove(v[0]);
+  EXPECT_EQ(p->size(), 3u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, EvictionPolicyAll,

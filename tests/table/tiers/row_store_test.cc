@@ -69,6 +69,7 @@ std::vector<StoreKind> Kinds() {
          o.file_name = "t";
          o.rows_per_file = 16;
          o.io_threads = 3;
+         o.read_path = SsdReadPath::kBuffered;  // the other store takes the direct path
          return *SsdStore::Create(o);
        }},
   };

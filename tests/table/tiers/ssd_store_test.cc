@@ -247,26 +247,40 @@ TEST(SsdStoreTest, FullDiskMovesOnToTheNextFolderThenIsResourceExhausted) {
     GTEST_SKIP() << "cannot mount a 1 MiB tmpfs (needs root); the vanished-folder test covers "
                     "ResourceExhausted";
   }
-  // Files of 4 KiB + 4096 rows x 64 bytes = 260 KiB: three fit in 1 MiB, the fourth does not.
+  // Files of 4 KiB + 4096 rows x 64 bytes = 260 KiB: three fit in small's 1 MiB; small2 holds a
+  // 600 KiB filler, so one fits there.
+  const std::string filler = small2 + "/filler";
+  {
+    std::ofstream f(filler, std::ios::binary);
+    f << std::string(600 << 10, 'x');
+  }
   SsdStoreOptions o = Options({small, small2}, 40000, 4096);
   auto s = *SsdStore::Create(o);
   std::vector<uint32_t> first = Alloc(*s, 3 * 4096);
   ASSERT_TRUE(s->Write(first, RowsFor(first, kRowFloats, 0).data()).ok());
   for (const std::string& path : s->FilePaths()) EXPECT_EQ(path.rfind(small + "/", 0), 0u);
-  // The fourth file does not fit in `small`: it goes to small2, and so do the next two.
-  Alloc(*s, 3 * 4096);
-  ASSERT_EQ(s->FilePaths().size(), 6u);
+  // The fourth file does not fit in small: it goes to small2.
+  Alloc(*s, 4096);
+  ASSERT_EQ(s->FilePaths().size(), 4u);
   EXPECT_EQ(s->FilePaths()[3].rfind(small2 + "/", 0), 0u);
   EXPECT_FALSE(fs::exists(small + "/user_table.00003.rows"));  // the failed file is removed
+  // The fifth fits nowhere.
   std::vector<uint32_t> none(100, 9);
   const absl::Status st = s->Allocate(100, none.data());
   ASSERT_TRUE(absl::IsResourceExhausted(st)) << st;
-  EXPECT_THAT(std::string(st.message()), HasSubstr(small2));
-  EXPECT_THAT(std::string(st.message()), HasSubstr("No space"));
-  EXPECT_EQ(s->size(), 6u * 4096);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("\"" + small + "\": no space"));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("\"" + small2 + "\": "));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("No space left"));
+  EXPECT_EQ(none, std::vector<uint32_t>(100, 9));
+  EXPECT_EQ(s->size(), 4u * 4096);
+  EXPECT_FALSE(fs::exists(small2 + "/user_table.00004.rows"));
   std::vector<float> out(first.size() * kRowFloats);
   ASSERT_TRUE(s->Read(first, out.data()).ok());
   EXPECT_EQ(out, RowsFor(first, kRowFloats, 0));
+  // Space freed: the store grows again, into the first folder with room.
+  fs::remove(filler);
+  ASSERT_TRUE(s->Allocate(100, none.data()).ok());
+  EXPECT_EQ(s->FilePaths().back(), small2 + "/user_table.00004.rows");
 }
 
 TEST(SsdStoreTest, CapacityReachedIsResourceExhaustedNamingTheSetting) {
@@ -300,9 +314,46 @@ TEST(SsdStoreTest, BulkIoAcrossFileBoundariesAndLongRuns) {
   EXPECT_EQ(out, RowsFor(slots, kRowFloats, 6));
 }
 
-TEST(SsdStoreTest, ReadOfARecordCutOffAfterOpeningIsDataLossNamingTheFile) {
+TEST(SsdStoreTest, DirectAndBufferedReadsReturnTheSameRows) {
+  // 96-byte rows straddle 4 KiB blocks; runs of adjacent slots are longer than one direct read
+  // (32 KiB); slots repeat; files are short so runs end at file boundaries.
   TierTestDir dir;
-  auto s = *SsdStore::Create(Options({dir.Sub("a")}, 20, 20));
+  SsdStoreOptions o = Options({dir.Sub("a")}, 6000, 2500);
+  o.row_floats = 24;
+  o.io_threads = 0;
+  std::vector<uint32_t> slots;
+  {
+    auto s = *SsdStore::Create(o);
+    if (!s->direct_reads()) {
+      GTEST_SKIP() << "no io_uring or no O_DIRECT here: only the buffered path exists";
+    }
+    slots = Alloc(*s, 6000);
+    ASSERT_TRUE(s->Write(slots, RowsFor(slots, 24, 3).data()).ok());
+    std::vector<uint32_t> ask;
+    for (uint32_t i = 0; i < 6000; i += 1 + (i % 5 == 0 ? 40 : 0)) ask.push_back(i);
+    ask.push_back(17);
+    ask.push_back(17);
+    ask.push_back(5999);
+    std::vector<float> direct(ask.size() * 24);
+    ASSERT_TRUE(s->Read(ask, direct.data()).ok());
+    EXPECT_EQ(direct, RowsFor(ask, 24, 3));
+  }
+  // The same files read through the page cache.
+  o.read_path = SsdReadPath::kBuffered;
+  auto reopened = *SsdStore::Open(o, slots);
+  EXPECT_FALSE(reopened->direct_reads());
+  std::vector<float> buffered(slots.size() * 24);
+  ASSERT_TRUE(reopened->Read(slots, buffered.data()).ok());
+  EXPECT_EQ(buffered, RowsFor(slots, 24, 3));
+}
+
+class SsdReadPaths : public ::testing::TestWithParam<SsdReadPath> {};
+
+TEST_P(SsdReadPaths, ReadOfARecordCutOffAfterOpeningIsDataLossNamingTheFile) {
+  TierTestDir dir;
+  SsdStoreOptions o = Options({dir.Sub("a")}, 20, 20);
+  o.read_path = GetParam();
+  auto s = *SsdStore::Create(o);
   std::vector<uint32_t> slots = Alloc(*s, 20);
   ASSERT_TRUE(s->Write(slots, RowsFor(slots, kRowFloats, 1).data()).ok());
   const std::string path = s->FilePaths()[0];
@@ -312,6 +363,9 @@ TEST(SsdStoreTest, ReadOfARecordCutOffAfterOpeningIsDataLossNamingTheFile) {
   ASSERT_TRUE(absl::IsDataLoss(st)) << st;
   EXPECT_THAT(std::string(st.message()), HasSubstr(path));
 }
+
+INSTANTIATE_TEST_SUITE_P(Paths, SsdReadPaths,
+                         ::testing::Values(SsdReadPath::kAuto, SsdReadPath::kBuffered));
 
 }  // namespace
 }  // namespace recsdk::internal
