@@ -4,7 +4,8 @@
 // name. Each field documents its default, its rule and what it does on the CPU backend; Validate()
 // checks every rule once, when the Session is created, and its error names the option, the value,
 // the rule and the fix. Nothing is clamped, and no option is recorded and ignored: an option this
-// runtime cannot honour yet is rejected with the reason (README, "Session options", lists which).
+// runtime cannot honour yet is rejected with the reason (the README's "Session configuration"
+// table says which).
 //
 // FromJson / ToJson load and save the config as a JSON object keyed by these names; an unknown key
 // is an error naming the nearest valid one. `recsdk validate-config FILE.json` runs both.
