@@ -417,9 +417,9 @@ BENCHMARK(BM_StoreBulkWrite)->Iterations(4)->Unit(benchmark::kMillisecond);
 #ifdef RECSDK_HAVE_LIBURING
 // UringRead: the rows in `slots` of the store's files read through io_uring with `depth` reads in
 // flight: buffered row-sized reads straight into `out` (the store's own file access, another
-// submission path), or O_DIRECT reads of each row's 4 KiB block with the row copied out (records
-// never straddle a block: the header is 4 KiB and 4096 is a multiple of the row size). Returns
-// seconds, or -1 when O_DIRECT is not supported.
+// submission path), or O_DIRECT reads of the 4 KiB block(s) holding each row, the row copied out.
+// Rows are not checksummed here (the store checks them). Returns seconds, or -1 when O_DIRECT is
+// not supported.
 double UringRead(const SsdStore& store, const std::vector<uint32_t>& slots, float* out, bool direct,
                  unsigned depth) {
   std::vector<int> fds;
@@ -435,10 +435,18 @@ double UringRead(const SsdStore& store, const std::vector<uint32_t>& slots, floa
   struct io_uring ring;
   if (io_uring_queue_init(depth, &ring, 0) != 0) std::abort();
   const size_t row_bytes = store.row_bytes();
+  const size_t record = store.record_bytes();
+  auto offset_of = [&](uint32_t slot) {
+    return SsdStore::kHeaderBytes + uint64_t{slot % store.rows_per_file()} * record;
+  };
+  // A record may straddle two blocks.
+  auto span_of = [&](uint64_t offset) {
+    return (offset + row_bytes + kBlock - 1) / kBlock * kBlock - offset / kBlock * kBlock;
+  };
   std::vector<void*> blocks(depth);
   std::vector<unsigned> free_blocks;
   for (unsigned i = 0; i < depth; ++i) {
-    blocks[i] = AlignedBuffer(kBlock);
+    blocks[i] = AlignedBuffer(2 * kBlock);
     free_blocks.push_back(i);
   }
   std::vector<unsigned> block_of(slots.size());
@@ -447,15 +455,15 @@ double UringRead(const SsdStore& store, const std::vector<uint32_t>& slots, floa
   while (done < slots.size()) {
     while (submitted < slots.size() && submitted - done < depth) {
       const uint32_t slot = slots[submitted];
-      const uint64_t offset =
-          SsdStore::kHeaderBytes + uint64_t{slot % store.rows_per_file()} * row_bytes;
+      const uint64_t offset = offset_of(slot);
       struct io_uring_sqe* sqe = io_uring_get_sqe(&ring);
       const int fd = fds[slot / store.rows_per_file()];
       if (direct) {
         const unsigned b = free_blocks.back();
         free_blocks.pop_back();
         block_of[submitted] = b;
-        io_uring_prep_read(sqe, fd, blocks[b], kBlock, offset / kBlock * kBlock);
+        io_uring_prep_read(sqe, fd, blocks[b], static_cast<unsigned>(span_of(offset)),
+                           offset / kBlock * kBlock);
       } else {
         io_uring_prep_read(sqe, fd, out + submitted * store.row_floats(),
                            static_cast<unsigned>(row_bytes), offset);
@@ -470,10 +478,9 @@ double UringRead(const SsdStore& store, const std::vector<uint32_t>& slots, floa
     unsigned seen = 0;
     io_uring_for_each_cqe(&ring, head, cqe) {
       const size_t i = io_uring_cqe_get_data64(cqe);
-      if (cqe->res != static_cast<int>(direct ? kBlock : row_bytes)) std::abort();
+      const uint64_t offset = offset_of(slots[i]);
+      if (cqe->res != static_cast<int>(direct ? span_of(offset) : row_bytes)) std::abort();
       if (direct) {
-        const uint64_t offset =
-            SsdStore::kHeaderBytes + uint64_t{slots[i] % store.rows_per_file()} * row_bytes;
         std::memcpy(out + i * store.row_floats(),
                     static_cast<char*>(blocks[block_of[i]]) + offset % kBlock, row_bytes);
         free_blocks.push_back(block_of[i]);
@@ -718,7 +725,8 @@ void BM_HostBytesPerSsdRow(benchmark::State& state) {
     index.InsertBatch(keys.data(), packed.data(), kN);
     const double index_bytes = static_cast<double>(index.MemoryBytes()) / index.size();
     // A read first, so the direct path's buffers exist and are counted (as fixed bytes).
-    std::vector<float> row(16);
+    std::vector<float> row(16, 1.0f);
+    if (!store->Write({slots[0]}, row.data()).ok()) std::abort();
     if (!store->Read({slots[0]}, row.data()).ok()) std::abort();
     const double store_bytes =
         static_cast<double>(store->HostMemoryBytes() - store->FixedHostBytes()) / kN;

@@ -230,7 +230,7 @@ void Build(const Flags& flags, Model* m) {
     c.device_vocabulary_size = flags.vocab;
     c.initializer = Initializer::Uniform(-0.05, 0.05, 100 + t);
     SparseOptimizerConfig opt =
-        adagrad ? SparseOptimizerConfig::Adagrad(lr, 0.1f) : SparseOptimizerConfig::SGD(lr);
+        adagrad ? SparseOptimizerConfig::Adagrad(lr, 0.1f, 1e-10f) : SparseOptimizerConfig::SGD(lr);
     SparseTable table = Check(create_table(s, c, opt), "create_table");
     Output ids = ops::Placeholder(s.WithOpName("ids" + std::to_string(t)), DType::kInt64,
                                   Shape{flags.batch, 1});
@@ -259,7 +259,11 @@ void Build(const Flags& flags, Model* m) {
     Check(s.status(), "building the model");
     return;
   }
-  Output inter = ComposedInteraction(s.NewSubScope("interaction"), vecs);
+  const Scope is = s.NewSubScope("interaction");
+  Output inter = flags.interaction == "composed"
+                     ? ComposedInteraction(is, vecs)
+                     : ops::DotInteraction(
+                           is, ops::Reshape(is, ops::Concat(is, vecs, 1), {-1, kTables + 1, kDim}));
   layers::MlpOptions top;
   top.name = "top";
   top.hidden_units = {512, 256};
