@@ -2,16 +2,19 @@
 #ifndef RECSDK_RECSDK_H_
 #define RECSDK_RECSDK_H_
 
+#include "recsdk/checkpoint.h"
 #include "recsdk/config.h"
 #include "recsdk/dataset.h"
 #include "recsdk/dtype.h"
 #include "recsdk/embedding.h"
+#include "recsdk/export.h"
 #include "recsdk/feature_spec.h"
 #include "recsdk/gradients.h"
 #include "recsdk/graph.h"
 #include "recsdk/initializers.h"
 #include "recsdk/layers.h"
 #include "recsdk/metrics.h"
+#include "recsdk/observer.h"
 #include "recsdk/ops.h"
 #include "recsdk/optimizers.h"
 #include "recsdk/pipeline.h"

@@ -442,6 +442,17 @@ Status RunLookups(OpKernelContext& ctx, const std::vector<LookupAttrs>& attrs) {
 }
 
 Status SparseLookupKernel(OpKernelContext& ctx) {
+  // A moved lookup runs only in its key stage: running it here would do its key work (for a
+  // training lookup: admission and inserts) on whatever batch fed the ids, e.g. an evaluation one.
+  if (ctx.node().BoolAttr("moved_to_key_stage")) {
+    const bool train = ctx.node().BoolAttr("is_train", true);
+    return absl::FailedPreconditionError(fmt::format(
+        "sparse_lookup \"{}\" (table \"{}\", is_train {}) was moved to the key stage "
+        "(ModifyGraph) but this step did not feed its results: feed the step from a {} key stage "
+        "(KeyStageChannel::{}), and fetch only outputs of that channel's lookups",
+        ctx.node().name(), ctx.node().StringAttr("table_name"), train,
+        train ? "training" : "evaluation", train ? "kTrain" : "kEval"));
+  }
   return RunLookups(ctx, {ReadLookupAttrs(ctx.node())});
 }
 
@@ -612,6 +623,7 @@ void RegisterTableOps() {
     r.Register(Stateful(kTableApplyOp, 4, -1, ApplyShape));
     r.Register(Stateful(kTableLookupGroupOp, 3, -1, GroupShape));
     r.Register(Stateful(kTableLookupForwardOp, 1, -1, ForwardShape));
+    DeclareTableOpAttrSchemas(r);
     KernelRegistry& k = KernelRegistry::Global();
     const DType any = DType::kInvalid;
     k.RegisterFn(kTableHandleOp, kCpu, {any}, TableHandleKernel);
@@ -638,7 +650,25 @@ StatusOr<SparseTable> create_table(const Scope& scope, const TableConfig& config
   RECSDK_RETURN_IF_ERROR(optimizer.Validate());
   Graph* g = scope.graph();
   for (const std::string& name : g->Collection(kSparseTables)) {
-    const Node* n = g->FindNode(name);
+    Node* n = g->FindNode(name);
+    if (n != nullptr && n->StringAttr("table_name") == config.name &&
+        scope.variable_reuse() != VariableReuse::kNone) {
+      // Variable reuse (the Estimator's train, eval and predict branches): the same table.
+      if (n->IntAttr("dim", 0) != config.dim ||
+          n->StringAttr("optimizer_config") != internal::OptimizerConfigToJson(optimizer)) {
+        return absl::InvalidArgumentError(fmt::format(
+            "create_table \"{}\": under variable reuse the table exists with dim {} and "
+            "optimizer {}, but this call asks for dim {} and {}; build the table the same way in "
+            "every mode",
+            config.name, n->IntAttr("dim", 0), n->StringAttr("optimizer_config"), config.dim,
+            optimizer.ToString()));
+      }
+      SparseTable t;
+      t.handle_ = Output(n, 0);
+      t.config_ = config;
+      t.optimizer_ = optimizer;
+      return t;
+    }
     if (n != nullptr && n->StringAttr("table_name") == config.name) {
       return absl::InvalidArgumentError(fmt::format(
           "create_table: the graph already has a table \"{}\" (node \"{}\"); table names must be "

@@ -210,22 +210,4 @@ StatusOr<NpyArray> ReadNpy(const std::string& path) {
   return out;
 }
 
-uint64_t Checksum64(const void* data, uint64_t bytes) {
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  uint64_t h0 = 0x243f6a8885a308d3ull ^ bytes, h1 = 0x13198a2e03707344ull;
-  uint64_t i = 0;
-  for (; i + 16 <= bytes; i += 16) {
-    uint64_t a, b;
-    std::memcpy(&a, p + i, 8);
-    std::memcpy(&b, p + i + 8, 8);
-    h0 = (h0 ^ a) * 0x9e3779b97f4a7c15ull;
-    h1 = (h1 ^ b) * 0xc2b2ae3d27d4eb4full;
-    h0 ^= h0 >> 29;
-    h1 ^= h1 >> 31;
-  }
-  uint64_t tail = 0;
-  if (bytes > i) std::memcpy(&tail, p + i, bytes - i);  // p may be null when bytes == 0
-  return Mix64(h0 ^ Mix64(h1 ^ tail));
-}
-
 }  // namespace recsdk::internal

@@ -25,6 +25,8 @@
 // A consequence users see: a step that needs any lookup of a group computes the whole group, so
 // it needs every member's ids fed (embedding.h says so).
 //
+// Registered as the session pass "group_lookups" (pass_manager.h gives the order).
+//
 // Threading: like Graph, single-threaded.
 #include <algorithm>
 #include <map>
@@ -34,6 +36,7 @@
 
 #include "fmt/format.h"
 #include "src/common/status_macros.h"
+#include "src/session/passes/pass_manager.h"
 #include "src/session/table_ops.h"
 
 namespace recsdk::internal {
@@ -239,5 +242,16 @@ Status GroupTableLookups(Graph* graph) {
   }
   return graph->Reorder(order);
 }
+
+namespace {
+
+class GroupLookupsPass final : public GraphPass {
+ public:
+  Status Run(const PassContext&, Graph* graph) override { return GroupTableLookups(graph); }
+};
+
+}  // namespace
+
+std::unique_ptr<GraphPass> MakeGroupLookupsPass() { return std::make_unique<GroupLookupsPass>(); }
 
 }  // namespace recsdk::internal

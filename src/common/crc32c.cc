@@ -1,5 +1,5 @@
 // crc32c.cc: CRC-32C, slicing-by-8 tables and an SSE4.2 path picked at run time. Thread-safe.
-#include "src/pipeline/crc32c.h"
+#include "src/common/crc32c.h"
 
 #include <array>
 #include <cstring>
