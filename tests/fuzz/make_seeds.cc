@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "recsdk/checkpoint.h"
 #include "recsdk/dataset.h"
 #include "recsdk/graph.h"
 #include "recsdk/ops.h"
@@ -160,7 +161,7 @@ int main(int argc, char** argv) {
     std::vector<int64_t> ts = {5, 6, 7};
     std::vector<uint32_t> rows(3);
     Check((*t)->Resolve(keys, {}, ts, LookupMode::kTrain, absl::MakeSpan(rows)), "Resolve");
-    Check((*t)->Save(tmp + "/ckpt"), "Save");
+    Check(SaveTable(**t, tmp + "/ckpt"), "SaveTable");
     std::vector<std::string> names;
     for (const auto& e : fs::directory_iterator(tmp + "/ckpt"))
       names.push_back(e.path().filename());
