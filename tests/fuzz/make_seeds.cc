@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "recsdk/checkpoint.h"
+#include "recsdk/config.h"
 #include "recsdk/dataset.h"
 #include "recsdk/graph.h"
 #include "recsdk/ops.h"
@@ -170,6 +171,12 @@ int main(int argc, char** argv) {
       Write(out, "table_restore_fuzz", static_cast<int>(i),
             std::string(1, static_cast<char>(i)) + ReadAll(tmp + "/ckpt/" + names[i]));
     }
+  }
+  // Session config JSON: the defaults, and a few options set.
+  {
+    SessionConfig c;
+    Write(out, "config_json_fuzz", 0, c.ToJson());
+    Write(out, "config_json_fuzz", 1, "{\"intra_op_parallelism\": 4, \"deterministic\": true}");
   }
   fs::remove_all(tmp);
   return 0;
