@@ -47,7 +47,8 @@ struct SessionConfig {
 
   // mix_compile_mode: an op the device has no kernel for runs on the host. Default false (such an
   // op is an error naming it and the device). With the CPU backend the device is the host, so no
-  // op ever falls back; true is accepted and changes nothing there.
+  // op ever falls back; true is accepted and changes nothing there. With another device, true is
+  // an error until host fallback with copies is built.
   bool mix_compile_mode = false;
 
   // --- Memory -----------------------------------------------------------------------------------
@@ -70,9 +71,13 @@ struct SessionConfig {
   // default 1. RunLoop's `iterations` must equal it (the spec's set_iteration_per_loop check).
   int64_t iterations_per_loop = 1;
 
-  // deterministic: ops whose floating-point sums could be reordered by threading use a fixed
-  // order, so two runs with the same seed and data give bitwise-identical results at any
-  // intra_op_parallelism. Default false. (JSON also accepts 0 / 1, as the spec writes it.)
+  // deterministic: two runs with the same seed and data give bitwise-identical losses, weights
+  // and table rows at any intra_op_parallelism and stream_max_parallel_num. Default false. On the
+  // CPU backend this holds whether it is on or off: no kernel splits one output's sum across
+  // threads, sparse gradients are summed per key in batch order and the key stage resolves in
+  // batch order (tests/session/deterministic_test.cc guards it), so it costs nothing. A kernel
+  // that reduces across threads must use a fixed order when it is on. (JSON also accepts 0 / 1,
+  // as the spec writes it.)
   bool deterministic = false;
 
   // enable_data_pre_proc: data preprocessing offloaded to the device. Default false. The CPU

@@ -212,7 +212,7 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph,
     const internal::KernelFactory* factory = kernels.Find(node->type(), type, dtype, mode);
     if (factory == nullptr) {
       return absl::UnimplementedError(fmt::format(
-          "op \"{}\" ({}) has no {} kernel for dtype {}; the device supports this op for [{}]",
+          "op \"{}\" ({}) has no {} kernel for dtype {}; the device supports this op for [{}]{}",
           node->name(), node->type(), type, DTypeName(dtype),
           fmt::join(
               [&] {
@@ -221,7 +221,8 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph,
                   names.emplace_back(d == DType::kInvalid ? "any" : DTypeName(d));
                 return names;
               }(),
-              ", ")));
+              ", "),
+          type == "cpu" ? " (mix_compile_mode cannot help: the cpu device is the host)" : ""));
     }
     RECSDK_ASSIGN_OR_RETURN(auto kernel, (*factory)(*node));
     impl->kernels.push_back(std::move(kernel));

@@ -227,3 +227,27 @@ TEST(SessionConfigTest, JsonErrors) {
 
 }  // namespace
 }  // namespace recsdk
+
+namespace recsdk {
+namespace {
+
+TEST(SessionConfigTest, MemoryLimitsAreEnforcedNamingLimitAmountAndOp) {
+  Graph g;
+  Scope root(&g);
+  Output x = ops::Placeholder(root.WithOpName("x"), DType::kFloat32, Shape{32, 32});
+  ops::MatMul(root.WithOpName("big"), x, x);
+  SessionConfig c;
+  c.graph_memory_max_size = 2048;  // big's [32,32] float32 output needs 4096 bytes
+  auto session = Session::Create(g, c);
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<float> ones(32 * 32, 1.0f);
+  auto out = (*session)->Run({{"x", *Tensor::FromValues<float>(Shape{32, 32}, ones)}}, {"big"});
+  ASSERT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted) << out.status();
+  const std::string m(out.status().message());
+  EXPECT_NE(m.find("\"big\""), std::string::npos) << m;
+  EXPECT_NE(m.find("4096"), std::string::npos) << m;
+  EXPECT_NE(m.find("graph_memory_max_size"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace recsdk
