@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "fmt/format.h"
+#include "src/common/file_open.h"
 #include "src/common/status_macros.h"
 
 namespace recsdk::internal {
@@ -112,8 +113,9 @@ class PosixEnv final : public Env {
   }
   StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path) override {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoToStatus(errno, "opening", path);
+    // OpenRegularFile (file_open.h): a named pipe or device put where a checkpoint file was
+    // expected is refused instead of blocking the restore forever.
+    RECSDK_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, "opening"));
     return std::unique_ptr<RandomAccessFile>(new PosixRandomAccessFile(path, fd));
   }
   bool FileExists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }

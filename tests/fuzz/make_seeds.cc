@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "recsdk/checkpoint.h"
+#include "recsdk/config.h"
 #include "recsdk/dataset.h"
 #include "recsdk/graph.h"
 #include "recsdk/ops.h"
@@ -160,7 +162,7 @@ int main(int argc, char** argv) {
     std::vector<int64_t> ts = {5, 6, 7};
     std::vector<uint32_t> rows(3);
     Check((*t)->Resolve(keys, {}, ts, LookupMode::kTrain, absl::MakeSpan(rows)), "Resolve");
-    Check((*t)->Save(tmp + "/ckpt"), "Save");
+    Check(SaveTable(**t, tmp + "/ckpt"), "SaveTable");
     std::vector<std::string> names;
     for (const auto& e : fs::directory_iterator(tmp + "/ckpt"))
       names.push_back(e.path().filename());
@@ -169,6 +171,12 @@ int main(int argc, char** argv) {
       Write(out, "table_restore_fuzz", static_cast<int>(i),
             std::string(1, static_cast<char>(i)) + ReadAll(tmp + "/ckpt/" + names[i]));
     }
+  }
+  // Session config JSON: the defaults, and a few options set.
+  {
+    SessionConfig c;
+    Write(out, "config_json_fuzz", 0, c.ToJson());
+    Write(out, "config_json_fuzz", 1, "{\"intra_op_parallelism\": 4, \"deterministic\": true}");
   }
   fs::remove_all(tmp);
   return 0;

@@ -1,14 +1,15 @@
-// table_restore_fuzz.cc: libFuzzer target for what EmbeddingTable::Restore reads back today (a
-// checkpoint directory: table.json plus .npy payloads). Kept simple so that it survives a change
-// of the checkpoint format: the input is split into files by a one-byte selector, written into a
-// fresh directory next to a valid checkpoint's other files, and the table restores from it.
-// Input: byte 0 picks which file the rest replaces (table.json, keys.npy, rows.npy,
-// pending_keys.npy...). The restore must return a Status; on error the table must be unchanged.
+// table_restore_fuzz.cc: libFuzzer target for what RestoreTable (recsdk/checkpoint.h) reads back (a
+// table checkpoint directory: its manifest and payload files). Kept simple so that it survives a
+// change of the checkpoint format: the input is split into files by a one-byte selector, written
+// into a fresh directory next to a valid checkpoint's other files, and the table restores from it.
+// Input: byte 0 picks which file (sorted by name) the rest replaces. The restore must return a
+// Status; on error the table must be unchanged.
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "recsdk/checkpoint.h"
 #include "recsdk/table.h"
 #include "tests/fuzz/fuzz_util.h"
 
@@ -35,7 +36,7 @@ const std::string& GoodCheckpoint() {
     std::vector<int64_t> ts = {5, 6, 7};
     std::vector<uint32_t> rows(3);
     if (!(*t)->Resolve(keys, {}, ts, LookupMode::kTrain, absl::MakeSpan(rows)).ok()) std::abort();
-    if (!(*t)->Save(d).ok()) std::abort();
+    if (!SaveTable(**t, d).ok()) std::abort();
     return d;
   }();
   return dir;
@@ -58,7 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::WriteInput("in/" + target, data + 1, size - 1);
   auto t = EmbeddingTable::Create(Config(), SparseOptimizerConfig::Adagrad(0.1f));
   if (!t.ok()) std::abort();
-  const Status s = (*t)->Restore(dir);
+  const Status s = RestoreTable(**t, dir);
   if (!s.ok() && (*t)->size() != 0) std::abort();
   return 0;
 }

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <string>
@@ -22,6 +23,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "recsdk/checkpoint.h"
 #include "recsdk/dataset.h"
 #include "recsdk/embedding.h"
 #include "recsdk/graph.h"
@@ -295,6 +297,24 @@ std::vector<BadInput> Cases() {
                },
                C::kInvalidArgument,
                {"keys.npy", "named pipe"}});
+  // Before: Env::NewRandomAccessFile opened the pipe blocking, and the restore never returned.
+  v.push_back({"checkpoint/restore_table_file_is_named_pipe",
+               [](const TestDir& d) {
+                 auto t = MakeTable();
+                 Status s = SaveTable(*t, d.File("ckpt"));
+                 if (!s.ok()) return s;
+                 std::vector<std::string> names;
+                 for (const auto& e : std::filesystem::directory_iterator(d.File("ckpt"))) {
+                   names.push_back(e.path().string());
+                 }
+                 for (const std::string& name : names) {
+                   std::filesystem::remove(name);
+                   if (::mkfifo(name.c_str(), 0600) != 0) return absl::InternalError("mkfifo");
+                 }
+                 return RestoreTable(*MakeTable(), d.File("ckpt"));
+               },
+               C::kInvalidArgument,
+               {"named pipe"}});
   v.push_back(
       {"npy/import_keys_from_directory",
        [](const TestDir& d) { return MakeTable()->ImportNpy(d.path(), d.File("values.npy")); },
