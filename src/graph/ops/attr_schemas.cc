@@ -73,6 +73,8 @@ void DeclareCoreAttrSchemas(OpRegistry& r) {
     Declare(r, type, {Attr("axis", T::kInt, -1)});
   }
   Declare(r, "Dropout", {RequiredAttr("rate", T::kFloat), Attr("seed", T::kInt, 0)});
+  Declare(r, "DotInteraction", {});
+  Declare(r, "DotInteractionGrad", {});
   Declare(r, "SigmoidCrossEntropyWithLogits", {});
   Declare(r, "SoftmaxCrossEntropyWithLogits", {});
 
