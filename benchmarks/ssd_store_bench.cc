@@ -17,6 +17,11 @@
 //   real KeyIndex (key -> packed RowLocation) and an SsdStore full to capacity, plus the 8 bytes
 //   of admission count and last-use time the table keeps per key. Goal <= 24. The store's fixed
 //   bytes (read buffers, file table; per table, not per row) are reported apart.
+// - BM_StoreOverwrite / BM_RocksDbOverwrite: 64 batches of 2048 random row overwrites (RocksDB:
+//   WAL on, then a flush and the compactions it sets off): rows/s and write_amplification (bytes
+//   sent to the disk, from /proc/self/io, over row bytes written).
+// - BM_RocksDbRandomRead (when librocksdb-dev is installed): MultiGet of random rows from a
+//   RocksDB holding the same rows (direct I/O, fully compacted) against the store's Read.
 // - BM_UringRandomRead (when liburing-dev is installed): io_uring reads done by the bench itself,
 //   buffered and O_DIRECT, at depths 8 and 64, against the store's Read of the same rows.
 //
@@ -31,6 +36,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -42,6 +48,14 @@
 
 #ifdef RECSDK_HAVE_LIBURING
 #include <liburing.h>
+#endif
+#ifdef RECSDK_HAVE_ROCKSDB
+#include "rocksdb/cache.h"
+#include "rocksdb/db.h"
+#include "rocksdb/options.h"
+#include "rocksdb/statistics.h"
+#include "rocksdb/table.h"
+#include "rocksdb/write_batch.h"
 #endif
 
 #include "benchmark/benchmark.h"
@@ -403,9 +417,9 @@ BENCHMARK(BM_StoreBulkWrite)->Iterations(4)->Unit(benchmark::kMillisecond);
 #ifdef RECSDK_HAVE_LIBURING
 // UringRead: the rows in `slots` of the store's files read through io_uring with `depth` reads in
 // flight: buffered row-sized reads straight into `out` (the store's own file access, another
-// submission path), or O_DIRECT reads of each row's 4 KiB block with the row copied out (records
-// never straddle a block: the header is 4 KiB and 4096 is a multiple of the row size). Returns
-// seconds, or -1 when O_DIRECT is not supported.
+// submission path), or O_DIRECT reads of the 4 KiB block(s) holding each row, the row copied out.
+// Rows are not checksummed here (the store checks them). Returns seconds, or -1 when O_DIRECT is
+// not supported.
 double UringRead(const SsdStore& store, const std::vector<uint32_t>& slots, float* out, bool direct,
                  unsigned depth) {
   std::vector<int> fds;
@@ -421,10 +435,18 @@ double UringRead(const SsdStore& store, const std::vector<uint32_t>& slots, floa
   struct io_uring ring;
   if (io_uring_queue_init(depth, &ring, 0) != 0) std::abort();
   const size_t row_bytes = store.row_bytes();
+  const size_t record = store.record_bytes();
+  auto offset_of = [&](uint32_t slot) {
+    return SsdStore::kHeaderBytes + uint64_t{slot % store.rows_per_file()} * record;
+  };
+  // A record may straddle two blocks.
+  auto span_of = [&](uint64_t offset) {
+    return (offset + row_bytes + kBlock - 1) / kBlock * kBlock - offset / kBlock * kBlock;
+  };
   std::vector<void*> blocks(depth);
   std::vector<unsigned> free_blocks;
   for (unsigned i = 0; i < depth; ++i) {
-    blocks[i] = AlignedBuffer(kBlock);
+    blocks[i] = AlignedBuffer(2 * kBlock);
     free_blocks.push_back(i);
   }
   std::vector<unsigned> block_of(slots.size());
@@ -433,15 +455,15 @@ double UringRead(const SsdStore& store, const std::vector<uint32_t>& slots, floa
   while (done < slots.size()) {
     while (submitted < slots.size() && submitted - done < depth) {
       const uint32_t slot = slots[submitted];
-      const uint64_t offset =
-          SsdStore::kHeaderBytes + uint64_t{slot % store.rows_per_file()} * row_bytes;
+      const uint64_t offset = offset_of(slot);
       struct io_uring_sqe* sqe = io_uring_get_sqe(&ring);
       const int fd = fds[slot / store.rows_per_file()];
       if (direct) {
         const unsigned b = free_blocks.back();
         free_blocks.pop_back();
         block_of[submitted] = b;
-        io_uring_prep_read(sqe, fd, blocks[b], kBlock, offset / kBlock * kBlock);
+        io_uring_prep_read(sqe, fd, blocks[b], static_cast<unsigned>(span_of(offset)),
+                           offset / kBlock * kBlock);
       } else {
         io_uring_prep_read(sqe, fd, out + submitted * store.row_floats(),
                            static_cast<unsigned>(row_bytes), offset);
@@ -456,10 +478,9 @@ double UringRead(const SsdStore& store, const std::vector<uint32_t>& slots, floa
     unsigned seen = 0;
     io_uring_for_each_cqe(&ring, head, cqe) {
       const size_t i = io_uring_cqe_get_data64(cqe);
-      if (cqe->res != static_cast<int>(direct ? kBlock : row_bytes)) std::abort();
+      const uint64_t offset = offset_of(slots[i]);
+      if (cqe->res != static_cast<int>(direct ? span_of(offset) : row_bytes)) std::abort();
       if (direct) {
-        const uint64_t offset =
-            SsdStore::kHeaderBytes + uint64_t{slots[i] % store.rows_per_file()} * row_bytes;
         std::memcpy(out + i * store.row_floats(),
                     static_cast<char*>(blocks[block_of[i]]) + offset % kBlock, row_bytes);
         free_blocks.push_back(block_of[i]);
@@ -515,6 +536,168 @@ BENCHMARK(BM_UringRandomRead)
     ->Unit(benchmark::kMillisecond);
 #endif  // RECSDK_HAVE_LIBURING
 
+// DeviceWriteBytes: bytes this process has caused to be written to storage so far
+// (/proc/self/io write_bytes: whole pages for buffered writes, as the disk sees them).
+uint64_t DeviceWriteBytes() {
+  std::FILE* f = std::fopen("/proc/self/io", "r");
+  if (f == nullptr) return 0;
+  char line[128];
+  uint64_t bytes = 0;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "write_bytes: %lu", &bytes) == 1) break;
+  }
+  std::fclose(f);
+  return bytes;
+}
+
+constexpr int kOverwriteBatches = 64;
+constexpr size_t kOverwriteRows = 2048;
+
+// BM_StoreOverwrite: 64 batches of 2048 random row overwrites, then fdatasync: rows/s and
+// write_amplification (bytes the disk is sent / row bytes written).
+void BM_StoreOverwrite(benchmark::State& state) {
+  SsdStore& store = StoreFor(0);
+  std::vector<float> in(kOverwriteRows * kRowFloats, 4.0f);
+  uint64_t rng = 11;
+  double amplification = 0, rows_per_s = 0;
+  for (auto _ : state) {
+    if (!store.DropPageCache().ok()) std::abort();
+    const uint64_t before = DeviceWriteBytes();
+    const auto start = std::chrono::steady_clock::now();
+    for (int b = 0; b < kOverwriteBatches; ++b) {
+      if (!store.Write(RandomSlots(rng, kOverwriteRows), in.data()).ok()) std::abort();
+    }
+    if (!store.Sync().ok()) std::abort();
+    rows_per_s = kOverwriteBatches * kOverwriteRows / Seconds(start);
+    amplification = static_cast<double>(DeviceWriteBytes() - before) /
+                    (kOverwriteBatches * kOverwriteRows * kRowFloats * 4.0);
+  }
+  state.counters["rows_per_s"] = rows_per_s;
+  state.counters["write_amplification"] = amplification;
+}
+BENCHMARK(BM_StoreOverwrite)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+#ifdef RECSDK_HAVE_ROCKSDB
+// RocksDB holding the same kRows rows (key: the slot, 4 bytes big-endian; value: the row), with
+// direct I/O for reads, flushes and compactions, no compression, 4 KiB blocks and an 8 MiB block
+// cache (3% of the data), loaded in bulk and fully compacted: its best case for reads.
+std::string RowKey(uint32_t slot) {
+  const char k[4] = {static_cast<char>(slot >> 24), static_cast<char>(slot >> 16),
+                     static_cast<char>(slot >> 8), static_cast<char>(slot)};
+  return std::string(k, 4);
+}
+
+rocksdb::DB& RocksDb() {
+  static rocksdb::DB* db = [] {
+    rocksdb::Options o;
+    o.create_if_missing = true;
+    o.use_direct_reads = true;
+    o.use_direct_io_for_flush_and_compaction = true;
+    o.compression = rocksdb::kNoCompression;
+    rocksdb::BlockBasedTableOptions t;
+    t.block_cache = rocksdb::NewLRUCache(8 << 20);
+    t.block_size = 4096;
+    o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
+    const std::string dir = BenchDir() + "/rocksdb";
+    std::filesystem::create_directories(dir);
+    rocksdb::DB* opened = nullptr;
+    if (!rocksdb::DB::Open(o, dir, &opened).ok()) std::abort();
+    std::vector<float> row(kRowFloats, 1.0f);
+    rocksdb::WriteOptions bulk;
+    bulk.disableWAL = true;
+    for (uint32_t first = 0; first < kRows; first += 65536) {
+      rocksdb::WriteBatch batch;
+      for (uint32_t slot = first; slot < first + 65536; ++slot) {
+        batch.Put(RowKey(slot), rocksdb::Slice(reinterpret_cast<const char*>(row.data()),
+                                               kRowFloats * sizeof(float)));
+      }
+      if (!opened->Write(bulk, &batch).ok()) std::abort();
+    }
+    if (!opened->Flush(rocksdb::FlushOptions()).ok()) std::abort();
+    if (!opened->CompactRange(rocksdb::CompactRangeOptions(), nullptr, nullptr).ok()) std::abort();
+    return opened;
+  }();
+  return *db;
+}
+
+// BM_RocksDbRandomRead: MultiGet of 8192 random rows against the store's Read of the same rows
+// (cold pages), batch by batch. Counters: rows_per_s (RocksDB), store_rows_per_s,
+// rocksdb_vs_store.
+void BM_RocksDbRandomRead(benchmark::State& state) {
+  SsdStore& store = StoreFor(0, SsdReadPath::kAuto);
+  rocksdb::DB& db = RocksDb();
+  std::vector<float> out(kBatchRows * kRowFloats);
+  uint64_t rng = 77;
+  double rocks_seconds = 0, store_seconds = 0;
+  uint64_t rows = 0;
+  for (auto _ : state) {
+    const std::vector<uint32_t> slots = RandomSlots(rng, kBatchRows);
+    std::vector<std::string> keys(slots.size());
+    std::vector<rocksdb::Slice> key_slices(slots.size());
+    for (size_t i = 0; i < slots.size(); ++i) {
+      keys[i] = RowKey(slots[i]);
+      key_slices[i] = keys[i];
+    }
+    std::vector<rocksdb::PinnableSlice> values(slots.size());
+    std::vector<rocksdb::Status> statuses(slots.size());
+    auto start = std::chrono::steady_clock::now();
+    db.MultiGet(rocksdb::ReadOptions(), db.DefaultColumnFamily(), slots.size(), key_slices.data(),
+                values.data(), statuses.data());
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (!statuses[i].ok() || values[i].size() != kRowFloats * sizeof(float)) std::abort();
+      std::memcpy(out.data() + i * kRowFloats, values[i].data(), values[i].size());
+    }
+    rocks_seconds += Seconds(start);
+    if (!store.DropPageCache().ok()) std::abort();
+    start = std::chrono::steady_clock::now();
+    if (!store.Read(slots, out.data()).ok()) std::abort();
+    store_seconds += Seconds(start);
+    rows += slots.size();
+  }
+  state.counters["rows_per_s"] = static_cast<double>(rows) / rocks_seconds;
+  state.counters["store_rows_per_s"] = static_cast<double>(rows) / store_seconds;
+  state.counters["rocksdb_vs_store"] = store_seconds / rocks_seconds;
+}
+BENCHMARK(BM_RocksDbRandomRead)->Iterations(4)->Unit(benchmark::kMillisecond);
+
+// BM_RocksDbOverwrite: BM_StoreOverwrite's workload on RocksDB (WAL on, synced at the end), then
+// a flush and the compactions it triggers: rows/s and write_amplification (every byte the disk
+// is sent: WAL, flush, compaction).
+void BM_RocksDbOverwrite(benchmark::State& state) {
+  rocksdb::DB& db = RocksDb();
+  std::vector<float> row(kRowFloats, 5.0f);
+  uint64_t rng = 13;
+  double amplification = 0, rows_per_s = 0;
+  for (auto _ : state) {
+    const uint64_t before = DeviceWriteBytes();
+    const auto start = std::chrono::steady_clock::now();
+    for (int b = 0; b < kOverwriteBatches; ++b) {
+      rocksdb::WriteBatch batch;
+      for (uint32_t slot : RandomSlots(rng, kOverwriteRows)) {
+        batch.Put(RowKey(slot), rocksdb::Slice(reinterpret_cast<const char*>(row.data()),
+                                               kRowFloats * sizeof(float)));
+      }
+      if (!db.Write(rocksdb::WriteOptions(), &batch).ok()) std::abort();
+    }
+    if (!db.FlushWAL(/*sync=*/true).ok()) std::abort();
+    rows_per_s = kOverwriteBatches * kOverwriteRows / Seconds(start);
+    if (!db.Flush(rocksdb::FlushOptions()).ok()) std::abort();
+    for (int i = 0; i < 600; ++i) {  // the compactions the flush set off, up to a minute
+      uint64_t pending = 0, running = 0;
+      db.GetIntProperty("rocksdb.compaction-pending", &pending);
+      db.GetIntProperty("rocksdb.num-running-compactions", &running);
+      if (pending == 0 && running == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    amplification = static_cast<double>(DeviceWriteBytes() - before) /
+                    (kOverwriteBatches * kOverwriteRows * kRowFloats * 4.0);
+  }
+  state.counters["rows_per_s"] = rows_per_s;
+  state.counters["write_amplification"] = amplification;
+}
+BENCHMARK(BM_RocksDbOverwrite)->Iterations(1)->Unit(benchmark::kMillisecond);
+#endif  // RECSDK_HAVE_ROCKSDB
+
 void BM_HostBytesPerSsdRow(benchmark::State& state) {
   // One table whose rows are all on SSD: the key index holds every key's packed location, the
   // store its bookkeeping; the table adds 4 bytes of admission count and 4 of last-use time.
@@ -542,7 +725,8 @@ void BM_HostBytesPerSsdRow(benchmark::State& state) {
     index.InsertBatch(keys.data(), packed.data(), kN);
     const double index_bytes = static_cast<double>(index.MemoryBytes()) / index.size();
     // A read first, so the direct path's buffers exist and are counted (as fixed bytes).
-    std::vector<float> row(16);
+    std::vector<float> row(16, 1.0f);
+    if (!store->Write({slots[0]}, row.data()).ok()) std::abort();
     if (!store->Read({slots[0]}, row.data()).ok()) std::abort();
     const double store_bytes =
         static_cast<double>(store->HostMemoryBytes() - store->FixedHostBytes()) / kN;

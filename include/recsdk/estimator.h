@@ -166,8 +166,11 @@ class Estimator {
   // TrainAndEvaluate: trains per train_spec, evaluating per eval_spec; returns the last
   // evaluation.
   StatusOr<EvalResult> TrainAndEvaluate(const TrainSpec& train_spec, const EvalSpec& eval_spec);
-  // ExportSavedModel: the inference bundle of the predict branch under export_dir_base/<time>.
-  // Arrives with the checkpoint work's export (issue 12): FailedPrecondition until then.
+  // ExportSavedModel (the spec's export_saved_model): the inference bundle of the predict branch
+  // (export.h: read-only lookups, no optimizer state) in export_dir_base/<unix seconds>, fed with
+  // the `serving_input` feature columns and returning the model's predictions in name order;
+  // returns that directory (a Predictor loads it). FailedPrecondition before the model is built;
+  // InvalidArgument for a column that is not a feature of the model or of another dtype.
   StatusOr<std::string> ExportSavedModel(const std::string& export_dir_base,
                                          const std::vector<ServingInputColumn>& serving_input);
 

@@ -14,6 +14,11 @@ namespace recsdk {
 // per y) seeds the backward pass instead of ones. Backward nodes are named under
 // "gradients/...". Errors (an op on the path without a registered gradient, a non-float y)
 // name the op.
+//
+// One backward pass per loss: the graph remembers the gradient nodes built for the same ys (and
+// grad_ys), so a second call, e.g. SparseMinimize(loss) after an optimizer's Minimize(loss),
+// reuses every gradient the first one built (a call with the same xs returns the same Outputs)
+// and adds only what is new. The memory is dropped when an ancestor of ys was rewired since.
 StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vector<Output>& ys,
                                         const std::vector<Output>& xs,
                                         const std::vector<Output>& grad_ys = {});

@@ -234,6 +234,11 @@ class Graph {
   std::string ToJson(int indent = 1) const;
   static StatusOr<std::unique_ptr<Graph>> FromJson(std::string_view json);
 
+  // builder_state: state a graph builder keeps with this graph between its calls, by key (the
+  // gradient cache through which Minimize and SparseMinimize share one backward pass). Neither
+  // copied by Copy() nor serialised. Internal: not part of the API.
+  std::shared_ptr<void>& builder_state(const std::string& key) { return builder_state_[key]; }
+
  private:
   Node* AddNodeUnchecked(NodeSpec spec, std::vector<DType> dtypes, std::vector<Shape> shapes);
 
@@ -243,6 +248,7 @@ class Graph {
   std::map<std::string, std::vector<std::string>> collections_;
   int64_t random_seed_ = 0;
   Status status_;
+  std::map<std::string, std::shared_ptr<void>> builder_state_;
 };
 
 }  // namespace recsdk

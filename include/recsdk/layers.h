@@ -31,6 +31,10 @@ struct MlpOptions {
   // output_units > 0 adds a final linear layer "<name>/logits" without activation.
   int64_t output_units = 0;
   float dropout_rate = 0;  // applied after each hidden layer when > 0
+  // kernel_initializer, bias_initializer: used for every layer's kernel and bias (the logits
+  // layer's too). Defaults as DenseOptions: GlorotUniform kernels, zero biases.
+  Initializer kernel_initializer = Initializer::GlorotUniform();
+  Initializer bias_initializer = Initializer::Zeros();
   std::string name = "mlp";
 };
 

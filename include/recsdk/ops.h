@@ -105,6 +105,11 @@ Output Dropout(const Scope& scope, Output x, float rate, int64_t seed = 0);
 Output SigmoidCrossEntropyWithLogits(const Scope& scope, Output labels, Output logits);
 // SoftmaxCrossEntropyWithLogits: over the last axis; returns one loss per row ([..., n] -> [...]).
 Output SoftmaxCrossEntropyWithLogits(const Scope& scope, Output labels, Output logits);
+// DotInteraction: DLRM's dot interaction. `features` [B, F, D] (F known; any batch size) ->
+// [B, F(F-1)/2]: for each sample the dot products of every pair of its F vectors below the
+// diagonal, in the order (1,0), (2,0), (2,1), (3,0), ... One fused op with its own gradient
+// kernel (instead of Concat, BatchMatMul, Reshape and a Gather). Cost O(B F^2 D).
+Output DotInteraction(const Scope& scope, Output features);
 
 // --- Shapes and indexing -----------------------------------------------------------------
 

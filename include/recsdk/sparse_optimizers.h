@@ -36,7 +36,7 @@ std::string_view SparseOptimizerKindName(SparseOptimizerKind kind);
 //
 // Update rules (g is the sum of the gradients of one key in a step; t the 1-based global step):
 //   SGD:      w -= learning_rate * (g + weight_decay * w)
-//   Adagrad:  acc += g*g;  w -= learning_rate * g / sqrt(acc)
+//   Adagrad:  acc += g*g;  w -= learning_rate * g / (sqrt(acc) + adagrad_epsilon)
 //   LazyAdam: only rows whose keys appear in the step change (their moments included):
 //             m = beta1*m + (1-beta1)*g;  v = beta2*v + (1-beta2)*g*g
 //             w -= learning_rate * sqrt(1-beta2^t) / (1-beta1^t) * m / (sqrt(v) + epsilon)
@@ -55,9 +55,14 @@ struct SparseOptimizerConfig {
   float learning_rate = 0.001f;
   // weight_decay (SGD, SGDByAddr): decoupled L2 term; finite and >= 0. Default 0.
   float weight_decay = 0.0f;
-  // initial_accumulator_value (Adagrad, FTRL): first value of the accumulator slot; > 0 for
-  // Adagrad and >= 0 for FTRL. Default 0.9 for Adagrad, 0.1 for FTRL (set by the factories).
+  // initial_accumulator_value (Adagrad, FTRL): first value of the accumulator slot; >= 0 (for
+  // Adagrad, 0 needs adagrad_epsilon > 0). Default 0.9 for Adagrad, 0.1 for FTRL (set by the
+  // factories).
   float initial_accumulator_value = 0.9f;
+  // adagrad_epsilon (Adagrad, AdagradByAddress): added to sqrt(acc) in the denominator; finite
+  // and >= 0. Default 0, the spec's rule; PyTorch's Adagrad is initial_accumulator_value 0 with
+  // adagrad_epsilon 1e-10.
+  float adagrad_epsilon = 0.0f;
   // beta1, beta2 (LazyAdam): moment decay rates, each in [0, 1). Defaults 0.9 and 0.999.
   float beta1 = 0.9f;
   float beta2 = 0.999f;
@@ -73,9 +78,11 @@ struct SparseOptimizerConfig {
   static SparseOptimizerConfig SGD(float learning_rate, float weight_decay = 0.0f);
   static SparseOptimizerConfig SGDByAddr(float learning_rate, float weight_decay = 0.0f);
   static SparseOptimizerConfig Adagrad(float learning_rate = 0.001f,
-                                       float initial_accumulator_value = 0.9f);
+                                       float initial_accumulator_value = 0.9f,
+                                       float epsilon = 0.0f);
   static SparseOptimizerConfig AdagradByAddress(float learning_rate = 0.001f,
-                                                float initial_accumulator_value = 0.9f);
+                                                float initial_accumulator_value = 0.9f,
+                                                float epsilon = 0.0f);
   static SparseOptimizerConfig LazyAdam(float learning_rate = 0.001f, float beta1 = 0.9f,
                                         float beta2 = 0.999f, float epsilon = 1e-8f);
   static SparseOptimizerConfig LazyAdamByAddress(float learning_rate = 0.001f, float beta1 = 0.9f,

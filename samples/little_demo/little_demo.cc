@@ -467,6 +467,14 @@ StatusOr<DemoResult> Run(const DemoOptions& o) {
                       result.auc[h], result.planted_auc[h], eval_rows));
   }
   if (!o.export_dir.empty()) {
+    if (o.use_mode != "predict") {  // the spec's export_saved_model of the trained model
+      std::vector<ServingInputColumn> serving = {
+          {"user_ids", DType::kInt64, Shape{Shape::kUnknownDim, kUserIds}},
+          {"item_ids", DType::kInt64, Shape{Shape::kUnknownDim, kItemIds}}};
+      if (o.use_timestamp) serving.push_back({"timestamp", DType::kInt64, Shape{}});
+      auto bundle = (*est)->ExportSavedModel(o.export_dir + "/saved_model", serving);
+      if (!bundle.ok()) return bundle.status();
+    }
     std::filesystem::create_directories(o.export_dir);
     for (const char* name : {"user_table", "item_table"}) {
       auto table = LookupTable(*(*est)->session(), name);

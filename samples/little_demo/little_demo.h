@@ -34,8 +34,10 @@ struct DemoOptions {
   std::vector<int64_t> hidden_units = {1024, 512, 256, 128};
   int64_t threshold_step = 50;  // set_threshold at this step
   std::string model_dir = "little_demo_model";
-  std::string export_dir = "little_demo_export";  // tables as .npy ("" skips)
-  std::FILE* out = nullptr;                       // default stdout
+  // export_dir: tables as .npy and (after training) the inference bundle in saved_model/<time>
+  // ("" skips both).
+  std::string export_dir = "little_demo_export";
+  std::FILE* out = nullptr;  // default stdout
 };
 
 // ParseOptions: environment variables first, then flags ("--use_mode=train" or "--use_mode

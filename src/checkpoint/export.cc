@@ -100,6 +100,9 @@ StatusOr<std::unique_ptr<Graph>> InferenceGraph(const Graph& g, const ServingSig
     }
     if (n->type() == kSparseLookupOp || n->type() == kTableLookupGroupOp) {
       spec.attrs["is_train"] = false;
+      // A lookup ModifyGraph moved to the key stage runs in the serving graph (no key stage
+      // there); a moved lookup refuses to run in a graph (table_ops.cc).
+      spec.attrs["moved_to_key_stage"] = false;
     }
     if (n->type() == kTableHandleOp) {
       RECSDK_ASSIGN_OR_RETURN(TableConfig config,

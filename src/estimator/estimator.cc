@@ -12,6 +12,7 @@
 
 #include "fmt/format.h"
 #include "recsdk/checkpoint.h"
+#include "recsdk/export.h"
 #include "recsdk/initialize.h"
 #include "recsdk/pipeline.h"
 #include "src/common/status_macros.h"
@@ -548,13 +549,51 @@ StatusOr<EvalResult> Estimator::TrainAndEvaluate(const TrainSpec& train_spec,
   return result;
 }
 
-StatusOr<std::string> Estimator::ExportSavedModel(const std::string& export_dir_base,
-                                                  const std::vector<ServingInputColumn>&) {
-  return absl::FailedPreconditionError(fmt::format(
-      "Estimator::ExportSavedModel(\"{}\"): the inference bundle (ExportSavedModel / Predictor) "
-      "arrives with the checkpoint work (issue 12) and is not on this build yet; checkpoints in "
-      "model_dir and EmbeddingTable::ExportNpy are available meanwhile",
-      export_dir_base));
+StatusOr<std::string> Estimator::ExportSavedModel(
+    const std::string& export_dir_base, const std::vector<ServingInputColumn>& serving_input) {
+  Impl& s = *impl_;
+  if (!s.built) {
+    return absl::FailedPreconditionError(
+        "Estimator::ExportSavedModel: the model is built on the first Train, Evaluate or Predict "
+        "call; export after training");
+  }
+  if (serving_input.empty()) {
+    return absl::InvalidArgumentError(
+        "Estimator::ExportSavedModel: serving_input is empty; list the feature columns the "
+        "served model is fed with");
+  }
+  ServingSignature signature;
+  for (const ServingInputColumn& c : serving_input) {
+    const Node* n = s.graph.FindNode(c.name);
+    if (n == nullptr || n->type() != "Placeholder") {
+      return absl::InvalidArgumentError(fmt::format(
+          "Estimator::ExportSavedModel: serving input \"{}\" is not a feature column of the "
+          "model (the columns of its input_fn's batches)",
+          c.name));
+    }
+    if (n->output(0).dtype() != c.dtype) {
+      return absl::InvalidArgumentError(fmt::format(
+          "Estimator::ExportSavedModel: serving input \"{}\" is {} but the model reads {}", c.name,
+          DTypeName(c.dtype), DTypeName(n->output(0).dtype())));
+    }
+    signature.inputs.push_back(c.name);
+  }
+  for (const auto& [name, t] : s.spec(ModeKeys::kPredict).predictions) {
+    signature.outputs.push_back(t.name());
+  }
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const std::string dir = fmt::format("{}/{}", export_dir_base, now);
+  std::error_code ec;
+  std::filesystem::create_directories(export_dir_base, ec);
+  if (ec) {
+    return absl::InternalError(fmt::format("Estimator::ExportSavedModel: cannot create \"{}\": {}",
+                                           export_dir_base, ec.message()));
+  }
+  RECSDK_RETURN_IF_ERROR(recsdk::ExportSavedModel(*s.session, dir, signature));
+  s.Print(fmt::format("exported the model to {}", dir));
+  return dir;
 }
 
 StatusOr<std::pair<std::vector<Variable>, std::vector<SparseTable>>>

@@ -63,6 +63,8 @@ Output Mlp(const Scope& scope, Output x, const MlpOptions& options) {
     // variable reuse a second call names, and shares, the same layers.
     d.name = i == 0 ? "dense" : fmt::format("dense_{}", i);
     d.activation = options.activation;
+    d.kernel_initializer = options.kernel_initializer;
+    d.bias_initializer = options.bias_initializer;
     h = Dense(s, h, d);
     if (options.dropout_rate > 0) h = ops::Dropout(s, h, options.dropout_rate);
   }
@@ -70,6 +72,8 @@ Output Mlp(const Scope& scope, Output x, const MlpOptions& options) {
     DenseOptions d;
     d.units = options.output_units;
     d.name = "logits";
+    d.kernel_initializer = options.kernel_initializer;
+    d.bias_initializer = options.bias_initializer;
     h = Dense(s, h, d);
   }
   return h;

@@ -151,6 +151,7 @@ std::string OptimizerConfigToJson(const SparseOptimizerConfig& o) {
             {"beta1", o.beta1},
             {"beta2", o.beta2},
             {"epsilon", o.epsilon},
+            {"adagrad_epsilon", o.adagrad_epsilon},
             {"learning_rate_power", o.learning_rate_power},
             {"l1", o.l1},
             {"l2", o.l2},
@@ -170,6 +171,7 @@ StatusOr<SparseOptimizerConfig> OptimizerConfigFromJson(const std::string& text)
     o.beta1 = j.at("beta1").get<float>();
     o.beta2 = j.at("beta2").get<float>();
     o.epsilon = j.at("epsilon").get<float>();
+    o.adagrad_epsilon = j.value("adagrad_epsilon", 0.0f);  // absent in graphs saved before it
     o.learning_rate_power = j.at("learning_rate_power").get<float>();
     o.l1 = j.at("l1").get<float>();
     o.l2 = j.at("l2").get<float>();

@@ -43,16 +43,19 @@ SparseOptimizerConfig SparseOptimizerConfig::SGDByAddr(float learning_rate, floa
   return c;
 }
 SparseOptimizerConfig SparseOptimizerConfig::Adagrad(float learning_rate,
-                                                     float initial_accumulator_value) {
+                                                     float initial_accumulator_value,
+                                                     float epsilon) {
   SparseOptimizerConfig c;
   c.kind = SparseOptimizerKind::kAdagrad;
   c.learning_rate = learning_rate;
   c.initial_accumulator_value = initial_accumulator_value;
+  c.adagrad_epsilon = epsilon;
   return c;
 }
 SparseOptimizerConfig SparseOptimizerConfig::AdagradByAddress(float learning_rate,
-                                                              float initial_accumulator_value) {
-  SparseOptimizerConfig c = Adagrad(learning_rate, initial_accumulator_value);
+                                                              float initial_accumulator_value,
+                                                              float epsilon) {
+  SparseOptimizerConfig c = Adagrad(learning_rate, initial_accumulator_value, epsilon);
   c.kind = SparseOptimizerKind::kAdagradByAddress;
   return c;
 }
@@ -116,8 +119,9 @@ std::string SparseOptimizerConfig::ToString() const {
                          learning_rate, weight_decay);
     case SparseOptimizerKind::kAdagrad:
     case SparseOptimizerKind::kAdagradByAddress:
-      return fmt::format("{}(learning_rate={}, initial_accumulator_value={})",
-                         SparseOptimizerKindName(kind), learning_rate, initial_accumulator_value);
+      return fmt::format("{}(learning_rate={}, initial_accumulator_value={}, epsilon={})",
+                         SparseOptimizerKindName(kind), learning_rate, initial_accumulator_value,
+                         adagrad_epsilon);
     case SparseOptimizerKind::kLazyAdam:
     case SparseOptimizerKind::kLazyAdamByAddress:
       return fmt::format("{}(learning_rate={}, beta1={}, beta2={}, epsilon={})",
@@ -156,9 +160,19 @@ Status SparseOptimizerConfig::Validate() const {
       break;
     case SparseOptimizerKind::kAdagrad:
     case SparseOptimizerKind::kAdagradByAddress:
-      if (!std::isfinite(initial_accumulator_value) || initial_accumulator_value <= 0) {
+      if (!std::isfinite(initial_accumulator_value) || initial_accumulator_value < 0) {
         return fail("initial_accumulator_value", initial_accumulator_value,
-                    "it must be a finite number > 0 (the default is 0.9)");
+                    "it must be a finite number >= 0 (the default is 0.9)");
+      }
+      if (!std::isfinite(adagrad_epsilon) || adagrad_epsilon < 0) {
+        return fail("adagrad_epsilon", adagrad_epsilon,
+                    "it must be a finite number >= 0 (the default is 0)");
+      }
+      if (initial_accumulator_value == 0 && adagrad_epsilon == 0) {
+        return fail("initial_accumulator_value", initial_accumulator_value,
+                    "with adagrad_epsilon 0 the first update of a zero gradient divides 0 by 0; "
+                    "use an initial_accumulator_value > 0 or an adagrad_epsilon > 0 (PyTorch "
+                    "uses 0 and 1e-10)");
       }
       break;
     case SparseOptimizerKind::kLazyAdam:
@@ -237,11 +251,11 @@ void UpdateSGD(float* __restrict w, const float* __restrict g, int dim, float lr
 }
 
 void UpdateAdagrad(float* __restrict w, float* __restrict acc, const float* __restrict g, int dim,
-                   float lr) {
+                   float lr, float eps) {
   for (int i = 0; i < dim; ++i) {
     const float a = acc[i] + g[i] * g[i];
     acc[i] = a;
-    w[i] -= lr * g[i] / std::sqrt(a);
+    w[i] -= lr * g[i] / (std::sqrt(a) + eps);
   }
 }
 
@@ -290,7 +304,7 @@ void RowUpdater::Apply(float* row, const float* g) const {
       break;
     case SparseOptimizerKind::kAdagrad:
     case SparseOptimizerKind::kAdagradByAddress:
-      UpdateAdagrad(row, row + d, g, d, config_.learning_rate);
+      UpdateAdagrad(row, row + d, g, d, config_.learning_rate, config_.adagrad_epsilon);
       break;
     case SparseOptimizerKind::kLazyAdam:
     case SparseOptimizerKind::kLazyAdamByAddress:

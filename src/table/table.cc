@@ -537,8 +537,9 @@ class TableImpl final : public EmbeddingTable {
         return;
       case SparseOptimizerKind::kAdagrad:
       case SparseOptimizerKind::kAdagradByAddress:
-        ids ? k.adagrad_rows(slab_.base(), rb, ids + b, n, g, dim, o.learning_rate)
-            : k.adagrad_addrs(addrs + b, rb, n, g, dim, o.learning_rate);
+        ids ? k.adagrad_rows(slab_.base(), rb, ids + b, n, g, dim, o.learning_rate,
+                             o.adagrad_epsilon)
+            : k.adagrad_addrs(addrs + b, rb, n, g, dim, o.learning_rate, o.adagrad_epsilon);
         return;
       case SparseOptimizerKind::kLazyAdam:
       case SparseOptimizerKind::kLazyAdamByAddress:

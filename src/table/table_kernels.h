@@ -18,9 +18,9 @@ using SgdRowsFn = void (*)(char* base, int64_t row_bytes, const uint32_t* rows, 
 using SgdAddrsFn = void (*)(float* const* addrs, int64_t row_bytes, int64_t n, const float* grads,
                             int64_t dim, float lr, float wd);
 using AdagradRowsFn = void (*)(char* base, int64_t row_bytes, const uint32_t* rows, int64_t n,
-                               const float* grads, int64_t dim, float lr);
+                               const float* grads, int64_t dim, float lr, float eps);
 using AdagradAddrsFn = void (*)(float* const* addrs, int64_t row_bytes, int64_t n,
-                                const float* grads, int64_t dim, float lr);
+                                const float* grads, int64_t dim, float lr, float eps);
 using LazyAdamRowsFn = void (*)(char* base, int64_t row_bytes, const uint32_t* rows, int64_t n,
                                 const float* grads, int64_t dim, float b1, float b2, float eps,
                                 float lr_t);

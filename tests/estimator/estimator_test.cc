@@ -42,6 +42,7 @@ InputFn Input(int64_t rows, int part, int64_t batch, BatchOptions options = {}) 
 
 struct ModelOptions {
   bool eval_lookup_trains = false;  // a model_fn mistake the Estimator must name
+  int64_t static_batch = 0;         // > 0: the model only works on batches of this size
 };
 
 ModelFn Model(ModelOptions mo = {}) {
@@ -68,6 +69,11 @@ ModelFn Model(ModelOptions mo = {}) {
     mlp.hidden_units = {32, 16};
     mlp.output_units = 1;
     Output logits = layers::Mlp(s, ops::Concat(s, parts, 1), mlp);
+    if (mo.static_batch > 0) {  // e.g. a model with a per-position bias
+      auto zeros = Tensor::FromValues<float>(Shape{mo.static_batch, 1},
+                                             std::vector<float>(mo.static_batch, 0.0f));
+      logits = ops::Add(s, logits, ops::Const(s, *zeros));
+    }
     Output prob = ops::Sigmoid(s, logits);
     EstimatorSpec spec;
     spec.predictions["prob"] = prob;
@@ -200,6 +206,40 @@ TEST(EstimatorTest, PredictDropsPaddedRows) {
   EXPECT_EQ(batches, 4);
 }
 
+TEST(EstimatorTest, ExportedModelServesThePredictionsOfThePredictBranch) {
+  const std::string dir = TempDir("export");
+  auto est = *Estimator::Create(Model(), Config(dir + "/model"));
+  ASSERT_TRUE(est->Train(Input(20 * 128, 0, 128), 20).ok());
+  std::vector<ServingInputColumn> serving;
+  for (int i = 1; i <= kSparse; ++i) {
+    serving.push_back({"C" + std::to_string(i), DType::kInt64, Shape{Shape::kUnknownDim, 1}});
+  }
+  serving.push_back({"dense", DType::kFloat32, Shape{Shape::kUnknownDim, 4}});
+  auto exported = est->ExportSavedModel(dir + "/export", serving);
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  auto predictor = Predictor::Load(*exported);
+  ASSERT_TRUE(predictor.ok()) << predictor.status();
+  int checked = 0;
+  ASSERT_TRUE(est->Predict(Input(512, 1, 256),
+                           [&](const Batch& b, const std::map<std::string, Tensor>& p) {
+                             FeedList feeds;
+                             for (const ServingInputColumn& c : serving) {
+                               feeds.emplace_back(c.name, *b.column(c.name));
+                             }
+                             auto served = (*predictor)->Predict(feeds);
+                             if (!served.ok()) return served.status();
+                             const Tensor& mine = p.at("prob");
+                             for (int64_t r = 0; r < mine.num_elements(); ++r) {
+                               EXPECT_EQ((*served)[0].data<float>()[r], mine.data<float>()[r]);
+                             }
+                             ++checked;
+                             return absl::OkStatus();
+                           })
+                  .ok());
+  EXPECT_EQ(checked, 2);
+  EXPECT_FALSE(est->ExportSavedModel(dir + "/export", {{"nope", DType::kInt64, Shape{}}}).ok());
+}
+
 TEST(EstimatorTest, TrainAndEvaluateEvaluatesPeriodically) {
   std::FILE* log = std::tmpfile();
   EstimatorOptions options;
@@ -222,6 +262,22 @@ TEST(EstimatorTest, TrainAndEvaluateEvaluatesPeriodically) {
   }
 }
 
+TEST(EstimatorTest, AShortLastBatchErrorSaysToDropOrPadIt) {
+  ModelOptions fixed;
+  fixed.static_batch = 128;
+  auto est = *Estimator::Create(Model(fixed), Config(""));
+  const Status s = est->Train(Input(1000, 0, 128));  // 7 full batches, then 104 rows
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(s.message()).find("104 rows where the first had 128"), std::string::npos)
+      << s;
+  EXPECT_NE(std::string(s.message()).find("drop_remainder"), std::string::npos) << s;
+  BatchOptions drop;
+  drop.drop_remainder = true;
+  auto ok = *Estimator::Create(Model(fixed), Config(""));
+  EXPECT_TRUE(ok->Train(Input(1000, 0, 128, drop)).ok());
+  EXPECT_EQ(*ok->global_step(), 7);
+}
+
 TEST(EstimatorTest, ModelFnMistakesAreNamed) {
   ModelOptions bad;
   bad.eval_lookup_trains = true;
@@ -240,7 +296,8 @@ TEST(EstimatorTest, ModelFnMistakesAreNamed) {
       << per_loop;
   auto ok = *Estimator::Create(Model(), Config(""));
   EXPECT_EQ(ok->Train(Input(1024, 0, 128), 5, 10).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ok->ExportSavedModel("x", {}).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ok->ExportSavedModel("x", {{"dense", DType::kFloat32, Shape{}}}).status().code(),
+            absl::StatusCode::kFailedPrecondition);  // nothing built yet
 }
 
 }  // namespace

@@ -218,6 +218,83 @@ TEST(HooksTest, SummarySaverAndStepCounterWriteEvents) {
   EXPECT_GT(std::filesystem::file_size(writer->path()), 100u);
 }
 
+// A table with admission (threshold 3) and eviction (10 s) looked up in the graph with
+// timestamps; "ids" [2,1] int64 and "ts" [2] int64 are fed per step.
+struct TableModel {
+  Graph graph;
+  Output emb;
+};
+void BuildTable(TableModel* m, bool modify_graph) {
+  Scope s(&m->graph);
+  TableConfig c;
+  c.name = "t";
+  c.dim = 2;
+  c.device_vocabulary_size = 64;
+  c.access_threshold = 0;
+  c.eviction_threshold = 10;
+  SparseTable table = *create_table(s, c, SparseOptimizerConfig::SGD(0.1f));
+  SparseLookupOptions o;
+  o.combiner = Combiner::kSum;
+  o.modify_graph = modify_graph;
+  o.timestamps = DatasetColumn(s.WithOpName("ts"), "ts", DType::kInt64, Shape{Shape::kUnknownDim});
+  m->emb = *sparse_lookup(
+      s, table,
+      DatasetColumn(s.WithOpName("ids"), "ids", DType::kInt64, Shape{Shape::kUnknownDim, 1}), o);
+  ASSERT_TRUE(m->graph.status().ok()) << m->graph.status();
+}
+FeedList TableFeeds(std::vector<int64_t> ids, int64_t ts) {
+  const int64_t n = static_cast<int64_t>(ids.size());
+  return {{"ids", *Tensor::FromValues<int64_t>(Shape{n, 1}, absl::MakeConstSpan(ids))},
+          {"ts", *Tensor::FromValues<int64_t>(Shape{n}, std::vector<int64_t>(ids.size(), ts))}};
+}
+
+TEST(HooksTest, EvictHookAsARunHookEvictsStaleKeys) {
+  TableModel m;
+  BuildTable(&m, false);
+  auto evict = std::make_shared<EvictRunHook>(EvictHook(true, 0, 1));
+  MonitoredSessionOptions options;
+  options.hooks = {evict};
+  auto ms = *MonitoredSession::Create(&m.graph, options);
+  ASSERT_TRUE(ms->Run(TableFeeds({1, 2}, 100), {m.emb}, {}, nullptr).ok());
+  EmbeddingTable* t = *LookupTable(ms->session(), "t");
+  EXPECT_EQ(t->size(), 2);
+  ASSERT_TRUE(ms->Run(TableFeeds({3, 3}, 200), {m.emb}, {}, nullptr).ok());
+  EXPECT_EQ(evict->evicted(), 2);  // 1 and 2 were last seen at 100 <= 200 - 10
+  EXPECT_EQ(t->FindRow(1), EmbeddingTable::kDefaultRow);
+  EXPECT_NE(t->FindRow(3), EmbeddingTable::kDefaultRow);
+  // The spec's arguments are checked: enabled with both triggers off is an error.
+  TableModel m2;
+  BuildTable(&m2, false);
+  MonitoredSessionOptions bad;
+  bad.hooks = {AsSessionRunHook(EvictHook(true, 0, 0))};
+  EXPECT_EQ(MonitoredSession::Create(&m2.graph, bad).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(HooksTest, GraphModifierAndSetThresholdHooks) {
+  TableModel m;
+  BuildTable(&m, true);
+  auto threshold = std::make_shared<SetThresholdHook>("t", 5, 1);
+  MonitoredSessionOptions options;
+  options.hooks = {std::make_shared<GraphModifierHook>(), threshold};
+  auto ms = *MonitoredSession::Create(&m.graph, options);
+  // GraphModifierHook ran ModifyGraph in Begin: the lookup is marked for the key stage.
+  bool moved = false;
+  for (const Node* n : ms->session().graph().nodes()) moved |= n->BoolAttr("moved_to_key_stage");
+  EXPECT_TRUE(moved);
+  InMemoryColumn ids{"ids", std::vector<int64_t>{1, 2, 3, 4}, 1};
+  InMemoryColumn ts{"ts", std::vector<int64_t>{100, 100, 101, 101}, 0};
+  auto stage = *KeyStage::Start(ms->session(), *InMemoryDataset({ids, ts}, 2));
+  ms->set_key_stage(stage.get());
+  EmbeddingTable* t = *LookupTable(ms->session(), "t");
+  FeedList feeds;
+  ASSERT_TRUE(*stage->Next(&feeds));
+  EXPECT_FALSE(threshold->applied());
+  ASSERT_TRUE(ms->Run(feeds, {m.emb}, {}, nullptr).ok());
+  EXPECT_TRUE(threshold->applied());
+  EXPECT_EQ(t->config().access_threshold, 5);
+}
+
 class Failing : public SessionRunHook {
  public:
   Status AfterRun(SessionRunContext&, absl::Span<const Tensor>) override {

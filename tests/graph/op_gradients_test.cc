@@ -228,5 +228,12 @@ TEST(OpGradientsTest, StopGradientBlocks) {
   EXPECT_DOUBLE_EQ((*out)[0].data<double>()[1], 5.0);
 }
 
+TEST(OpGradientsTest, DotInteraction) {
+  for (const Shape& shape : {Shape{3, 4, 5}, Shape{2, 6, 16}, Shape{1, 2, 1}}) {
+    EXPECT_GRAD_OK(CheckGradients(
+        {shape}, [](const Scope& s, V in) { return ops::DotInteraction(s, in[0]); }));
+  }
+}
+
 }  // namespace
 }  // namespace recsdk

@@ -52,6 +52,7 @@ TEST(LittleDemoTest, TrainThenLoadAndTrainThenPredict) {
   EXPECT_NE(log.find("Demo done!"), std::string::npos) << log;
   EXPECT_NE(log.find("user_table"), std::string::npos) << log;
   EXPECT_TRUE(std::filesystem::exists(dir + "/export/user_table_keys.npy"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/export/saved_model"));
 
   DemoOptions more = Short(dir);
   more.use_mode = "load_and_train";

@@ -134,6 +134,28 @@ TEST(TableOpsTest, RepeatedIdsUpdateOnceWithSummedGradient) {
   EXPECT_FLOAT_EQ(row6[2], 0.5f + 1.0f);
 }
 
+TEST(TableOpsTest, AdagradWithZeroAccumulatorAndEpsilonTrainsLikePyTorch) {
+  // PyTorch's Adagrad: acc starts at 0, w -= lr g / (sqrt(acc) + 1e-10). The options travel
+  // through the graph's table handle to the Session's table.
+  Graph g;
+  Scope s(&g);
+  SparseTable t = ValueOrDie(
+      create_table(s, SmallTable("t", 2), SparseOptimizerConfig::Adagrad(0.1f, 0.0f, 1e-10f)));
+  Output emb = ValueOrDie(sparse_lookup(s, t, ops::Const(s, Ids(2, 2, {4, 4, 4, 6}))));
+  Node* train = ValueOrDie(SparseMinimize(s, ops::ReduceSum(s, emb)));
+  Node* init = GlobalVariablesInitializer(s);
+  auto session = ValueOrDie(Session::Create(g));
+  RECSDK_ASSERT_OK(session->Run({}, {}, {init}).status());
+  EmbeddingTable* table = ValueOrDie(LookupTable(*session, "t"));
+  auto before = ValueOrDie(session->Run({}, {emb}));
+  const float w4 = before[0].data<float>()[0];
+  RECSDK_ASSERT_OK(session->Run({}, {}, {train}).status());
+  const std::vector<float> row4 = ValueOrDie(table->ReadRow(4));  // [w0, w1, acc0, acc1]
+  EXPECT_FLOAT_EQ(row4[2], 9.0f);
+  EXPECT_NEAR(row4[0], w4 - 0.1f * 3.0f / (3.0f + 1e-10f), 1e-6);
+  EXPECT_TRUE(std::isfinite(row4[1]));
+}
+
 TEST(TableOpsTest, SeveralFeaturesAndLookupsOfOneTableUpdateEachRowOnce) {
   Graph g;
   Scope s(&g);

@@ -41,7 +41,7 @@ struct Reference {
           case SparseOptimizerKind::kAdagrad:
           case SparseOptimizerKind::kAdagradByAddress:
             a[i] += g[i] * g[i];
-            x[i] -= c.learning_rate * g[i] / std::sqrt(a[i]);
+            x[i] -= c.learning_rate * g[i] / (std::sqrt(a[i]) + c.adagrad_epsilon);
             break;
           case SparseOptimizerKind::kLazyAdam:
           case SparseOptimizerKind::kLazyAdamByAddress: {
@@ -135,6 +135,9 @@ INSTANTIATE_TEST_SUITE_P(
                       SparseOptimizerConfig::SGDByAddr(0.05f),
                       SparseOptimizerConfig::Adagrad(0.05f),
                       SparseOptimizerConfig::AdagradByAddress(0.05f, 0.5f),
+                      // PyTorch's Adagrad: a zero initial accumulator with epsilon 1e-10.
+                      SparseOptimizerConfig::Adagrad(0.05f, 0.0f, 1e-10f),
+                      SparseOptimizerConfig::AdagradByAddress(0.05f, 0.0f, 0.5f),
                       SparseOptimizerConfig::LazyAdam(0.01f),
                       SparseOptimizerConfig::LazyAdamByAddress(0.01f),
                       SparseOptimizerConfig::FTRL(0.05f),
@@ -151,6 +154,7 @@ void ExpectConfig(const SparseOptimizerConfig& got, const SparseOptimizerConfig&
   EXPECT_EQ(got.beta1, want.beta1);
   EXPECT_EQ(got.beta2, want.beta2);
   EXPECT_EQ(got.epsilon, want.epsilon);
+  EXPECT_EQ(got.adagrad_epsilon, want.adagrad_epsilon);
   EXPECT_EQ(got.learning_rate_power, want.learning_rate_power);
   EXPECT_EQ(got.l1, want.l1);
   EXPECT_EQ(got.l2, want.l2);
@@ -238,6 +242,9 @@ TEST(SparseOptimizerConfigTest, Validation) {
   expect_error(SparseOptimizerConfig::SGD(0), "learning_rate 0");
   expect_error(SparseOptimizerConfig::SGD(0.1f, -1), "weight_decay");
   expect_error(SparseOptimizerConfig::Adagrad(0.1f, 0), "initial_accumulator_value");
+  expect_error(SparseOptimizerConfig::Adagrad(0.1f, -1), "initial_accumulator_value");
+  expect_error(SparseOptimizerConfig::Adagrad(0.1f, 0.1f, -1e-3f), "adagrad_epsilon");
+  EXPECT_TRUE(SparseOptimizerConfig::Adagrad(0.1f, 0.0f, 1e-10f).Validate().ok());
   expect_error(SparseOptimizerConfig::LazyAdam(0.1f, 1.0f), "beta1");
   expect_error(SparseOptimizerConfig::LazyAdam(0.1f, 0.9f, 0.999f, 0), "epsilon");
   expect_error(SparseOptimizerConfig::FTRL(0.1f, 0.5f), "learning_rate_power");

@@ -36,8 +36,8 @@ void RunKernel(const TableKernels& k, const SparseOptimizerConfig& c, char* base
       break;
     case SparseOptimizerKind::kAdagrad:
     case SparseOptimizerKind::kAdagradByAddress:
-      ids ? k.adagrad_rows(base, row_bytes, ids, n, g, dim, c.learning_rate)
-          : k.adagrad_addrs(addrs, row_bytes, n, g, dim, c.learning_rate);
+      ids ? k.adagrad_rows(base, row_bytes, ids, n, g, dim, c.learning_rate, c.adagrad_epsilon)
+          : k.adagrad_addrs(addrs, row_bytes, n, g, dim, c.learning_rate, c.adagrad_epsilon);
       break;
     default:
       ids ? k.lazy_adam_rows(base, row_bytes, ids, n, g, dim, c.beta1, c.beta2, c.epsilon, lr_t)

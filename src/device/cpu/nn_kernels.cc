@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "src/common/random.h"
+#include "src/device/cpu/interaction_kernels.h"
 #include "src/device/cpu/kernel_util.h"
 #include "src/graph/op_registry.h"
 
@@ -162,6 +163,7 @@ Status SoftmaxCeTyped(OpKernelContext& ctx) {
 }  // namespace
 
 void RegisterCpuNnKernels(KernelRegistry& r) {
+  RegisterCpuInteractionKernels(r);
   r.RegisterFn("Softmax", kCpu, kFloatTypes, [](OpKernelContext& ctx) {
     return DispatchFloat(ctx, ctx.input(0).dtype(),
                          [&](auto t) { return SoftmaxTyped<decltype(t)>(ctx, false); });

@@ -15,9 +15,46 @@ Status SoftmaxShape(InferenceContext& c) {
   return SameAsInput0(c);
 }
 
+// DotInteraction: x [B, F, D] -> [B, F(F-1)/2], the dots of every pair i > j in the order
+// (1,0), (2,0), (2,1), (3,0), ... (DLRM's order).
+Status DotInteractionShape(InferenceContext& c) {
+  RECSDK_RETURN_IF_ERROR(c.ExpectFloat(0));
+  RECSDK_RETURN_IF_ERROR(c.ExpectRank(0, 3));
+  const Shape& x = c.input_shape(0);
+  if (x.dim(1) < 0) {
+    return c.Error(
+        "{}: the number of features (dimension 1) must be known; give the input a "
+        "static feature dimension (e.g. Reshape to [-1, F, D])",
+        c.InputDesc(0));
+  }
+  const int64_t f = x.dim(1);
+  c.AddOutput(c.input_dtype(0), Shape{x.dim(0), f * (f - 1) / 2});
+  return absl::OkStatus();
+}
+
+// DotInteractionGrad: (x [B, F, D], dy [B, F(F-1)/2]) -> dx [B, F, D].
+Status DotInteractionGradShape(InferenceContext& c) {
+  RECSDK_RETURN_IF_ERROR(c.ExpectFloat(0));
+  RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
+  RECSDK_RETURN_IF_ERROR(c.ExpectRank(0, 3));
+  RECSDK_RETURN_IF_ERROR(c.ExpectRank(1, 2));
+  const int64_t f = c.input_shape(0).dim(1);
+  if (f >= 0 && c.input_shape(1).dim(1) >= 0 && c.input_shape(1).dim(1) != f * (f - 1) / 2) {
+    return c.Error("{} must have F(F-1)/2 = {} columns for the F = {} features of {}",
+                   c.InputDesc(1), f * (f - 1) / 2, f, c.InputDesc(0));
+  }
+  return SameAsInput0(c);
+}
+
 }  // namespace
 
 void RegisterNnOps(OpRegistry& r) {
+  r.Register(MakeOp("DotInteraction", 1, 1, DotInteractionShape,
+                    [](const Scope& s, const Node& n, G g, DX dx) {
+                      (*dx)[0] = Out(s.AddNode("DotInteractionGrad", {n.input(0), g[0]}));
+                      return absl::OkStatus();
+                    }));
+  r.Register(NoGradOp("DotInteractionGrad", 2, 2, DotInteractionGradShape));
   r.Register(MakeOp("Softmax", 1, 1, SoftmaxShape, [](const Scope& s, const Node& n, G g, DX dx) {
     (*dx)[0] =
         Out(s.AddNode("SoftmaxGrad", {n.output(0), g[0]}, {{"axis", n.IntAttr("axis", -1)}}));
@@ -101,6 +138,10 @@ void RegisterNnOps(OpRegistry& r) {
 
 namespace ops {
 using internal::Out;
+
+Output DotInteraction(const Scope& scope, Output features) {
+  return Out(scope.AddNode("DotInteraction", {features}));
+}
 
 Output Softmax(const Scope& scope, Output logits, int axis) {
   return Out(scope.AddNode("Softmax", {logits}, {{"axis", axis}}));

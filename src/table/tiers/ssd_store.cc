@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "fmt/format.h"
+#include "src/common/crc32c.h"
 #include "src/common/status_macros.h"
 #include "src/table/tiers/io_pool.h"
 #include "src/table/tiers/uring.h"
@@ -193,13 +194,13 @@ absl::StatusOr<std::unique_ptr<SsdStore>> SsdStore::Open(const SsdStoreOptions& 
     }
     if (file.fd < 0) break;  // files are made in slot order: the rest were never made
     s.files_.push_back(file);
-    const uint64_t expected = kHeaderBytes + uint64_t{s.FileRows(index)} * s.row_bytes();
+    const uint64_t expected = kHeaderBytes + uint64_t{s.FileRows(index)} * s.record_bytes();
     struct stat st = {};
     if (fstat(file.fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != expected) {
       return absl::DataLossError(fmt::format(
           "ssd tier file \"{}\" is {} bytes, expected {} ({} rows of {} bytes after a {}-byte "
           "header): the file was truncated or is not this store's; restore from a checkpoint",
-          file.path, st.st_size, expected, s.FileRows(index), s.row_bytes(), kHeaderBytes));
+          file.path, st.st_size, expected, s.FileRows(index), s.record_bytes(), kHeaderBytes));
     }
     FileHeader header;
     struct iovec iov = {&header, sizeof(header)};
@@ -250,6 +251,21 @@ absl::StatusOr<std::unique_ptr<SsdStore>> SsdStore::Open(const SsdStoreOptions& 
   return store;
 }
 
+uint32_t SsdStore::RecordCrc(uint32_t slot, const float* row) const {
+  // Seeded with the slot, so a record written to the wrong place does not check.
+  const uint64_t seed = slot;
+  return MaskCrc(Crc32cExtend(Crc32c(&seed, sizeof(seed)), row, row_bytes()));
+}
+
+absl::Status SsdStore::CheckRecord(uint32_t slot, const float* row, uint32_t crc) const {
+  if (RecordCrc(slot, row) == crc) return absl::OkStatus();
+  return absl::DataLossError(fmt::format(
+      "{}: the record of slot {} at byte {} of \"{}\" fails its checksum (corrupt, or never "
+      "written); restore the table from a checkpoint",
+      Label(), slot, kHeaderBytes + uint64_t{slot % rows_per_file_} * record_bytes(),
+      files_[slot / rows_per_file_].path));
+}
+
 std::string SsdStore::Label() const { return fmt::format("ssd tier \"{}\"", file_name_); }
 
 std::string SsdStore::FileName(uint64_t index) const {
@@ -263,7 +279,7 @@ uint32_t SsdStore::FileRows(uint64_t index) const {
 
 absl::Status SsdStore::MakeFile(uint64_t index, const std::string& folder, File* file) const {
   const std::string path = folder + "/" + FileName(index);
-  const uint64_t bytes = kHeaderBytes + uint64_t{FileRows(index)} * row_bytes();
+  const uint64_t bytes = kHeaderBytes + uint64_t{FileRows(index)} * record_bytes();
   const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return absl::ErrnoToStatus(errno, path);
   // Reserve every block now, so that a full disk is found here and never by a row write.
@@ -417,30 +433,45 @@ absl::Status SsdStore::DoIo(std::vector<std::pair<uint32_t, float*>>& rows, bool
     runs.push_back({slot, 1, i});
   }
   const size_t bytes = row_bytes();
+  const size_t record = record_bytes();
+  // Each record is the row and its checksum: two iovecs a record.
+  std::vector<uint32_t> crcs(rows.size());
+  if (write) {
+    for (size_t i = 0; i < rows.size(); ++i) crcs[i] = RecordCrc(rows[i].first, rows[i].second);
+  }
   auto run_io = [&](size_t r) -> absl::Status {
     const Run& run = runs[r];
-    struct iovec iov[kMaxRunSlots];
+    struct iovec iov[2 * kMaxRunSlots];
     for (uint32_t j = 0; j < run.count; ++j) {
-      iov[j] = {rows[run.row_begin + j].second, bytes};
+      iov[2 * j] = {rows[run.row_begin + j].second, bytes};
+      iov[2 * j + 1] = {&crcs[run.row_begin + j], kRecordCrcBytes};
     }
     const File& file = files_[run.first / rows_per_file_];
     const off_t offset =
-        static_cast<off_t>(kHeaderBytes + uint64_t{run.first % rows_per_file_} * bytes);
-    const int err = FullIo(file.fd, iov, static_cast<int>(run.count), offset, write);
-    if (err == 0) return absl::OkStatus();
-    return absl::DataLossError(
-        fmt::format("{}: {} of {} rows at byte {} of \"{}\" failed: {}", Label(),
-                    write ? "write" : "read", run.count, offset, file.path,
-                    err < 0 ? "the file ends early (truncated?)" : std::strerror(err)));
+        static_cast<off_t>(kHeaderBytes + uint64_t{run.first % rows_per_file_} * record);
+    const int err = FullIo(file.fd, iov, static_cast<int>(2 * run.count), offset, write);
+    if (err != 0) {
+      return absl::DataLossError(
+          fmt::format("{}: {} of {} rows at byte {} of \"{}\" failed: {}", Label(),
+                      write ? "write" : "read", run.count, offset, file.path,
+                      err < 0 ? "the file ends early (truncated?)" : std::strerror(err)));
+    }
+    if (!write) {
+      for (uint32_t j = 0; j < run.count; ++j) {
+        const size_t i = run.row_begin + j;
+        RECSDK_RETURN_IF_ERROR(CheckRecord(rows[i].first, rows[i].second, crcs[i]));
+      }
+    }
+    return absl::OkStatus();
   };
   if (runs.size() > 1) {
     // Writing part of a page that is not cached reads the page first, and buffered writes to one
     // file take its inode lock in turn, so those reads would go one at a time. Start them all now
     // (WILLNEED reads ahead without waiting); the writes then mostly find their pages cached.
     for (const Run& run : runs) {
-      const uint64_t begin = kHeaderBytes + uint64_t{run.first % rows_per_file_} * bytes;
+      const uint64_t begin = kHeaderBytes + uint64_t{run.first % rows_per_file_} * record;
       posix_fadvise(files_[run.first / rows_per_file_].fd, static_cast<off_t>(begin),
-                    static_cast<off_t>(uint64_t{run.count} * bytes), POSIX_FADV_WILLNEED);
+                    static_cast<off_t>(uint64_t{run.count} * record), POSIX_FADV_WILLNEED);
     }
   }
   if (pool_ == nullptr || runs.size() == 1) {
@@ -456,17 +487,26 @@ absl::Status SsdStore::Read(absl::Span<const uint32_t> slots, float* out) const 
   for (size_t i = 0; i < slots.size(); ++i) rows[i] = {slots[i], out + i * row_floats()};
   if (direct_ && !rows.empty()) {
     std::lock_guard<std::mutex> lock(direct_mu_);
-    if (uring_ != nullptr) return ReadDirect(rows);
+    if (uring_ != nullptr) {
+      bool unsupported = false;
+      absl::Status status = ReadDirect(rows, &unsupported);
+      if (!unsupported) return status;
+      // The file system took O_DIRECT at open but refuses the reads (EINVAL): read through the
+      // page cache from now on.
+      uring_.reset();
+    }
   }
   return DoIo(rows, /*write=*/false);
 }
 
-absl::Status SsdStore::ReadDirect(const std::vector<std::pair<uint32_t, float*>>& unsorted) const {
+absl::Status SsdStore::ReadDirect(const std::vector<std::pair<uint32_t, float*>>& unsorted,
+                                  bool* unsupported) const {
   std::vector<std::pair<uint32_t, float*>> rows = unsorted;
   std::sort(rows.begin(), rows.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   const uint64_t bytes = row_bytes();
-  const uint64_t buffer_bytes = std::max(kDirectReadBytes, AlignUp(bytes) + kBlock);
+  const uint64_t record = record_bytes();
+  const uint64_t buffer_bytes = std::max(kDirectReadBytes, AlignUp(record) + kBlock);
   if (bounce_.empty()) {
     for (unsigned i = 0; i < uring_->depth(); ++i) {
       void* p = nullptr;
@@ -488,12 +528,12 @@ absl::Status SsdStore::ReadDirect(const std::vector<std::pair<uint32_t, float*>>
     uint64_t len;    // aligned length
   };
   auto offset_of = [&](uint32_t slot) {
-    return kHeaderBytes + uint64_t{slot % rows_per_file_} * bytes;
+    return kHeaderBytes + uint64_t{slot % rows_per_file_} * record;
   };
   std::vector<DirectRead> reads;
   for (size_t i = 0; i < rows.size(); ++i) {
     const uint32_t slot = rows[i].first;
-    const uint64_t end = AlignUp(offset_of(slot) + bytes);
+    const uint64_t end = AlignUp(offset_of(slot) + record);
     if (!reads.empty()) {
       DirectRead& last = reads.back();
       if ((slot == last.first + last.count - 1 || slot == last.first + last.count) &&
@@ -515,7 +555,8 @@ absl::Status SsdStore::ReadDirect(const std::vector<std::pair<uint32_t, float*>>
     const DirectRead& read = reads[tag];
     const char* buffer = bounce_[buffer_of[tag]];
     free_buffers.push_back(buffer_of[tag]);
-    const uint64_t need = offset_of(read.first) + uint64_t{read.count} * bytes - read.start;
+    const uint64_t need = offset_of(read.first) + uint64_t{read.count} * record - read.start;
+    if (res == -EINVAL) *unsupported = true;
     if (res < 0 || static_cast<uint64_t>(res) < need) {
       if (status.ok()) {
         const std::string& path = files_[read.first / rows_per_file_].path;
@@ -529,7 +570,12 @@ absl::Status SsdStore::ReadDirect(const std::vector<std::pair<uint32_t, float*>>
     // Rows of the read in slot order (a slot asked twice is copied to both places).
     for (size_t i = read.row_begin; i < rows.size() && rows[i].first < read.first + read.count;
          ++i) {
-      std::memcpy(rows[i].second, buffer + (offset_of(rows[i].first) - read.start), bytes);
+      const char* at = buffer + (offset_of(rows[i].first) - read.start);
+      std::memcpy(rows[i].second, at, bytes);
+      uint32_t crc;
+      std::memcpy(&crc, at + bytes, sizeof(crc));
+      const absl::Status checked = CheckRecord(rows[i].first, rows[i].second, crc);
+      if (!checked.ok() && status.ok()) status = checked;
     }
   };
   size_t next = 0;
@@ -597,7 +643,7 @@ uint64_t SsdStore::FixedHostBytes() const {
   for (const std::string& folder : folders_) bytes += sizeof(std::string) + folder.capacity();
   std::lock_guard<std::mutex> lock(direct_mu_);
   if (!bounce_.empty()) {
-    bytes += bounce_.size() * std::max(kDirectReadBytes, AlignUp(row_bytes()) + kBlock);
+    bytes += bounce_.size() * std::max(kDirectReadBytes, AlignUp(record_bytes()) + kBlock);
   }
   return bytes;
 }

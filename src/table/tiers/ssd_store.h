@@ -2,13 +2,14 @@
 // folders (ssd_data_path), used in order as they fill.
 //
 // Layout. Slot s lives in file s / rows_per_file at byte kHeaderBytes + (s % rows_per_file) *
-// row_bytes of "<file_name>.<index>.rows". Files are created as allocation needs them (whole
-// files, their blocks reserved with posix_fallocate, so a full disk shows up when a file is
-// created, never as a failed row write later), in the first folder of the list that has room.
-// Each file opens with a 4 KiB header (magic, version, row size, rows per file, file index) that
-// Open checks. Freed slots are reused, last freed first, before any new file is made; slots are
-// never moved, so there is nothing to compact (a table's SSD files are as large as its largest
-// SSD population, at most ssd_vocabulary_size rows).
+// record_bytes of "<file_name>.<index>.rows"; a record is the row and a 4-byte CRC32C of it
+// seeded with the slot, checked on every read (a corrupt or misplaced record is DataLoss). Files
+// are created as allocation needs them (whole files, their blocks reserved with posix_fallocate, so
+// a full disk shows up when a file is created, never as a failed row write later), in the first
+// folder of the list that has room. Each file opens with a 4 KiB header (magic, version, row size,
+// rows per file, file index) that Open checks. Freed slots are reused, last freed first, before any
+// new file is made; slots are never moved, so there is nothing to compact (a table's SSD files are
+// as large as its largest SSD population, at most ssd_vocabulary_size rows).
 //
 // I/O. Reads, where the kernel has io_uring and the file system O_DIRECT (SsdReadPath::kAuto),
 // go around the page cache: the slots are sorted, adjacent rows merged (up to 32 KiB), and each
@@ -35,7 +36,8 @@
 // ResourceExhausted naming the tier, the folders and each one's reason, returned before any slot
 // was handed out; the store stays usable (its rows readable, freed slots reusable, and a later
 // Allocate tries the folders again). A file that is short, or whose header does not match, is
-// DataLoss naming the file (Open). An I/O error is DataLoss naming the file and the offset.
+// DataLoss naming the file (Open). An I/O error, or a record failing its checksum, is DataLoss
+// naming the file and the offset.
 //
 // Measurements (benchmarks/ssd_store_bench.cc; this VM: 2 shared cores, a virtio disk, other
 // builds running; 256-byte rows, 1M rows, cold pages; several runs, so read them as ranges):
@@ -45,22 +47,30 @@
 //                              io_uring with O_DIRECT (the baseline of the ratio below);
 //                              random 4 KiB write: 6-9k/s at depth 1, 28-46k/s on 8-32 threads.
 //   random row reads:          direct path (io_uring + O_DIRECT, the default): 56-130k rows/s,
-//                              row_read_vs_random_read 0.94-1.03 (goal >= 0.5), level with a
+//                              row_read_vs_random_read 0.92-1.03 (goal >= 0.5), level with a
 //                              plain io_uring O_DIRECT loop over the same rows (0.98-1.04x);
 //                              buffered with the WILLNEED pass: 31-52k rows/s inline, 30-63k on
-//                              4 threads (0.44-0.86 of the baseline); buffered without the pass
+//                              4 threads (0.35-0.86 of the baseline); buffered without the pass
 //                              (the first version): 6-7k rows/s inline, 41-42k on 4 threads.
 //   random row writes          with the WILLNEED pass: 10-24k rows/s inline, 15-21k on 4 threads
 //   (+ fdatasync):             (0.41-1.12 of the disk's random 4 KiB writes at depth 8-32);
 //                              without it: 4-6k inline, 6-7k on 4 threads.
 //   bulk write to adjacent slots (a demotion's shape) + fdatasync: 200-400 MB/s, 0.24-0.45 of
 //                              the disk's sequential write.
+//   against RocksDB 7.8 (Debian's librocksdb-dev; the same 1M rows, direct I/O, no compression,
+//   4 KiB blocks, 8 MiB block cache, bulk-loaded and fully compacted, its best case for reads):
+//                              random reads (batched MultiGet) 6.5-7.3k rows/s, 0.066-0.069 of
+//                              the store; 131k random overwrites: RocksDB 72-80k rows/s with a
+//                              write amplification of 2.0 (WAL + flush + the compactions it set
+//                              off; a long run rewrites the levels and raises it), the store
+//                              39-43k rows/s with 6.9-7.1 (a 256-byte row dirties a 4 KiB page).
 // Choice: our own store, reads through io_uring + O_DIRECT, writes buffered with the WILLNEED
 // pass, io_threads 0 (threads measured no faster once reads are asynchronous, and cost a pool per
-// table). RocksDB (librocksdb-dev) was not measured: for fixed-size records that are overwritten
-// in place it adds compaction write amplification and an LSM read path, and our store already
-// reads rows at the disk's random 4 KiB rate, so it could not read faster. liburing-dev was used
-// only by the bench (BM_UringRandomRead) to check the raw ring against the library's.
+// table). A swap moves about as many rows up (reads) as down (writes), so per row moved up and
+// one down the store costs ~35 us against ~165 us for RocksDB; RocksDB's better writes do not
+// make up for reads 15x slower. RocksDB would give crash consistency per write (its WAL), which
+// the store does not (see docs/tiers.md: checkpoints must copy SSD rows). liburing-dev and
+// librocksdb-dev are used only by the bench, when installed.
 //
 // Threading: as RowStore (row_store.h): one thread changes allocation state; Read and Write of
 // distinct slots may be called concurrently (with io_threads > 0 they take turns on the pool).
@@ -114,6 +124,9 @@ struct SsdStoreOptions {
 class SsdStore final : public RowStore {
  public:
   static constexpr uint64_t kHeaderBytes = 4096;
+  // kRecordCrcBytes: each record is the row, then the masked CRC32C of the row seeded with the
+  // slot (read back and checked on every read).
+  static constexpr size_t kRecordCrcBytes = 4;
 
   // Create: a new, empty store. Removes files of an earlier store of the same file_name in the
   // folders. InvalidArgument for bad options; no file is made until Allocate needs one.
@@ -145,6 +158,8 @@ class SsdStore final : public RowStore {
   [[nodiscard]] absl::Status DropPageCache();
 
   uint32_t rows_per_file() const { return rows_per_file_; }
+  // record_bytes: bytes of one record on disk (the row and its checksum).
+  size_t record_bytes() const { return row_bytes() + kRecordCrcBytes; }
   // FilePaths: the files made so far, in slot order.
   std::vector<std::string> FilePaths() const;
   // HostMemoryBytes: host memory this store uses for its bookkeeping (bitmap, free list, pins,
@@ -173,6 +188,9 @@ class SsdStore final : public RowStore {
 
   SsdStore(const SsdStoreOptions& options, uint32_t rows_per_file);
   std::string Label() const;
+  uint32_t RecordCrc(uint32_t slot, const float* row) const;
+  // CheckRecord: DataLoss naming the file, the slot and the offset when `crc` is not the row's.
+  absl::Status CheckRecord(uint32_t slot, const float* row, uint32_t crc) const;
   std::string FileName(uint64_t index) const;
   uint32_t FileRows(uint64_t index) const;
   // Grow: makes files until slots [0, rows) have files; ResourceExhausted (nothing lost) when a
@@ -183,7 +201,10 @@ class SsdStore final : public RowStore {
   absl::Status DoIo(std::vector<std::pair<uint32_t, float*>>& rows, bool write) const;
   // ReadDirect: reads sorted slot/row pairs through io_uring with O_DIRECT (the store's lock
   // held).
-  absl::Status ReadDirect(const std::vector<std::pair<uint32_t, float*>>& rows) const;
+  // *unsupported is set when the kernel refused a read with EINVAL (O_DIRECT not really
+  // supported); the caller then falls back to the buffered path.
+  absl::Status ReadDirect(const std::vector<std::pair<uint32_t, float*>>& rows,
+                          bool* unsupported) const;
   // OpenDirect: the O_DIRECT descriptor of a file, or turns the direct path off for good.
   void OpenDirect(File* file);
   void SetAllocated(uint32_t slot, bool on) {

@@ -61,8 +61,8 @@ TEST(SsdStoreTest, MakesPreallocatedFilesInSlotOrderOnlyAsAllocationNeedsThem) {
   ASSERT_EQ(paths.size(), 3u);
   EXPECT_EQ(paths[0], a + "/user_table.00000.rows");
   EXPECT_EQ(paths[2], a + "/user_table.00002.rows");
-  EXPECT_EQ(fs::file_size(paths[0]), SsdStore::kHeaderBytes + 10 * 64);
-  EXPECT_EQ(fs::file_size(paths[2]), SsdStore::kHeaderBytes + 5 * 64);  // the short last file
+  EXPECT_EQ(fs::file_size(paths[0]), SsdStore::kHeaderBytes + 10 * (64 + 4));
+  EXPECT_EQ(fs::file_size(paths[2]), SsdStore::kHeaderBytes + 5 * (64 + 4));  // short last file
 }
 
 TEST(SsdStoreTest, RowsSurviveReopeningWithTheLiveSlotsAndFreeSlotsAreReused) {
@@ -125,7 +125,7 @@ TEST(SsdStoreTest, CorruptHeaderOrOtherStoresFileIsDataLossNamingTheFile) {
   {
     // A different row size but the same file size: only the header can tell.
     SsdStoreOptions other = o;
-    other.row_floats = 32;
+    other.row_floats = 33;  // 5 records of 136 bytes = 10 of 68
     other.rows_per_file = 5;
     other.capacity = 10;
     auto reopened = SsdStore::Open(other, {});
@@ -247,8 +247,8 @@ TEST(SsdStoreTest, FullDiskMovesOnToTheNextFolderThenIsResourceExhausted) {
     GTEST_SKIP() << "cannot mount a 1 MiB tmpfs (needs root); the vanished-folder test covers "
                     "ResourceExhausted";
   }
-  // Files of 4 KiB + 4096 rows x 64 bytes = 260 KiB: three fit in small's 1 MiB; small2 holds a
-  // 600 KiB filler, so one fits there.
+  // Files of 4 KiB + 4096 records x 68 bytes = 276 KiB: three fit in small's 1 MiB; small2 holds
+  // a 600 KiB filler, so one fits there.
   const std::string filler = small2 + "/filler";
   {
     std::ofstream f(filler, std::ios::binary);
@@ -357,11 +357,68 @@ TEST_P(SsdReadPaths, ReadOfARecordCutOffAfterOpeningIsDataLossNamingTheFile) {
   std::vector<uint32_t> slots = Alloc(*s, 20);
   ASSERT_TRUE(s->Write(slots, RowsFor(slots, kRowFloats, 1).data()).ok());
   const std::string path = s->FilePaths()[0];
-  ASSERT_EQ(::truncate(path.c_str(), SsdStore::kHeaderBytes + 5 * 64), 0);
+  ASSERT_EQ(::truncate(path.c_str(), SsdStore::kHeaderBytes + 5 * s->record_bytes()), 0);
   std::vector<float> out(kRowFloats);
   const absl::Status st = s->Read({slots[12]}, out.data());
   ASSERT_TRUE(absl::IsDataLoss(st)) << st;
   EXPECT_THAT(std::string(st.message()), HasSubstr(path));
+}
+
+TEST_P(SsdReadPaths, CorruptRecordIsDataLossNamingTheFileAndSlotAndOthersStillRead) {
+  TierTestDir dir;
+  SsdStoreOptions o = Options({dir.Sub("a")}, 40, 20);
+  o.read_path = GetParam();
+  auto s = *SsdStore::Create(o);
+  std::vector<uint32_t> slots = Alloc(*s, 40);
+  ASSERT_TRUE(s->Write(slots, RowsFor(slots, kRowFloats, 2).data()).ok());
+  ASSERT_TRUE(s->Sync().ok());
+  // Flip one byte of slot 27's row (file 1, record 7), behind the store's back.
+  const std::string path = s->FilePaths()[1];
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    const auto at = static_cast<std::streamoff>(SsdStore::kHeaderBytes + 7 * s->record_bytes() + 9);
+    f.seekg(at);
+    const char c = static_cast<char>(f.get());
+    f.seekp(at);
+    f.put(static_cast<char>(c ^ 0x10));
+  }
+  ASSERT_TRUE(s->DropPageCache().ok());
+  std::vector<float> out(3 * kRowFloats);
+  const absl::Status st = s->Read({3, 27, 30}, out.data());
+  ASSERT_TRUE(absl::IsDataLoss(st)) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr(path));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("slot 27"));
+  std::vector<uint32_t> others = {3, 26, 28, 30};
+  std::vector<float> good(others.size() * kRowFloats);
+  ASSERT_TRUE(s->Read(others, good.data()).ok());
+  EXPECT_EQ(good, RowsFor(others, kRowFloats, 2));
+  // Rewriting the row heals it.
+  ASSERT_TRUE(s->Write({27}, RowsFor({27}, kRowFloats, 3).data()).ok());
+  ASSERT_TRUE(s->Read({27}, out.data()).ok());
+}
+
+TEST_P(SsdReadPaths, RecordsCopiedToAnotherSlotFailTheirChecksum) {
+  // The checksum is seeded with the slot: a record in the wrong place does not pass as another.
+  TierTestDir dir;
+  SsdStoreOptions o = Options({dir.Sub("a")}, 10, 10);
+  o.read_path = GetParam();
+  auto s = *SsdStore::Create(o);
+  std::vector<uint32_t> slots = Alloc(*s, 10);
+  ASSERT_TRUE(s->Write(slots, RowsFor(slots, kRowFloats, 1).data()).ok());
+  ASSERT_TRUE(s->Sync().ok());
+  const std::string path = s->FilePaths()[0];
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    std::string record(s->record_bytes(), '\0');
+    f.seekg(static_cast<std::streamoff>(SsdStore::kHeaderBytes + 2 * s->record_bytes()));
+    f.read(record.data(), static_cast<std::streamsize>(record.size()));
+    f.seekp(static_cast<std::streamoff>(SsdStore::kHeaderBytes + 5 * s->record_bytes()));
+    f.write(record.data(), static_cast<std::streamsize>(record.size()));
+  }
+  ASSERT_TRUE(s->DropPageCache().ok());
+  std::vector<float> out(kRowFloats);
+  EXPECT_TRUE(absl::IsDataLoss(s->Read({5}, out.data())));
+  EXPECT_TRUE(s->Read({2}, out.data()).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, SsdReadPaths,

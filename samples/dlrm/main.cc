@@ -1,0 +1,462 @@
+// dlrm: the DLRM reference model of the speed race (issue 15), as a user writes it with recsdk's
+// public API, and its benchmark mode.
+//
+// Model: 26 categorical features, one id each, 26 tables of 1,000,000 rows x dim 16; 13 dense
+// features through a bottom MLP 13-512-256-16 (ReLU on every layer); the DLRM dot interaction of
+// the 27 16-d vectors (351 pairwise dots below the diagonal + the dense vector = 367 features); a
+// top MLP 367-512-256-1; sigmoid cross-entropy; batch 4096; SGD for tables and dense in one
+// variant, Adagrad for both in the other (initial accumulator 0.1, epsilon 1e-10), lr 0.01.
+//
+// Data: synthetic, Criteo-shaped, generated before timing starts and kept in one binary file that
+// the PyTorch peer (benchmarks/peers/dlrm_torch.py) reads too, so both sides train on the same
+// bytes. Ids are Zipf(1.05) over ranks 0..vocab-1, mapped to rows by a per-table bijective affine
+// hash (row = (a_t * rank + b_t) mod vocab, a_t coprime with vocab) so hot rows are scattered.
+// The label has a planted signal (two dense features and four tables' rows), so a model learns.
+//
+// File layout (little endian): header of 8 int64 {magic, num_batches, batch, tables, dense,
+// vocab, seed, 0}, then per batch: ids int64 [tables][batch], dense float32 [batch][dense],
+// labels float32 [batch].
+//
+// Usage:
+//   dlrm [--data FILE] [--batches N] [--batch B] [--optimizer sgd|adagrad] [--threads T]
+//        [--warmup W] [--windows K] [--window_steps S] [--loss_steps L] [--breakdown]
+//        [--interaction fused|composed] [--mode dlrm|embedding] [--write_data_only]
+// It prints one JSON line: samples/s (median of the timing windows after the warm-up), every
+// window's rate, the mean loss of the first batch and of the steps (loss_steps-4..loss_steps], and
+// with --breakdown the step split into parts measured by running sub-graphs (see Breakdown()).
+//
+// Threading: single-threaded driver; the Session uses `--threads` threads inside kernels.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fmt/format.h"
+#include "recsdk/recsdk.h"
+
+namespace {
+
+using namespace recsdk;
+
+constexpr int64_t kMagic = 0x4d524c44'52434552;  // "RECSDLRM"
+constexpr int kTables = 26;
+constexpr int kDense = 13;
+constexpr int kDim = 16;
+
+template <typename T>
+T Check(StatusOr<T> v, const char* what) {
+  if (!v.ok()) {
+    std::fprintf(stderr, "dlrm: %s: %s\n", what, std::string(v.status().message()).c_str());
+    std::exit(1);
+  }
+  return *std::move(v);
+}
+void Check(const Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "dlrm: %s: %s\n", what, std::string(s.message()).c_str());
+    std::exit(1);
+  }
+}
+
+struct Flags {
+  std::string data = "dlrm_data.bin";
+  int64_t batches = 32;
+  int64_t batch = 4096;
+  int64_t vocab = 1'000'000;
+  std::string optimizer = "sgd";
+  int threads = 1;
+  int warmup = 3;
+  int windows = 3;
+  int window_steps = 4;
+  int loss_steps = 0;  // 0: warmup + windows * window_steps
+  bool breakdown = false;
+  std::string interaction = "fused";
+  bool write_data_only = false;
+  std::string mode = "dlrm";  // or "embedding": the sparse path alone
+};
+
+// RaceData: the pre-generated batches, as laid out in the file.
+struct RaceData {
+  int64_t num_batches = 0, batch = 0, vocab = 0;
+  std::vector<int64_t> ids;   // [num_batches][kTables][batch]
+  std::vector<float> dense;   // [num_batches][batch][kDense]
+  std::vector<float> labels;  // [num_batches][batch]
+};
+
+uint64_t Mix(uint64_t x) {  // splitmix64 finaliser
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+RaceData Generate(int64_t num_batches, int64_t batch, int64_t vocab, uint64_t seed) {
+  RaceData d{num_batches, batch, vocab, {}, {}, {}};
+  d.ids.resize(num_batches * kTables * batch);
+  d.dense.resize(num_batches * batch * kDense);
+  d.labels.resize(num_batches * batch);
+  // Zipf(1.05) over ranks by inverse CDF.
+  std::vector<double> cdf(vocab);
+  double sum = 0;
+  for (int64_t r = 0; r < vocab; ++r) cdf[r] = sum += std::pow(static_cast<double>(r + 1), -1.05);
+  for (double& c : cdf) c /= sum;
+  // Per-table bijection rank -> row: a_t coprime with vocab (odd and not a multiple of 5 covers
+  // every vocab of the form 2^i 5^j, such as 10^6; checked below for others).
+  std::vector<int64_t> mul(kTables), add(kTables);
+  for (int t = 0; t < kTables; ++t) {
+    int64_t a = static_cast<int64_t>(Mix(seed * 131 + t) % static_cast<uint64_t>(vocab)) | 1;
+    while (std::gcd(a, vocab) != 1) a += 2;
+    mul[t] = a;
+    add[t] = static_cast<int64_t>(Mix(seed * 137 + t + 1000) % static_cast<uint64_t>(vocab));
+  }
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t b = 0; b < num_batches; ++b) {
+    std::vector<double> logit(batch, -0.5);
+    for (int t = 0; t < kTables; ++t) {
+      int64_t* ids = &d.ids[(b * kTables + t) * batch];
+      for (int64_t i = 0; i < batch; ++i) {
+        const int64_t rank = std::upper_bound(cdf.begin(), cdf.end() - 1, uni(rng)) - cdf.begin();
+        const int64_t row =
+            static_cast<int64_t>((static_cast<__int128>(mul[t]) * rank + add[t]) % vocab);
+        ids[i] = row;
+        // Planted signal: the rows of the first four tables carry a +-0.6 effect each.
+        if (t < 4) logit[i] += (Mix(row * 31 + t) & 1) ? 0.6 : -0.6;
+      }
+    }
+    for (int64_t i = 0; i < batch; ++i) {
+      float* x = &d.dense[(b * batch + i) * kDense];
+      for (int j = 0; j < kDense; ++j) x[j] = normal(rng);
+      logit[i] += 0.8 * x[0] - 0.6 * x[1];
+      d.labels[b * batch + i] = uni(rng) < 1.0 / (1.0 + std::exp(-logit[i])) ? 1.0f : 0.0f;
+    }
+  }
+  return d;
+}
+
+bool ReadData(const std::string& path, int64_t batches, int64_t batch, int64_t vocab, RaceData* d) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  int64_t h[8];
+  if (!in.read(reinterpret_cast<char*>(h), sizeof(h))) return false;
+  if (h[0] != kMagic || h[1] != batches || h[2] != batch || h[3] != kTables || h[4] != kDense ||
+      h[5] != vocab)
+    return false;
+  *d = RaceData{batches, batch, vocab, {}, {}, {}};
+  d->ids.resize(batches * kTables * batch);
+  d->dense.resize(batches * batch * kDense);
+  d->labels.resize(batches * batch);
+  for (int64_t b = 0; b < batches; ++b) {
+    in.read(reinterpret_cast<char*>(&d->ids[b * kTables * batch]),
+            kTables * batch * sizeof(int64_t));
+    in.read(reinterpret_cast<char*>(&d->dense[b * batch * kDense]), batch * kDense * sizeof(float));
+    in.read(reinterpret_cast<char*>(&d->labels[b * batch]), batch * sizeof(float));
+  }
+  return static_cast<bool>(in);
+}
+
+void WriteData(const std::string& path, const RaceData& d, uint64_t seed) {
+  const std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  const int64_t h[8] = {kMagic, d.num_batches, d.batch, kTables, kDense, d.vocab, int64_t(seed), 0};
+  out.write(reinterpret_cast<const char*>(h), sizeof(h));
+  for (int64_t b = 0; b < d.num_batches; ++b) {
+    out.write(reinterpret_cast<const char*>(&d.ids[b * kTables * d.batch]),
+              kTables * d.batch * sizeof(int64_t));
+    out.write(reinterpret_cast<const char*>(&d.dense[b * d.batch * kDense]),
+              d.batch * kDense * sizeof(float));
+    out.write(reinterpret_cast<const char*>(&d.labels[b * d.batch]), d.batch * sizeof(float));
+  }
+  out.close();
+  if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::fprintf(stderr, "dlrm: cannot write %s\n", path.c_str());
+    std::exit(1);
+  }
+}
+
+// ComposedInteraction: the DLRM dot interaction from general ops, as a user wrote it before the
+// fused op existed: Concat -> [B,27,16] -> BatchMatMul -> [B,729] -> the 351 entries below the
+// diagonal (Gather on axis 1). Kept to compare against ops::DotInteraction.
+Output ComposedInteraction(const Scope& s, const std::vector<Output>& vecs) {
+  const int64_t f = static_cast<int64_t>(vecs.size());
+  Output t = ops::Reshape(s, ops::Concat(s, vecs, 1), {-1, f, kDim});
+  Output z =
+      ops::Reshape(s, ops::BatchMatMul(s, t, t, {.adj_x = false, .adj_y = true}), {-1, f * f});
+  std::vector<int32_t> index;
+  for (int64_t i = 1; i < f; ++i)
+    for (int64_t j = 0; j < i; ++j) index.push_back(static_cast<int32_t>(i * f + j));
+  Output idx = ops::Const(s, Tensor::Vector<int32_t>(index));
+  Output picked = ops::Transpose(s, ops::Gather(s, ops::Transpose(s, z, {1, 0}), idx), {1, 0});
+  return picked;
+}
+
+struct Model {
+  Graph graph;
+  std::vector<Output> ids;
+  Output dense, label, loss;
+  std::vector<Output> lookups;
+  Output logits;
+  Node* dense_train = nullptr;
+  Node* train = nullptr;
+  Node* init = nullptr;
+};
+
+void Build(const Flags& flags, Model* m) {
+  m->graph.set_random_seed(17);
+  Scope s(&m->graph);
+  const bool adagrad = flags.optimizer == "adagrad";
+  const float lr = 0.01f;
+  std::vector<Output> vecs;
+  m->dense = ops::Placeholder(s.WithOpName("dense"), DType::kFloat32, Shape{flags.batch, kDense});
+  m->label = ops::Placeholder(s.WithOpName("label"), DType::kFloat32, Shape{flags.batch, 1});
+  layers::MlpOptions bottom;
+  bottom.name = "bottom";
+  bottom.hidden_units = {512, 256, kDim};
+  vecs.push_back(layers::Mlp(s, m->dense, bottom));
+  for (int t = 0; t < kTables; ++t) {
+    TableConfig c;
+    c.name = "table" + std::to_string(t);
+    c.dim = kDim;
+    c.device_vocabulary_size = flags.vocab;
+    c.initializer = Initializer::Uniform(-0.05, 0.05, 100 + t);
+    SparseOptimizerConfig opt =
+        adagrad ? SparseOptimizerConfig::Adagrad(lr, 0.1f, 1e-10f) : SparseOptimizerConfig::SGD(lr);
+    SparseTable table = Check(create_table(s, c, opt), "create_table");
+    Output ids = ops::Placeholder(s.WithOpName("ids" + std::to_string(t)), DType::kInt64,
+                                  Shape{flags.batch, 1});
+    m->ids.push_back(ids);
+    SparseLookupOptions lo;
+    lo.combiner = Combiner::kSum;
+    Output e = Check(sparse_lookup(s, table, ids, lo), "sparse_lookup");
+    m->lookups.push_back(e);
+    vecs.push_back(e);
+  }
+  if (flags.mode == "embedding") {
+    // The embedding-only race: loss = sum over tables of sum(lookup * w) for a fixed random w, so
+    // the pooled gradient of each lookup is w; tables trained by sparse Adagrad.
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    Tensor w(DType::kFloat32, Shape{flags.batch, kDim});
+    for (float& v : w.flat<float>()) v = normal(rng);
+    Output wc = ops::Const(s, w);
+    std::vector<Output> parts;
+    for (size_t t = 1; t < vecs.size(); ++t)
+      parts.push_back(ops::ReduceSum(s, ops::Mul(s, vecs[t], wc)));
+    m->loss = ops::AddN(s.WithOpName("loss"), parts);
+    m->dense_train = ops::NoOp(s);
+    m->train = Check(SparseMinimize(s, m->loss), "sparse optimizer");
+    m->init = GlobalVariablesInitializer(s);
+    Check(s.status(), "building the model");
+    return;
+  }
+  const Scope is = s.NewSubScope("interaction");
+  Output inter = flags.interaction == "composed"
+                     ? ComposedInteraction(is, vecs)
+                     : ops::DotInteraction(
+                           is, ops::Reshape(is, ops::Concat(is, vecs, 1), {-1, kTables + 1, kDim}));
+  layers::MlpOptions top;
+  top.name = "top";
+  top.hidden_units = {512, 256};
+  top.output_units = 1;
+  m->logits = layers::Mlp(s, ops::Concat(s, {vecs[0], inter}, 1), top);
+  m->loss = ops::ReduceMean(s.WithOpName("loss"),
+                            ops::SigmoidCrossEntropyWithLogits(s, m->label, m->logits));
+  std::unique_ptr<Optimizer> dense_opt;
+  if (adagrad) {
+    AdagradOptions o;
+    o.learning_rate = lr;
+    o.initial_accumulator_value = 0.1;
+    o.epsilon = 1e-10;
+    dense_opt = std::make_unique<AdagradOptimizer>(o);
+  } else {
+    dense_opt = std::make_unique<SgdOptimizer>(SgdOptions{lr});
+  }
+  m->dense_train = Check(dense_opt->Minimize(s, m->loss), "dense optimizer");
+  Node* sparse_train = Check(SparseMinimize(s, m->loss), "sparse optimizer");
+  m->train = ops::Group(s.WithOpName("train"), {m->dense_train, sparse_train});
+  m->init = GlobalVariablesInitializer(s);
+  Check(s.status(), "building the model");
+}
+
+// Feeds: the tensors of batch b (copied once, before timing).
+std::vector<FeedList> MakeFeeds(const RaceData& d, const Model& m) {
+  std::vector<FeedList> out;
+  for (int64_t b = 0; b < d.num_batches; ++b) {
+    FeedList f;
+    for (int t = 0; t < kTables; ++t) {
+      Tensor ids(DType::kInt64, Shape{d.batch, 1});
+      std::memcpy(ids.raw_data(), &d.ids[(b * kTables + t) * d.batch], d.batch * sizeof(int64_t));
+      f.emplace_back(m.ids[t], ids);
+    }
+    Tensor dense(DType::kFloat32, Shape{d.batch, kDense});
+    std::memcpy(dense.raw_data(), &d.dense[b * d.batch * kDense], d.batch * kDense * sizeof(float));
+    f.emplace_back(m.dense, dense);
+    Tensor label(DType::kFloat32, Shape{d.batch, 1});
+    std::memcpy(label.raw_data(), &d.labels[b * d.batch], d.batch * sizeof(float));
+    f.emplace_back(m.label, label);
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "dlrm: %s needs a value\n", f.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (f == "--data")
+      flags.data = next();
+    else if (f == "--batches")
+      flags.batches = std::atoll(next().c_str());
+    else if (f == "--batch")
+      flags.batch = std::atoll(next().c_str());
+    else if (f == "--vocab")
+      flags.vocab = std::atoll(next().c_str());
+    else if (f == "--optimizer")
+      flags.optimizer = next();
+    else if (f == "--threads")
+      flags.threads = std::atoi(next().c_str());
+    else if (f == "--warmup")
+      flags.warmup = std::atoi(next().c_str());
+    else if (f == "--windows")
+      flags.windows = std::atoi(next().c_str());
+    else if (f == "--window_steps")
+      flags.window_steps = std::atoi(next().c_str());
+    else if (f == "--loss_steps")
+      flags.loss_steps = std::atoi(next().c_str());
+    else if (f == "--interaction")
+      flags.interaction = next();
+    else if (f == "--breakdown")
+      flags.breakdown = true;
+    else if (f == "--mode")
+      flags.mode = next();
+    else if (f == "--write_data_only")
+      flags.write_data_only = true;
+    else {
+      std::fprintf(stderr, "dlrm: unknown flag %s (see the usage in samples/dlrm/main.cc)\n",
+                   f.c_str());
+      return 2;
+    }
+  }
+  if (flags.batches <= 0 || flags.batch <= 0 || flags.vocab <= 1 || flags.threads <= 0 ||
+      flags.warmup < 0 || flags.windows <= 0 || flags.window_steps <= 0 ||
+      (flags.optimizer != "sgd" && flags.optimizer != "adagrad") ||
+      (flags.mode != "dlrm" && flags.mode != "embedding") ||
+      (flags.interaction != "fused" && flags.interaction != "composed")) {
+    std::fprintf(stderr,
+                 "dlrm: --batches, --batch, --threads, --windows, --window_steps must be > 0, "
+                 "--vocab > 1, --optimizer sgd|adagrad, --interaction fused|composed, --mode "
+                 "dlrm|embedding\n");
+    return 2;
+  }
+  if (flags.mode == "embedding") flags.optimizer = "adagrad";
+  const uint64_t seed = 2026;
+  RaceData data;
+  if (!ReadData(flags.data, flags.batches, flags.batch, flags.vocab, &data)) {
+    data = Generate(flags.batches, flags.batch, flags.vocab, seed);
+    WriteData(flags.data, data, seed);
+  }
+  if (flags.write_data_only) return 0;
+
+  Model m;
+  Build(flags, &m);
+  SessionConfig config;
+  config.intra_op_parallelism = flags.threads;
+  auto session = Check(Session::Create(m.graph, config), "Session::Create");
+  Check(session->Run({}, {}, {m.init}).status(), "init");
+  const std::vector<FeedList> feeds = MakeFeeds(data, m);
+
+  // Samples per step for the model; ids per step for the embedding-only race.
+  const double per_step =
+      static_cast<double>(flags.batch) * (flags.mode == "embedding" ? kTables : 1);
+  const int total = flags.warmup + flags.windows * flags.window_steps;
+  const int loss_steps = flags.loss_steps > 0 ? flags.loss_steps : total;
+  std::vector<double> losses;
+  std::vector<double> rates;
+  int64_t step = 0;
+  std::vector<Tensor> out;
+  auto run_step = [&]() {
+    Check(session->Run(feeds[step % data.num_batches], {m.loss}, {m.train}, &out), "train step");
+    losses.push_back(out[0].scalar<float>());
+    ++step;
+  };
+  for (int i = 0; i < flags.warmup; ++i) run_step();
+  for (int w = 0; w < flags.windows; ++w) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < flags.window_steps; ++i) run_step();
+    const auto t1 = std::chrono::steady_clock::now();
+    rates.push_back(flags.window_steps * per_step / Seconds(t0, t1));
+  }
+  while (step < loss_steps) run_step();
+  const int tail_begin = std::max(0, loss_steps - 5);
+  double tail = 0;
+  for (int i = tail_begin; i < loss_steps; ++i) tail += losses[i];
+  tail /= (loss_steps - tail_begin);
+
+  // Breakdown: each part's time is the difference between running a smaller and a larger
+  // sub-graph on the same batch (median of 3 runs each): lookups only; + dense forward,
+  // interaction and loss; + backward and dense update (dense train op alone); + sparse gradient
+  // aggregation and table update (the full step). It runs after the measured steps.
+  std::string breakdown = "null";
+  if (flags.breakdown) {
+    auto time_of = [&](const std::vector<TensorName>& fetches,
+                       const std::vector<TensorName>& targets) {
+      std::vector<double> t;
+      for (int r = 0; r < 4; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        Check(session->Run(feeds[r % data.num_batches], fetches, targets, &out), "breakdown");
+        if (r > 0) t.push_back(Seconds(t0, std::chrono::steady_clock::now()) * 1e3);
+      }
+      return Median(t);
+    };
+    std::vector<TensorName> lookups(m.lookups.begin(), m.lookups.end());
+    const double lookup = time_of(lookups, {});
+    const double forward = time_of({m.loss}, {});
+    const double dense_step = time_of({m.loss}, {m.dense_train});
+    const double full = time_of({m.loss}, {m.train});
+    breakdown = fmt::format(
+        "{{\"method\":\"sub-graph differences, ms\",\"embedding_lookup\":{:.2f},"
+        "\"dense_forward_interaction_loss\":{:.2f},\"backward_and_dense_update\":{:.2f},"
+        "\"sparse_grad_and_update\":{:.2f},\"full_step\":{:.2f}}}",
+        lookup, forward - lookup, dense_step - forward, full - dense_step, full);
+  }
+  std::string windows;
+  for (double r : rates) windows += (windows.empty() ? "" : ",") + fmt::format("{:.1f}", r);
+  std::printf(
+      "{\"impl\":\"recsdk\",\"model\":\"%s\",\"threads\":%d,\"optimizer\":\"%s\","
+      "\"interaction\":\"%s\",\"batch\":%lld,\"%s\":%.1f,\"windows\":[%s],"
+      "\"first_loss\":%.6f,\"loss_steps\":%d,\"loss\":%.6f,\"breakdown\":%s}\n",
+      flags.mode.c_str(), flags.threads, flags.optimizer.c_str(), flags.interaction.c_str(),
+      static_cast<long long>(flags.batch),
+      flags.mode == "embedding" ? "ids_per_s" : "samples_per_s", Median(rates), windows.c_str(),
+      losses[0], loss_steps, tail, breakdown.c_str());
+  return 0;
+}
