@@ -25,7 +25,7 @@ void Declare(OpRegistry& r, const char* type, std::vector<AttrDef> attrs) {
 void DeclareCoreAttrSchemas(OpRegistry& r) {
   // Array ops. Placeholder's dataset_column marks a column the pipeline feeds (DatasetColumn).
   Declare(r, "Placeholder",
-          {RequiredAttr("dtype", T::kDType), Attr("shape", T::kShape, Shape()),
+          {RequiredAttr("dtype", T::kDType), Attr("shape", T::kShape),  // absent: unknown shape
            Attr("dataset_column", T::kString, "")});
   Declare(r, "Const", {RequiredAttr("value", T::kTensor)});
   for (const char* type : {"Identity", "StopGradient", "NoOp", "ZerosLike", "OnesLike", "Gather",
