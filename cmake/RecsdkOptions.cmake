@@ -14,6 +14,13 @@ if(RECSDK_SANITIZE)
     -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   target_link_options(recsdk_compile_options INTERFACE -fsanitize=address,undefined)
 endif()
+if(RECSDK_TSAN)
+  if(RECSDK_SANITIZE OR RECSDK_PIPELINE_FUZZ)
+    message(FATAL_ERROR "RECSDK_TSAN cannot be combined with ASan builds (RECSDK_SANITIZE, fuzz)")
+  endif()
+  target_compile_options(recsdk_compile_options INTERFACE -fsanitize=thread -fno-omit-frame-pointer)
+  target_link_options(recsdk_compile_options INTERFACE -fsanitize=thread)
+endif()
 if(RECSDK_PIPELINE_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
     message(FATAL_ERROR "RECSDK_PIPELINE_FUZZ needs clang (CXX=clang++), not ${CMAKE_CXX_COMPILER_ID}")
@@ -48,7 +55,9 @@ function(recsdk_isa_variants out_var source symbol_prefix)
     # -fno-trapping-math lets branch-free selects over float compares vectorise; results are
     # unchanged (we never enable FP exception traps).
     # -Wno-uninitialized: GCC 12 flags _mm512_undefined_ps() inside Eigen's AVX-512 transposes.
-    target_compile_options(${lib} PRIVATE ${flags_${isa}} -fno-gnu-unique -fno-trapping-math
+    # -fno-gnu-unique is GCC's (clang, used by the fuzz build, makes no STB_GNU_UNIQUE symbols).
+    target_compile_options(${lib} PRIVATE ${flags_${isa}}
+                           $<$<CXX_COMPILER_ID:GNU>:-fno-gnu-unique> -fno-trapping-math
                            -Wno-uninitialized)
     target_link_libraries(${lib} PRIVATE recsdk_internal_deps)
     set(local_obj ${CMAKE_CURRENT_BINARY_DIR}/${stem}_${isa}_local.o)

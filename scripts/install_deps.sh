@@ -11,6 +11,8 @@ packages=(
   # scripts/fuzz.sh (run by scripts/test.sh): clang and its libFuzzer runtime
   # (libclang_rt.fuzzer-x86_64.a, shipped by libclang-rt-<N>-dev, which clang only recommends).
   clang libclang-rt-dev
+  # tests/estimator/summary_writer_test.cc decodes TensorBoard event files with real protobuf.
+  python3-protobuf
 )
 
 missing=()

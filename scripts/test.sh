@@ -2,11 +2,13 @@
 # Builds recsdk and runs its tests. Does its own set-up (installs missing Debian packages).
 #
 #   scripts/test.sh              quick suite + consumer-project check + ASan/UBSan build of the quick
-#                                suite + a short libFuzzer run of the pipeline parsers (scripts/fuzz.sh)
+#                                suite + ThreadSanitizer build of the threaded tests (label tsan) +
+#                                a short libFuzzer run of every reader (scripts/fuzz.sh)
 #   RECSDK_TEST_LABELS='quick|slow' scripts/test.sh     choose CTest labels
 #   RECSDK_SKIP_SANITIZE=1 scripts/test.sh              skip the sanitizer build
+#   RECSDK_SKIP_TSAN=1 scripts/test.sh                  skip the ThreadSanitizer build (label tsan)
 #   RECSDK_SKIP_FUZZ=1 scripts/test.sh                  skip the fuzz build and run
-#   RECSDK_FUZZ_SECONDS=60 scripts/test.sh              fuzz each target this long (default 20)
+#   RECSDK_FUZZ_SECONDS=30 scripts/test.sh              fuzz each target this long (default 10)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -42,10 +44,22 @@ if [ "${RECSDK_SKIP_SANITIZE:-0}" != "1" ]; then
   (cd build-sanitize && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest -L sanitize -LE "slow|mpi|soak" --output-on-failure -j "$jobs" --timeout 900)
 fi
+if [ "${RECSDK_SKIP_TSAN:-0}" != "1" ]; then
+  echo "== ThreadSanitizer build, label tsan (pipeline threads, key stage, inter-op parallelism)"
+  # Only the tests labelled tsan (RECSDK_TSAN_TESTS in tests/CMakeLists.txt) and what they link
+  # are built. oneTBB is not instrumented: tests/tsan_suppressions.txt says why each entry is there.
+  cmake -S . -B build-tsan "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
+    -DRECSDK_TSAN=ON -DRECSDK_WERROR=ON -DRECSDK_BUILD_BENCHMARKS=OFF -DRECSDK_BUILD_SAMPLES=OFF >/dev/null
+  tsan_tests=$(sed -n 's/^set(RECSDK_TSAN_TESTS \([^)]*\))$/\1/p' tests/CMakeLists.txt)
+  # shellcheck disable=SC2086
+  cmake --build build-tsan -j "$jobs" --target $tsan_tests
+  (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/tsan_suppressions.txt" \
+    ctest -L tsan --output-on-failure -j "$jobs" --timeout 900)
+fi
 if [ "${RECSDK_SKIP_FUZZ:-0}" != "1" ]; then
-  echo "== libFuzzer run of the pipeline parsers (clang, ASan + UBSan)"
+  echo "== libFuzzer run of every reader (clang, ASan + UBSan)"
   # install_deps.sh installed clang, so a missing clang is an error here, not a skip; a crash
   # or sanitizer report makes fuzz.sh, and so this script, fail.
-  RECSDK_FUZZ_REQUIRE_CLANG=1 scripts/fuzz.sh "${RECSDK_FUZZ_SECONDS:-20}"
+  RECSDK_FUZZ_REQUIRE_CLANG=1 scripts/fuzz.sh "${RECSDK_FUZZ_SECONDS:-10}"
 fi
 echo "== all tests passed"

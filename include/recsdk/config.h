@@ -1,14 +1,24 @@
 // recsdk/config.h: session configuration.
 //
 // Options keep the names of the session configuration spec (sess.run mode) so users find them by
-// name. Each field documents its default and rule; Validate() checks every rule once, when the
-// Session is created, and names the option and the fix in its error. Nothing is clamped.
+// name. Each field documents its default, its rule and what it does on the CPU backend; Validate()
+// checks every rule once, when the Session is created, and its error names the option, the value,
+// the rule and the fix. Nothing is clamped, and no option is recorded and ignored: an option this
+// runtime cannot honour yet is rejected with the reason (the README's "Session configuration"
+// table says which).
+//
+// FromJson / ToJson load and save the config as a JSON object keyed by these names; an unknown key
+// is an error naming the nearest valid one. `recsdk validate-config FILE.json` runs both.
+//
+// Threading: a plain value; copy it freely.
 #ifndef RECSDK_CONFIG_H_
 #define RECSDK_CONFIG_H_
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "recsdk/status.h"
 
@@ -17,8 +27,14 @@ namespace recsdk {
 inline constexpr int64_t kGiB = int64_t{1} << 30;
 
 struct SessionConfig {
+  // --- Device and parallelism -----------------------------------------------------------------
+
   // device: the backend that runs the graph, by registered name. Default "cpu".
   std::string device = "cpu";
+
+  // use_off_line: whether training runs on an accelerator (true) or on the host CPU (false,
+  // default). true needs `device` to name an accelerator backend; with "cpu" it is an error.
+  bool use_off_line = false;
 
   // stream_max_parallel_num: how many ops may run at once per engine, "ENGINE:N[,ENGINE:N]",
   // N in [1, 13], default 1 (ops run one at a time, each using intra-op parallelism).
@@ -26,30 +42,151 @@ struct SessionConfig {
   // "DNN_VM_TF" bounds ops that fall back to the host under mix_compile_mode.
   std::string stream_max_parallel_num;
 
-  // intra_op_parallelism: threads a single kernel may use; 0 (default) = all hardware threads.
+  // intra_op_parallelism: threads a single kernel may use, in [0, 1024]; 0 (default) = all
+  // hardware threads.
   int intra_op_parallelism = 0;
+
+  // mix_compile_mode: an op the device has no kernel for runs on the host. Default false (such an
+  // op is an error naming it and the device). With the CPU backend the device is the host, so no
+  // op ever falls back; true is accepted and changes nothing there. With another device, true is
+  // an error until host fallback with copies is built.
+  bool mix_compile_mode = false;
+
+  // --- Memory -----------------------------------------------------------------------------------
 
   // graph_memory_max_size: bytes for activations and other step-scoped tensors on the device,
   // in [0, 256 GiB]; default 26 GiB. graph + variable memory must not exceed 31 GiB (spec rule).
+  // Enforced: an allocation past it is ResourceExhausted naming the op, the bytes and the limit.
   int64_t graph_memory_max_size = 26 * kGiB;
-  // variable_memory_max_size: bytes for variables, in [0, 256 GiB]; default 5 GiB.
+  // variable_memory_max_size: bytes for variables, in [0, 256 GiB]; default 5 GiB. Enforced.
   int64_t variable_memory_max_size = 5 * kGiB;
+
+  // --- Execution modes --------------------------------------------------------------------------
+
+  // graph_run_mode: 1 (default) training; 0 online inference: Session::Create refuses gradient
+  // and update ops (Apply*, TableApply) and makes every table lookup read-only (no admission, no
+  // insertion; unseen keys read the default value).
+  int graph_run_mode = 1;
+
+  // iterations_per_loop: training steps one Session::RunLoop call performs, in [1, 1000000];
+  // default 1. RunLoop's `iterations` must equal it (the spec's set_iteration_per_loop check).
+  int64_t iterations_per_loop = 1;
+
+  // deterministic: two runs with the same seed and data give bitwise-identical losses, weights
+  // and table rows at any intra_op_parallelism and stream_max_parallel_num. Default false. On the
+  // CPU backend this holds whether it is on or off: no kernel splits one output's sum across
+  // threads, sparse gradients are summed per key in batch order and the key stage resolves in
+  // batch order (tests/session/deterministic_test.cc guards it), so it costs nothing. A kernel
+  // that reduces across threads must use a fixed order when it is on. (JSON also accepts 0 / 1,
+  // as the spec writes it.)
+  bool deterministic = false;
+
+  // enable_data_pre_proc: data preprocessing offloaded to the device. Default false. The CPU
+  // backend has no device to offload to (the pipeline already preprocesses in its own threads), so
+  // true is an error with the CPU backend.
+  bool enable_data_pre_proc = false;
+
+  // hcom_parallel: overlap the gradient allreduce with backward. Default false.
+  // is_tailing_optimization: schedule work independent of the last allreduce next to it. Default
+  // false. Both take effect with distributed training; this build has no communicator, so true is
+  // an error saying so.
+  bool hcom_parallel = false;
+  bool is_tailing_optimization = false;
+
+  // --- Precision --------------------------------------------------------------------------------
+
+  // precision_mode: "" (None) or "allow_fp32_to_fp16" (default: an op without a float32 kernel
+  // runs in float16; every CPU op has one, so nothing changes precision), "must_keep_origin_dtype"
+  // (never change precision), "force_fp16" or "allow_mix_precision" (rejected: the low-precision
+  // kernels are not built yet).
+  std::string precision_mode;
+  // precision_mode_v2: "" (unset, default; precision_mode applies), "origin" (keep every dtype),
+  // "fp16", "mixed_float16", "mixed_bfloat16", "cube_fp16in_fp32out" (rejected like force_fp16).
+  // Set at most one of precision_mode and precision_mode_v2.
+  std::string precision_mode_v2;
+  // enable_reduce_precision: not supported (spec); true is an error.
+  bool enable_reduce_precision = false;
 
   // op_select_implmode: "high_performance" (default) or "high_precision": which kernel variant
   // ops use where a backend offers both. optypelist_for_implmode: comma-separated op types the
-  // mode applies to; empty applies it to every op.
+  // mode applies to (others use high_performance); empty applies it to every op. Needs
+  // op_select_implmode set.
   std::string op_select_implmode = "high_performance";
   std::string optypelist_for_implmode;
 
-  // deterministic: ops that could reorder floating-point sums across threads use a fixed order,
-  // so two runs with the same seed and data give bitwise-identical results. Default false.
-  bool deterministic = false;
+  // variable_format_optimize: variables stored in the backend's preferred layout. Default true.
+  // The CPU backend's preferred layout is the row-major one variables already have, so there is
+  // nothing to convert.
+  bool variable_format_optimize = true;
 
-  // Validate returns InvalidArgument naming the first option that breaks its rule.
+  // enable_scope_fusion_passes: comma-separated names of optional fusion passes to run. Default
+  // "". No optional fusion pass is registered yet; a name is an error listing the registered ones.
+  std::string enable_scope_fusion_passes;
+
+  // auto_tune_mode: "" (default, off) or a comma list of "RL", "GA". Tuning is not built; a
+  // non-empty value is an error.
+  std::string auto_tune_mode;
+
+  // op_debug_level: 0 (default) none; 1 and 2 write per-op debug information (op, inputs,
+  // output dtypes and shapes, kernel key, creating pass) and the list of passes that ran to the
+  // folder `kernel_meta` in the working directory and log where; 3 writes the same quietly.
+  int op_debug_level = 0;
+  // kernel_meta_dir (ours, not the spec's): where op_debug_level writes. Default "kernel_meta"
+  // (relative to the working directory, as the spec says).
+  std::string kernel_meta_dir = "kernel_meta";
+
+  // --- Profiling --------------------------------------------------------------------------------
+
+  // profiling_mode: write a profile per Run (Chrome trace JSON, see RunOptions). Default false.
+  // profiling_options: colon-separated "training_trace", "task_trace", "op_trace"; op_trace is
+  // exclusive with the other two. Required (non-empty) when profiling_mode is on.
+  bool profiling_mode = false;
+  std::string profiling_options;
+  // fp_point / bp_point: names of the first forward node and the last backward node, required
+  // with training_trace; Session::Create checks they name nodes of the graph.
+  std::string fp_point;
+  std::string bp_point;
+  // profiling_dir (ours, not the spec's): the directory profiles go to, created if missing; one
+  // file per Run, "trace_<session>_<step>.json". Default "profiling" (relative to the working
+  // directory).
+  std::string profiling_dir = "profiling";
+
+  // --- Dumps and overflow detection (validated here; they take effect with the dumps work) ------
+
+  // enable_dump: dump op inputs/outputs. Default false. Needs dump_path.
+  bool enable_dump = false;
+  // dump_path: where dumps go; required when enable_dump or enable_dump_debug is on.
+  std::string dump_path;
+  // dump_step: steps to dump, "" (all) or "N|A-B|..." e.g. "0|3-5|10" (ranges with A <= B).
+  std::string dump_step;
+  // dump_mode: "input", "output" (default) or "all".
+  std::string dump_mode = "output";
+  // enable_dump_debug: overflow detection. Default false. Needs dump_path.
+  bool enable_dump_debug = false;
+  // dump_debug_mode: "aicore_overflow", "atomic_overflow" or "all" (default).
+  std::string dump_debug_mode = "all";
+  // enable_exception_dump: 0 (default) or 1: dump the inputs and outputs of a failing op.
+  int enable_exception_dump = 0;
+
+  // Validate returns InvalidArgument naming the first option that breaks its rule, its value, the
+  // rule and the fix (graph-dependent rules such as fp_point naming a node are checked by
+  // Session::Create).
   Status Validate() const;
 
   // ParsedStreamLimits: stream_max_parallel_num as engine -> limit (after Validate succeeds).
   std::map<std::string, int> ParsedStreamLimits() const;
+
+  // ProfilingOptions: profiling_options split at ':' (after Validate succeeds).
+  std::vector<std::string> ProfilingOptions() const;
+
+  // FromJson parses a JSON object of option names to values (missing options keep their
+  // defaults) and validates the result. InvalidArgument names an unknown key and the nearest valid
+  // one, or a value of the wrong JSON type.
+  static StatusOr<SessionConfig> FromJson(std::string_view json);
+  // ToJson: every option, defaults included, as a JSON object (pretty-printed).
+  std::string ToJson() const;
+  // OptionNames: every option FromJson accepts, in declaration order.
+  static std::vector<std::string> OptionNames();
 };
 
 }  // namespace recsdk

@@ -144,12 +144,13 @@ StatusOr<std::vector<std::string>> ExpandFilePatterns(const std::vector<std::str
 struct ReaderOptions {
   // malformed_policy: see MalformedPolicy. Default kError.
   MalformedPolicy malformed_policy = MalformedPolicy::kError;
-  // num_parse_threads: oneTBB threads parsing chunks in parallel; >= 1. Default 1.
+  // num_parse_threads: oneTBB threads parsing chunks in parallel; in [1, 1024]. Default 1.
   int num_parse_threads = 1;
   // chunk_bytes: bytes read per chunk (text: cut at a line boundary; TFRecord: whole records);
-  // >= 4096. Default 1 MiB. At most 2 * num_parse_threads chunks are in memory at once.
+  // in [4096, 1 GiB]. Default 1 MiB. At most 2 * num_parse_threads chunks are in memory at once.
   int64_t chunk_bytes = 1 << 20;
-  // max_line_bytes: a longer line is an error (kError) or skipped (kSkip). Default 16 MiB.
+  // max_line_bytes: every line (text sources) longer than this, newline excluded, is an error
+  // (kError) or skipped and counted as kTruncated (kSkip). In [16, 1 GiB]. Default 16 MiB.
   int64_t max_line_bytes = 16 << 20;
 };
 
@@ -321,8 +322,9 @@ struct BatchOptions {
   bool pad_remainder = false;
 };
 // BatchRows is the spec's Batch(batch_size, drop_remainder) (named apart from the Batch class):
-// it regroups rows into Batches of exactly batch_size rows (>= 1), except the last one (see
-// BatchOptions). Zero-copy when a batch lies inside one input block.
+// it regroups rows into Batches of exactly batch_size rows, except the last one (see
+// BatchOptions). batch_size is in [1, 2^24] (16777216; InvalidArgument outside): a batch is held in
+// memory whole. Zero-copy when a batch lies inside one input block.
 StatusOr<std::unique_ptr<Dataset>> BatchRows(std::unique_ptr<Dataset> input, int64_t batch_size,
                                              const BatchOptions& options = {});
 

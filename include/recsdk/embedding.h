@@ -86,7 +86,10 @@ class SparseTable {
 
 // create_table: validates `config` and `optimizer` (the sparse optimizer decides the slots each
 // row carries, so it is fixed when the table is made) and adds a TableHandle node named after the
-// table. InvalidArgument for an invalid config or a second table of the same name in the graph.
+// table. InvalidArgument for an invalid config or a second table of the same name in the graph
+// -- except under a scope with variable reuse (Scope::WithVariableReuse, as the Estimator builds
+// its train, eval and predict branches), where the existing table of that name is returned (its
+// dim and optimizer must match), so all branches share one table.
 StatusOr<SparseTable> create_table(const Scope& scope, const TableConfig& config,
                                    const SparseOptimizerConfig& optimizer);
 
@@ -224,6 +227,13 @@ StatusOr<Node*> SparseMinimize(const Scope& scope, Output loss,
 // LookupTable: the table `name` of a Session, created from its graph's TableHandle if no step has
 // run yet. NotFound naming the tables that exist. The pointer lives as long as the Session.
 StatusOr<EmbeddingTable*> LookupTable(Session& session, std::string_view name);
+// set_threshold: changes the admission threshold of the session's table `table_name` during
+// training (EmbeddingTable::SetAccessThreshold), under the table's resolve lock, so a key stage
+// resolving ahead sees the old threshold for the batches it already resolved and the new one for
+// every later batch. Errors as SetAccessThreshold's, and NotFound for an unknown table. Call it
+// between Session::Run calls (SetThresholdHook in hooks.h does it at a given step).
+Status set_threshold(Session& session, std::string_view table_name, int64_t access_threshold);
+
 // SessionTables: every table of the session's graph, in creation order (for EvictHook).
 StatusOr<std::vector<EmbeddingTable*>> SessionTables(Session& session);
 

@@ -38,7 +38,9 @@ struct MlpOptions {
   std::string name = "mlp";
 };
 
-// MLP: layers named "<name>/dense", "<name>/dense_1", ... (and "<name>/logits").
+// MLP: layers named "<name>/dense", "<name>/dense_1", ... (and "<name>/logits"). Under a scope
+// with variable reuse (Scope::WithVariableReuse), a second Mlp of the same name shares the
+// first's weights: the natural way to build an eval branch beside a training one.
 Output Mlp(const Scope& scope, Output x, const MlpOptions& options);
 
 }  // namespace recsdk::layers

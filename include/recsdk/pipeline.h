@@ -60,8 +60,19 @@ StatusOr<ModifyGraphResult> ModifyGraph(Graph* graph);
 // default number of key stage threads.
 inline constexpr char kKeyProcessThreadNumEnv[] = "KEY_PROCESS_THREAD_NUM";
 
+// KeyStageChannel: which lookups a key stage serves (the spec's get_initializer(True) for
+// training and get_initializer(False) for evaluation). A training stage does the key work of the
+// moved lookups built with is_train = true (admission counts, inserts, timestamps); an evaluation
+// stage that of the lookups built with is_train = false, which only read (unknown keys read the
+// table's serving_default_value; nothing is inserted or counted). A stage never does the other
+// channel's key work, so evaluating through the key stage cannot admit or refresh a key, and a
+// step must fetch only outputs of its channel's lookups (the other channel's are not fed).
+enum class KeyStageChannel { kTrain, kEval };
+
 // KeyStageOptions.
 struct KeyStageOptions {
+  // channel: see KeyStageChannel. Default kTrain.
+  KeyStageChannel channel = KeyStageChannel::kTrain;
   // key_process_thread_num: threads doing key work; >= 1. Batches are prepared in parallel; each
   // table is resolved in batch order. When unset (the default), KeyStage::Start reads the
   // environment variable KEY_PROCESS_THREAD_NUM, as the spec does: a decimal integer >= 1 (a
@@ -103,6 +114,7 @@ class KeyStage {
   // AfterStep: runs `hook` (EvictHook::AfterStep) on the session's tables, protecting every row a
   // prepared batch refers to: keys last accessed at or after the oldest timestamp of a prepared
   // batch are kept until that batch has run. Call it after each Session::Run of a training step.
+  // FailedPrecondition on an evaluation stage (eviction belongs to training).
   StatusOr<int64_t> AfterStep(EvictHook& hook, int64_t global_step);
 
   // Stop: stops and joins the workers; later Next calls return false. Idempotent.
@@ -110,6 +122,7 @@ class KeyStage {
 
   // keys_processed: ids the stage has deduplicated and resolved so far.
   int64_t keys_processed() const;
+  KeyStageChannel channel() const;
   // key_process_thread_num: the number of worker threads the stage runs (from the options, or
   // from KEY_PROCESS_THREAD_NUM, see KeyStageOptions).
   int key_process_thread_num() const;

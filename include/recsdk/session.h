@@ -10,6 +10,7 @@
 #ifndef RECSDK_SESSION_H_
 #define RECSDK_SESSION_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -18,6 +19,7 @@
 
 #include "recsdk/config.h"
 #include "recsdk/graph.h"
+#include "recsdk/observer.h"
 #include "recsdk/status.h"
 #include "recsdk/tensor.h"
 
@@ -38,6 +40,24 @@ struct TensorName {
 };
 
 using FeedList = std::vector<std::pair<TensorName, Tensor>>;
+
+// RunOptions: per-run choices.
+struct RunOptions {
+  // observers: watch every node this run executes (observer.h), in this order. Not owned; they
+  // must outlive the call. Empty (default): no observation, no cost.
+  std::vector<ExecutionObserver*> observers;
+};
+
+// BatchSource: where Session::RunLoop pulls each step's feeds from: sets *feeds and returns true,
+// or returns false at the end of the data. A KeyStage fits:
+//   [&](FeedList* f) { return stage->Next(f); }
+using BatchSource = std::function<StatusOr<bool>(FeedList* feeds)>;
+
+// LoopResult: what Session::RunLoop did.
+struct LoopResult {
+  int64_t steps = 0;            // steps run (fewer than asked when the data ended)
+  std::vector<Tensor> outputs;  // the fetches of the last step run (empty when none ran)
+};
 
 // SessionStats: memory accounting of the device the session runs on.
 struct SessionStats {
@@ -64,6 +84,23 @@ class Session {
              const std::vector<TensorName>& targets, std::vector<Tensor>* outputs);
   StatusOr<std::vector<Tensor>> Run(const FeedList& feeds, const std::vector<TensorName>& fetches,
                                     const std::vector<TensorName>& targets = {});
+  // Run with per-run options (observers). With profiling_mode on, the session's profiler observes
+  // too and writes one Chrome trace per call (SessionConfig::profiling_dir).
+  Status Run(const RunOptions& options, const FeedList& feeds,
+             const std::vector<TensorName>& fetches, const std::vector<TensorName>& targets,
+             std::vector<Tensor>* outputs);
+
+  // RunLoop: `iterations` training steps in one call (the spec's iterations_per_loop): each step
+  // pulls its feeds from `next` and runs fetches and targets; returns the last step's fetches.
+  // `iterations` must equal SessionConfig::iterations_per_loop (InvalidArgument otherwise, the
+  // spec's check against set_iteration_per_loop). Stops early, without error, when the data ends.
+  StatusOr<LoopResult> RunLoop(int64_t iterations, const BatchSource& next,
+                               const std::vector<TensorName>& fetches,
+                               const std::vector<TensorName>& targets = {},
+                               const RunOptions& options = {});
+
+  // applied_passes: the graph passes Session::Create ran, in order (disabled ones excluded).
+  const std::vector<std::string>& applied_passes() const;
 
   // Close releases variables and device memory. Later Run calls fail with FailedPrecondition.
   Status Close();

@@ -8,7 +8,7 @@
 // ApplyGradients (backward).
 //
 // Threading: the batch methods parallelise internally with oneTBB. Methods that change which
-// keys the table holds (Resolve in training mode, Evict*, ImportNpy, Restore) need exclusive
+// keys the table holds (Resolve in training mode, Evict*, ImportNpy, LoadSnapshot) need exclusive
 // access to the table. Resolve in evaluation mode, FindRow and ReadRow read the key index: they
 // may overlap each other but none of those (the graph ops take a reader-writer lock per table
 // and batch for this). Gather* and ApplyGradients/ApplyGradientsByAddress only touch the rows
@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -58,8 +59,7 @@ struct TableConfig {
   // ssd_data_path: existing directories for the SSD tier; required iff ssd_vocabulary_size > 0.
   // Validated now, written to once the SSD tier exists.
   std::vector<std::string> ssd_data_path;
-  // is_save: whether checkpoints include this table. Default true. (Recorded for the checkpoint
-  // layer; Save() itself always works.)
+  // is_save: whether checkpoints (Saver, checkpoint.h) include this table. Default true.
   bool is_save = true;
   // is_dp: data-parallel table (every rank holds all keys, gradients allreduced) instead of being
   // sharded by key. Default false. Recorded for the distributed layer.
@@ -125,6 +125,66 @@ void DedupKeys(absl::Span<const int32_t> keys, DedupResult* out);
 void AggregateGradients(absl::Span<const uint32_t> restore_index, const float* grads, int dim,
                         int64_t num_unique, float* out);
 
+// UninitializedAllocator: std::allocator whose value-initialisation (vector::resize) leaves
+// trivial elements uninitialised. Snapshots resize their row buffers and overwrite every element
+// at once, so the zero fill would be a wasted pass over hundreds of megabytes.
+// Large buffers (1 MiB and up) are their own mappings with transparent huge pages, so filling
+// hundreds of megabytes takes hundreds of page faults, not hundreds of thousands.
+namespace internal {
+void* AllocateSnapshotBuffer(size_t bytes);               // throws std::bad_alloc
+void FreeSnapshotBuffer(void* p, size_t bytes) noexcept;  // bytes as allocated
+}  // namespace internal
+template <typename T>
+struct UninitializedAllocator : std::allocator<T> {
+  using value_type = T;
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  T* allocate(size_t n) { return static_cast<T*>(internal::AllocateSnapshotBuffer(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) noexcept { internal::FreeSnapshotBuffer(p, n * sizeof(T)); }
+  UninitializedAllocator() = default;
+  template <typename U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}  // NOLINT
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+// RowBuffer: the rows of a snapshot, [rows, dim + slots] floats.
+using RowBuffer = std::vector<float, UninitializedAllocator<float>>;
+
+// TableSnapshot: a table's rows at one moment (EmbeddingTable::Snapshot), in key order.
+struct TableSnapshot {
+  // Identity of the table the rows came from; LoadSnapshot checks them against its own.
+  std::string table_name;
+  int dim = 0;
+  int num_slots = 0;
+  SparseOptimizerKind optimizer = SparseOptimizerKind::kSGD;
+  DType key_dtype = DType::kInt64;
+  bool is_delta = false;
+  // keys: sorted, unique. rows: [keys.size(), dim + num_slots] embedding then slots.
+  // timestamps: [keys.size()] last access per key, or empty when the table does not evict.
+  std::vector<int64_t> keys;
+  RowBuffer rows;
+  std::vector<int64_t> timestamps;
+  // removed_keys: deltas only: keys evicted since the previous snapshot (sorted, unique).
+  std::vector<int64_t> removed_keys;
+  // Keys counting toward admission without a row yet: key, count, latest timestamp (sorted).
+  std::vector<int64_t> pending_keys;
+  std::vector<float> pending_counts;
+  std::vector<int64_t> pending_timestamps;
+  // data_time: the table's data time (INT64_MIN before any timestamp).
+  int64_t data_time = 0;
+  // access_threshold: the admission threshold at the snapshot (set_threshold may have changed
+  // it since creation); -1 for a table without admission.
+  int64_t access_threshold = -1;
+};
+
 // EmbeddingTable: one sparse table. Create with EmbeddingTable::Create.
 class EmbeddingTable {
  public:
@@ -174,7 +234,8 @@ class EmbeddingTable {
   // from the initializer, timestamps refresh. Keys not admitted (and in kEval, unknown keys) map
   // to kDefaultRow; padding keys to kPaddingRow. Errors (nothing is changed then):
   // ResourceExhausted when admitted new keys exceed the free rows; InvalidArgument for a key
-  // outside an int32 table's range. Needs exclusive access in kTrain.
+  // outside an int32 table's range, or when rows (and counts or timestamps, when not empty) do
+  // not hold one entry per key. Needs exclusive access in kTrain.
   [[nodiscard]] virtual Status Resolve(absl::Span<const int64_t> unique_keys,
                                        absl::Span<const uint32_t> counts,
                                        absl::Span<const int64_t> timestamps, LookupMode mode,
@@ -188,7 +249,8 @@ class EmbeddingTable {
                               absl::Span<const uint32_t> restore_index, float* out) const = 0;
   // GatherPooled: out[b, :] = combiner over j < n of the embedding of
   // unique_rows[restore_index[b * n + j]]; restore_index.size() must be batch * n.
-  // InvalidArgument when it is not.
+  // InvalidArgument when it is not, when a restore index is past unique_rows, or when a row id is
+  // not one of the table's rows.
   [[nodiscard]] virtual Status GatherPooled(absl::Span<const uint32_t> unique_rows,
                                             absl::Span<const uint32_t> restore_index, int64_t batch,
                                             int64_t n, Combiner combiner, float* out) const = 0;
@@ -203,7 +265,9 @@ class EmbeddingTable {
                               int64_t step) = 0;
   // RowAddresses: the address of each row's first float (nullptr for sentinels); stable until
   // the row is evicted. The by-address optimizers and the LOCAL_EMB-style collections use them.
-  virtual void RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> addresses) = 0;
+  // InvalidArgument when the spans differ in size or a row id is not one of the table's rows.
+  [[nodiscard]] virtual Status RowAddresses(absl::Span<const uint32_t> rows,
+                                            absl::Span<float*> addresses) = 0;
   // ApplyGradientsByAddress: ApplyGradients through addresses from RowAddresses; null skipped.
   virtual void ApplyGradientsByAddress(absl::Span<float* const> addresses,
                                        const float* summed_grads, int64_t step) = 0;
@@ -214,6 +278,14 @@ class EmbeddingTable {
   [[nodiscard]] virtual StatusOr<int64_t> EvictStale() = 0;
   // EvictLastAccessedAtOrBefore: the same with an explicit cutoff timestamp.
   [[nodiscard]] virtual StatusOr<int64_t> EvictLastAccessedAtOrBefore(int64_t cutoff) = 0;
+
+  // SetAccessThreshold (the spec's set_threshold): changes the admission threshold of a table
+  // created with admission (access_threshold >= 0) to `access_threshold` (>= 0); config() shows
+  // the new value. Keys already counted keep their counts and are admitted by the new threshold at
+  // their next occurrence. InvalidArgument for a value below 0; FailedPrecondition naming the
+  // table for a table without admission (admission cannot be switched on or off mid-training).
+  // Exclusive access (set_threshold in embedding.h takes the key stage's lock for you).
+  [[nodiscard]] virtual Status SetAccessThreshold(int64_t access_threshold) = 0;
 
   // FindRow: the row of `key`, or kDefaultRow when it has none (kPaddingRow for padding keys).
   virtual uint32_t FindRow(int64_t key) const = 0;
@@ -229,24 +301,40 @@ class EmbeddingTable {
   // ImportNpy: sets the embeddings of the keys in the files (new keys get a row with fresh
   // optimizer slots; padding keys are skipped). Both files are read and checked before anything
   // changes, so on any error the table is unchanged. NotFound when a file does not exist;
-  // DataLoss for a truncated or corrupt file or files that disagree (dtype, shape, dim);
+  // PermissionDenied when it cannot be read; InvalidArgument when it is not a regular file;
+  // DataLoss for a truncated or corrupt file, files that disagree (dtype, shape, dim) or a key
+  // listed twice;
   // ResourceExhausted when the rows do not fit. Exclusive access.
   [[nodiscard]] virtual Status ImportNpy(const std::string& keys_path,
                                          const std::string& values_path) = 0;
-  // Save: writes rows with optimizer slots, timestamps, pending admission counts and data time to
-  // `dir` (created if missing): table.json with checksums plus .npy payloads.
-  [[nodiscard]] virtual Status Save(const std::string& dir) const = 0;
-  // Restore: replaces the contents with what Save wrote. Every file is read and verified before
-  // the contents are replaced, so on any error the table is left unchanged. DataLoss for missing,
-  // truncated or corrupt files (checksums, duplicate keys); FailedPrecondition when dim, slots or
-  // optimizer differ. Exclusive access.
-  [[nodiscard]] virtual Status Restore(const std::string& dir) = 0;
+  // Snapshot: the table's state at this moment, for checkpoints (checkpoint.h writes it; the
+  // table has no file format of its own). kFull: every row (embedding + slots), its timestamp,
+  // the pending admission counts and data_time. kDelta: only the rows changed (inserted, trained,
+  // imported, touched) since the previous Snapshot of either kind, and the keys evicted since
+  // (removed_keys), plus all pending admission counts and data_time. kFull and kDelta restart the
+  // change tracking, so after a snapshot that is not written, the next delta is incomplete:
+  // take a kFull one instead. Rows and their slots are copied together, so a row never mixes
+  // two steps. O(capacity) for the scan plus O(rows copied). Exclusive access (no step running).
+  // kFullKeepTracking: a kFull snapshot that leaves the change tracking as it is (exports,
+  // which must not break the delta chain of the checkpoints).
+  enum class SnapshotKind { kFull, kDelta, kFullKeepTracking };
+  [[nodiscard]] virtual StatusOr<TableSnapshot> Snapshot(SnapshotKind kind) = 0;
+  // LoadSnapshot: replaces the contents with a kFull snapshot, or (kDelta) applies a delta on
+  // top of the current contents: evicts its removed_keys, then writes its rows. Everything is
+  // checked before anything changes, so on error the table is unchanged: FailedPrecondition when
+  // dim, slots, optimizer or key dtype differ (naming both values); DataLoss for inconsistent
+  // arrays, duplicate keys or keys outside an int32 table's range; ResourceExhausted when the
+  // rows do not fit. Resets the change tracking. Exclusive access.
+  [[nodiscard]] virtual Status LoadSnapshot(const TableSnapshot& snapshot) = 0;
+
+  // Save / Restore of a single table moved to the checkpoint layer: SaveTable / RestoreTable in
+  // recsdk/checkpoint.h (same directory layout as a checkpoint's table payloads, CRC32C-checked).
 
  protected:
   EmbeddingTable(const TableConfig& config, const SparseOptimizerConfig& optimizer)
       : config_(config), optimizer_(optimizer), num_slots_(optimizer.NumSlots(config.dim)) {}
 
-  const TableConfig config_;
+  TableConfig config_;  // only access_threshold changes after creation (SetAccessThreshold)
   const SparseOptimizerConfig optimizer_;
   const int num_slots_;
 };

@@ -28,9 +28,18 @@ struct VariableOptions {
 class Variable {
  public:
   Variable() = default;
-  // MakeVariable: builds a variable named `name` under scope (uniquified).
+  // Make: builds a variable named `name` under scope (uniquified). Under a scope with variable
+  // reuse (Scope::WithVariableReuse) it is GetOrCreate (kAutoReuse) or returns the existing
+  // variable (kReuse; a graph error naming it when it does not exist).
   static Variable Make(const Scope& scope, std::string_view name, const Shape& shape,
                        const VariableOptions& options = {});
+  // GetOrCreate (TensorFlow's get_variable under AUTO_REUSE): the variable
+  // "<scope.variable_prefix()>/<name>" if the graph has it, else a new one of exactly that name.
+  // An existing variable of another shape or dtype, or a non-variable node of that name, is a
+  // graph error naming the variable and both shapes; the result is then invalid. A reused
+  // variable keeps its own initializer and trainable flag (`options` apply only on creation).
+  static Variable GetOrCreate(const Scope& scope, std::string_view name, const Shape& shape,
+                              const VariableOptions& options = {});
   // FromGraph: the variable whose handle node is `name`.
   static StatusOr<Variable> FromGraph(const Graph& graph, std::string_view name);
 

@@ -2,10 +2,13 @@
 #include "recsdk/tensor.h"
 
 #include <cstdlib>
+#include <new>
+#include <optional>
 #include <string>
 
 #include "fmt/format.h"
 #include "src/common/check.h"
+#include "src/common/checked_math.h"
 
 namespace recsdk {
 namespace {
@@ -21,14 +24,26 @@ class HostBuffer final : public TensorBuffer {
 std::shared_ptr<TensorBuffer> AllocateHostBuffer(size_t bytes) {
   const size_t rounded = (bytes + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-  RECSDK_CHECK_MSG(p != nullptr, "host allocation failed");
+  // A failed allocation throws like operator new, so the public boundary (CatchExceptions,
+  // Session::Run) reports ResourceExhausted instead of the process aborting.
+  if (p == nullptr || rounded < bytes) throw std::bad_alloc();
   std::memset(p, 0, rounded == 0 ? 64 : rounded);
   return std::make_shared<HostBuffer>(p, bytes);
 }
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   RECSDK_CHECK_MSG(shape_.IsFullyDefined(), "Tensor shape must be fully defined");
-  num_elements_ = shape_.num_elements();
+  // The byte count of a shape from a file or a caller must not wrap into a small allocation.
+  std::optional<int64_t> elements = int64_t{1};
+  for (int64_t d : shape_.dims()) {
+    if (elements.has_value()) elements = internal::CheckedMul(*elements, d);
+  }
+  std::optional<uint64_t> bytes;
+  if (elements.has_value()) {
+    bytes = internal::CheckedMul<uint64_t>(static_cast<uint64_t>(*elements), DTypeSize(dtype_));
+  }
+  if (!bytes.has_value() || *bytes > (uint64_t{1} << 62)) throw std::bad_alloc();
+  num_elements_ = *elements;
   buffer_ = AllocateHostBuffer(TotalBytes());
 }
 

@@ -47,6 +47,7 @@ class OpKernelContext {
 
   int num_inputs() const { return static_cast<int>(inputs_.size()); }
   const Tensor& input(int i) const { return *inputs_[i]; }
+  const std::vector<const Tensor*>& inputs() const { return inputs_; }
 
   // allocate_output: a zero-filled tensor of the node's output dtype, counted against the
   // device's graph memory.

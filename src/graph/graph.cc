@@ -160,6 +160,7 @@ StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
           "op \"{}\" ({}): a control input is not a node of this graph", spec.name, spec.type));
     }
   }
+  RECSDK_RETURN_IF_ERROR(internal::ValidateAttrs(*def, spec.name, spec.attrs));
   std::vector<DType> dtypes;
   std::vector<Shape> shapes;
   internal::InferenceContext ctx(spec, &dtypes, &shapes);

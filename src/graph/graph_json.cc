@@ -4,11 +4,15 @@
 // "nodes": [{"name", "op", "device", "inputs": ["a:0", "^b"], "attrs": {k: {"type", "value"}},
 // "outputs": [{"dtype", "shape"}]}]}. Tensors are {"dtype", "shape", "data": base64 of the raw
 // little-endian bytes}, so values round-trip bit for bit.
+#include <cstring>
+#include <new>
+#include <optional>
 #include <string>
 
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 #include "recsdk/graph.h"
+#include "src/common/checked_math.h"
 #include "src/common/status_macros.h"
 
 namespace recsdk {
@@ -68,9 +72,22 @@ json ShapeToJson(const Shape& s) {
   return a;
 }
 
-Shape ShapeFromJson(const json& j) {
+// ShapeFromJson: each dimension a size >= 0 or -1 (unknown), at most 32 of them.
+StatusOr<Shape> ShapeFromJson(const json& j) {
+  if (!j.is_array() || j.size() > 32) {
+    return absl::DataLossError(
+        fmt::format("graph JSON shape {} is not an array of at most 32 dimensions", j.dump()));
+  }
   Shape s;
-  for (const auto& d : j) s.AddDim(d.get<int64_t>());
+  for (const auto& d : j) {
+    const int64_t v = d.get<int64_t>();
+    if (v < Shape::kUnknownDim) {
+      return absl::DataLossError(fmt::format(
+          "graph JSON shape {} has dimension {}; dimensions are sizes >= 0 or -1 (unknown)",
+          j.dump(), v));
+    }
+    s.AddDim(v);
+  }
   return s;
 }
 
@@ -85,15 +102,27 @@ json TensorToJson(const Tensor& t) {
 StatusOr<Tensor> TensorFromJson(const json& j) {
   auto dtype = ParseDType(j.at("dtype").get<std::string>());
   if (!dtype.ok()) return dtype.status();
-  Shape shape = ShapeFromJson(j.at("shape"));
+  RECSDK_ASSIGN_OR_RETURN(Shape shape, ShapeFromJson(j.at("shape")));
   if (!shape.IsFullyDefined()) return absl::DataLossError("tensor attribute has an unknown shape");
   auto bytes = Base64Decode(j.at("data").get<std::string>());
   if (!bytes.ok()) return bytes.status();
-  Tensor t(*dtype, shape);
-  if (bytes->size() != t.TotalBytes()) {
-    return absl::DataLossError(fmt::format("tensor attribute holds {} bytes, its shape needs {}",
-                                           bytes->size(), t.TotalBytes()));
+  // The size the shape needs, overflow-checked, must match the data before anything is
+  // allocated: a crafted shape must not size an allocation.
+  if (DTypeSize(*dtype) == 0) {
+    return absl::DataLossError(
+        fmt::format("tensor attribute has dtype {}, which holds no numbers", DTypeName(*dtype)));
   }
+  std::optional<uint64_t> need = static_cast<uint64_t>(DTypeSize(*dtype));
+  for (int64_t d : shape.dims()) {
+    if (need.has_value()) need = internal::CheckedMul<uint64_t>(*need, static_cast<uint64_t>(d));
+  }
+  if (!need.has_value() || *need != bytes->size()) {
+    return absl::DataLossError(
+        fmt::format("tensor attribute {} {} holds {} bytes, its shape needs {}", DTypeName(*dtype),
+                    shape.ToString(), bytes->size(),
+                    need.has_value() ? fmt::format("{}", *need) : std::string("more than 2^64")));
+  }
+  Tensor t(*dtype, shape);
   if (!bytes->empty()) std::memcpy(t.raw_data(), bytes->data(), bytes->size());
   return t;
 }
@@ -158,8 +187,11 @@ StatusOr<AttrValue> AttrFromJson(const json& j) {
       if (!d.ok()) return d.status();
       return AttrValue(*d);
     }
-    case AttrValue::Type::kShape:
-      return AttrValue(ShapeFromJson(v));
+    case AttrValue::Type::kShape: {
+      auto s = ShapeFromJson(v);
+      if (!s.ok()) return s.status();
+      return AttrValue(*std::move(s));
+    }
     case AttrValue::Type::kInts:
       return AttrValue(v.get<std::vector<int64_t>>());
     case AttrValue::Type::kFloats:
@@ -262,13 +294,19 @@ StatusOr<std::unique_ptr<Graph>> Graph::FromJson(std::string_view text) {
         auto d = ParseDType(o.at("dtype").get<std::string>());
         if (!d.ok()) return d.status();
         dtypes.push_back(*d);
-        shapes.push_back(ShapeFromJson(o.at("shape")));
+        RECSDK_ASSIGN_OR_RETURN(Shape shape, ShapeFromJson(o.at("shape")));
+        shapes.push_back(std::move(shape));
       }
       g->AddNodeUnchecked(std::move(spec), std::move(dtypes), std::move(shapes));
     }
     return g;
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(fmt::format("graph JSON is malformed: {}", e.what()));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("graph JSON: out of memory while loading the graph");
+  } catch (const std::exception& e) {
+    // No exception leaves a public function: anything else from the STL becomes a Status.
+    return absl::InvalidArgumentError(fmt::format("graph JSON could not be loaded: {}", e.what()));
   }
 }
 

@@ -56,9 +56,12 @@ Output Dense(const Scope& scope, Output x, const DenseOptions& options) {
 Output Mlp(const Scope& scope, Output x, const MlpOptions& options) {
   const Scope s = scope.NewSubScope(options.name);
   Output h = x;
-  for (int64_t units : options.hidden_units) {
+  for (size_t i = 0; i < options.hidden_units.size(); ++i) {
     DenseOptions d;
-    d.units = units;
+    d.units = options.hidden_units[i];
+    // Named explicitly (what the uniquified sub-scopes would be in a fresh scope), so that under
+    // variable reuse a second call names, and shares, the same layers.
+    d.name = i == 0 ? "dense" : fmt::format("dense_{}", i);
     d.activation = options.activation;
     d.kernel_initializer = options.kernel_initializer;
     d.bias_initializer = options.bias_initializer;

@@ -110,6 +110,7 @@ OpRegistry& OpRegistry::Global() {
     RegisterNnOps(*r);
     RegisterStateOps(*r);
     RegisterRandomOps(*r);
+    DeclareCoreAttrSchemas(*r);
     return r;
   }();
   return *registry;
@@ -125,6 +126,85 @@ const OpDef* OpRegistry::Find(std::string_view type) const {
   absl::MutexLock lock(&mu_);
   auto it = ops_.find(std::string(type));
   return it == ops_.end() ? nullptr : it->second.get();
+}
+
+Status OpRegistry::DeclareAttrs(std::string_view type, std::vector<AttrDef> attrs) {
+  absl::MutexLock lock(&mu_);
+  auto it = ops_.find(std::string(type));
+  if (it == ops_.end()) {
+    return absl::FailedPreconditionError(
+        fmt::format("DeclareAttrs: op type \"{}\" is not registered; register it first", type));
+  }
+  it->second->attrs = std::move(attrs);
+  it->second->attrs_declared = true;
+  return absl::OkStatus();
+}
+
+std::string_view AttrTypeName(AttrValue::Type type) {
+  using T = AttrValue::Type;
+  switch (type) {
+    case T::kNone:
+      return "none";
+    case T::kInt:
+      return "int";
+    case T::kFloat:
+      return "float";
+    case T::kBool:
+      return "bool";
+    case T::kString:
+      return "string";
+    case T::kDType:
+      return "dtype";
+    case T::kShape:
+      return "shape";
+    case T::kInts:
+      return "list(int)";
+    case T::kFloats:
+      return "list(float)";
+    case T::kStrings:
+      return "list(string)";
+    case T::kTensor:
+      return "tensor";
+  }
+  return "unknown";
+}
+
+const AttrDef* OpDef::FindAttr(std::string_view name) const {
+  for (const AttrDef& a : attrs) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+Status ValidateAttrs(const OpDef& def, std::string_view node_name, const AttrMap& attrs) {
+  if (!def.attrs_declared) return absl::OkStatus();
+  for (const auto& [name, value] : attrs) {
+    const AttrDef* a = def.FindAttr(name);
+    if (a == nullptr) {
+      std::vector<std::string> known;
+      for (const AttrDef& d : def.attrs) known.push_back(d.name);
+      return absl::InvalidArgumentError(
+          fmt::format("node \"{}\" ({}): unknown attribute \"{}\"; the op's attributes are [{}]",
+                      node_name, def.type, name, fmt::join(known, ", ")));
+    }
+    const AttrValue::Type got = value.type();
+    const bool widened = a->type == AttrValue::Type::kFloat && got == AttrValue::Type::kInt;
+    if (got != a->type && !widened) {
+      return absl::InvalidArgumentError(fmt::format(
+          "node \"{}\" ({}): attribute \"{}\" is {} {} but the op expects {}; pass a value of "
+          "type {}",
+          node_name, def.type, name, AttrTypeName(got), value.ToString(), AttrTypeName(a->type),
+          AttrTypeName(a->type)));
+    }
+  }
+  for (const AttrDef& a : def.attrs) {
+    if (a.required && !attrs.contains(a.name)) {
+      return absl::InvalidArgumentError(
+          fmt::format("node \"{}\" ({}): required attribute \"{}\" ({}) is missing", node_name,
+                      def.type, a.name, AttrTypeName(a.type)));
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::vector<std::string> OpRegistry::OpTypes() const {

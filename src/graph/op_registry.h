@@ -80,6 +80,29 @@ using GradFn = std::function<Status(const Scope& scope, const Node& node,
                                     const std::vector<Output>& grad_outputs,
                                     std::vector<Output>* grad_inputs)>;
 
+// AttrDef: one attribute of an op's schema. A required attribute must be present on every node of
+// the op; an optional one may be absent, and then `default_value` is what the kernels and shape
+// functions assume (the fallback they pass to Node::IntAttr & co.). A present attribute must have
+// `type`, except that an int is accepted where a float is declared (it widens exactly as
+// Node::FloatAttr reads it).
+struct AttrDef {
+  std::string name;
+  AttrValue::Type type = AttrValue::Type::kNone;
+  bool required = false;
+  AttrValue default_value;  // kNone when required or when "absent" means "not set"
+};
+
+// Attr / RequiredAttr: AttrDef builders for schema tables.
+inline AttrDef Attr(std::string name, AttrValue::Type type, AttrValue default_value = {}) {
+  return AttrDef{std::move(name), type, false, std::move(default_value)};
+}
+inline AttrDef RequiredAttr(std::string name, AttrValue::Type type) {
+  return AttrDef{std::move(name), type, true, {}};
+}
+
+// AttrTypeName: "bool", "int", "list(int)", ... for messages.
+std::string_view AttrTypeName(AttrValue::Type type);
+
 struct OpDef {
   std::string type;
   int min_inputs = 0;
@@ -91,7 +114,19 @@ struct OpDef {
   GradFn grad_fn;  // empty: not differentiable (error if a gradient must flow through it)
   // no_gradient: gradients stop here silently (comparisons, integer ops, random sources).
   bool no_gradient = false;
+  // attrs: the attribute schema. attrs_declared is false for an op registered without one (then
+  // only the types of declared attributes could be checked, and there are none: such an op is a
+  // gap that the registry test reports).
+  std::vector<AttrDef> attrs;
+  bool attrs_declared = false;
+
+  const AttrDef* FindAttr(std::string_view name) const;
 };
+
+// ValidateAttrs: checks a node's attributes against its op's schema: every required attribute is
+// present, every present one has the declared type, and none is unknown. InvalidArgument names the
+// node, the op, the attribute, the type found and the type expected.
+Status ValidateAttrs(const OpDef& def, std::string_view node_name, const AttrMap& attrs);
 
 class OpRegistry {
  public:
@@ -101,6 +136,9 @@ class OpRegistry {
   // Register adds or replaces an op definition.
   void Register(OpDef def);
   const OpDef* Find(std::string_view type) const;
+  // DeclareAttrs sets the attribute schema of a registered op type. FailedPrecondition when the
+  // type is not registered (a registration-order bug).
+  Status DeclareAttrs(std::string_view type, std::vector<AttrDef> attrs);
   std::vector<std::string> OpTypes() const;
 
  private:
@@ -114,6 +152,8 @@ void RegisterMathOps(OpRegistry& registry);
 void RegisterNnOps(OpRegistry& registry);
 void RegisterStateOps(OpRegistry& registry);
 void RegisterRandomOps(OpRegistry& registry);
+// The attribute schemas of the core ops (src/graph/ops/attr_schemas.cc), declared after the ops.
+void DeclareCoreAttrSchemas(OpRegistry& registry);
 
 // BroadcastShapes: NumPy broadcasting of two (possibly partially known) shapes.
 StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b);

@@ -11,10 +11,32 @@ std::string Scope::FullName(std::string_view name) const {
   return prefix_ + "/" + std::string(name);
 }
 
+std::string Scope::VariableName(std::string_view name) const {
+  if (var_prefix_.empty()) return std::string(name);
+  return var_prefix_ + "/" + std::string(name);
+}
+
 Scope Scope::NewSubScope(std::string_view name) const {
   Scope s = *this;
   s.prefix_ = graph_->UniqueName(FullName(name));
+  // Without reuse, variables follow the (uniquified) op names as they always have; with reuse
+  // they take the name as given, so rebuilding the same model names the same variables.
+  s.var_prefix_ = reuse_ == VariableReuse::kNone ? s.prefix_ : VariableName(name);
   s.op_name_.clear();
+  return s;
+}
+
+Scope Scope::NewNameScope(std::string_view name) const {
+  Scope s = *this;
+  s.prefix_ = graph_->UniqueName(FullName(name));
+  if (reuse_ == VariableReuse::kNone) s.var_prefix_ = s.prefix_;
+  s.op_name_.clear();
+  return s;
+}
+
+Scope Scope::WithVariableReuse(VariableReuse reuse) const {
+  Scope s = *this;
+  s.reuse_ = reuse;
   return s;
 }
 

@@ -8,10 +8,80 @@
 
 namespace recsdk {
 
+namespace {
+
+// FindExisting: the variable `full` if the graph has one; records an error (and returns an
+// invalid variable through *error = true) when the name is taken by something else or the
+// variable does not match.
+Variable FindExisting(const Scope& scope, const std::string& full, const Shape& shape, DType dtype,
+                      bool* error) {
+  *error = false;
+  Graph* g = scope.graph();
+  Node* node = g->FindNode(full);
+  if (node == nullptr) return Variable();
+  auto existing = Variable::FromGraph(*g, full);
+  if (!existing.ok()) {
+    g->RecordError(absl::InvalidArgumentError(fmt::format(
+        "variable \"{}\": reuse found a {} node of that name, not a variable; give the variable "
+        "or the other node another name",
+        full, node->type())));
+    *error = true;
+    return Variable();
+  }
+  if (existing->shape() != shape || existing->dtype() != dtype) {
+    g->RecordError(absl::InvalidArgumentError(fmt::format(
+        "variable \"{}\": reuse asks for {} {} but the existing variable is {} {}; under "
+        "variable reuse two layers of the same name share weights, so give different layers "
+        "different names",
+        full, DTypeName(dtype), shape.ToString(), DTypeName(existing->dtype()),
+        existing->shape().ToString())));
+    *error = true;
+    return Variable();
+  }
+  return *existing;
+}
+
+}  // namespace
+
+Variable Variable::GetOrCreate(const Scope& scope, std::string_view name, const Shape& shape,
+                               const VariableOptions& options) {
+  if (!scope.ok()) return Variable();
+  const std::string full = scope.VariableName(name);
+  bool error = false;
+  Variable found = FindExisting(scope, full, shape, options.dtype, &error);
+  if (error || found.valid()) return found;
+  // Created at the root under its exact name: the variable name ignores name scopes.
+  const Scope root = Scope(scope.graph()).WithDevice(scope.device());
+  Variable made = Make(root, full, shape, options);
+  if (made.valid() && made.name() != full) {
+    scope.graph()->RecordError(absl::InvalidArgumentError(fmt::format(
+        "variable \"{}\": the name is already used by a scope, so the variable would be \"{}\"; "
+        "rename the scope or the variable",
+        full, made.name())));
+    return Variable();
+  }
+  return made;
+}
+
 Variable Variable::Make(const Scope& scope, std::string_view name, const Shape& shape,
                         const VariableOptions& options) {
   Variable v;
   if (!scope.ok()) return v;
+  if (scope.variable_reuse() == VariableReuse::kAutoReuse) {
+    return GetOrCreate(scope.WithVariableReuse(VariableReuse::kNone), name, shape, options);
+  }
+  if (scope.variable_reuse() == VariableReuse::kReuse) {
+    const std::string full = scope.VariableName(name);
+    bool error = false;
+    Variable found = FindExisting(scope, full, shape, options.dtype, &error);
+    if (!error && !found.valid()) {
+      scope.graph()->RecordError(absl::NotFoundError(fmt::format(
+          "variable \"{}\": the scope says reuse (VariableReuse::kReuse) but no such variable "
+          "exists; build the model once without reuse first, or use kAutoReuse",
+          full)));
+    }
+    return found;
+  }
   if (Status s = options.initializer.Validate(); !s.ok()) {
     scope.graph()->RecordError(absl::InvalidArgumentError(
         fmt::format("variable \"{}\": {}", scope.FullName(name), s.message())));

@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include "fmt/format.h"
+#include "src/common/exception_guard.h"
+#include "src/common/file_open.h"
 #include "src/common/logging.h"
 #include "src/common/status_macros.h"
 #include "tbb/task_group.h"
@@ -19,15 +21,14 @@ FileCursor::~FileCursor() { Close(); }
 
 Status FileCursor::Open(const std::string& path) {
   Close();
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) {
-    return absl::NotFoundError(
-        fmt::format("cannot open \"{}\": {}; check the path", path, std::strerror(errno)));
-  }
+  // The file was a regular file when the pattern was expanded, but it may have been replaced
+  // since: OpenRegularFile checks the descriptor itself and never blocks on a pipe.
+  RECSDK_ASSIGN_OR_RETURN(fd_, OpenRegularFile(path, "dataset"));
   struct stat st;
   if (::fstat(fd_, &st) != 0) {
+    const int err = errno;
     Close();
-    return absl::InternalError(fmt::format("cannot stat \"{}\": {}", path, std::strerror(errno)));
+    return ErrnoToStatus(err, fmt::format("dataset: cannot stat \"{}\"", path));
   }
   size_ = st.st_size;
   offset_ = 0;
@@ -70,10 +71,11 @@ Status ValidateReaderOptions(const ReaderOptions& options, std::string_view who)
         "{}: chunk_bytes {} is outside [4096, 1 GiB]; the default 1 MiB suits most files", who,
         options.chunk_bytes));
   }
-  if (options.max_line_bytes < 16) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}: max_line_bytes {} is below 16; raise it above your longest line", who,
-                    options.max_line_bytes));
+  if (options.max_line_bytes < 16 || options.max_line_bytes > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: max_line_bytes {} is outside [16, 1 GiB]; set it just above your longest line (a "
+        "line is held in memory whole)",
+        who, options.max_line_bytes));
   }
   return absl::OkStatus();
 }
@@ -134,6 +136,7 @@ Status ChunkedSource::ReadLines(Chunk* chunk, bool* file_done) {
     }
     const size_t last_nl = data.rfind('\n');
     if (eof) {
+      if (CutAtLongLine(chunk)) return absl::OkStatus();  // the rest comes in the next chunk
       chunk->at_eof = true;
       *file_done = true;
       return absl::OkStatus();
@@ -141,6 +144,7 @@ Status ChunkedSource::ReadLines(Chunk* chunk, bool* file_done) {
     if (last_nl != std::string::npos) {
       carry_.assign(data, last_nl + 1);
       data.resize(last_nl + 1);
+      CutAtLongLine(chunk);
       return absl::OkStatus();
     }
     if (static_cast<int64_t>(data.size()) > options_.max_line_bytes) {
@@ -155,6 +159,35 @@ Status ChunkedSource::ReadLines(Chunk* chunk, bool* file_done) {
       return absl::OkStatus();
     }
   }
+}
+
+bool ChunkedSource::CutAtLongLine(Chunk* chunk) {
+  std::string& data = chunk->data;
+  const size_t limit = static_cast<size_t>(options_.max_line_bytes);
+  // No line can be longer than the data, so the usual case (max_line_bytes above the chunk size)
+  // costs nothing.
+  if (data.size() <= limit) return false;
+  size_t begin = 0;
+  while (begin < data.size()) {
+    const size_t nl = data.find('\n', begin);
+    const size_t end = nl == std::string::npos ? data.size() : nl;
+    if (end - begin > limit) {
+      // Rows before the line are parsed from this chunk; the line is reported (one reader line,
+      // numbered after them); what follows it goes back in front of the carry.
+      const size_t next = nl == std::string::npos ? data.size() : nl + 1;
+      carry_.insert(0, data, next, std::string::npos);
+      chunk->reader_errors.push_back(
+          RowError{MalformedReason::kTruncated, 0, -1,
+                   fmt::format("line of {} bytes is longer than max_line_bytes {} (raise "
+                               "ReaderOptions.max_line_bytes)",
+                               end - begin, options_.max_line_bytes)});
+      chunk->reader_lines = 1;
+      data.resize(begin);
+      return true;
+    }
+    begin = end + 1;
+  }
+  return false;
 }
 
 Status ChunkedSource::FillQueue() {
@@ -258,6 +291,10 @@ Status ChunkedSource::Merge(ParsedChunk& parsed, const Chunk& chunk, Batch* batc
 }
 
 StatusOr<bool> ChunkedSource::GetNext(Batch* batch) {
+  return CatchExceptions(kind_ + " reader", [&] { return GetNextUnguarded(batch); });
+}
+
+StatusOr<bool> ChunkedSource::GetNextUnguarded(Batch* batch) {
   for (;;) {
     if (ready_.empty()) {
       if (exhausted_) return false;

@@ -101,7 +101,12 @@ class ChunkedSource : public Dataset {
   Status ReadLines(Chunk* chunk, bool* file_done);
 
  private:
+  StatusOr<bool> GetNextUnguarded(Batch* batch);
   Status FillQueue();
+  // CutAtLongLine: when chunk->data holds a line longer than max_line_bytes, keeps the lines
+  // before it, reports it as a reader error and puts the bytes after it back in front of the
+  // carry; returns whether it cut.
+  bool CutAtLongLine(Chunk* chunk);
   // Merge applies the policy to one parsed chunk; *batch gets its rows.
   Status Merge(ParsedChunk& parsed, const Chunk& chunk, Batch* batch);
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include "fmt/format.h"
@@ -48,7 +49,8 @@ class ChunkBuffer final : public TensorBuffer {
   static std::shared_ptr<ChunkBuffer> Make(size_t bytes) {
     const size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
     void* p = std::aligned_alloc(64, rounded);
-    RECSDK_CHECK_MSG(p != nullptr, "out of host memory for a parsed chunk");
+    // Thrown, not a check: the reader's GetNext turns it into ResourceExhausted.
+    if (p == nullptr) throw std::bad_alloc();
     return std::shared_ptr<ChunkBuffer>(new ChunkBuffer(p, rounded));
   }
   ~ChunkBuffer() override { std::free(data()); }

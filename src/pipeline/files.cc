@@ -3,12 +3,43 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 
 #include "fmt/format.h"
 #include "recsdk/dataset.h"
+#include "src/common/file_open.h"
 
 namespace recsdk {
+namespace {
+
+// CheckRegularFile: OK when `path` is a regular file; otherwise NotFound (missing),
+// PermissionDenied, or InvalidArgument naming what it is (a named pipe would block a reader
+// forever, a directory or device is not data). `via` says where the path came from.
+Status CheckRegularFile(const std::string& path, std::string_view via) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT || err == ENOTDIR) {
+      return absl::NotFoundError(
+          fmt::format("dataset: file \"{}\"{} does not exist; check the path", path, via));
+    }
+    return internal::ErrnoToStatus(err, fmt::format("dataset: file \"{}\"{}", path, via));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a named pipe"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "a device";
+    return absl::InvalidArgumentError(fmt::format(
+        "dataset: \"{}\"{} is {}, not a regular file; inputs must be regular files (narrow the "
+        "pattern or copy the data into a file)",
+        path, via, kind));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 StatusOr<std::vector<std::string>> ExpandFilePatterns(const std::vector<std::string>& patterns) {
   std::vector<std::string> out;
@@ -26,20 +57,23 @@ StatusOr<std::vector<std::string>> ExpandFilePatterns(const std::vector<std::str
       continue;
     }
     if (pattern.find_first_of("*?[") == std::string::npos) {
-      struct stat st;
-      if (::stat(pattern.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-        return absl::NotFoundError(
-            fmt::format("dataset: file \"{}\" does not exist or is not a regular file", pattern));
-      }
+      if (Status s = CheckRegularFile(pattern, ""); !s.ok()) return s;
       out.push_back(pattern);
       continue;
     }
     glob_t g{};
     const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
+    std::vector<std::string> matches;
     if (rc == 0) {
-      for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+      for (size_t i = 0; i < g.gl_pathc; ++i) matches.emplace_back(g.gl_pathv[i]);
     }
     ::globfree(&g);
+    for (const std::string& m : matches) {
+      if (Status s = CheckRegularFile(m, fmt::format(" (matched by \"{}\")", pattern)); !s.ok()) {
+        return s;
+      }
+      out.push_back(m);
+    }
     if (rc != 0) {
       return absl::NotFoundError(
           fmt::format("dataset: pattern \"{}\" matches no file; check the path", pattern));

@@ -2,11 +2,16 @@
 // (ConvertToRecordFile) and the RecordFileDataset source. Blocks are read serially and checked
 // (CRC32C) and turned into tensors in parallel; a block's payload is read straight into one
 // 64-byte aligned buffer and its columns are zero-copy views of it. Threading as ChunkedSource.
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "fmt/format.h"
 #include "recsdk/dataset.h"
+#include "src/common/checked_math.h"
+#include "src/common/file_open.h"
 #include "src/common/status_macros.h"
 #include "src/pipeline/chunked_source.h"
 #include "src/pipeline/crc32c.h"
@@ -68,7 +73,10 @@ std::string EncodeSchema(const std::vector<ColumnLayout>& cols) {
   return s;
 }
 
-bool DecodeSchema(std::string_view bytes, std::vector<ColumnLayout>* cols) {
+// DecodeSchema: false (with *why) for a malformed schema, including one naming a column twice
+// (a Batch holds each name once, so the second column would be dropped without a word).
+bool DecodeSchema(std::string_view bytes, std::vector<ColumnLayout>* cols, std::string* why) {
+  *why = "schema is malformed";
   const char* p = bytes.data();
   const char* end = p + bytes.size();
   uint32_t n;
@@ -79,6 +87,12 @@ bool DecodeSchema(std::string_view bytes, std::vector<ColumnLayout>* cols) {
     if (!Get32(p, end, &len) || len > static_cast<uint32_t>(end - p)) return false;
     c.name.assign(p, len);
     p += len;
+    for (const ColumnLayout& earlier : *cols) {
+      if (earlier.name == c.name) {
+        *why = fmt::format("schema names column \"{}\" twice", c.name);
+        return false;
+      }
+    }
     if (!Get32(p, end, &dtype) || !Get32(p, end, &rank) || rank > 8) return false;
     c.dtype = static_cast<DType>(dtype);
     if (!Supported(c.dtype)) return false;
@@ -111,9 +125,19 @@ std::vector<ColumnLayout> LayoutOf(const Batch& b) {
   return cols;
 }
 
-size_t PayloadBytes(const std::vector<ColumnLayout>& cols, uint64_t rows) {
-  size_t total = 0;
-  for (const ColumnLayout& c : cols) total += AlignUp(c.row_bytes * rows);
+// PayloadBytes: the bytes a block of `rows` rows holds; nullopt when that overflows (a row count
+// from a damaged or crafted header).
+std::optional<uint64_t> PayloadBytes(const std::vector<ColumnLayout>& cols, uint64_t rows) {
+  uint64_t total = 0;
+  for (const ColumnLayout& c : cols) {
+    const std::optional<uint64_t> bytes = CheckedMul<uint64_t>(c.row_bytes, rows);
+    if (!bytes.has_value()) return std::nullopt;
+    const std::optional<uint64_t> aligned = CheckedAdd<uint64_t>(*bytes, kAlign - 1);
+    if (!aligned.has_value()) return std::nullopt;
+    const std::optional<uint64_t> sum = CheckedAdd<uint64_t>(total, *aligned / kAlign * kAlign);
+    if (!sum.has_value()) return std::nullopt;
+    total = *sum;
+  }
   return total;
 }
 
@@ -170,7 +194,8 @@ Status RecordFileSource::StartFile(int, Chunk* chunk, bool* usable) {
   schema.resize(schema_bytes);
   if (UnmaskCrc(crc) != Crc32c(schema)) return bad("schema fails its CRC32C");
   std::vector<ColumnLayout> cols;
-  if (!DecodeSchema(schema, &cols)) return bad("schema is malformed");
+  std::string why;
+  if (!DecodeSchema(schema, &cols, &why)) return bad(std::move(why));
   if (!have_layout_) {
     layout_ = std::move(cols);
     have_layout_ = true;
@@ -212,14 +237,26 @@ Status RecordFileSource::ReadChunk(Chunk* chunk, bool* file_done) {
   }
   if (rows == 0) {
     *file_done = true;  // the end-of-file block
+    if (f.offset() != f.size()) {
+      // Whatever follows (often a second file appended to the first) would be dropped silently.
+      return absl::DataLossError(fmt::format(
+          "record file \"{}\": {} bytes follow the end-of-file block at byte offset {}; a record "
+          "file ends with that block (were two files concatenated?); list each file separately "
+          "or convert the data again",
+          f.path(), f.size() - f.offset(), at));
+    }
     return absl::OkStatus();
   }
-  if (payload != PayloadBytes(layout_, rows)) {
-    return abandon(MalformedReason::kBadHeader,
-                   fmt::format("block of {} rows declares {} payload bytes; the schema needs {}",
-                               rows, payload, PayloadBytes(layout_, rows)));
+  const std::optional<uint64_t> need = PayloadBytes(layout_, rows);
+  if (!need.has_value() || payload != *need) {
+    return abandon(
+        MalformedReason::kBadHeader,
+        need.has_value()
+            ? fmt::format("block of {} rows declares {} payload bytes; the schema needs {}", rows,
+                          payload, *need)
+            : fmt::format("block of {} rows is larger than any file can hold", rows));
   }
-  if (static_cast<int64_t>(payload) > f.size() - f.offset()) {
+  if (payload > static_cast<uint64_t>(std::max<int64_t>(f.size() - f.offset(), 0))) {
     return abandon(MalformedReason::kTruncated, "block payload cut short");
   }
   chunk->data.resize(payload);
@@ -272,8 +309,7 @@ StatusOr<int64_t> ConvertToRecordFile(Dataset& source, const std::string& path,
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (f == nullptr) {
-    return absl::PermissionDeniedError(
-        fmt::format("ConvertToRecordFile: cannot create \"{}\"; check the directory", tmp));
+    return ErrnoToStatus(errno, fmt::format("ConvertToRecordFile: cannot create \"{}\"", tmp));
   }
   auto fail = [&](Status s) {
     std::fclose(f);
@@ -289,7 +325,7 @@ StatusOr<int64_t> ConvertToRecordFile(Dataset& source, const std::string& path,
     if (store.size() == 0) return absl::OkStatus();
     Batch b = store.TakeBatch();
     std::string payload;
-    payload.reserve(PayloadBytes(layout, b.num_rows()));
+    payload.reserve(PayloadBytes(layout, b.num_rows()).value_or(0));
     for (size_t i = 0; i < layout.size(); ++i) {
       const Tensor& t = b.columns()[i].second;
       payload.append(static_cast<const char*>(t.raw_data()), t.TotalBytes());

@@ -3,12 +3,15 @@
 // parallel per chunk.
 #include "src/pipeline/tfrecord.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 
 #include "absl/container/flat_hash_map.h"
 #include "fmt/format.h"
 #include "recsdk/dataset.h"
+#include "src/common/checked_math.h"
+#include "src/common/file_open.h"
 #include "src/common/hash.h"
 #include "src/common/status_macros.h"
 #include "src/pipeline/chunked_source.h"
@@ -130,7 +133,7 @@ Status TfRecordWriter::Open(const std::string& path) {
   f_ = std::fopen(path.c_str(), "wb");
   path_ = path;
   if (f_ == nullptr) {
-    return absl::PermissionDeniedError(fmt::format("TfRecordWriter: cannot create \"{}\"", path));
+    return ErrnoToStatus(errno, fmt::format("TfRecordWriter: cannot create \"{}\"", path));
   }
   return absl::OkStatus();
 }
@@ -305,7 +308,8 @@ Status TfRecordSource::ReadChunk(Chunk* chunk, bool* file_done) {
                      "of the file is dropped");
     }
     const int64_t remaining = f.size() - f.offset();
-    if (len + 4 > static_cast<uint64_t>(std::max<int64_t>(remaining, 0))) {
+    // A length near 2^64 must not wrap `len + 4` into a small number.
+    if (!FitsWithin<uint64_t>(len, 4, static_cast<uint64_t>(std::max<int64_t>(remaining, 0)))) {
       return abandon(
           MalformedReason::kTruncated,
           fmt::format("record of {} bytes but only {} bytes remain in the file", len, remaining));

@@ -8,6 +8,8 @@
 
 #include "fmt/format.h"
 #include "recsdk/dataset.h"
+#include "src/common/checked_math.h"
+#include "src/common/exception_guard.h"
 #include "src/common/hash.h"
 #include "src/common/random.h"
 #include "src/common/status_macros.h"
@@ -41,6 +43,9 @@ class ShardDataset final : public WrappingDataset {
       : WrappingDataset(std::move(input)), size_(size), id_(id) {}
 
   StatusOr<bool> GetNext(Batch* batch) override {
+    return CatchExceptions("Shard", [&] { return GetNextUnguarded(batch); });
+  }
+  StatusOr<bool> GetNextUnguarded(Batch* batch) {
     for (;;) {
       Batch in;
       RECSDK_ASSIGN_OR_RETURN(bool more, input_->GetNext(&in));
@@ -82,6 +87,9 @@ class ShuffleDataset final : public WrappingDataset {
   }
 
   StatusOr<bool> GetNext(Batch* batch) override {
+    return CatchExceptions("Shuffle", [&] { return GetNextUnguarded(batch); });
+  }
+  StatusOr<bool> GetNextUnguarded(Batch* batch) {
     while (!input_done_ && out_.size() < opt_.output_rows) {
       Batch in;
       RECSDK_ASSIGN_OR_RETURN(bool more, input_->GetNext(&in));
@@ -151,6 +159,9 @@ class BatchRowsDataset final : public WrappingDataset {
       : WrappingDataset(std::move(input)), batch_size_(batch_size), opt_(options) {}
 
   StatusOr<bool> GetNext(Batch* batch) override {
+    return CatchExceptions("BatchRows", [&] { return GetNextUnguarded(batch); });
+  }
+  StatusOr<bool> GetNextUnguarded(Batch* batch) {
     Batch out;
     RECSDK_ASSIGN_OR_RETURN(bool more, Next(&out));
     if (!more) return false;
@@ -408,9 +419,11 @@ StatusOr<std::unique_ptr<Dataset>> Shuffle(std::unique_ptr<Dataset> input, int64
 StatusOr<std::unique_ptr<Dataset>> BatchRows(std::unique_ptr<Dataset> input, int64_t batch_size,
                                              const BatchOptions& options) {
   RECSDK_RETURN_IF_ERROR(internal::NeedInput(input, "BatchRows"));
-  if (batch_size < 1) {
-    return absl::InvalidArgumentError(
-        fmt::format("BatchRows: batch_size {} is below 1; use a positive size", batch_size));
+  if (batch_size < 1 || batch_size > internal::kMaxBatchRows) {
+    return absl::InvalidArgumentError(fmt::format(
+        "BatchRows: batch_size {} is outside [1, {}]; use a positive size no larger than the "
+        "bound (batches are held in memory whole)",
+        batch_size, internal::kMaxBatchRows));
   }
   if (options.drop_remainder && options.pad_remainder) {
     return absl::InvalidArgumentError(

@@ -1,18 +1,37 @@
-// config.cc: SessionConfig validation.
+// config.cc: SessionConfig validation and JSON load/save.
+//
+// One table (kOptions) lists every option with its JSON reader and writer, so FromJson, ToJson and
+// OptionNames cannot drift apart; Validate checks the rules in the order config.h documents them.
+//
+// Threading: pure functions of their arguments.
 #include "recsdk/config.h"
 
+#include <algorithm>
+#include <functional>
+#include <limits>
 #include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "fmt/format.h"
+#include "nlohmann/json.hpp"
 #include "src/common/status_macros.h"
 
 namespace recsdk {
 namespace {
 
+using json = nlohmann::json;
+
 constexpr int64_t kMaxMemory = 256 * kGiB;
 constexpr int64_t kMaxTotalMemory = 31 * kGiB;
+// intra_op_parallelism: past a few hundred threads a kernel's parallel loop gains nothing, and
+// oneTBB's arena fails (and the Session's destructor crashed) with tens of thousands.
+constexpr int kMaxIntraOpThreads = 1024;
+constexpr int64_t kMaxIterationsPerLoop = 1000000;
+// dump_step: a step number bound that keeps ranges well inside int64.
+constexpr int64_t kMaxDumpStep = int64_t{1} << 40;
+
+Status Invalid(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
 
 StatusOr<std::map<std::string, int>> ParseStreams(const std::string& text) {
   std::map<std::string, int> out;
@@ -21,18 +40,23 @@ StatusOr<std::map<std::string, int>> ParseStreams(const std::string& text) {
     std::vector<std::string> kv = absl::StrSplit(part, ':');
     int n = 0;
     if (kv.size() != 2 || !absl::SimpleAtoi(kv[1], &n)) {
-      return absl::InvalidArgumentError(fmt::format(
+      return Invalid(fmt::format(
           "stream_max_parallel_num: \"{}\" is not ENGINE:N; write e.g. \"DNN_VM_TF:1,DNN_V100:2\"",
           part));
     }
     if (kv[0] != "DNN_V100" && kv[0] != "DNN_VM_TF") {
-      return absl::InvalidArgumentError(
+      return Invalid(
           fmt::format("stream_max_parallel_num: engine \"{}\" is unknown; use DNN_V100 (device "
                       "ops) or DNN_VM_TF (host ops)",
                       kv[0]));
     }
+    if (out.contains(kv[0])) {
+      return Invalid(
+          fmt::format("stream_max_parallel_num: engine {} is listed twice in \"{}\"; list it once",
+                      kv[0], text));
+    }
     if (n < 1 || n > 13) {
-      return absl::InvalidArgumentError(
+      return Invalid(
           fmt::format("stream_max_parallel_num: {} for {} is out of range; use 1 to 13", n, kv[0]));
     }
     out[kv[0]] = n;
@@ -40,38 +64,235 @@ StatusOr<std::map<std::string, int>> ParseStreams(const std::string& text) {
   return out;
 }
 
+// OneOf: the value is one of `allowed`.
+Status OneOf(std::string_view option, const std::string& value,
+             std::initializer_list<const char*> allowed) {
+  for (const char* a : allowed) {
+    if (value == a) return absl::OkStatus();
+  }
+  std::vector<std::string> quoted;
+  for (const char* a : allowed) quoted.push_back(fmt::format("\"{}\"", a));
+  return Invalid(
+      fmt::format("{}: \"{}\" is not one of {}", option, value, fmt::join(quoted, ", ")));
+}
+
+// ValidateDumpStep: "" or `N|A-B|...`, steps in [0, 2^40], ranges with A <= B.
+Status ValidateDumpStep(const std::string& text) {
+  if (text.empty()) return absl::OkStatus();
+  const std::string rule =
+      "write step numbers and ranges separated by '|', e.g. \"0|3-5|10\" (ranges A-B with A <= B)";
+  for (absl::string_view part : absl::StrSplit(text, '|')) {
+    std::vector<absl::string_view> ends = absl::StrSplit(part, '-');
+    int64_t lo = 0, hi = 0;
+    const bool digits = std::all_of(ends.begin(), ends.end(), [](absl::string_view e) {
+      return !e.empty() && std::all_of(e.begin(), e.end(), ::isdigit);
+    });
+    if (ends.size() > 2 || !digits || !absl::SimpleAtoi(ends[0], &lo) ||
+        !absl::SimpleAtoi(ends.back(), &hi)) {
+      return Invalid(
+          fmt::format("dump_step: \"{}\" has the malformed part \"{}\"; {}", text, part, rule));
+    }
+    if (lo > kMaxDumpStep || hi > kMaxDumpStep) {
+      return Invalid(
+          fmt::format("dump_step: step in \"{}\" is above {}; {}", part, kMaxDumpStep, rule));
+    }
+    if (lo > hi) {
+      return Invalid(fmt::format("dump_step: range \"{}\" ends before it starts; {}", part, rule));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> SplitList(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  for (absl::string_view p : absl::StrSplit(text, sep, absl::SkipEmpty())) out.emplace_back(p);
+  return out;
+}
+
 }  // namespace
 
 Status SessionConfig::Validate() const {
-  if (device.empty()) return absl::InvalidArgumentError("device: empty; use \"cpu\"");
-  if (auto s = ParseStreams(stream_max_parallel_num); !s.ok()) return s.status();
-  if (intra_op_parallelism < 0) {
-    return absl::InvalidArgumentError(fmt::format(
-        "intra_op_parallelism: {} is negative; use 0 (all hardware threads) or a thread count",
-        intra_op_parallelism));
+  // Device and parallelism.
+  if (device.empty()) return Invalid("device: empty; use \"cpu\"");
+  if (use_off_line && device == "cpu") {
+    return Invalid(
+        "use_off_line: true means training on an accelerator, but device is \"cpu\" (the host); "
+        "set device to a registered accelerator backend, or use_off_line false");
   }
+  if (auto s = ParseStreams(stream_max_parallel_num); !s.ok()) return s.status();
+  if (mix_compile_mode && device != "cpu") {
+    return Invalid(fmt::format(
+        "mix_compile_mode: true asks device \"{}\" to run ops it lacks on the host, but host "
+        "fallback with copies is not built yet; set it false (with \"cpu\" the device is the host "
+        "and true is accepted)",
+        device));
+  }
+  if (intra_op_parallelism < 0 || intra_op_parallelism > kMaxIntraOpThreads) {
+    return Invalid(fmt::format(
+        "intra_op_parallelism: {} is outside [0, {}]; use 0 (all hardware threads) or a thread "
+        "count up to {}",
+        intra_op_parallelism, kMaxIntraOpThreads, kMaxIntraOpThreads));
+  }
+
+  // Memory.
   for (auto [name, value] :
        {std::pair<const char*, int64_t>{"graph_memory_max_size", graph_memory_max_size},
         std::pair<const char*, int64_t>{"variable_memory_max_size", variable_memory_max_size}}) {
     if (value < 0 || value > kMaxMemory) {
-      return absl::InvalidArgumentError(
-          fmt::format("{}: {} bytes is outside [0, 256 GiB]", name, value));
+      return Invalid(
+          fmt::format("{}: {} bytes is outside [0, {}] (256 GiB)", name, value, kMaxMemory));
     }
   }
   if (graph_memory_max_size + variable_memory_max_size > kMaxTotalMemory) {
-    return absl::InvalidArgumentError(
+    return Invalid(
         fmt::format("graph_memory_max_size ({}) + variable_memory_max_size ({}) = {} bytes exceeds "
-                    "31 GiB; lower one of them",
+                    "31 GiB ({}); lower one of them",
                     graph_memory_max_size, variable_memory_max_size,
-                    graph_memory_max_size + variable_memory_max_size));
+                    graph_memory_max_size + variable_memory_max_size, kMaxTotalMemory));
   }
-  if (op_select_implmode != "high_performance" && op_select_implmode != "high_precision") {
-    return absl::InvalidArgumentError(
-        fmt::format("op_select_implmode: \"{}\" is unknown; use high_performance or high_precision",
-                    op_select_implmode));
+
+  // Execution modes.
+  if (graph_run_mode != 0 && graph_run_mode != 1) {
+    return Invalid(fmt::format("graph_run_mode: {} is not 0 (online inference) or 1 (training)",
+                               graph_run_mode));
   }
+  if (iterations_per_loop < 1 || iterations_per_loop > kMaxIterationsPerLoop) {
+    return Invalid(fmt::format("iterations_per_loop: {} is outside [1, {}]", iterations_per_loop,
+                               kMaxIterationsPerLoop));
+  }
+  if (enable_data_pre_proc && device == "cpu") {
+    return Invalid(
+        "enable_data_pre_proc: true offloads data preprocessing to the device, but device is "
+        "\"cpu\": the pipeline already preprocesses in its own host threads; set it false");
+  }
+  if (hcom_parallel) {
+    return Invalid(
+        "hcom_parallel: true overlaps the gradient allreduce with backward, which takes effect "
+        "with distributed training; this build has no communicator, so set it false");
+  }
+  if (is_tailing_optimization) {
+    return Invalid(
+        "is_tailing_optimization: true reschedules work around the last gradient allreduce, "
+        "which takes effect with distributed training; this build has no communicator, so set it "
+        "false");
+  }
+
+  // Precision.
+  if (!precision_mode.empty()) {
+    RECSDK_RETURN_IF_ERROR(OneOf(
+        "precision_mode", precision_mode,
+        {"allow_fp32_to_fp16", "must_keep_origin_dtype", "force_fp16", "allow_mix_precision"}));
+  }
+  if (!precision_mode_v2.empty()) {
+    RECSDK_RETURN_IF_ERROR(
+        OneOf("precision_mode_v2", precision_mode_v2,
+              {"origin", "fp16", "mixed_float16", "mixed_bfloat16", "cube_fp16in_fp32out"}));
+    if (!precision_mode.empty()) {
+      return Invalid(fmt::format(
+          "precision_mode \"{}\" and precision_mode_v2 \"{}\" are both set; set only one",
+          precision_mode, precision_mode_v2));
+    }
+  }
+  for (auto [name, value] :
+       {std::pair<const char*, const std::string*>{"precision_mode", &precision_mode},
+        std::pair<const char*, const std::string*>{"precision_mode_v2", &precision_mode_v2}}) {
+    const std::string& v = *value;
+    if (v == "force_fp16" || v == "allow_mix_precision" || v == "fp16" || v == "mixed_float16" ||
+        v == "mixed_bfloat16" || v == "cube_fp16in_fp32out") {
+      return Invalid(fmt::format(
+          "{}: \"{}\" needs low-precision (float16/bfloat16) kernels and the casting pass, which "
+          "this runtime does not have yet; use must_keep_origin_dtype (or precision_mode_v2 "
+          "origin) — on the CPU backend every op runs in float32",
+          name, v));
+    }
+  }
+  if (enable_reduce_precision) {
+    return Invalid(
+        "enable_reduce_precision: not supported (the session options spec says the current "
+        "version does not support it); remove it or set it false");
+  }
+  RECSDK_RETURN_IF_ERROR(
+      OneOf("op_select_implmode", op_select_implmode, {"high_performance", "high_precision"}));
   if (!optypelist_for_implmode.empty() && op_select_implmode.empty()) {
-    return absl::InvalidArgumentError("optypelist_for_implmode needs op_select_implmode");
+    return Invalid("optypelist_for_implmode: set, but op_select_implmode is not; set both");
+  }
+  if (!enable_scope_fusion_passes.empty()) {
+    return Invalid(fmt::format(
+        "enable_scope_fusion_passes: \"{}\" names fusion passes, but no optional fusion pass is "
+        "registered in this runtime yet (registered: none); leave it empty",
+        enable_scope_fusion_passes));
+  }
+  if (!auto_tune_mode.empty()) {
+    for (const std::string& m : SplitList(auto_tune_mode, ',')) {
+      RECSDK_RETURN_IF_ERROR(OneOf("auto_tune_mode", m, {"RL", "GA"}));
+    }
+    return Invalid(fmt::format(
+        "auto_tune_mode: \"{}\" asks for kernel auto-tuning, which this runtime does not have "
+        "yet; leave it empty",
+        auto_tune_mode));
+  }
+  if (op_debug_level < 0 || op_debug_level > 3) {
+    return Invalid(fmt::format(
+        "op_debug_level: {} is not 0 (off), 1, 2 (write kernel_meta and log) or 3 (write quietly)",
+        op_debug_level));
+  }
+
+  if (op_debug_level > 0 && kernel_meta_dir.empty()) {
+    return Invalid("kernel_meta_dir: empty with op_debug_level > 0; give a directory");
+  }
+
+  // Profiling.
+  if (profiling_mode && profiling_dir.empty()) {
+    return Invalid("profiling_dir: empty with profiling_mode on; give a directory");
+  }
+  const std::vector<std::string> profiling = ProfilingOptions();
+  for (const std::string& p : profiling) {
+    RECSDK_RETURN_IF_ERROR(
+        OneOf("profiling_options", p, {"training_trace", "task_trace", "op_trace"}));
+  }
+  const auto has = [&](const char* p) {
+    return std::find(profiling.begin(), profiling.end(), p) != profiling.end();
+  };
+  if (has("op_trace") && (has("training_trace") || has("task_trace"))) {
+    return Invalid(fmt::format(
+        "profiling_options: \"{}\": op_trace is exclusive with training_trace and task_trace; "
+        "choose op_trace alone or the others",
+        profiling_options));
+  }
+  if (profiling_mode && profiling.empty()) {
+    return Invalid(
+        "profiling_mode: true needs profiling_options, e.g. \"training_trace:task_trace\" or "
+        "\"op_trace\"");
+  }
+  if (profiling_mode && has("training_trace") && (fp_point.empty() || bp_point.empty())) {
+    return Invalid(fmt::format(
+        "fp_point \"{}\" / bp_point \"{}\": both are required with training_trace; name the first "
+        "forward node and the last backward node",
+        fp_point, bp_point));
+  }
+
+  // Dumps and overflow detection.
+  RECSDK_RETURN_IF_ERROR(ValidateDumpStep(dump_step));
+  RECSDK_RETURN_IF_ERROR(OneOf("dump_mode", dump_mode, {"input", "output", "all"}));
+  RECSDK_RETURN_IF_ERROR(
+      OneOf("dump_debug_mode", dump_debug_mode, {"aicore_overflow", "atomic_overflow", "all"}));
+  if ((enable_dump || enable_dump_debug) && dump_path.empty()) {
+    return Invalid(fmt::format("dump_path: required when {} is true; give a directory",
+                               enable_dump ? "enable_dump" : "enable_dump_debug"));
+  }
+  if (enable_exception_dump != 0 && enable_exception_dump != 1) {
+    return Invalid(fmt::format("enable_exception_dump: {} is not 0 or 1", enable_exception_dump));
+  }
+  for (auto [name, on] :
+       {std::pair<const char*, bool>{"enable_dump", enable_dump},
+        std::pair<const char*, bool>{"enable_dump_debug", enable_dump_debug},
+        std::pair<const char*, bool>{"enable_exception_dump", enable_exception_dump == 1}}) {
+    if (on) {
+      return Invalid(fmt::format(
+          "{}: the setting is valid, but dumps and overflow detection take effect with the dumps "
+          "work (not in this build); turn it off",
+          name));
+    }
   }
   return absl::OkStatus();
 }
@@ -81,6 +302,186 @@ std::map<std::string, int> SessionConfig::ParsedStreamLimits() const {
   std::map<std::string, int> out = parsed.ok() ? *parsed : std::map<std::string, int>{};
   out.try_emplace("DNN_V100", 1);
   out.try_emplace("DNN_VM_TF", 1);
+  return out;
+}
+
+std::vector<std::string> SessionConfig::ProfilingOptions() const {
+  return SplitList(profiling_options, ':');
+}
+
+// --- JSON ---------------------------------------------------------------------------------------
+
+namespace {
+
+struct OptionIo {
+  const char* name;
+  std::function<Status(const json&, SessionConfig&)> read;
+  std::function<json(const SessionConfig&)> write;
+};
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+template <typename T>
+OptionIo Field(const char* name, T SessionConfig::*member) {
+  OptionIo io;
+  io.name = name;
+  io.write = [member](const SessionConfig& c) { return json(c.*member); };
+  io.read = [name, member](const json& j, SessionConfig& c) -> Status {
+    if constexpr (std::is_same_v<T, bool>) {
+      // The spec writes booleans as true/false and deterministic as 0/1: accept both.
+      if (j.is_boolean()) {
+        c.*member = j.get<bool>();
+        return absl::OkStatus();
+      }
+      if (j.is_number_integer() && (j.get<int64_t>() == 0 || j.get<int64_t>() == 1)) {
+        c.*member = j.get<int64_t>() == 1;
+        return absl::OkStatus();
+      }
+      return Invalid(
+          fmt::format("option \"{}\": {} is not a boolean (true/false or 0/1)", name, Dump(j)));
+    } else if constexpr (std::is_integral_v<T>) {
+      if (!j.is_number_integer()) {
+        return Invalid(fmt::format("option \"{}\": {} is not an integer", name, Dump(j)));
+      }
+      if (j.is_number_unsigned() &&
+          j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
+        return Invalid(fmt::format("option \"{}\": {} is too large", name, Dump(j)));
+      }
+      const int64_t v = j.get<int64_t>();
+      if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max()) {
+        return Invalid(fmt::format("option \"{}\": {} does not fit its type", name, Dump(j)));
+      }
+      c.*member = static_cast<T>(v);
+      return absl::OkStatus();
+    } else {
+      if (!j.is_string()) {
+        return Invalid(fmt::format("option \"{}\": {} is not a string", name, Dump(j)));
+      }
+      c.*member = j.get<std::string>();
+      return absl::OkStatus();
+    }
+  };
+  return io;
+}
+
+const std::vector<OptionIo>& Options() {
+  static const std::vector<OptionIo>* options = new std::vector<OptionIo>{
+      Field("device", &SessionConfig::device),
+      Field("use_off_line", &SessionConfig::use_off_line),
+      Field("stream_max_parallel_num", &SessionConfig::stream_max_parallel_num),
+      Field("intra_op_parallelism", &SessionConfig::intra_op_parallelism),
+      Field("mix_compile_mode", &SessionConfig::mix_compile_mode),
+      Field("graph_memory_max_size", &SessionConfig::graph_memory_max_size),
+      Field("variable_memory_max_size", &SessionConfig::variable_memory_max_size),
+      Field("graph_run_mode", &SessionConfig::graph_run_mode),
+      Field("iterations_per_loop", &SessionConfig::iterations_per_loop),
+      Field("deterministic", &SessionConfig::deterministic),
+      Field("enable_data_pre_proc", &SessionConfig::enable_data_pre_proc),
+      Field("hcom_parallel", &SessionConfig::hcom_parallel),
+      Field("is_tailing_optimization", &SessionConfig::is_tailing_optimization),
+      Field("precision_mode", &SessionConfig::precision_mode),
+      Field("precision_mode_v2", &SessionConfig::precision_mode_v2),
+      Field("enable_reduce_precision", &SessionConfig::enable_reduce_precision),
+      Field("op_select_implmode", &SessionConfig::op_select_implmode),
+      Field("optypelist_for_implmode", &SessionConfig::optypelist_for_implmode),
+      Field("variable_format_optimize", &SessionConfig::variable_format_optimize),
+      Field("enable_scope_fusion_passes", &SessionConfig::enable_scope_fusion_passes),
+      Field("auto_tune_mode", &SessionConfig::auto_tune_mode),
+      Field("op_debug_level", &SessionConfig::op_debug_level),
+      Field("kernel_meta_dir", &SessionConfig::kernel_meta_dir),
+      Field("profiling_mode", &SessionConfig::profiling_mode),
+      Field("profiling_options", &SessionConfig::profiling_options),
+      Field("fp_point", &SessionConfig::fp_point),
+      Field("bp_point", &SessionConfig::bp_point),
+      Field("profiling_dir", &SessionConfig::profiling_dir),
+      Field("enable_dump", &SessionConfig::enable_dump),
+      Field("dump_path", &SessionConfig::dump_path),
+      Field("dump_step", &SessionConfig::dump_step),
+      Field("dump_mode", &SessionConfig::dump_mode),
+      Field("enable_dump_debug", &SessionConfig::enable_dump_debug),
+      Field("dump_debug_mode", &SessionConfig::dump_debug_mode),
+      Field("enable_exception_dump", &SessionConfig::enable_exception_dump),
+  };
+  return *options;
+}
+
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::vector<std::string> SessionConfig::OptionNames() {
+  std::vector<std::string> names;
+  for (const OptionIo& o : Options()) names.emplace_back(o.name);
+  return names;
+}
+
+namespace {
+
+StatusOr<SessionConfig> FromJsonImpl(std::string_view text) {
+  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return Invalid(
+        "session config: not valid JSON; write an object such as "
+        "{\"graph_run_mode\": 1}");
+  }
+  if (!j.is_object()) {
+    return Invalid(
+        fmt::format("session config: the JSON is a {}, not an object of options", j.type_name()));
+  }
+  SessionConfig config;
+  for (const auto& [key, value] : j.items()) {
+    const OptionIo* io = nullptr;
+    for (const OptionIo& o : Options()) {
+      if (key == o.name) io = &o;
+    }
+    if (io == nullptr) {
+      const OptionIo* nearest = &Options().front();
+      for (const OptionIo& o : Options()) {
+        if (EditDistance(key, o.name) < EditDistance(key, nearest->name)) nearest = &o;
+      }
+      return Invalid(fmt::format("session config: unknown option \"{}\"; did you mean \"{}\"?", key,
+                                 nearest->name));
+    }
+    RECSDK_RETURN_IF_ERROR(io->read(value, config));
+  }
+  RECSDK_RETURN_IF_ERROR(config.Validate());
+  return config;
+}
+
+}  // namespace
+
+StatusOr<SessionConfig> SessionConfig::FromJson(std::string_view text) {
+  try {
+    return FromJsonImpl(text);
+  } catch (const std::exception& e) {
+    return Invalid(fmt::format("session config: {}", e.what()));
+  }
+}
+
+std::string SessionConfig::ToJson() const {
+  // nlohmann's object sorts keys; keep the declaration order by building the text here. Strings
+  // that are not UTF-8 are written with U+FFFD instead of throwing.
+  std::string out = "{\n";
+  const auto& options = Options();
+  for (size_t i = 0; i < options.size(); ++i) {
+    out += fmt::format("  \"{}\": {}{}\n", options[i].name,
+                       options[i].write(*this).dump(-1, ' ', false, json::error_handler_t::replace),
+                       i + 1 < options.size() ? "," : "");
+  }
+  out += "}\n";
   return out;
 }
 

@@ -2,6 +2,9 @@
 // key_process_thread_num worker threads, does the key work of the lookups ModifyGraph moved out of
 // the graph, and hands the training loop one step's feeds at a time, in batch order.
 //
+// A stage serves one channel (KeyStageChannel): the moved lookups with is_train (training) or
+// those without (evaluation); the other channel's lookups are not part of its plan at all.
+//
 // Per batch and table, the keys of all the table's lookups with one is_train (every feature of
 // every sparse_lookup call the stage handles) are deduplicated in one pass and resolved with one
 // Resolve (TableKeyWork, table_keys.cc), then split back into each lookup's outputs.
@@ -34,11 +37,13 @@
 #include <shared_mutex>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "fmt/format.h"
 #include "recsdk/embedding.h"
 #include "recsdk/pipeline.h"
 #include "src/common/status_macros.h"
+#include "src/session/key_stage_registry.h"
 #include "src/session/table_ops.h"
 
 namespace recsdk {
@@ -87,8 +92,8 @@ class ProtectedEvictTable final : public EmbeddingTable {
   void ApplyGradients(absl::Span<const uint32_t> rows, const float* g, int64_t step) override {
     inner_->ApplyGradients(rows, g, step);
   }
-  void RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> a) override {
-    inner_->RowAddresses(rows, a);
+  Status RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> a) override {
+    return inner_->RowAddresses(rows, a);
   }
   void ApplyGradientsByAddress(absl::Span<float* const> a, const float* g, int64_t s) override {
     inner_->ApplyGradientsByAddress(a, g, s);
@@ -106,6 +111,9 @@ class ProtectedEvictTable final : public EmbeddingTable {
     if (protect_) cutoff = std::min(cutoff, protect_from_ - 1);
     return inner_->EvictLastAccessedAtOrBefore(cutoff);
   }
+  Status SetAccessThreshold(int64_t threshold) override {
+    return inner_->SetAccessThreshold(threshold);
+  }
   uint32_t FindRow(int64_t key) const override { return inner_->FindRow(key); }
   StatusOr<std::vector<float>> ReadRow(int64_t key) const override { return inner_->ReadRow(key); }
   float AdmissionCount(int64_t key) const override { return inner_->AdmissionCount(key); }
@@ -115,8 +123,8 @@ class ProtectedEvictTable final : public EmbeddingTable {
   Status ImportNpy(const std::string& k, const std::string& v) override {
     return inner_->ImportNpy(k, v);
   }
-  Status Save(const std::string& dir) const override { return inner_->Save(dir); }
-  Status Restore(const std::string& dir) override { return inner_->Restore(dir); }
+  StatusOr<TableSnapshot> Snapshot(SnapshotKind kind) override { return inner_->Snapshot(kind); }
+  Status LoadSnapshot(const TableSnapshot& s) override { return inner_->LoadSnapshot(s); }
 
  private:
   EmbeddingTable* inner_;
@@ -330,8 +338,38 @@ void KeyStage::Impl::Worker() {
   }
 }
 
-KeyStage::KeyStage(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-KeyStage::~KeyStage() { Stop(); }
+namespace {
+std::mutex& RegistryMu() {
+  static std::mutex mu;
+  return mu;
+}
+std::vector<KeyStage*>& Registry() {
+  static std::vector<KeyStage*> stages;
+  return stages;
+}
+}  // namespace
+
+void internal::TrackKeyStage(KeyStage* stage) {
+  std::lock_guard<std::mutex> lock(RegistryMu());
+  Registry().push_back(stage);
+}
+void internal::UntrackKeyStage(KeyStage* stage) {
+  std::lock_guard<std::mutex> lock(RegistryMu());
+  std::erase(Registry(), stage);
+}
+int internal::StopAllKeyStages() {
+  std::lock_guard<std::mutex> lock(RegistryMu());
+  for (KeyStage* s : Registry()) s->Stop();
+  return static_cast<int>(Registry().size());
+}
+
+KeyStage::KeyStage(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  internal::TrackKeyStage(this);
+}
+KeyStage::~KeyStage() {
+  internal::UntrackKeyStage(this);
+  Stop();
+}
 
 namespace {
 
@@ -397,6 +435,8 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
     if (n->type() != internal::kSparseLookupOp || !n->BoolAttr("moved_to_key_stage")) continue;
     LookupPlan p;
     p.attrs = internal::ReadLookupAttrs(*n);
+    // The other channel's lookups belong to another stage (KeyStageChannel).
+    if (p.attrs.is_train != (options.channel == KeyStageChannel::kTrain)) continue;
     auto column = [&](int i) {
       return n->input(1 + i).node->StringAttr(internal::kDatasetColumnAttr);
     };
@@ -446,8 +486,8 @@ StatusOr<bool> KeyStage::Next(FeedList* feeds, Batch* batch) {
     return s.stop || s.ready.contains(s.next_consume) || s.next_consume >= s.end_seq;
   });
   // Past the end (or past an error already reported): workers may have prepared later batches
-  // ahead, but none of them is handed out.
-  if (s.next_consume >= s.end_seq) return false;
+  // ahead, but none of them is handed out. Nor after Stop, as documented.
+  if (s.stop || s.next_consume >= s.end_seq) return false;
   auto it = s.ready.find(s.next_consume);
   if (it == s.ready.end()) return false;  // stopped
   Prepared p = std::move(it->second);
@@ -466,6 +506,11 @@ StatusOr<bool> KeyStage::Next(FeedList* feeds, Batch* batch) {
 
 StatusOr<int64_t> KeyStage::AfterStep(EvictHook& hook, int64_t global_step) {
   Impl& s = *impl_;
+  if (s.options.channel != KeyStageChannel::kTrain) {
+    return absl::FailedPreconditionError(
+        "KeyStage::AfterStep: eviction runs after training steps, and this is an evaluation "
+        "stage (KeyStageChannel::kEval); call it on the training stage");
+  }
   // No Resolve may run while rows are freed.
   std::vector<std::unique_lock<std::shared_mutex>> locks;
   for (TableResource* r : s.all_tables) locks.emplace_back(r->resolve_mu);
@@ -504,6 +549,8 @@ void KeyStage::Stop() {
 }
 
 int64_t KeyStage::keys_processed() const { return impl_->keys.load(std::memory_order_relaxed); }
+
+KeyStageChannel KeyStage::channel() const { return impl_->options.channel; }
 
 int KeyStage::key_process_thread_num() const { return *impl_->options.key_process_thread_num; }
 

@@ -1,5 +1,6 @@
 // modify_graph.cc: automatic graph modification (the spec's modify_graph_and_start_emb_cache)
-// and the DatasetColumn placeholders the key stage feeds.
+// and the DatasetColumn placeholders the key stage feeds. The rewrite itself is the pass
+// "modify_graph" in src/session/passes/modify_graph.cc; ModifyGraph runs it on the user's graph.
 //
 // The pass keeps the graph's structure: a SparseLookup whose key work moves to the key stage is
 // marked (attribute "moved_to_key_stage") and the KeyStage feeds all of its outputs (unique rows,
@@ -13,6 +14,7 @@
 #include "fmt/format.h"
 #include "recsdk/pipeline.h"
 #include "src/common/status_macros.h"
+#include "src/session/passes/pass_manager.h"
 #include "src/session/table_ops.h"
 
 namespace recsdk {
@@ -41,22 +43,10 @@ FeedList BatchFeeds(const Graph& graph, const Batch& batch) {
 StatusOr<ModifyGraphResult> ModifyGraph(Graph* graph) {
   internal::RegisterTableOps();
   if (!graph->status().ok()) return graph->status();
-  ModifyGraphResult result;
-  for (Node* n : graph->nodes()) {
-    if (n->type() != internal::kSparseLookupOp || !n->BoolAttr("modify_graph")) continue;
-    for (int i = 1; i < n->num_inputs(); ++i) {
-      const Node* src = n->input(i).node;
-      if (src->type() != "Placeholder" || src->StringAttr(kDatasetColumnAttr).empty()) {
-        return absl::InvalidArgumentError(fmt::format(
-            "ModifyGraph: sparse_lookup \"{}\" (table \"{}\") has modify_graph=true but its input "
-            "{} comes from \"{}\" ({}), not from a dataset column; build ids, mask and timestamps "
-            "with DatasetColumn(...) or set modify_graph=false",
-            n->name(), n->StringAttr("table_name"), i, src->name(), src->type()));
-      }
-    }
-    n->SetAttr("moved_to_key_stage", true);
-    result.moved_lookups.push_back(n->name());
-  }
+  // The "modify_graph" pass (src/session/passes/modify_graph.cc), validated like every pass.
+  RECSDK_RETURN_IF_ERROR(internal::ValidateGraph(*graph, ""));
+  RECSDK_ASSIGN_OR_RETURN(ModifyGraphResult result, internal::MoveLookupsToKeyStage(graph));
+  RECSDK_RETURN_IF_ERROR(internal::ValidateGraph(*graph, "modify_graph"));
   return result;
 }
 

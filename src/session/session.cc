@@ -1,16 +1,24 @@
 // session.cc: Session and its executor.
 //
-// Create copies the graph and runs the table lookup grouping pass on the copy (group_lookups.cc),
-// so the lookups of one table in a step share one dedup and resolve.
+// Create copies the graph and runs the session's graph passes on the copy in their documented order
+// (src/session/passes/pass_manager.h: graph_run_mode, group_lookups, ...), each checked to leave
+// the graph topologically ordered and valid against the op schemas. With op_debug_level > 0 it
+// writes per-op debug information to kernel_meta_dir.
 // A Run builds (or reuses) a plan: the nodes needed by the fetches and targets (pruned at fed
 // outputs), in topological order, with per-output consumer counts so buffers are released right
 // after their last consumer. Nodes run one at a time (the default) or, with DNN_V100:N, up to N
 // at once as oneTBB tasks fed from a ready queue; everything runs inside a oneTBB arena of
 // intra_op_parallelism threads, which kernels use for their parallel loops.
+// Observers (RunOptions, and the profiler under profiling_mode) are called around each node; with
+// none, the executor's only extra work is one empty check per node.
 #include "recsdk/session.h"
+
+#include <unistd.h>
 
 #include <atomic>
 #include <deque>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <set>
@@ -23,6 +31,8 @@
 #include "src/common/status_macros.h"
 #include "src/device/kernel.h"
 #include "src/graph/op_registry.h"
+#include "src/session/passes/pass_manager.h"
+#include "src/session/profiler.h"
 #include "src/session/runtime.h"
 #include "src/session/table_ops.h"
 
@@ -58,12 +68,100 @@ struct Session::Impl {
   int inter_op = 1;
   int64_t steps = 0;
   bool closed = false;
+  std::vector<std::string> applied_passes;
+  std::unique_ptr<internal::Profiler> profiler;  // profiling_mode only
 
   StatusOr<std::shared_ptr<Plan>> GetPlan(const FeedList& feeds,
                                           const std::vector<TensorName>& fetches,
                                           const std::vector<TensorName>& targets);
-  Status Execute(const Plan& plan, const FeedList& feeds, std::vector<Tensor>* outputs);
+  Status Execute(const Plan& plan, const FeedList& feeds,
+                 const std::vector<ExecutionObserver*>& observers, std::vector<Tensor>* outputs);
 };
+
+namespace {
+
+// CheckProfilingPoints: fp_point and bp_point name nodes of the graph (training_trace).
+Status CheckProfilingPoints(const SessionConfig& config, const Graph& graph) {
+  if (!config.profiling_mode) return absl::OkStatus();
+  const std::vector<std::string> options = config.ProfilingOptions();
+  if (std::find(options.begin(), options.end(), "training_trace") == options.end()) {
+    return absl::OkStatus();
+  }
+  for (auto [option, name] :
+       {std::pair<const char*, const std::string*>{"fp_point", &config.fp_point},
+        std::pair<const char*, const std::string*>{"bp_point", &config.bp_point}}) {
+    if (graph.FindNode(*name) == nullptr) {
+      return absl::InvalidArgumentError(fmt::format(
+          "{}: \"{}\" is not a node of the graph; training_trace needs the name of an existing "
+          "node (the first forward op for fp_point, the last backward op for bp_point)",
+          option, *name));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// WriteKernelMeta: op_debug_level's per-op debug information and the passes that ran.
+Status WriteKernelMeta(const SessionConfig& config, const Graph& graph,
+                       const std::vector<internal::PassRecord>& passes,
+                       const std::vector<std::string>& kernel_keys) {
+  std::map<std::string, std::string> origin;  // node -> pass that created or rewrote it
+  for (const internal::PassRecord& p : passes) {
+    for (const std::string& n : p.created) origin[n] = p.name + " (created)";
+    for (const std::string& n : p.rewritten) origin[n] = p.name + " (rewritten)";
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(config.kernel_meta_dir, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        fmt::format("op_debug_level {}: cannot create kernel_meta_dir \"{}\": {}",
+                    config.op_debug_level, config.kernel_meta_dir, ec.message()));
+  }
+  std::string passes_text;
+  for (const internal::PassRecord& p : passes) {
+    passes_text += fmt::format("{} {} nodes {} -> {}, created {}, rewritten {}\n", p.name,
+                               p.ran ? "ran" : "skipped", p.nodes_before, p.nodes_after,
+                               p.created.size(), p.rewritten.size());
+  }
+  std::string ops_text;
+  for (const Node* n : graph.nodes()) {
+    std::vector<std::string> ins, outs;
+    for (const Output& in : n->inputs()) {
+      ins.push_back(
+          fmt::format("{} {} {}", in.name(), DTypeName(in.dtype()), in.shape().ToString()));
+    }
+    for (int o = 0; o < n->num_outputs(); ++o) {
+      outs.push_back(
+          fmt::format("{} {}", DTypeName(n->output_dtype(o)), n->output_shape(o).ToString()));
+    }
+    auto it = origin.find(n->name());
+    ops_text += fmt::format(
+        "{}\n  type: {}\n  kernel: {}\n  inputs: [{}]\n  outputs: [{}]\n  "
+        "pass: {}\n",
+        n->name(), n->type(), kernel_keys[n->id()], fmt::join(ins, "; "), fmt::join(outs, "; "),
+        it == origin.end() ? "user graph" : it->second);
+  }
+  for (auto [file, text] : {std::pair<const char*, const std::string*>{"passes.txt", &passes_text},
+                            std::pair<const char*, const std::string*>{"ops.txt", &ops_text}}) {
+    const std::string path = config.kernel_meta_dir + "/" + file;
+    std::ofstream f(path, std::ios::trunc);
+    f << *text;
+    f.close();
+    if (!f) {
+      return absl::DataLossError(
+          fmt::format("op_debug_level {}: writing \"{}\" failed", config.op_debug_level, path));
+    }
+  }
+  if (config.op_debug_level == 1 || config.op_debug_level == 2) {
+    std::fprintf(stderr, "recsdk: op_debug_level %d: %d ops and %zu passes described in %s\n",
+                 config.op_debug_level, graph.num_nodes(), passes.size(),
+                 config.kernel_meta_dir.c_str());
+  }
+  return absl::OkStatus();
+}
+
+std::atomic<int64_t> session_counter{0};
+
+}  // namespace
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() { (void)Close(); }
@@ -78,8 +176,12 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph,
   }
   auto impl = std::make_unique<Impl>();
   impl->graph = graph.Copy();
-  // Lookups of one table in a step share one dedup and resolve (see group_lookups.cc).
-  RECSDK_RETURN_IF_ERROR(internal::GroupTableLookups(impl->graph.get()));
+  RECSDK_ASSIGN_OR_RETURN(std::vector<internal::PassRecord> passes,
+                          internal::RunSessionPasses(config, impl->graph.get()));
+  for (const internal::PassRecord& p : passes) {
+    if (p.ran) impl->applied_passes.push_back(p.name);
+  }
+  RECSDK_RETURN_IF_ERROR(CheckProfilingPoints(config, *impl->graph));
   impl->config = config;
   RECSDK_ASSIGN_OR_RETURN(impl->device,
                           internal::DeviceRegistry::Global().Create(config.device, config));
@@ -92,6 +194,7 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph,
     implmode_ops.insert(std::string(t));
   }
   const internal::KernelRegistry& kernels = internal::KernelRegistry::Global();
+  std::vector<std::string> kernel_keys;
   for (Node* node : impl->graph->nodes()) {
     const std::string& placed = node->device();
     const std::string type = placed.empty() ? config.device : placed.substr(0, placed.find(':'));
@@ -109,7 +212,7 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph,
     const internal::KernelFactory* factory = kernels.Find(node->type(), type, dtype, mode);
     if (factory == nullptr) {
       return absl::UnimplementedError(fmt::format(
-          "op \"{}\" ({}) has no {} kernel for dtype {}; the device supports this op for [{}]",
+          "op \"{}\" ({}) has no {} kernel for dtype {}; the device supports this op for [{}]{}",
           node->name(), node->type(), type, DTypeName(dtype),
           fmt::join(
               [&] {
@@ -118,10 +221,20 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph,
                   names.emplace_back(d == DType::kInvalid ? "any" : DTypeName(d));
                 return names;
               }(),
-              ", ")));
+              ", "),
+          type == "cpu" ? " (mix_compile_mode cannot help: the cpu device is the host)" : ""));
     }
     RECSDK_ASSIGN_OR_RETURN(auto kernel, (*factory)(*node));
     impl->kernels.push_back(std::move(kernel));
+    kernel_keys.push_back(fmt::format("{} on {}, dtype {}, impl mode {}", node->type(), type,
+                                      DTypeName(dtype), mode));
+  }
+  if (config.op_debug_level > 0) {
+    RECSDK_RETURN_IF_ERROR(WriteKernelMeta(config, *impl->graph, passes, kernel_keys));
+  }
+  if (config.profiling_mode) {
+    impl->profiler = std::make_unique<internal::Profiler>(
+        config, fmt::format("{}_{}", static_cast<int64_t>(::getpid()), session_counter++));
   }
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
@@ -216,6 +329,7 @@ StatusOr<std::shared_ptr<Plan>> Session::Impl::GetPlan(const FeedList& feeds,
 }
 
 Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
+                              const std::vector<ExecutionObserver*>& observers,
                               std::vector<Tensor>* outputs) {
   const int n = graph->num_nodes();
   std::vector<std::vector<Tensor>> values(n);
@@ -252,7 +366,24 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
     // Isolation: while this kernel waits inside its own parallel loops, the thread must not pick
     // up another node (which could, e.g., lock the variable this kernel holds).
     Status s;
-    tbb::this_task_arena::isolate([&] { s = kernels[id]->Compute(ctx); });
+    if (observers.empty()) {
+      tbb::this_task_arena::isolate([&] { s = kernels[id]->Compute(ctx); });
+    } else {
+      NodeExecution exec;
+      exec.node = &node;
+      exec.device = device->name();
+      exec.thread = tbb::this_task_arena::current_thread_index();
+      exec.step = step;
+      exec.inputs = &ctx.inputs();
+      exec.start_ns = internal::NowNs();
+      for (ExecutionObserver* o : observers) o->BeforeNode(exec);
+      tbb::this_task_arena::isolate([&] { s = kernels[id]->Compute(ctx); });
+      exec.end_ns = internal::NowNs();
+      exec.outputs = &values[id];
+      if (s.ok()) {
+        for (ExecutionObserver* o : observers) o->AfterNode(exec);
+      }
+    }
     if (!s.ok()) {
       const std::string prefix = fmt::format("op \"{}\" ({})", node.name(), node.type());
       if (s.message().find(prefix) == std::string_view::npos &&
@@ -328,17 +459,68 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
 
 Status Session::Run(const FeedList& feeds, const std::vector<TensorName>& fetches,
                     const std::vector<TensorName>& targets, std::vector<Tensor>* outputs) {
+  return Run(RunOptions{}, feeds, fetches, targets, outputs);
+}
+
+Status Session::Run(const RunOptions& options, const FeedList& feeds,
+                    const std::vector<TensorName>& fetches, const std::vector<TensorName>& targets,
+                    std::vector<Tensor>* outputs) {
   if (impl_->closed)
     return absl::FailedPreconditionError("Session::Run after Close(); create a new Session");
   RECSDK_ASSIGN_OR_RETURN(auto plan, impl_->GetPlan(feeds, fetches, targets));
-  try {
-    RECSDK_RETURN_IF_ERROR(impl_->Execute(*plan, feeds, outputs));
-  } catch (const std::exception& e) {
-    return absl::InternalError(fmt::format("Session::Run: unexpected exception: {}", e.what()));
+  std::vector<ExecutionObserver*> observers;
+  for (ExecutionObserver* o : options.observers) {
+    if (o == nullptr) {
+      return absl::InvalidArgumentError("RunOptions::observers holds a null observer; remove it");
+    }
+    observers.push_back(o);
   }
+  if (impl_->profiler != nullptr) observers.push_back(impl_->profiler.get());
+  const int64_t step = impl_->steps;
+  if (impl_->profiler != nullptr) impl_->profiler->BeginRun(step);
+  for (ExecutionObserver* o : options.observers) o->BeforeRun(step);
+  Status status;
+  try {
+    status = impl_->Execute(*plan, feeds, observers, outputs);
+  } catch (const std::exception& e) {
+    status = absl::InternalError(fmt::format("Session::Run: unexpected exception: {}", e.what()));
+  }
+  for (ExecutionObserver* o : options.observers) o->AfterRun(step, status);
+  if (impl_->profiler != nullptr && status.ok()) status = impl_->profiler->EndRun(step);
+  RECSDK_RETURN_IF_ERROR(status);
   ++impl_->steps;
   return absl::OkStatus();
 }
+
+StatusOr<LoopResult> Session::RunLoop(int64_t iterations, const BatchSource& next,
+                                      const std::vector<TensorName>& fetches,
+                                      const std::vector<TensorName>& targets,
+                                      const RunOptions& options) {
+  if (iterations != impl_->config.iterations_per_loop) {
+    return absl::InvalidArgumentError(fmt::format(
+        "RunLoop: iterations {} differs from SessionConfig::iterations_per_loop {}; the two must "
+        "be equal (set_iteration_per_loop and the session option)",
+        iterations, impl_->config.iterations_per_loop));
+  }
+  if (!next) return absl::InvalidArgumentError("RunLoop: the BatchSource is empty");
+  LoopResult result;
+  FeedList feeds;
+  for (int64_t i = 0; i < iterations; ++i) {
+    feeds.clear();
+    RECSDK_ASSIGN_OR_RETURN(bool more, next(&feeds));
+    if (!more) break;
+    std::vector<Tensor> outputs;
+    if (Status s = Run(options, feeds, fetches, targets, &outputs); !s.ok()) {
+      return Status(s.code(),
+                    fmt::format("RunLoop step {} of {}: {}", i + 1, iterations, s.message()));
+    }
+    result.outputs = std::move(outputs);
+    ++result.steps;
+  }
+  return result;
+}
+
+const std::vector<std::string>& Session::applied_passes() const { return impl_->applied_passes; }
 
 StatusOr<std::vector<Tensor>> Session::Run(const FeedList& feeds,
                                            const std::vector<TensorName>& fetches,

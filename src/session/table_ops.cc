@@ -281,8 +281,13 @@ Status AddLookupOutputs(InferenceContext& c, int first, int k, bool has_mask, bo
     if (b != Shape::kUnknownDim) batch = b;
   }
   int next = first + k;
-  if (has_mask) RECSDK_RETURN_IF_ERROR(c.ExpectDType(next++, DType::kFloat32));
-  if (has_ts) RECSDK_RETURN_IF_ERROR(c.ExpectDType(next++, DType::kInt64));
+  if (has_mask && c.input_dtype(next) != DType::kFloat32) {
+    return c.Error("the mask {} must be float32", c.InputDesc(next));
+  }
+  next += has_mask ? 1 : 0;
+  if (has_ts && c.input_dtype(next) != DType::kInt64) {
+    return c.Error("the timestamps {} must be int64", c.InputDesc(next));
+  }
   if (!dynamic && send_count <= 0) {
     return c.Error("static shape (use_dynamic=false) needs send_count > 0, got {}", send_count);
   }
@@ -439,6 +444,17 @@ Status RunLookups(OpKernelContext& ctx, const std::vector<LookupAttrs>& attrs) {
 }
 
 Status SparseLookupKernel(OpKernelContext& ctx) {
+  // A moved lookup runs only in its key stage: running it here would do its key work (for a
+  // training lookup: admission and inserts) on whatever batch fed the ids, e.g. an evaluation one.
+  if (ctx.node().BoolAttr("moved_to_key_stage")) {
+    const bool train = ctx.node().BoolAttr("is_train", true);
+    return absl::FailedPreconditionError(fmt::format(
+        "sparse_lookup \"{}\" (table \"{}\", is_train {}) was moved to the key stage "
+        "(ModifyGraph) but this step did not feed its results: feed the step from a {} key stage "
+        "(KeyStageChannel::{}), and fetch only outputs of that channel's lookups",
+        ctx.node().name(), ctx.node().StringAttr("table_name"), train,
+        train ? "training" : "evaluation", train ? "kTrain" : "kEval"));
+  }
   return RunLookups(ctx, {ReadLookupAttrs(ctx.node())});
 }
 
@@ -588,7 +604,7 @@ Status TableApplyKernel(OpKernelContext& ctx) {
   const auto row_span = absl::Span<const uint32_t>(row_ptr, count);
   if (table.optimizer().ByAddress()) {
     std::vector<float*> addresses(count);
-    table.RowAddresses(row_span, absl::MakeSpan(addresses));
+    RECSDK_RETURN_IF_ERROR(table.RowAddresses(row_span, absl::MakeSpan(addresses)));
     table.ApplyGradientsByAddress(addresses, grad_ptr, step1);
   } else {
     table.ApplyGradients(row_span, grad_ptr, step1);
@@ -609,6 +625,7 @@ void RegisterTableOps() {
     r.Register(Stateful(kTableApplyOp, 4, -1, ApplyShape));
     r.Register(Stateful(kTableLookupGroupOp, 3, -1, GroupShape));
     r.Register(Stateful(kTableLookupForwardOp, 1, -1, ForwardShape));
+    DeclareTableOpAttrSchemas(r);
     KernelRegistry& k = KernelRegistry::Global();
     const DType any = DType::kInvalid;
     k.RegisterFn(kTableHandleOp, kCpu, {any}, TableHandleKernel);
@@ -635,7 +652,25 @@ StatusOr<SparseTable> create_table(const Scope& scope, const TableConfig& config
   RECSDK_RETURN_IF_ERROR(optimizer.Validate());
   Graph* g = scope.graph();
   for (const std::string& name : g->Collection(kSparseTables)) {
-    const Node* n = g->FindNode(name);
+    Node* n = g->FindNode(name);
+    if (n != nullptr && n->StringAttr("table_name") == config.name &&
+        scope.variable_reuse() != VariableReuse::kNone) {
+      // Variable reuse (the Estimator's train, eval and predict branches): the same table.
+      if (n->IntAttr("dim", 0) != config.dim ||
+          n->StringAttr("optimizer_config") != internal::OptimizerConfigToJson(optimizer)) {
+        return absl::InvalidArgumentError(fmt::format(
+            "create_table \"{}\": under variable reuse the table exists with dim {} and "
+            "optimizer {}, but this call asks for dim {} and {}; build the table the same way in "
+            "every mode",
+            config.name, n->IntAttr("dim", 0), n->StringAttr("optimizer_config"), config.dim,
+            optimizer.ToString()));
+      }
+      SparseTable t;
+      t.handle_ = Output(n, 0);
+      t.config_ = config;
+      t.optimizer_ = optimizer;
+      return t;
+    }
     if (n != nullptr && n->StringAttr("table_name") == config.name) {
       return absl::InvalidArgumentError(fmt::format(
           "create_table: the graph already has a table \"{}\" (node \"{}\"); table names must be "
@@ -816,6 +851,20 @@ StatusOr<std::vector<Output>> BuildLookup(const Scope& scope, const SparseTable&
         "sparse_lookup \"{}\": static shape (use_dynamic=false) needs send_count > 0, got {}; set "
         "send_count to the most unique keys of a batch",
         name, options.send_count));
+  }
+  // The optional inputs are checked here, by option name: the op's own check could only say
+  // "input 3 must be float32", which a caller cannot map back to the option they set.
+  if (options.mask.valid() && options.mask.dtype() != DType::kFloat32) {
+    return absl::InvalidArgumentError(fmt::format(
+        "sparse_lookup \"{}\": option mask \"{}\" is {}; it must be float32 [B] (1 for real rows, "
+        "0 for padding): pass the batch's \"mask\" column or Cast it to float32",
+        name, options.mask.name(), DTypeName(options.mask.dtype())));
+  }
+  if (options.timestamps.valid() && options.timestamps.dtype() != DType::kInt64) {
+    return absl::InvalidArgumentError(fmt::format(
+        "sparse_lookup \"{}\": option timestamps \"{}\" is {}; it must be int64 [B] seconds: "
+        "pass the timestamp column (FeatureSpec is_timestamp) or Cast it to int64",
+        name, options.timestamps.name(), DTypeName(options.timestamps.dtype())));
   }
   RECSDK_RETURN_IF_ERROR(AddOptionSettings(options, name, &settings));
   RECSDK_ASSIGN_OR_RETURN(ThresholdUpdate thresholds, MergeThresholds(table, settings));

@@ -33,6 +33,12 @@ inline constexpr char kTableGradAggregateOp[] = "TableGradAggregate";
 inline constexpr char kTableApplyOp[] = "TableApply";
 inline constexpr char kTableLookupGroupOp[] = "TableLookupGroup";
 inline constexpr char kTableLookupForwardOp[] = "TableLookupForward";
+
+// DeclareTableOpAttrSchemas: the attribute schemas of the table ops (table_op_schemas.cc), declared
+// by RegisterTableOps right after it registers them.
+class OpRegistry;
+void DeclareTableOpAttrSchemas(OpRegistry& registry);
+
 // Attribute of placeholders: the Batch column a DatasetColumn is fed from.
 inline constexpr char kDatasetColumnAttr[] = "dataset_column";
 // Attributes of the placeholders ModifyGraph adds: the SparseLookup they replace and its output.

@@ -333,9 +333,15 @@ void KeyIndex::FindBatchIsa<Isa::kBaseline>(const int64_t* keys, size_t n, uint3
   RECSDK_KEY_INDEX_FIND_BATCH_LOOP(match);
 }
 
-#ifndef RECSDK_NO_ISA_VARIANTS  // (clang ignores #pragma GCC target; see scripts/fuzz.sh)
+#ifndef RECSDK_NO_ISA_VARIANTS
+// GCC takes `#pragma GCC target`; clang (fuzz builds) ignores it and takes the same target through
+// `#pragma clang attribute`, so both compilers build the AVX2 variant.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2")
+#endif
 // AVX2: two 32-byte loads per bucket, keys 0-3, then [k4 lo, k4 hi, r0, r1, r2, r3, r4, flags];
 // the same moves as SSE2 on twice the width. (On the machine these were measured on, a Zen 5
 // with AVX-512, this variant ran as fast as any AVX-512 form tried, so AVX-512 CPUs use it too.)
@@ -363,7 +369,11 @@ void KeyIndex::FindBatchIsa<Isa::kAvx2>(const int64_t* keys, size_t n, uint32_t*
   };
   RECSDK_KEY_INDEX_FIND_BATCH_LOOP(match);
 }
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #endif  // RECSDK_NO_ISA_VARIANTS
 
 #undef RECSDK_KEY_INDEX_FIND_BATCH_LOOP

@@ -2,12 +2,16 @@
 // Thread-safe (no shared state).
 #include "src/table/npy.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
 
 #include "fmt/format.h"
+#include "src/common/file_open.h"
 #include "src/common/hash.h"
 
 namespace recsdk::internal {
@@ -96,10 +100,7 @@ Status WriteNpy(const std::string& path, std::string_view descr, const std::vect
                 const void* data, uint64_t bytes) {
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
   if (!f) {
-    return absl::InternalError(
-        fmt::format("cannot open \"{}\" for writing: {}; check the directory exists and is "
-                    "writable",
-                    path, std::strerror(errno)));
+    return ErrnoToStatus(errno, fmt::format("cannot open \"{}\" for writing", path));
   }
   const std::string header = NpyHeader(descr, shape);
   if (std::fwrite(header.data(), 1, header.size(), f.get()) != header.size() ||
@@ -111,11 +112,19 @@ Status WriteNpy(const std::string& path, std::string_view descr, const std::vect
 }
 
 StatusOr<std::string> ReadFile(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) {
-    if (errno == ENOENT)
+  // OpenRegularFile: a named pipe or device never blocks, permissions are PermissionDenied.
+  StatusOr<int> fd = OpenRegularFile(path, "reading");
+  if (!fd.ok()) {
+    if (fd.status().code() == absl::StatusCode::kNotFound) {
       return absl::NotFoundError(fmt::format("file \"{}\" does not exist", path));
-    return absl::DataLossError(fmt::format("cannot open \"{}\": {}", path, std::strerror(errno)));
+    }
+    return fd.status();
+  }
+  std::unique_ptr<FILE, int (*)(FILE*)> f(::fdopen(*fd, "rb"), &std::fclose);
+  if (!f) {
+    const int err = errno;
+    ::close(*fd);
+    return ErrnoToStatus(err, fmt::format("cannot read \"{}\"", path));
   }
   std::string out;
   char buf[1 << 16];
@@ -199,24 +208,6 @@ StatusOr<NpyArray> ReadNpy(const std::string& path) {
   }
   out.data = bytes.substr(payload);
   return out;
-}
-
-uint64_t Checksum64(const void* data, uint64_t bytes) {
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  uint64_t h0 = 0x243f6a8885a308d3ull ^ bytes, h1 = 0x13198a2e03707344ull;
-  uint64_t i = 0;
-  for (; i + 16 <= bytes; i += 16) {
-    uint64_t a, b;
-    std::memcpy(&a, p + i, 8);
-    std::memcpy(&b, p + i + 8, 8);
-    h0 = (h0 ^ a) * 0x9e3779b97f4a7c15ull;
-    h1 = (h1 ^ b) * 0xc2b2ae3d27d4eb4full;
-    h0 ^= h0 >> 29;
-    h1 ^= h1 >> 31;
-  }
-  uint64_t tail = 0;
-  if (bytes > i) std::memcpy(&tail, p + i, bytes - i);  // p may be null when bytes == 0
-  return Mix64(h0 ^ Mix64(h1 ^ tail));
 }
 
 }  // namespace recsdk::internal

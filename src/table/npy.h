@@ -1,5 +1,5 @@
 // npy.h: reading and writing numpy .npy files (format version 1.0, little-endian, C order) for
-// table export and table checkpoints, plus a fast checksum of payload bytes.
+// table export and import (checkpoints write their payloads through src/checkpoint/).
 // Thread-safe (no shared state).
 #ifndef RECSDK_TABLE_NPY_H_
 #define RECSDK_TABLE_NPY_H_
@@ -34,9 +34,6 @@ StatusOr<NpyArray> ReadNpy(const std::string& path);
 
 // ReadFile: the whole file. NotFound when missing, DataLoss when unreadable.
 StatusOr<std::string> ReadFile(const std::string& path);
-
-// Checksum64: a stable 64-bit checksum of bytes (not cryptographic).
-uint64_t Checksum64(const void* data, uint64_t bytes);
 
 }  // namespace recsdk::internal
 

@@ -1,5 +1,6 @@
 // table.cc: the in-memory EmbeddingTable: slab of rows, key index, admission, eviction, batch
-// lookups and updates, export and checkpoints.
+// lookups and updates, export, and snapshots of its rows for checkpoints (src/checkpoint/ owns
+// the file format).
 //
 // Layout: rows live in one virtual-memory reservation (mmap, committed page by page as rows are
 // first used), so a row id maps to an address with one multiply and a row never moves, even when
@@ -27,7 +28,9 @@
 #include "oneapi/tbb/blocked_range.h"
 #include "oneapi/tbb/global_control.h"
 #include "oneapi/tbb/parallel_for.h"
+#include "oneapi/tbb/parallel_sort.h"
 #include "src/common/check.h"
+#include "src/common/exception_guard.h"
 #include "src/common/hash.h"
 #include "src/common/prefetch.h"
 #include "src/common/random.h"
@@ -111,8 +114,6 @@ struct Pending {
   int64_t timestamp = 0;
 };
 
-std::string Hex(uint64_t v) { return fmt::format("{:016x}", v); }
-
 class TableImpl final : public EmbeddingTable {
  public:
   TableImpl(const TableConfig& config, const SparseOptimizerConfig& optimizer)
@@ -142,6 +143,11 @@ class TableImpl final : public EmbeddingTable {
           "table \"{}\": cannot reserve {} bytes of address space for {} rows of {} floats; "
           "lower the vocabulary sizes",
           name(), static_cast<uint64_t>(max_rows_) * row_bytes_, max_rows_, row_floats_));
+    }
+    dirty_ = Reservation(static_cast<uint64_t>(max_rows_));
+    if (dirty_.base() == nullptr) {
+      return absl::ResourceExhaustedError(fmt::format(
+          "table \"{}\": cannot reserve change tracking for {} rows", name(), max_rows_));
     }
     if (evicting_) {
       timestamps_ = Reservation(static_cast<uint64_t>(max_rows_) * sizeof(int64_t));
@@ -263,13 +269,26 @@ class TableImpl final : public EmbeddingTable {
     return absl::OkStatus();
   }
 
+  // The public batch calls run under CatchExceptions: a bad_alloc (a huge batch, a rehash)
+  // becomes ResourceExhausted instead of leaving the library.
   Status Resolve(absl::Span<const int64_t> keys, absl::Span<const uint32_t> counts,
                  absl::Span<const int64_t> timestamps, LookupMode mode,
                  absl::Span<uint32_t> rows) override {
+    return CatchExceptions(fmt::format("table \"{}\": Resolve", name()),
+                           [&] { return ResolveUnguarded(keys, counts, timestamps, mode, rows); });
+  }
+
+  Status ResolveUnguarded(absl::Span<const int64_t> keys, absl::Span<const uint32_t> counts,
+                          absl::Span<const int64_t> timestamps, LookupMode mode,
+                          absl::Span<uint32_t> rows) {
     const size_t n = keys.size();
-    RECSDK_CHECK(rows.size() == n);
-    RECSDK_CHECK(counts.empty() || counts.size() == n);
-    RECSDK_CHECK(timestamps.empty() || timestamps.size() == n);
+    if (rows.size() != n || (!counts.empty() && counts.size() != n) ||
+        (!timestamps.empty() && timestamps.size() != n)) {
+      return absl::InvalidArgumentError(fmt::format(
+          "table \"{}\": Resolve of {} keys got {} rows, {} counts and {} timestamps; pass one "
+          "row slot per key, and counts and timestamps each empty or one per key",
+          name(), n, rows.size(), counts.size(), timestamps.size()));
+    }
     RECSDK_RETURN_IF_ERROR(CheckKeyRange(keys));
     const bool train = mode == LookupMode::kTrain;
     const KeyIndex& index = *index_;
@@ -333,6 +352,7 @@ class TableImpl final : public EmbeddingTable {
         rows[i] = row;
         admit_keys[j] = keys[i];
         admit_rows[j] = row;
+        MarkDirty(row);
         if (evicting_) *Timestamp(row) = std::numeric_limits<int64_t>::min();
       }
       index_->InsertBatch(admit_keys.data(), admit_rows.data(), admit.size());
@@ -345,7 +365,11 @@ class TableImpl final : public EmbeddingTable {
         for (size_t i = b; i < e; ++i) {
           if (rows[i] >= kDefaultRow) continue;
           int64_t* ts = Timestamp(rows[i]);
-          *ts = std::max(*ts, time_of(i));
+          const int64_t t = std::max(*ts, time_of(i));
+          if (t != *ts) {
+            *ts = t;
+            MarkDirty(rows[i]);
+          }
         }
       });
     }
@@ -425,6 +449,7 @@ class TableImpl final : public EmbeddingTable {
           "batch * n of them",
           name(), batch, n, restore.size()));
     }
+    RECSDK_RETURN_IF_ERROR(CheckRowsAndRestore(unique_rows, restore));
     const int dim = config_.dim;
     const float dflt = config_.serving_default_value;
     ParallelChunks(static_cast<size_t>(batch), 64, [&](size_t b0, size_t b1) {
@@ -455,6 +480,30 @@ class TableImpl final : public EmbeddingTable {
     return absl::OkStatus();
   }
 
+  // CheckRowsAndRestore: every restore index points into unique_rows, and every row id is one
+  // of this table's rows or a sentinel; a wrong one would read outside the slab.
+  Status CheckRowsAndRestore(absl::Span<const uint32_t> unique_rows,
+                             absl::Span<const uint32_t> restore) const {
+    uint32_t worst_index = 0;
+    for (uint32_t i : restore) worst_index = std::max(worst_index, i);
+    if (!restore.empty() && worst_index >= unique_rows.size()) {
+      return absl::InvalidArgumentError(
+          fmt::format("table \"{}\": restore index {} is out of range for {} unique rows; pass the "
+                      "restore_index and rows of the same DedupKeys/Resolve",
+                      name(), worst_index, unique_rows.size()));
+    }
+    for (uint32_t row : unique_rows) {
+      if (row >= kDefaultRow) continue;
+      if (static_cast<int64_t>(row) >= max_rows_) {
+        return absl::InvalidArgumentError(fmt::format(
+            "table \"{}\": row id {} is not a row of this table (capacity {}); pass rows that "
+            "Resolve returned",
+            name(), row, max_rows_));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   void PaddingMask(absl::Span<const uint32_t> unique_rows, absl::Span<const uint32_t> restore,
                    float* mask) const override {
     for (size_t i = 0; i < restore.size(); ++i) {
@@ -472,6 +521,15 @@ class TableImpl final : public EmbeddingTable {
     const int64_t n = static_cast<int64_t>(e - b);
     const float* g = grads + b * static_cast<size_t>(dim);
     const SparseOptimizerConfig& o = optimizer_;
+    for (size_t i = b; i < e; ++i) {
+      if (ids != nullptr) {
+        if (ids[i] < kDefaultRow) MarkDirty(ids[i]);
+      } else if (addrs[i] != nullptr) {
+        MarkDirty(static_cast<uint32_t>(
+            static_cast<uint64_t>(reinterpret_cast<const char*>(addrs[i]) - slab_.base()) /
+            row_bytes_));
+      }
+    }
     switch (o.kind) {
       case SparseOptimizerKind::kSGD:
       case SparseOptimizerKind::kSGDByAddr:
@@ -506,11 +564,17 @@ class TableImpl final : public EmbeddingTable {
               [&](size_t b, size_t e) { UpdateBatch(updater, rows.data(), nullptr, b, e, grads); });
   }
 
-  void RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> addresses) override {
-    RECSDK_CHECK(addresses.size() == rows.size());
+  Status RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> addresses) override {
+    if (addresses.size() != rows.size()) {
+      return absl::InvalidArgumentError(fmt::format(
+          "table \"{}\": RowAddresses of {} rows got room for {} addresses; pass one slot per row",
+          name(), rows.size(), addresses.size()));
+    }
+    RECSDK_RETURN_IF_ERROR(CheckRowsAndRestore(rows, {}));
     for (size_t i = 0; i < rows.size(); ++i) {
       addresses[i] = rows[i] < kDefaultRow ? Row(rows[i]) : nullptr;
     }
+    return absl::OkStatus();
   }
 
   void ApplyGradientsByAddress(absl::Span<float* const> addresses, const float* grads,
@@ -543,6 +607,7 @@ class TableImpl final : public EmbeddingTable {
     for (const auto& [key, row] : victims) {
       index_->Erase(key);
       free_rows_.push_back(row);
+      removed_.insert(key);
     }
     int64_t evicted = static_cast<int64_t>(victims.size());
     absl::erase_if(pending_, [&](const auto& kv) {
@@ -551,6 +616,23 @@ class TableImpl final : public EmbeddingTable {
       return old;
     });
     return evicted;
+  }
+
+  Status SetAccessThreshold(int64_t access_threshold) override {
+    if (!admitting_) {
+      return absl::FailedPreconditionError(fmt::format(
+          "set_threshold: table \"{}\" was created without admission (access_threshold -1), "
+          "so its threshold cannot change to {}; create it with access_threshold >= 0",
+          name(), access_threshold));
+    }
+    if (access_threshold < 0) {
+      return absl::InvalidArgumentError(fmt::format(
+          "set_threshold: table \"{}\": access_threshold {} is below 0; admission stays on for "
+          "the table's life, so use 0 to admit every key",
+          name(), access_threshold));
+    }
+    config_.access_threshold = access_threshold;
+    return absl::OkStatus();
   }
 
   uint32_t FindRow(int64_t key) const override {
@@ -578,24 +660,26 @@ class TableImpl final : public EmbeddingTable {
     std::vector<std::pair<int64_t, uint32_t>> entries;
     entries.reserve(index_->size());
     index_->ForEach([&](int64_t key, uint32_t row) { entries.emplace_back(key, row); });
-    std::sort(entries.begin(), entries.end());
+    tbb::parallel_sort(entries.begin(), entries.end());
     return entries;
   }
 
   std::string KeyDescr() const { return config_.key_dtype == DType::kInt32 ? "<i4" : "<i8"; }
 
-  Status WriteKeys(const std::string& path, const std::vector<int64_t>& keys,
-                   uint64_t* checksum) const {
+  Status WriteKeys(const std::string& path, const std::vector<int64_t>& keys) const {
     if (config_.key_dtype == DType::kInt32) {
       std::vector<int32_t> k32(keys.begin(), keys.end());
-      if (checksum) *checksum = Checksum64(k32.data(), k32.size() * 4);
       return WriteNpy(path, "<i4", {static_cast<int64_t>(k32.size())}, k32.data(), k32.size() * 4);
     }
-    if (checksum) *checksum = Checksum64(keys.data(), keys.size() * 8);
     return WriteNpy(path, "<i8", {static_cast<int64_t>(keys.size())}, keys.data(), keys.size() * 8);
   }
 
   Status ExportNpy(const std::string& keys_path, const std::string& values_path) const override {
+    return CatchExceptions(fmt::format("table \"{}\": ExportNpy", name()),
+                           [&] { return ExportNpyUnguarded(keys_path, values_path); });
+  }
+
+  Status ExportNpyUnguarded(const std::string& keys_path, const std::string& values_path) const {
     const auto entries = SortedEntries();
     std::vector<int64_t> keys(entries.size());
     std::vector<float> values(entries.size() * static_cast<size_t>(config_.dim));
@@ -603,7 +687,7 @@ class TableImpl final : public EmbeddingTable {
       keys[i] = entries[i].first;
       CopyEmbedding(entries[i].second, values.data() + i * static_cast<size_t>(config_.dim));
     }
-    RECSDK_RETURN_IF_ERROR(WriteKeys(keys_path, keys, nullptr));
+    RECSDK_RETURN_IF_ERROR(WriteKeys(keys_path, keys));
     return WriteNpy(values_path, "<f4", {static_cast<int64_t>(keys.size()), config_.dim},
                     values.data(), values.size() * sizeof(float));
   }
@@ -628,6 +712,11 @@ class TableImpl final : public EmbeddingTable {
   }
 
   Status ImportNpy(const std::string& keys_path, const std::string& values_path) override {
+    return CatchExceptions(fmt::format("table \"{}\": ImportNpy", name()),
+                           [&] { return ImportNpyUnguarded(keys_path, values_path); });
+  }
+
+  Status ImportNpyUnguarded(const std::string& keys_path, const std::string& values_path) {
     RECSDK_ASSIGN_OR_RETURN(NpyArray ka, ReadNpy(keys_path));
     RECSDK_ASSIGN_OR_RETURN(NpyArray va, ReadNpy(values_path));
     RECSDK_ASSIGN_OR_RETURN(std::vector<int64_t> keys, KeysFrom(ka, keys_path));
@@ -638,6 +727,18 @@ class TableImpl final : public EmbeddingTable {
           values_path, keys.size(), config_.dim, keys_path));
     }
     RECSDK_RETURN_IF_ERROR(CheckKeyRange(keys));
+    // A key listed twice has two candidate embeddings, and would be counted twice below: refuse.
+    absl::flat_hash_map<int64_t, size_t> first_at;
+    first_at.reserve(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto [it, fresh] = first_at.emplace(keys[i], i);
+      if (!fresh) {
+        return absl::DataLossError(fmt::format(
+            "table \"{}\": \"{}\" lists key {} twice (positions {} and {}); each key needs one "
+            "embedding: remove the duplicate rows from both files",
+            name(), keys_path, keys[i], it->second, i));
+      }
+    }
     int64_t missing = 0;
     for (int64_t k : keys) {
       if (!padding_.contains(k) && index_->Find(k) == KeyIndex::kEmpty) ++missing;
@@ -657,197 +758,190 @@ class TableImpl final : public EmbeddingTable {
         pending_.erase(keys[i]);
       }
       std::memcpy(Row(row), values + i * dim, dim * sizeof(float));
+      MarkDirty(row);
     }
     return absl::OkStatus();
   }
 
-  Status Save(const std::string& dir) const override {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) {
-      return absl::InternalError(fmt::format("table \"{}\": cannot create directory \"{}\": {}",
-                                             name(), dir, ec.message()));
+  StatusOr<TableSnapshot> Snapshot(SnapshotKind kind) override {
+    TableSnapshot snap;
+    snap.table_name = name();
+    snap.dim = config_.dim;
+    snap.num_slots = num_slots_;
+    snap.optimizer = optimizer_.kind;
+    snap.key_dtype = config_.key_dtype;
+    snap.is_delta = kind == SnapshotKind::kDelta;
+    snap.data_time = data_time_;
+    snap.access_threshold = config_.access_threshold;
+    std::vector<std::pair<int64_t, uint32_t>> entries;
+    if (snap.is_delta) {
+      const uint8_t* dirty = Dirty();
+      index_->ForEach([&](int64_t key, uint32_t row) {
+        if (dirty[row] != 0) entries.emplace_back(key, row);
+      });
+      tbb::parallel_sort(entries.begin(), entries.end());
+      snap.removed_keys.assign(removed_.begin(), removed_.end());
+      std::sort(snap.removed_keys.begin(), snap.removed_keys.end());
+    } else {
+      entries = SortedEntries();
     }
-    const auto entries = SortedEntries();
     const size_t n = entries.size();
-    std::vector<int64_t> keys(n);
-    std::vector<float> rows(n * static_cast<size_t>(row_floats_));
-    std::vector<int64_t> times(evicting_ ? n : 0);
-    for (size_t i = 0; i < n; ++i) {
-      keys[i] = entries[i].first;
-      std::memcpy(rows.data() + i * row_floats_, Row(entries[i].second), row_bytes_);
-      if (evicting_) times[i] = *Timestamp(entries[i].second);
-    }
+    snap.keys.resize(n);
+    snap.rows.resize(n * static_cast<size_t>(row_floats_));
+    if (evicting_) snap.timestamps.resize(n);
+    BigChunks(n, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        snap.keys[i] = entries[i].first;
+        std::memcpy(snap.rows.data() + i * row_floats_, Row(entries[i].second), row_bytes_);
+        if (evicting_) snap.timestamps[i] = *Timestamp(entries[i].second);
+      }
+    });
     std::vector<std::pair<int64_t, Pending>> pend(pending_.begin(), pending_.end());
     std::sort(pend.begin(), pend.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::vector<int64_t> pkeys(pend.size()), ptimes(pend.size());
-    std::vector<float> pcounts(pend.size());
+    snap.pending_keys.resize(pend.size());
+    snap.pending_counts.resize(pend.size());
+    snap.pending_timestamps.resize(pend.size());
     for (size_t i = 0; i < pend.size(); ++i) {
-      pkeys[i] = pend[i].first;
-      pcounts[i] = pend[i].second.count;
-      ptimes[i] = pend[i].second.timestamp;
+      snap.pending_keys[i] = pend[i].first;
+      snap.pending_counts[i] = pend[i].second.count;
+      snap.pending_timestamps[i] = pend[i].second.timestamp;
     }
-    nlohmann::json files = nlohmann::json::object();
-    auto put = [&](const std::string& file, std::string_view descr, std::vector<int64_t> shape,
-                   const void* data, uint64_t bytes) -> Status {
-      RECSDK_RETURN_IF_ERROR(WriteNpy(dir + "/" + file, descr, shape, data, bytes));
-      files[file] = {{"checksum", Hex(Checksum64(data, bytes))}, {"bytes", bytes}};
-      return absl::OkStatus();
-    };
-    const int64_t sn = static_cast<int64_t>(n), pn = static_cast<int64_t>(pend.size());
-    RECSDK_RETURN_IF_ERROR(put("keys.npy", "<i8", {sn}, keys.data(), n * 8));
-    RECSDK_RETURN_IF_ERROR(
-        put("rows.npy", "<f4", {sn, row_floats_}, rows.data(), rows.size() * sizeof(float)));
-    if (evicting_) RECSDK_RETURN_IF_ERROR(put("timestamps.npy", "<i8", {sn}, times.data(), n * 8));
-    RECSDK_RETURN_IF_ERROR(put("pending_keys.npy", "<i8", {pn}, pkeys.data(), pend.size() * 8));
-    RECSDK_RETURN_IF_ERROR(
-        put("pending_counts.npy", "<f4", {pn}, pcounts.data(), pend.size() * sizeof(float)));
-    RECSDK_RETURN_IF_ERROR(
-        put("pending_timestamps.npy", "<i8", {pn}, ptimes.data(), pend.size() * 8));
-    nlohmann::json meta = {
-        {"format_version", 1},
-        {"name", name()},
-        {"dim", config_.dim},
-        {"num_slots", num_slots_},
-        {"optimizer", static_cast<int>(optimizer_.kind)},
-        {"size", sn},
-        {"data_time", data_time_},
-        {"has_timestamps", evicting_},
-        {"files", files},
-    };
-    const std::string text = meta.dump(2);
-    const std::string path = dir + "/table.json";
-    std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
-    if (!f || std::fwrite(text.data(), 1, text.size(), f.get()) != text.size() ||
-        std::fflush(f.get()) != 0) {
-      return absl::InternalError(
-          fmt::format("table \"{}\": writing \"{}\" failed; check free space", name(), path));
-    }
-    return absl::OkStatus();
+    if (kind != SnapshotKind::kFullKeepTracking) ResetTracking();
+    return snap;
   }
 
-  Status Restore(const std::string& dir) override {
-    const std::string meta_path = dir + "/table.json";
-    auto text = ReadFile(meta_path);
-    if (!text.ok()) {
-      return absl::DataLossError(fmt::format("table \"{}\": cannot restore from \"{}\": {}", name(),
-                                             dir, std::string(text.status().message())));
+  Status LoadSnapshot(const TableSnapshot& snap) override {
+    auto differs = [&](std::string_view what, std::string_view theirs, std::string_view ours) {
+      return absl::FailedPreconditionError(fmt::format(
+          "table \"{}\": the snapshot (of table \"{}\") has {} {} but the table has {} {}; restore "
+          "into a table created with the same dim, key dtype and sparse optimizer",
+          name(), snap.table_name, what, theirs, what, ours));
+    };
+    if (snap.dim != config_.dim) {
+      return differs("dim", std::to_string(snap.dim), std::to_string(config_.dim));
+    }
+    if (snap.key_dtype != config_.key_dtype) {
+      return differs("key dtype", DTypeName(snap.key_dtype), DTypeName(config_.key_dtype));
+    }
+    if (snap.optimizer != optimizer_.kind) {
+      return differs("optimizer", SparseOptimizerKindName(snap.optimizer),
+                     SparseOptimizerKindName(optimizer_.kind));
+    }
+    if (snap.num_slots != num_slots_) {
+      return differs("optimizer slots per row", std::to_string(snap.num_slots),
+                     std::to_string(num_slots_));
     }
     auto corrupt = [&](std::string_view what) {
       return absl::DataLossError(
-          fmt::format("table \"{}\": the checkpoint in \"{}\" is corrupt: {}; restore from another "
+          fmt::format("table \"{}\": the snapshot is inconsistent: {}; restore from another "
                       "checkpoint",
-                      name(), dir, what));
+                      name(), what));
     };
-    nlohmann::json meta = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-    if (meta.is_discarded() || !meta.is_object()) return corrupt("table.json is not valid JSON");
-    int64_t dim = 0, slots = 0, kind = 0, size = 0, data_time = 0;
-    bool has_ts = false;
-    nlohmann::json files;
-    try {
-      dim = meta.at("dim").get<int64_t>();
-      slots = meta.at("num_slots").get<int64_t>();
-      kind = meta.at("optimizer").get<int64_t>();
-      size = meta.at("size").get<int64_t>();
-      data_time = meta.at("data_time").get<int64_t>();
-      has_ts = meta.at("has_timestamps").get<bool>();
-      files = meta.at("files");
-      if (!files.is_object()) return corrupt("table.json has no file list");
-    } catch (const std::exception& e) {
-      return corrupt(fmt::format("table.json misses a field ({})", e.what()));
+    const size_t n = snap.keys.size();
+    if (snap.rows.size() != n * static_cast<size_t>(row_floats_)) {
+      return corrupt(fmt::format("{} keys but {} row floats (expected {} per row)", n,
+                                 snap.rows.size(), row_floats_));
     }
-    if (dim != config_.dim || slots != num_slots_ || kind != static_cast<int>(optimizer_.kind)) {
-      return absl::FailedPreconditionError(fmt::format(
-          "table \"{}\": the checkpoint in \"{}\" has dim {}, {} slots and optimizer {} but the "
-          "table has dim {}, {} slots and optimizer {}; restore into a table created with the "
-          "same dim and optimizer",
-          name(), dir, dim, slots, SparseOptimizerKindName(static_cast<SparseOptimizerKind>(kind)),
-          config_.dim, num_slots_, SparseOptimizerKindName(optimizer_.kind)));
+    if (!snap.timestamps.empty() && snap.timestamps.size() != n) {
+      return corrupt(fmt::format("{} keys but {} timestamps", n, snap.timestamps.size()));
     }
-    auto load = [&](const std::string& file, std::string_view descr,
-                    std::vector<int64_t> shape) -> StatusOr<NpyArray> {
-      if (!files.contains(file)) return corrupt(fmt::format("{} is not listed", file));
-      auto a = ReadNpy(dir + "/" + file);
-      if (!a.ok()) return corrupt(std::string(a.status().message()));
-      if (a->descr != descr || a->shape != shape) {
-        return corrupt(fmt::format("{} has dtype {} and shape of rank {}, not what table.json says",
-                                   file, a->descr, a->shape.size()));
-      }
-      std::string want;
-      try {
-        want = files.at(file).at("checksum").get<std::string>();
-      } catch (const std::exception&) {
-        return corrupt(fmt::format("{} has no checksum", file));
-      }
-      if (Hex(Checksum64(a->data.data(), a->data.size())) != want) {
-        return corrupt(fmt::format("{} fails its checksum", file));
-      }
-      return a;
+    const size_t pn = snap.pending_keys.size();
+    if (snap.pending_counts.size() != pn || snap.pending_timestamps.size() != pn) {
+      return corrupt("pending keys, counts and timestamps differ in length");
+    }
+    if (!snap.is_delta && !snap.removed_keys.empty()) {
+      return corrupt("a full snapshot lists removed keys");
+    }
+    auto strictly_sorted = [](const std::vector<int64_t>& v) {
+      return std::adjacent_find(v.begin(), v.end(), std::greater_equal<int64_t>()) == v.end();
     };
-    if (size < 0 || size > max_rows_) {
-      return size < 0 ? corrupt("size is negative") : FullError(size);
+    if (!strictly_sorted(snap.keys)) return corrupt("keys are not sorted and unique");
+    if (!strictly_sorted(snap.pending_keys)) return corrupt("pending keys are not unique");
+    if (!strictly_sorted(snap.removed_keys)) return corrupt("removed keys are not unique");
+    if (Status s = CheckKeyRange(snap.keys); !s.ok()) {
+      return absl::DataLossError(fmt::format("{} (in the snapshot)", s.message()));
     }
-    RECSDK_ASSIGN_OR_RETURN(NpyArray keys_a, load("keys.npy", "<i8", {size}));
-    RECSDK_ASSIGN_OR_RETURN(NpyArray rows_a, load("rows.npy", "<f4", {size, row_floats_}));
-    NpyArray ts_a;
-    if (has_ts) {
-      RECSDK_ASSIGN_OR_RETURN(ts_a, load("timestamps.npy", "<i8", {size}));
+    if (Status s = CheckKeyRange(snap.pending_keys); !s.ok()) {
+      return absl::DataLossError(fmt::format("{} (in the snapshot's pending keys)", s.message()));
     }
-    int64_t pn = 0;
-    try {
-      pn = files.at("pending_keys.npy").at("bytes").get<int64_t>() / 8;
-    } catch (const std::exception&) {
-      return corrupt("pending_keys.npy is not listed");
-    }
-    RECSDK_ASSIGN_OR_RETURN(NpyArray pk_a, load("pending_keys.npy", "<i8", {pn}));
-    RECSDK_ASSIGN_OR_RETURN(NpyArray pc_a, load("pending_counts.npy", "<f4", {pn}));
-    RECSDK_ASSIGN_OR_RETURN(NpyArray pt_a, load("pending_timestamps.npy", "<i8", {pn}));
-
-    // A key listed twice is corrupt; it is found before the contents are touched, so a failed
-    // Restore leaves the table as it was. Save writes keys sorted, so the check is one pass.
-    std::vector<int64_t> keys(static_cast<size_t>(size));
-    if (size > 0) std::memcpy(keys.data(), keys_a.data.data(), keys.size() * sizeof(int64_t));
-    {
-      std::vector<int64_t> unsorted;
-      const std::vector<int64_t>* sorted = &keys;
-      if (!std::is_sorted(keys.begin(), keys.end())) {
-        unsorted = keys;
-        std::sort(unsorted.begin(), unsorted.end());
-        sorted = &unsorted;
+    // Rows needed after applying: a full snapshot replaces everything; a delta frees the rows of
+    // its removed keys and needs one for each of its keys not held after that.
+    int64_t needed = static_cast<int64_t>(n);
+    if (snap.is_delta) {
+      absl::flat_hash_set<int64_t> removed(snap.removed_keys.begin(), snap.removed_keys.end());
+      int64_t freed = 0;
+      for (int64_t k : snap.removed_keys) freed += index_->Find(k) != KeyIndex::kEmpty ? 1 : 0;
+      needed = 0;
+      for (int64_t k : snap.keys) {
+        if (removed.contains(k) || index_->Find(k) == KeyIndex::kEmpty) ++needed;
       }
-      const auto dup = std::adjacent_find(sorted->begin(), sorted->end());
-      if (dup != sorted->end()) return corrupt(fmt::format("key {} appears twice", *dup));
+      if (needed > FreeRows() + freed) return FullError(needed);
+    } else if (needed > max_rows_) {
+      return FullError(needed);
     }
 
-    // Everything is read and verified: replace the contents.
-    index_->Clear();
-    index_->Reserve(static_cast<uint64_t>(size));
-    free_rows_.clear();
+    // Everything is checked: apply.
+    if (!snap.is_delta) {
+      index_->Clear();
+      index_->Reserve(n);
+      free_rows_.clear();
+      next_row_ = 0;
+    } else {
+      for (int64_t k : snap.removed_keys) {
+        const uint32_t row = index_->Find(k);
+        if (row == KeyIndex::kEmpty) continue;
+        index_->Erase(k);
+        free_rows_.push_back(row);
+      }
+      index_->Reserve(index_->size() + static_cast<uint64_t>(needed));
+    }
+    const int64_t default_time = snap.data_time;
+    std::vector<uint32_t> rows(n);
+    if (snap.is_delta) {
+      for (size_t i = 0; i < n; ++i) {
+        uint32_t row = index_->Find(snap.keys[i]);
+        if (row == KeyIndex::kEmpty) {
+          row = AllocateRow();
+          index_->Insert(snap.keys[i], row);
+        }
+        rows[i] = row;
+      }
+    } else {
+      // A fresh table: rows 0..n-1 in key order, inserted as one batch.
+      std::iota(rows.begin(), rows.end(), 0u);
+      next_row_ = static_cast<int64_t>(n);
+      index_->InsertBatch(snap.keys.data(), rows.data(), n);
+    }
+    BigChunks(n, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        std::memcpy(Row(rows[i]), snap.rows.data() + i * row_floats_, row_bytes_);
+        MarkClean(rows[i]);
+        if (evicting_) {
+          *Timestamp(rows[i]) = snap.timestamps.empty() ? default_time : snap.timestamps[i];
+        }
+      }
+    });
     pending_.clear();
-    next_row_ = 0;
-    for (int64_t i = 0; i < size; ++i) {
-      const uint32_t row = AllocateRow();
-      const bool inserted = index_->Insert(keys[i], row);
-      RECSDK_DCHECK(inserted);
-      (void)inserted;
-      std::memcpy(Row(row), rows_a.data.data() + static_cast<uint64_t>(i) * row_bytes_, row_bytes_);
-      if (evicting_) {
-        int64_t t = data_time;
-        if (has_ts) std::memcpy(&t, ts_a.data.data() + i * 8, 8);
-        *Timestamp(row) = t;
-      }
+    for (size_t i = 0; i < pn; ++i) {
+      pending_[snap.pending_keys[i]] = Pending{snap.pending_counts[i], snap.pending_timestamps[i]};
     }
-    for (int64_t i = 0; i < pn; ++i) {
-      int64_t k, t;
-      float c;
-      std::memcpy(&k, pk_a.data.data() + i * 8, 8);
-      std::memcpy(&c, pc_a.data.data() + i * 4, 4);
-      std::memcpy(&t, pt_a.data.data() + i * 8, 8);
-      pending_[k] = Pending{c, t};
-    }
-    data_time_ = data_time;
+    data_time_ = snap.data_time;
+    if (admitting_ && snap.access_threshold >= 0) config_.access_threshold = snap.access_threshold;
+    removed_.clear();
+    if (!snap.is_delta) return absl::OkStatus();
+    ResetTracking();
     return absl::OkStatus();
+  }
+
+  // Change tracking for delta snapshots: one byte per row (set by whatever writes the row) and
+  // the keys evicted since the last snapshot.
+  uint8_t* Dirty() const { return reinterpret_cast<uint8_t*>(dirty_.base()); }
+  void MarkDirty(uint32_t row) const { Dirty()[row] = 1; }
+  void MarkClean(uint32_t row) const { Dirty()[row] = 0; }
+  void ResetTracking() {
+    if (next_row_ > 0) std::memset(Dirty(), 0, static_cast<size_t>(next_row_));
+    removed_.clear();
   }
 
  private:
@@ -867,9 +961,34 @@ class TableImpl final : public EmbeddingTable {
   std::vector<uint32_t> free_rows_;
   absl::flat_hash_map<int64_t, Pending> pending_;
   int64_t data_time_ = kNoTime;
+  Reservation dirty_;                     // one byte per row: changed since the last Snapshot
+  absl::flat_hash_set<int64_t> removed_;  // keys evicted since the last Snapshot
 };
 
 }  // namespace
+}  // namespace internal
+
+namespace internal {
+
+constexpr size_t kLargeBuffer = size_t{1} << 20;
+
+void* AllocateSnapshotBuffer(size_t bytes) {
+  if (bytes < kLargeBuffer) return ::operator new(bytes);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  madvise(p, bytes, MADV_HUGEPAGE);
+  return p;
+}
+
+void FreeSnapshotBuffer(void* p, size_t bytes) noexcept {
+  if (p == nullptr) return;
+  if (bytes < kLargeBuffer) {
+    ::operator delete(p);
+  } else {
+    munmap(p, bytes);
+  }
+}
+
 }  // namespace internal
 
 StatusOr<std::unique_ptr<EmbeddingTable>> EmbeddingTable::Create(

@@ -3,9 +3,11 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <optional>
 
 #include "fmt/format.h"
 #include "recsdk/table.h"
+#include "src/common/checked_math.h"
 
 namespace recsdk {
 
@@ -54,9 +56,15 @@ Status TableConfig::Validate() const {
   if (ssd_vocabulary_size < 0) {
     return fail("ssd_vocabulary_size", ssd_vocabulary_size, "it must be >= 0 (0: no SSD tier)");
   }
-  const int64_t total = device_vocabulary_size + host_vocabulary_size + ssd_vocabulary_size;
-  if (total > 0xFFFFFFFDll || total < 0) {
-    return fail("device + host + ssd vocabulary size", total,
+  // Each size is checked on its own first and the sum with overflow checks: sizes near 2^63
+  // must not wrap into a small or negative total.
+  constexpr int64_t kMaxTableRows = 0xFFFFFFFDll;
+  std::optional<int64_t> total = internal::CheckedAdd(device_vocabulary_size, host_vocabulary_size);
+  if (total.has_value()) total = internal::CheckedAdd(*total, ssd_vocabulary_size);
+  if (!total.has_value() || *total > kMaxTableRows) {
+    return fail("device + host + ssd vocabulary size",
+                fmt::format("{} + {} + {}", device_vocabulary_size, host_vocabulary_size,
+                            ssd_vocabulary_size),
                 "a table holds at most 4294967293 rows; shard the table or lower the sizes");
   }
   if (ssd_vocabulary_size > 0 && host_vocabulary_size == 0) {

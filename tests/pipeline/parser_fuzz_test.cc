@@ -1,7 +1,7 @@
 // A deterministic fuzz driver for the parsers (Criteo, delimited, TFRecord, record files): random
 // mutations of valid inputs, under both policies, for a few thousand iterations. It asserts that
 // nothing crashes, errors are Status values, and skip-mode output rows are well-formed. The
-// libFuzzer targets in tests/pipeline/fuzz/ explore further when clang is available.
+// libFuzzer targets in tests/fuzz/ explore further when clang is available.
 #include <random>
 
 #include "absl/strings/str_cat.h"

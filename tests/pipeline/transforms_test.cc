@@ -2,6 +2,9 @@
 // (src/pipeline/transforms.cc) over in-memory and synthetic sources.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <numeric>
 
 #include "gmock/gmock.h"
@@ -125,41 +128,77 @@ TEST(TransformsTest, RepeatAndMap) {
   EXPECT_FALSE(Repeat(Rows(1), 0).ok());
 }
 
-// A source that counts how many batches were produced.
+// What a Prefetch's producer did, shared between the test and the source it runs: the calls it
+// made, the batches the consumer had asked for by then, and any call beyond the bound.
+struct ProducerLog {
+  std::mutex mu;
+  std::condition_variable cv;
+  int64_t calls = 0;
+  int64_t pulls = 0;  // the consumer raises it before each GetNext
+  bool over_bound = false;
+  bool destroyed = false;
+  int64_t capacity = 0;
+
+  // WaitForCalls: waits (at most 10 s) until the producer made `n` calls; whether it did.
+  bool WaitForCalls(int64_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(10), [&] { return calls >= n; });
+  }
+};
+
+// A source that records each call in the log. At call n, the consumer has taken at most `pulls`
+// batches, so a bounded Prefetch holds at most `capacity` of the others queued and one in hand:
+// n <= pulls + capacity + 1, checked on the producer's own thread at the moment of the call.
 class CountingSource final : public Dataset {
  public:
-  explicit CountingSource(std::atomic<int64_t>* produced) : produced_(produced) {}
+  explicit CountingSource(ProducerLog* log) : log_(log) {}
+  ~CountingSource() override {
+    std::lock_guard<std::mutex> lock(log_->mu);
+    log_->destroyed = true;
+  }
   StatusOr<bool> GetNext(Batch* batch) override {
     Batch b;
     RECSDK_CHECK(b.AddColumn("x", Tensor(DType::kFloat32, Shape{2})).ok());
     *batch = b;
-    produced_->fetch_add(1);
+    std::lock_guard<std::mutex> lock(log_->mu);
+    ++log_->calls;
+    if (log_->calls > log_->pulls + log_->capacity + 1) log_->over_bound = true;
+    log_->cv.notify_all();
     return true;
   }
   Status Reset() override { return absl::OkStatus(); }
   MalformedCounts malformed_counts() const override { return {}; }
 
  private:
-  std::atomic<int64_t>* produced_;
+  ProducerLog* log_;
 };
 
 TEST(TransformsTest, PrefetchIsBoundedAndStopsCleanly) {
-  std::atomic<int64_t> produced{0};
-  {
-    auto ds = Prefetch(std::make_unique<CountingSource>(&produced), 3);
-    ASSERT_TRUE(ds.ok());
-    Batch b;
-    ASSERT_TRUE(*(*ds)->GetNext(&b));
-    // A consumer that stops pulling: the producer may run at most capacity + 1 ahead.
-    for (int i = 0; i < 200 && produced.load() < 5; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ProducerLog log;
+  log.capacity = 3;
+  auto ds = Prefetch(std::make_unique<CountingSource>(&log), log.capacity);
+  ASSERT_TRUE(ds.ok());
+  auto pull = [&] {
+    {
+      std::lock_guard<std::mutex> lock(log.mu);
+      ++log.pulls;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    EXPECT_LE(produced.load(), 1 + 3 + 1);
-  }  // destruction joins the thread
-  const int64_t after = produced.load();
-  std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(produced.load(), after);
+    Batch b;
+    StatusOr<bool> more = (*ds)->GetNext(&b);
+    return more.ok() && *more;
+  };
+  ASSERT_TRUE(pull());
+  // A consumer that stops pulling: the producer fills the queue (3) and holds one more, then
+  // waits. Wait for exactly that, and the source checks it never runs further ahead.
+  EXPECT_TRUE(log.WaitForCalls(1 + 3 + 1)) << "the producer did not fill the queue";
+  // One more pull frees one slot: the producer makes exactly one more call.
+  ASSERT_TRUE(pull());
+  EXPECT_TRUE(log.WaitForCalls(1 + 3 + 2)) << "the producer did not refill the freed slot";
+  // Destruction joins the producer: the source is gone when the dataset is.
+  ds->reset();
+  std::lock_guard<std::mutex> lock(log.mu);
+  EXPECT_TRUE(log.destroyed);
+  EXPECT_FALSE(log.over_bound) << "the producer ran more than capacity + 1 batches ahead";
 }
 
 TEST(TransformsTest, PrefetchPassesDataAndErrors) {

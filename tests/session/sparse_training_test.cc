@@ -124,7 +124,7 @@ TEST_P(DynamicExpansionTest, TrainsByAddressPastTheDeviceVocabulary) {
         EXPECT_EQ(rows[u], table->FindRow(ids[u]));
       }
       std::vector<float*> addresses(kUniquePerStep);
-      table->RowAddresses(rows, absl::MakeSpan(addresses));
+      ASSERT_TRUE(table->RowAddresses(rows, absl::MakeSpan(addresses)).ok());
       for (float* a : addresses) EXPECT_NE(a, nullptr);
       // Each key's update: the sum of W over its positions, applied once.
       std::map<int64_t, std::vector<float>> before, grad;

@@ -4,7 +4,10 @@
 #ifndef RECSDK_TESTS_SESSION_TABLE_TEST_UTIL_H_
 #define RECSDK_TESTS_SESSION_TABLE_TEST_UTIL_H_
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <utility>
@@ -91,9 +94,15 @@ inline std::vector<std::vector<Tensor>> RunBatches(KeyMode mode, Graph* graph,
   return steps;
 }
 
+// TempDir: a directory of this test process's own (under RECSDK_TEST_TMPDIR, default /tmp), so
+// test binaries of several build trees (Release, sanitizer, a second checkout) can run at once
+// without overwriting each other's files.
 inline std::string TempDir() {
   const char* d = std::getenv("RECSDK_TEST_TMPDIR");
-  return d != nullptr ? std::string(d) : std::string("/tmp");
+  const std::string dir = std::string(d != nullptr ? d : "/tmp") + "/recsdk_test_" +
+                          std::to_string(static_cast<long>(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir;
 }
 
 }  // namespace recsdk::testing

@@ -112,7 +112,7 @@ TEST_P(OptimizerVsReference, MatchesDenseReferenceWithRepeatedKeys) {
                        static_cast<int64_t>(d.unique_keys.size()), agg.data());
     if (opt.ByAddress()) {
       std::vector<float*> addr(rows.size());
-      table.RowAddresses(rows, absl::MakeSpan(addr));
+      ASSERT_TRUE(table.RowAddresses(rows, absl::MakeSpan(addr)).ok());
       table.ApplyGradientsByAddress(addr, agg.data(), step);
     } else {
       table.ApplyGradients(rows, agg.data(), step);

@@ -2,6 +2,8 @@
 // checkpoints, and TableConfig validation.
 #include "recsdk/table.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -16,7 +18,6 @@
 
 #include "fmt/format.h"
 #include "gtest/gtest.h"
-#include "nlohmann/json.hpp"
 #include "oneapi/tbb/global_control.h"
 #include "src/table/npy.h"
 
@@ -50,7 +51,8 @@ std::vector<uint32_t> Resolve(EmbeddingTable& t, std::vector<int64_t> keys,
 
 std::string TmpDir(const std::string& leaf) {
   const char* base = std::getenv("RECSDK_TEST_TMPDIR");
-  std::string dir = std::string(base ? base : "/tmp") + "/table_test_" + leaf;
+  std::string dir = std::string(base ? base : "/tmp") + "/table_test_" +
+                    std::to_string(static_cast<long>(::getpid())) + "_" + leaf;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
@@ -446,7 +448,7 @@ TEST(TableTest, DynamicExpansionGrows) {
   // By-address update through the lookup's row addresses.
   std::vector<float*> addr(2);
   std::vector<uint32_t> two = {rows[0], rows[1]};
-  t->RowAddresses(two, absl::MakeSpan(addr));
+  ASSERT_TRUE(t->RowAddresses(two, absl::MakeSpan(addr)).ok());
   auto before = *t->ReadRow(keys[1]);
   std::vector<float> g(8, 1.0f);
   t->ApplyGradientsByAddress(addr, g.data(), 1);
@@ -560,7 +562,7 @@ TEST(TableTest, ImportNpyMissingIsNotFoundCorruptIsDataLossAndChangesNothing) {
   EXPECT_EQ(*t->ReadRow(2), *src->ReadRow(2));
 }
 
-TEST(TableTest, SaveRestoreRoundTripWithSlotsAndAdmission) {
+TEST(TableSnapshotTest, FullRoundTripWithSlotsAdmissionAndTimestamps) {
   TableConfig c = Config();
   c.access_threshold = 2;
   c.eviction_threshold = 1000;
@@ -573,85 +575,125 @@ TEST(TableTest, SaveRestoreRoundTripWithSlotsAndAdmission) {
   ASSERT_TRUE(t->Resolve(keys, counts, ts, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
   std::vector<float> g(3 * 4, 0.5f);
   t->ApplyGradients(rows, g.data(), 1);
-  const std::string dir = TmpDir("save");
-  ASSERT_TRUE(t->Save(dir).ok());
+  ASSERT_TRUE(t->SetAccessThreshold(5).ok());  // set_threshold since creation: saved too
+  auto snap = t->Snapshot(EmbeddingTable::SnapshotKind::kFull);
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  EXPECT_EQ(snap->keys, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(snap->pending_keys, (std::vector<int64_t>{3}));
   auto u = Make(c, opt);
-  Status s = u->Restore(dir);
+  Resolve(*u, {77});  // replaced by the snapshot
+  Status s = u->LoadSnapshot(*snap);
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(u->size(), 2);
+  EXPECT_EQ(u->FindRow(77), EmbeddingTable::kDefaultRow);
   EXPECT_EQ(u->data_time(), 30);
   EXPECT_EQ(*u->ReadRow(1), *t->ReadRow(1));
   EXPECT_EQ(*u->ReadRow(2), *t->ReadRow(2));
   EXPECT_EQ(u->AdmissionCount(3), 1.0f);
-  // Timestamps came back: eviction at data time 1030 removes key 1 (t=10) and 2 (t=20) only.
+  EXPECT_EQ(u->config().access_threshold, 5);
+  // Timestamps came back: a cutoff of 20 removes key 1 (t=10) and 2 (t=20) only.
   ASSERT_TRUE(u->EvictLastAccessedAtOrBefore(20).ok());
   EXPECT_EQ(u->size(), 0);
   EXPECT_EQ(u->AdmissionCount(3), 1.0f);
-  // A table with another optimizer refuses the checkpoint.
-  auto w = Make(c, SparseOptimizerConfig::LazyAdam());
-  EXPECT_EQ(w->Restore(dir).code(), absl::StatusCode::kFailedPrecondition);
 }
 
-TEST(TableTest, CorruptOrTruncatedCheckpointIsDataLoss) {
+TEST(TableSnapshotTest, MismatchIsFailedPreconditionNamingBothValues) {
   auto t = Make(Config(), SparseOptimizerConfig::Adagrad());
-  Resolve(*t, {1, 2, 3, 4});
-  const std::string dir = TmpDir("corrupt");
-  ASSERT_TRUE(t->Save(dir).ok());
-  auto expect_data_loss = [&](const std::string& what) {
-    auto u = Make(Config(), SparseOptimizerConfig::Adagrad());
-    Resolve(*u, {99});
-    Status s = u->Restore(dir);
-    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << what << ": " << s;
-    EXPECT_NE(u->FindRow(99), EmbeddingTable::kDefaultRow) << what << ": table changed";
+  Resolve(*t, {1, 2});
+  const TableSnapshot snap = *t->Snapshot(EmbeddingTable::SnapshotKind::kFull);
+  auto expect = [&](EmbeddingTable& u, const std::string& needle) {
+    const Status s = u.LoadSnapshot(snap);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_NE(std::string(s.message()).find(needle), std::string::npos) << s;
+    EXPECT_EQ(u.size(), 0);
   };
-  const std::string rows = dir + "/rows.npy";
-  const auto good = std::filesystem::file_size(rows);
-  // Flip a payload byte.
-  {
-    std::fstream f(rows, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(good - 3));
-    f.put('\x55');
-  }
-  expect_data_loss("flipped byte");
-  std::filesystem::resize_file(rows, good - 7);
-  expect_data_loss("truncated payload");
-  std::filesystem::resize_file(rows, 5);
-  expect_data_loss("truncated header");
-  std::filesystem::remove(rows);
-  expect_data_loss("missing file");
-  { std::ofstream(dir + "/table.json") << "{not json"; }
-  expect_data_loss("bad json");
-  { std::ofstream(dir + "/table.json") << "{}"; }
-  expect_data_loss("empty json");
-  auto u = Make(Config());
-  EXPECT_EQ(u->Restore(dir + "/nonexistent").code(), absl::StatusCode::kDataLoss);
+  expect(*Make(Config(), SparseOptimizerConfig::LazyAdam()), "optimizer Adagrad");
+  expect(*Make(Config(/*dim=*/8), SparseOptimizerConfig::Adagrad()),
+         "dim 4 but the table has dim 8");
+  TableConfig c32 = Config();
+  c32.key_dtype = DType::kInt32;
+  expect(*Make(c32, SparseOptimizerConfig::Adagrad()),
+         "key dtype int64 but the table has key dtype int32");
 }
 
-TEST(TableTest, CheckpointWithDuplicateKeyIsDataLossAndLeavesTableUnchanged) {
+TEST(TableSnapshotTest, BadSnapshotIsDataLossAndLeavesTableUnchanged) {
   auto t = Make(Config(), SparseOptimizerConfig::Adagrad());
   Resolve(*t, {1, 2, 3});
-  const std::string dir = TmpDir("duplicate");
-  ASSERT_TRUE(t->Save(dir).ok());
-  // Rewrite keys.npy as {1, 2, 2} with a matching checksum: only the duplicate is wrong.
-  const std::vector<int64_t> dup = {1, 2, 2};
-  ASSERT_TRUE(internal::WriteNpy(dir + "/keys.npy", "<i8", {3}, dup.data(), 24).ok());
-  auto meta = nlohmann::json::parse(*internal::ReadFile(dir + "/table.json"));
-  meta["files"]["keys.npy"]["checksum"] =
-      fmt::format("{:016x}", internal::Checksum64(dup.data(), 24));
-  { std::ofstream(dir + "/table.json", std::ios::trunc) << meta.dump(); }
-
+  const TableSnapshot good = *t->Snapshot(EmbeddingTable::SnapshotKind::kFull);
   auto u = Make(Config(), SparseOptimizerConfig::Adagrad());
   Resolve(*u, {7, 8});
   const std::vector<float> row7 = *u->ReadRow(7);
-  const Status s = u->Restore(dir);
+  auto expect_data_loss = [&](TableSnapshot bad, const std::string& needle) {
+    const Status s = u->LoadSnapshot(bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << needle << ": " << s;
+    EXPECT_NE(std::string(s.message()).find(needle), std::string::npos) << s;
+    EXPECT_EQ(u->size(), 2);
+    EXPECT_EQ(*u->ReadRow(7), row7);
+  };
+  TableSnapshot dup = good;
+  dup.keys = {1, 2, 2};
+  expect_data_loss(dup, "not sorted and unique");
+  TableSnapshot short_rows = good;
+  short_rows.rows.pop_back();
+  expect_data_loss(short_rows, "row floats");
+  // An int32 table refuses keys outside its range, as ImportNpy does.
+  TableConfig c32 = Config();
+  c32.key_dtype = DType::kInt32;
+  auto t32 = Make(c32, SparseOptimizerConfig::Adagrad());
+  Resolve(*t32, {5});
+  TableSnapshot wide = *t32->Snapshot(EmbeddingTable::SnapshotKind::kFull);
+  wide.keys = {int64_t{1} << 40};
+  const Status s = t32->LoadSnapshot(wide);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
-  EXPECT_NE(s.message().find("key 2 appears twice"), absl::string_view::npos) << s;
-  EXPECT_EQ(u->size(), 2);
-  EXPECT_EQ(*u->ReadRow(7), row7);
-  EXPECT_NE(u->FindRow(8), EmbeddingTable::kDefaultRow);
+  EXPECT_NE(std::string(s.message()).find("1099511627776"), std::string::npos) << s;
+  EXPECT_NE(t32->FindRow(5), EmbeddingTable::kDefaultRow);
   // The table still works: a new key gets a fresh row.
   Resolve(*u, {9});
   EXPECT_EQ(u->size(), 3);
+}
+
+TEST(TableSnapshotTest, DeltaHoldsChangedRowsAndEvictedKeysAndReplaysExactly) {
+  TableConfig c = Config(4, 1000);
+  c.access_threshold = 1;
+  c.eviction_threshold = 100;
+  auto opt = SparseOptimizerConfig::Adagrad(0.1f);
+  auto t = Make(c, opt);
+  auto train = [&](EmbeddingTable& tab, std::vector<int64_t> keys, int64_t time, float grad) {
+    std::vector<int64_t> ts(keys.size(), time);
+    std::vector<uint32_t> rows(keys.size());
+    ASSERT_TRUE(tab.Resolve(keys, {}, ts, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+    std::vector<float> g(keys.size() * 4, grad);
+    tab.ApplyGradients(rows, g.data(), 1);
+  };
+  std::vector<int64_t> first;
+  for (int64_t k = 0; k < 100; ++k) first.push_back(k);
+  train(*t, first, 10, 0.5f);
+  const TableSnapshot full = *t->Snapshot(EmbeddingTable::SnapshotKind::kFull);
+  EXPECT_EQ(full.keys.size(), 100u);
+  // Change 3 rows, add 1 key, evict the other 97 keys (last seen at 10), then re-add key 7.
+  train(*t, {60, 61, 62, 500}, 200, -0.25f);
+  ASSERT_TRUE(t->EvictLastAccessedAtOrBefore(10).ok());
+  train(*t, {7}, 201, 1.0f);
+  const TableSnapshot delta = *t->Snapshot(EmbeddingTable::SnapshotKind::kDelta);
+  EXPECT_TRUE(delta.is_delta);
+  EXPECT_EQ(delta.keys, (std::vector<int64_t>{7, 60, 61, 62, 500}));
+  ASSERT_EQ(delta.removed_keys.size(), 97u);  // key 7 too: the delta evicts, then writes it
+  // Nothing changed since: an empty delta.
+  const TableSnapshot empty = *t->Snapshot(EmbeddingTable::SnapshotKind::kDelta);
+  EXPECT_TRUE(empty.keys.empty());
+  EXPECT_TRUE(empty.removed_keys.empty());
+
+  // Full + delta reproduces the table exactly: same keys, rows and timestamps.
+  auto u = Make(c, opt);
+  ASSERT_TRUE(u->LoadSnapshot(full).ok());
+  ASSERT_TRUE(u->LoadSnapshot(delta).ok());
+  const TableSnapshot want = *t->Snapshot(EmbeddingTable::SnapshotKind::kFull);
+  const TableSnapshot got = *u->Snapshot(EmbeddingTable::SnapshotKind::kFull);
+  EXPECT_EQ(got.keys, want.keys);
+  EXPECT_EQ(got.rows, want.rows);
+  EXPECT_EQ(got.timestamps, want.timestamps);
+  EXPECT_EQ(got.data_time, want.data_time);
+  EXPECT_EQ(u->FindRow(3), EmbeddingTable::kDefaultRow);  // evicted keys stay evicted
 }
 
 TEST(TableConfigTest, ValidationMessagesNameOptionValueAndFix) {

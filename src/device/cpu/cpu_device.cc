@@ -100,6 +100,9 @@ std::vector<std::string> DeviceRegistry::Types() const {
   return out;
 }
 
+// op_select_implmode's high_precision / high_performance variants (implmode_kernels.cc).
+void RegisterCpuImplModeKernels(KernelRegistry& r);
+
 void RegisterCpuBackend() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -114,6 +117,7 @@ void RegisterCpuBackend() {
     RegisterCpuNnKernels(r);
     RegisterCpuStateKernels(r);
     RegisterCpuRandomKernels(r);
+    RegisterCpuImplModeKernels(r);
   });
 }
 

@@ -1,0 +1,73 @@
+// recsdk/export.h: a self-contained inference bundle of a trained model (the spec's
+// export_saved_model) and the Predictor that serves it.
+//
+// ExportSavedModel writes export_dir/ with: graph.json, the inference graph (only the nodes the
+// serving outputs need from the serving inputs: no gradient, optimizer or update ops; every
+// sparse lookup read-only, so unknown or not-admitted keys read the table's
+// serving_default_value and nothing is inserted); the dense weights and the tables' embeddings
+// (without optimizer slots) as .npy payloads with a CRC32C manifest (docs/checkpoint-format.md);
+// and serving.json, the serving inputs (name, dtype, shape) and outputs. A Predictor loads the
+// bundle into its own Session (no training code runs) and returns, for the same inputs, the same
+// bits the training session's graph computes.
+//
+// Threading: ExportSavedModel runs between Session::Run calls of the training session (it takes
+// a snapshot, like Saver::Save). Predictor::Predict may be called from one thread at a time.
+#ifndef RECSDK_EXPORT_H_
+#define RECSDK_EXPORT_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "recsdk/config.h"
+#include "recsdk/session.h"
+#include "recsdk/status.h"
+#include "recsdk/tensor.h"
+
+namespace recsdk {
+
+// ServingSignature: what a served model takes and returns (the spec's ServingInputReceiver).
+struct ServingSignature {
+  // inputs: names of the Placeholder (or DatasetColumn) nodes fed at serving. Required: every
+  // placeholder the outputs depend on.
+  std::vector<std::string> inputs;
+  // outputs: the tensors Predict returns, in this order ("node" or "node:index"). Non-empty.
+  std::vector<std::string> outputs;
+};
+
+// ExportSavedModel: writes the bundle to `export_dir`, which must not exist yet (or be empty);
+// it is written under a temporary name and renamed, so a crash never leaves a half bundle.
+// InvalidArgument for an empty signature, an unknown tensor, an input that is not a placeholder,
+// or an output that depends on a placeholder the inputs do not list; Unimplemented for lookups
+// moved to the key stage (ModifyGraph): export the graph built without modify_graph;
+// FailedPrecondition when a variable is not initialised or export_dir is not empty.
+[[nodiscard]] Status ExportSavedModel(Session& session, const std::string& export_dir,
+                                      const ServingSignature& signature);
+
+// Predictor: serves a bundle written by ExportSavedModel.
+class Predictor {
+ public:
+  // Load: reads and verifies the bundle (DataLoss naming a corrupt or missing file) and creates
+  // its session with `config`.
+  [[nodiscard]] static StatusOr<std::unique_ptr<Predictor>> Load(const std::string& export_dir,
+                                                                 const SessionConfig& config = {});
+  ~Predictor();
+  Predictor(const Predictor&) = delete;
+  Predictor& operator=(const Predictor&) = delete;
+
+  // Predict: feeds `inputs` (each signature input exactly once, by name) and returns the
+  // signature's outputs. InvalidArgument for a missing, unknown or mistyped input.
+  [[nodiscard]] StatusOr<std::vector<Tensor>> Predict(const FeedList& inputs);
+  const ServingSignature& signature() const;
+
+  // Internal machinery; not part of the API.
+  struct Impl;
+
+ private:
+  explicit Predictor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace recsdk
+
+#endif  // RECSDK_EXPORT_H_

@@ -1,0 +1,78 @@
+// recsdk/run_config.h: RunConfig, the spec's NPURunConfig: where the Estimator keeps its model
+// directory, how often it saves checkpoints and summaries and logs, its seed, and the session
+// options NPURunConfig carries, forwarded to the SessionConfig it holds.
+//
+// The session options NPURunConfig carries (deterministic, op_select_implmode,
+// iterations_per_loop, precision_mode, enable_data_pre_proc, mix_compile_mode) override the
+// SessionConfig's fields of the same names and are validated with it. The arguments NPURunConfig
+// does not support (train_distribute, device_fn, protocol,
+// eval_distribute, experimental_distribute) are rejected with the spec's advice.
+//
+// Threading: a plain struct.
+#ifndef RECSDK_RUN_CONFIG_H_
+#define RECSDK_RUN_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "recsdk/config.h"
+#include "recsdk/status.h"
+
+namespace recsdk {
+
+struct RunConfig {
+  // model_dir: checkpoints, event files (and eval/ for evaluation summaries). Empty: none are
+  // written (Train still runs; a CheckpointSaverHook then has nowhere to save and is not added).
+  std::string model_dir;
+  // save_checkpoints_steps / save_checkpoints_secs: how often Train saves a checkpoint; at most
+  // one of them > 0 (as TensorFlow's RunConfig); both <= 0 saves only at the end of Train.
+  // Default: every 600 seconds, as TensorFlow's.
+  int64_t save_checkpoints_steps = 0;
+  double save_checkpoints_secs = 600;
+  // keep_checkpoint_max: checkpoints kept (older ones deleted), >= 1. Default 5.
+  int keep_checkpoint_max = 5;
+  // save_summary_steps: steps between TensorBoard summaries (loss, steps/s, table sizes) in
+  // model_dir; 0 disables; >= 0. Default 100.
+  int64_t save_summary_steps = 100;
+  // log_step_count_steps: steps between progress lines (steps/s, samples/s, loss, ETA); 0
+  // disables; >= 0. Default 100.
+  int64_t log_step_count_steps = 100;
+  // session_config: the Session's options (config.h).
+  SessionConfig session_config;
+  // seed: the graph's random seed (TensorFlow's tf_random_seed). Unset: the graph's default.
+  std::optional<uint64_t> seed;
+
+  // NPURunConfig's session options: each one set here overrides session_config's field of the
+  // same name (config.h documents them); unset leaves session_config as it is.
+  std::optional<bool> deterministic;
+  std::optional<std::string> op_select_implmode;
+  // iterations_per_loop: steps per Session::RunLoop call. The Estimator runs its hooks after each
+  // step, so it needs 1 (Estimator::Create names the option otherwise; Session::RunLoop serves
+  // larger values in Session mode).
+  std::optional<int64_t> iterations_per_loop;
+  std::optional<std::string> precision_mode;
+  std::optional<bool> enable_data_pre_proc;
+  std::optional<bool> mix_compile_mode;
+  // distribute: the distribution strategy; empty (single process) until the distributed work
+  // lands.
+  std::string distribute;
+
+  // Arguments of TensorFlow's RunConfig that NPURunConfig does not support. Setting any of them
+  // is an InvalidArgument with the spec's advice: delete it.
+  std::optional<std::string> train_distribute, device_fn, protocol, eval_distribute,
+      experimental_distribute;
+
+  // Validate: InvalidArgument naming the first option that breaks its rule, its value and the
+  // fix; the forwarded SessionConfig is validated too.
+  Status Validate() const;
+  // EffectiveSessionConfig: session_config with the forwarded options applied.
+  SessionConfig EffectiveSessionConfig() const;
+};
+
+// NPURunConfig: the spec's name.
+using NPURunConfig = RunConfig;
+
+}  // namespace recsdk
+
+#endif  // RECSDK_RUN_CONFIG_H_

@@ -1,0 +1,52 @@
+// recsdk/summary.h: TensorBoard curves. A SummaryWriter appends scalar summaries to an event file
+// "events.out.tfevents.<unix seconds>.<host>" in a log directory, in TensorFlow's format (TFRecord
+// framing with masked CRC32C around Event protocol buffers, the first one carrying file_version
+// "brain.Event:2"), so `tensorboard --logdir <dir>` shows them. The Estimator writes loss,
+// metrics, steps/s and table sizes through one (SummarySaverHook, hooks.h); a Session loop can
+// use one directly.
+//
+// Threading: thread-safe (one mutex; each AddScalar is one write into the file's buffer).
+#ifndef RECSDK_SUMMARY_H_
+#define RECSDK_SUMMARY_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "recsdk/status.h"
+
+namespace recsdk {
+
+class SummaryWriter {
+ public:
+  // Create: makes `logdir` (and its parents) if needed and opens a new event file there, writing
+  // the file_version event. A second writer in the same second gets a ".N" suffix rather than
+  // overwriting. InvalidArgument for an empty logdir; Internal naming the path when the
+  // directory or file cannot be created.
+  static StatusOr<std::unique_ptr<SummaryWriter>> Create(const std::string& logdir);
+  ~SummaryWriter();
+  SummaryWriter(const SummaryWriter&) = delete;
+  SummaryWriter& operator=(const SummaryWriter&) = delete;
+
+  // AddScalar: one Event at `step` (wall time now) holding a simple_value summary named `tag`
+  // ("loss", "eval/auc_0"). Buffered until Flush. InvalidArgument for an empty tag;
+  // FailedPrecondition after Close; Internal when the write fails.
+  Status AddScalar(std::string_view tag, double value, int64_t step);
+  // Flush: pushes buffered events to the file (TensorBoard sees them from then on).
+  Status Flush();
+  // Close: flushes and closes the file. Idempotent; the destructor closes.
+  Status Close();
+  // path: the event file.
+  const std::string& path() const;
+
+  struct Impl;
+
+ private:
+  explicit SummaryWriter(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace recsdk
+
+#endif  // RECSDK_SUMMARY_H_

@@ -1,0 +1,61 @@
+// little_demo.h: the spec's little_demo on the Estimator, as a library so tests run each USE_MODE.
+// See little_demo.cc for the model. Threading: one caller.
+#ifndef RECSDK_SAMPLES_LITTLE_DEMO_H_
+#define RECSDK_SAMPLES_LITTLE_DEMO_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "recsdk/status.h"
+
+namespace little_demo {
+
+// DemoOptions: the spec's knobs (environment variables of its run.sh, and flags of the same
+// names in lower case) and the run's sizes.
+struct DemoOptions {
+  std::string use_mode = "train";      // USE_MODE: train, load_and_train, predict
+  std::string cache_mode = "HBM";      // CACHE_MODE: HBM (DDR and SSD arrive with the tiers work)
+  bool use_dynamic = true;             // USE_DYNAMIC: dynamic shapes (else send_count padding)
+  bool use_dynamic_expansion = false;  // USE_DYNAMIC_EXPANSION (LazyAdamByAddress)
+  bool use_multi_lookup = true;        // USE_MULTI_LOOKUP: look the user table up 1 + times
+  int multi_lookup_times = 2;          // MULTI_LOOKUP_TIMES
+  bool use_modify_graph = true;        // USE_MODIFY_GRAPH: key work in the key stage
+  bool use_timestamp = false;          // USE_TIMESTAMP: timestamps + eviction (EvictHook)
+  bool use_deterministic = false;      // USE_DETERMINISTIC
+  bool use_padding_keys = false;       // USE_PADDING_KEYS: short samples padded with key -1
+  int key_process_thread_num = 0;      // KEY_PROCESS_THREAD_NUM (0: the stage's default)
+
+  int64_t train_steps = 200;  // per Train call (load_and_train trains this many more)
+  int64_t eval_steps = 10;    // batches per evaluation
+  int64_t eval_every = 100;   // steps between evaluations and checkpoints
+  int64_t batch_size = 512;
+  std::vector<int64_t> hidden_units = {1024, 512, 256, 128};
+  int64_t threshold_step = 50;  // set_threshold at this step
+  std::string model_dir = "little_demo_model";
+  // export_dir: tables as .npy and (after training) the inference bundle in saved_model/<time>
+  // ("" skips both).
+  std::string export_dir = "little_demo_export";
+  std::FILE* out = nullptr;  // default stdout
+};
+
+// ParseOptions: environment variables first, then flags ("--use_mode=train" or "--use_mode
+// train", plus --train_steps, --batch_size, --model_dir, --export_dir, --hidden_units=a,b,..).
+// InvalidArgument naming an unknown flag or a bad value.
+recsdk::StatusOr<DemoOptions> ParseOptions(int argc, char** argv);
+
+// DemoResult: the last evaluation's per-head AUC beside the planted model's.
+struct DemoResult {
+  double auc[2] = {0, 0};
+  double planted_auc[2] = {0, 0};
+  int64_t global_step = 0;
+};
+
+// Run: one run in options.use_mode. Prints per step block the loss, table sizes and capacities,
+// steps/s, each evaluation, and "Demo done!" at the end.
+recsdk::StatusOr<DemoResult> Run(const DemoOptions& options);
+
+}  // namespace little_demo
+
+#endif  // RECSDK_SAMPLES_LITTLE_DEMO_H_

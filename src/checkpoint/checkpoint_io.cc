@@ -1,0 +1,343 @@
+// checkpoint_io.cc: payload files, table payloads and checksummed JSON documents of checkpoints.
+// Threading: see checkpoint_io.h.
+#include "src/checkpoint/checkpoint_io.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "fmt/format.h"
+#include "src/common/crc32c.h"
+#include "src/common/status_macros.h"
+#include "src/table/npy.h"
+
+namespace recsdk::internal {
+namespace {
+
+// Payload bytes are checksummed and written in blocks of this size, so the CRC of a block runs
+// while its bytes are still in cache.
+constexpr size_t kBlock = 4 << 20;
+
+uint64_t ItemSizeOf(std::string_view descr) {
+  if (descr == "<f4" || descr == "<i4") return 4;
+  if (descr == "<f8" || descr == "<i8") return 8;
+  return 0;
+}
+
+Status Corrupt(const std::string& path, std::string_view why) {
+  return absl::DataLossError(fmt::format(
+      "checkpoint file \"{}\" is corrupt: {}; restore from another checkpoint", path, why));
+}
+
+}  // namespace
+
+std::string JoinPath(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (a.back() == '/') return a + b;
+  return a + "/" + b;
+}
+
+nlohmann::json PayloadInfo::ToJson() const {
+  return {{"file", file}, {"dtype", descr}, {"shape", shape}, {"bytes", bytes}, {"crc32c", crc32c}};
+}
+
+StatusOr<PayloadInfo> PayloadInfo::FromJson(const nlohmann::json& j, const std::string& where) {
+  PayloadInfo p;
+  try {
+    p.file = j.at("file").get<std::string>();
+    p.descr = j.at("dtype").get<std::string>();
+    p.shape = j.at("shape").get<std::vector<int64_t>>();
+    p.bytes = j.at("bytes").get<uint64_t>();
+    p.crc32c = j.at("crc32c").get<uint32_t>();
+  } catch (const std::exception& e) {
+    return Corrupt(where, fmt::format("a payload entry is malformed ({})", e.what()));
+  }
+  if (ItemSizeOf(p.descr) == 0 || p.file.empty() || p.file.find('/') != std::string::npos ||
+      p.file.find("..") != std::string::npos) {
+    return Corrupt(where, fmt::format("payload \"{}\" has dtype \"{}\"", p.file, p.descr));
+  }
+  for (int64_t d : p.shape) {
+    if (d < 0 || d > (int64_t{1} << 40)) {
+      return Corrupt(where, fmt::format("payload \"{}\" has dimension {}", p.file, d));
+    }
+  }
+  return p;
+}
+
+StatusOr<PayloadInfo> WritePayload(Env* env, const std::string& dir, const std::string& file,
+                                   std::string_view descr, std::vector<int64_t> shape,
+                                   const void* data, uint64_t data_bytes) {
+  PayloadInfo info;
+  info.file = file;
+  info.descr = std::string(descr);
+  info.shape = std::move(shape);
+  const std::string path = JoinPath(dir, file);
+  const std::string header = NpyHeader(descr, info.shape);
+  RECSDK_ASSIGN_OR_RETURN(auto f, env->NewWritableFile(path));
+  uint32_t crc = Crc32c(header);
+  RECSDK_RETURN_IF_ERROR(f->Append(header));
+  const char* p = static_cast<const char*>(data);
+  for (uint64_t off = 0; off < data_bytes; off += kBlock) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, data_bytes - off));
+    crc = Crc32cExtend(crc, p + off, n);
+    RECSDK_RETURN_IF_ERROR(f->Append(std::string_view(p + off, n)));
+  }
+  RECSDK_RETURN_IF_ERROR(f->Sync());
+  RECSDK_RETURN_IF_ERROR(f->Close());
+  info.bytes = header.size() + data_bytes;
+  info.crc32c = crc;
+  return info;
+}
+
+template <typename T, typename Alloc>
+Status ReadPayload(Env* env, const std::string& dir, const PayloadInfo& info,
+                   std::vector<T, Alloc>* out) {
+  const std::string path = JoinPath(dir, info.file);
+  if (ItemSizeOf(info.descr) != sizeof(T)) {
+    return Corrupt(path, fmt::format("dtype {} where {}-byte items belong", info.descr, sizeof(T)));
+  }
+  uint64_t elements = 1;
+  for (int64_t d : info.shape) {
+    if (d != 0 && elements > std::numeric_limits<uint64_t>::max() / 8 / static_cast<uint64_t>(d)) {
+      return Corrupt(path, "its shape overflows");
+    }
+    elements *= static_cast<uint64_t>(d);
+  }
+  const std::string header = NpyHeader(info.descr, info.shape);
+  const uint64_t want = header.size() + elements * sizeof(T);
+  if (want != info.bytes) {
+    return Corrupt(path, fmt::format("the manifest says {} bytes but dtype and shape need {}",
+                                     info.bytes, want));
+  }
+  auto opened = env->NewRandomAccessFile(path);
+  if (!opened.ok()) {
+    if (absl::IsNotFound(opened.status())) {
+      return absl::DataLossError(
+          fmt::format("checkpoint file \"{}\" is missing; restore from another checkpoint", path));
+    }
+    return opened.status();
+  }
+  const auto& f = *opened;
+  RECSDK_ASSIGN_OR_RETURN(const uint64_t size, f->Size());
+  if (size != info.bytes) {
+    return Corrupt(path, fmt::format("it has {} bytes but the manifest says {} (truncated?)", size,
+                                     info.bytes));
+  }
+  auto read_fully = [&](uint64_t offset, size_t n, char* dst) -> Status {
+    size_t done = 0;
+    while (done < n) {
+      RECSDK_ASSIGN_OR_RETURN(const size_t got, f->Read(offset + done, n - done, dst + done));
+      if (got == 0) return Corrupt(path, "it ended early while being read");
+      done += got;
+    }
+    return absl::OkStatus();
+  };
+  std::string head(header.size(), '\0');
+  RECSDK_RETURN_IF_ERROR(read_fully(0, head.size(), head.data()));
+  uint32_t crc = Crc32c(head);
+  out->resize(static_cast<size_t>(elements));
+  char* dst = reinterpret_cast<char*>(out->data());
+  const uint64_t data_bytes = elements * sizeof(T);
+  for (uint64_t off = 0; off < data_bytes; off += kBlock) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, data_bytes - off));
+    RECSDK_RETURN_IF_ERROR(read_fully(head.size() + off, n, dst + off));
+    crc = Crc32cExtend(crc, dst + off, n);
+  }
+  if (crc != info.crc32c) {
+    return Corrupt(
+        path, fmt::format("its CRC32C is {:08x} but the manifest says {:08x}", crc, info.crc32c));
+  }
+  if (head != header) return Corrupt(path, "its .npy header does not match the manifest");
+  return absl::OkStatus();
+}
+
+template Status ReadPayload(Env*, const std::string&, const PayloadInfo&, std::vector<float>*);
+template Status ReadPayload(Env*, const std::string&, const PayloadInfo&, RowBuffer*);
+template Status ReadPayload(Env*, const std::string&, const PayloadInfo&, std::vector<int64_t>*);
+template Status ReadPayload(Env*, const std::string&, const PayloadInfo&, std::vector<int32_t>*);
+template Status ReadPayload(Env*, const std::string&, const PayloadInfo&, std::vector<double>*);
+
+StatusOr<nlohmann::json> WriteTablePayloads(Env* env, const std::string& dir,
+                                            const std::string& prefix, const TableSnapshot& s) {
+  const int64_t n = static_cast<int64_t>(s.keys.size());
+  const int64_t pn = static_cast<int64_t>(s.pending_keys.size());
+  nlohmann::json files = nlohmann::json::object();
+  auto put = [&](const std::string& what, std::string_view descr, std::vector<int64_t> shape,
+                 const void* data, uint64_t bytes) -> Status {
+    RECSDK_ASSIGN_OR_RETURN(PayloadInfo info, WritePayload(env, dir, prefix + what + ".npy", descr,
+                                                           std::move(shape), data, bytes));
+    files[what] = info.ToJson();
+    return absl::OkStatus();
+  };
+  RECSDK_RETURN_IF_ERROR(put("keys", "<i8", {n}, s.keys.data(), s.keys.size() * 8));
+  RECSDK_RETURN_IF_ERROR(
+      put("rows", "<f4", {n, s.dim + s.num_slots}, s.rows.data(), s.rows.size() * sizeof(float)));
+  if (!s.timestamps.empty()) {
+    RECSDK_RETURN_IF_ERROR(put("timestamps", "<i8", {n}, s.timestamps.data(), n * 8));
+  }
+  if (s.is_delta) {
+    RECSDK_RETURN_IF_ERROR(put("removed_keys", "<i8", {static_cast<int64_t>(s.removed_keys.size())},
+                               s.removed_keys.data(), s.removed_keys.size() * 8));
+  }
+  RECSDK_RETURN_IF_ERROR(put("pending_keys", "<i8", {pn}, s.pending_keys.data(), pn * 8));
+  RECSDK_RETURN_IF_ERROR(
+      put("pending_counts", "<f4", {pn}, s.pending_counts.data(), pn * sizeof(float)));
+  RECSDK_RETURN_IF_ERROR(
+      put("pending_timestamps", "<i8", {pn}, s.pending_timestamps.data(), pn * 8));
+  return nlohmann::json{
+      {"name", s.table_name},
+      {"dim", s.dim},
+      {"num_slots", s.num_slots},
+      {"optimizer", std::string(SparseOptimizerKindName(s.optimizer))},
+      {"optimizer_kind", static_cast<int>(s.optimizer)},
+      {"key_dtype", std::string(DTypeName(s.key_dtype))},
+      {"is_delta", s.is_delta},
+      {"data_time", s.data_time},
+      {"access_threshold", s.access_threshold},
+      {"size", n},
+      {"files", files},
+  };
+}
+
+namespace {
+
+struct TableHeader {
+  std::string name;
+  int dim = 0, num_slots = 0;
+  SparseOptimizerKind optimizer = SparseOptimizerKind::kSGD;
+  DType key_dtype = DType::kInt64;
+  bool is_delta = false;
+  int64_t data_time = 0;
+  int64_t access_threshold = -1;
+};
+
+StatusOr<TableHeader> ParseTableHeader(const nlohmann::json& e, const std::string& where) {
+  TableHeader h;
+  std::string key_dtype;
+  int kind = 0;
+  try {
+    h.name = e.at("name").get<std::string>();
+    h.dim = e.at("dim").get<int>();
+    h.num_slots = e.at("num_slots").get<int>();
+    kind = e.at("optimizer_kind").get<int>();
+    key_dtype = e.at("key_dtype").get<std::string>();
+    h.is_delta = e.at("is_delta").get<bool>();
+    h.data_time = e.at("data_time").get<int64_t>();
+    h.access_threshold = e.value("access_threshold", int64_t{-1});
+  } catch (const std::exception& ex) {
+    return Corrupt(where, fmt::format("a table entry is malformed ({})", ex.what()));
+  }
+  if (kind < 0 || kind > static_cast<int>(SparseOptimizerKind::kFTRL)) {
+    return Corrupt(where, fmt::format("table \"{}\" has optimizer kind {}", h.name, kind));
+  }
+  h.optimizer = static_cast<SparseOptimizerKind>(kind);
+  auto dt = ParseDType(key_dtype);
+  if (!dt.ok() || (*dt != DType::kInt64 && *dt != DType::kInt32)) {
+    return Corrupt(where, fmt::format("table \"{}\" has key dtype \"{}\"", h.name, key_dtype));
+  }
+  h.key_dtype = *dt;
+  return h;
+}
+
+}  // namespace
+
+Status CheckTableCompatible(const nlohmann::json& entry, const EmbeddingTable& table,
+                            const std::string& manifest_path) {
+  RECSDK_ASSIGN_OR_RETURN(TableHeader h, ParseTableHeader(entry, manifest_path));
+  auto differs = [&](std::string_view what, const std::string& theirs, const std::string& ours) {
+    return absl::FailedPreconditionError(fmt::format(
+        "table \"{}\": the checkpoint \"{}\" has {} {} but the session's table has {} {}; restore "
+        "into a model whose table has the same dim, key dtype and sparse optimizer",
+        table.name(), manifest_path, what, theirs, what, ours));
+  };
+  if (h.dim != table.dim()) {
+    return differs("dim", std::to_string(h.dim), std::to_string(table.dim()));
+  }
+  if (h.key_dtype != table.config().key_dtype) {
+    return differs("key dtype", std::string(DTypeName(h.key_dtype)),
+                   std::string(DTypeName(table.config().key_dtype)));
+  }
+  if (h.optimizer != table.optimizer().kind) {
+    return differs("optimizer", std::string(SparseOptimizerKindName(h.optimizer)),
+                   std::string(SparseOptimizerKindName(table.optimizer().kind)));
+  }
+  if (h.num_slots != table.num_slots()) {
+    return differs("optimizer slots per row", std::to_string(h.num_slots),
+                   std::to_string(table.num_slots()));
+  }
+  return absl::OkStatus();
+}
+
+StatusOr<TableSnapshot> ReadTablePayloads(Env* env, const std::string& dir,
+                                          const nlohmann::json& entry) {
+  const std::string where = JoinPath(dir, kManifestFile);
+  RECSDK_ASSIGN_OR_RETURN(TableHeader h, ParseTableHeader(entry, where));
+  TableSnapshot s;
+  s.table_name = h.name;
+  s.dim = h.dim;
+  s.num_slots = h.num_slots;
+  s.optimizer = h.optimizer;
+  s.key_dtype = h.key_dtype;
+  s.is_delta = h.is_delta;
+  s.data_time = h.data_time;
+  s.access_threshold = h.access_threshold;
+  if (!entry.contains("files") || !entry["files"].is_object()) {
+    return Corrupt(where, fmt::format("table \"{}\" lists no files", h.name));
+  }
+  const nlohmann::json& files = entry["files"];
+  auto info_of = [&](const std::string& what) -> StatusOr<PayloadInfo> {
+    if (!files.contains(what)) {
+      return Corrupt(where, fmt::format("table \"{}\" does not list its {}", h.name, what));
+    }
+    return PayloadInfo::FromJson(files[what], where);
+  };
+  auto read = [&](const std::string& what, auto* out) -> Status {
+    RECSDK_ASSIGN_OR_RETURN(PayloadInfo info, info_of(what));
+    return ReadPayload(env, dir, info, out);
+  };
+  RECSDK_RETURN_IF_ERROR(read("keys", &s.keys));
+  RECSDK_ASSIGN_OR_RETURN(PayloadInfo rows_info, info_of("rows"));
+  if (rows_info.shape.size() != 2 || rows_info.shape[0] != static_cast<int64_t>(s.keys.size()) ||
+      rows_info.shape[1] != h.dim + h.num_slots) {
+    return Corrupt(JoinPath(dir, rows_info.file),
+                   fmt::format("rows of table \"{}\" are not [{}, {}]", h.name, s.keys.size(),
+                               h.dim + h.num_slots));
+  }
+  RECSDK_RETURN_IF_ERROR(ReadPayload(env, dir, rows_info, &s.rows));
+  if (files.contains("timestamps")) RECSDK_RETURN_IF_ERROR(read("timestamps", &s.timestamps));
+  if (h.is_delta) RECSDK_RETURN_IF_ERROR(read("removed_keys", &s.removed_keys));
+  RECSDK_RETURN_IF_ERROR(read("pending_keys", &s.pending_keys));
+  RECSDK_RETURN_IF_ERROR(read("pending_counts", &s.pending_counts));
+  RECSDK_RETURN_IF_ERROR(read("pending_timestamps", &s.pending_timestamps));
+  return s;
+}
+
+Status WriteJsonDocument(Env* env, const std::string& path, nlohmann::json doc, bool atomic) {
+  doc.erase("crc32c");
+  const uint32_t crc = Crc32c(doc.dump());
+  doc["crc32c"] = crc;
+  // No trailing newline: the text must be exactly what dump(1) gives (ReadJsonDocument checks),
+  // so that truncation or edits of whitespace are caught too.
+  const std::string text = doc.dump(1);
+  if (atomic) return WriteStringToFileAtomic(env, path, text);
+  return WriteStringToFileSync(env, path, text);
+}
+
+StatusOr<nlohmann::json> ReadJsonDocument(Env* env, const std::string& path) {
+  RECSDK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, path));
+  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) return Corrupt(path, "it is not a JSON object");
+  if (doc.dump(1) != text) return Corrupt(path, "its text differs from what was written");
+  if (!doc.contains("crc32c") || !doc["crc32c"].is_number_unsigned()) {
+    return Corrupt(path, "it has no crc32c");
+  }
+  const uint64_t want = doc["crc32c"].get<uint64_t>();
+  doc.erase("crc32c");
+  const uint32_t crc = Crc32c(doc.dump());
+  if (crc != want) {
+    return Corrupt(path, fmt::format("its CRC32C is {:08x} but it says {:08x}", crc, want));
+  }
+  return doc;
+}
+
+}  // namespace recsdk::internal

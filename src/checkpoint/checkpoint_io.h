@@ -1,0 +1,78 @@
+// checkpoint_io.h: the files of a checkpoint: .npy payloads with their CRC32C, the table
+// payloads of a TableSnapshot, and JSON documents (manifest.json, the `checkpoint` index) that
+// carry a CRC32C of their own text. docs/checkpoint-format.md describes the layout.
+//
+// Every payload is checked against the manifest when read: size, CRC32C over every byte of the
+// file (header included), and the header the manifest's dtype and shape imply. Reads go straight
+// into the destination buffer (no staging copy).
+//
+// Threading: pure functions over an Env; callers serialise work on one directory.
+#ifndef RECSDK_CHECKPOINT_CHECKPOINT_IO_H_
+#define RECSDK_CHECKPOINT_CHECKPOINT_IO_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "recsdk/status.h"
+#include "recsdk/table.h"
+#include "src/common/env.h"
+
+namespace recsdk::internal {
+
+inline constexpr int kCheckpointFormatVersion = 1;
+inline constexpr char kManifestFile[] = "manifest.json";
+inline constexpr char kIndexFile[] = "checkpoint";
+
+// PayloadInfo: one payload as the manifest lists it.
+struct PayloadInfo {
+  std::string file;   // name inside the checkpoint directory
+  std::string descr;  // "<f4", "<i8", "<i4"
+  std::vector<int64_t> shape;
+  uint64_t bytes = 0;   // whole file, header included
+  uint32_t crc32c = 0;  // of the whole file
+  nlohmann::json ToJson() const;
+  static StatusOr<PayloadInfo> FromJson(const nlohmann::json& j, const std::string& where);
+};
+
+// WritePayload: writes dir/file (npy header + `data_bytes` bytes), syncs and closes it.
+[[nodiscard]] StatusOr<PayloadInfo> WritePayload(Env* env, const std::string& dir,
+                                                 const std::string& file, std::string_view descr,
+                                                 std::vector<int64_t> shape, const void* data,
+                                                 uint64_t data_bytes);
+// ReadPayload: reads and verifies dir/info.file into `out` (resized to the payload's elements).
+// DataLoss naming the file when it is missing, of another size, or fails its CRC32C; also when
+// its element size is not sizeof(T).
+template <typename T, typename Alloc>
+[[nodiscard]] Status ReadPayload(Env* env, const std::string& dir, const PayloadInfo& info,
+                                 std::vector<T, Alloc>* out);
+
+// WriteTablePayloads: the payloads of a snapshot under `prefix` ("tables/<name>/"... flattened to
+// "<prefix>keys.npy" and so on); returns the table's manifest entry.
+[[nodiscard]] StatusOr<nlohmann::json> WriteTablePayloads(Env* env, const std::string& dir,
+                                                          const std::string& prefix,
+                                                          const TableSnapshot& snapshot);
+// ReadTablePayloads: the snapshot of a manifest entry; every payload verified.
+[[nodiscard]] StatusOr<TableSnapshot> ReadTablePayloads(Env* env, const std::string& dir,
+                                                        const nlohmann::json& entry);
+// CheckTableCompatible: FailedPrecondition naming the table and both values when a manifest
+// entry's dim, key dtype, optimizer or slots differ from `table`'s; DataLoss when malformed.
+[[nodiscard]] Status CheckTableCompatible(const nlohmann::json& entry, const EmbeddingTable& table,
+                                          const std::string& manifest_path);
+
+// WriteJsonDocument: `doc` plus "crc32c" (of the document's text without it), written
+// atomically (tmp + sync + rename + directory sync) when `atomic`, else written and synced.
+[[nodiscard]] Status WriteJsonDocument(Env* env, const std::string& path, nlohmann::json doc,
+                                       bool atomic);
+// ReadJsonDocument: the document at `path` with its "crc32c" verified and removed. NotFound when
+// missing; DataLoss naming the file when it is not JSON, lacks the checksum or fails it.
+[[nodiscard]] StatusOr<nlohmann::json> ReadJsonDocument(Env* env, const std::string& path);
+
+// JoinPath: a + "/" + b.
+std::string JoinPath(const std::string& a, const std::string& b);
+
+}  // namespace recsdk::internal
+
+#endif  // RECSDK_CHECKPOINT_CHECKPOINT_IO_H_

@@ -1,0 +1,304 @@
+// export.cc: ExportSavedModel (the inference bundle) and the Predictor that serves it
+// (recsdk/export.h).
+//
+// The inference graph is cut from the session's graph: the nodes the outputs reach through data
+// inputs, stopping at the serving inputs. Control inputs are not followed (they order updates
+// in training) and are kept only between kept nodes. Lookups become read-only (is_train false),
+// and each kept table is declared with a slot-free SGD optimizer (its learning rate is never used:
+// serving never updates a row): its bundle payload is the embeddings alone. Dense variables and
+// tables are written with the checkpoint code (session_state.h), so the bundle is verified by
+// CRC32C like a checkpoint.
+//
+// Threading: see recsdk/export.h.
+#include "recsdk/export.h"
+
+#include <unistd.h>
+
+#include <set>
+#include <string_view>
+
+#include "fmt/format.h"
+#include "nlohmann/json.hpp"
+#include "recsdk/embedding.h"
+#include "src/checkpoint/checkpoint_io.h"
+#include "src/checkpoint/session_state.h"
+#include "src/common/crc32c.h"
+#include "src/common/env.h"
+#include "src/common/status_macros.h"
+#include "src/session/table_ops.h"
+
+namespace recsdk {
+namespace internal {
+namespace {
+
+constexpr char kGraphFile[] = "graph.json";
+constexpr char kServingFile[] = "serving.json";
+
+std::string NodeOf(std::string_view tensor) {
+  const size_t colon = tensor.find(':');
+  return std::string(colon == std::string_view::npos ? tensor : tensor.substr(0, colon));
+}
+
+bool IsPlaceholder(const Node& n) { return n.type() == "Placeholder"; }
+
+// InferenceGraph: the part of `g` the outputs need, read-only. Fills `kept` with node names.
+StatusOr<std::unique_ptr<Graph>> InferenceGraph(const Graph& g, const ServingSignature& sig,
+                                                std::set<std::string>* kept) {
+  std::set<std::string> inputs;
+  for (const std::string& in : sig.inputs) {
+    const Node* n = g.FindNode(in);
+    if (n == nullptr || !IsPlaceholder(*n)) {
+      return absl::InvalidArgumentError(fmt::format(
+          "ExportSavedModel: serving input \"{}\" is {}; list the Placeholder or DatasetColumn "
+          "nodes the model is fed through",
+          in, n == nullptr ? "not a node of the graph" : "a " + n->type() + " node"));
+    }
+    inputs.insert(in);
+  }
+  std::vector<const Node*> stack;
+  for (const std::string& out : sig.outputs) {
+    auto o = g.FindOutput(out);
+    if (!o.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("ExportSavedModel: serving output \"{}\": {}", out, o.status().message()));
+    }
+    stack.push_back(o->node);
+  }
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (!kept->insert(n->name()).second) continue;
+    if (n->FindAttr(kKeyStageLookupAttr) != nullptr) {
+      return absl::UnimplementedError(fmt::format(
+          "ExportSavedModel: the outputs read \"{}\", fed by the key stage (ModifyGraph moved the "
+          "lookup there); export a graph built with in-graph lookups (modify_graph false)",
+          n->name()));
+    }
+    if (IsPlaceholder(*n) && !inputs.contains(n->name())) {
+      return absl::InvalidArgumentError(fmt::format(
+          "ExportSavedModel: the serving outputs depend on placeholder \"{}\", which is not a "
+          "serving input; add it to ServingSignature.inputs",
+          n->name()));
+    }
+    for (const Output& in : n->inputs()) stack.push_back(in.node);
+  }
+  auto out = std::make_unique<Graph>();
+  out->set_random_seed(g.random_seed());
+  RegisterTableOps();
+  for (const Node* n : g.nodes()) {
+    if (!kept->contains(n->name())) continue;
+    NodeSpec spec;
+    spec.name = n->name();
+    spec.type = n->type();
+    spec.device = n->device();
+    spec.attrs = n->attrs();
+    for (const Output& in : n->inputs()) {
+      spec.inputs.push_back(out->FindNode(in.node->name())->output(in.index));
+    }
+    for (const Node* c : n->control_inputs()) {
+      if (kept->contains(c->name())) spec.control_inputs.push_back(out->FindNode(c->name()));
+    }
+    if (n->type() == kSparseLookupOp || n->type() == kTableLookupGroupOp) {
+      spec.attrs["is_train"] = false;
+      // A lookup ModifyGraph moved to the key stage runs in the serving graph (no key stage
+      // there); a moved lookup refuses to run in a graph (table_ops.cc).
+      spec.attrs["moved_to_key_stage"] = false;
+    }
+    if (n->type() == kTableHandleOp) {
+      RECSDK_ASSIGN_OR_RETURN(TableConfig config,
+                              TableConfigFromJson(n->StringAttr("table_config")));
+      spec.attrs["optimizer_config"] =
+          OptimizerConfigToJson(config.use_dynamic_expansion ? SparseOptimizerConfig::SGDByAddr(1)
+                                                             : SparseOptimizerConfig::SGD(1));
+    }
+    auto added = out->AddNode(std::move(spec));
+    if (!added.ok()) {
+      return absl::InternalError(fmt::format("ExportSavedModel: copying node \"{}\": {}", n->name(),
+                                             added.status().message()));
+    }
+  }
+  for (const auto& [key, names] : g.collections()) {
+    for (const std::string& name : names) {
+      if (kept->contains(NodeOf(name))) out->AddToCollection(key, name);
+    }
+  }
+  return out;
+}
+
+// ServingRows: a snapshot's embeddings without the optimizer's slots, as a slot-free SGD table's.
+TableSnapshot ServingRows(TableSnapshot s, bool by_address) {
+  const size_t n = s.keys.size(), dim = static_cast<size_t>(s.dim),
+               stride = dim + static_cast<size_t>(s.num_slots);
+  for (size_t i = 0; i < n; ++i) {
+    std::copy_n(s.rows.begin() + static_cast<ptrdiff_t>(i * stride), dim,
+                s.rows.begin() + static_cast<ptrdiff_t>(i * dim));
+  }
+  s.rows.resize(n * dim);
+  s.num_slots = 0;
+  s.optimizer = by_address ? SparseOptimizerKind::kSGDByAddr : SparseOptimizerKind::kSGD;
+  return s;
+}
+
+}  // namespace
+}  // namespace internal
+
+using internal::Env;
+using internal::JoinPath;
+
+Status ExportSavedModel(Session& session, const std::string& export_dir,
+                        const ServingSignature& signature) {
+  if (signature.outputs.empty()) {
+    return absl::InvalidArgumentError(
+        "ExportSavedModel: ServingSignature.outputs is empty; list the tensors to serve");
+  }
+  if (export_dir.empty()) {
+    return absl::InvalidArgumentError("ExportSavedModel: export_dir is empty");
+  }
+  Env* env = Env::Default();
+  if (env->FileExists(export_dir)) {
+    RECSDK_ASSIGN_OR_RETURN(std::vector<std::string> children, env->GetChildren(export_dir));
+    if (!children.empty()) {
+      return absl::FailedPreconditionError(
+          fmt::format("ExportSavedModel: \"{}\" exists and is not empty; export to a new directory",
+                      export_dir));
+    }
+    RECSDK_RETURN_IF_ERROR(env->DeleteDir(export_dir));
+  }
+  std::set<std::string> kept;
+  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<Graph> graph,
+                          internal::InferenceGraph(session.graph(), signature, &kept));
+  RECSDK_ASSIGN_OR_RETURN(internal::SessionState all,
+                          internal::CollectSessionState(session, /*saved_tables_only=*/false));
+  internal::SessionState state;
+  for (const std::string& v : all.var_names) {
+    if (kept.contains(v)) state.var_names.push_back(v);
+  }
+  for (Node* n : graph->nodes()) {
+    if (n->type() != internal::kTableHandleOp) continue;
+    for (const internal::TableRef& t : all.tables) {
+      if (t.name == n->StringAttr("table_name")) state.tables.push_back(t);
+    }
+  }
+  RECSDK_ASSIGN_OR_RETURN(
+      internal::SaveJob job,
+      internal::SnapshotSession(session, state, EmbeddingTable::SnapshotKind::kFullKeepTracking));
+  for (size_t i = 0; i < job.tables.size(); ++i) {
+    const bool by_address = state.tables[i].resource->table()->config().use_dynamic_expansion;
+    job.tables[i] = internal::ServingRows(std::move(job.tables[i]), by_address);
+  }
+
+  const std::string parent = internal::Dirname(export_dir);
+  RECSDK_RETURN_IF_ERROR(env->CreateDir(parent));
+  const std::string tmp = fmt::format("{}.tmp-{}", export_dir, static_cast<int>(getpid()));
+  if (env->FileExists(tmp)) RECSDK_RETURN_IF_ERROR(internal::DeleteDirRecursively(env, tmp));
+  RECSDK_RETURN_IF_ERROR(env->CreateDir(tmp));
+  auto write = [&]() -> Status {
+    const std::string graph_json = graph->ToJson();
+    RECSDK_RETURN_IF_ERROR(
+        internal::WriteStringToFileSync(env, JoinPath(tmp, internal::kGraphFile), graph_json));
+    nlohmann::json inputs = nlohmann::json::array();
+    for (const std::string& in : signature.inputs) {
+      const Node* n = graph->FindNode(in);
+      inputs.push_back({{"name", in},
+                        {"dtype", std::string(DTypeName(n->output_dtype(0)))},
+                        {"shape", n->output_shape(0).ToString()}});
+    }
+    nlohmann::json serving = {{"format_version", internal::kCheckpointFormatVersion},
+                              {"inputs", inputs},
+                              {"outputs", signature.outputs},
+                              {"graph_bytes", graph_json.size()},
+                              {"graph_crc32c", internal::Crc32c(graph_json)}};
+    RECSDK_RETURN_IF_ERROR(internal::WriteJsonDocument(env, JoinPath(tmp, internal::kServingFile),
+                                                       std::move(serving), /*atomic=*/false));
+    RECSDK_RETURN_IF_ERROR(internal::WriteCheckpointFiles(env, tmp, job));
+    RECSDK_RETURN_IF_ERROR(env->RenameFile(tmp, export_dir));
+    return env->SyncDir(parent);
+  };
+  if (Status s = write(); !s.ok()) {
+    if (env->FileExists(tmp)) internal::DeleteDirRecursively(env, tmp).IgnoreError();
+    return s;
+  }
+  return absl::OkStatus();
+}
+
+struct Predictor::Impl {
+  ServingSignature signature;
+  std::unique_ptr<Session> session;
+  std::vector<TensorName> fetches;
+};
+
+Predictor::Predictor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Predictor::~Predictor() = default;
+
+const ServingSignature& Predictor::signature() const { return impl_->signature; }
+
+StatusOr<std::unique_ptr<Predictor>> Predictor::Load(const std::string& export_dir,
+                                                     const SessionConfig& config) {
+  Env* env = Env::Default();
+  const std::string serving_path = JoinPath(export_dir, internal::kServingFile);
+  auto serving = internal::ReadJsonDocument(env, serving_path);
+  if (!serving.ok()) {
+    if (absl::IsNotFound(serving.status())) {
+      return absl::NotFoundError(fmt::format(
+          "Predictor: \"{}\" is not an exported model (no {}); export one with ExportSavedModel",
+          export_dir, internal::kServingFile));
+    }
+    return serving.status();
+  }
+  auto impl = std::make_unique<Impl>();
+  uint64_t graph_bytes = 0;
+  uint32_t graph_crc = 0;
+  try {
+    for (const auto& in : serving->at("inputs")) {
+      impl->signature.inputs.push_back(in.at("name").get<std::string>());
+    }
+    impl->signature.outputs = serving->at("outputs").get<std::vector<std::string>>();
+    graph_bytes = serving->at("graph_bytes").get<uint64_t>();
+    graph_crc = serving->at("graph_crc32c").get<uint32_t>();
+  } catch (const std::exception& e) {
+    return absl::DataLossError(fmt::format(
+        "Predictor: \"{}\" is malformed ({}); export the model again", serving_path, e.what()));
+  }
+  const std::string graph_path = JoinPath(export_dir, internal::kGraphFile);
+  auto graph_json = internal::ReadFileToString(env, graph_path);
+  if (!graph_json.ok() || graph_json->size() != graph_bytes ||
+      internal::Crc32c(*graph_json) != graph_crc) {
+    return absl::DataLossError(fmt::format(
+        "Predictor: \"{}\" is missing, truncated or corrupt (size or CRC32C differ from {}); "
+        "export the model again",
+        graph_path, serving_path));
+  }
+  internal::RegisterTableOps();
+  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<Graph> graph, Graph::FromJson(*graph_json));
+  RECSDK_ASSIGN_OR_RETURN(impl->session, Session::Create(*graph, config));
+  RECSDK_ASSIGN_OR_RETURN(internal::SessionState state,
+                          internal::CollectSessionState(*impl->session, false));
+  RECSDK_ASSIGN_OR_RETURN(internal::LoadedCheckpoint ckpt,
+                          internal::LoadCheckpoint(env, export_dir));
+  RECSDK_RETURN_IF_ERROR(internal::ApplyCheckpoint(*impl->session, state, ckpt));
+  for (const std::string& o : impl->signature.outputs) impl->fetches.emplace_back(o);
+  return std::unique_ptr<Predictor>(new Predictor(std::move(impl)));
+}
+
+StatusOr<std::vector<Tensor>> Predictor::Predict(const FeedList& inputs) {
+  std::set<std::string> fed;
+  for (const auto& [name, tensor] : inputs) {
+    const std::string node = internal::NodeOf(name.name);
+    bool known = false;
+    for (const std::string& in : impl_->signature.inputs) known = known || in == node;
+    if (!known || !fed.insert(node).second) {
+      return absl::InvalidArgumentError(fmt::format(
+          "Predictor: input \"{}\" is {}; the serving inputs are [{}]", name.name,
+          known ? "fed twice" : "not a serving input", fmt::join(impl_->signature.inputs, ", ")));
+    }
+  }
+  for (const std::string& in : impl_->signature.inputs) {
+    if (!fed.contains(in)) {
+      return absl::InvalidArgumentError(
+          fmt::format("Predictor: serving input \"{}\" is not fed", in));
+    }
+  }
+  return impl_->session->Run(inputs, impl_->fetches);
+}
+
+}  // namespace recsdk

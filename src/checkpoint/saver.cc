@@ -1,0 +1,421 @@
+// saver.cc: the Saver (recsdk/checkpoint.h): snapshots of the session's dense variables and
+// tables, written as checkpoint directories with a manifest, an index naming the latest, delta
+// chains and retention; and SaveTable / RestoreTable for one table.
+//
+// A save is two phases. Snapshot: with the tables' resolve locks held exclusively (the key stage
+// may be resolving a later batch), copy every variable's bytes and every table's rows; this is
+// the only part that must not overlap a step. Write: payloads into model_dir/.tmp-ckpt-<step>,
+// each synced; manifest.json last; the directory synced and renamed to ckpt-<step>; model_dir
+// synced; then the index rewritten atomically; then old checkpoints deleted. A crash before the
+// index rename leaves the previous index (and so the previous checkpoint) the latest.
+//
+// Threading: see recsdk/checkpoint.h (one thread, between Session::Run calls).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+
+#include "fmt/format.h"
+#include "nlohmann/json.hpp"
+#include "recsdk/checkpoint.h"
+#include "recsdk/embedding.h"
+#include "recsdk/variables.h"
+#include "src/checkpoint/checkpoint_io.h"
+#include "src/checkpoint/session_state.h"
+#include "src/common/logging.h"
+#include "src/common/status_macros.h"
+#include "src/device/resource_mgr.h"
+#include "src/session/table_ops.h"
+
+namespace recsdk {
+namespace internal {
+namespace {
+
+constexpr char kCheckpointPrefix[] = "ckpt-";
+constexpr char kTmpPrefix[] = ".tmp-ckpt-";
+
+std::string CheckpointName(int64_t step) { return fmt::format("{}{}", kCheckpointPrefix, step); }
+
+struct IndexEntry {
+  std::string name;
+  std::vector<std::string> chain;
+};
+
+struct Index {
+  std::vector<IndexEntry> checkpoints;  // oldest first; the last is the latest
+};
+
+StatusOr<Index> ReadIndex(Env* env, const std::string& model_dir) {
+  const std::string path = JoinPath(model_dir, kIndexFile);
+  RECSDK_ASSIGN_OR_RETURN(nlohmann::json doc, ReadJsonDocument(env, path));
+  Index index;
+  try {
+    for (const auto& e : doc.at("checkpoints")) {
+      index.checkpoints.push_back(
+          {e.at("name").get<std::string>(), e.at("chain").get<std::vector<std::string>>()});
+    }
+  } catch (const std::exception& ex) {
+    return absl::DataLossError(
+        fmt::format("checkpoint index \"{}\" is corrupt: {}; restore a checkpoint by its directory",
+                    path, ex.what()));
+  }
+  return index;
+}
+
+Status WriteIndex(Env* env, const std::string& model_dir, const Index& index) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const IndexEntry& e : index.checkpoints)
+    list.push_back({{"name", e.name}, {"chain", e.chain}});
+  nlohmann::json doc = {{"format_version", kCheckpointFormatVersion},
+                        {"latest", index.checkpoints.empty() ? "" : index.checkpoints.back().name},
+                        {"checkpoints", list}};
+  return WriteJsonDocument(env, JoinPath(model_dir, kIndexFile), std::move(doc), /*atomic=*/true);
+}
+
+}  // namespace
+
+}  // namespace internal
+
+using internal::Env;
+using internal::JoinPath;
+
+struct Saver::Impl {
+  Session* session = nullptr;
+  SaverOptions options;
+  Env* env = nullptr;
+  internal::SessionState state;
+  // The chain a delta would build on: empty until a save or restore, cleared by a failed save.
+  // With async_write it already names a checkpoint being written; WaitPending clears it if that
+  // write fails.
+  mutable std::vector<std::string> chain;
+  // pending: the background write of the last Save (async_write), if any.
+  mutable std::future<Status> pending;
+
+  Status WaitPending() const;
+  StatusOr<std::string> Write(const internal::SaveJob& job);
+  StatusOr<std::string> WriteOrCleanUp(const internal::SaveJob& job);
+  StatusOr<std::string> SaveImpl(int64_t step, bool delta);
+  StatusOr<std::string> ResolveCheckpoint(std::string_view checkpoint) const;
+};
+
+Saver::Saver(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Saver::~Saver() {
+  if (Status s = impl_->WaitPending(); !s.ok()) {
+    internal::LogError("Saver: the last background save failed: {}", s.message());
+  }
+}
+
+Status Saver::Impl::WaitPending() const {
+  if (!pending.valid()) return absl::OkStatus();
+  Status s = pending.get();
+  if (!s.ok()) chain.clear();
+  return s;
+}
+
+Status Saver::WaitForWrites() { return impl_->WaitPending(); }
+
+StatusOr<std::unique_ptr<Saver>> Saver::Create(Session& session, const SaverOptions& options) {
+  if (options.model_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "SaverOptions.model_dir is empty; set it to the directory for checkpoints");
+  }
+  if (options.keep_checkpoint_max < 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "SaverOptions.keep_checkpoint_max is {}; it must be >= 1, or 0 to keep all checkpoints",
+        options.keep_checkpoint_max));
+  }
+  if (options.restore_model_version < -1) {
+    return absl::InvalidArgumentError(fmt::format(
+        "SaverOptions.restore_model_version is {}; it must be a checkpoint's step, or -1 for the "
+        "latest",
+        options.restore_model_version));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->session = &session;
+  impl->options = options;
+  impl->env = options.env != nullptr ? options.env : Env::Default();
+  RECSDK_ASSIGN_OR_RETURN(impl->state,
+                          internal::CollectSessionState(session, /*saved_tables_only=*/true));
+  RECSDK_RETURN_IF_ERROR(impl->env->CreateDir(options.model_dir));
+  return std::unique_ptr<Saver>(new Saver(std::move(impl)));
+}
+
+StatusOr<std::string> Saver::Impl::Write(const internal::SaveJob& job) {
+  const std::string& model_dir = options.model_dir;
+  const std::string name = internal::CheckpointName(job.step);
+  const std::string final_dir = JoinPath(model_dir, name);
+  const std::string tmp = JoinPath(model_dir, fmt::format("{}{}-{}", internal::kTmpPrefix, job.step,
+                                                          static_cast<int>(getpid())));
+  // Leftovers of an earlier crash of this step: start clean.
+  if (env->FileExists(tmp)) RECSDK_RETURN_IF_ERROR(internal::DeleteDirRecursively(env, tmp));
+  RECSDK_RETURN_IF_ERROR(env->CreateDir(tmp));
+
+  RECSDK_RETURN_IF_ERROR(internal::WriteCheckpointFiles(env, tmp, job));
+
+  // The index, read before anything is renamed: a corrupt index is rebuilt from this save on.
+  internal::Index index;
+  if (env->FileExists(JoinPath(model_dir, internal::kIndexFile))) {
+    auto read = internal::ReadIndex(env, model_dir);
+    if (read.ok()) {
+      index = std::move(*read);
+    } else {
+      internal::LogWarning("Saver: ignoring the unreadable index: {}", read.status().message());
+    }
+  }
+  // Replacing a checkpoint of the same step: move the old one aside first, delete it after.
+  std::string aside;
+  if (env->FileExists(final_dir)) {
+    aside = tmp + ".old";
+    RECSDK_RETURN_IF_ERROR(env->RenameFile(final_dir, aside));
+  }
+  RECSDK_RETURN_IF_ERROR(env->RenameFile(tmp, final_dir));
+  RECSDK_RETURN_IF_ERROR(env->SyncDir(model_dir));
+
+  std::vector<internal::IndexEntry>& list = index.checkpoints;
+  list.erase(
+      std::remove_if(list.begin(), list.end(), [&](const auto& e) { return e.name == name; }),
+      list.end());
+  list.push_back({name, job.chain});
+  // Retention: the newest keep_checkpoint_max, and every checkpoint their chains build on.
+  std::vector<std::string> doomed;
+  const size_t keep = static_cast<size_t>(options.keep_checkpoint_max);
+  if (keep > 0 && list.size() > keep) {
+    std::set<std::string> needed;
+    for (size_t i = list.size() - keep; i < list.size(); ++i) {
+      needed.insert(list[i].name);
+      needed.insert(list[i].chain.begin(), list[i].chain.end());
+    }
+    std::vector<internal::IndexEntry> kept;
+    for (auto& e : list) {
+      if (needed.contains(e.name)) {
+        kept.push_back(std::move(e));
+      } else {
+        doomed.push_back(e.name);
+      }
+    }
+    list = std::move(kept);
+  }
+  RECSDK_RETURN_IF_ERROR(internal::WriteIndex(env, model_dir, index));
+  if (!aside.empty()) {
+    if (Status s = internal::DeleteDirRecursively(env, aside); !s.ok()) {
+      internal::LogWarning("Saver: could not delete the replaced checkpoint: {}", s.message());
+    }
+  }
+  for (const std::string& d : doomed) {
+    if (Status s = internal::DeleteDirRecursively(env, JoinPath(model_dir, d)); !s.ok()) {
+      internal::LogWarning("Saver: could not delete old checkpoint \"{}\": {}", d, s.message());
+    }
+  }
+  return final_dir;
+}
+
+StatusOr<std::string> Saver::Impl::WriteOrCleanUp(const internal::SaveJob& job) {
+  auto dir = Write(job);
+  if (!dir.ok()) {
+    // Remove this save's temporary directory; the previous checkpoint stays the latest.
+    const std::string tmp = JoinPath(
+        options.model_dir,
+        fmt::format("{}{}-{}", internal::kTmpPrefix, job.step, static_cast<int>(getpid())));
+    if (env->FileExists(tmp)) internal::DeleteDirRecursively(env, tmp).IgnoreError();
+  }
+  return dir;
+}
+
+StatusOr<std::string> Saver::Impl::SaveImpl(int64_t step, bool delta) {
+  if (step < 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("Saver: global_step {} is negative; pass the training step (>= 0)", step));
+  }
+  if (Status previous = WaitPending(); !previous.ok()) {
+    if (delta) {
+      return absl::FailedPreconditionError(fmt::format(
+          "Saver::SaveDelta: the previous background save failed ({}), so there is no checkpoint "
+          "to build on; call Save",
+          previous.message()));
+    }
+    internal::LogWarning("Saver: the previous background save failed: {}", previous.message());
+  }
+  if (delta && chain.empty()) {
+    return absl::FailedPreconditionError(
+        "Saver::SaveDelta: there is no full checkpoint to build on (none saved or restored by this "
+        "Saver, or the previous save failed); call Save first");
+  }
+  // Whatever happens from here, a failure breaks the delta chain: the tables' change tracking
+  // restarts at the snapshot, so a later delta would miss this one's rows.
+  std::vector<std::string> previous = std::move(chain);
+  chain.clear();
+  auto job = internal::SnapshotSession(
+      *session, state,
+      delta ? EmbeddingTable::SnapshotKind::kDelta : EmbeddingTable::SnapshotKind::kFull);
+  if (!job.ok()) return job.status();
+  job->step = step;
+  if (delta) job->chain = previous;
+  std::vector<std::string> next = job->chain;
+  next.push_back(internal::CheckpointName(step));
+  if (options.async_write) {
+    chain = std::move(next);
+    auto shared = std::make_shared<internal::SaveJob>(std::move(*job));
+    pending = std::async(std::launch::async,
+                         [this, shared]() -> Status { return WriteOrCleanUp(*shared).status(); });
+    return JoinPath(options.model_dir, internal::CheckpointName(step));
+  }
+  RECSDK_ASSIGN_OR_RETURN(std::string dir, WriteOrCleanUp(*job));
+  chain = std::move(next);
+  return dir;
+}
+
+StatusOr<std::string> Saver::Save(int64_t global_step) {
+  try {
+    return impl_->SaveImpl(global_step, /*delta=*/false);
+  } catch (const std::bad_alloc&) {
+    impl_->chain.clear();
+    return absl::ResourceExhaustedError(
+        fmt::format("Saver: out of memory taking the snapshot of step {}", global_step));
+  }
+}
+
+StatusOr<std::string> Saver::SaveDelta(int64_t global_step) {
+  if (!impl_->options.is_incremental_checkpoint) {
+    return absl::FailedPreconditionError(
+        "Saver::SaveDelta needs SaverOptions.is_incremental_checkpoint = true");
+  }
+  try {
+    return impl_->SaveImpl(global_step, /*delta=*/true);
+  } catch (const std::bad_alloc&) {
+    impl_->chain.clear();
+    return absl::ResourceExhaustedError(
+        fmt::format("Saver: out of memory taking the delta snapshot of step {}", global_step));
+  }
+}
+
+StatusOr<std::string> Saver::LatestCheckpoint() const {
+  RECSDK_RETURN_IF_ERROR(impl_->WaitPending());
+  const std::string& model_dir = impl_->options.model_dir;
+  if (!impl_->env->FileExists(JoinPath(model_dir, internal::kIndexFile))) {
+    return absl::NotFoundError(fmt::format("no checkpoint in \"{}\" (it has no \"{}\" index file)",
+                                           model_dir, internal::kIndexFile));
+  }
+  RECSDK_ASSIGN_OR_RETURN(internal::Index index, internal::ReadIndex(impl_->env, model_dir));
+  if (index.checkpoints.empty()) {
+    return absl::NotFoundError(fmt::format("the checkpoint index of \"{}\" is empty", model_dir));
+  }
+  return JoinPath(model_dir, index.checkpoints.back().name);
+}
+
+StatusOr<std::string> Saver::Impl::ResolveCheckpoint(std::string_view checkpoint) const {
+  const std::string& model_dir = options.model_dir;
+  if (checkpoint.empty()) {
+    if (options.restore_model_version >= 0) {
+      const std::string dir =
+          JoinPath(model_dir, internal::CheckpointName(options.restore_model_version));
+      if (!env->FileExists(dir)) {
+        return absl::NotFoundError(fmt::format(
+            "restore_model_version {}: there is no checkpoint \"{}\"; pick a step that was saved",
+            options.restore_model_version, dir));
+      }
+      return dir;
+    }
+    const std::string index_path = JoinPath(model_dir, internal::kIndexFile);
+    if (!env->FileExists(index_path)) {
+      // No index: NotFound when there is no checkpoint at all, DataLoss when there are some
+      // (the index was lost, so which one is the latest is unknown).
+      auto children = env->GetChildren(model_dir);
+      if (children.ok()) {
+        for (const std::string& c : *children) {
+          if (c.rfind(internal::kCheckpointPrefix, 0) == 0) {
+            return absl::DataLossError(fmt::format(
+                "checkpoint index \"{}\" is missing but \"{}\" holds checkpoints (e.g. \"{}\"); "
+                "restore one by name",
+                index_path, model_dir, c));
+          }
+        }
+      }
+      return absl::NotFoundError(fmt::format("no checkpoint in \"{}\"", model_dir));
+    }
+    RECSDK_ASSIGN_OR_RETURN(internal::Index index, internal::ReadIndex(env, model_dir));
+    if (index.checkpoints.empty()) {
+      return absl::NotFoundError(fmt::format("the checkpoint index \"{}\" is empty", index_path));
+    }
+    return JoinPath(model_dir, index.checkpoints.back().name);
+  }
+  std::string dir(checkpoint);
+  if (dir.find('/') == std::string::npos) dir = JoinPath(model_dir, dir);
+  if (!env->FileExists(dir)) {
+    return absl::NotFoundError(fmt::format("checkpoint \"{}\" does not exist", dir));
+  }
+  return dir;
+}
+
+StatusOr<int64_t> Saver::Restore(std::string_view checkpoint) {
+  Impl& im = *impl_;
+  if (Status s = im.WaitPending(); !s.ok()) {
+    internal::LogWarning("Saver: the last background save failed: {}", s.message());
+  }
+  RECSDK_ASSIGN_OR_RETURN(std::string dir, im.ResolveCheckpoint(checkpoint));
+  internal::LoadedCheckpoint ckpt;
+  try {
+    auto loaded = internal::LoadCheckpoint(im.env, dir);
+    if (!loaded.ok()) {
+      // Never fall back silently to an older checkpoint: name the others, so the caller picks.
+      std::vector<std::string> others;
+      if (auto index = internal::ReadIndex(im.env, im.options.model_dir); index.ok()) {
+        for (const auto& e : index->checkpoints) {
+          if (JoinPath(im.options.model_dir, e.name) != dir) others.push_back(e.name);
+        }
+      }
+      if (!absl::IsDataLoss(loaded.status()) || others.empty()) return loaded.status();
+      return absl::DataLossError(
+          fmt::format("{} (other checkpoints in \"{}\": {}; pass one to Restore)",
+                      loaded.status().message(), im.options.model_dir, fmt::join(others, ", ")));
+    }
+    ckpt = std::move(*loaded);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        fmt::format("Saver: out of memory reading checkpoint \"{}\"", dir));
+  }
+  RECSDK_RETURN_IF_ERROR(internal::ApplyCheckpoint(*im.session, im.state, ckpt));
+  im.chain = ckpt.chain;
+  im.chain.push_back(dir.substr(dir.find_last_of('/') + 1));
+  internal::LogInfo("Saver: restored checkpoint \"{}\" (step {})", dir, ckpt.step);
+  return ckpt.step;
+}
+
+Status SaveTable(EmbeddingTable& table, const std::string& dir) {
+  Env* env = Env::Default();
+  RECSDK_RETURN_IF_ERROR(env->CreateDir(dir));
+  RECSDK_ASSIGN_OR_RETURN(TableSnapshot s, table.Snapshot(EmbeddingTable::SnapshotKind::kFull));
+  RECSDK_ASSIGN_OR_RETURN(nlohmann::json entry, internal::WriteTablePayloads(env, dir, "", s));
+  nlohmann::json manifest = {{"format_version", internal::kCheckpointFormatVersion},
+                             {"table", entry}};
+  return internal::WriteJsonDocument(env, JoinPath(dir, internal::kManifestFile),
+                                     std::move(manifest), /*atomic=*/true);
+}
+
+Status RestoreTable(EmbeddingTable& table, const std::string& dir) {
+  Env* env = Env::Default();
+  const std::string path = JoinPath(dir, internal::kManifestFile);
+  auto manifest = internal::ReadJsonDocument(env, path);
+  if (!manifest.ok()) {
+    if (absl::IsNotFound(manifest.status())) {
+      return absl::DataLossError(
+          fmt::format("table \"{}\": cannot restore from \"{}\": its manifest \"{}\" is missing",
+                      table.name(), dir, path));
+    }
+    return manifest.status();
+  }
+  if (!manifest->contains("table")) {
+    return absl::DataLossError(fmt::format("table manifest \"{}\" has no table entry", path));
+  }
+  RECSDK_RETURN_IF_ERROR(internal::CheckTableCompatible((*manifest)["table"], table, path));
+  RECSDK_ASSIGN_OR_RETURN(TableSnapshot s,
+                          internal::ReadTablePayloads(env, dir, (*manifest)["table"]));
+  return table.LoadSnapshot(s);
+}
+
+}  // namespace recsdk

@@ -1,0 +1,314 @@
+// session_state.cc: snapshots of a session's variables and tables, checkpoint files written from
+// them, and checkpoints read, verified and applied. Threading: see session_state.h.
+#include "src/checkpoint/session_state.h"
+
+#include <cstring>
+#include <mutex>
+#include <shared_mutex>
+
+#include "fmt/format.h"
+#include "recsdk/variables.h"
+#include "src/checkpoint/checkpoint_io.h"
+#include "src/common/status_macros.h"
+#include "src/device/resource_mgr.h"
+
+namespace recsdk::internal {
+namespace {
+
+StatusOr<std::string_view> NpyDescr(DType dtype, const std::string& var) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return std::string_view("<f4");
+    case DType::kFloat64:
+      return std::string_view("<f8");
+    case DType::kInt32:
+      return std::string_view("<i4");
+    case DType::kInt64:
+      return std::string_view("<i8");
+    default:
+      return absl::UnimplementedError(
+          fmt::format("variable \"{}\" has dtype {}, which checkpoints do not hold yet (float32, "
+                      "float64, int32 and int64 only)",
+                      var, DTypeName(dtype)));
+  }
+}
+
+}  // namespace
+
+// Deletes a checkpoint directory (its files, then itself). Best effort for leftovers.
+Status DeleteDirRecursively(Env* env, const std::string& dir) {
+  RECSDK_ASSIGN_OR_RETURN(std::vector<std::string> children, env->GetChildren(dir));
+  for (const std::string& c : children) RECSDK_RETURN_IF_ERROR(env->DeleteFile(JoinPath(dir, c)));
+  return env->DeleteDir(dir);
+}
+
+StatusOr<SessionState> CollectSessionState(Session& session, bool saved_tables_only) {
+  SessionState state;
+  // Every VarHandle node, in graph order: the graph's variables (optimizer slots and the global
+  // step included), also in an exported graph, which keeps no initializers.
+  for (const Node* n : session.graph().nodes()) {
+    if (n->type() == "VarHandle") state.var_names.push_back(n->name());
+  }
+  RegisterTableOps();
+  for (Node* n : session.graph().nodes()) {
+    if (n->type() != kTableHandleOp) continue;
+    RECSDK_ASSIGN_OR_RETURN(TableResource * r, GetOrCreateTable(session.resource_mgr(), *n));
+    if (saved_tables_only && !r->table()->config().is_save) continue;
+    state.tables.push_back({r->table()->name(), r});
+  }
+  return state;
+}
+
+StatusOr<SaveJob> SnapshotSession(Session& session, const SessionState& state,
+                                  EmbeddingTable::SnapshotKind kind) {
+  SaveJob job;
+  job.delta = kind == EmbeddingTable::SnapshotKind::kDelta;
+  ResourceMgr* rm = session.resource_mgr();
+  for (const std::string& name : state.var_names) {
+    auto* v = dynamic_cast<VariableResource*>(rm->Lookup(name));
+    VarSnapshot s;
+    s.name = name;
+    {
+      if (v != nullptr) {
+        std::lock_guard<std::mutex> lock(v->mu);
+        if (v->initialized()) {
+          s.dtype = v->value.dtype();
+          s.shape = v->value.shape();
+          s.bytes.assign(static_cast<const char*>(v->value.raw_data()), v->value.TotalBytes());
+        }
+      }
+    }
+    if (s.dtype == DType::kInvalid) {
+      return absl::FailedPreconditionError(fmt::format(
+          "variable \"{}\" is not initialised; run the init op (GlobalVariablesInitializer) "
+          "or Restore before saving",
+          name));
+    }
+    job.vars.push_back(std::move(s));
+  }
+  for (const TableRef& t : state.tables) {
+    std::unique_lock<std::shared_mutex> lock(t.resource->resolve_mu);
+    RECSDK_ASSIGN_OR_RETURN(TableSnapshot s, t.resource->table()->Snapshot(kind));
+    job.tables.push_back(std::move(s));
+  }
+  return job;
+}
+
+Status WriteCheckpointFiles(Env* env, const std::string& tmp, const SaveJob& job) {
+  nlohmann::json vars = nlohmann::json::array();
+  for (size_t i = 0; i < job.vars.size(); ++i) {
+    const VarSnapshot& v = job.vars[i];
+    RECSDK_ASSIGN_OR_RETURN(std::string_view descr, NpyDescr(v.dtype, v.name));
+    std::vector<int64_t> shape(v.shape.dims().begin(), v.shape.dims().end());
+    RECSDK_ASSIGN_OR_RETURN(PayloadInfo info,
+                            WritePayload(env, tmp, fmt::format("var_{}.npy", i), descr, shape,
+                                         v.bytes.data(), v.bytes.size()));
+    vars.push_back(
+        {{"name", v.name}, {"dtype", std::string(DTypeName(v.dtype))}, {"payload", info.ToJson()}});
+  }
+  nlohmann::json tables_json = nlohmann::json::array();
+  for (size_t i = 0; i < job.tables.size(); ++i) {
+    RECSDK_ASSIGN_OR_RETURN(
+        nlohmann::json entry,
+        WriteTablePayloads(env, tmp, fmt::format("table_{}_", i), job.tables[i]));
+    tables_json.push_back(std::move(entry));
+  }
+  nlohmann::json manifest = {{"format_version", kCheckpointFormatVersion},
+                             {"step", job.step},
+                             {"kind", job.delta ? "delta" : "full"},
+                             {"chain", job.chain},
+                             {"variables", vars},
+                             {"tables", tables_json}};
+  RECSDK_RETURN_IF_ERROR(
+      WriteJsonDocument(env, JoinPath(tmp, kManifestFile), manifest, /*atomic=*/false));
+  RECSDK_RETURN_IF_ERROR(env->SyncDir(tmp));
+  return absl::OkStatus();
+}
+
+StatusOr<nlohmann::json> ReadManifest(Env* env, const std::string& dir) {
+  const std::string path = JoinPath(dir, kManifestFile);
+  auto doc = ReadJsonDocument(env, path);
+  if (!doc.ok() && absl::IsNotFound(doc.status())) {
+    return absl::DataLossError(fmt::format(
+        "checkpoint manifest \"{}\" is missing; restore from another checkpoint", path));
+  }
+  RECSDK_RETURN_IF_ERROR(doc.status());
+  try {
+    const int version = doc->at("format_version").get<int>();
+    if (version != kCheckpointFormatVersion) {
+      return absl::FailedPreconditionError(
+          fmt::format("checkpoint \"{}\" has format version {} but this recsdk reads version {}",
+                      path, version, kCheckpointFormatVersion));
+    }
+    (void)doc->at("step").get<int64_t>();
+    (void)doc->at("chain").get<std::vector<std::string>>();
+    if (!doc->at("variables").is_array() || !doc->at("tables").is_array()) throw std::exception();
+  } catch (const std::exception&) {
+    return absl::DataLossError(fmt::format(
+        "checkpoint manifest \"{}\" is corrupt: a field is missing or malformed; restore from "
+        "another checkpoint",
+        path));
+  }
+  return doc;
+}
+
+StatusOr<VarSnapshot> ReadVariable(Env* env, const std::string& dir, const nlohmann::json& e,
+                                   const std::string& where) {
+  VarSnapshot v;
+  std::string dtype;
+  try {
+    v.name = e.at("name").get<std::string>();
+    dtype = e.at("dtype").get<std::string>();
+  } catch (const std::exception&) {
+    return absl::DataLossError(
+        fmt::format("checkpoint manifest \"{}\" has a malformed variable", where));
+  }
+  auto dt = ParseDType(dtype);
+  if (!dt.ok()) {
+    return absl::DataLossError(fmt::format(
+        "checkpoint manifest \"{}\": variable \"{}\" has dtype \"{}\"", where, v.name, dtype));
+  }
+  v.dtype = *dt;
+  RECSDK_ASSIGN_OR_RETURN(PayloadInfo info, PayloadInfo::FromJson(e.at("payload"), where));
+  v.shape = Shape(absl::MakeConstSpan(info.shape));
+  auto read = [&](auto tag) -> Status {
+    std::vector<decltype(tag)> data;
+    RECSDK_RETURN_IF_ERROR(ReadPayload(env, dir, info, &data));
+    v.bytes.assign(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(data[0]));
+    return absl::OkStatus();
+  };
+  switch (v.dtype) {
+    case DType::kFloat32:
+      RECSDK_RETURN_IF_ERROR(read(float{}));
+      break;
+    case DType::kFloat64:
+      RECSDK_RETURN_IF_ERROR(read(double{}));
+      break;
+    case DType::kInt32:
+      RECSDK_RETURN_IF_ERROR(read(int32_t{}));
+      break;
+    case DType::kInt64:
+      RECSDK_RETURN_IF_ERROR(read(int64_t{}));
+      break;
+    default:
+      return absl::DataLossError(fmt::format(
+          "checkpoint manifest \"{}\": variable \"{}\" has dtype {}", where, v.name, dtype));
+  }
+  return v;
+}
+
+// LoadCheckpoint: reads and verifies `dir` and (for a delta) its chain, siblings of `dir`.
+StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir) {
+  LoadedCheckpoint out;
+  out.dir = dir;
+  out.manifest_path = JoinPath(dir, kManifestFile);
+  RECSDK_ASSIGN_OR_RETURN(nlohmann::json manifest, ReadManifest(env, dir));
+  out.step = manifest["step"].get<int64_t>();
+  out.chain = manifest["chain"].get<std::vector<std::string>>();
+  for (const auto& e : manifest["variables"]) {
+    RECSDK_ASSIGN_OR_RETURN(VarSnapshot v, ReadVariable(env, dir, e, out.manifest_path));
+    out.vars[v.name] = std::move(v);
+  }
+  const std::string parent = Dirname(dir);
+  std::vector<std::string> dirs;
+  for (const std::string& name : out.chain) {
+    if (name.empty() || name.find('/') != std::string::npos || name == "..") {
+      return absl::DataLossError(fmt::format("checkpoint manifest \"{}\" names \"{}\" in its chain",
+                                             out.manifest_path, name));
+    }
+    dirs.push_back(JoinPath(parent, name));
+  }
+  dirs.push_back(dir);
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    nlohmann::json m;
+    if (i + 1 == dirs.size()) {
+      m = manifest;
+    } else {
+      RECSDK_ASSIGN_OR_RETURN(m, ReadManifest(env, dirs[i]));
+    }
+    const bool want_delta = i > 0;
+    for (const auto& e : m["tables"]) {
+      RECSDK_ASSIGN_OR_RETURN(TableSnapshot s, ReadTablePayloads(env, dirs[i], e));
+      if (s.is_delta != want_delta) {
+        return absl::DataLossError(
+            fmt::format("checkpoint manifest \"{}\": table \"{}\" is {} where the chain needs a {}",
+                        JoinPath(dirs[i], kManifestFile), s.table_name,
+                        s.is_delta ? "a delta" : "full", want_delta ? "delta" : "full snapshot"));
+      }
+      if (i == 0) out.table_entries[s.table_name] = e;
+      auto& list = out.tables[s.table_name];
+      if (list.size() != i) {
+        return absl::DataLossError(fmt::format(
+            "checkpoint \"{}\": table \"{}\" is missing from an earlier checkpoint of its chain",
+            dirs[i], s.table_name));
+      }
+      list.push_back(std::move(s));
+    }
+  }
+  for (const auto& [name, list] : out.tables) {
+    if (list.size() != dirs.size()) {
+      return absl::DataLossError(fmt::format(
+          "checkpoint \"{}\": table \"{}\" is missing from a later checkpoint of its chain", dir,
+          name));
+    }
+  }
+  return out;
+}
+
+Status ApplyCheckpoint(Session& session, const SessionState& state, LoadedCheckpoint& ckpt) {
+  // Check everything against the session before changing anything.
+  ResourceMgr* rm = session.resource_mgr();
+  const Graph& graph = session.graph();
+  for (const std::string& name : state.var_names) {
+    auto it = ckpt.vars.find(name);
+    if (it == ckpt.vars.end()) {
+      return absl::NotFoundError(
+          fmt::format("variable \"{}\" of the session is not in checkpoint \"{}\"; restore a "
+                      "checkpoint of the same model",
+                      name, ckpt.dir));
+    }
+    const Node* n = graph.FindNode(name);
+    const DType dtype = n->DTypeAttr("dtype");
+    const Shape shape = n->ShapeAttr("shape");
+    if (it->second.dtype != dtype || it->second.shape != shape) {
+      return absl::FailedPreconditionError(
+          fmt::format("variable \"{}\" is {} {} in checkpoint \"{}\" but {} {} in the session; "
+                      "restore a checkpoint of the same model",
+                      name, DTypeName(it->second.dtype), it->second.shape.ToString(), ckpt.dir,
+                      DTypeName(dtype), shape.ToString()));
+    }
+  }
+  for (const TableRef& t : state.tables) {
+    auto it = ckpt.table_entries.find(t.name);
+    if (it == ckpt.table_entries.end()) {
+      return absl::NotFoundError(
+          fmt::format("table \"{}\" of the session is not in checkpoint \"{}\"; restore a "
+                      "checkpoint of the same model, or create the table with is_save = false",
+                      t.name, ckpt.dir));
+    }
+    RECSDK_RETURN_IF_ERROR(
+        CheckTableCompatible(it->second, *t.resource->table(), ckpt.manifest_path));
+  }
+  // Apply.
+  for (const std::string& name : state.var_names) {
+    const VarSnapshot& v = ckpt.vars[name];
+    auto* res = dynamic_cast<VariableResource*>(rm->LookupOrCreate(
+        name, [&] { return std::make_unique<VariableResource>(v.dtype, v.shape); }));
+    if (res == nullptr) {
+      return absl::InternalError(fmt::format("resource \"{}\" is not a variable", name));
+    }
+    Tensor value(v.dtype, v.shape);
+    if (!v.bytes.empty()) std::memcpy(value.raw_data(), v.bytes.data(), v.bytes.size());
+    std::lock_guard<std::mutex> lock(res->mu);
+    res->value = std::move(value);
+  }
+  for (const TableRef& t : state.tables) {
+    std::unique_lock<std::shared_mutex> lock(t.resource->resolve_mu);
+    for (const TableSnapshot& s : ckpt.tables[t.name]) {
+      RECSDK_RETURN_IF_ERROR(t.resource->table()->LoadSnapshot(s));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace recsdk::internal

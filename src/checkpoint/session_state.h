@@ -1,0 +1,84 @@
+// session_state.h: the state of a Session a checkpoint holds (dense variables and tables), taken
+// as one snapshot and written as checkpoint files, or read, verified and put back. Shared by the
+// Saver (saver.cc) and the export bundle (export.cc).
+//
+// Threading: snapshots and restores run on the training thread between Session::Run calls; they
+// hold each table's resolve lock exclusively so the key stage does not insert meanwhile.
+// WriteCheckpointFiles only reads its SaveJob and may run on another thread.
+#ifndef RECSDK_CHECKPOINT_SESSION_STATE_H_
+#define RECSDK_CHECKPOINT_SESSION_STATE_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "recsdk/session.h"
+#include "recsdk/shape.h"
+#include "recsdk/table.h"
+#include "src/common/env.h"
+#include "src/session/table_ops.h"
+
+namespace recsdk::internal {
+
+struct VarSnapshot {
+  std::string name;
+  DType dtype = DType::kInvalid;
+  Shape shape;
+  std::string bytes;
+};
+
+struct TableRef {
+  std::string name;
+  TableResource* resource = nullptr;
+};
+
+// SessionState: what of a session a checkpoint holds: the variables (every VarHandle node of its
+// graph) and the tables (with is_save, when saved_tables_only).
+struct SessionState {
+  std::vector<std::string> var_names;
+  std::vector<TableRef> tables;
+};
+[[nodiscard]] StatusOr<SessionState> CollectSessionState(Session& session, bool saved_tables_only);
+
+// SaveJob: one consistent snapshot, ready to be written.
+struct SaveJob {
+  int64_t step = 0;
+  bool delta = false;
+  std::vector<std::string> chain;  // the full checkpoint and deltas this one builds on
+  std::vector<VarSnapshot> vars;
+  std::vector<TableSnapshot> tables;
+};
+// SnapshotSession: copies every variable (FailedPrecondition naming one not initialised) and every
+// table's rows (EmbeddingTable::Snapshot of `kind`).
+[[nodiscard]] StatusOr<SaveJob> SnapshotSession(Session& session, const SessionState& state,
+                                                EmbeddingTable::SnapshotKind kind);
+// WriteCheckpointFiles: the payloads and manifest.json of `job` into the existing directory
+// `dir`, each synced, then the directory synced.
+[[nodiscard]] Status WriteCheckpointFiles(Env* env, const std::string& dir, const SaveJob& job);
+
+// LoadedCheckpoint: a checkpoint read and verified, with its chain.
+struct LoadedCheckpoint {
+  int64_t step = 0;
+  std::string dir;
+  std::vector<std::string> chain;
+  std::map<std::string, VarSnapshot> vars;  // from the checkpoint itself (deltas hold all vars)
+  // Per table: the full snapshot, then the deltas in order.
+  std::map<std::string, std::vector<TableSnapshot>> tables;
+  std::map<std::string, nlohmann::json> table_entries;  // of the full checkpoint
+  std::string manifest_path;
+};
+// LoadCheckpoint: reads and verifies `dir` and (for a delta) its chain, siblings of `dir`.
+[[nodiscard]] StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir);
+// ApplyCheckpoint: checks every variable and table of `state` against `ckpt` (NotFound when one is
+// missing, FailedPrecondition naming it and both values when they differ), then replaces them.
+[[nodiscard]] Status ApplyCheckpoint(Session& session, const SessionState& state,
+                                     LoadedCheckpoint& ckpt);
+
+// DeleteDirRecursively: deletes the files of `dir`, then `dir` (checkpoint directories are flat).
+[[nodiscard]] Status DeleteDirRecursively(Env* env, const std::string& dir);
+
+}  // namespace recsdk::internal
+
+#endif  // RECSDK_CHECKPOINT_SESSION_STATE_H_

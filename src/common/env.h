@@ -1,0 +1,138 @@
+// env.h: the one file-system interface checkpoints and exports go through (LevelDB's Env shape),
+// so tests inject faults (a failed write, a short read, a full disk, a crash between write and
+// rename) and a remote file system can plug in later.
+//
+// Errors name the path and map errno: ENOENT -> NotFound, EACCES/EPERM -> PermissionDenied,
+// ENOSPC/EDQUOT -> ResourceExhausted, EEXIST -> AlreadyExists, others -> Internal (with
+// strerror).
+//
+// Threading: an Env is thread-safe (Default() is shared by the whole process); a WritableFile or
+// RandomAccessFile belongs to one thread at a time.
+#ifndef RECSDK_COMMON_ENV_H_
+#define RECSDK_COMMON_ENV_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "recsdk/status.h"
+
+namespace recsdk::internal {
+
+// WritableFile: a file being written sequentially. Close() is idempotent; the destructor closes
+// without reporting errors, so writers call Close() and check it.
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  [[nodiscard]] virtual Status Append(std::string_view data) = 0;
+  // Sync: the bytes appended so far are on stable storage (fdatasync).
+  [[nodiscard]] virtual Status Sync() = 0;
+  [[nodiscard]] virtual Status Close() = 0;
+};
+
+// RandomAccessFile: a file read at offsets. Read returns fewer than n bytes only at end of file.
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+  [[nodiscard]] virtual StatusOr<size_t> Read(uint64_t offset, size_t n, char* scratch) const = 0;
+  [[nodiscard]] virtual StatusOr<uint64_t> Size() const = 0;
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+  // Default: the POSIX file system of this process. Never null; lives for the process.
+  static Env* Default();
+
+  // NewWritableFile: creates or truncates `path`.
+  [[nodiscard]] virtual StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
+      const std::string& path) = 0;
+  [[nodiscard]] virtual StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path) = 0;
+  [[nodiscard]] virtual bool FileExists(const std::string& path) = 0;
+  // GetChildren: names (not paths) of the entries of directory `dir`, without "." and "..".
+  [[nodiscard]] virtual StatusOr<std::vector<std::string>> GetChildren(const std::string& dir) = 0;
+  [[nodiscard]] virtual Status DeleteFile(const std::string& path) = 0;
+  // CreateDir: creates `dir` and missing parents; OK when it exists.
+  [[nodiscard]] virtual Status CreateDir(const std::string& dir) = 0;
+  // DeleteDir: removes an empty directory.
+  [[nodiscard]] virtual Status DeleteDir(const std::string& dir) = 0;
+  // RenameFile: atomic replace of `to` by `from` (files, or a directory onto a missing name).
+  [[nodiscard]] virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
+  // SyncDir: the entries of `dir` (creations, renames) are on stable storage.
+  [[nodiscard]] virtual Status SyncDir(const std::string& dir) = 0;
+};
+
+// EnvWrapper: forwards every call to `target`; subclasses override what they change.
+class EnvWrapper : public Env {
+ public:
+  explicit EnvWrapper(Env* target) : target_(target) {}
+  Env* target() const { return target_; }
+  StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override {
+    return target_->NewWritableFile(p);
+  }
+  StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& p) override {
+    return target_->NewRandomAccessFile(p);
+  }
+  bool FileExists(const std::string& p) override { return target_->FileExists(p); }
+  StatusOr<std::vector<std::string>> GetChildren(const std::string& d) override {
+    return target_->GetChildren(d);
+  }
+  Status DeleteFile(const std::string& p) override { return target_->DeleteFile(p); }
+  Status CreateDir(const std::string& d) override { return target_->CreateDir(d); }
+  Status DeleteDir(const std::string& d) override { return target_->DeleteDir(d); }
+  Status RenameFile(const std::string& f, const std::string& t) override {
+    return target_->RenameFile(f, t);
+  }
+  Status SyncDir(const std::string& d) override { return target_->SyncDir(d); }
+
+ private:
+  Env* target_;
+};
+
+// FaultInjectionEnv: an EnvWrapper for tests. Each knob is off by default (negative or false);
+// settings may change between calls from any thread.
+//   fail_write_after: the Nth Append from now (0 = the next one) fails with Internal (EIO).
+//   disk_full_after_bytes: Appends fail with ResourceExhausted (ENOSPC) once this many more bytes
+//     were appended.
+//   short_read_bytes: every Read returns at most this many bytes (a truncated read).
+//   fail_rename: RenameFile fails with Internal without renaming (a crash between write and
+//     rename, as far as the files on disk show).
+class FaultInjectionEnv final : public EnvWrapper {
+ public:
+  explicit FaultInjectionEnv(Env* target) : EnvWrapper(target) {}
+  std::atomic<int64_t> fail_write_after{-1};
+  std::atomic<int64_t> disk_full_after_bytes{-1};
+  std::atomic<int64_t> short_read_bytes{-1};
+  std::atomic<bool> fail_rename{false};
+  std::atomic<int64_t> renames{0};  // renames done (counted, for tests)
+
+  StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
+  StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override;
+  Status RenameFile(const std::string& from, const std::string& to) override;
+
+  // Called by this env's files.
+  Status BeforeAppend(const std::string& path, size_t bytes);
+};
+
+// ErrnoToStatus: the Status of a failed `op` on `path` with errno `err`.
+Status ErrnoToStatus(int err, std::string_view op, const std::string& path);
+
+// ReadFileToString: the whole file through `env`.
+[[nodiscard]] StatusOr<std::string> ReadFileToString(Env* env, const std::string& path);
+// WriteStringToFileSync: writes `data` to `path` and syncs it (no rename).
+[[nodiscard]] Status WriteStringToFileSync(Env* env, const std::string& path,
+                                           std::string_view data);
+// WriteStringToFileAtomic: writes `path`.tmp, syncs, renames onto `path` and syncs the directory,
+// so `path` holds either its old or its new contents after a crash.
+[[nodiscard]] Status WriteStringToFileAtomic(Env* env, const std::string& path,
+                                             std::string_view data);
+// Dirname: the part of `path` before its last '/' ("." when none).
+std::string Dirname(const std::string& path);
+
+}  // namespace recsdk::internal
+
+#endif  // RECSDK_COMMON_ENV_H_

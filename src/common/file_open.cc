@@ -1,0 +1,71 @@
+// file_open.cc: see file_open.h.
+#include "src/common/file_open.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "fmt/format.h"
+
+namespace recsdk::internal {
+
+absl::Status ErrnoToStatus(int err, std::string_view what) {
+  const char* reason = std::strerror(err);
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+      return absl::NotFoundError(fmt::format("{}: {}; check the path", what, reason));
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(fmt::format(
+          "{}: {}; grant read permission to this process or copy the file somewhere readable", what,
+          reason));
+    case EISDIR:
+      return absl::InvalidArgumentError(fmt::format(
+          "{}: {}; pass a regular file, or the directory itself as a pattern", what, reason));
+    case ENAMETOOLONG:
+    case ELOOP:
+      return absl::InvalidArgumentError(fmt::format("{}: {}; fix the path", what, reason));
+    case EMFILE:
+    case ENFILE:
+    case ENOMEM:
+      return absl::ResourceExhaustedError(
+          fmt::format("{}: {}; close other files or raise the limit", what, reason));
+    default:
+      return absl::UnavailableError(fmt::format("{}: {}", what, reason));
+  }
+}
+
+absl::StatusOr<int> OpenRegularFile(const std::string& path, std::string_view who) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    return ErrnoToStatus(errno, fmt::format("{}: cannot open \"{}\"", who, path));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoToStatus(err, fmt::format("{}: cannot stat \"{}\"", who, path));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a named pipe"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: \"{}\" is {}; inputs must be regular files (copy the data into a file first)", who,
+        path, kind));
+  }
+  // Regular files never block; clear the flag so reads behave as usual.
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) (void)::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
+
+}  // namespace recsdk::internal

@@ -1,0 +1,636 @@
+// estimator.cc: Estimator (recsdk/estimator.h): builds the train, eval and predict branches of one
+// graph with variable reuse, runs them from key stages of the matching channel through a
+// MonitoredSession with the Estimator's hooks, and saves/restores checkpoints with the Saver.
+//
+// Threading: one caller thread; the key stages it starts have their own workers (stopped before
+// each call returns).
+#include "recsdk/estimator.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "fmt/format.h"
+#include "recsdk/checkpoint.h"
+#include "recsdk/export.h"
+#include "recsdk/initialize.h"
+#include "recsdk/pipeline.h"
+#include "src/common/status_macros.h"
+#include "src/session/table_ops.h"
+
+namespace recsdk {
+namespace {
+
+constexpr ModeKeys kModes[] = {ModeKeys::kTrain, ModeKeys::kEval, ModeKeys::kPredict};
+
+double NowSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// TrimRows: the first `rows` rows of a batch-major tensor (the real rows of a padded batch).
+Tensor TrimRows(const Tensor& t, int64_t rows) {
+  if (t.shape().rank() == 0 || t.shape().dim(0) <= rows) return t;
+  return t.Slice0(0, rows);
+}
+
+}  // namespace
+
+std::string_view ModeKeysName(ModeKeys mode) {
+  switch (mode) {
+    case ModeKeys::kTrain:
+      return "train";
+    case ModeKeys::kEval:
+      return "eval";
+    case ModeKeys::kPredict:
+      return "infer";
+  }
+  return "?";
+}
+
+struct Estimator::Impl {
+  ModelFn model_fn;
+  RunConfig config;
+  Params params;
+  EstimatorOptions options;
+  Graph graph;
+  bool built = false;
+  bool has_labels = false;
+  EstimatorSpec specs[3];
+  int64_t schema_rows = 0;
+  std::unique_ptr<Session> session;
+  std::string latest_checkpoint;
+  std::shared_ptr<SummaryWriter> train_writer;
+  std::map<std::string, std::shared_ptr<SummaryWriter>> eval_writers;
+
+  EstimatorSpec& spec(ModeKeys m) { return specs[static_cast<int>(m)]; }
+  std::FILE* log() const { return options.log != nullptr ? options.log : stdout; }
+  void Print(const std::string& line) const {
+    std::fprintf(log(), "%s\n", line.c_str());
+    std::fflush(log());
+  }
+
+  Status Build(const InputFn& input_fn);
+  Status CheckSpec(ModeKeys mode, const EstimatorSpec& s, int first_node);
+  Status Restore();
+  StatusOr<int64_t> GlobalStep();
+  Status NeedLabels(const char* call) const;
+  StatusOr<std::unique_ptr<KeyStage>> StartStage(const InputFn& input_fn, KeyStageChannel channel);
+  Status TrainLoop(KeyStage* stage, int64_t last_step, const HookList& hooks);
+  StatusOr<EvalResult> EvaluateLoop(const InputFn& input_fn, int64_t steps, const std::string& name,
+                                    const HookList& hooks);
+  Status ShortBatchHint(const Status& s, const Batch& batch) const;
+};
+
+Estimator::Estimator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Estimator::~Estimator() = default;
+
+StatusOr<std::unique_ptr<Estimator>> Estimator::Create(ModelFn model_fn, RunConfig run_config,
+                                                       Params params, EstimatorOptions options) {
+  if (!model_fn) return absl::InvalidArgumentError("Estimator: model_fn is null");
+  RECSDK_RETURN_IF_ERROR(run_config.Validate());
+  if (const int64_t n = run_config.EffectiveSessionConfig().iterations_per_loop; n != 1) {
+    return absl::InvalidArgumentError(fmt::format(
+        "Estimator: iterations_per_loop {}: the Estimator runs its hooks (checkpoints, summaries, "
+        "stop conditions) after every step, so it runs one step per Session::Run and needs 1; "
+        "run several steps per call with Session::RunLoop in Session mode",
+        n));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->model_fn = std::move(model_fn);
+  impl->config = std::move(run_config);
+  impl->params = std::move(params);
+  impl->options = std::move(options);
+  return std::unique_ptr<Estimator>(new Estimator(std::move(impl)));
+}
+
+Status Estimator::Impl::CheckSpec(ModeKeys mode, const EstimatorSpec& s, int first_node) {
+  const std::string_view m = ModeKeysName(mode);
+  if (mode != ModeKeys::kPredict && (!s.loss.valid() || s.loss.shape().num_elements() != 1)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "Estimator: model_fn in mode {} returned no scalar loss; EstimatorSpec::loss is required "
+        "for train and eval",
+        m));
+  }
+  if (mode == ModeKeys::kTrain && s.train_op == nullptr) {
+    return absl::InvalidArgumentError(
+        "Estimator: model_fn in mode train returned no train_op; set EstimatorSpec::train_op "
+        "(e.g. ops::Group of the dense Minimize and SparseMinimize)");
+  }
+  if (mode == ModeKeys::kPredict && s.predictions.empty()) {
+    return absl::InvalidArgumentError(
+        "Estimator: model_fn in mode infer returned no predictions; set "
+        "EstimatorSpec::predictions");
+  }
+  // Eval and predict lookups must only read: the eval key stage channel serves is_train=false.
+  if (mode != ModeKeys::kTrain) {
+    const std::vector<Node*> nodes = graph.nodes();
+    for (size_t i = static_cast<size_t>(first_node); i < nodes.size(); ++i) {
+      const Node* n = nodes[i];
+      if (n->type() == internal::kSparseLookupOp && n->BoolAttr("is_train", true)) {
+        return absl::InvalidArgumentError(fmt::format(
+            "Estimator: model_fn in mode {} built sparse_lookup \"{}\" with is_train = true: "
+            "evaluation and prediction lookups must only read; set SparseLookupOptions::is_train "
+            "= (mode == ModeKeys::kTrain)",
+            m, n->name()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+Status Estimator::Impl::Build(const InputFn& input_fn) {
+  if (built) return absl::OkStatus();
+  if (!input_fn) return absl::InvalidArgumentError("Estimator: input_fn is null");
+  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> peek, input_fn());
+  if (peek == nullptr) return absl::InvalidArgumentError("Estimator: input_fn returned null");
+  Batch first;
+  RECSDK_ASSIGN_OR_RETURN(bool got, peek->GetNext(&first));
+  if (!got) {
+    return absl::InvalidArgumentError(
+        "Estimator: the input_fn's dataset is empty; the Estimator reads its first batch to learn "
+        "the feature and label columns");
+  }
+  peek.reset();
+  schema_rows = first.num_rows();
+  if (config.seed.has_value()) graph.set_random_seed(*config.seed);
+  Scope root(&graph);
+  Features features;
+  Labels labels;
+  for (const auto& [name, t] : first.columns()) {
+    std::vector<int64_t> dims = {Shape::kUnknownDim};
+    for (int d = 1; d < t.shape().rank(); ++d) dims.push_back(t.shape().dim(d));
+    const Output column = DatasetColumn(root.WithOpName(name), name, t.dtype(), Shape(dims));
+    const bool is_label = std::find(options.label_columns.begin(), options.label_columns.end(),
+                                    name) != options.label_columns.end();
+    (is_label ? labels : features)[name] = column;
+  }
+  has_labels = labels.size() == options.label_columns.size();
+  GetOrCreateGlobalStep(root);
+  const Scope reuse = root.WithVariableReuse(VariableReuse::kAutoReuse);
+  for (ModeKeys mode : kModes) {
+    if (mode != ModeKeys::kPredict && !has_labels) continue;
+    const int first_node = graph.num_nodes();
+    const Scope scope =
+        mode == ModeKeys::kTrain ? reuse : reuse.NewNameScope(std::string(ModeKeysName(mode)));
+    StatusOr<EstimatorSpec> s = model_fn(scope, features, labels, mode, params);
+    if (!s.ok()) {
+      return absl::Status(s.status().code(), fmt::format("Estimator: model_fn in mode {}: {}",
+                                                         ModeKeysName(mode), s.status().message()));
+    }
+    RECSDK_RETURN_IF_ERROR(graph.status());
+    RECSDK_RETURN_IF_ERROR(CheckSpec(mode, *s, first_node));
+    spec(mode) = *std::move(s);
+  }
+  GlobalVariablesInitializer(root);
+  RECSDK_RETURN_IF_ERROR(graph.status());
+  RECSDK_RETURN_IF_ERROR(ModifyGraph(&graph).status());
+  RECSDK_ASSIGN_OR_RETURN(session, Session::Create(graph, config.EffectiveSessionConfig()));
+  RECSDK_RETURN_IF_ERROR(session->Run({}, {}, {"init"}).status());
+  built = true;
+  return Restore();
+}
+
+Status Estimator::Impl::Restore() {
+  const ConfigInitializer* init = ConfigInitializer::Get();
+  if (config.model_dir.empty()) {
+    if (init != nullptr && init->options().if_load) {
+      return absl::FailedPreconditionError(
+          "Estimator: init(if_load = true) but RunConfig::model_dir is empty; set the directory "
+          "to restore from");
+    }
+    return absl::OkStatus();
+  }
+  SaverOptions o;
+  o.model_dir = config.model_dir;
+  o.keep_checkpoint_max = config.keep_checkpoint_max;
+  if (init != nullptr) {
+    o.is_incremental_checkpoint = init->options().is_incremental_checkpoint;
+    o.restore_model_version = init->options().restore_model_version;
+  }
+  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<Saver> saver, Saver::Create(*session, o));
+  StatusOr<std::string> latest = saver->LatestCheckpoint();
+  if (!latest.ok()) {
+    if (latest.status().code() != absl::StatusCode::kNotFound) return latest.status();
+    if (init != nullptr && init->options().if_load) {
+      return absl::FailedPreconditionError(fmt::format(
+          "Estimator: init(if_load = true) but model_dir \"{}\" has no checkpoint; train first "
+          "or set if_load = false",
+          config.model_dir));
+    }
+    return absl::OkStatus();  // a fresh model_dir: start from the initializers
+  }
+  if (init != nullptr && !init->options().if_load) return absl::OkStatus();
+  RECSDK_ASSIGN_OR_RETURN(int64_t step, saver->Restore(""));
+  latest_checkpoint = *latest;
+  Print(fmt::format("restored checkpoint of step {} from {}", step, config.model_dir));
+  return absl::OkStatus();
+}
+
+StatusOr<int64_t> Estimator::Impl::GlobalStep() {
+  RECSDK_ASSIGN_OR_RETURN(std::vector<Tensor> out,
+                          session->Run({}, {std::string(kGlobalStep) + "/read"}));
+  return out[0].scalar<int64_t>();
+}
+
+Status Estimator::Impl::NeedLabels(const char* call) const {
+  if (has_labels) return absl::OkStatus();
+  return absl::FailedPreconditionError(fmt::format(
+      "Estimator::{}: the graph was built from an input without the label columns [{}] (the "
+      "first call's input), so it has no train or eval branch; make the first call with labelled "
+      "input",
+      call, fmt::join(options.label_columns, ", ")));
+}
+
+StatusOr<std::unique_ptr<KeyStage>> Estimator::Impl::StartStage(const InputFn& input_fn,
+                                                                KeyStageChannel channel) {
+  if (!input_fn) return absl::InvalidArgumentError("Estimator: input_fn is null");
+  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> data, input_fn());
+  KeyStageOptions o = options.key_stage;
+  o.channel = channel;
+  return KeyStage::Start(*session, std::move(data), o);
+}
+
+Status Estimator::Impl::ShortBatchHint(const Status& s, const Batch& batch) const {
+  if (s.code() != absl::StatusCode::kInvalidArgument || batch.num_rows() == schema_rows) return s;
+  return absl::Status(
+      s.code(),
+      fmt::format("{} [this batch has {} rows where the first had {}: the last partial batch is "
+                  "the input_fn's choice: drop it (BatchOptions::drop_remainder) or pad it with "
+                  "the mask (BatchOptions::pad_remainder)]",
+                  s.message(), batch.num_rows(), schema_rows));
+}
+
+Status Estimator::Impl::TrainLoop(KeyStage* stage, int64_t last_step, const HookList& hooks) {
+  const EstimatorSpec& train = spec(ModeKeys::kTrain);
+  RECSDK_ASSIGN_OR_RETURN(const int64_t start, GlobalStep());
+  const ConfigInitializer* init = ConfigInitializer::Get();
+  HookList all;
+  std::shared_ptr<CheckpointSaverHook> saver;
+  all.push_back(std::make_shared<NanTensorHook>(train.loss));
+  if (config.log_step_count_steps > 0) {
+    ProgressHookOptions p;
+    p.total_steps = last_step >= 0 ? last_step - start : 0;
+    p.loss = TensorName(train.loss);
+    p.every_n_steps = config.log_step_count_steps;
+    p.out = log();
+    p.terminal = options.terminal;
+    all.push_back(std::make_shared<ProgressHook>(p));
+  }
+  if (!config.model_dir.empty()) {
+    if (config.save_summary_steps > 0) {
+      if (train_writer == nullptr) {
+        RECSDK_ASSIGN_OR_RETURN(train_writer, SummaryWriter::Create(config.model_dir));
+      }
+      all.push_back(std::make_shared<SummarySaverHook>(
+          train_writer, config.save_summary_steps,
+          std::vector<std::pair<std::string, TensorName>>{{"loss", train.loss}}));
+      all.push_back(std::make_shared<StepCounterHook>(config.save_summary_steps, train_writer));
+    }
+    CheckpointSaverOptions c;
+    c.model_dir = config.model_dir;
+    c.save_steps = config.save_checkpoints_steps;
+    c.save_secs = config.save_checkpoints_secs;
+    if (init != nullptr && init->options().save_steps > 0 && c.save_steps <= 0) {
+      c.save_steps = init->options().save_steps;
+      c.save_secs = 0;
+    }
+    c.keep_checkpoint_max = config.keep_checkpoint_max;
+    if (init != nullptr) {
+      c.is_incremental_checkpoint = init->options().is_incremental_checkpoint;
+      c.save_delta_checkpoints_secs =
+          static_cast<double>(init->options().save_delta_checkpoints_secs);
+    }
+    c.log = true;
+    c.sink = [this](const std::string& line) { Print(line); };
+    saver = std::make_shared<CheckpointSaverHook>(c);
+    all.push_back(saver);
+  }
+  all.insert(all.end(), train.training_hooks.begin(), train.training_hooks.end());
+  all.insert(all.end(), hooks.begin(), hooks.end());
+  if (last_step >= 0) all.push_back(std::make_shared<StopAtStepHook>(-1, last_step));
+
+  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<MonitoredSession> ms,
+                          MonitoredSession::Wrap(*session, std::move(all)));
+  ms->set_key_stage(stage);
+  Status status;
+  FeedList feeds;
+  Batch batch;
+  while (status.ok() && !ms->ShouldStop()) {
+    StatusOr<bool> got = stage->Next(&feeds, &batch);
+    if (!got.ok()) {
+      status = got.status();
+      break;
+    }
+    if (!*got) break;
+    status = ms->Run(feeds, {}, {train.train_op}, nullptr, batch.num_valid());
+    if (!status.ok()) status = ShortBatchHint(status, batch);
+  }
+  if (status.ok()) status = ms->Close();  // End: the final checkpoint
+  if (saver != nullptr && !saver->saved().empty()) latest_checkpoint = saver->saved().back();
+  return status;
+}
+
+StatusOr<EvalResult> Estimator::Impl::EvaluateLoop(const InputFn& input_fn, int64_t steps,
+                                                   const std::string& name, const HookList& hooks) {
+  const EstimatorSpec& eval = spec(ModeKeys::kEval);
+  std::vector<std::unique_ptr<StreamingMetric>> metrics;
+  std::vector<TensorName> fetches = {eval.loss};
+  for (const EvalMetric& m : eval.eval_metric_ops) {
+    if (!m.values.valid() || (m.kind != MetricKind::kMean && !m.labels.valid())) {
+      return absl::InvalidArgumentError(
+          fmt::format("Estimator: eval metric \"{}\" needs values{}", m.name,
+                      m.kind == MetricKind::kMean ? "" : " and labels"));
+    }
+    RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<StreamingMetric> metric,
+                            MakeStreamingMetric(m.kind, m.num_bins));
+    metrics.push_back(std::move(metric));
+    fetches.push_back(m.values);
+    fetches.push_back(m.kind == MetricKind::kMean ? TensorName(m.values) : TensorName(m.labels));
+  }
+  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<KeyStage> stage,
+                          StartStage(input_fn, KeyStageChannel::kEval));
+  HookList all = eval.evaluation_hooks;
+  all.insert(all.end(), hooks.begin(), hooks.end());
+  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<MonitoredSession> ms,
+                          MonitoredSession::Wrap(*session, std::move(all)));
+  double loss_sum = 0;
+  int64_t batches = 0;
+  FeedList feeds;
+  Batch batch;
+  std::vector<Tensor> out;
+  while ((steps < 0 || batches < steps) && !ms->ShouldStop()) {
+    RECSDK_ASSIGN_OR_RETURN(bool got, stage->Next(&feeds, &batch));
+    if (!got) break;
+    Status s = ms->Run(feeds, fetches, {}, &out, batch.num_valid());
+    if (!s.ok()) return ShortBatchHint(s, batch);
+    loss_sum += out[0].scalar<float>();
+    ++batches;
+    const int64_t rows = batch.num_valid();
+    for (size_t i = 0; i < metrics.size(); ++i) {
+      const Tensor values = TrimRows(out[1 + 2 * i], rows);
+      const Tensor labels = TrimRows(out[2 + 2 * i], rows);
+      if (values.dtype() != DType::kFloat32 || labels.dtype() != DType::kFloat32) {
+        return absl::InvalidArgumentError(fmt::format(
+            "Estimator: eval metric \"{}\": values and labels must be float32, got {} and {}",
+            eval.eval_metric_ops[i].name, DTypeName(values.dtype()), DTypeName(labels.dtype())));
+      }
+      const bool mean = eval.eval_metric_ops[i].kind == MetricKind::kMean;
+      Status u = metrics[i]->Update(values.flat<float>(),
+                                    mean ? absl::Span<const float>() : labels.flat<float>());
+      if (!u.ok()) {
+        return absl::Status(u.code(), fmt::format("Estimator: eval metric \"{}\": {}",
+                                                  eval.eval_metric_ops[i].name, u.message()));
+      }
+    }
+  }
+  stage->Stop();
+  RECSDK_RETURN_IF_ERROR(ms->Close());
+  if (batches == 0) {
+    return absl::InvalidArgumentError(
+        "Estimator::Evaluate: the input_fn yielded no batch; nothing was evaluated");
+  }
+  EvalResult result;
+  RECSDK_ASSIGN_OR_RETURN(const int64_t step, GlobalStep());
+  result["global_step"] = static_cast<double>(step);
+  result["loss"] = loss_sum / static_cast<double>(batches);
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    RECSDK_ASSIGN_OR_RETURN(result[eval.eval_metric_ops[i].name], metrics[i]->Result());
+  }
+  std::string line = fmt::format("eval{} at step {}:", name.empty() ? "" : " " + name, step);
+  for (const auto& [k, v] : result) {
+    if (k != "global_step") line += fmt::format(" {} = {:.4f}", k, v);
+  }
+  Print(line);
+  if (!config.model_dir.empty()) {
+    const std::string dir = config.model_dir + (name.empty() ? "/eval" : "/eval_" + name);
+    std::shared_ptr<SummaryWriter>& writer = eval_writers[dir];
+    if (writer == nullptr) {
+      RECSDK_ASSIGN_OR_RETURN(writer, SummaryWriter::Create(dir));
+    }
+    for (const auto& [k, v] : result) {
+      if (k != "global_step") RECSDK_RETURN_IF_ERROR(writer->AddScalar(k, v, step));
+    }
+    RECSDK_RETURN_IF_ERROR(writer->Flush());
+  }
+  return result;
+}
+
+// --- the public calls
+
+Status Estimator::Train(const InputFn& input_fn, int64_t steps, int64_t max_steps, HookList hooks) {
+  Impl& s = *impl_;
+  if (steps == 0 || steps < -1 || max_steps == 0 || max_steps < -1 ||
+      (steps > 0 && max_steps > 0)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "Estimator::Train: steps {} and max_steps {}: give at most one of them, > 0 (or -1 for "
+        "until the input ends)",
+        steps, max_steps));
+  }
+  if (const ConfigInitializer* init = ConfigInitializer::Get(); init != nullptr) {
+    if (steps < 0 && max_steps < 0 && init->options().train_steps >= 0) {
+      steps = init->options().train_steps;
+    }
+    if (max_steps < 0 && init->options().max_steps >= 0) max_steps = init->options().max_steps;
+    if (steps == 0) return absl::OkStatus();  // init(train_steps = 0): evaluation-only job
+  }
+  RECSDK_RETURN_IF_ERROR(s.Build(input_fn));
+  RECSDK_RETURN_IF_ERROR(s.NeedLabels("Train"));
+  RECSDK_ASSIGN_OR_RETURN(const int64_t start, s.GlobalStep());
+  int64_t last = steps > 0 ? start + steps : -1;
+  if (max_steps > 0) last = last < 0 ? max_steps : std::min(last, max_steps);
+  if (last >= 0 && start >= last) {
+    s.Print(fmt::format("global step {} already reached max_steps {}; not training", start, last));
+    return absl::OkStatus();
+  }
+  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<KeyStage> stage,
+                          s.StartStage(input_fn, KeyStageChannel::kTrain));
+  Status status = s.TrainLoop(stage.get(), last, hooks);
+  stage->Stop();
+  return status;
+}
+
+StatusOr<EvalResult> Estimator::Evaluate(const InputFn& input_fn, int64_t steps,
+                                         const std::string& name, HookList hooks) {
+  Impl& s = *impl_;
+  if (steps == 0 || steps < -1) {
+    return absl::InvalidArgumentError(fmt::format(
+        "Estimator::Evaluate: steps {}: use a batch count > 0, or -1 for the whole input", steps));
+  }
+  if (const ConfigInitializer* init = ConfigInitializer::Get();
+      init != nullptr && steps < 0 && init->options().eval_steps > 0) {
+    steps = init->options().eval_steps;
+  }
+  RECSDK_RETURN_IF_ERROR(s.Build(input_fn));
+  RECSDK_RETURN_IF_ERROR(s.NeedLabels("Evaluate"));
+  return s.EvaluateLoop(input_fn, steps, name, hooks);
+}
+
+Status Estimator::Predict(const InputFn& input_fn, const PredictFn& consumer, HookList hooks) {
+  Impl& s = *impl_;
+  if (!consumer) return absl::InvalidArgumentError("Estimator::Predict: the consumer is null");
+  RECSDK_RETURN_IF_ERROR(s.Build(input_fn));
+  const EstimatorSpec& predict = s.spec(ModeKeys::kPredict);
+  std::vector<TensorName> fetches;
+  std::vector<std::string> names;
+  for (const auto& [name, t] : predict.predictions) {
+    names.push_back(name);
+    fetches.push_back(t);
+  }
+  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<KeyStage> stage,
+                          s.StartStage(input_fn, KeyStageChannel::kEval));
+  HookList all = predict.prediction_hooks;
+  all.insert(all.end(), hooks.begin(), hooks.end());
+  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<MonitoredSession> ms,
+                          MonitoredSession::Wrap(*s.session, std::move(all)));
+  FeedList feeds;
+  Batch batch;
+  std::vector<Tensor> out;
+  while (!ms->ShouldStop()) {
+    RECSDK_ASSIGN_OR_RETURN(bool got, stage->Next(&feeds, &batch));
+    if (!got) break;
+    Status st = ms->Run(feeds, fetches, {}, &out, batch.num_valid());
+    if (!st.ok()) return s.ShortBatchHint(st, batch);
+    std::map<std::string, Tensor> predictions;
+    for (size_t i = 0; i < names.size(); ++i) {
+      predictions[names[i]] = TrimRows(out[i], batch.num_valid());
+    }
+    RECSDK_RETURN_IF_ERROR(consumer(batch, predictions));
+  }
+  stage->Stop();
+  return ms->Close();
+}
+
+StatusOr<EvalResult> Estimator::TrainAndEvaluate(const TrainSpec& train_spec,
+                                                 const EvalSpec& eval_spec) {
+  Impl& s = *impl_;
+  if (train_spec.max_steps == 0 || train_spec.max_steps < -1 || eval_spec.every_n_steps < 0 ||
+      eval_spec.throttle_secs < 0 || eval_spec.start_delay_secs < 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "Estimator::TrainAndEvaluate: max_steps {} (> 0 or -1), every_n_steps {}, throttle_secs "
+        "{}, start_delay_secs {} (each >= 0)",
+        train_spec.max_steps, eval_spec.every_n_steps, eval_spec.throttle_secs,
+        eval_spec.start_delay_secs));
+  }
+  RECSDK_RETURN_IF_ERROR(s.Build(train_spec.input_fn));
+  RECSDK_RETURN_IF_ERROR(s.NeedLabels("TrainAndEvaluate"));
+  const int64_t period = eval_spec.every_n_steps > 0           ? eval_spec.every_n_steps
+                         : s.config.save_checkpoints_steps > 0 ? s.config.save_checkpoints_steps
+                                                               : 100;
+  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<KeyStage> stage,
+                          s.StartStage(train_spec.input_fn, KeyStageChannel::kTrain));
+  const double started = NowSeconds();
+  double last_eval = -1;
+  EvalResult result;
+  bool evaluated_last = false;
+  for (;;) {
+    RECSDK_ASSIGN_OR_RETURN(const int64_t step, s.GlobalStep());
+    if (train_spec.max_steps > 0 && step >= train_spec.max_steps) break;
+    int64_t last = step + period;
+    if (train_spec.max_steps > 0) last = std::min(last, train_spec.max_steps);
+    RECSDK_RETURN_IF_ERROR(s.TrainLoop(stage.get(), last, train_spec.hooks));
+    RECSDK_ASSIGN_OR_RETURN(const int64_t now_step, s.GlobalStep());
+    const bool ended = now_step < last;  // the input ran out
+    const double now = NowSeconds();
+    evaluated_last = false;
+    if (now - started >= eval_spec.start_delay_secs &&
+        (last_eval < 0 || now - last_eval >= eval_spec.throttle_secs)) {
+      RECSDK_ASSIGN_OR_RETURN(result, s.EvaluateLoop(eval_spec.input_fn, eval_spec.steps,
+                                                     eval_spec.name, eval_spec.hooks));
+      last_eval = NowSeconds();
+      evaluated_last = true;
+    }
+    if (ended) break;
+  }
+  stage->Stop();
+  if (!evaluated_last) {
+    RECSDK_ASSIGN_OR_RETURN(result, s.EvaluateLoop(eval_spec.input_fn, eval_spec.steps,
+                                                   eval_spec.name, eval_spec.hooks));
+  }
+  return result;
+}
+
+StatusOr<std::string> Estimator::ExportSavedModel(
+    const std::string& export_dir_base, const std::vector<ServingInputColumn>& serving_input) {
+  Impl& s = *impl_;
+  if (!s.built) {
+    return absl::FailedPreconditionError(
+        "Estimator::ExportSavedModel: the model is built on the first Train, Evaluate or Predict "
+        "call; export after training");
+  }
+  if (serving_input.empty()) {
+    return absl::InvalidArgumentError(
+        "Estimator::ExportSavedModel: serving_input is empty; list the feature columns the "
+        "served model is fed with");
+  }
+  ServingSignature signature;
+  for (const ServingInputColumn& c : serving_input) {
+    const Node* n = s.graph.FindNode(c.name);
+    if (n == nullptr || n->type() != "Placeholder") {
+      return absl::InvalidArgumentError(fmt::format(
+          "Estimator::ExportSavedModel: serving input \"{}\" is not a feature column of the "
+          "model (the columns of its input_fn's batches)",
+          c.name));
+    }
+    if (n->output(0).dtype() != c.dtype) {
+      return absl::InvalidArgumentError(fmt::format(
+          "Estimator::ExportSavedModel: serving input \"{}\" is {} but the model reads {}", c.name,
+          DTypeName(c.dtype), DTypeName(n->output(0).dtype())));
+    }
+    signature.inputs.push_back(c.name);
+  }
+  for (const auto& [name, t] : s.spec(ModeKeys::kPredict).predictions) {
+    signature.outputs.push_back(t.name());
+  }
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const std::string dir = fmt::format("{}/{}", export_dir_base, now);
+  std::error_code ec;
+  std::filesystem::create_directories(export_dir_base, ec);
+  if (ec) {
+    return absl::InternalError(fmt::format("Estimator::ExportSavedModel: cannot create \"{}\": {}",
+                                           export_dir_base, ec.message()));
+  }
+  RECSDK_RETURN_IF_ERROR(recsdk::ExportSavedModel(*s.session, dir, signature));
+  s.Print(fmt::format("exported the model to {}", dir));
+  return dir;
+}
+
+StatusOr<std::pair<std::vector<Variable>, std::vector<SparseTable>>>
+Estimator::get_dense_and_sparse_variable() const {
+  if (!impl_->built) {
+    return absl::FailedPreconditionError(
+        "get_dense_and_sparse_variable: the model is built on the first Train, Evaluate or "
+        "Predict call; call it after one");
+  }
+  return recsdk::get_dense_and_sparse_variable(&impl_->graph);
+}
+
+StatusOr<int64_t> Estimator::global_step() {
+  if (!impl_->built) return 0;
+  return impl_->GlobalStep();
+}
+Session* Estimator::session() { return impl_->session.get(); }
+const Graph& Estimator::graph() const { return impl_->graph; }
+const RunConfig& Estimator::config() const { return impl_->config; }
+const std::string& Estimator::latest_checkpoint() const { return impl_->latest_checkpoint; }
+
+StatusOr<std::pair<std::vector<Variable>, std::vector<SparseTable>>> get_dense_and_sparse_variable(
+    Graph* graph) {
+  std::pair<std::vector<Variable>, std::vector<SparseTable>> out;
+  out.first = TrainableVariables(*graph);
+  const Scope reuse = Scope(graph).WithVariableReuse(VariableReuse::kReuse);
+  for (const std::string& name : graph->Collection(kSparseTables)) {
+    const Node* n = graph->FindNode(name);
+    if (n == nullptr) continue;
+    RECSDK_ASSIGN_OR_RETURN(TableConfig config,
+                            internal::TableConfigFromJson(n->StringAttr("table_config")));
+    RECSDK_ASSIGN_OR_RETURN(SparseOptimizerConfig optimizer,
+                            internal::OptimizerConfigFromJson(n->StringAttr("optimizer_config")));
+    RECSDK_ASSIGN_OR_RETURN(SparseTable table, create_table(reuse, config, optimizer));
+    out.second.push_back(std::move(table));
+  }
+  return out;
+}
+
+}  // namespace recsdk

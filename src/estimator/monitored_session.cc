@@ -1,0 +1,143 @@
+// monitored_session.cc: MonitoredSession (hooks.h): a Session whose steps run the hooks' Begin /
+// AfterCreateSession / BeforeRun / AfterRun / End around them. The global step is read after
+// each step (one small extra Run fetching "global_step", only when the graph has one), so hooks
+// see the exact value whether or not the step incremented it.
+//
+// Threading: one loop thread.
+#include <memory>
+#include <utility>
+
+#include "fmt/format.h"
+#include "recsdk/hooks.h"
+#include "recsdk/variables.h"
+#include "src/common/status_macros.h"
+
+namespace recsdk {
+
+struct MonitoredSession::Impl {
+  std::unique_ptr<Session> owned;
+  Session* session = nullptr;
+  HookList hooks;
+  KeyStage* key_stage = nullptr;
+  bool has_global_step = false;
+  int64_t global_step = -1;
+  int64_t runs = 0;
+  bool stop = false;
+  bool closed = false;
+
+  Status ReadGlobalStep() {
+    if (!has_global_step) return absl::OkStatus();
+    RECSDK_ASSIGN_OR_RETURN(std::vector<Tensor> out,
+                            session->Run({}, {std::string(kGlobalStep) + "/read"}));
+    global_step = out[0].scalar<int64_t>();
+    return absl::OkStatus();
+  }
+};
+
+MonitoredSession::MonitoredSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+MonitoredSession::~MonitoredSession() = default;
+
+StatusOr<std::unique_ptr<MonitoredSession>> MonitoredSession::Create(
+    Graph* graph, MonitoredSessionOptions options) {
+  if (graph == nullptr) return absl::InvalidArgumentError("MonitoredSession: the graph is null");
+  for (const auto& hook : options.hooks) {
+    if (hook == nullptr) {
+      return absl::InvalidArgumentError("MonitoredSession: a hook in the list is null");
+    }
+    RECSDK_RETURN_IF_ERROR(hook->Begin(graph));
+  }
+  auto impl = std::make_unique<Impl>();
+  RECSDK_ASSIGN_OR_RETURN(impl->owned, Session::Create(*graph, options.config));
+  impl->session = impl->owned.get();
+  std::vector<TensorName> init;
+  if (options.init_targets.has_value()) {
+    init = *options.init_targets;
+  } else if (graph->FindNode("init") != nullptr) {
+    init.push_back("init");
+  }
+  if (!init.empty()) RECSDK_RETURN_IF_ERROR(impl->session->Run({}, {}, init).status());
+  if (options.after_init) RECSDK_RETURN_IF_ERROR(options.after_init(*impl->session));
+  impl->hooks = std::move(options.hooks);
+  impl->has_global_step = Variable::FromGraph(*graph, kGlobalStep).ok();
+  RECSDK_RETURN_IF_ERROR(impl->ReadGlobalStep());
+  for (const auto& hook : impl->hooks) {
+    RECSDK_RETURN_IF_ERROR(hook->AfterCreateSession(*impl->session));
+  }
+  return std::unique_ptr<MonitoredSession>(new MonitoredSession(std::move(impl)));
+}
+
+StatusOr<std::unique_ptr<MonitoredSession>> MonitoredSession::Wrap(Session& session,
+                                                                   HookList hooks) {
+  for (const auto& hook : hooks) {
+    if (hook == nullptr) {
+      return absl::InvalidArgumentError("MonitoredSession: a hook in the list is null");
+    }
+    RECSDK_RETURN_IF_ERROR(hook->Begin(nullptr));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->session = &session;
+  impl->hooks = std::move(hooks);
+  impl->has_global_step = Variable::FromGraph(session.graph(), kGlobalStep).ok();
+  RECSDK_RETURN_IF_ERROR(impl->ReadGlobalStep());
+  for (const auto& hook : impl->hooks) RECSDK_RETURN_IF_ERROR(hook->AfterCreateSession(session));
+  return std::unique_ptr<MonitoredSession>(new MonitoredSession(std::move(impl)));
+}
+
+Status MonitoredSession::Run(const FeedList& feeds, const std::vector<TensorName>& fetches,
+                             const std::vector<TensorName>& targets, std::vector<Tensor>* outputs,
+                             int64_t batch_rows) {
+  Impl& s = *impl_;
+  if (s.closed) {
+    return absl::FailedPreconditionError(
+        "MonitoredSession::Run after Close; create a new MonitoredSession to keep training");
+  }
+  SessionRunContext context;
+  context.session = s.session;
+  context.key_stage = s.key_stage;
+  context.run_index = s.runs;
+  context.global_step = s.global_step;
+  context.batch_rows = batch_rows;
+  std::vector<TensorName> all = fetches;
+  std::vector<std::pair<size_t, size_t>> ranges;  // per hook: [begin, end) in the results
+  for (const auto& hook : s.hooks) {
+    SessionRunArgs args;
+    RECSDK_RETURN_IF_ERROR(hook->BeforeRun(context, &args));
+    ranges.emplace_back(all.size(), all.size() + args.fetches.size());
+    all.insert(all.end(), args.fetches.begin(), args.fetches.end());
+  }
+  std::vector<Tensor> results;
+  RECSDK_RETURN_IF_ERROR(s.session->Run(feeds, all, targets, &results));
+  ++s.runs;
+  RECSDK_RETURN_IF_ERROR(s.ReadGlobalStep());
+  context.global_step = s.global_step;
+  if (outputs != nullptr) {
+    outputs->assign(results.begin(), results.begin() + static_cast<long>(fetches.size()));
+  }
+  const absl::Span<const Tensor> span(results);
+  for (size_t h = 0; h < s.hooks.size(); ++h) {
+    RECSDK_RETURN_IF_ERROR(s.hooks[h]->AfterRun(
+        context, span.subspan(ranges[h].first, ranges[h].second - ranges[h].first)));
+  }
+  if (context.stop_requested) s.stop = true;
+  return absl::OkStatus();
+}
+
+bool MonitoredSession::ShouldStop() const { return impl_->stop; }
+
+Status MonitoredSession::Close() {
+  Impl& s = *impl_;
+  if (s.closed) return absl::OkStatus();
+  s.closed = true;
+  Status first;
+  for (const auto& hook : s.hooks) {
+    Status st = hook->End(*s.session);
+    if (first.ok()) first = st;
+  }
+  return first;
+}
+
+Session& MonitoredSession::session() { return *impl_->session; }
+int64_t MonitoredSession::global_step() const { return impl_->global_step; }
+void MonitoredSession::set_key_stage(KeyStage* stage) { impl_->key_stage = stage; }
+
+}  // namespace recsdk

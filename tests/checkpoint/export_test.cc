@@ -1,0 +1,166 @@
+// export_test.cc: ExportSavedModel and Predictor (src/checkpoint/export.cc): a trained model's
+// bundle serves bitwise the predictions of the training session's evaluation graph, holds no
+// training ops, reads unknown keys as the serving default without inserting them, and refuses
+// bad signatures and corrupt bundles.
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "recsdk/recsdk.h"
+#include "tests/session/table_test_util.h"
+
+namespace recsdk {
+namespace {
+
+using testing::ValueOrDie;
+
+constexpr int64_t kBatch = 16, kIds = 2;
+
+struct Model {
+  Graph graph;
+  Output prob_eval;
+  Node* train = nullptr;
+  Node* init = nullptr;
+  Output loss;
+  std::unique_ptr<Session> session;
+};
+
+// A table (Adagrad, so rows carry slots) and an MLP trained on ids -> label; a second, evaluation
+// lookup of the same table (is_train false) feeds the same MLP for serving.
+std::unique_ptr<Model> Build() {
+  auto m = std::make_unique<Model>();
+  Scope s(&m->graph);
+  TableConfig tc = testing::SmallTable("items", 4, 1024);
+  tc.serving_default_value = 0.25f;
+  SparseTable table = ValueOrDie(create_table(s, tc, SparseOptimizerConfig::Adagrad(0.2f)));
+  Output ids = ops::Placeholder(s.WithOpName("ids"), DType::kInt64, Shape{kBatch, kIds});
+  Output dense = ops::Placeholder(s.WithOpName("dense"), DType::kFloat32, Shape{kBatch, 2});
+  Output label = ops::Placeholder(s.WithOpName("label"), DType::kFloat32, Shape{kBatch, 1});
+  SparseLookupOptions train_lo;
+  train_lo.combiner = Combiner::kMean;
+  SparseLookupOptions eval_lo = train_lo;
+  eval_lo.is_train = false;
+  eval_lo.name = "items_eval";
+  Output emb = ValueOrDie(sparse_lookup(s, table, ids, train_lo));
+  Output emb_eval = ValueOrDie(sparse_lookup(s, table, ids, eval_lo));
+  // One MLP, shared by name: weights created once, applied to both inputs.
+  Variable w1 =
+      Variable::Make(s, "w1", Shape{6, 8}, {.initializer = Initializer::GlorotUniform(3)});
+  Variable w2 =
+      Variable::Make(s, "w2", Shape{8, 1}, {.initializer = Initializer::GlorotUniform(4)});
+  auto logits_of = [&](Output e) {
+    Output h = ops::Relu(s, ops::MatMul(s, ops::Concat(s, {e, dense}, 1), w1));
+    return ops::MatMul(s, h, w2);
+  };
+  Output logits = logits_of(emb);
+  m->prob_eval = ops::Sigmoid(s.WithOpName("prob_eval"), logits_of(emb_eval));
+  m->loss = ops::ReduceMean(s, ops::SigmoidCrossEntropyWithLogits(s, label, logits));
+  AdamOptimizer adam;
+  Node* dense_train = ValueOrDie(adam.Minimize(s, m->loss));
+  Node* sparse_train = ValueOrDie(SparseMinimize(s, m->loss));
+  m->train = ops::Group(s, {dense_train, sparse_train});
+  m->init = GlobalVariablesInitializer(s);
+  EXPECT_TRUE(s.ok()) << s.status();
+  m->session = ValueOrDie(Session::Create(m->graph));
+  return m;
+}
+
+FeedList Feeds(uint64_t seed, int64_t key_range, bool with_label) {
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> ids(kBatch * kIds);
+  std::vector<float> dense(kBatch * 2), label(kBatch);
+  for (auto& k : ids) k = static_cast<int64_t>(rng() % static_cast<uint64_t>(key_range));
+  for (auto& d : dense) d = static_cast<float>(rng() % 100) / 100.0f;
+  for (int64_t b = 0; b < kBatch; ++b) label[b] = static_cast<float>(ids[b * kIds] % 2);
+  FeedList f = {{"ids", ValueOrDie(Tensor::FromValues<int64_t>(Shape{kBatch, kIds}, ids))},
+                {"dense", ValueOrDie(Tensor::FromValues<float>(Shape{kBatch, 2}, dense))}};
+  if (with_label) {
+    f.emplace_back("label", ValueOrDie(Tensor::FromValues<float>(Shape{kBatch, 1}, label)));
+  }
+  return f;
+}
+
+std::string FreshDir(const std::string& leaf) {
+  const std::string dir = testing::TempDir() + "/export_test_" + leaf;
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+TEST(ExportTest, PredictorServesBitwiseTheTrainingSessionsPredictions) {
+  auto m = Build();
+  ASSERT_TRUE(m->session->Run({}, {}, {m->init}).ok());
+  for (uint64_t step = 0; step < 30; ++step) {
+    ASSERT_TRUE(m->session->Run(Feeds(step, 200, true), {m->loss}, {m->train}).ok());
+  }
+  const std::string dir = FreshDir("bundle");
+  const Status exported = ExportSavedModel(*m->session, dir, {{"ids", "dense"}, {"prob_eval"}});
+  ASSERT_TRUE(exported.ok()) << exported;
+  // Self-contained: no gradient, optimizer or update op in the served graph.
+  std::ifstream in(dir + "/graph.json");
+  const std::string graph_json((std::istreambuf_iterator<char>(in)), {});
+  for (const char* op : {"TableApply", "ApplyAdam", "Assign", "Grad", "label"}) {
+    EXPECT_EQ(graph_json.find(op), std::string::npos) << op;
+  }
+
+  auto predictor = ValueOrDie(Predictor::Load(dir));
+  EmbeddingTable* table = ValueOrDie(LookupTable(*m->session, "items"));
+  const int64_t size_before = table->size();
+  // Rows with known keys and with keys never seen (>= 200): both equal bitwise.
+  for (uint64_t seed : {1000u, 1001u, 1002u}) {
+    for (int64_t range : {int64_t{200}, int64_t{400}}) {
+      const FeedList feeds = Feeds(seed, range, false);
+      const Tensor want = ValueOrDie(m->session->Run(feeds, {m->prob_eval}))[0];
+      const Tensor got = ValueOrDie(predictor->Predict(feeds))[0];
+      ASSERT_EQ(got.TotalBytes(), want.TotalBytes());
+      EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), want.TotalBytes()), 0)
+          << "seed " << seed << " range " << range;
+    }
+  }
+  EXPECT_EQ(table->size(), size_before);
+  // Serving never inserts: the predictor's table still holds only the trained keys.
+  EXPECT_EQ(predictor->signature().outputs, std::vector<std::string>{"prob_eval"});
+
+  // Bad feeds name the input.
+  FeedList missing = Feeds(1, 200, false);
+  missing.pop_back();
+  const Status s = predictor->Predict(missing).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(std::string(s.message()).find("\"dense\" is not fed"), std::string::npos) << s;
+}
+
+TEST(ExportTest, BadSignaturesAndCorruptBundlesAreRefused) {
+  auto m = Build();
+  ASSERT_TRUE(m->session->Run({}, {}, {m->init}).ok());
+  ASSERT_TRUE(m->session->Run(Feeds(0, 50, true), {m->loss}, {m->train}).ok());
+  const std::string dir = FreshDir("bad");
+  Status s = ExportSavedModel(*m->session, dir, {{"ids"}, {"prob_eval"}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(std::string(s.message()).find("placeholder \"dense\""), std::string::npos) << s;
+  s = ExportSavedModel(*m->session, dir, {{"ids", "dense"}, {"nope"}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  s = ExportSavedModel(*m->session, dir, {{"ids", "prob_eval"}, {"prob_eval"}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_FALSE(std::filesystem::exists(dir));
+
+  ASSERT_TRUE(ExportSavedModel(*m->session, dir, {{"ids", "dense"}, {"prob_eval"}}).ok());
+  EXPECT_EQ(ExportSavedModel(*m->session, dir, {{"ids", "dense"}, {"prob_eval"}}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string file = e.path();
+    const std::string backup = file + ".bak";
+    std::filesystem::copy_file(file, backup);
+    std::filesystem::resize_file(file, std::filesystem::file_size(file) - 1);
+    auto p = Predictor::Load(dir);
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kDataLoss) << file << ": " << p.status();
+    EXPECT_NE(std::string(p.status().message()).find(file), std::string::npos) << p.status();
+    std::filesystem::rename(backup, file);
+  }
+  EXPECT_TRUE(Predictor::Load(dir).ok());
+  EXPECT_EQ(Predictor::Load(dir + "_missing").status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace recsdk

@@ -1,0 +1,108 @@
+// env_test.cc: the POSIX Env and the fault-injecting wrapper (src/common/env.cc): errno maps to
+// status codes naming the path, atomic writes leave the old contents on a failed rename, and each
+// injected fault does what tests rely on.
+#include "src/common/env.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace recsdk::internal {
+namespace {
+
+std::string Dir(const std::string& leaf) {
+  const char* base = std::getenv("RECSDK_TEST_TMPDIR");
+  const std::string dir = std::string(base ? base : "/tmp") + "/env_test_" + leaf;
+  std::filesystem::remove_all(dir);
+  EXPECT_TRUE(Env::Default()->CreateDir(dir).ok());
+  return dir;
+}
+
+bool Mentions(const Status& s, const std::string& text) {
+  return std::string(s.message()).find(text) != std::string::npos;
+}
+
+TEST(EnvTest, ErrnoMapsToCodesNamingThePath) {
+  EXPECT_EQ(ErrnoToStatus(ENOENT, "opening", "/x").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ErrnoToStatus(EACCES, "opening", "/x").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(ErrnoToStatus(ENOSPC, "writing", "/x").code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(ErrnoToStatus(EIO, "writing", "/x").code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(Mentions(ErrnoToStatus(ENOSPC, "writing", "/some/file"), "\"/some/file\""));
+
+  Env* env = Env::Default();
+  const std::string dir = Dir("errno");
+  const Status missing = env->NewRandomAccessFile(dir + "/nope").status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound) << missing;
+  EXPECT_TRUE(Mentions(missing, dir + "/nope")) << missing;
+  EXPECT_EQ(env->NewWritableFile(dir + "/no/such/dir/f").status().code(),
+            absl::StatusCode::kNotFound);
+  if (geteuid() != 0) {  // root ignores permissions
+    std::filesystem::permissions(
+        dir, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+    const Status denied = env->NewWritableFile(dir + "/f").status();
+    EXPECT_EQ(denied.code(), absl::StatusCode::kPermissionDenied) << denied;
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
+  }
+}
+
+TEST(EnvTest, FilesDirectoriesAndAtomicWrites) {
+  Env* env = Env::Default();
+  const std::string dir = Dir("files");
+  ASSERT_TRUE(env->CreateDir(dir + "/a/b/c").ok());
+  ASSERT_TRUE(env->CreateDir(dir + "/a/b/c").ok());  // exists: fine
+  ASSERT_TRUE(WriteStringToFileAtomic(env, dir + "/a/f", "hello").ok());
+  EXPECT_EQ(*ReadFileToString(env, dir + "/a/f"), "hello");
+  EXPECT_FALSE(env->FileExists(dir + "/a/f.tmp"));
+  auto children = env->GetChildren(dir + "/a");
+  ASSERT_TRUE(children.ok());
+  EXPECT_EQ(children->size(), 2u);  // b, f
+  ASSERT_TRUE(env->RenameFile(dir + "/a/f", dir + "/a/g").ok());
+  EXPECT_FALSE(env->FileExists(dir + "/a/f"));
+  ASSERT_TRUE(env->DeleteFile(dir + "/a/g").ok());
+  EXPECT_EQ(env->DeleteFile(dir + "/a/g").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(env->DeleteDir(dir + "/a").code(), absl::StatusCode::kAlreadyExists);  // not empty
+  ASSERT_TRUE(env->SyncDir(dir).ok());
+}
+
+TEST(FaultInjectionEnvTest, FailedWriteDiskFullShortReadAndFailedRename) {
+  FaultInjectionEnv env(Env::Default());
+  const std::string dir = Dir("faults");
+  ASSERT_TRUE(WriteStringToFileAtomic(&env, dir + "/f", "old contents").ok());
+
+  env.fail_write_after = 1;  // the second Append fails
+  auto f = *env.NewWritableFile(dir + "/g");
+  EXPECT_TRUE(f->Append("one").ok());
+  const Status failed = f->Append("two");
+  EXPECT_EQ(failed.code(), absl::StatusCode::kInternal) << failed;
+  EXPECT_TRUE(Mentions(failed, dir + "/g")) << failed;
+  EXPECT_TRUE(f->Append("three").ok());  // only that one
+  ASSERT_TRUE(f->Close().ok());
+
+  env.disk_full_after_bytes = 10;
+  const Status full = WriteStringToFileAtomic(&env, dir + "/f", "new contents, longer than 10");
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_EQ(*ReadFileToString(&env, dir + "/f"), "old contents");
+  EXPECT_FALSE(env.FileExists(dir + "/f.tmp"));
+  env.disk_full_after_bytes = -1;
+
+  // A crash between write and rename, as the files show it: the old contents stay.
+  env.fail_rename = true;
+  EXPECT_FALSE(WriteStringToFileAtomic(&env, dir + "/f", "new").ok());
+  EXPECT_EQ(*ReadFileToString(&env, dir + "/f"), "old contents");
+  env.fail_rename = false;
+
+  // Short reads are only short: ReadFileToString still gets everything.
+  env.short_read_bytes = 3;
+  auto r = *env.NewRandomAccessFile(dir + "/f");
+  char buf[16];
+  EXPECT_EQ(*r->Read(0, sizeof(buf), buf), 3u);
+  EXPECT_EQ(*ReadFileToString(&env, dir + "/f"), "old contents");
+}
+
+}  // namespace
+}  // namespace recsdk::internal

@@ -1,0 +1,528 @@
+// bad_input_test.cc: the table of hostile inputs (issue 10). One row per case: the entry point it
+// reaches, the bad input, the status code a caller must get and the words the message must
+// contain. Every class of the issue has rows: sizes that overflow, user sizes that would size an
+// allocation, checks a caller can reach, special files, data dropped without a word and messages
+// that mislead. Each row ran against the code before its fix and crashed, hung, was accepted or
+// said the wrong thing there (see the row's comment). Cases that are not one call (skip mode
+// counts, permission errors that root cannot see) follow the table as plain tests.
+// Threading: single-threaded test code.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "recsdk/checkpoint.h"
+#include "recsdk/dataset.h"
+#include "recsdk/embedding.h"
+#include "recsdk/graph.h"
+#include "recsdk/ops.h"
+#include "recsdk/scope.h"
+#include "recsdk/table.h"
+#include "src/common/checked_math.h"
+#include "src/common/file_open.h"
+#include "src/pipeline/crc32c.h"
+#include "src/pipeline/tfrecord.h"
+#include "tests/pipeline/pipeline_test_util.h"
+
+namespace recsdk {
+namespace {
+
+using ::recsdk::testing::Drain;
+using ::recsdk::testing::TestDir;
+using ::recsdk::testing::WriteFile;
+using ::testing::HasSubstr;
+
+struct BadInput {
+  std::string name;  // entry point / case (a valid test name once '/' becomes '_')
+  std::function<Status(const TestDir&)> run;
+  absl::StatusCode code;
+  std::vector<std::string> words;
+};
+
+// DrainStatus: the status of reading a dataset to its end (or of creating it).
+Status DrainStatus(StatusOr<std::unique_ptr<Dataset>> ds) {
+  if (!ds.ok()) return ds.status();
+  return Drain(**ds).status();
+}
+
+void Put32(std::string* s, uint32_t v) { s->append(reinterpret_cast<const char*>(&v), 4); }
+void Put64(std::string* s, uint64_t v) { s->append(reinterpret_cast<const char*>(&v), 8); }
+
+// A TFRecord frame header claiming `len` bytes, with a valid length CRC.
+std::string FrameHeader(uint64_t len) {
+  std::string h;
+  Put64(&h, len);
+  Put32(&h, internal::MaskCrc(internal::Crc32c(h.data(), 8)));
+  return h;
+}
+
+// A record file (docs/binary_format.md) whose schema lists two float32 scalar columns, both
+// named `name`, with one block of one row and the end block.
+std::string RecordFileWithColumnTwice(const std::string& name) {
+  std::string schema;
+  Put32(&schema, 2);
+  for (int i = 0; i < 2; ++i) {
+    Put32(&schema, static_cast<uint32_t>(name.size()));
+    schema += name;
+    Put32(&schema, static_cast<uint32_t>(DType::kFloat32));
+    Put32(&schema, 0);  // rank of a row: a scalar
+  }
+  std::string f("RSDKREC\0", 8);
+  Put32(&f, 1);
+  Put32(&f, static_cast<uint32_t>(schema.size()));
+  f += schema;
+  Put32(&f, internal::MaskCrc(internal::Crc32c(schema)));
+  auto block = [&](uint32_t rows, const std::string& payload) {
+    std::string h;
+    Put32(&h, 0x4B4C4252);
+    Put32(&h, rows);
+    Put64(&h, payload.size());
+    Put32(&h, internal::MaskCrc(internal::Crc32c(payload)));
+    Put32(&h, internal::MaskCrc(internal::Crc32c(h.data(), h.size())));
+    f += h + payload;
+  };
+  block(1, std::string(128, '\0'));  // two columns of one float, each padded to 64 bytes
+  block(0, "");
+  return f;
+}
+
+TableConfig SmallTable() {
+  TableConfig c;
+  c.name = "t";
+  c.dim = 4;
+  c.device_vocabulary_size = 100;
+  c.initializer = Initializer::Uniform(-1, 1, 7);
+  return c;
+}
+
+std::unique_ptr<EmbeddingTable> MakeTable() {
+  auto t = EmbeddingTable::Create(SmallTable(), SparseOptimizerConfig::SGD(0.1f));
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? *std::move(t) : nullptr;
+}
+
+// A graph holding one float32 constant [2], as JSON, with the constant's tensor attribute
+// given to `edit`.
+std::string GraphJsonWithTensor(const std::function<void(nlohmann::json&)>& edit) {
+  Graph g;
+  Scope s(&g);
+  ops::Const(s, *Tensor::FromValues<float>(Shape{2}, {1.0f, 2.0f}));
+  nlohmann::json j = nlohmann::json::parse(g.ToJson());
+  for (auto& node : j["nodes"]) {
+    for (auto& [key, attr] : node["attrs"].items()) {
+      if (attr["value"].is_object() && attr["value"].contains("data")) edit(attr["value"]);
+    }
+  }
+  return j.dump();
+}
+
+Status SparseLookupWithOption(bool bad_mask) {
+  Graph g;
+  Scope s(&g);
+  auto table = create_table(s, SmallTable(), SparseOptimizerConfig::SGD(0.1f));
+  if (!table.ok()) return table.status();
+  Output ids = ops::Placeholder(s.WithOpName("ids"), DType::kInt64, Shape{4, 1});
+  SparseLookupOptions o;
+  if (bad_mask) {
+    o.mask = ops::Placeholder(s.WithOpName("mask"), DType::kInt64, Shape{4});
+  } else {
+    o.timestamps = ops::Placeholder(s.WithOpName("ts"), DType::kFloat32, Shape{4});
+  }
+  return sparse_lookup(s, *table, ids, o).status();
+}
+
+std::vector<BadInput> Cases() {
+  using C = absl::StatusCode;
+  std::vector<BadInput> v;
+  // --- Integer overflow in a length or size check.
+  // Before: len + 4 wrapped to 2, the bounds check passed and the read ran off the buffer.
+  v.push_back({"tfrecord/length_field_near_2_64",
+               [](const TestDir& d) {
+                 WriteFile(d.File("a.tfrecord"), FrameHeader(~uint64_t{0} - 1) + "0123456789");
+                 TfRecordOptions o;
+                 o.schema = {{"label", ColumnKind::kLabel}};
+                 return DrainStatus(TfRecordDataset({d.File("a.tfrecord")}, o));
+               },
+               C::kDataLoss,
+               {"a.tfrecord", "byte offset 0", "record of 18446744073709551614 bytes"}});
+  // Before: the three sizes wrapped to a total of 1 and the table was created with 1 row.
+  v.push_back({"table_config/vocabulary_sizes_sum_wraps",
+               [](const TestDir& d) {
+                 TableConfig c = SmallTable();
+                 c.device_vocabulary_size = std::numeric_limits<int64_t>::max();
+                 c.host_vocabulary_size = std::numeric_limits<int64_t>::max();
+                 c.ssd_vocabulary_size = 3;
+                 c.ssd_data_path = {d.path()};
+                 return EmbeddingTable::Create(c, SparseOptimizerConfig::SGD(0.1f)).status();
+               },
+               C::kInvalidArgument,
+               {"table \"t\"", "9223372036854775807 + 9223372036854775807 + 3", "4294967293"}});
+  // Before: the shape's byte count wrapped to 0 and matched the empty data: a [2^32, 2^32]
+  // constant loaded with no values.
+  v.push_back({"graph_json/tensor_shape_bytes_wrap",
+               [](const TestDir&) {
+                 const std::string text = GraphJsonWithTensor([](nlohmann::json& t) {
+                   t["shape"] = {int64_t{1} << 32, int64_t{1} << 32};
+                   t["data"] = "";
+                 });
+                 return Graph::FromJson(text).status();
+               },
+               C::kDataLoss,
+               {"tensor attribute", "more than 2^64"}});
+  v.push_back({"graph_json/negative_dimension",
+               [](const TestDir&) {
+                 const std::string text =
+                     GraphJsonWithTensor([](nlohmann::json& t) { t["shape"] = {-5}; });
+                 return Graph::FromJson(text).status();
+               },
+               C::kDataLoss,
+               {"dimension -5", "-1 (unknown)"}});
+  // --- User-controlled sizes passed straight to an allocation.
+  // Before: accepted, then the first GetNext threw std::bad_alloc out of the library.
+  v.push_back({"batch_rows/absurd_batch_size",
+               [](const TestDir&) {
+                 auto src = InMemoryDataset({{"x", std::vector<float>{1, 2, 3}}});
+                 if (!src.ok()) return src.status();
+                 return DrainStatus(BatchRows(*std::move(src), int64_t{1} << 40));
+               },
+               C::kInvalidArgument,
+               {"batch_size 1099511627776", "16777216"}});
+  v.push_back({"reader_options/max_line_bytes_above_bound",
+               [](const TestDir& d) {
+                 WriteFile(d.File("a.tsv"), "1\n");
+                 CriteoOptions o;
+                 o.reader.max_line_bytes = int64_t{1} << 40;
+                 return CriteoDataset({d.File("a.tsv")}, o).status();
+               },
+               C::kInvalidArgument,
+               {"max_line_bytes 1099511627776", "1 GiB"}});
+  // --- Assertions a caller reaches. Before: each aborted the process through RECSDK_CHECK or
+  // read outside the table's memory.
+  v.push_back({"table/resolve_rows_span_too_short",
+               [](const TestDir&) {
+                 auto t = MakeTable();
+                 std::vector<int64_t> keys = {1, 2, 3};
+                 std::vector<uint32_t> rows(2);
+                 return t->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows));
+               },
+               C::kInvalidArgument,
+               {"Resolve of 3 keys got 2 rows"}});
+  v.push_back({"table/resolve_counts_span_mismatch",
+               [](const TestDir&) {
+                 auto t = MakeTable();
+                 std::vector<int64_t> keys = {1, 2, 3};
+                 std::vector<uint32_t> counts = {1};
+                 std::vector<uint32_t> rows(3);
+                 return t->Resolve(keys, counts, {}, LookupMode::kTrain, absl::MakeSpan(rows));
+               },
+               C::kInvalidArgument,
+               {"1 counts"}});
+  v.push_back({"table/resolve_timestamps_span_mismatch",
+               [](const TestDir&) {
+                 auto t = MakeTable();
+                 std::vector<int64_t> keys = {1, 2, 3};
+                 std::vector<int64_t> ts = {1, 2, 3, 4};
+                 std::vector<uint32_t> rows(3);
+                 return t->Resolve(keys, {}, ts, LookupMode::kTrain, absl::MakeSpan(rows));
+               },
+               C::kInvalidArgument,
+               {"4 timestamps"}});
+  v.push_back({"table/row_addresses_span_mismatch",
+               [](const TestDir&) {
+                 auto t = MakeTable();
+                 std::vector<uint32_t> rows = {0, 1};
+                 std::vector<float*> addresses(1);
+                 return t->RowAddresses(rows, absl::MakeSpan(addresses));
+               },
+               C::kInvalidArgument,
+               {"RowAddresses of 2 rows", "1 addresses"}});
+  v.push_back({"table/row_addresses_row_past_capacity",
+               [](const TestDir&) {
+                 auto t = MakeTable();
+                 std::vector<uint32_t> rows = {1000000};
+                 std::vector<float*> addresses(1);
+                 return t->RowAddresses(rows, absl::MakeSpan(addresses));
+               },
+               C::kInvalidArgument,
+               {"row id 1000000", "capacity 100"}});
+  v.push_back(
+      {"table/gather_pooled_restore_index_past_rows",
+       [](const TestDir&) {
+         auto t = MakeTable();
+         std::vector<uint32_t> rows = {EmbeddingTable::kDefaultRow, EmbeddingTable::kDefaultRow};
+         std::vector<uint32_t> restore = {0, 7};
+         std::vector<float> out(4);
+         return t->GatherPooled(rows, restore, 1, 2, Combiner::kSum, out.data());
+       },
+       C::kInvalidArgument,
+       {"restore index 7", "2 unique rows"}});
+  // --- Special files. Before: open() of the pipe blocked forever.
+  v.push_back({"criteo/glob_matches_named_pipe",
+               [](const TestDir& d) {
+                 WriteFile(d.File("a.tsv"), "1\n");
+                 if (::mkfifo(d.File("b.tsv").c_str(), 0600) != 0) {
+                   return absl::InternalError("mkfifo failed");
+                 }
+                 return DrainStatus(CriteoDataset({d.File("*.tsv")}));
+               },
+               C::kInvalidArgument,
+               {"b.tsv", "named pipe", "matched by"}});
+  v.push_back({"criteo/path_is_named_pipe",
+               [](const TestDir& d) {
+                 if (::mkfifo(d.File("p.tsv").c_str(), 0600) != 0) {
+                   return absl::InternalError("mkfifo failed");
+                 }
+                 return DrainStatus(CriteoDataset({d.File("p.tsv")}));
+               },
+               C::kInvalidArgument,
+               {"p.tsv", "named pipe"}});
+  v.push_back({"npy/import_keys_from_named_pipe",
+               [](const TestDir& d) {
+                 if (::mkfifo(d.File("keys.npy").c_str(), 0600) != 0) {
+                   return absl::InternalError("mkfifo failed");
+                 }
+                 return MakeTable()->ImportNpy(d.File("keys.npy"), d.File("values.npy"));
+               },
+               C::kInvalidArgument,
+               {"keys.npy", "named pipe"}});
+  // Before: Env::NewRandomAccessFile opened the pipe blocking, and the restore never returned.
+  v.push_back({"checkpoint/restore_table_file_is_named_pipe",
+               [](const TestDir& d) {
+                 auto t = MakeTable();
+                 Status s = SaveTable(*t, d.File("ckpt"));
+                 if (!s.ok()) return s;
+                 std::vector<std::string> names;
+                 for (const auto& e : std::filesystem::directory_iterator(d.File("ckpt"))) {
+                   names.push_back(e.path().string());
+                 }
+                 for (const std::string& name : names) {
+                   std::filesystem::remove(name);
+                   if (::mkfifo(name.c_str(), 0600) != 0) return absl::InternalError("mkfifo");
+                 }
+                 return RestoreTable(*MakeTable(), d.File("ckpt"));
+               },
+               C::kInvalidArgument,
+               {"named pipe"}});
+  v.push_back(
+      {"npy/import_keys_from_directory",
+       [](const TestDir& d) { return MakeTable()->ImportNpy(d.path(), d.File("values.npy")); },
+       C::kInvalidArgument,
+       {"a directory"}});
+  // --- Data dropped or accepted without a word.
+  // Before: the second file's rows after the first's end block were ignored.
+  v.push_back({"record_file/bytes_after_end_block",
+               [](const TestDir& d) {
+                 auto src = InMemoryDataset({{"x", std::vector<float>{1, 2, 3}}});
+                 if (!src.ok()) return src.status();
+                 auto rows = ConvertToRecordFile(**src, d.File("a.rrec"));
+                 if (!rows.ok()) return rows.status();
+                 const std::string one = ::recsdk::testing::ReadFile(d.File("a.rrec"));
+                 WriteFile(d.File("a.rrec"), one + one);
+                 return DrainStatus(RecordFileDataset({d.File("a.rrec")}));
+               },
+               C::kDataLoss,
+               {"a.rrec", "follow the end-of-file block", "byte offset"}});
+  // Before: the batch kept the first "x" and dropped the second without a word.
+  v.push_back({"record_file/schema_names_column_twice",
+               [](const TestDir& d) {
+                 WriteFile(d.File("a.rrec"), RecordFileWithColumnTwice("x"));
+                 return DrainStatus(RecordFileDataset({d.File("a.rrec")}));
+               },
+               C::kDataLoss,
+               {"a.rrec", "schema names column \"x\" twice"}});
+  // Before: a long line inside a chunk with a newline after it was parsed like any other.
+  v.push_back({"delimited/line_longer_than_max_line_bytes",
+               [](const TestDir& d) {
+                 WriteFile(d.File("a.csv"), "1,2\n1,0.5" + std::string(40, '0') + "\n0,3\n");
+                 DelimitedOptions o;
+                 o.schema = {{"label", ColumnKind::kLabel}, {"x", ColumnKind::kDense}};
+                 o.reader.max_line_bytes = 16;
+                 return DrainStatus(DelimitedDataset({d.File("a.csv")}, o));
+               },
+               C::kDataLoss,
+               {"a.csv", "line 2", "45 bytes", "max_line_bytes 16"}});
+  v.push_back({"criteo/line_longer_than_max_line_bytes",
+               [](const TestDir& d) {
+                 std::string good = "1";
+                 for (int i = 0; i < 39; ++i) good += "\t";
+                 std::string longer = "0";
+                 for (int i = 0; i < 13; ++i) longer += "\t12345";
+                 for (int i = 0; i < 26; ++i) longer += "\t";
+                 WriteFile(d.File("a.tsv"), good + "\n" + good + "\n" + longer + "\n");
+                 CriteoOptions o;
+                 o.reader.max_line_bytes = 64;
+                 return DrainStatus(CriteoDataset({d.File("a.tsv")}, o));
+               },
+               C::kDataLoss,
+               {"a.tsv", "line 3", "max_line_bytes 64"}});
+  // --- Messages that mislead.
+  // Before: accepted (and counted twice in "N new keys need rows" when the table was full).
+  v.push_back({"npy/import_duplicate_key",
+               [](const TestDir& d) {
+                 auto t = MakeTable();
+                 auto src = MakeTable();
+                 std::vector<int64_t> keys = {5, 7, 5};
+                 std::vector<uint32_t> rows(3);
+                 // Export a table holding 5 and 7, then write a keys file listing 5 twice.
+                 Status s = src->Resolve({5, 7}, {}, {}, LookupMode::kTrain,
+                                         absl::MakeSpan(rows.data(), 2));
+                 if (!s.ok()) return s;
+                 s = src->ExportNpy(d.File("k.npy"), d.File("v.npy"));
+                 if (!s.ok()) return s;
+                 std::string k = ::recsdk::testing::ReadFile(d.File("k.npy"));
+                 std::string v = ::recsdk::testing::ReadFile(d.File("v.npy"));
+                 // Same header length: the shapes (2,) and (2, 4) become (3,) and (3, 4).
+                 k.replace(k.find("(2,)"), 4, "(3,)");
+                 v.replace(v.find("(2, 4)"), 6, "(3, 4)");
+                 Put64(&k, 5);
+                 v.append(v.substr(v.size() - 16));  // one more row of 4 floats
+                 WriteFile(d.File("k.npy"), k);
+                 WriteFile(d.File("v.npy"), v);
+                 return t->ImportNpy(d.File("k.npy"), d.File("v.npy"));
+               },
+               C::kDataLoss,
+               {"k.npy", "lists key 5 twice", "positions 0 and 2"}});
+  // Before: "input 2 ... must be float32", naming no option.
+  v.push_back({"sparse_lookup/mask_of_wrong_dtype",
+               [](const TestDir&) { return SparseLookupWithOption(true); },
+               C::kInvalidArgument,
+               {"option mask", "int64", "float32"}});
+  v.push_back({"sparse_lookup/timestamps_of_wrong_dtype",
+               [](const TestDir&) { return SparseLookupWithOption(false); },
+               C::kInvalidArgument,
+               {"option timestamps", "float32", "int64"}});
+  // Before: built, while Initializer::Uniform(1, 0) was refused.
+  v.push_back({"ops/random_uniform_min_above_max",
+               [](const TestDir&) {
+                 Graph g;
+                 Scope s(&g);
+                 ops::RandomUniform(s, Shape{2}, DType::kFloat32, 1.0, 0.0, 1);
+                 return s.status();
+               },
+               C::kInvalidArgument,
+               {"min 1 is above max 0"}});
+  v.push_back({"ops/random_normal_negative_stddev",
+               [](const TestDir&) {
+                 Graph g;
+                 Scope s(&g);
+                 ops::RandomNormal(s, Shape{2}, DType::kFloat32, 0.0, -1.0, 1);
+                 return s.status();
+               },
+               C::kInvalidArgument,
+               {"stddev -1 is negative"}});
+  return v;
+}
+
+class BadInputTest : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(BadInputTest, GetsTheCodeAndAMessageNamingTheProblem) {
+  const BadInput& c = GetParam();
+  TestDir dir;
+  const Status s = c.run(dir);
+  EXPECT_EQ(s.code(), c.code) << s;
+  for (const std::string& w : c.words) EXPECT_THAT(std::string(s.message()), HasSubstr(w));
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, BadInputTest, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<BadInput>& info) {
+                           std::string n = info.param.name;
+                           for (char& ch : n) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return n;
+                         });
+
+// Skip mode: the record whose length would wrap is counted and the rest of the file dropped,
+// after the good record before it.
+TEST(BadInputSkipModeTest, TfRecordLengthNear2To64IsCountedAsTruncated) {
+  TestDir d;
+  const std::string good =
+      internal::FrameRecord(internal::EncodeExample({{"label", std::vector<float>{1.0f}}}));
+  WriteFile(d.File("a.tfrecord"), good + FrameHeader(~uint64_t{0} - 1) + "0123456789");
+  TfRecordOptions o;
+  o.schema = {{"label", ColumnKind::kLabel}};
+  o.reader.malformed_policy = MalformedPolicy::kSkip;
+  auto ds = TfRecordDataset({d.File("a.tfrecord")}, o);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  auto batches = Drain(**ds);
+  ASSERT_TRUE(batches.ok()) << batches.status();
+  int64_t rows = 0;
+  for (const Batch& b : *batches) rows += b.num_rows();
+  EXPECT_EQ(rows, 1);
+  const MalformedCounts counts = (*ds)->malformed_counts();
+  EXPECT_EQ(counts.by_reason[static_cast<int>(MalformedReason::kTruncated)], 1)
+      << counts.DebugString();
+}
+
+// Skip mode: the over-long line is counted, the lines around it are read.
+TEST(BadInputSkipModeTest, LineLongerThanMaxLineBytesInsideAChunkIsSkippedAndCounted) {
+  TestDir d;
+  WriteFile(d.File("a.csv"), "1,2\n1,0.5" + std::string(40, '0') + "\n0,3\n1,4");
+  DelimitedOptions o;
+  o.schema = {{"label", ColumnKind::kLabel}, {"x", ColumnKind::kDense}};
+  o.reader.max_line_bytes = 16;
+  o.reader.malformed_policy = MalformedPolicy::kSkip;
+  auto ds = DelimitedDataset({d.File("a.csv")}, o);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  auto batches = Drain(**ds);
+  ASSERT_TRUE(batches.ok()) << batches.status();
+  EXPECT_EQ(::recsdk::testing::Concat<float>(*batches, "dense"),
+            (std::vector<float>{2.0f, 3.0f, 4.0f}));
+  EXPECT_EQ((*ds)->malformed_counts().total(), 1);
+}
+
+// A permission error is PermissionDenied, never NotFound, for every file input. Root reads any
+// file, so the end-to-end half runs only as another user; the mapping itself always runs.
+TEST(BadInputPermissionTest, ErrnoMapsToTheCodeACallerCanActOn) {
+  EXPECT_EQ(internal::ErrnoToStatus(EACCES, "x").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(internal::ErrnoToStatus(EPERM, "x").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(internal::ErrnoToStatus(ENOENT, "x").code(), absl::StatusCode::kNotFound);
+}
+
+TEST(BadInputPermissionTest, UnreadableFilesArePermissionDenied) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root reads files whatever their mode";
+  TestDir d;
+  WriteFile(d.File("a.tsv"), "1\n");
+  WriteFile(d.File("k.npy"), "x");
+  ASSERT_EQ(::chmod(d.File("a.tsv").c_str(), 0), 0);
+  ASSERT_EQ(::chmod(d.File("k.npy").c_str(), 0), 0);
+  const Status criteo = DrainStatus(CriteoDataset({d.File("a.tsv")}));
+  EXPECT_EQ(criteo.code(), absl::StatusCode::kPermissionDenied) << criteo;
+  EXPECT_THAT(std::string(criteo.message()), HasSubstr("a.tsv"));
+  const Status npy = MakeTable()->ImportNpy(d.File("k.npy"), d.File("k.npy"));
+  EXPECT_EQ(npy.code(), absl::StatusCode::kPermissionDenied) << npy;
+  // A file in a directory this user cannot search: stat fails with EACCES.
+  ASSERT_EQ(::mkdir(d.File("closed").c_str(), 0700), 0);
+  WriteFile(d.File("closed/b.tsv"), "1\n");
+  ASSERT_EQ(::chmod(d.File("closed").c_str(), 0), 0);
+  const Status closed = CriteoDataset({d.File("closed/b.tsv")}).status();
+  EXPECT_EQ(closed.code(), absl::StatusCode::kPermissionDenied) << closed;
+  ASSERT_EQ(::chmod(d.File("closed").c_str(), 0700), 0);
+}
+
+TEST(CheckedMathTest, OverflowIsNulloptNeverAWrappedValue) {
+  EXPECT_EQ(internal::CheckedAdd<uint64_t>(~uint64_t{0} - 1, 4), std::nullopt);
+  EXPECT_EQ(internal::CheckedAdd<uint64_t>(6, 4), uint64_t{10});
+  EXPECT_EQ(internal::CheckedAdd<int64_t>(std::numeric_limits<int64_t>::max(), 1), std::nullopt);
+  EXPECT_EQ(internal::CheckedAdd<int64_t>(std::numeric_limits<int64_t>::min(), -1), std::nullopt);
+  EXPECT_EQ(internal::CheckedMul<uint64_t>(uint64_t{1} << 32, uint64_t{1} << 32), std::nullopt);
+  EXPECT_EQ(internal::CheckedMul<int64_t>(-3, 7), int64_t{-21});
+  EXPECT_FALSE(internal::FitsWithin<uint64_t>(~uint64_t{0} - 1, 4, 10));
+  EXPECT_TRUE(internal::FitsWithin<uint64_t>(6, 4, 10));
+  EXPECT_FALSE(internal::FitsWithin<uint64_t>(7, 4, 10));
+}
+
+}  // namespace
+}  // namespace recsdk

@@ -1,0 +1,253 @@
+// config_test.cc: SessionConfig rules (Validate) and JSON load/save (src/session/config.cc).
+#include <gtest/gtest.h>
+
+#include "recsdk/recsdk.h"
+
+namespace recsdk {
+namespace {
+
+std::string Msg(const Status& s) { return std::string(s.message()); }
+
+// ExpectInvalid: Validate fails and its message holds every fragment (option, value, rule).
+void ExpectInvalid(const SessionConfig& c, std::initializer_list<const char*> fragments) {
+  const Status s = c.Validate();
+  ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  for (const char* f : fragments) EXPECT_NE(Msg(s).find(f), std::string::npos) << f << " in " << s;
+}
+
+TEST(SessionConfigTest, DefaultsAreValidAndMatchTheSeed) {
+  SessionConfig c;
+  EXPECT_TRUE(c.Validate().ok()) << c.Validate();
+  EXPECT_FALSE(c.use_off_line);
+  EXPECT_EQ(c.iterations_per_loop, 1);
+  EXPECT_EQ(c.dump_mode, "output");
+  EXPECT_TRUE(c.variable_format_optimize);
+  EXPECT_EQ(c.graph_run_mode, 1);
+  EXPECT_EQ(c.op_debug_level, 0);
+  EXPECT_EQ(c.graph_memory_max_size, 26 * kGiB);
+  EXPECT_EQ(c.variable_memory_max_size, 5 * kGiB);
+  EXPECT_EQ(c.op_select_implmode, "high_performance");
+}
+
+TEST(SessionConfigTest, IntraOpParallelismIsBounded) {
+  SessionConfig c;
+  c.intra_op_parallelism = 65537;  // issue 10: passed Validate and crashed ~Session
+  ExpectInvalid(c, {"intra_op_parallelism", "65537", "[0, 1024]"});
+  c.intra_op_parallelism = -1;
+  ExpectInvalid(c, {"intra_op_parallelism", "-1"});
+  c.intra_op_parallelism = 1024;
+  EXPECT_TRUE(c.Validate().ok());
+}
+
+TEST(SessionConfigTest, ValueSetsAndRanges) {
+  {
+    SessionConfig c;
+    c.graph_run_mode = 2;
+    ExpectInvalid(c, {"graph_run_mode", "2"});
+  }
+  {
+    SessionConfig c;
+    c.op_debug_level = 4;
+    ExpectInvalid(c, {"op_debug_level", "4"});
+  }
+  {
+    SessionConfig c;
+    c.iterations_per_loop = 0;
+    ExpectInvalid(c, {"iterations_per_loop", "0", "[1, 1000000]"});
+  }
+  {
+    SessionConfig c;
+    c.dump_mode = "both";
+    ExpectInvalid(c, {"dump_mode", "\"both\"", "\"input\", \"output\", \"all\""});
+  }
+  {
+    SessionConfig c;
+    c.dump_debug_mode = "overflow";
+    ExpectInvalid(c, {"dump_debug_mode", "overflow", "aicore_overflow"});
+  }
+  {
+    SessionConfig c;
+    c.precision_mode = "fp8";
+    ExpectInvalid(c, {"precision_mode", "fp8", "must_keep_origin_dtype"});
+  }
+  {
+    SessionConfig c;
+    c.op_select_implmode = "fast";
+    ExpectInvalid(c, {"op_select_implmode", "fast", "high_precision"});
+  }
+  {
+    SessionConfig c;
+    c.enable_exception_dump = 2;
+    ExpectInvalid(c, {"enable_exception_dump", "2"});
+  }
+}
+
+TEST(SessionConfigTest, MemorySizesAndTheirSum) {
+  SessionConfig c;
+  c.graph_memory_max_size = 257 * kGiB;
+  ExpectInvalid(c, {"graph_memory_max_size", "274877906944"});
+  c.graph_memory_max_size = -1;
+  ExpectInvalid(c, {"graph_memory_max_size", "-1"});
+  c.graph_memory_max_size = 30 * kGiB;
+  c.variable_memory_max_size = 2 * kGiB;
+  ExpectInvalid(c, {"graph_memory_max_size", "variable_memory_max_size", "31 GiB"});
+  c.variable_memory_max_size = 1 * kGiB;
+  EXPECT_TRUE(c.Validate().ok());
+}
+
+TEST(SessionConfigTest, StreamMaxParallelNum) {
+  SessionConfig c;
+  c.stream_max_parallel_num = "DNN_VM_TF:10,DNN_V100:1";
+  EXPECT_TRUE(c.Validate().ok());
+  EXPECT_EQ(c.ParsedStreamLimits()["DNN_VM_TF"], 10);
+  c.stream_max_parallel_num = "DNN_V100:14";
+  ExpectInvalid(c, {"stream_max_parallel_num", "14", "1 to 13"});
+  c.stream_max_parallel_num = "GPU:2";
+  ExpectInvalid(c, {"stream_max_parallel_num", "GPU"});
+  c.stream_max_parallel_num = "DNN_V100:2,DNN_V100:3";
+  ExpectInvalid(c, {"DNN_V100", "twice"});
+}
+
+TEST(SessionConfigTest, DumpStepGrammar) {
+  SessionConfig c;
+  for (const char* ok : {"", "0", "0|5|10", "0|3-5|10", "7-7"}) {
+    c.dump_step = ok;
+    EXPECT_TRUE(c.Validate().ok()) << ok << ": " << c.Validate();
+  }
+  for (const char* bad : {"|", "1|", "a", "3-", "-3", "5-3", "1-2-3", "1,2", " 1"}) {
+    c.dump_step = bad;
+    ExpectInvalid(c, {"dump_step"});
+  }
+}
+
+TEST(SessionConfigTest, DumpsNeedAPathAndAreRefusedUntilTheDumpsWork) {
+  SessionConfig c;
+  c.enable_dump = true;
+  ExpectInvalid(c, {"dump_path", "enable_dump"});
+  c.dump_path = "/tmp/dumps";
+  ExpectInvalid(c, {"enable_dump", "take effect with the dumps"});
+  SessionConfig d;
+  d.enable_dump_debug = true;
+  ExpectInvalid(d, {"dump_path", "enable_dump_debug"});
+  SessionConfig e;
+  e.enable_exception_dump = 1;
+  ExpectInvalid(e, {"enable_exception_dump", "take effect with the dumps"});
+}
+
+TEST(SessionConfigTest, ProfilingRules) {
+  SessionConfig c;
+  c.profiling_mode = true;
+  ExpectInvalid(c, {"profiling_mode", "profiling_options"});
+  c.profiling_options = "op_trace:task_trace";
+  ExpectInvalid(c, {"op_trace is exclusive"});
+  c.profiling_options = "training_trace:bogus";
+  ExpectInvalid(c, {"profiling_options", "bogus"});
+  c.profiling_options = "training_trace:task_trace";
+  ExpectInvalid(c, {"fp_point", "bp_point", "required with training_trace"});
+  c.fp_point = "fc1/MatMul";
+  c.bp_point = "gradients/fc1/MatMul_grad";
+  EXPECT_TRUE(c.Validate().ok()) << c.Validate();
+}
+
+TEST(SessionConfigTest, OptionsThatCannotTakeEffectSaySo) {
+  const std::vector<std::pair<std::function<void(SessionConfig&)>, const char*>> cases = {
+      {[](SessionConfig& c) { c.use_off_line = true; }, "use_off_line"},
+      {[](SessionConfig& c) { c.enable_data_pre_proc = true; }, "enable_data_pre_proc"},
+      {[](SessionConfig& c) { c.hcom_parallel = true; }, "distributed"},
+      {[](SessionConfig& c) { c.is_tailing_optimization = true; }, "distributed"},
+      {[](SessionConfig& c) { c.enable_reduce_precision = true; }, "not supported"},
+      {[](SessionConfig& c) { c.precision_mode = "allow_mix_precision"; }, "low-precision"},
+      {[](SessionConfig& c) { c.precision_mode_v2 = "mixed_bfloat16"; }, "low-precision"},
+      {[](SessionConfig& c) { c.auto_tune_mode = "RL,GA"; }, "auto-tuning"},
+      {[](SessionConfig& c) { c.auto_tune_mode = "XX"; }, "\"XX\""},
+      {[](SessionConfig& c) { c.enable_scope_fusion_passes = "MatMulBiasAdd"; }, "MatMulBiasAdd"},
+  };
+  for (const auto& [set, fragment] : cases) {
+    SessionConfig c;
+    set(c);
+    ExpectInvalid(c, {fragment});
+  }
+  SessionConfig both;
+  both.precision_mode = "must_keep_origin_dtype";
+  both.precision_mode_v2 = "origin";
+  ExpectInvalid(both, {"set only one"});
+  SessionConfig keep;
+  keep.precision_mode_v2 = "origin";
+  EXPECT_TRUE(keep.Validate().ok());
+  SessionConfig list_without_mode;
+  list_without_mode.op_select_implmode = "";
+  list_without_mode.optypelist_for_implmode = "Exp";
+  EXPECT_FALSE(list_without_mode.Validate().ok());
+}
+
+TEST(SessionConfigTest, JsonRoundTripKeepsEveryOption) {
+  SessionConfig c;
+  c.iterations_per_loop = 7;
+  c.deterministic = true;
+  c.op_select_implmode = "high_precision";
+  c.optypelist_for_implmode = "Exp,Softmax";
+  c.dump_step = "0|3-5";
+  c.graph_memory_max_size = 3 * kGiB;
+  const std::string text = c.ToJson();
+  for (const std::string& name : SessionConfig::OptionNames()) {
+    EXPECT_NE(text.find("\"" + name + "\""), std::string::npos) << name;
+  }
+  auto back = SessionConfig::FromJson(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->ToJson(), text);
+  EXPECT_EQ(back->iterations_per_loop, 7);
+  EXPECT_TRUE(back->deterministic);
+  EXPECT_EQ(back->graph_memory_max_size, 3 * kGiB);
+}
+
+TEST(SessionConfigTest, JsonErrors) {
+  auto unknown = SessionConfig::FromJson(R"({"iteration_per_loop": 4})");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(Msg(unknown.status()).find("unknown option \"iteration_per_loop\""), std::string::npos)
+      << unknown.status();
+  EXPECT_NE(Msg(unknown.status()).find("did you mean \"iterations_per_loop\""), std::string::npos)
+      << unknown.status();
+  auto wrong_type = SessionConfig::FromJson(R"({"graph_run_mode": "1"})");
+  ASSERT_FALSE(wrong_type.ok());
+  EXPECT_NE(Msg(wrong_type.status()).find("graph_run_mode"), std::string::npos);
+  auto too_big = SessionConfig::FromJson(R"({"intra_op_parallelism": 99999999999})");
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_NE(Msg(too_big.status()).find("intra_op_parallelism"), std::string::npos);
+  auto invalid = SessionConfig::FromJson(R"({"graph_run_mode": 5})");
+  ASSERT_FALSE(invalid.ok());
+  EXPECT_NE(Msg(invalid.status()).find("graph_run_mode: 5"), std::string::npos);
+  EXPECT_FALSE(SessionConfig::FromJson("[1,2]").ok());
+  EXPECT_FALSE(SessionConfig::FromJson("{").ok());
+  // The spec writes deterministic as 0/1.
+  auto det = SessionConfig::FromJson(R"({"deterministic": 1})");
+  ASSERT_TRUE(det.ok()) << det.status();
+  EXPECT_TRUE(det->deterministic);
+  EXPECT_FALSE(SessionConfig::FromJson(R"({"deterministic": 2})").ok());
+}
+
+}  // namespace
+}  // namespace recsdk
+
+namespace recsdk {
+namespace {
+
+TEST(SessionConfigTest, MemoryLimitsAreEnforcedNamingLimitAmountAndOp) {
+  Graph g;
+  Scope root(&g);
+  Output x = ops::Placeholder(root.WithOpName("x"), DType::kFloat32, Shape{32, 32});
+  ops::MatMul(root.WithOpName("big"), x, x);
+  SessionConfig c;
+  c.graph_memory_max_size = 2048;  // big's [32,32] float32 output needs 4096 bytes
+  auto session = Session::Create(g, c);
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<float> ones(32 * 32, 1.0f);
+  auto out = (*session)->Run({{"x", *Tensor::FromValues<float>(Shape{32, 32}, ones)}}, {"big"});
+  ASSERT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted) << out.status();
+  const std::string m(out.status().message());
+  EXPECT_NE(m.find("\"big\""), std::string::npos) << m;
+  EXPECT_NE(m.find("4096"), std::string::npos) << m;
+  EXPECT_NE(m.find("graph_memory_max_size"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace recsdk

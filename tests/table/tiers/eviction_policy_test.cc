@@ -1,0 +1,250 @@
+// Tests of src/table/tiers/eviction_policy.{h,cc}: the order each policy evicts in, and that no
+// policy ever evicts a slot the current or the previous batch uses.
+#include "src/table/tiers/eviction_policy.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace recsdk::internal {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::UnorderedElementsAre;
+
+std::unique_ptr<EvictionPolicy> Make(EvictionPolicyKind kind, uint32_t capacity,
+                                     double half_life = 32.0) {
+  EvictionPolicyOptions o;
+  o.kind = kind;
+  o.capacity = capacity;
+  o.half_life_batches = half_life;
+  auto p = EvictionPolicy::Create(o);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return *std::move(p);
+}
+
+// Victims: ChooseVictims, then Remove each (as a caller that evicts them does).
+std::vector<uint32_t> Victims(EvictionPolicy& p, size_t n) {
+  std::vector<uint32_t> v(n);
+  v.resize(p.ChooseVictims(n, v.data()));
+  for (uint32_t slot : v) p.Remove(slot);
+  return v;
+}
+
+class EvictionPolicyAll : public ::testing::TestWithParam<EvictionPolicyKind> {};
+
+TEST_P(EvictionPolicyAll, NeverEvictsASlotOfTheCurrentOrThePreviousBatch) {
+  // A cache of 64 slots under random batches of 20 keys out of 200, checked against a model of
+  // when each slot was last used.
+  constexpr uint32_t kSlots = 64;
+  auto p = Make(GetParam(), kSlots);
+  std::vector<int64_t> slot_key(kSlots, -1), last_use(kSlots, -1);
+  std::vector<int64_t> key_slot(200, -1);
+  std::vector<uint32_t> free_slots;
+  for (uint32_t s = kSlots; s-- > 0;) free_slots.push_back(s);
+  uint64_t rng = 7;
+  size_t evicted = 0;
+  for (int64_t batch = 0; batch < 300; ++batch) {
+    p->BeginBatch();
+    std::vector<int64_t> keys;
+    while (keys.size() < 20) {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      const int64_t key = static_cast<int64_t>((rng >> 33) % 200);
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+    }
+    std::vector<uint32_t> hits;
+    std::vector<int64_t> misses;
+    for (int64_t key : keys) {
+      if (key_slot[key] >= 0) {
+        hits.push_back(static_cast<uint32_t>(key_slot[key]));
+      } else {
+        misses.push_back(key);
+      }
+    }
+    p->Touch(hits);
+    for (uint32_t s : hits) last_use[s] = batch;
+    const size_t need = misses.size() > free_slots.size() ? misses.size() - free_slots.size() : 0;
+    std::vector<uint32_t> victims = Victims(*p, need);
+    ASSERT_EQ(victims.size(), need) << "batch " << batch;  // 64 slots > 2 batches of 20
+    for (uint32_t v : victims) {
+      ASSERT_LT(last_use[v], batch - 1) << "slot " << v << " evicted in batch " << batch;
+      key_slot[slot_key[v]] = -1;
+      slot_key[v] = -1;
+      free_slots.push_back(v);
+    }
+    evicted += victims.size();
+    for (int64_t key : misses) {
+      const uint32_t s = free_slots.back();
+      free_slots.pop_back();
+      slot_key[s] = key;
+      key_slot[key] = s;
+      last_use[s] = batch;
+      p->Insert(s, 0, -1);
+    }
+    ASSERT_EQ(p->size(), kSlots - free_slots.size());
+  }
+  EXPECT_GT(evicted, 1000u);  // the check above really ran
+}
+
+TEST_P(EvictionPolicyAll, ReturnsFewerVictimsWhenTheRestAreProtected) {
+  auto p = Make(GetParam(), 6);
+  p->BeginBatch();  // batch 0
+  for (uint32_t s : {0u, 1u, 2u}) p->Insert(s, 0, -1);
+  p->BeginBatch();  // batch 1
+  for (uint32_t s : {3u, 4u, 5u}) p->Insert(s, 0, -1);
+  EXPECT_TRUE(Victims(*p, 2).empty());
+  p->BeginBatch();  // batch 2: batch 0's slots are fair game, batch 1's are not
+  EXPECT_THAT(Victims(*p, 5), UnorderedElementsAre(0u, 1u, 2u));
+  EXPECT_EQ(p->size(), 3u);
+  // Victims are no longer tracked.
+  p->BeginBatch();
+  p->BeginBatch();
+  EXPECT_THAT(Victims(*p, 5), UnorderedElementsAre(3u, 4u, 5u));
+  EXPECT_EQ(p->size(), 0u);
+}
+
+TEST_P(EvictionPolicyAll, RemovedSlotsAreNeverChosen) {
+  auto p = Make(GetParam(), 4);
+  p->BeginBatch();
+  for (uint32_t s = 0; s < 4; ++s) p->Insert(s, 0, -1);
+  p->Remove(1);
+  p->Remove(1);  // no-op
+  EXPECT_EQ(p->size(), 3u);
+  p->BeginBatch();
+  p->BeginBatch();
+  EXPECT_THAT(Victims(*p, 4), UnorderedElementsAre(0u, 2u, 3u));
+}
+
+TEST_P(EvictionPolicyAll, StaysCorrectWhenTheHeapIsRebuilt) {
+  // Thousands of touches on few slots force rebuilds of the lazy heap; the order must hold.
+  auto p = Make(GetParam(), 3);
+  p->BeginBatch();
+  for (uint32_t s = 0; s < 3; ++s) p->Insert(s, 0, -1);
+  for (int i = 0; i < 3000; ++i) {
+    p->BeginBatch();
+    p->Touch({1, 2});
+  }
+  p->BeginBatch();
+  p->BeginBatch();
+  // Slot 0 was used once, long ago: the first victim under every policy.
+  EXPECT_THAT(Victims(*p, 1), ElementsAre(0u));
+}
+
+TEST_P(EvictionPolicyAll, VictimsStayTrackedUntilRemovedAndSkipExcludesSlots) {
+  auto p = Make(GetParam(), 8);
+  p->BeginBatch();
+  for (uint32_t s = 0; s < 4; ++s) p->Insert(s, 0, -1);
+  p->BeginBatch();
+  p->BeginBatch();
+  std::vector<uint32_t> v(2);
+  ASSERT_EQ(p->ChooseVictims(2, v.data()), 2u);
+  EXPECT_EQ(p->size(), 4u);
+  // Not removed: the same two come back.
+  std::vector<uint32_t> again(2);
+  ASSERT_EQ(p->ChooseVictims(2, again.data()), 2u);
+  EXPECT_EQ(again, v);
+  // Skipping them (say they are pinned) gives the other two.
+  std::vector<uint32_t> others(4);
+  others.resize(
+      p->ChooseVictims(4, others.data(), [&](uint32_t s) { return s == v[0] || s == v[1]; }));
+  ASSERT_EQ(others.size(), 2u);
+  for (uint32_t s : others) EXPECT_TRUE(s != v[0] && s != v[1]) << s;
+  p->Remove(v[0]);
+  EXPECT_EQ(p->size(), 3u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, EvictionPolicyAll,
+                         ::testing::Values(EvictionPolicyKind::kLru, EvictionPolicyKind::kLfu,
+                                           EvictionPolicyKind::kLrfu),
+                         [](const auto& info) { return EvictionPolicyName(info.param); });
+
+// Slots 0..3 inserted in batches 0..3; slot 0 then used in batches 4..9 (six more uses), slot 3
+// in batch 10. At batch 13 nothing is protected.
+std::unique_ptr<EvictionPolicy> History(EvictionPolicyKind kind, double half_life = 32.0) {
+  auto p = Make(kind, 8, half_life);
+  for (uint32_t s = 0; s < 4; ++s) {
+    p->BeginBatch();
+    p->Insert(s, 0, -1);
+  }
+  for (int b = 4; b <= 9; ++b) {
+    p->BeginBatch();
+    p->Touch({0});
+  }
+  p->BeginBatch();  // 10
+  p->Touch({3});
+  for (int b = 11; b <= 13; ++b) p->BeginBatch();
+  return p;
+}
+
+TEST(EvictionPolicyTest, LruEvictsTheLeastRecentlyUsed) {
+  auto p = History(EvictionPolicyKind::kLru);
+  EXPECT_THAT(Victims(*p, 4), ElementsAre(1u, 2u, 0u, 3u));
+}
+
+TEST(EvictionPolicyTest, LfuEvictsTheLeastUsedThenTheOlder) {
+  auto p = History(EvictionPolicyKind::kLfu);
+  // Uses: slot 0: 7, slot 3: 2, slots 1 and 2: 1 (1 used earlier).
+  EXPECT_THAT(Victims(*p, 4), ElementsAre(1u, 2u, 3u, 0u));
+}
+
+TEST(EvictionPolicyTest, LfuCountsTheHistoryAKeyBringsBack) {
+  auto p = Make(EvictionPolicyKind::kLfu, 4);
+  p->BeginBatch();
+  p->Insert(0, 0, -1);  // a new key
+  p->Insert(1, 50, 0);  // a key used 50 times before it was evicted
+  p->Insert(2, 3, 0);
+  p->BeginBatch();
+  p->BeginBatch();
+  EXPECT_THAT(Victims(*p, 3), ElementsAre(0u, 2u, 1u));
+}
+
+TEST(EvictionPolicyTest, LrfuSitsBetweenLruAndLfuByItsHalfLife) {
+  // Short half-life: recency decides (as LRU). Long: frequency decides (as LFU).
+  auto short_life = History(EvictionPolicyKind::kLrfu, 0.05);
+  EXPECT_THAT(Victims(*short_life, 4), ElementsAre(1u, 2u, 0u, 3u));
+  auto long_life = History(EvictionPolicyKind::kLrfu, 1e6);
+  EXPECT_THAT(Victims(*long_life, 4), ElementsAre(1u, 2u, 3u, 0u));
+  // Half-life 2 batches: slot 0's seven uses (last at 9) outweigh slot 3's two (last at 10),
+  // unlike LRU.
+  auto mid = History(EvictionPolicyKind::kLrfu, 2.0);
+  EXPECT_THAT(Victims(*mid, 4), ElementsAre(1u, 2u, 3u, 0u));
+  // History given on Insert: three uses one batch ago outweigh one, which outweighs none.
+  auto p = Make(EvictionPolicyKind::kLrfu, 4, 2.0);
+  for (int b = 0; b < 10; ++b) p->BeginBatch();
+  p->Insert(0, 0, -1);  // batch 9: new
+  p->Insert(1, 3, 8);   // batch 9: three uses at batch 8
+  p->Insert(2, 1, 8);   // batch 9: one use at batch 8
+  p->BeginBatch();
+  p->BeginBatch();
+  EXPECT_THAT(Victims(*p, 3), ElementsAre(0u, 2u, 1u));
+}
+
+TEST(EvictionPolicyTest, TiesGoToTheLowerSlotSoEvictionIsDeterministic) {
+  for (EvictionPolicyKind kind :
+       {EvictionPolicyKind::kLru, EvictionPolicyKind::kLfu, EvictionPolicyKind::kLrfu}) {
+    auto p = Make(kind, 8);
+    p->BeginBatch();
+    for (uint32_t s : {5u, 2u, 7u, 0u}) p->Insert(s, 0, -1);
+    p->BeginBatch();
+    p->BeginBatch();
+    EXPECT_THAT(Victims(*p, 4), ElementsAre(0u, 2u, 5u, 7u)) << EvictionPolicyName(kind);
+  }
+}
+
+TEST(EvictionPolicyTest, CreateRejectsBadOptions) {
+  EvictionPolicyOptions o;
+  o.capacity = 0;
+  EXPECT_TRUE(absl::IsInvalidArgument(EvictionPolicy::Create(o).status()));
+  o.capacity = 4;
+  o.half_life_batches = 0.0;
+  EXPECT_TRUE(absl::IsInvalidArgument(EvictionPolicy::Create(o).status()));
+  o.half_life_batches = -1.0;
+  EXPECT_TRUE(absl::IsInvalidArgument(EvictionPolicy::Create(o).status()));
+}
+
+}  // namespace
+}  // namespace recsdk::internal
