@@ -129,9 +129,10 @@ Output ExpandDims(const Scope& scope, Output x, int axis);
 // Squeeze: removes the listed size-1 axes, or every size-1 axis when `axes` is empty.
 Output Squeeze(const Scope& scope, Output x, const std::vector<int64_t>& axes = {});
 Output Tile(const Scope& scope, Output x, const std::vector<int64_t>& multiples);
-// Gather: params[indices] along axis 0 (int32 or int64 indices; out of range is an error at run
-// time naming the op, the index and the bound).
-Output Gather(const Scope& scope, Output params, Output indices);
+// Gather: params[indices] along `axis` (default 0; negative counts from the end): the output is
+// params.shape[:axis] + indices.shape + params.shape[axis+1:]. int32 or int64 indices; out of
+// range is an error at run time naming the op, the index and the bound.
+Output Gather(const Scope& scope, Output params, Output indices, int axis = 0);
 
 struct ReduceOptions {
   bool keep_dims = false;

@@ -141,6 +141,15 @@ TEST(OpGradientsTest, ShapeOps) {
     return ops::Gather(s, x[0],
                        ops::Const(s, *Tensor::FromValues<int64_t>(Shape{4}, {4, 0, 4, 2})));
   }));
+  // Gather on a middle and on the last axis, with repeated indices.
+  EXPECT_GRAD_OK(CheckGradients({Shape{2, 5, 3}}, [](const Scope& s, V x) {
+    return ops::Gather(s, x[0],
+                       ops::Const(s, *Tensor::FromValues<int32_t>(Shape{2, 2}, {4, 0, 4, 2})), 1);
+  }));
+  EXPECT_GRAD_OK(CheckGradients({Shape{3, 4}}, [](const Scope& s, V x) {
+    return ops::Gather(s, x[0], ops::Const(s, *Tensor::FromValues<int64_t>(Shape{3}, {3, 3, 1})),
+                       -1);
+  }));
   EXPECT_GRAD_OK(CheckGradients({Shape{2, 3}, Shape{2, 3}}, [](const Scope& s, V x) {
     return ops::Where(s, ops::Greater(s, x[0], x[1]), ops::Square(s, x[0]), x[1]);
   }));

@@ -323,28 +323,51 @@ Status TileGradTyped(OpKernelContext& ctx) {
   return absl::OkStatus();
 }
 
+// GatherView: params as [outer, n, inner] around the gather axis.
+struct GatherView {
+  int axis = 0;
+  int64_t outer = 1, n = 0, inner = 1;
+};
+GatherView ViewForGather(const Shape& params, int64_t axis_attr) {
+  GatherView v;
+  v.axis = static_cast<int>(axis_attr < 0 ? axis_attr + params.rank() : axis_attr);
+  for (int i = 0; i < params.rank(); ++i) {
+    if (i < v.axis) v.outer *= params.dim(i);
+    if (i == v.axis) v.n = params.dim(i);
+    if (i > v.axis) v.inner *= params.dim(i);
+  }
+  return v;
+}
+
 template <typename Index>
 Status GatherTyped(OpKernelContext& ctx) {
   const Tensor& params = ctx.input(0);
   const Tensor& indices = ctx.input(1);
-  Shape out_shape = indices.shape();
-  for (int i = 1; i < params.rank(); ++i) out_shape.AddDim(params.dim(i));
+  const GatherView v = ViewForGather(params.shape(), ctx.node().IntAttr("axis", 0));
+  Shape out_shape;
+  for (int i = 0; i < v.axis; ++i) out_shape.AddDim(params.dim(i));
+  for (int i = 0; i < indices.rank(); ++i) out_shape.AddDim(indices.dim(i));
+  for (int i = v.axis + 1; i < params.rank(); ++i) out_shape.AddDim(params.dim(i));
   RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, out_shape));
-  const int64_t row = params.dim(0) == 0 ? 0 : params.num_elements() / params.dim(0);
-  const size_t row_bytes = static_cast<size_t>(row) * ElemSize(params);
+  const size_t row_bytes = static_cast<size_t>(v.inner) * ElemSize(params);
   const Index* idx = indices.data<Index>();
+  const int64_t k = indices.num_elements();
   const char* src = static_cast<const char*>(params.raw_data());
   char* dst = static_cast<char*>(out->raw_data());
-  for (int64_t i = 0; i < indices.num_elements(); ++i) {
-    if (idx[i] < 0 || idx[i] >= params.dim(0)) {
-      return ctx.Error("index {} at position {} is out of range [0, {})",
-                       static_cast<int64_t>(idx[i]), i, params.dim(0));
+  for (int64_t i = 0; i < k; ++i) {
+    if (idx[i] < 0 || idx[i] >= v.n) {
+      return ctx.Error("index {} at position {} is out of range [0, {}) of axis {}",
+                       static_cast<int64_t>(idx[i]), i, v.n, v.axis);
     }
   }
-  ParallelFor(indices.num_elements(), 1024, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i)
-      std::memcpy(dst + i * row_bytes, src + idx[i] * row_bytes, row_bytes);
-  });
+  // Rows of the output: (o, i) reads params row (o, idx[i]).
+  ParallelFor(v.outer * k, std::max<int64_t>(1, 1024 * 64 / std::max<size_t>(row_bytes, 1)),
+              [&](int64_t b, int64_t e) {
+                for (int64_t r = b; r < e; ++r) {
+                  const int64_t o = r / k, i = r % k;
+                  std::memcpy(dst + r * row_bytes, src + (o * v.n + idx[i]) * row_bytes, row_bytes);
+                }
+              });
   return absl::OkStatus();
 }
 
@@ -354,15 +377,23 @@ Status GatherGradTyped(OpKernelContext& ctx) {
   const Tensor& indices = ctx.input(1);
   const Tensor& params = ctx.input(2);
   RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, params.shape()));
-  const int64_t row = params.dim(0) == 0 ? 0 : params.num_elements() / params.dim(0);
+  const GatherView v = ViewForGather(params.shape(), ctx.node().IntAttr("axis", 0));
+  const int64_t row = v.inner, k = indices.num_elements();
   const Index* idx = indices.data<Index>();
   const T* g = dy.data<T>();
   T* o = out->data<T>();
-  for (int64_t i = 0; i < indices.num_elements(); ++i) {
-    T* dst = o + static_cast<int64_t>(idx[i]) * row;
-    const T* src = g + i * row;
-    for (int64_t j = 0; j < row; ++j) dst[j] += src[j];
-  }
+  // Distinct outer slices never share a destination row, so they run in parallel; within one,
+  // repeated indices add in index order (deterministic).
+  ParallelFor(v.outer, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(k * row, 1)),
+              [&](int64_t b, int64_t e) {
+                for (int64_t s = b; s < e; ++s) {
+                  for (int64_t i = 0; i < k; ++i) {
+                    T* dst = o + (s * v.n + static_cast<int64_t>(idx[i])) * row;
+                    const T* src = g + (s * k + i) * row;
+                    for (int64_t j = 0; j < row; ++j) dst[j] += src[j];
+                  }
+                }
+              });
   return absl::OkStatus();
 }
 

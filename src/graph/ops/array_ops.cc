@@ -160,13 +160,19 @@ Status TileShape(InferenceContext& c) {
   return absl::OkStatus();
 }
 
+// Gather along `axis` (attr, default 0, negative counts from the end): the output is
+// params.shape[:axis] + indices.shape + params.shape[axis+1:].
 Status GatherShape(InferenceContext& c) {
   RECSDK_RETURN_IF_ERROR(c.ExpectMinRank(0, 1));
   const DType id = c.input_dtype(1);
   if (id != DType::kInt32 && id != DType::kInt64)
     return c.Error("{} must be int32 or int64 indices", c.InputDesc(1));
-  Shape out = c.input_shape(1);
-  for (int i = 1; i < c.input_shape(0).rank(); ++i) out.AddDim(c.input_shape(0).dim(i));
+  const Shape& params = c.input_shape(0);
+  RECSDK_ASSIGN_OR_RETURN(const int axis, c.NormalizeAxis(c.IntAttr("axis", 0), params.rank()));
+  Shape out;
+  for (int i = 0; i < axis; ++i) out.AddDim(params.dim(i));
+  for (int i = 0; i < c.input_shape(1).rank(); ++i) out.AddDim(c.input_shape(1).dim(i));
+  for (int i = axis + 1; i < params.rank(); ++i) out.AddDim(params.dim(i));
   c.AddOutput(c.input_dtype(0), out);
   return absl::OkStatus();
 }
@@ -290,7 +296,8 @@ void RegisterArrayOps(OpRegistry& r) {
   r.Register(MakeOp(
       "Gather", 2, 2, GatherShape,
       [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-        (*dx)[0] = Out(s.AddNode("GatherGrad", {g[0], n.input(1), n.input(0)}));
+        (*dx)[0] = Out(s.AddNode("GatherGrad", {g[0], n.input(1), n.input(0)},
+                                 {{"axis", n.IntAttr("axis", 0)}}));
         return absl::OkStatus();
       }));
   r.Register(NoGradOp("GatherGrad", 3, 3, [](InferenceContext& c) {
@@ -470,8 +477,9 @@ Output Squeeze(const Scope& scope, Output x, const std::vector<int64_t>& axes) {
 Output Tile(const Scope& scope, Output x, const std::vector<int64_t>& multiples) {
   return Out(scope.AddNode("Tile", {x}, {{"multiples", multiples}}));
 }
-Output Gather(const Scope& scope, Output params, Output indices) {
-  return Out(scope.AddNode("Gather", {params, indices}));
+Output Gather(const Scope& scope, Output params, Output indices, int axis) {
+  if (axis == 0) return Out(scope.AddNode("Gather", {params, indices}));
+  return Out(scope.AddNode("Gather", {params, indices}, {{"axis", int64_t{axis}}}));
 }
 
 }  // namespace ops

@@ -28,10 +28,12 @@ void DeclareCoreAttrSchemas(OpRegistry& r) {
           {RequiredAttr("dtype", T::kDType), Attr("shape", T::kShape),  // absent: unknown shape
            Attr("dataset_column", T::kString, "")});
   Declare(r, "Const", {RequiredAttr("value", T::kTensor)});
-  for (const char* type : {"Identity", "StopGradient", "NoOp", "ZerosLike", "OnesLike", "Gather",
-                           "GatherGrad", "ReshapeLike", "SumToShapeOf", "BroadcastToShapeOf"}) {
+  for (const char* type : {"Identity", "StopGradient", "NoOp", "ZerosLike", "OnesLike",
+                           "ReshapeLike", "SumToShapeOf", "BroadcastToShapeOf"}) {
     Declare(r, type, {});
   }
+  Declare(r, "Gather", {Attr("axis", T::kInt, 0)});
+  Declare(r, "GatherGrad", {Attr("axis", T::kInt, 0)});
   Declare(r, "Fill", {RequiredAttr("shape", T::kShape)});
   Declare(r, "Cast", {RequiredAttr("dtype", T::kDType)});
   Declare(r, "Concat", {Attr("axis", T::kInt, 0)});
@@ -69,6 +71,8 @@ void DeclareCoreAttrSchemas(OpRegistry& r) {
   Declare(r, "ReduceMaxGrad", {Attr("axes", T::kInts, std::vector<int64_t>{})});
 
   // NN ops.
+  Declare(r, "DotInteraction", {});
+  Declare(r, "DotInteractionGrad", {});
   for (const char* type : {"Softmax", "LogSoftmax", "SoftmaxGrad", "LogSoftmaxGrad"}) {
     Declare(r, type, {Attr("axis", T::kInt, -1)});
   }

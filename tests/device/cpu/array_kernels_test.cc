@@ -269,5 +269,35 @@ TEST(CastKernelTest, IntegersAndBoolsThroughHalfTypes) {
       (std::vector<uint16_t>{0x3f80, 0x3fc0, 0x7f80}));
 }
 
+TEST(GatherAxisTest, GathersAlongAnyAxisAndRejectsOutOfRange) {
+  Graph g;
+  Scope s(&g);
+  // params [2, 3, 2] = 0..11; gather axis 1 with indices [2, 0] -> [2, 2, 2].
+  std::vector<float> v(12);
+  for (int i = 0; i < 12; ++i) v[i] = static_cast<float>(i);
+  Output p = ops::Const(s, *Tensor::FromValues<float>(Shape{2, 3, 2}, absl::MakeConstSpan(v)));
+  Output y = ops::Gather(s, p, ops::Const(s, Tensor::Vector<int64_t>({2, 0})), 1);
+  Output last = ops::Gather(s, p, ops::Const(s, Tensor::Vector<int32_t>({1})), -1);
+  Output bad = ops::Gather(s, p, ops::Const(s, Tensor::Vector<int64_t>({3})), 1);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(y.shape(), (Shape{2, 2, 2}));
+  EXPECT_EQ(last.shape(), (Shape{2, 3, 1}));
+  auto session = *Session::Create(g);
+  auto out = session->Run({}, {y, last});
+  ASSERT_TRUE(out.ok()) << out.status();
+  const std::vector<float> want_y = {4, 5, 0, 1, 10, 11, 6, 7};
+  const std::vector<float> want_last = {1, 3, 5, 7, 9, 11};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ((*out)[0].data<float>()[i], want_y[i]) << i;
+  for (int i = 0; i < 6; ++i) EXPECT_EQ((*out)[1].data<float>()[i], want_last[i]) << i;
+  auto err = session->Run({}, {bad});
+  ASSERT_FALSE(err.ok());
+  EXPECT_NE(err.status().message().find("out of range [0, 3) of axis 1"), std::string::npos)
+      << err.status();
+  Graph g2;
+  Scope s2(&g2);
+  ops::Gather(s2, ops::Const(s2, 1.0f), ops::Const(s2, Tensor::Vector<int64_t>({0})), 0);
+  EXPECT_FALSE(s2.ok());  // a scalar has no axis to gather along
+}
+
 }  // namespace
 }  // namespace recsdk
