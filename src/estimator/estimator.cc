@@ -584,12 +584,19 @@ StatusOr<std::string> Estimator::ExportSavedModel(
   const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
-  const std::string dir = fmt::format("{}/{}", export_dir_base, now);
   std::error_code ec;
   std::filesystem::create_directories(export_dir_base, ec);
   if (ec) {
     return absl::InternalError(fmt::format("Estimator::ExportSavedModel: cannot create \"{}\": {}",
                                            export_dir_base, ec.message()));
+  }
+  // Versions are timestamps in seconds, as TensorFlow's; two exports within one second (a short
+  // run that exports after train and again after load_and_train) take the next free number, so
+  // the newest export is still the highest version a model server picks.
+  std::string dir;
+  for (int64_t version = now; version < now + 1000; ++version) {
+    dir = fmt::format("{}/{}", export_dir_base, version);
+    if (!std::filesystem::exists(dir, ec)) break;
   }
   RECSDK_RETURN_IF_ERROR(recsdk::ExportSavedModel(*s.session, dir, signature));
   s.Print(fmt::format("exported the model to {}", dir));
