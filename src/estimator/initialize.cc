@@ -181,7 +181,11 @@ Status InitOptions::Validate() const {
 StatusOr<InitOptions> InitOptions::FromSettings(
     const std::map<std::string, std::string>& settings) {
   InitOptions o;
-  for (const auto& [name, text] : settings) {
+  for (const auto& setting : settings) {
+    // Plain references, not a structured binding: clang 14 (the fuzz build) cannot capture
+    // structured bindings in the lambdas below.
+    const std::string& name = setting.first;
+    const std::string& text = setting.second;
     auto as_int = [&](int64_t* out) -> Status {
       const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
       if (ec != std::errc() || end != text.data() + text.size()) {
