@@ -42,6 +42,11 @@ endif()
 # Localising is what makes this safe: the Eigen templates instantiated with AVX-512 enabled can
 # never be picked by the linker for code that runs on a machine without it. The resulting
 # objects are appended to <out_var> as sources of the library; the caller dispatches at run time.
+# The relocatable link and the symbol localising below use GNU binutils options
+# (--force-group-allocation), so they run GNU ld and objcopy whatever linker the compiler
+# uses: with clang, CMake may pick ld.lld and llvm-objcopy, which lack that option.
+find_program(RECSDK_GNU_LD NAMES ld.bfd ld REQUIRED)
+find_program(RECSDK_GNU_OBJCOPY NAMES objcopy REQUIRED)
 function(recsdk_isa_variants out_var source symbol_prefix)
   set(objects)
   set(isas avx2 avx512)
@@ -63,8 +68,8 @@ function(recsdk_isa_variants out_var source symbol_prefix)
     set(local_obj ${CMAKE_CURRENT_BINARY_DIR}/${stem}_${isa}_local.o)
     add_custom_command(
       OUTPUT ${local_obj}
-      COMMAND ${CMAKE_LINKER} -r --force-group-allocation $<TARGET_OBJECTS:${lib}> -o ${local_obj}.tmp
-      COMMAND ${CMAKE_OBJCOPY} -w --keep-global-symbol=${symbol_prefix}${isa}* ${local_obj}.tmp ${local_obj}
+      COMMAND ${RECSDK_GNU_LD} -r --force-group-allocation $<TARGET_OBJECTS:${lib}> -o ${local_obj}.tmp
+      COMMAND ${RECSDK_GNU_OBJCOPY} -w --keep-global-symbol=${symbol_prefix}${isa}* ${local_obj}.tmp ${local_obj}
       COMMAND ${CMAKE_COMMAND} -E remove ${local_obj}.tmp
       DEPENDS $<TARGET_OBJECTS:${lib}>
       COMMAND_EXPAND_LISTS

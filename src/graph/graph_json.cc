@@ -80,6 +80,11 @@ StatusOr<Shape> ShapeFromJson(const json& j) {
   }
   Shape s;
   for (const auto& d : j) {
+    // An integer, not any number: converting a float such as -2e30 to int64 is undefined.
+    if (!d.is_number_integer()) {
+      return absl::DataLossError(fmt::format(
+          "graph JSON shape {} has dimension {}, which is not an integer", j.dump(), d.dump()));
+    }
     const int64_t v = d.get<int64_t>();
     if (v < Shape::kUnknownDim) {
       return absl::DataLossError(fmt::format(
@@ -171,7 +176,18 @@ json AttrToJson(const AttrValue& a) {
 
 StatusOr<AttrValue> AttrFromJson(const json& j) {
   const auto& v = j.at("value");
-  switch (static_cast<AttrValue::Type>(j.at("type").get<int>())) {
+  const auto& type = j.at("type");
+  // Integers must be JSON integers: converting a float such as -2e30 to int64 is undefined.
+  if (!type.is_number_integer()) {
+    return absl::DataLossError(
+        fmt::format("graph JSON attribute type {} is not an integer", type.dump()));
+  }
+  if (!v.is_number_integer() &&
+      static_cast<AttrValue::Type>(type.get<int64_t>()) == AttrValue::Type::kInt) {
+    return absl::DataLossError(
+        fmt::format("graph JSON int attribute value {} is not an integer", v.dump()));
+  }
+  switch (static_cast<AttrValue::Type>(type.get<int64_t>())) {
     case AttrValue::Type::kNone:
       return AttrValue();
     case AttrValue::Type::kInt:
@@ -193,6 +209,16 @@ StatusOr<AttrValue> AttrFromJson(const json& j) {
       return AttrValue(*std::move(s));
     }
     case AttrValue::Type::kInts:
+      if (!v.is_array()) {
+        return absl::DataLossError(
+            fmt::format("graph JSON ints attribute value {} is not an array", v.dump()));
+      }
+      for (const auto& e : v) {
+        if (!e.is_number_integer()) {
+          return absl::DataLossError(fmt::format(
+              "graph JSON ints attribute value {} holds {}, not an integer", v.dump(), e.dump()));
+        }
+      }
       return AttrValue(v.get<std::vector<int64_t>>());
     case AttrValue::Type::kFloats:
       return AttrValue(v.get<std::vector<double>>());

@@ -369,9 +369,11 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
     if (observers.empty()) {
       tbb::this_task_arena::isolate([&] { s = kernels[id]->Compute(ctx); });
     } else {
+      // device->name() returns a fresh string: keep it alive for the string_view in `exec`.
+      const std::string device_name = device->name();
       NodeExecution exec;
       exec.node = &node;
-      exec.device = device->name();
+      exec.device = device_name;
       exec.thread = tbb::this_task_arena::current_thread_index();
       exec.step = step;
       exec.inputs = &ctx.inputs();
