@@ -409,15 +409,20 @@ TEST(KeyStageTest, FeatureSpecLookupsRunInTheKeyStage) {
   FeedList feeds;
   Batch batch;
   int steps = 0;
+  // The stage's workers insert the keys of later batches while a step runs, so the table is
+  // read only after Stop (nothing trains here: rows do not change once inserted).
+  std::vector<std::pair<int64_t, float>> looked_up;  // (first C2 key, its first value)
   while (ValueOrDie(stage->Next(&feeds, &batch))) {
     auto out = ValueOrDie(session->Run(feeds, {e[1]}));
-    EmbeddingTable* table = ValueOrDie(LookupTable(*session, "ids"));
-    const std::vector<float> row =
-        ValueOrDie(table->ReadRow(batch.column("C2")->data<int64_t>()[0]));
-    EXPECT_EQ(out[0].data<float>()[0], row[0]);
+    looked_up.emplace_back(batch.column("C2")->data<int64_t>()[0], out[0].data<float>()[0]);
     ++steps;
   }
   EXPECT_EQ(steps, 4);
+  stage->Stop();
+  EmbeddingTable* table = ValueOrDie(LookupTable(*session, "ids"));
+  for (const auto& [key, value] : looked_up) {
+    EXPECT_EQ(value, ValueOrDie(table->ReadRow(key))[0]) << "key " << key;
+  }
 }
 
 }  // namespace
