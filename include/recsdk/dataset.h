@@ -65,7 +65,8 @@ class Batch {
   const Tensor* mask() const { return column("mask"); }
 
   // Slice shares rows [begin, end) of every column (zero-copy); num_valid is clipped.
-  Batch Slice(int64_t begin, int64_t end) const;
+  // InvalidArgument naming the range when it is not inside [0, num_rows()].
+  StatusOr<Batch> Slice(int64_t begin, int64_t end) const;
   std::string DebugString() const;
 
  private:

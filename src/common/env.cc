@@ -17,24 +17,7 @@
 namespace recsdk::internal {
 
 Status ErrnoToStatus(int err, std::string_view op, const std::string& path) {
-  const std::string msg = fmt::format("{} \"{}\": {}", op, path, std::strerror(err));
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-      return absl::NotFoundError(msg);
-    case EACCES:
-    case EPERM:
-    case EROFS:
-      return absl::PermissionDeniedError(msg + "; check the directory's permissions");
-    case ENOSPC:
-    case EDQUOT:
-      return absl::ResourceExhaustedError(msg + "; free disk space or choose another directory");
-    case EEXIST:
-    case ENOTEMPTY:
-      return absl::AlreadyExistsError(msg);
-    default:
-      return absl::InternalError(msg);
-  }
+  return ErrnoToStatus(err, fmt::format("{} \"{}\"", op, path));
 }
 
 namespace {

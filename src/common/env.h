@@ -118,7 +118,8 @@ class FaultInjectionEnv final : public EnvWrapper {
   Status BeforeAppend(const std::string& path, size_t bytes);
 };
 
-// ErrnoToStatus: the Status of a failed `op` on `path` with errno `err`.
+// ErrnoToStatus: the Status of a failed `op` on `path` with errno `err` (the one mapping of
+// file_open.h, with the message "<op> \"<path>\": <reason>; <fix>").
 Status ErrnoToStatus(int err, std::string_view op, const std::string& path);
 
 // ReadFileToString: the whole file through `env`.

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "fmt/format.h"
+#include "src/common/check.h"
 #include "src/common/exception_guard.h"
 #include "src/common/file_open.h"
 #include "src/common/logging.h"
@@ -356,6 +357,13 @@ bool IsValidUtf8(const char* s, size_t n) {
     p += len;
   }
   return true;
+}
+
+void TrimRows(Batch* batch, int64_t rows) {
+  if (rows >= batch->num_rows()) return;
+  StatusOr<Batch> kept = batch->Slice(0, rows);
+  RECSDK_CHECK(kept.ok());  // 0 <= rows < num_rows: the parser kept these rows
+  *batch = *std::move(kept);
 }
 
 }  // namespace recsdk::internal

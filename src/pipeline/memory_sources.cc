@@ -5,6 +5,7 @@
 
 #include "fmt/format.h"
 #include "recsdk/dataset.h"
+#include "src/common/exception_guard.h"
 #include "src/common/hash.h"
 #include "src/common/random.h"
 #include "src/common/status_macros.h"
@@ -17,6 +18,9 @@ class InMemorySource final : public Dataset {
  public:
   InMemorySource(std::vector<Batch> batches) : batches_(std::move(batches)) {}
   StatusOr<bool> GetNext(Batch* batch) override {
+    return CatchExceptions("InMemory source", [&] { return GetNextUnguarded(batch); });
+  }
+  StatusOr<bool> GetNextUnguarded(Batch* batch) {
     if (next_ >= batches_.size()) return false;
     *batch = batches_[next_++];
     return true;
@@ -98,6 +102,9 @@ class SyntheticSource final : public Dataset {
     }
   }
   StatusOr<bool> GetNext(Batch* batch) override {
+    return CatchExceptions("Synthetic source", [&] { return GetNextUnguarded(batch); });
+  }
+  StatusOr<bool> GetNextUnguarded(Batch* batch) {
     if (next_row_ >= opt_.num_rows) return false;
     const int64_t n = std::min(opt_.block_rows, opt_.num_rows - next_row_);
     const int nf = static_cast<int>(opt_.vocabulary_sizes.size());
@@ -238,7 +245,8 @@ StatusOr<std::unique_ptr<Dataset>> InMemoryDataset(std::vector<InMemoryColumn> c
   }
   std::vector<Batch> blocks;
   for (int64_t b = 0; b < rows; b += block_rows) {
-    blocks.push_back(all.Slice(b, std::min(rows, b + block_rows)));
+    RECSDK_ASSIGN_OR_RETURN(Batch block, all.Slice(b, std::min(rows, b + block_rows)));
+    blocks.push_back(std::move(block));
   }
   return std::unique_ptr<Dataset>(new internal::InMemorySource(std::move(blocks)));
 }

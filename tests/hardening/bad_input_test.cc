@@ -17,6 +17,8 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,7 @@
 #include "recsdk/table.h"
 #include "src/common/checked_math.h"
 #include "src/common/file_open.h"
+#include "src/common/status_macros.h"
 #include "src/pipeline/crc32c.h"
 #include "src/pipeline/tfrecord.h"
 #include "tests/pipeline/pipeline_test_util.h"
@@ -50,6 +53,14 @@ struct BadInput {
   absl::StatusCode code;
   std::vector<std::string> words;
 };
+
+// OneRowDataset: an in-memory dataset of one int64 column "x" with one row.
+std::unique_ptr<Dataset> OneRowDataset() {
+  std::vector<InMemoryColumn> cols(1);
+  cols[0].name = "x";
+  cols[0].values = std::vector<int64_t>{7};
+  return *InMemoryDataset(std::move(cols), 1);
+}
 
 // DrainStatus: the status of reading a dataset to its end (or of creating it).
 Status DrainStatus(StatusOr<std::unique_ptr<Dataset>> ds) {
@@ -422,6 +433,60 @@ std::vector<BadInput> Cases() {
                },
                C::kInvalidArgument,
                {"stddev -1 is negative"}});
+  // Before: the constructor asserted (a process abort) on a shape a caller built wrongly.
+  v.push_back({"Tensor::Create/unknown_dimension",
+               [](const TestDir&) {
+                 return Tensor::Create(DType::kFloat32, Shape{-1, 3}).status();
+               },
+               C::kInvalidArgument,
+               {"[?,3]", "unknown or negative"}});
+  v.push_back(
+      {"Tensor::Create/bytes_overflow",
+       [](const TestDir&) {
+         return Tensor::Create(DType::kFloat32, Shape{int64_t{1} << 40, int64_t{1} << 40}).status();
+       },
+       C::kResourceExhausted,
+       {"does not fit in memory"}});
+  v.push_back(
+      {"Tensor::FromBuffer/buffer_too_small",
+       [](const TestDir&) {
+         return Tensor::FromBuffer(DType::kFloat32, Shape{4}, AllocateHostBuffer(8), 4).status();
+       },
+       C::kInvalidArgument,
+       {"at offset 4", "the buffer has 8"}});
+  v.push_back(
+      {"Tensor::SliceRows/past_the_end",
+       [](const TestDir&) { return Tensor(DType::kInt64, Shape{3}).SliceRows(2, 5).status(); },
+       C::kInvalidArgument,
+       {"rows [2, 5)", "shape [3]"}});
+  v.push_back({"Batch::Slice/past_the_end",
+               [](const TestDir&) -> Status {
+                 Batch b;
+                 RECSDK_RETURN_IF_ERROR(b.AddColumn("x", Tensor(DType::kInt64, Shape{3})));
+                 return b.Slice(1, 4).status();
+               },
+               C::kInvalidArgument,
+               {"rows [1, 4)", "3 rows"}});
+  // Before: an exception from the user's Map function or from an input read on the Prefetch
+  // thread ended the process (std::terminate on the thread).
+  v.push_back({"Map/function_throws",
+               [](const TestDir&) -> Status {
+                 auto ds = Map(OneRowDataset(), [](Batch) -> StatusOr<Batch> {
+                   throw std::runtime_error("user bug");
+                 });
+                 return DrainStatus(std::move(ds));
+               },
+               C::kInternal,
+               {"Map", "user bug"}});
+  v.push_back({"Prefetch/input_throws_on_its_thread",
+               [](const TestDir&) -> Status {
+                 auto mapped =
+                     Map(OneRowDataset(), [](Batch) -> StatusOr<Batch> { throw std::bad_alloc(); });
+                 if (!mapped.ok()) return mapped.status();
+                 return DrainStatus(Prefetch(*std::move(mapped), 2));
+               },
+               C::kResourceExhausted,
+               {"Map", "out of memory"}});
   return v;
 }
 
