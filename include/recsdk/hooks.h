@@ -309,8 +309,11 @@ class ProgressHook final : public SessionRunHook {
 // CheckpointSaverHook: saves a full checkpoint (Saver, checkpoint.h) of the session into
 // model_dir every `save_steps` global steps or `save_secs` seconds (at most one > 0; both <= 0:
 // only at End), and at End unless the last step was just saved. With is_incremental_checkpoint
-// and save_delta_checkpoints_secs > 0, a delta checkpoint (SaveDelta) every that many seconds
-// between full ones. AfterCreateSession makes the Saver (InvalidArgument for bad options).
+// and save_delta_checkpoints_secs > 0, a delta checkpoint (SaveDelta) when that many seconds have
+// passed since the last checkpoint of either kind; the first checkpoint of a run is always full
+// (a delta needs one to build on), so a delta that falls due before any full one saves a full
+// one instead. Times are taken after each step, so a save happens at the first step end at or
+// past its due time. AfterCreateSession makes the Saver (InvalidArgument for bad options).
 struct CheckpointSaverOptions {
   std::string model_dir;
   int64_t save_steps = 0;
@@ -321,6 +324,10 @@ struct CheckpointSaverOptions {
   // log: one line per checkpoint written ("saved checkpoint <dir>") through `sink`.
   bool log = false;
   LogSink sink;
+  // clock: seconds on a monotonic clock, read once per step and per save. Null (default): the
+  // process's steady clock. Tests give a fake one to drive save_secs and
+  // save_delta_checkpoints_secs without sleeping.
+  std::function<double()> clock;
 };
 class CheckpointSaverHook final : public SessionRunHook {
  public:
@@ -335,6 +342,7 @@ class CheckpointSaverHook final : public SessionRunHook {
 
  private:
   Status SaveAt(int64_t step, bool delta);
+  double Now() const;
   CheckpointSaverOptions options_;
   std::unique_ptr<Saver> saver_;
   int64_t last_saved_step_ = -1;

@@ -266,7 +266,7 @@ Status CheckpointSaverHook::AfterCreateSession(Session& session) {
   o.keep_checkpoint_max = options_.keep_checkpoint_max;
   o.is_incremental_checkpoint = options_.is_incremental_checkpoint;
   RECSDK_ASSIGN_OR_RETURN(saver_, Saver::Create(session, o));
-  last_full_time_ = last_delta_time_ = NowSeconds();
+  last_full_time_ = last_delta_time_ = Now();
   return absl::OkStatus();
 }
 
@@ -274,7 +274,7 @@ Status CheckpointSaverHook::SaveAt(int64_t step, bool delta) {
   RECSDK_ASSIGN_OR_RETURN(std::string dir, delta ? saver_->SaveDelta(step) : saver_->Save(step));
   saved_.push_back(dir);
   if (options_.log) Emit(options_.sink, fmt::format("saved checkpoint {}", dir));
-  const double now = NowSeconds();
+  const double now = Now();
   last_delta_time_ = now;
   if (!delta) {
     last_full_time_ = now;
@@ -283,17 +283,20 @@ Status CheckpointSaverHook::SaveAt(int64_t step, bool delta) {
   return absl::OkStatus();
 }
 
+double CheckpointSaverHook::Now() const { return options_.clock ? options_.clock() : NowSeconds(); }
+
 Status CheckpointSaverHook::AfterRun(SessionRunContext& context, absl::Span<const Tensor>) {
   const int64_t step = Step(context);
   last_step_ = step;
-  const double now = NowSeconds();
+  const double now = Now();
   const bool full_due =
       (options_.save_steps > 0 && step % options_.save_steps == 0 && step != last_saved_step_) ||
       (options_.save_secs > 0 && now - last_full_time_ >= options_.save_secs);
   if (full_due) return SaveAt(step, false);
   if (options_.is_incremental_checkpoint && options_.save_delta_checkpoints_secs > 0 &&
-      last_saved_step_ >= 0 && now - last_delta_time_ >= options_.save_delta_checkpoints_secs) {
-    return SaveAt(step, true);
+      step != last_saved_step_ && now - last_delta_time_ >= options_.save_delta_checkpoints_secs) {
+    // Nothing to build on yet: the first checkpoint of the run is a full one.
+    return SaveAt(step, /*delta=*/last_saved_step_ >= 0);
   }
   return absl::OkStatus();
 }
