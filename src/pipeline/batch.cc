@@ -3,6 +3,7 @@
 
 #include "fmt/format.h"
 #include "recsdk/dataset.h"
+#include "src/common/status_macros.h"
 
 namespace recsdk {
 
@@ -95,6 +96,19 @@ std::string_view MalformedReasonName(MalformedReason reason) {
       return "bad header";
   }
   return "unknown";
+}
+
+StatusOr<int64_t> Dataset::SkipBatches(int64_t n) {
+  if (n < 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("Dataset::SkipBatches: n is {}; it must be >= 0", n));
+  }
+  Batch discarded;
+  for (int64_t i = 0; i < n; ++i) {
+    RECSDK_ASSIGN_OR_RETURN(const bool more, GetNext(&discarded));
+    if (!more) return i;
+  }
+  return n;
 }
 
 int64_t MalformedCounts::total() const {
