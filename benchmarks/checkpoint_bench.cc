@@ -12,6 +12,12 @@
 //       O(capacity) scan of the change bytes). snapshot_ms / snapshot_vs_full_save: the part of a
 //       full save that stalls the step when SaverOptions::async_write writes in the background.
 //
+//   BM_PredictorLoad: ExportSavedModel of a model whose only big part is that table (a read-only
+//       lookup + a small dense layer), then per iteration Predictor::Load of the bundle (read,
+//       verify, build the serving session and its table) against a plain read() of every file of
+//       the bundle into fresh memory. Counter predictor_load_vs_read = read time / load time (the
+//       issue: loading takes about as long as reading the bytes).
+//
 // Rows: 1M by default (128 MB of rows with slots); RECSDK_CKPT_BENCH_ROWS=10000000 for the
 // issue's 10M (1.28 GB, needs ~5 GB of memory). Files go to RECSDK_CKPT_BENCH_DIR (default /tmp).
 // Reads hit the page cache on both sides (the files were just written), so read figures compare
@@ -29,6 +35,7 @@
 
 #include "benchmark/benchmark.h"
 #include "recsdk/checkpoint.h"
+#include "recsdk/recsdk.h"
 #include "recsdk/table.h"
 #include "src/checkpoint/checkpoint_io.h"
 #include "src/common/env.h"
@@ -182,6 +189,79 @@ void BM_Delta1Pct(benchmark::State& state) {
   std::filesystem::remove_all(dir);
 }
 BENCHMARK(BM_Delta1Pct)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
+
+void BM_PredictorLoad(benchmark::State& state) {
+  const int64_t rows = Rows();
+  Graph graph;
+  Scope s(&graph);
+  auto table = *create_table(s, Config(rows), SparseOptimizerConfig::Adagrad(0.1f));
+  Output ids = ops::Placeholder(s.WithOpName("ids"), DType::kInt64, Shape{8, 2});
+  SparseLookupOptions lo;
+  lo.combiner = Combiner::kSum;
+  lo.is_train = false;
+  Output emb = *sparse_lookup(s, table, ids, lo);
+  layers::DenseOptions d;
+  d.units = 1;
+  Output out = layers::Dense(s.WithOpName("out"), emb, d);
+  GlobalVariablesInitializer(s);
+  if (!s.ok()) std::abort();
+  auto session = *Session::Create(graph);
+  if (!session->Run({}, {}, {"init"}).ok()) std::abort();
+  EmbeddingTable* t = *LookupTable(*session, "bench");
+  constexpr int64_t kChunk = 1 << 16;
+  std::vector<int64_t> keys(kChunk);
+  std::vector<uint32_t> row_ids(kChunk);
+  for (int64_t b = 0; b < rows; b += kChunk) {
+    const int64_t n = std::min(kChunk, rows - b);
+    for (int64_t i = 0; i < n; ++i) keys[i] = (b + i) * 2654435761LL;
+    if (!t->Resolve(absl::MakeConstSpan(keys.data(), n), {}, {}, LookupMode::kTrain,
+                    absl::MakeSpan(row_ids.data(), n))
+             .ok()) {
+      std::abort();
+    }
+  }
+  const std::string dir = BenchDir() + "_bundle";
+  std::filesystem::remove_all(dir);
+  const Status exported = ExportSavedModel(*session, dir, {{"ids"}, {out.node->name()}});
+  if (!exported.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(exported.message()).c_str());
+    std::abort();
+  }
+  session.reset();
+  std::vector<std::string> files;
+  size_t bytes = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    files.push_back(e.path());
+    bytes += e.file_size();
+  }
+  double load = 0, read = 0;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto predictor = Predictor::Load(dir);
+    if (!predictor.ok()) std::abort();
+    auto t1 = std::chrono::steady_clock::now();
+    predictor->reset();  // free its memory before the plain read, as a fresh process has it
+    auto t2 = std::chrono::steady_clock::now();
+    for (const std::string& f : files) {
+      const size_t n = std::filesystem::file_size(f);
+      std::unique_ptr<char[]> buffer(new char[n]);
+      PlainRead(f, buffer.get(), n);
+      benchmark::DoNotOptimize(buffer.get());
+    }
+    auto t3 = std::chrono::steady_clock::now();
+    load += Seconds(t0, t1);
+    read += Seconds(t2, t3);
+    state.SetIterationTime(Seconds(t0, t1));
+  }
+  const double mb = static_cast<double>(bytes) * static_cast<double>(state.iterations()) / 1e6;
+  state.counters["rows"] = static_cast<double>(rows);
+  state.counters["bundle_MB"] = static_cast<double>(bytes) / 1e6;
+  state.counters["load_MBps"] = mb / load;
+  state.counters["read_MBps"] = mb / read;
+  state.counters["predictor_load_vs_read"] = read / load;
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_PredictorLoad)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
 
 }  // namespace
 }  // namespace recsdk

@@ -108,6 +108,11 @@ class Session {
   const Graph& graph() const;
   const SessionConfig& config() const;
   SessionStats stats() const;
+  // SetRunCount: sets the count of completed Run calls (SessionStats::steps). With the graph's
+  // seed and each op's seed it keys every random stream of a run (Dropout, RandomUniform, ...),
+  // so it is the session's RNG state: checkpoints save it and Saver::Restore sets it, and a
+  // resumed run draws the same numbers as an uninterrupted one. Not while a Run is in progress.
+  void SetRunCount(int64_t runs);
 
   // resource_mgr: the resources the session owns (variables, tables). Internal: used by
   // LookupTable (recsdk/embedding.h) and the key stage; not part of the API.

@@ -2,12 +2,14 @@
 // (recsdk/export.h).
 //
 // The inference graph is cut from the session's graph: the nodes the outputs reach through data
-// inputs, stopping at the serving inputs. Control inputs are not followed (they order updates
-// in training) and are kept only between kept nodes. Lookups become read-only (is_train false),
-// and each kept table is declared with a slot-free SGD optimizer (its learning rate is never used:
-// serving never updates a row): its bundle payload is the embeddings alone. Dense variables and
-// tables are written with the checkpoint code (session_state.h), so the bundle is verified by
-// CRC32C like a checkpoint.
+// inputs, stopping at the serving inputs. A lookup ModifyGraph moved to the key stage keeps its
+// inputs (the DatasetColumn id placeholders) in the graph, so it is exported like any other, with
+// moved_to_key_stage cleared: the Predictor runs it in the graph, read-only, on the raw ids.
+// Control inputs are not followed (they order updates in training) and are kept only between kept
+// nodes. Lookups become read-only (is_train false), and each kept table is declared with a
+// slot-free SGD optimizer (its learning rate is never used: serving never updates a row): its
+// bundle payload is the embeddings alone. Dense variables and tables are written with the
+// checkpoint code (session_state.h), so the bundle is verified by CRC32C like a checkpoint.
 //
 // Threading: see recsdk/export.h.
 #include "recsdk/export.h"
@@ -68,12 +70,6 @@ StatusOr<std::unique_ptr<Graph>> InferenceGraph(const Graph& g, const ServingSig
     const Node* n = stack.back();
     stack.pop_back();
     if (!kept->insert(n->name()).second) continue;
-    if (n->FindAttr(kKeyStageLookupAttr) != nullptr) {
-      return absl::UnimplementedError(fmt::format(
-          "ExportSavedModel: the outputs read \"{}\", fed by the key stage (ModifyGraph moved the "
-          "lookup there); export a graph built with in-graph lookups (modify_graph false)",
-          n->name()));
-    }
     if (IsPlaceholder(*n) && !inputs.contains(n->name())) {
       return absl::InvalidArgumentError(fmt::format(
           "ExportSavedModel: the serving outputs depend on placeholder \"{}\", which is not a "

@@ -25,6 +25,7 @@
 #include "nlohmann/json.hpp"
 #include "recsdk/checkpoint.h"
 #include "recsdk/embedding.h"
+#include "recsdk/pipeline.h"
 #include "recsdk/variables.h"
 #include "src/checkpoint/checkpoint_io.h"
 #include "src/checkpoint/session_state.h"
@@ -90,6 +91,8 @@ struct Saver::Impl {
   SaverOptions options;
   Env* env = nullptr;
   internal::SessionState state;
+  KeyStage* key_stage = nullptr;
+  int64_t restored_dataset_batches = -1;
   // The chain a delta would build on: empty until a save or restore, cleared by a failed save.
   // With async_write it already names a checkpoint being written; WaitPending clears it if that
   // write fails.
@@ -246,6 +249,14 @@ StatusOr<std::string> Saver::Impl::SaveImpl(int64_t step, bool delta) {
         "Saver::SaveDelta: there is no full checkpoint to build on (none saved or restored by this "
         "Saver, or the previous save failed); call Save first");
   }
+  if (key_stage != nullptr && key_stage->channel() == KeyStageChannel::kTrain &&
+      !key_stage->Quiescent()) {
+    return absl::FailedPreconditionError(fmt::format(
+        "Saver: the key stage has changed the tables for batches the training loop has not run "
+        "yet, so step {} is not one consistent moment; call KeyStage::Quiesce(), keep training "
+        "until KeyStage::Quiescent(), then save (CheckpointSaverHook does this)",
+        step));
+  }
   // Whatever happens from here, a failure breaks the delta chain: the tables' change tracking
   // restarts at the snapshot, so a later delta would miss this one's rows.
   std::vector<std::string> previous = std::move(chain);
@@ -255,6 +266,7 @@ StatusOr<std::string> Saver::Impl::SaveImpl(int64_t step, bool delta) {
       delta ? EmbeddingTable::SnapshotKind::kDelta : EmbeddingTable::SnapshotKind::kFull);
   if (!job.ok()) return job.status();
   job->step = step;
+  if (key_stage != nullptr) job->dataset_batches = key_stage->batches_consumed();
   if (delta) job->chain = previous;
   std::vector<std::string> next = job->chain;
   next.push_back(internal::CheckpointName(step));
@@ -380,11 +392,17 @@ StatusOr<int64_t> Saver::Restore(std::string_view checkpoint) {
         fmt::format("Saver: out of memory reading checkpoint \"{}\"", dir));
   }
   RECSDK_RETURN_IF_ERROR(internal::ApplyCheckpoint(*im.session, im.state, ckpt));
+  if (ckpt.run_count >= 0) im.session->SetRunCount(ckpt.run_count);
+  im.restored_dataset_batches = ckpt.dataset_batches;
   im.chain = ckpt.chain;
   im.chain.push_back(dir.substr(dir.find_last_of('/') + 1));
   internal::LogInfo("Saver: restored checkpoint \"{}\" (step {})", dir, ckpt.step);
   return ckpt.step;
 }
+
+void Saver::AttachKeyStage(KeyStage* stage) { impl_->key_stage = stage; }
+
+int64_t Saver::restored_dataset_batches() const { return impl_->restored_dataset_batches; }
 
 Status SaveTable(EmbeddingTable& table, const std::string& dir) {
   Env* env = Env::Default();

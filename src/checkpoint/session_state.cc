@@ -63,6 +63,7 @@ StatusOr<SaveJob> SnapshotSession(Session& session, const SessionState& state,
                                   EmbeddingTable::SnapshotKind kind) {
   SaveJob job;
   job.delta = kind == EmbeddingTable::SnapshotKind::kDelta;
+  job.run_count = session.stats().steps;
   ResourceMgr* rm = session.resource_mgr();
   for (const std::string& name : state.var_names) {
     auto* v = dynamic_cast<VariableResource*>(rm->Lookup(name));
@@ -117,8 +118,12 @@ Status WriteCheckpointFiles(Env* env, const std::string& tmp, const SaveJob& job
                              {"step", job.step},
                              {"kind", job.delta ? "delta" : "full"},
                              {"chain", job.chain},
+                             {"rng", {{"run_count", job.run_count}}},
                              {"variables", vars},
                              {"tables", tables_json}};
+  if (job.dataset_batches >= 0) {
+    manifest["dataset"] = {{"batches_consumed", job.dataset_batches}};
+  }
   RECSDK_RETURN_IF_ERROR(
       WriteJsonDocument(env, JoinPath(tmp, kManifestFile), manifest, /*atomic=*/false));
   RECSDK_RETURN_IF_ERROR(env->SyncDir(tmp));
@@ -205,6 +210,22 @@ StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir) {
   RECSDK_ASSIGN_OR_RETURN(nlohmann::json manifest, ReadManifest(env, dir));
   out.step = manifest["step"].get<int64_t>();
   out.chain = manifest["chain"].get<std::vector<std::string>>();
+  try {
+    if (manifest.contains("rng")) out.run_count = manifest["rng"].at("run_count").get<int64_t>();
+    if (manifest.contains("dataset")) {
+      out.dataset_batches = manifest["dataset"].at("batches_consumed").get<int64_t>();
+    }
+  } catch (const std::exception& e) {
+    return absl::DataLossError(fmt::format(
+        "checkpoint manifest \"{}\" is corrupt: its rng or dataset entry is malformed ({}); "
+        "restore from another checkpoint",
+        out.manifest_path, e.what()));
+  }
+  if (out.run_count < -1 || out.dataset_batches < -1) {
+    return absl::DataLossError(fmt::format(
+        "checkpoint manifest \"{}\" is corrupt: run_count {} / batches_consumed {} is negative",
+        out.manifest_path, out.run_count, out.dataset_batches));
+  }
   for (const auto& e : manifest["variables"]) {
     RECSDK_ASSIGN_OR_RETURN(VarSnapshot v, ReadVariable(env, dir, e, out.manifest_path));
     out.vars[v.name] = std::move(v);

@@ -47,6 +47,10 @@ struct SaveJob {
   int64_t step = 0;
   bool delta = false;
   std::vector<std::string> chain;  // the full checkpoint and deltas this one builds on
+  // The session's RNG state (Session::SetRunCount) and the batches training consumed from its
+  // dataset (KeyStage::batches_consumed; -1 when no key stage is attached).
+  int64_t run_count = 0;
+  int64_t dataset_batches = -1;
   std::vector<VarSnapshot> vars;
   std::vector<TableSnapshot> tables;
 };
@@ -63,6 +67,8 @@ struct LoadedCheckpoint {
   int64_t step = 0;
   std::string dir;
   std::vector<std::string> chain;
+  int64_t run_count = -1;        // -1: the checkpoint holds none (written before it was saved)
+  int64_t dataset_batches = -1;  // -1: none recorded
   std::map<std::string, VarSnapshot> vars;  // from the checkpoint itself (deltas hold all vars)
   // Per table: the full snapshot, then the deltas in order.
   std::map<std::string, std::vector<TableSnapshot>> tables;

@@ -295,6 +295,7 @@ Status Estimator::Impl::TrainLoop(KeyStage* stage, int64_t last_step, const Hook
       c.save_secs = 0;
     }
     c.keep_checkpoint_max = config.keep_checkpoint_max;
+    c.last_step = last_step;
     if (init != nullptr) {
       c.is_incremental_checkpoint = init->options().is_incremental_checkpoint;
       c.save_delta_checkpoints_secs =

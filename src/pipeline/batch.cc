@@ -107,6 +107,19 @@ std::string_view MalformedReasonName(MalformedReason reason) {
   return "unknown";
 }
 
+StatusOr<int64_t> Dataset::SkipBatches(int64_t n) {
+  if (n < 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("Dataset::SkipBatches: n is {}; it must be >= 0", n));
+  }
+  Batch discarded;
+  for (int64_t i = 0; i < n; ++i) {
+    RECSDK_ASSIGN_OR_RETURN(const bool more, GetNext(&discarded));
+    if (!more) return i;
+  }
+  return n;
+}
+
 int64_t MalformedCounts::total() const {
   int64_t t = 0;
   for (int64_t c : by_reason) t += c;

@@ -29,6 +29,12 @@ class InMemorySource final : public Dataset {
     next_ = 0;
     return absl::OkStatus();
   }
+  StatusOr<int64_t> SkipBatches(int64_t n) override {
+    if (n < 0) return Dataset::SkipBatches(n);  // the error
+    const size_t skip = std::min(static_cast<size_t>(n), batches_.size() - next_);
+    next_ += skip;
+    return static_cast<int64_t>(skip);
+  }
   MalformedCounts malformed_counts() const override { return {}; }
 
  private:
@@ -155,6 +161,14 @@ class SyntheticSource final : public Dataset {
   Status Reset() override {
     next_row_ = 0;
     return absl::OkStatus();
+  }
+  // Every row is a function of its index (and the seed), so seeking is moving the index.
+  StatusOr<int64_t> SkipBatches(int64_t n) override {
+    if (n < 0) return Dataset::SkipBatches(n);  // the error
+    const int64_t left = (opt_.num_rows - next_row_ + opt_.block_rows - 1) / opt_.block_rows;
+    const int64_t skip = std::min(n, std::max<int64_t>(left, 0));
+    next_row_ = std::min(opt_.num_rows, next_row_ + skip * opt_.block_rows);
+    return skip;
   }
   MalformedCounts malformed_counts() const override { return {}; }
 

@@ -17,6 +17,9 @@
 // queue state and the tickets; lock order is resolve_mu before mu. At most prefetch_batches
 // batches are read and not yet consumed.
 //
+// Checkpoints (Quiesce): `read_limit` caps the batches workers may take (consumed + outstanding),
+// so the tables stop changing ahead of the step; Next lifts it when it needs an unread batch.
+//
 // Invariant (DESIGN.md): the stage never frees a row a prepared batch refers to. It only inserts
 // rows (Resolve); eviction runs through AfterStep, which caps the eviction cutoff below the
 // oldest timestamp of every batch resolved but not yet consumed.
@@ -177,6 +180,8 @@ struct KeyStage::Impl {
   std::condition_variable cv;
   int64_t outstanding = 0;  // read and not consumed
   int64_t next_consume = 0;
+  // Workers take a batch only while next_consume + outstanding < read_limit (Quiesce).
+  int64_t read_limit = std::numeric_limits<int64_t>::max();
   int64_t end_seq = std::numeric_limits<int64_t>::max();
   bool ended = false;
   bool stop = false;
@@ -295,7 +300,10 @@ void KeyStage::Impl::Worker() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return stop || ended || outstanding < options.prefetch_batches; });
+      cv.wait(lock, [&] {
+        return stop || ended ||
+               (outstanding < options.prefetch_batches && next_consume + outstanding < read_limit);
+      });
       if (stop || ended) return;
       ++outstanding;
     }
@@ -472,6 +480,16 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
     group->lookups.push_back(static_cast<int>(impl->lookups.size()));
     impl->lookups.push_back(std::move(p));
   }
+  if (options.start_batch < 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "KeyStage: start_batch {} is below 0; pass the batches already trained on (0 to start "
+        "at the beginning)",
+        options.start_batch));
+  }
+  if (options.start_batch > 0) {
+    RECSDK_ASSIGN_OR_RETURN(const int64_t skipped, impl->dataset->SkipBatches(options.start_batch));
+    (void)skipped;  // fewer at the end of the data: the stage then ends at once
+  }
   Impl* raw = impl.get();
   for (int i = 0; i < threads; ++i) {
     raw->workers.emplace_back([raw] { raw->Worker(); });
@@ -482,6 +500,11 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
 StatusOr<bool> KeyStage::Next(FeedList* feeds, Batch* batch) {
   Impl& s = *impl_;
   std::unique_lock<std::mutex> lock(s.mu);
+  if (s.next_consume >= s.read_limit) {
+    // Quiesced and everything read is consumed: the consistent moment has passed; read again.
+    s.read_limit = std::numeric_limits<int64_t>::max();
+    s.cv.notify_all();
+  }
   s.cv.wait(lock, [&] {
     return s.stop || s.ready.contains(s.next_consume) || s.next_consume >= s.end_seq;
   });
@@ -546,6 +569,28 @@ void KeyStage::Stop() {
   impl_->cv.notify_all();
   for (std::thread& t : impl_->workers) t.join();
   impl_->workers.clear();
+}
+
+void KeyStage::Quiesce(int64_t at_batches_consumed) {
+  Impl& s = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    const int64_t taken = s.next_consume + s.outstanding;  // batches read or being read
+    s.read_limit = std::max(taken, at_batches_consumed - s.options.start_batch);
+  }
+  s.cv.notify_all();  // the limit may have risen: waiting workers may read again
+}
+
+bool KeyStage::Quiescent() const {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.read_limit != std::numeric_limits<int64_t>::max() &&
+         (s.next_consume >= s.read_limit || (s.ended && s.outstanding == 0));
+}
+
+int64_t KeyStage::batches_consumed() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->options.start_batch + impl_->next_consume;
 }
 
 int64_t KeyStage::keys_processed() const { return impl_->keys.load(std::memory_order_relaxed); }

@@ -541,6 +541,8 @@ Status Session::Close() {
   return impl_->device->Synchronize();
 }
 
+void Session::SetRunCount(int64_t runs) { impl_->steps = runs; }
+
 internal::ResourceMgr* Session::resource_mgr() { return &impl_->resources; }
 
 const Graph& Session::graph() const { return *impl_->graph; }
