@@ -65,6 +65,11 @@ struct SessionStats {
   int64_t graph_peak_bytes = 0;
   int64_t variable_bytes_in_use = 0;
   int64_t steps = 0;  // Run calls that completed
+  // graph_cached_bytes: freed step buffers kept for reuse by the next steps (not in use).
+  int64_t graph_cached_bytes = 0;
+  // graph_fresh_allocations: step buffers taken from the system rather than reused, since the
+  // session started; a steady training loop stops adding to it after its first steps.
+  int64_t graph_fresh_allocations = 0;
 };
 
 class Session {

@@ -54,7 +54,13 @@ class OpKernelContext {
   StatusOr<Tensor*> allocate_output(int i, const Shape& shape) {
     return allocate_output(i, shape, node_.output_dtype(i));
   }
-  StatusOr<Tensor*> allocate_output(int i, const Shape& shape, DType dtype);
+  StatusOr<Tensor*> allocate_output(int i, const Shape& shape, DType dtype,
+                                    Fill fill = Fill::kZero);
+  // allocate_output_uninitialized: as allocate_output without the zero-fill, for kernels that
+  // write every element of the output (the buffer may hold a previous step's values).
+  StatusOr<Tensor*> allocate_output_uninitialized(int i, const Shape& shape) {
+    return allocate_output(i, shape, node_.output_dtype(i), Fill::kUninitialized);
+  }
   // set_output: forward an existing tensor (e.g. an input or a variable's value).
   void set_output(int i, Tensor t) { (*outputs_)[i] = std::move(t); }
   Tensor* output(int i) { return &(*outputs_)[i]; }

@@ -553,6 +553,8 @@ SessionStats Session::stats() const {
   s.graph_bytes_in_use = impl_->device->graph_allocator().in_use();
   s.graph_peak_bytes = impl_->device->graph_allocator().peak();
   s.variable_bytes_in_use = impl_->device->variable_allocator().in_use();
+  s.graph_cached_bytes = impl_->device->graph_allocator().cached_bytes();
+  s.graph_fresh_allocations = impl_->device->graph_allocator().fresh_allocations();
   s.steps = impl_->steps;
   return s;
 }

@@ -113,7 +113,8 @@ template <typename T>
 Status ForwardKernel(OpKernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const int64_t batch = x.dim(0), f = x.dim(1), d = x.dim(2);
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, Shape{batch, f * (f - 1) / 2}));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out,
+                          ctx.allocate_output_uninitialized(0, Shape{batch, f * (f - 1) / 2}));
   DotInteractionFast<T>(x.data<T>(), batch, f, d, out->data<T>());
   return absl::OkStatus();
 }
@@ -127,7 +128,7 @@ Status GradKernel(OpKernelContext& ctx) {
     return ctx.Error("gradient {} does not match features {}: it must be [{}, {}]",
                      dy.shape().ToString(), x.shape().ToString(), batch, f * (f - 1) / 2);
   }
-  RECSDK_ASSIGN_OR_RETURN(Tensor * dx, ctx.allocate_output(0, x.shape()));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * dx, ctx.allocate_output_uninitialized(0, x.shape()));
   DotInteractionGradFast<T>(x.data<T>(), dy.data<T>(), batch, f, d, dx->data<T>());
   return absl::OkStatus();
 }

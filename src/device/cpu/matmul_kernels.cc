@@ -1,6 +1,7 @@
 // matmul_kernels.cc: MatMul and BatchMatMul. float32 goes through the ISA-dispatched sgemm,
 // split by rows across threads for large products; float64 uses Eigen directly.
 #include <Eigen/Core>
+#include <algorithm>
 
 #include "src/device/cpu/fast_kernels.h"
 #include "src/device/cpu/kernel_util.h"
@@ -60,9 +61,12 @@ Status MatMulTyped(OpKernelContext& ctx) {
     return ctx.Error("inner dimensions differ: a {} (transpose_a={}) vs b {} (transpose_b={})",
                      a.shape().ToString(), ta, b.shape().ToString(), tb);
   }
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, Shape{m, n}));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, Shape{m, n}));
   if (m == 0 || n == 0) return absl::OkStatus();
-  if (k == 0) return absl::OkStatus();  // already zero-filled
+  if (k == 0) {
+    std::fill_n(out->data<T>(), m * n, T(0));
+    return absl::OkStatus();
+  }
   Gemm<T>(m, n, k, a.data<T>(), ta, b.data<T>(), tb, out->data<T>());
   return absl::OkStatus();
 }
@@ -90,8 +94,11 @@ Status BatchMatMulTyped(OpKernelContext& ctx) {
                      y.shape().ToString());
   out_shape.AddDim(m);
   out_shape.AddDim(n);
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, out_shape));
-  if (k == 0) return absl::OkStatus();
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, out_shape));
+  if (k == 0) {
+    std::fill_n(out->data<T>(), out->num_elements(), T(0));
+    return absl::OkStatus();
+  }
   const T* xs = x.data<T>();
   const T* ys = y.data<T>();
   T* os = out->data<T>();
