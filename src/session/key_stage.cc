@@ -17,6 +17,14 @@
 // queue state and the tickets; lock order is resolve_mu before mu. At most prefetch_batches
 // batches are read and not yet consumed.
 //
+// Deterministic mode (SessionConfig::deterministic): how far the stage has run ahead when a hook
+// runs between steps (set_threshold, a checkpoint, eviction) would otherwise depend on timing, and
+// it decides which keys were admitted and inserted before the change. So the window moves only
+// at Next: Next(i) releases batch i-1, waits until every batch of the window [i, i + prefetch)
+// is prepared, and keeps batch i counted until the next Next. Between steps the stage has then
+// prepared exactly the batches before i + prefetch. Cost: the newest batch's key work no longer
+// overlaps a step (see the README's deterministic row).
+//
 // Invariant (DESIGN.md): the stage never frees a row a prepared batch refers to. It only inserts
 // rows (Resolve); eviction runs through AfterStep, which caps the eviction cutoff below the
 // oldest timestamp of every batch resolved but not yet consumed.
@@ -180,6 +188,8 @@ struct KeyStage::Impl {
   int64_t end_seq = std::numeric_limits<int64_t>::max();
   bool ended = false;
   bool stop = false;
+  bool deterministic = false;  // SessionConfig::deterministic: the window moves only at Next
+  bool holding = false;        // deterministic: the batch Next handed out still counts
   std::map<int64_t, Prepared> ready;
   std::vector<std::thread> workers;
   std::atomic<int64_t> keys{0};
@@ -418,6 +428,7 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
   if (dataset == nullptr) return absl::InvalidArgumentError("KeyStage: the dataset is null");
   auto impl = std::make_unique<Impl>();
   impl->session = &session;
+  impl->deterministic = session.config().deterministic;
   impl->dataset = std::move(dataset);
   impl->options = options;
   impl->options.key_process_thread_num = threads;
@@ -482,8 +493,20 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
 StatusOr<bool> KeyStage::Next(FeedList* feeds, Batch* batch) {
   Impl& s = *impl_;
   std::unique_lock<std::mutex> lock(s.mu);
+  if (s.holding) {  // deterministic: the previous batch leaves the window only now
+    s.holding = false;
+    --s.outstanding;
+    s.cv.notify_all();
+  }
   s.cv.wait(lock, [&] {
-    return s.stop || s.ready.contains(s.next_consume) || s.next_consume >= s.end_seq;
+    if (s.stop || s.next_consume >= s.end_seq) return true;
+    if (!s.deterministic) return s.ready.contains(s.next_consume);
+    // The whole window is prepared (an error ends it early: end_seq drops to that batch + 1).
+    const int64_t last = std::min(s.end_seq, s.next_consume + s.options.prefetch_batches);
+    for (int64_t q = s.next_consume; q < last; ++q) {
+      if (!s.ready.contains(q)) return false;
+    }
+    return s.ended || last == s.next_consume + s.options.prefetch_batches;
   });
   // Past the end (or past an error already reported): workers may have prepared later batches
   // ahead, but none of them is handed out. Nor after Stop, as documented.
@@ -493,7 +516,11 @@ StatusOr<bool> KeyStage::Next(FeedList* feeds, Batch* batch) {
   Prepared p = std::move(it->second);
   s.ready.erase(it);
   ++s.next_consume;
-  --s.outstanding;
+  if (s.deterministic) {
+    s.holding = true;
+  } else {
+    --s.outstanding;
+  }
   s.cv.notify_all();
   if (!p.status.ok()) {
     s.end_seq = s.next_consume;  // report an error once, then end

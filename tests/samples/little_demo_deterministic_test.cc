@@ -50,12 +50,12 @@ void Collect(const fs::path& root, const std::string& prefix, RunOutput* out) {
 
 RunOutput Train(const std::string& dir, int threads) {
   DemoOptions o;
-  o.train_steps = 40;
-  o.eval_every = 20;
+  o.train_steps = 24;
+  o.eval_every = 12;
   o.eval_steps = 2;
   o.batch_size = 512;
   o.hidden_units = {64, 32};
-  o.threshold_step = 10;
+  o.threshold_step = 6;
   o.use_deterministic = true;
   o.intra_op_parallelism = threads;
   o.key_process_thread_num = threads;
@@ -78,7 +78,7 @@ TEST(LittleDemoDeterministicTest, BitwiseIdenticalAtOneAndTwoThreads) {
   const char* base = std::getenv("RECSDK_TEST_TMPDIR");
   const std::string dir = std::string(base ? base : "/tmp") + "/little_demo_deterministic";
   const RunOutput a = Train(dir + "/1", 1), b = Train(dir + "/2", 2);
-  ASSERT_EQ(a.losses.size(), 40u);
+  ASSERT_EQ(a.losses.size(), 24u);
   EXPECT_NE(a.losses.front(), a.losses.back());  // it trained
   ASSERT_EQ(a.losses.size(), b.losses.size());
   for (size_t i = 0; i < a.losses.size(); ++i) {
