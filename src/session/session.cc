@@ -560,10 +560,13 @@ StatusOr<std::vector<Tensor>> Session::Run(const FeedList& feeds,
 Status Session::Close() {
   if (impl_ == nullptr || impl_->closed) return absl::OkStatus();
   impl_->closed = true;
+  // Profiles are written in the background: wait for them (and report a failed write).
+  const Status profiles = impl_->profiler != nullptr ? impl_->profiler->Flush() : absl::OkStatus();
   impl_->plans.clear();
   impl_->kernels.clear();
   impl_->resources.Clear();
-  return impl_->device->Synchronize();
+  RECSDK_RETURN_IF_ERROR(impl_->device->Synchronize());
+  return profiles;
 }
 
 internal::ResourceMgr* Session::resource_mgr() { return &impl_->resources; }
