@@ -18,12 +18,12 @@
 // batches are read and not yet consumed.
 //
 // Deterministic mode (SessionConfig::deterministic): how far the stage has run ahead when a hook
-// runs between steps (set_threshold, a checkpoint, eviction) would otherwise depend on timing, and
-// it decides which keys were admitted and inserted before the change. So the window moves only
-// at Next: Next(i) releases batch i-1, waits until every batch of the window [i, i + prefetch)
-// is prepared, and keeps batch i counted until the next Next. Between steps the stage has then
-// prepared exactly the batches before i + prefetch. Cost: the newest batch's key work no longer
-// overlaps a step (see the README's deterministic row).
+// runs between steps (set_threshold, a checkpoint, eviction, evaluation) would otherwise depend
+// on timing, and it decides which keys were admitted and inserted before the change. So the
+// window moves only at Next: Next(i) releases batch i-1 and keeps batch i counted until the next
+// Next, and Quiesce (called between the step and the hooks) waits until the window is prepared.
+// The stage then holds exactly the batches before i + prefetch. The newest batch's key work still
+// overlaps step i; only a stage slower than the step makes Quiesce wait.
 //
 // Invariant (DESIGN.md): the stage never frees a row a prepared batch refers to. It only inserts
 // rows (Resolve); eviction runs through AfterStep, which caps the eviction cutoff below the
@@ -190,6 +190,7 @@ struct KeyStage::Impl {
   bool stop = false;
   bool deterministic = false;  // SessionConfig::deterministic: the window moves only at Next
   bool holding = false;        // deterministic: the batch Next handed out still counts
+  int64_t preparing = 0;       // batches a worker took and has not yet made ready (or ended)
   std::map<int64_t, Prepared> ready;
   std::vector<std::thread> workers;
   std::atomic<int64_t> keys{0};
@@ -308,6 +309,7 @@ void KeyStage::Impl::Worker() {
       cv.wait(lock, [&] { return stop || ended || outstanding < options.prefetch_batches; });
       if (stop || ended) return;
       ++outstanding;
+      ++preparing;
     }
     int64_t seq;
     Prepared p;
@@ -325,6 +327,7 @@ void KeyStage::Impl::Worker() {
       std::lock_guard<std::mutex> lock(mu);
       ended = true;
       --outstanding;
+      --preparing;
       if (got.ok()) {
         end_seq = std::min(end_seq, seq);
       } else {
@@ -344,6 +347,7 @@ void KeyStage::Impl::Worker() {
       end_seq = std::min(end_seq, seq + 1);
     }
     ready[seq] = std::move(p);
+    --preparing;
     cv.notify_all();
   }
 }
@@ -490,6 +494,14 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
   return std::unique_ptr<KeyStage>(new KeyStage(std::move(impl)));
 }
 
+void KeyStage::Quiesce() {
+  Impl& s = *impl_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.cv.wait(lock, [&] {
+    return s.stop || (s.preparing == 0 && (s.ended || s.outstanding >= s.options.prefetch_batches));
+  });
+}
+
 StatusOr<bool> KeyStage::Next(FeedList* feeds, Batch* batch) {
   Impl& s = *impl_;
   std::unique_lock<std::mutex> lock(s.mu);
@@ -499,14 +511,7 @@ StatusOr<bool> KeyStage::Next(FeedList* feeds, Batch* batch) {
     s.cv.notify_all();
   }
   s.cv.wait(lock, [&] {
-    if (s.stop || s.next_consume >= s.end_seq) return true;
-    if (!s.deterministic) return s.ready.contains(s.next_consume);
-    // The whole window is prepared (an error ends it early: end_seq drops to that batch + 1).
-    const int64_t last = std::min(s.end_seq, s.next_consume + s.options.prefetch_batches);
-    for (int64_t q = s.next_consume; q < last; ++q) {
-      if (!s.ready.contains(q)) return false;
-    }
-    return s.ended || last == s.next_consume + s.options.prefetch_batches;
+    return s.stop || s.ready.contains(s.next_consume) || s.next_consume >= s.end_seq;
   });
   // Past the end (or past an error already reported): workers may have prepared later batches
   // ahead, but none of them is handed out. Nor after Stop, as documented.
