@@ -121,6 +121,17 @@ class KeyStage {
   // FailedPrecondition on an evaluation stage (eviction belongs to training).
   StatusOr<int64_t> AfterStep(EvictHook& hook, int64_t global_step);
 
+  // WaitForWindow: blocks until the stage has prepared every batch its window allows
+  // (prefetch_batches ahead of the training loop, or up to the end of the data); it then does no
+  // key work until the next Next. With SessionConfig::deterministic the window moves only at Next,
+  // so after Quiesce the tables hold exactly the keys of the batches before step +
+  // prefetch_batches: call it between a step and anything that reads or changes tables
+  // (set_threshold, eviction, checkpoints, evaluation) for bitwise-reproducible runs.
+  // MonitoredSession (and so the Estimator) calls it before the AfterRun hooks when deterministic
+  // is on. (Quiesce, below, is the checkpoint's pause: it stops reading ahead instead of filling
+  // the window.)
+  void WaitForWindow();
+
   // Stop: stops and joins the workers; later Next calls return false. Idempotent.
   void Stop();
 

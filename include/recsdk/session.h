@@ -90,7 +90,8 @@ class Session {
   StatusOr<std::vector<Tensor>> Run(const FeedList& feeds, const std::vector<TensorName>& fetches,
                                     const std::vector<TensorName>& targets = {});
   // Run with per-run options (observers). With profiling_mode on, the session's profiler observes
-  // too and writes one Chrome trace per call (SessionConfig::profiling_dir).
+  // too and writes one Chrome trace per call (SessionConfig::profiling_dir) from a background
+  // thread; Close() waits until every trace is on disk and returns a failed write.
   Status Run(const RunOptions& options, const FeedList& feeds,
              const std::vector<TensorName>& fetches, const std::vector<TensorName>& targets,
              std::vector<Tensor>* outputs);

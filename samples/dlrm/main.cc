@@ -21,6 +21,7 @@
 //   dlrm [--data FILE] [--batches N] [--batch B] [--optimizer sgd|adagrad] [--threads T]
 //        [--warmup W] [--windows K] [--window_steps S] [--loss_steps L] [--breakdown]
 //        [--interaction fused|composed] [--mode dlrm|embedding] [--write_data_only]
+//        [--precision_mode MODE]  (SessionConfig::precision_mode, e.g. allow_mix_precision)
 // It prints one JSON line: samples/s (median of the timing windows after the warm-up), every
 // window's rate, the mean loss of the first batch and of the steps (loss_steps-4..loss_steps], the
 // minor page faults and fresh step buffers per timed step (both ~0 in a steady step), and
@@ -85,6 +86,7 @@ struct Flags {
   std::string interaction = "fused";
   bool write_data_only = false;
   std::string mode = "dlrm";  // or "embedding": the sparse path alone
+  std::string precision_mode;  // SessionConfig::precision_mode, e.g. allow_mix_precision
 };
 
 // RaceData: the pre-generated batches, as laid out in the file.
@@ -368,6 +370,8 @@ int main(int argc, char** argv) {
       flags.breakdown = true;
     else if (f == "--mode")
       flags.mode = next();
+    else if (f == "--precision_mode")
+      flags.precision_mode = next();
     else if (f == "--write_data_only")
       flags.write_data_only = true;
     else {
@@ -400,6 +404,7 @@ int main(int argc, char** argv) {
   Build(flags, &m);
   SessionConfig config;
   config.intra_op_parallelism = flags.threads;
+  config.precision_mode = flags.precision_mode;
   auto session = Check(Session::Create(m.graph, config), "Session::Create");
   Check(session->Run({}, {}, {m.init}).status(), "init");
   const std::vector<FeedList> feeds = MakeFeeds(data, m);

@@ -65,6 +65,11 @@ class OpKernelContext {
   void set_output(int i, Tensor t) { (*outputs_)[i] = std::move(t); }
   Tensor* output(int i) { return &(*outputs_)[i]; }
 
+  // SkipControlDependents: the nodes that take a control input from this node do not run in this
+  // step, nor their data consumers (ControlGate; the executor reads the flag after Compute).
+  void SkipControlDependents() { skip_control_dependents_ = true; }
+  bool skip_control_dependents() const { return skip_control_dependents_; }
+
   // Error: InvalidArgument prefixed with the node name and type.
   template <typename... Args>
   Status Error(fmt::format_string<Args...> format, Args&&... args) const {
@@ -80,6 +85,7 @@ class OpKernelContext {
   int64_t graph_seed_;
   std::vector<const Tensor*> inputs_;
   std::vector<Tensor>* outputs_;
+  bool skip_control_dependents_ = false;
 };
 
 class OpKernel {

@@ -9,6 +9,7 @@
 
 #include "fmt/format.h"
 #include "recsdk/hooks.h"
+#include "recsdk/pipeline.h"
 #include "recsdk/variables.h"
 #include "src/common/status_macros.h"
 
@@ -107,6 +108,9 @@ Status MonitoredSession::Run(const FeedList& feeds, const std::vector<TensorName
   }
   std::vector<Tensor> results;
   RECSDK_RETURN_IF_ERROR(s.session->Run(feeds, all, targets, &results));
+  // deterministic: the hooks (set_threshold, eviction, checkpoints) see the key stage at a fixed
+  // point, not wherever its threads happen to be (KeyStage::WaitForWindow).
+  if (s.key_stage != nullptr && s.session->config().deterministic) s.key_stage->WaitForWindow();
   ++s.runs;
   RECSDK_RETURN_IF_ERROR(s.ReadGlobalStep());
   context.global_step = s.global_step;

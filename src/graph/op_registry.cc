@@ -111,6 +111,7 @@ OpRegistry& OpRegistry::Global() {
     RegisterStateOps(*r);
     RegisterRandomOps(*r);
     DeclareCoreAttrSchemas(*r);
+    RegisterPrecisionOps(*r);  // declares its own schemas
     return r;
   }();
   return *registry;

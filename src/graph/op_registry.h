@@ -154,6 +154,8 @@ void RegisterStateOps(OpRegistry& registry);
 void RegisterRandomOps(OpRegistry& registry);
 // The attribute schemas of the core ops (src/graph/ops/attr_schemas.cc), declared after the ops.
 void DeclareCoreAttrSchemas(OpRegistry& registry);
+// Mixed precision and loss scaling ops with their schemas (src/graph/ops/precision_ops.cc).
+void RegisterPrecisionOps(OpRegistry& registry);
 
 // BroadcastShapes: NumPy broadcasting of two (possibly partially known) shapes.
 StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b);

@@ -193,19 +193,6 @@ Status SessionConfig::Validate() const {
           precision_mode, precision_mode_v2));
     }
   }
-  for (auto [name, value] :
-       {std::pair<const char*, const std::string*>{"precision_mode", &precision_mode},
-        std::pair<const char*, const std::string*>{"precision_mode_v2", &precision_mode_v2}}) {
-    const std::string& v = *value;
-    if (v == "force_fp16" || v == "allow_mix_precision" || v == "fp16" || v == "mixed_float16" ||
-        v == "mixed_bfloat16" || v == "cube_fp16in_fp32out") {
-      return Invalid(fmt::format(
-          "{}: \"{}\" needs low-precision (float16/bfloat16) kernels and the casting pass, which "
-          "this runtime does not have yet; use must_keep_origin_dtype (or precision_mode_v2 "
-          "origin) — on the CPU backend every op runs in float32",
-          name, v));
-    }
-  }
   if (enable_reduce_precision) {
     return Invalid(
         "enable_reduce_precision: not supported (the session options spec says the current "

@@ -20,6 +20,16 @@
 // Checkpoints (Quiesce): `read_limit` caps the batches workers may take (consumed + outstanding),
 // so the tables stop changing ahead of the step; Next lifts it when it needs an unread batch.
 //
+// Deterministic mode (SessionConfig::deterministic): how far the stage has run ahead when a hook
+// runs between steps (set_threshold, a checkpoint, eviction, evaluation) would otherwise depend
+// on timing, and it decides which keys were admitted and inserted before the change. So the
+// window moves only at Next: Next(i) releases batch i-1 and keeps batch i counted until the next
+// Next, and WaitForWindow (called between the step and the hooks) waits until the window is
+// prepared. The stage then holds exactly the batches before i + prefetch. The newest batch's key
+// work still overlaps step i; only a stage slower than the step makes WaitForWindow wait. The
+// batch Next handed out and still holds counts in `outstanding` but was consumed: in_flight()
+// leaves it out where Quiesce counts what was read.
+//
 // Invariant (DESIGN.md): the stage never frees a row a prepared batch refers to. It only inserts
 // rows (Resolve); eviction runs through AfterStep, which caps the eviction cutoff below the
 // oldest timestamp of every batch resolved but not yet consumed.
@@ -185,6 +195,12 @@ struct KeyStage::Impl {
   int64_t end_seq = std::numeric_limits<int64_t>::max();
   bool ended = false;
   bool stop = false;
+  bool deterministic = false;  // SessionConfig::deterministic: the window moves only at Next
+  bool holding = false;        // deterministic: the batch Next handed out still counts
+  int64_t preparing = 0;       // batches a worker took and has not yet made ready (or ended)
+  // in_flight: batches read or being read and not yet handed out by Next (`outstanding` less
+  // the batch a deterministic stage still holds).
+  int64_t in_flight() const { return outstanding - (holding ? 1 : 0); }
   std::map<int64_t, Prepared> ready;
   std::vector<std::thread> workers;
   std::atomic<int64_t> keys{0};
@@ -306,6 +322,7 @@ void KeyStage::Impl::Worker() {
       });
       if (stop || ended) return;
       ++outstanding;
+      ++preparing;
     }
     int64_t seq;
     Prepared p;
@@ -323,6 +340,7 @@ void KeyStage::Impl::Worker() {
       std::lock_guard<std::mutex> lock(mu);
       ended = true;
       --outstanding;
+      --preparing;
       if (got.ok()) {
         end_seq = std::min(end_seq, seq);
       } else {
@@ -342,6 +360,7 @@ void KeyStage::Impl::Worker() {
       end_seq = std::min(end_seq, seq + 1);
     }
     ready[seq] = std::move(p);
+    --preparing;
     cv.notify_all();
   }
 }
@@ -426,6 +445,7 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
   if (dataset == nullptr) return absl::InvalidArgumentError("KeyStage: the dataset is null");
   auto impl = std::make_unique<Impl>();
   impl->session = &session;
+  impl->deterministic = session.config().deterministic;
   impl->dataset = std::move(dataset);
   impl->options = options;
   impl->options.key_process_thread_num = threads;
@@ -497,9 +517,24 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
   return std::unique_ptr<KeyStage>(new KeyStage(std::move(impl)));
 }
 
+void KeyStage::WaitForWindow() {
+  Impl& s = *impl_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.cv.wait(lock, [&] {
+    // The window is full, the data ended, or Quiesce capped reading below a full window.
+    return s.stop || (s.preparing == 0 && (s.ended || s.outstanding >= s.options.prefetch_batches ||
+                                           s.next_consume + s.in_flight() >= s.read_limit));
+  });
+}
+
 StatusOr<bool> KeyStage::Next(FeedList* feeds, Batch* batch) {
   Impl& s = *impl_;
   std::unique_lock<std::mutex> lock(s.mu);
+  if (s.holding) {  // deterministic: the previous batch leaves the window only now
+    s.holding = false;
+    --s.outstanding;
+    s.cv.notify_all();
+  }
   if (s.next_consume >= s.read_limit) {
     // Quiesced and everything read is consumed: the consistent moment has passed; read again.
     s.read_limit = std::numeric_limits<int64_t>::max();
@@ -516,7 +551,11 @@ StatusOr<bool> KeyStage::Next(FeedList* feeds, Batch* batch) {
   Prepared p = std::move(it->second);
   s.ready.erase(it);
   ++s.next_consume;
-  --s.outstanding;
+  if (s.deterministic) {
+    s.holding = true;
+  } else {
+    --s.outstanding;
+  }
   s.cv.notify_all();
   if (!p.status.ok()) {
     s.end_seq = s.next_consume;  // report an error once, then end
@@ -575,7 +614,7 @@ void KeyStage::Quiesce(int64_t at_batches_consumed) {
   Impl& s = *impl_;
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    const int64_t taken = s.next_consume + s.outstanding;  // batches read or being read
+    const int64_t taken = s.next_consume + s.in_flight();  // batches read or being read
     s.read_limit = std::max(taken, at_batches_consumed - s.options.start_batch);
   }
   s.cv.notify_all();  // the limit may have risen: waiting workers may read again
@@ -585,7 +624,7 @@ bool KeyStage::Quiescent() const {
   Impl& s = *impl_;
   std::lock_guard<std::mutex> lock(s.mu);
   return s.read_limit != std::numeric_limits<int64_t>::max() &&
-         (s.next_consume >= s.read_limit || (s.ended && s.outstanding == 0));
+         (s.next_consume >= s.read_limit || (s.ended && s.in_flight() == 0));
 }
 
 int64_t KeyStage::batches_consumed() const {

@@ -355,9 +355,25 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
     values[o.node->id()][o.index] = t;
   }
   const int64_t step = steps;
+  // ControlGate (precision_ops.cc): a node whose kernel asked to skip its control dependents
+  // closes; a node with a control input from a closed one, or a data input from a skipped one,
+  // is skipped (never computed). Each entry is written by its node's task before any consumer is
+  // released, so no lock is needed.
+  std::vector<char> closed(n, 0), skipped(n, 0);
   auto run_node = [&](int pos) -> Status {
     const int id = plan.order[pos];
     const Node& node = *graph->node(id);
+    bool skip = false;
+    for (const Node* c : node.control_inputs()) skip = skip || closed[c->id()] != 0;
+    for (const Output& in : node.inputs()) skip = skip || skipped[in.node->id()] != 0;
+    if (skip) {
+      skipped[id] = 1;
+      for (const Output& in : node.inputs()) {
+        if (uses[in.node->id()][in.index].fetch_sub(1) == 1)
+          values[in.node->id()][in.index] = Tensor();
+      }
+      return absl::OkStatus();
+    }
     std::vector<const Tensor*> inputs;
     inputs.reserve(node.num_inputs());
     for (const Output& in : node.inputs()) inputs.push_back(&values[in.node->id()][in.index]);
@@ -394,6 +410,7 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
       }
       return s;
     }
+    if (ctx.skip_control_dependents()) closed[id] = 1;
     for (int o = 0; o < node.num_outputs(); ++o) {
       const Tensor& t = values[id][o];
       if (!t.IsInitialized() && plan.output_uses[id][o] > 0) {
@@ -455,7 +472,15 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
   });
   RECSDK_RETURN_IF_ERROR(status);
   outputs->clear();
-  for (const Output& f : plan.fetches) outputs->push_back(values[f.node->id()][f.index]);
+  for (const Output& f : plan.fetches) {
+    if (skipped[f.node->id()]) {
+      return absl::FailedPreconditionError(
+          fmt::format("fetch \"{}\": its op was skipped this step by a ControlGate (an update "
+                      "that loss scaling skipped); fetch a value computed before the gate",
+                      f.name()));
+    }
+    outputs->push_back(values[f.node->id()][f.index]);
+  }
   return absl::OkStatus();
 }
 
@@ -535,10 +560,13 @@ StatusOr<std::vector<Tensor>> Session::Run(const FeedList& feeds,
 Status Session::Close() {
   if (impl_ == nullptr || impl_->closed) return absl::OkStatus();
   impl_->closed = true;
+  // Profiles are written in the background: wait for them (and report a failed write).
+  const Status profiles = impl_->profiler != nullptr ? impl_->profiler->Flush() : absl::OkStatus();
   impl_->plans.clear();
   impl_->kernels.clear();
   impl_->resources.Clear();
-  return impl_->device->Synchronize();
+  RECSDK_RETURN_IF_ERROR(impl_->device->Synchronize());
+  return profiles;
 }
 
 void Session::SetRunCount(int64_t runs) { impl_->steps = runs; }

@@ -1,6 +1,7 @@
 // array_kernels.cc: CPU kernels for sources, casts and shape manipulation.
 #include <cstring>
 
+#include "src/device/cpu/bf16_gemm.h"
 #include "src/device/cpu/kernel_util.h"
 
 namespace recsdk::internal {
@@ -85,6 +86,13 @@ Status CastKernel(OpKernelContext& ctx) {
     return absl::OkStatus();
   }
   RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, x.shape()));
+  if (x.dtype() == DType::kFloat32 && to == DType::kBFloat16) {  // mixed precision's hot cast
+    const float* src = x.data<float>();
+    auto* dst = reinterpret_cast<uint16_t*>(out->data<bfloat16>());
+    ParallelFor(x.num_elements(), kElementwiseGrain,
+                [&](int64_t b, int64_t e) { ConvertF32ToBf16(src + b, dst + b, e - b); });
+    return absl::OkStatus();
+  }
   return DispatchAll(ctx, x.dtype(), [&](auto from_tag) {
     using From = decltype(from_tag);
     return DispatchAll(ctx, to, [&](auto to_tag) {

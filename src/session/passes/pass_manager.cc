@@ -25,6 +25,10 @@ void RegisterBuiltinPasses(PassRegistry& r) {
   add({"group_lookups", 200, PassPhase::kSession,
        "all in-graph lookups of one table in a step share one dedup and resolve",
        MakeGroupLookupsPass});
+  add({"mixed_precision", 300, PassPhase::kSession,
+       "precision_mode allow_mix_precision & co.: float32 MatMul/BatchMatMul become bfloat16 "
+       "products with float32 accumulation; weights, updates and sensitive ops stay float32",
+       MakeMixedPrecisionPass});
   add({"modify_graph", 1000, PassPhase::kExplicit,
        "automatic graph modification: lookups built with modify_graph move to the key stage",
        MakeModifyGraphPass});
