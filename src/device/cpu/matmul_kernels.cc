@@ -1,30 +1,13 @@
-// matmul_kernels.cc: MatMul and BatchMatMul. float32 goes through the ISA-dispatched sgemm,
-// split by rows across threads for large products; float64 uses Eigen directly.
+// matmul_kernels.cc: MatMul and BatchMatMul. float32 goes through ParallelSgemm (gemm.h: oneDNN
+// or the ISA-dispatched Eigen kernel, one block per thread); float64 uses Eigen directly.
 #include <Eigen/Core>
 #include <algorithm>
 
-#include "src/device/cpu/fast_kernels.h"
+#include "src/device/cpu/gemm.h"
 #include "src/device/cpu/kernel_util.h"
 
 namespace recsdk::internal {
 namespace {
-
-// C[m,n] = op(A) op(B), row-major, parallel over row blocks of C.
-void GemmF32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, const float* b, bool tb,
-             float* c) {
-  const int64_t lda = ta ? m : k, ldb = tb ? k : n;
-  const auto& fast = Fast();
-  const double flops = 2.0 * static_cast<double>(m) * n * k;
-  if (flops < 4e6 || m < 64) {
-    fast.sgemm(m, n, k, a, lda, ta, b, ldb, tb, c, n);
-    return;
-  }
-  const int64_t block = std::max<int64_t>(32, (m + 15) / 16 / 8 * 8);
-  ParallelFor(m, block, [&](int64_t r0, int64_t r1) {
-    const float* ab = ta ? a + r0 : a + r0 * lda;  // transposed A: column offset
-    fast.sgemm(r1 - r0, n, k, ab, lda, ta, b, ldb, tb, c + r0 * n, n);
-  });
-}
 
 template <typename T>
 void GemmEigen(int64_t m, int64_t n, int64_t k, const T* a, bool ta, const T* b, bool tb, T* c) {
@@ -41,7 +24,7 @@ void GemmEigen(int64_t m, int64_t n, int64_t k, const T* a, bool ta, const T* b,
 template <typename T>
 void Gemm(int64_t m, int64_t n, int64_t k, const T* a, bool ta, const T* b, bool tb, T* c) {
   if constexpr (std::is_same_v<T, float>) {
-    GemmF32(m, n, k, a, ta, b, tb, c);
+    ParallelSgemm(m, n, k, a, ta, b, tb, c);
   } else {
     GemmEigen<T>(m, n, k, a, ta, b, tb, c);
   }
@@ -105,8 +88,8 @@ Status BatchMatMulTyped(OpKernelContext& ctx) {
   ParallelFor(batch, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t bi = b0; bi < b1; ++bi) {
       if constexpr (std::is_same_v<T, float>) {
-        Fast().sgemm(m, n, k, xs + bi * m * k, ax ? m : k, ax, ys + bi * k * n, ay ? k : n, ay,
-                     os + bi * m * n, n);
+        SingleSgemm(BestGemmBackend(), m, n, k, xs + bi * m * k, ax ? m : k, ax, ys + bi * k * n,
+                    ay ? k : n, ay, os + bi * m * n, n);
       } else {
         GemmEigen<T>(m, n, k, xs + bi * m * k, ax, ys + bi * k * n, ay, os + bi * m * n);
       }
