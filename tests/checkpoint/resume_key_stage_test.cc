@@ -217,9 +217,8 @@ TEST(ResumeKeyStageTest, MidTrainingCheckpointWithTheKeyStageRunningAheadResumes
   EXPECT_NE(fresh_rng.losses, rest);
 }
 
-// Trains through a MonitoredSession (which also reads global_step with a Run of its own each
-// step, so its run count, the RNG state, advances differently from Step's) until step 12, with
-// the given hooks; returns the losses and the final table.
+// Trains through a MonitoredSession until step 12 with the given hooks; returns the losses and
+// the final table.
 Resumed TrainMonitored(Model& m, KeyStage& stage, HookList hooks) {
   hooks.push_back(std::make_shared<StopAtStepHook>(StopAtStepHook::LastStep(12)));
   auto ms = ValueOrDie(MonitoredSession::Wrap(*m.session, std::move(hooks)));
@@ -239,7 +238,8 @@ Resumed TrainMonitored(Model& m, KeyStage& stage, HookList hooks) {
 }
 
 // CheckpointSaverHook with the key stage running ahead: saves land exactly on save_steps and on
-// the last step (planned, no pause), each one consistent and with its dataset position.
+// the last step (planned, no pause), each one consistent and with its dataset position, and the
+// mid-training one resumes bitwise.
 TEST(ResumeKeyStageTest, CheckpointSaverHookPlansConsistentSavesAtTheirSteps) {
   const std::string dir = testing::TempDir() + "/resume_key_stage_hook";
   std::filesystem::remove_all(dir);
@@ -273,9 +273,16 @@ TEST(ResumeKeyStageTest, CheckpointSaverHookPlansConsistentSavesAtTheirSteps) {
       EXPECT_TRUE(TableBytes(*m) == run.table) << "End saved a consistent moment";
     }
   }
-  // Not compared here: a resumed MonitoredSession replays the losses only up to the RNG state,
-  // because MonitoredSession::Wrap reads global_step with a Run of its own, which shifts the run
-  // count that keys Dropout (the first test resumes a plain Session loop bitwise).
+  // Resuming from ckpt-5 the same way replays steps 6..12 bitwise.
+  auto m = Build();
+  SaverOptions so;
+  so.model_dir = dir;
+  auto saver = ValueOrDie(Saver::Create(*m->session, so));
+  ASSERT_TRUE(saver->Restore("ckpt-5").ok());
+  auto stage = Start(*m, saver->restored_dataset_batches());
+  Resumed resumed = TrainMonitored(*m, *stage, {});
+  EXPECT_EQ(resumed.losses, std::vector<float>(run.losses.begin() + 5, run.losses.end()));
+  EXPECT_TRUE(resumed.table == run.table);
 }
 
 TEST(ResumeKeyStageTest, SkipBatchesSeeksOrReads) {
