@@ -7,6 +7,11 @@
 //       of that file. Counters: save_MBps, write_MBps, restore_MBps, read_MBps,
 //       ckpt_save_vs_write = write time / save time, ckpt_restore_vs_read = read time / restore
 //       time (goal >= 0.7 each).
+//   BM_PayloadIO: the checkpoint's own file work alone, without the table's Snapshot /
+//       LoadSnapshot: WriteTablePayloads of a snapshot taken beforehand (untimed) against the plain
+//       write, and ReadTablePayloads (read + verify into fresh snapshot buffers) against the plain
+//       read. Counters ckpt_write_vs_write and ckpt_read_vs_read: what the checkpoint format and
+//       I/O cost; the rest of ckpt_save_vs_write / ckpt_restore_vs_read is the table's copy.
 //   BM_Delta1Pct: a delta snapshot + payloads after 1% of the rows changed, against a full one of
 //       the same table. Counter delta_vs_full = delta time / full time (goal about 0.01 + the
 //       O(capacity) scan of the change bytes). snapshot_ms / snapshot_vs_full_save: the part of a
@@ -147,6 +152,52 @@ void BM_SaveRestore(benchmark::State& state) {
   std::filesystem::remove_all(dir);
 }
 BENCHMARK(BM_SaveRestore)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
+
+void BM_PayloadIO(benchmark::State& state) {
+  const int64_t rows = Rows();
+  auto table = Filled(rows);
+  const std::string dir = BenchDir() + "_io";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  internal::Env* env = internal::Env::Default();
+  const size_t bytes =
+      static_cast<size_t>(rows) * (8 + 4 * static_cast<size_t>(table->row_floats()));
+  std::vector<char> buffer(bytes, 1);
+  double write = 0, plain_write = 0, read = 0, plain_read = 0;
+  for (auto _ : state) {
+    auto snap = table->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+    if (!snap.ok()) std::abort();
+    auto t0 = std::chrono::steady_clock::now();
+    auto entry = internal::WriteTablePayloads(env, dir, "t_", *snap);
+    if (!entry.ok()) std::abort();
+    auto t1 = std::chrono::steady_clock::now();
+    PlainWrite(dir + "/plain", buffer.data(), bytes);
+    auto t2 = std::chrono::steady_clock::now();
+    snap = absl::CancelledError("freed");  // free the snapshot: a restoring process has none
+    auto t3 = std::chrono::steady_clock::now();
+    auto back = internal::ReadTablePayloads(env, dir, *entry);
+    if (!back.ok() || static_cast<int64_t>(back->keys.size()) != rows) std::abort();
+    auto t4 = std::chrono::steady_clock::now();
+    back = absl::CancelledError("freed");
+    auto t5 = std::chrono::steady_clock::now();
+    std::unique_ptr<char[]> fresh_buffer(new char[bytes]);
+    PlainRead(dir + "/plain", fresh_buffer.get(), bytes);
+    auto t6 = std::chrono::steady_clock::now();
+    write += Seconds(t0, t1);
+    plain_write += Seconds(t1, t2);
+    read += Seconds(t3, t4);
+    plain_read += Seconds(t5, t6);
+    state.SetIterationTime(Seconds(t0, t1) + Seconds(t3, t4));
+  }
+  const double mb = static_cast<double>(bytes) * static_cast<double>(state.iterations()) / 1e6;
+  state.counters["rows"] = static_cast<double>(rows);
+  state.counters["payload_write_MBps"] = mb / write;
+  state.counters["payload_read_MBps"] = mb / read;
+  state.counters["ckpt_write_vs_write"] = plain_write / write;
+  state.counters["ckpt_read_vs_read"] = plain_read / read;
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_PayloadIO)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
 
 void BM_Delta1Pct(benchmark::State& state) {
   const int64_t rows = Rows();

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 
 #include "fmt/format.h"
 #include "recsdk/checkpoint.h"
@@ -16,6 +17,7 @@
 #include "recsdk/initialize.h"
 #include "recsdk/pipeline.h"
 #include "src/common/status_macros.h"
+#include "src/device/resource_mgr.h"
 #include "src/session/table_ops.h"
 
 namespace recsdk {
@@ -227,6 +229,16 @@ Status Estimator::Impl::Restore() {
 }
 
 StatusOr<int64_t> Estimator::Impl::GlobalStep() {
+  // Straight from the variable: a Session::Run would advance the run count, the RNG state
+  // checkpoints restore (Session::SetRunCount), so a resumed Train would draw other Dropout masks.
+  auto* v = dynamic_cast<internal::VariableResource*>(
+      session->resource_mgr()->Lookup(std::string(kGlobalStep)));
+  if (v != nullptr) {
+    std::lock_guard<std::mutex> lock(v->mu);
+    if (v->initialized() && v->value.dtype() == DType::kInt64 && v->value.num_elements() == 1) {
+      return v->value.data<int64_t>()[0];
+    }
+  }
   RECSDK_ASSIGN_OR_RETURN(std::vector<Tensor> out,
                           session->Run({}, {std::string(kGlobalStep) + "/read"}));
   return out[0].scalar<int64_t>();

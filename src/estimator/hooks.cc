@@ -311,32 +311,33 @@ Status CheckpointSaverHook::AfterRun(SessionRunContext& context, absl::Span<cons
     // Nothing to build on yet: the first checkpoint of the run is a full one.
     due = last_saved_step_ >= 0 ? Due::kDelta : Due::kFull;
   }
-  if (due == Due::kNone) {
-    // The next save's step may be known (save_steps, the last step): let the stage read no
-    // batch past it, so the tables are consistent right at that step without a pause in
-    // prefetching (one batch per step).
-    int64_t next = std::numeric_limits<int64_t>::max();
-    if (options_.save_steps > 0) next = (step / options_.save_steps + 1) * options_.save_steps;
-    if (options_.last_step >= 0) {
-      // At the last step the limit stays where it is: End saves this consistent moment.
-      next = step >= options_.last_step ? std::numeric_limits<int64_t>::max()
-                                        : std::min(next, options_.last_step);
+  Status saved;
+  if (due != Due::kNone) {
+    if (stage != nullptr && !stage->Quiescent()) {
+      // The key stage has changed the tables for batches not yet run: stop it reading, and save
+      // at the first step end where the training loop has caught up (at most prefetch_batches
+      // steps later).
+      stage->Quiesce();
+      pending_ = due;
+      return absl::OkStatus();
     }
-    if (stage != nullptr && next != std::numeric_limits<int64_t>::max()) {
-      stage->Quiesce(stage->batches_consumed() + (next - step));
-    }
-    return absl::OkStatus();
+    pending_ = Due::kNone;
+    saved = SaveAt(step, due == Due::kDelta);
   }
-  if (stage != nullptr && !stage->Quiescent()) {
-    // The key stage has changed the tables for batches not yet run: stop it reading, and save
-    // at the first step end where the training loop has caught up (at most prefetch_batches
-    // steps later).
-    stage->Quiesce();
-    pending_ = due;
-    return absl::OkStatus();
+  // The next save's step may be known (save_steps, the last step): let the stage read no batch
+  // past it, so the tables are consistent right at that step without a pause in prefetching (one
+  // batch per step). Set before the next Next call, which would otherwise resume reading freely.
+  int64_t next = std::numeric_limits<int64_t>::max();
+  if (options_.save_steps > 0) next = (step / options_.save_steps + 1) * options_.save_steps;
+  if (options_.last_step >= 0) {
+    // At the last step the limit stays where it is: End saves this consistent moment.
+    next = step >= options_.last_step ? std::numeric_limits<int64_t>::max()
+                                      : std::min(next, options_.last_step);
   }
-  pending_ = Due::kNone;
-  return SaveAt(step, due == Due::kDelta);
+  if (stage != nullptr && next != std::numeric_limits<int64_t>::max()) {
+    stage->Quiesce(stage->batches_consumed() + (next - step));
+  }
+  return saved;
 }
 
 Status CheckpointSaverHook::End(Session&) {

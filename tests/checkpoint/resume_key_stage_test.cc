@@ -7,8 +7,10 @@
 // count, which keys Dropout's masks).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "recsdk/recsdk.h"
@@ -167,7 +169,14 @@ TEST(ResumeKeyStageTest, MidTrainingCheckpointWithTheKeyStageRunningAheadResumes
     // The stage ran ahead: saving now would mix in batches not trained on.
     auto refused = saver->Save(8);
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
-    // What a Saver without the stage would write: the tables already hold batches 9..11's keys.
+    // What a Saver without the stage would write once the stage has resolved batches 9..11
+    // (waiting on that event: 32 rows x 2 features x 2 ids per batch).
+    const int64_t ahead_keys = 11 * kBatch * 2 * 2;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (stage->keys_processed() < ahead_keys && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_GE(stage->keys_processed(), ahead_keys) << "the stage never ran 3 batches ahead";
     {
       SaverOptions torn;
       torn.model_dir = torn_dir;
@@ -187,25 +196,93 @@ TEST(ResumeKeyStageTest, MidTrainingCheckpointWithTheKeyStageRunningAheadResumes
     while (Step(*m, *stage, &losses)) {
     }
     stage->Stop();
-    EXPECT_EQ(TableBytes(*m), full_table) << "quiescing changed the run";
+    EXPECT_TRUE(TableBytes(*m) == full_table) << "quiescing changed the run";
   }
   ASSERT_EQ(losses, full_losses) << "quiescing changed the losses";
 
   const std::vector<float> rest(full_losses.begin() + saved_at, full_losses.end());
   Resumed resumed = Resume(dir);
   EXPECT_EQ(resumed.losses, rest);
-  EXPECT_EQ(resumed.table, full_table);
+  EXPECT_TRUE(resumed.table == full_table);
 
   // Each part of the state matters. Taken while the stage ran ahead, the checkpoint counts the
   // admissions of batches 9.. twice on resume:
   Resumed torn = Resume(torn_dir, /*start_batch_override=*/8);
-  EXPECT_NE(torn.table, full_table);
+  EXPECT_FALSE(torn.table == full_table);
   // From the first batch, or with a fresh RNG, the run differs.
   Resumed from_start = Resume(dir, /*start_batch_override=*/0);
   EXPECT_NE(from_start.losses, rest);
   Resumed fresh_rng = Resume(dir, -1, /*reset_rng=*/true);
   ASSERT_EQ(fresh_rng.losses.size(), rest.size());
   EXPECT_NE(fresh_rng.losses, rest);
+}
+
+// Trains through a MonitoredSession until step 12 with the given hooks; returns the losses and
+// the final table.
+Resumed TrainMonitored(Model& m, KeyStage& stage, HookList hooks) {
+  hooks.push_back(std::make_shared<StopAtStepHook>(StopAtStepHook::LastStep(12)));
+  auto ms = ValueOrDie(MonitoredSession::Wrap(*m.session, std::move(hooks)));
+  ms->set_key_stage(&stage);
+  Resumed r;
+  FeedList feeds;
+  while (!ms->ShouldStop() && ValueOrDie(stage.Next(&feeds))) {
+    std::vector<Tensor> out;
+    EXPECT_TRUE(ms->Run(feeds, {m.loss}, {m.train}, &out).ok());
+    if (out.size() != 1) break;
+    r.losses.push_back(out[0].scalar<float>());
+  }
+  EXPECT_TRUE(ms->Close().ok());
+  stage.Stop();
+  r.table = TableBytes(m);
+  return r;
+}
+
+// CheckpointSaverHook with the key stage running ahead: saves land exactly on save_steps and on
+// the last step (planned, no pause), each one consistent and with its dataset position, and the
+// mid-training one resumes bitwise.
+TEST(ResumeKeyStageTest, CheckpointSaverHookPlansConsistentSavesAtTheirSteps) {
+  const std::string dir = testing::TempDir() + "/resume_key_stage_hook";
+  std::filesystem::remove_all(dir);
+  std::vector<std::string> saved;
+  Resumed run;
+  {
+    auto m = Build();
+    auto stage = Start(*m);
+    CheckpointSaverOptions co;
+    co.model_dir = dir;
+    co.save_steps = 5;
+    co.last_step = 12;
+    co.keep_checkpoint_max = 0;
+    auto hook = std::make_shared<CheckpointSaverHook>(co);
+    run = TrainMonitored(*m, *stage, {hook});
+    saved = hook->saved();
+  }
+  ASSERT_EQ(run.losses.size(), 12u);
+  ASSERT_EQ(saved.size(), 3u);
+  for (size_t i = 0; i < saved.size(); ++i) {
+    const int64_t step = i == 0 ? 5 : i == 1 ? 10 : 12;
+    EXPECT_EQ(std::filesystem::path(saved[i]).filename(), "ckpt-" + std::to_string(step));
+    // The restored state says which batch to start from: the step's own.
+    auto m = Build();
+    SaverOptions so;
+    so.model_dir = dir;
+    auto saver = ValueOrDie(Saver::Create(*m->session, so));
+    ASSERT_TRUE(saver->Restore(saved[i]).ok());
+    EXPECT_EQ(saver->restored_dataset_batches(), step);
+    if (step == 12) {
+      EXPECT_TRUE(TableBytes(*m) == run.table) << "End saved a consistent moment";
+    }
+  }
+  // Resuming from ckpt-5 the same way replays steps 6..12 bitwise.
+  auto m = Build();
+  SaverOptions so;
+  so.model_dir = dir;
+  auto saver = ValueOrDie(Saver::Create(*m->session, so));
+  ASSERT_TRUE(saver->Restore("ckpt-5").ok());
+  auto stage = Start(*m, saver->restored_dataset_batches());
+  Resumed resumed = TrainMonitored(*m, *stage, {});
+  EXPECT_EQ(resumed.losses, std::vector<float>(run.losses.begin() + 5, run.losses.end()));
+  EXPECT_TRUE(resumed.table == run.table);
 }
 
 TEST(ResumeKeyStageTest, SkipBatchesSeeksOrReads) {
