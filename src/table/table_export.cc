@@ -1,0 +1,110 @@
+// table_export.cc: TableImpl's .npy export and import (src/table/npy.h reads and writes the
+// format). Export reads; import needs exclusive access.
+#include <cstring>
+
+#include "fmt/format.h"
+#include "src/common/exception_guard.h"
+#include "src/common/status_macros.h"
+#include "src/table/table_impl.h"
+
+namespace recsdk::internal {
+
+Status TableImpl::WriteKeys(const std::string& path, const std::vector<int64_t>& keys) const {
+  if (config_.key_dtype == DType::kInt32) {
+    std::vector<int32_t> k32(keys.begin(), keys.end());
+    return WriteNpy(path, "<i4", {static_cast<int64_t>(k32.size())}, k32.data(), k32.size() * 4);
+  }
+  return WriteNpy(path, "<i8", {static_cast<int64_t>(keys.size())}, keys.data(), keys.size() * 8);
+}
+
+Status TableImpl::ExportNpy(const std::string& keys_path, const std::string& values_path) const {
+  return CatchExceptions(fmt::format("table \"{}\": ExportNpy", name()),
+                         [&] { return ExportNpyUnguarded(keys_path, values_path); });
+}
+
+Status TableImpl::ExportNpyUnguarded(const std::string& keys_path,
+                                     const std::string& values_path) const {
+  const auto entries = SortedEntries();
+  std::vector<int64_t> keys(entries.size());
+  std::vector<float> values(entries.size() * static_cast<size_t>(config_.dim));
+  for (size_t i = 0; i < entries.size(); ++i) {
+    keys[i] = entries[i].first;
+    CopyEmbedding(entries[i].second, values.data() + i * static_cast<size_t>(config_.dim));
+  }
+  RECSDK_RETURN_IF_ERROR(WriteKeys(keys_path, keys));
+  return WriteNpy(values_path, "<f4", {static_cast<int64_t>(keys.size()), config_.dim},
+                  values.data(), values.size() * sizeof(float));
+}
+
+StatusOr<std::vector<int64_t>> TableImpl::KeysFrom(const NpyArray& a, const std::string& path) {
+  if (a.shape.size() != 1 || (a.descr != "<i8" && a.descr != "<i4")) {
+    return absl::DataLossError(
+        fmt::format("\"{}\" must hold a 1-D int64 or int32 array of keys but holds {} of rank {}",
+                    path, a.descr, a.shape.size()));
+  }
+  std::vector<int64_t> keys(static_cast<size_t>(a.shape[0]));
+  if (a.descr == "<i8") {
+    std::memcpy(keys.data(), a.data.data(), keys.size() * 8);
+  } else {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      int32_t k;
+      std::memcpy(&k, a.data.data() + i * 4, 4);
+      keys[i] = k;
+    }
+  }
+  return keys;
+}
+
+Status TableImpl::ImportNpy(const std::string& keys_path, const std::string& values_path) {
+  return CatchExceptions(fmt::format("table \"{}\": ImportNpy", name()),
+                         [&] { return ImportNpyUnguarded(keys_path, values_path); });
+}
+
+Status TableImpl::ImportNpyUnguarded(const std::string& keys_path, const std::string& values_path) {
+  RECSDK_ASSIGN_OR_RETURN(NpyArray ka, ReadNpy(keys_path));
+  RECSDK_ASSIGN_OR_RETURN(NpyArray va, ReadNpy(values_path));
+  RECSDK_ASSIGN_OR_RETURN(std::vector<int64_t> keys, KeysFrom(ka, keys_path));
+  if (va.descr != "<f4" || va.shape.size() != 2 || va.shape[0] != ka.shape[0] ||
+      va.shape[1] != config_.dim) {
+    return absl::DataLossError(
+        fmt::format("table \"{}\": \"{}\" must hold float32 [{}, {}] values for the keys of \"{}\"",
+                    name(), values_path, keys.size(), config_.dim, keys_path));
+  }
+  RECSDK_RETURN_IF_ERROR(CheckKeyRange(keys));
+  // A key listed twice has two candidate embeddings, and would be counted twice below: refuse.
+  absl::flat_hash_map<int64_t, size_t> first_at;
+  first_at.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto [it, fresh] = first_at.emplace(keys[i], i);
+    if (!fresh) {
+      return absl::DataLossError(fmt::format(
+          "table \"{}\": \"{}\" lists key {} twice (positions {} and {}); each key needs one "
+          "embedding: remove the duplicate rows from both files",
+          name(), keys_path, keys[i], it->second, i));
+    }
+  }
+  int64_t missing = 0;
+  for (int64_t k : keys) {
+    if (!padding_.contains(k) && index_->Find(k) == KeyIndex::kEmpty) ++missing;
+  }
+  if (missing > FreeRows()) return FullError(missing);
+  index_->Reserve(index_->size() + static_cast<uint64_t>(missing));
+  const float* values = reinterpret_cast<const float*>(va.data.data());
+  const size_t dim = static_cast<size_t>(config_.dim);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (padding_.contains(keys[i])) continue;
+    uint32_t row = index_->Find(keys[i]);
+    if (row == KeyIndex::kEmpty) {
+      row = AllocateRow();
+      index_->Insert(keys[i], row);
+      InitSlots(optimizer_, config_.dim, Row(row) + dim);
+      if (evicting_) *Timestamp(row) = data_time_ == kNoTime ? 0 : data_time_;
+      pending_.erase(keys[i]);
+    }
+    std::memcpy(Row(row), values + i * dim, dim * sizeof(float));
+    MarkDirty(row);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace recsdk::internal
