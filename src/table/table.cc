@@ -32,15 +32,19 @@ TableImpl::TableImpl(const TableConfig& config, const SparseOptimizerConfig& opt
     max_rows_ = vocab;
     index_ = std::make_unique<KeyIndex>(vocab);
   }
+  // Host size 0 means device only (the spec): then every row is a device row, as before tiers.
+  tiered_ = !config.use_dynamic_expansion && config.host_vocabulary_size > 0;
+  device_rows_ = tiered_ ? config.device_vocabulary_size : max_rows_;
 }
 
 Status TableImpl::Init() {
-  slab_ = SlabReservation(static_cast<uint64_t>(max_rows_) * row_bytes_);
+  // The slab is the device tier; timestamps and change tracking cover every tier's rows.
+  slab_ = SlabReservation(static_cast<uint64_t>(device_rows_) * row_bytes_);
   if (slab_.base() == nullptr) {
     return absl::ResourceExhaustedError(fmt::format(
         "table \"{}\": cannot reserve {} bytes of address space for {} rows of {} floats; "
         "lower the vocabulary sizes",
-        name(), static_cast<uint64_t>(max_rows_) * row_bytes_, max_rows_, row_floats_));
+        name(), static_cast<uint64_t>(device_rows_) * row_bytes_, device_rows_, row_floats_));
   }
   dirty_ = SlabReservation(static_cast<uint64_t>(max_rows_));
   if (dirty_.base() == nullptr) {
@@ -54,6 +58,7 @@ Status TableImpl::Init() {
           fmt::format("table \"{}\": cannot reserve timestamps for {} rows", name(), max_rows_));
     }
   }
+  if (tiered_) RECSDK_RETURN_IF_ERROR(InitTiers());
   return absl::OkStatus();
 }
 
@@ -66,6 +71,14 @@ int64_t TableImpl::MemoryBytes() const {
                                 (sizeof(std::pair<const int64_t, PendingKey>) + 1));
   bytes += static_cast<int64_t>(padding_.capacity() * (sizeof(int64_t) + 1));
   bytes += static_cast<int64_t>(sizeof(*this));
+  if (tiered_) {
+    // The host tier's rows (the SSD tier's are on disk) and the tiers' bookkeeping.
+    bytes += static_cast<int64_t>(host_->size()) * static_cast<int64_t>(row_bytes_);
+    bytes +=
+        static_cast<int64_t>((device_keys_.capacity() + host_keys_.capacity()) * sizeof(int64_t));
+    bytes += static_cast<int64_t>(device_pins_.capacity() * sizeof(uint16_t));
+    bytes += static_cast<int64_t>(size()) * static_cast<int64_t>(sizeof(uint64_t));  // history
+  }
   return bytes;
 }
 
@@ -131,8 +144,8 @@ Status TableImpl::FullError(int64_t needed) const {
       "(capacity = device_vocabulary_size {} + host_vocabulary_size {} + ssd_vocabulary_size "
       "{}); raise the vocabulary sizes, set use_dynamic_expansion, or enable admission and "
       "eviction",
-      name(), needed, FreeRows(), max_rows_, config_.device_vocabulary_size,
-      config_.host_vocabulary_size, config_.ssd_vocabulary_size));
+      name(), needed, tiered_ ? TierFreeRows() : FreeRows(), max_rows_,
+      config_.device_vocabulary_size, config_.host_vocabulary_size, config_.ssd_vocabulary_size));
 }
 
 Status TableImpl::CheckKeyRange(absl::Span<const int64_t> keys) const {
@@ -151,7 +164,11 @@ Status TableImpl::CheckKeyRange(absl::Span<const int64_t> keys) const {
 uint32_t TableImpl::FindRow(int64_t key) const {
   if (padding_.contains(key)) return kPaddingRow;
   const uint32_t row = index_->Find(key);
-  return row == KeyIndex::kEmpty ? kDefaultRow : row;
+  // With tiers only a device row has a row id the graph can use.
+  if (row == KeyIndex::kEmpty || (tiered_ && row >= static_cast<uint32_t>(device_rows_))) {
+    return kDefaultRow;
+  }
+  return row;
 }
 
 StatusOr<std::vector<float>> TableImpl::ReadRow(int64_t key) const {
@@ -159,8 +176,14 @@ StatusOr<std::vector<float>> TableImpl::ReadRow(int64_t key) const {
   if (row == KeyIndex::kEmpty) {
     return absl::NotFoundError(fmt::format("table \"{}\" has no row for key {}", name(), key));
   }
-  const float* w = Row(row);
-  return std::vector<float>(w, w + row_floats_);
+  std::vector<float> out(static_cast<size_t>(row_floats_));
+  if (!tiered_) {
+    std::memcpy(out.data(), Row(row), row_bytes_);
+    return out;
+  }
+  std::lock_guard<std::mutex> tier_lock(tier_mu_);
+  RECSDK_RETURN_IF_ERROR(ReadRowsAt({&row, 1}, out.data()));
+  return out;
 }
 
 float TableImpl::AdmissionCount(int64_t key) const {

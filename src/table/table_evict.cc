@@ -1,4 +1,5 @@
 // table_evict.cc: TableImpl's eviction (by data time) and set_threshold. Exclusive access.
+#include "absl/container/flat_hash_set.h"
 #include "fmt/format.h"
 #include "src/common/status_macros.h"
 #include "src/table/table_impl.h"
@@ -24,9 +25,21 @@ StatusOr<int64_t> TableImpl::EvictLastAccessedAtOrBefore(int64_t cutoff) {
   index_->ForEach([&](int64_t key, uint32_t row) {
     if (*Timestamp(row) <= cutoff) victims.emplace_back(key, row);
   });
+  // Evicted keys leave every tier. The caller guarantees no batch in flight uses them (the key
+  // stage caps the cutoff below its batches' times), so their device rows leave the leases of
+  // finished batches too.
+  std::unique_lock<std::mutex> tier_lock(tier_mu_, std::defer_lock);
+  if (tiered_) {
+    tier_lock.lock();
+    absl::flat_hash_set<uint32_t> device_slots;
+    for (const auto& [key, row] : victims) {
+      if (row < static_cast<uint32_t>(device_rows_)) device_slots.insert(row);
+    }
+    ScrubLeases(device_slots);
+  }
   for (const auto& [key, row] : victims) {
     index_->Erase(key);
-    free_rows_.push_back(row);
+    RemoveAt(row);
     removed_.insert(key);
   }
   int64_t evicted = static_cast<int64_t>(victims.size());

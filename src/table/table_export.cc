@@ -24,12 +24,30 @@ Status TableImpl::ExportNpy(const std::string& keys_path, const std::string& val
 
 Status TableImpl::ExportNpyUnguarded(const std::string& keys_path,
                                      const std::string& values_path) const {
+  std::unique_lock<std::mutex> tier_lock(tier_mu_, std::defer_lock);
+  if (tiered_) tier_lock.lock();
   const auto entries = SortedEntries();
   std::vector<int64_t> keys(entries.size());
   std::vector<float> values(entries.size() * static_cast<size_t>(config_.dim));
-  for (size_t i = 0; i < entries.size(); ++i) {
-    keys[i] = entries[i].first;
-    CopyEmbedding(entries[i].second, values.data() + i * static_cast<size_t>(config_.dim));
+  if (tiered_) {
+    // Every tier's rows, read in bulk (whole rows; the embeddings are kept).
+    std::vector<uint32_t> packed(entries.size());
+    for (size_t i = 0; i < entries.size(); ++i) {
+      keys[i] = entries[i].first;
+      packed[i] = entries[i].second;
+    }
+    std::vector<float> rows(entries.size() * static_cast<size_t>(row_floats_));
+    RECSDK_RETURN_IF_ERROR(ReadRowsAt(packed, rows.data()));
+    for (size_t i = 0; i < entries.size(); ++i) {
+      std::memcpy(values.data() + i * static_cast<size_t>(config_.dim),
+                  rows.data() + i * static_cast<size_t>(row_floats_),
+                  static_cast<size_t>(config_.dim) * sizeof(float));
+    }
+  } else {
+    for (size_t i = 0; i < entries.size(); ++i) {
+      keys[i] = entries[i].first;
+      CopyEmbedding(entries[i].second, values.data() + i * static_cast<size_t>(config_.dim));
+    }
   }
   RECSDK_RETURN_IF_ERROR(WriteKeys(keys_path, keys));
   return WriteNpy(values_path, "<f4", {static_cast<int64_t>(keys.size()), config_.dim},
@@ -87,8 +105,9 @@ Status TableImpl::ImportNpyUnguarded(const std::string& keys_path, const std::st
   for (int64_t k : keys) {
     if (!padding_.contains(k) && index_->Find(k) == KeyIndex::kEmpty) ++missing;
   }
-  if (missing > FreeRows()) return FullError(missing);
+  if (missing > (tiered_ ? TierFreeRows() : FreeRows())) return FullError(missing);
   index_->Reserve(index_->size() + static_cast<uint64_t>(missing));
+  if (tiered_) return ImportRowsTiered(keys, reinterpret_cast<const float*>(va.data.data()));
   const float* values = reinterpret_cast<const float*>(va.data.data());
   const size_t dim = static_cast<size_t>(config_.dim);
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -105,6 +124,62 @@ Status TableImpl::ImportNpyUnguarded(const std::string& keys_path, const std::st
     MarkDirty(row);
   }
   return absl::OkStatus();
+}
+
+// ImportRowsTiered: ImportNpy's apply step on a tiered table: every key's whole row is read
+// from its tier, its embedding replaced, and written back; new keys go to the fastest tier with
+// room, with fresh optimizer slots.
+Status TableImpl::ImportRowsTiered(const std::vector<int64_t>& keys, const float* values) {
+  std::lock_guard<std::mutex> tier_lock(tier_mu_);
+  const size_t dim = static_cast<size_t>(config_.dim), rf = static_cast<size_t>(row_floats_);
+  std::vector<int64_t> kept;
+  std::vector<size_t> kept_at;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (padding_.contains(keys[i])) continue;
+    kept.push_back(keys[i]);
+    kept_at.push_back(i);
+  }
+  std::vector<uint32_t> packed(kept.size());
+  std::vector<int64_t> fresh_keys;
+  std::vector<size_t> fresh_at;
+  for (size_t j = 0; j < kept.size(); ++j) {
+    packed[j] = index_->Find(kept[j]);
+    if (packed[j] == KeyIndex::kEmpty) {
+      fresh_keys.push_back(kept[j]);
+      fresh_at.push_back(j);
+    }
+  }
+  std::vector<float> rows(kept.size() * rf);
+  {
+    // Read the held rows first (an SSD error then changes nothing).
+    std::vector<uint32_t> held;
+    std::vector<size_t> held_at;
+    for (size_t j = 0; j < kept.size(); ++j) {
+      if (packed[j] == KeyIndex::kEmpty) continue;
+      held.push_back(packed[j]);
+      held_at.push_back(j);
+    }
+    std::vector<float> buf(held.size() * rf);
+    RECSDK_RETURN_IF_ERROR(ReadRowsAt(held, buf.data()));
+    for (size_t h = 0; h < held.size(); ++h) {
+      std::memcpy(rows.data() + held_at[h] * rf, buf.data() + h * rf, rf * sizeof(float));
+    }
+  }
+  std::vector<uint32_t> placed(fresh_keys.size());
+  RECSDK_RETURN_IF_ERROR(PlaceNew(fresh_keys, placed.data()));
+  for (size_t f = 0; f < fresh_keys.size(); ++f) {
+    const size_t j = fresh_at[f];
+    packed[j] = placed[f];
+    index_->Insert(fresh_keys[f], placed[f]);
+    InitSlots(optimizer_, config_.dim, rows.data() + j * rf + dim);
+    if (evicting_) *Timestamp(placed[f]) = data_time_ == kNoTime ? 0 : data_time_;
+    pending_.erase(fresh_keys[f]);
+  }
+  for (size_t j = 0; j < kept.size(); ++j) {
+    std::memcpy(rows.data() + j * rf, values + kept_at[j] * dim, dim * sizeof(float));
+    MarkDirty(packed[j]);
+  }
+  return WriteRowsAt(packed, rows.data());
 }
 
 }  // namespace recsdk::internal

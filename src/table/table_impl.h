@@ -21,8 +21,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +39,11 @@
 #include "src/table/key_index.h"
 #include "src/table/npy.h"
 #include "src/table/sparse_optimizers_impl.h"
+#include "src/table/tier_lease.h"
+#include "src/table/tiers/eviction_policy.h"
+#include "src/table/tiers/memory_store.h"
+#include "src/table/tiers/row_store.h"
+#include "src/table/tiers/ssd_store.h"
 
 namespace recsdk::internal {
 
@@ -133,7 +140,7 @@ class TableImpl final : public EmbeddingTable {
   // InitRow: embedding from the initializer stream of (seed, key), then fresh slots.
   void InitRow(uint32_t row, int64_t key) const;
   int64_t FreeRows() const {
-    return static_cast<int64_t>(free_rows_.size()) + (max_rows_ - next_row_);
+    return static_cast<int64_t>(free_rows_.size()) + (device_rows_ - next_row_);
   }
   uint32_t AllocateRow();
   Status FullError(int64_t needed) const;
@@ -145,7 +152,59 @@ class TableImpl final : public EmbeddingTable {
                  absl::Span<uint32_t> rows) override;
   Status ResolveUnguarded(absl::Span<const int64_t> keys, absl::Span<const uint32_t> counts,
                           absl::Span<const int64_t> timestamps, LookupMode mode,
-                          absl::Span<uint32_t> rows);
+                          absl::Span<uint32_t> rows, const ResolveLease& lease);
+  Status ResolveLeased(absl::Span<const int64_t> keys, absl::Span<const uint32_t> counts,
+                       absl::Span<const int64_t> timestamps, LookupMode mode,
+                       absl::Span<uint32_t> rows, const ResolveLease& lease);
+
+  // ---- Tiers (table_tiers.cc). With host_vocabulary_size > 0 the key index maps a key to a
+  // packed RowLocation (TierBases): device slots [0, device), host slots after them, SSD slots
+  // last. Row ids handed to the graph (Resolve's rows, Gather, Apply, RowAddresses) are device
+  // slots only, the slab below is the device tier, and per-row metadata (timestamps, change
+  // tracking, use history) is indexed by packed location and moves with the row. Without tiers
+  // the packed location is the row id and none of this runs.
+  bool tiered() const { return tiered_; }
+  Status InitTiers();
+  // TierPlan: what a Resolve must move, decided before anything changes.
+  struct TierPlan {
+    std::vector<uint32_t> host_pos, ssd_pos;      // batch positions arriving from host / SSD
+    std::vector<uint32_t> host_slots, ssd_slots;  // their slots there
+    std::vector<float> host_rows, ssd_rows;       // their rows, read during planning
+    std::vector<uint32_t> victims;                // device slots to demote to the host
+    std::vector<uint32_t> cold;                   // host slots to demote to SSD
+    std::vector<int64_t> arriving_ts;             // metadata of the arriving rows
+    std::vector<uint8_t> arriving_dirty;
+    std::vector<uint64_t> arriving_hist;
+  };
+  Status PlanTiers(absl::Span<const int64_t> keys, absl::Span<const uint32_t> rows, size_t admits,
+                   const ResolveLease& lease, TierPlan* plan);
+  Status ExecuteTiers(absl::Span<const int64_t> keys, absl::Span<uint32_t> rows,
+                      const std::vector<uint32_t>& admit, TierPlan& plan,
+                      const ResolveLease& lease);
+  void ReleaseLeasesLocked(const void* owner, int64_t before_batch);
+  void ReleaseLeases(const void* owner, int64_t before_batch);
+  // ReadRowsAt / WriteRowsAt: whole rows (embedding + slots) at packed locations, each tier in
+  // bulk. DataLoss from the SSD tier.
+  Status ReadRowsAt(absl::Span<const uint32_t> packed, float* out) const;
+  Status WriteRowsAt(absl::Span<const uint32_t> packed, const float* in);
+  // PlaceNew: packed locations for n new rows, in the fastest tier with free slots (no swaps);
+  // the caller checked there is room (TierFreeRows). Inserts nothing into the index.
+  Status PlaceNew(absl::Span<const int64_t> keys, uint32_t* packed);
+  // ScrubLeases: the slots leave every lease (their rows are being evicted or replaced).
+  void ScrubLeases(const absl::flat_hash_set<uint32_t>& device_slots);
+  // RemoveAt: frees the row at a packed location (eviction, delta restore), from any tier.
+  void RemoveAt(uint32_t packed);
+  // ClearTiers: every tier empty (full restore).
+  Status ClearTiers();
+  Status ImportRowsTiered(const std::vector<int64_t>& keys, const float* values);
+  Status LoadSnapshotTiered(const TableSnapshot& snap, int64_t needed);
+  void LoadSnapshotRows(const TableSnapshot& snap, int64_t needed);
+  int64_t TierFreeRows() const;
+  Status TwoBatchesError(size_t needed) const;
+  TierStats Stats() const;
+  uint64_t* History(uint32_t packed) const {
+    return reinterpret_cast<uint64_t*>(history_.base()) + packed;
+  }
   void CopyEmbedding(uint32_t row, float* out) const;
   // GatherRows: out[i, :] = embedding of rows[idx ? idx[i] : i] for i in [b, e), the rows
   // prefetched kAhead positions ahead (as many misses in flight as the roofline's gather).
@@ -216,7 +275,30 @@ class TableImpl final : public EmbeddingTable {
   std::vector<uint32_t> free_rows_;
   absl::flat_hash_map<int64_t, PendingKey> pending_;
   int64_t data_time_ = kNoTime;
-  SlabReservation dirty_;                 // one byte per row: changed since the last Snapshot
+  // Tiers (tiered_ only; see InitTiers).
+  bool tiered_ = false;
+  int64_t device_rows_ = 0;  // the device tier's rows: all of max_rows_ without tiers
+  TierBases bases_{0, 0, 0};
+  std::unique_ptr<MemoryStore> host_;
+  std::unique_ptr<SsdStore> ssd_;
+  std::unique_ptr<EvictionPolicy> device_policy_;
+  std::unique_ptr<EvictionPolicy> host_policy_;
+  std::vector<int64_t> device_keys_;   // device slot -> key
+  std::vector<int64_t> host_keys_;     // host slot -> key (-1 free)
+  std::vector<uint16_t> device_pins_;  // device slot -> leases pinning it
+  std::vector<uint8_t> device_held_;   // device slot -> holds a row
+  struct Lease {
+    const void* owner;
+    int64_t batch;
+    std::vector<uint32_t> slots;
+  };
+  std::deque<Lease> leases_;
+  int64_t auto_batch_ = 0;
+  SlabReservation history_;  // per packed location: uses (low 32 bits), last batch (high 32)
+  int64_t policy_batch_ = -1;
+  int64_t promoted_ = 0, demoted_ = 0, device_hits_ = 0, device_lookups_ = 0;
+  mutable std::mutex tier_mu_;  // guards the tier state: Resolves of a tiered table take turns
+  SlabReservation dirty_;       // one byte per row: changed since the last Snapshot
   absl::flat_hash_set<int64_t> removed_;  // keys evicted since the last Snapshot
 };
 

@@ -16,14 +16,25 @@ namespace recsdk::internal {
 Status TableImpl::Resolve(absl::Span<const int64_t> keys, absl::Span<const uint32_t> counts,
                           absl::Span<const int64_t> timestamps, LookupMode mode,
                           absl::Span<uint32_t> rows) {
-  return CatchExceptions(fmt::format("table \"{}\": Resolve", name()),
-                         [&] { return ResolveUnguarded(keys, counts, timestamps, mode, rows); });
+  return ResolveLeased(keys, counts, timestamps, mode, rows, ResolveLease{});
+}
+
+Status TableImpl::ResolveLeased(absl::Span<const int64_t> keys, absl::Span<const uint32_t> counts,
+                                absl::Span<const int64_t> timestamps, LookupMode mode,
+                                absl::Span<uint32_t> rows, const ResolveLease& lease) {
+  // A tiered Resolve moves rows between tiers, even in evaluation (the rows it returns must be
+  // on the device), so resolves of a tiered table take turns on the tier state.
+  std::unique_lock<std::mutex> tier_lock(tier_mu_, std::defer_lock);
+  if (tiered_) tier_lock.lock();
+  return CatchExceptions(fmt::format("table \"{}\": Resolve", name()), [&] {
+    return ResolveUnguarded(keys, counts, timestamps, mode, rows, lease);
+  });
 }
 
 Status TableImpl::ResolveUnguarded(absl::Span<const int64_t> keys,
                                    absl::Span<const uint32_t> counts,
                                    absl::Span<const int64_t> timestamps, LookupMode mode,
-                                   absl::Span<uint32_t> rows) {
+                                   absl::Span<uint32_t> rows, const ResolveLease& lease) {
   const size_t n = keys.size();
   if (rows.size() != n || (!counts.empty() && counts.size() != n) ||
       (!timestamps.empty() && timestamps.size() != n)) {
@@ -74,18 +85,35 @@ Status TableImpl::ResolveUnguarded(absl::Span<const int64_t> keys,
       pending_counts.push_back(count);
     }
   }
-  if (static_cast<int64_t>(admit.size()) > FreeRows()) {
+  // With tiers, rows[i] of a known key is its packed location, maybe off the device: plan the
+  // swaps that bring the batch's rows up (every full tier is found here, nothing changed yet).
+  TierPlan plan;
+  if (tiered_) {
+    if (static_cast<int64_t>(admit.size()) > TierFreeRows()) {
+      for (uint32_t i : admit) rows[i] = kDefaultRow;
+      return FullError(static_cast<int64_t>(admit.size()));
+    }
+    RECSDK_RETURN_IF_ERROR(PlanTiers(keys, rows, admit.size(), lease, &plan));
+  } else if (static_cast<int64_t>(admit.size()) > FreeRows()) {
     for (uint32_t i : admit) rows[i] = kDefaultRow;
     return FullError(static_cast<int64_t>(admit.size()));
   }
-  if (!train) return absl::OkStatus();
+  if (!train && !tiered_) return absl::OkStatus();
 
   for (size_t j = 0; j < pending.size(); ++j) {
     PendingKey& p = pending_[keys[pending[j]]];
     p.count = pending_counts[j];
     p.timestamp = std::max(p.timestamp, time_of(pending[j]));
   }
-  if (!admit.empty()) {
+  if (tiered_) {
+    // Moves the rows, inserts and initialises the admitted keys, and turns rows[] into device
+    // slots pinned under the lease.
+    for (uint32_t i : admit) {
+      if (admitting_ && !pending_.empty()) pending_.erase(keys[i]);
+    }
+    RECSDK_RETURN_IF_ERROR(ExecuteTiers(keys, rows, admit, plan, lease));
+    if (!train) return absl::OkStatus();
+  } else if (!admit.empty()) {
     std::vector<int64_t> admit_keys(admit.size());
     std::vector<uint32_t> admit_rows(admit.size());
     for (size_t j = 0; j < admit.size(); ++j) {
@@ -235,11 +263,11 @@ Status TableImpl::CheckRowsAndRestore(absl::Span<const uint32_t> unique_rows,
   }
   for (uint32_t row : unique_rows) {
     if (row >= kDefaultRow) continue;
-    if (static_cast<int64_t>(row) >= max_rows_) {
+    if (static_cast<int64_t>(row) >= device_rows_) {
       return absl::InvalidArgumentError(fmt::format(
           "table \"{}\": row id {} is not a row of this table (capacity {}); pass rows that "
           "Resolve returned",
-          name(), row, max_rows_));
+          name(), row, device_rows_));
     }
   }
   return absl::OkStatus();

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "absl/container/flat_hash_set.h"
 #include "fmt/format.h"
 #include "oneapi/tbb/parallel_sort.h"
 #include "src/common/status_macros.h"
@@ -20,6 +21,10 @@ StatusOr<TableSnapshot> TableImpl::Snapshot(SnapshotKind kind) {
   snap.is_delta = kind == SnapshotKind::kDelta;
   snap.data_time = data_time_;
   snap.access_threshold = config_.access_threshold;
+  // Tiers: the rows are copied out of every tier, the SSD files included, so a checkpoint never
+  // refers to the SSD files, which later swaps overwrite in place (docs/tiers.md).
+  std::unique_lock<std::mutex> tier_lock(tier_mu_, std::defer_lock);
+  if (tiered_) tier_lock.lock();
   std::vector<std::pair<int64_t, uint32_t>> entries;
   if (snap.is_delta) {
     const uint8_t* dirty = Dirty();
@@ -36,13 +41,23 @@ StatusOr<TableSnapshot> TableImpl::Snapshot(SnapshotKind kind) {
   snap.keys.resize(n);
   snap.rows.resize(n * static_cast<size_t>(row_floats_));
   if (evicting_) snap.timestamps.resize(n);
-  BigChunks(n, [&](size_t b, size_t e) {
-    for (size_t i = b; i < e; ++i) {
+  if (tiered_) {
+    std::vector<uint32_t> packed(n);
+    for (size_t i = 0; i < n; ++i) {
       snap.keys[i] = entries[i].first;
-      std::memcpy(snap.rows.data() + i * row_floats_, Row(entries[i].second), row_bytes_);
+      packed[i] = entries[i].second;
       if (evicting_) snap.timestamps[i] = *Timestamp(entries[i].second);
     }
-  });
+    RECSDK_RETURN_IF_ERROR(ReadRowsAt(packed, snap.rows.data()));
+  } else {
+    BigChunks(n, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        snap.keys[i] = entries[i].first;
+        std::memcpy(snap.rows.data() + i * row_floats_, Row(entries[i].second), row_bytes_);
+        if (evicting_) snap.timestamps[i] = *Timestamp(entries[i].second);
+      }
+    });
+  }
   std::vector<std::pair<int64_t, PendingKey>> pend(pending_.begin(), pending_.end());
   std::sort(pend.begin(), pend.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -123,10 +138,79 @@ Status TableImpl::LoadSnapshot(const TableSnapshot& snap) {
     for (int64_t k : snap.keys) {
       if (removed.contains(k) || index_->Find(k) == KeyIndex::kEmpty) ++needed;
     }
-    if (needed > FreeRows() + freed) return FullError(needed);
+    if (needed > (tiered_ ? TierFreeRows() : FreeRows()) + freed) return FullError(needed);
   } else if (needed > max_rows_) {
     return FullError(needed);
   }
+  if (tiered_) {
+    std::lock_guard<std::mutex> tier_lock(tier_mu_);
+    RECSDK_RETURN_IF_ERROR(LoadSnapshotTiered(snap, needed));
+  } else {
+    LoadSnapshotRows(snap, needed);
+  }
+  pending_.clear();
+  for (size_t i = 0; i < pn; ++i) {
+    pending_[snap.pending_keys[i]] = PendingKey{snap.pending_counts[i], snap.pending_timestamps[i]};
+  }
+  data_time_ = snap.data_time;
+  if (admitting_ && snap.access_threshold >= 0) config_.access_threshold = snap.access_threshold;
+  removed_.clear();
+  if (!snap.is_delta) return absl::OkStatus();
+  ResetTracking();
+  return absl::OkStatus();
+}
+
+// LoadSnapshotTiered: LoadSnapshot's apply step on a tiered table: the rows go to the fastest
+// tier with room (the device first), without swaps; swaps bring them up as batches use them.
+Status TableImpl::LoadSnapshotTiered(const TableSnapshot& snap, int64_t needed) {
+  const size_t n = snap.keys.size();
+  if (!snap.is_delta) {
+    RECSDK_RETURN_IF_ERROR(ClearTiers());
+    index_->Clear();
+    index_->Reserve(n);
+  } else {
+    absl::flat_hash_set<uint32_t> device_slots;
+    std::vector<uint32_t> gone;
+    for (int64_t k : snap.removed_keys) {
+      const uint32_t packed = index_->Find(k);
+      if (packed == KeyIndex::kEmpty) continue;
+      index_->Erase(k);
+      gone.push_back(packed);
+      if (packed < static_cast<uint32_t>(device_rows_)) device_slots.insert(packed);
+    }
+    ScrubLeases(device_slots);
+    for (uint32_t packed : gone) RemoveAt(packed);
+    index_->Reserve(index_->size() + static_cast<uint64_t>(needed));
+  }
+  std::vector<uint32_t> packed(n, KeyIndex::kEmpty);
+  std::vector<int64_t> fresh_keys;
+  std::vector<size_t> fresh_at;
+  for (size_t i = 0; i < n; ++i) {
+    if (snap.is_delta) packed[i] = index_->Find(snap.keys[i]);
+    if (packed[i] == KeyIndex::kEmpty) {
+      fresh_keys.push_back(snap.keys[i]);
+      fresh_at.push_back(i);
+    }
+  }
+  std::vector<uint32_t> placed(fresh_keys.size());
+  RECSDK_RETURN_IF_ERROR(PlaceNew(fresh_keys, placed.data()));
+  for (size_t j = 0; j < fresh_keys.size(); ++j) {
+    packed[fresh_at[j]] = placed[j];
+    index_->Insert(fresh_keys[j], placed[j]);
+  }
+  RECSDK_RETURN_IF_ERROR(WriteRowsAt(packed, snap.rows.data()));
+  for (size_t i = 0; i < n; ++i) {
+    MarkClean(packed[i]);
+    if (evicting_) {
+      *Timestamp(packed[i]) = snap.timestamps.empty() ? snap.data_time : snap.timestamps[i];
+    }
+  }
+  return absl::OkStatus();
+}
+
+// LoadSnapshotRows: LoadSnapshot's apply step without tiers.
+void TableImpl::LoadSnapshotRows(const TableSnapshot& snap, int64_t needed) {
+  const size_t n = snap.keys.size();
 
   // Everything is checked: apply.
   if (!snap.is_delta) {
@@ -169,19 +253,15 @@ Status TableImpl::LoadSnapshot(const TableSnapshot& snap) {
       }
     }
   });
-  pending_.clear();
-  for (size_t i = 0; i < pn; ++i) {
-    pending_[snap.pending_keys[i]] = PendingKey{snap.pending_counts[i], snap.pending_timestamps[i]};
-  }
-  data_time_ = snap.data_time;
-  if (admitting_ && snap.access_threshold >= 0) config_.access_threshold = snap.access_threshold;
-  removed_.clear();
-  if (!snap.is_delta) return absl::OkStatus();
-  ResetTracking();
-  return absl::OkStatus();
 }
 
 void TableImpl::ResetTracking() {
+  if (tiered_) {
+    // Tracking is per packed location, over every tier: clear the bytes of the rows held.
+    index_->ForEach([&](int64_t, uint32_t packed) { MarkClean(packed); });
+    removed_.clear();
+    return;
+  }
   if (next_row_ > 0) std::memset(Dirty(), 0, static_cast<size_t>(next_row_));
   removed_.clear();
 }
