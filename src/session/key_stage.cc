@@ -258,6 +258,13 @@ Status KeyStage::Impl::ProcessKeys(int64_t seq, const Batch& batch, FeedList* fe
           it->second = std::min(it->second, oldest);
         };
         for (;;) {
+          // The loop's position before this attempt: if it moves on meanwhile, its releases may
+          // have come too late for the attempt, so a retry must not wait for another move.
+          int64_t seen;
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            seen = next_consume;
+          }
           if (train) {
             std::unique_lock<std::shared_mutex> resolve_lock(table.resource->resolve_mu);
             resolve();
@@ -271,7 +278,6 @@ Status KeyStage::Impl::ProcessKeys(int64_t seq, const Batch& batch, FeedList* fe
           // never gets here (the table then answers with its "two batches" error instead).
           if (!absl::IsUnavailable(status)) break;
           std::unique_lock<std::mutex> lock(mu);
-          const int64_t seen = next_consume;
           cv.wait(lock, [&] { return stop || next_consume != seen; });
           if (stop) return absl::CancelledError("key stage stopped");
         }
@@ -524,11 +530,12 @@ StatusOr<bool> KeyStage::Next(FeedList* feeds, Batch* batch) {
   s.ready.erase(it);
   ++s.next_consume;
   --s.outstanding;
-  // The loop takes batch next_consume - 1 now, so the step of the batch before it has run: rows
-  // of older batches may move again (tiered tables). The previous batch keeps its rows, as the
-  // spec's "current and previous batch" rule asks.
+  // The loop takes batch next_consume - 1 now, so the step of the batch before it has run (the
+  // loop runs one step at a time): rows of older batches may move again (tiered tables). The
+  // batch handed out keeps its rows while the stage resolves the next one: the spec's "current
+  // and previous batch".
   for (TablePlan& t : s.tables) {
-    internal::ReleaseLeases(*t.resource->table(), impl_.get(), s.next_consume - 2);
+    internal::ReleaseLeases(*t.resource->table(), impl_.get(), s.next_consume - 1);
   }
   s.cv.notify_all();
   if (!p.status.ok()) {
