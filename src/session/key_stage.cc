@@ -183,6 +183,8 @@ struct KeyStage::Impl {
   std::map<int64_t, Prepared> ready;
   std::vector<std::thread> workers;
   std::atomic<int64_t> keys{0};
+  bool tiered = false;    // the tables have host tiers: batches hold leases on their rows
+  bool released = false;  // Stop released the leases
 
   void Worker();
   Status ProcessKeys(int64_t seq, const Batch& batch, FeedList* feeds);
@@ -499,6 +501,7 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
     for (const TableResource* r : impl->all_tables) {
       (internal::IsTiered(*r->table()) ? tiered : flat) = r;
     }
+    impl->tiered = tiered != nullptr;
     if (tiered != nullptr && flat != nullptr) {
       return absl::FailedPreconditionError(fmt::format(
           "KeyStage: table \"{}\" has a host tier (host_vocabulary_size {}) but table \"{}\" "
@@ -534,8 +537,10 @@ StatusOr<bool> KeyStage::Next(FeedList* feeds, Batch* batch) {
   // loop runs one step at a time): rows of older batches may move again (tiered tables). The
   // batch handed out keeps its rows while the stage resolves the next one: the spec's "current
   // and previous batch".
-  for (TablePlan& t : s.tables) {
-    internal::ReleaseLeases(*t.resource->table(), impl_.get(), s.next_consume - 1);
+  if (s.tiered) {
+    for (TablePlan& t : s.tables) {
+      internal::ReleaseLeases(*t.resource->table(), impl_.get(), s.next_consume - 1);
+    }
   }
   s.cv.notify_all();
   if (!p.status.ok()) {
@@ -589,9 +594,15 @@ void KeyStage::Stop() {
   impl_->cv.notify_all();
   for (std::thread& t : impl_->workers) t.join();
   impl_->workers.clear();
-  // No batch of this stage runs any more: its rows may move again.
-  for (TablePlan& t : impl_->tables) {
-    internal::ReleaseLeases(*t.resource->table(), impl_.get(), std::numeric_limits<int64_t>::max());
+  // No batch of this stage runs any more: its rows may move again. Only tiered tables hold
+  // leases, so a stage of flat tables never touches its tables here (they may be gone when a
+  // stage outlives its Session); a stage of tiered tables must stop before its Session goes.
+  if (impl_->tiered && !impl_->released) {
+    impl_->released = true;
+    for (TablePlan& t : impl_->tables) {
+      internal::ReleaseLeases(*t.resource->table(), impl_.get(),
+                              std::numeric_limits<int64_t>::max());
+    }
   }
 }
 
