@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -135,7 +136,7 @@ Result Replay(EvictionPolicyKind kind, double half_life, Stream stream, int perc
       free_slots.pop_back();
       key_slot[key] = static_cast<int32_t>(s);
       slot_key[s] = static_cast<int32_t>(key);
-      policy->Insert(s, uses[key], last_batch[key]);
+      if (!policy->Insert(s, uses[key], last_batch[key]).ok()) std::abort();
     }
     for (int64_t key : unique_keys) {
       ++uses[key];

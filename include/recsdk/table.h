@@ -48,16 +48,25 @@ struct TableConfig {
   // insertion order, batch or thread count. A seed of 0 derives one from `name`. Glorot kinds
   // use fan_in = fan_out = dim. Default TruncatedNormal(0, 0.05).
   Initializer initializer = Initializer::TruncatedNormal(0.0, 0.05);
-  // device_vocabulary_size: rows on the device tier; > 0. No default.
+  // device_vocabulary_size: rows on the device tier; > 0. No default. With a host tier the
+  // device is a cache of it and must hold the unique keys of two consecutive batches (a Resolve
+  // that needs more is FailedPrecondition naming the table, the number and this setting).
   int64_t device_vocabulary_size = 0;
-  // host_vocabulary_size: rows in host memory; >= 0, default 0 (no host tier).
+  // host_vocabulary_size: rows in host memory; >= 0, default 0 (device only). With a host tier a
+  // key's row lives in exactly one tier; Resolve moves the batch's rows to the device (the
+  // coldest device rows not used by this or the previous batch go down) and returns device row
+  // ids, so the graph ops see only device rows. The spec's key work must then run in the key
+  // stage (modify_graph or FeatureSpec mode); every table of a session uses a host tier or none
+  // does (both checked by KeyStage::Start). Not with use_dynamic_expansion. docs/tiers.md.
   int64_t host_vocabulary_size = 0;
   // ssd_vocabulary_size: rows on SSD; >= 0, default 0. Needs host_vocabulary_size > 0 and
-  // ssd_data_path. Until tiers are implemented all rows of all tiers are held in host memory:
+  // ssd_data_path. The host tier's coldest rows go down to SSD when it fills.
   // capacity() = device + host + ssd vocabulary sizes.
   int64_t ssd_vocabulary_size = 0;
-  // ssd_data_path: existing directories for the SSD tier; required iff ssd_vocabulary_size > 0.
-  // Validated now, written to once the SSD tier exists.
+  // ssd_data_path: existing directories for the SSD tier, used in order as they fill; required
+  // iff ssd_vocabulary_size > 0. Files "<table>.<n>.rows" (a '/' in the name becomes '_');
+  // creating the table replaces those an earlier table of the same name left there, so two live
+  // tables of one name must not share a folder.
   std::vector<std::string> ssd_data_path;
   // is_save: whether checkpoints (Saver, checkpoint.h) include this table. Default true.
   bool is_save = true;
@@ -78,7 +87,8 @@ struct TableConfig {
   // use_dynamic_expansion: the table grows as keys arrive instead of failing once the vocabulary
   // sizes are used up: it reserves address space for far more rows (see capacity()) and commits
   // memory as rows are first used. Needs a by-address optimizer (SGDByAddr, AdagradByAddress,
-  // LazyAdamByAddress), as in the spec.
+  // LazyAdamByAddress), as in the spec; device-only (host_vocabulary_size 0) and without
+  // eviction (eviction_threshold -1), as the spec says.
   bool use_dynamic_expansion = false;
   // access_threshold: admission. A key's count grows by faae_coefficient x its occurrences in each
   // training batch; it gets a row once the count reaches the threshold. -1 (default) disables;
@@ -264,7 +274,9 @@ class EmbeddingTable {
   virtual void ApplyGradients(absl::Span<const uint32_t> rows, const float* summed_grads,
                               int64_t step) = 0;
   // RowAddresses: the address of each row's first float (nullptr for sentinels); stable until
-  // the row is evicted. The by-address optimizers and the LOCAL_EMB-style collections use them.
+  // the row is evicted. With a host tier the rows are device rows, and an address stays valid
+  // while the batch whose Resolve returned the row is in flight (the rows of the last two
+  // Resolves, or of the key stage's batches not yet consumed, never move). The by-address optimizers and the LOCAL_EMB-style collections use them.
   // InvalidArgument when the spans differ in size or a row id is not one of the table's rows.
   [[nodiscard]] virtual Status RowAddresses(absl::Span<const uint32_t> rows,
                                             absl::Span<float*> addresses) = 0;

@@ -204,6 +204,8 @@ struct KeyStage::Impl {
   std::map<int64_t, Prepared> ready;
   std::vector<std::thread> workers;
   std::atomic<int64_t> keys{0};
+  bool tiered = false;    // the tables have host tiers: batches hold leases on their rows
+  bool released = false;  // Stop released the leases
 
   void Worker();
   Status ProcessKeys(int64_t seq, const Batch& batch, FeedList* feeds);
@@ -265,9 +267,12 @@ Status KeyStage::Impl::ProcessKeys(int64_t seq, const Batch& batch, FeedList* fe
         const bool train = table.groups[g].is_train;
         // Runs under the resolve lock, and records the batch's oldest key time before the lock
         // goes: AfterStep takes every resolve lock, so it always sees (and protects) these rows.
+        // Tiered tables pin the batch's device rows under this stage's lease until the step
+        // that uses them is done (Next releases them).
+        const internal::ResolveLease lease{this, seq};
         auto resolve = [&] {
-          status =
-              internal::ResolveTableKeys(emb, train ? LookupMode::kTrain : LookupMode::kEval, &w);
+          status = internal::ResolveTableKeys(emb, train ? LookupMode::kTrain : LookupMode::kEval,
+                                              &w, &lease);
           if (!status.ok()) return;
           int64_t oldest = w.has_time ? w.min_time : std::numeric_limits<int64_t>::max();
           if (!w.has_time || w.has_untimed_lookup) oldest = std::min(oldest, emb->data_time());
@@ -275,12 +280,29 @@ Status KeyStage::Impl::ProcessKeys(int64_t seq, const Batch& batch, FeedList* fe
           auto [it, inserted] = table.inflight_time.try_emplace(seq, oldest);
           it->second = std::min(it->second, oldest);
         };
-        if (train) {
-          std::unique_lock<std::shared_mutex> resolve_lock(table.resource->resolve_mu);
-          resolve();
-        } else {
-          std::shared_lock<std::shared_mutex> resolve_lock(table.resource->resolve_mu);
-          resolve();
+        for (;;) {
+          // The loop's position before this attempt: if it moves on meanwhile, its releases may
+          // have come too late for the attempt, so a retry must not wait for another move.
+          int64_t seen;
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            seen = next_consume;
+          }
+          if (train) {
+            std::unique_lock<std::shared_mutex> resolve_lock(table.resource->resolve_mu);
+            resolve();
+          } else {
+            std::shared_lock<std::shared_mutex> resolve_lock(table.resource->resolve_mu);
+            resolve();
+          }
+          // Unavailable: the device tier is full of rows of batches this stage resolved ahead
+          // and the loop has not consumed yet. Nothing changed; wait for the loop to take a
+          // batch (which releases older rows), then plan again. The batch the loop waits for
+          // never gets here (the table then answers with its "two batches" error instead).
+          if (!absl::IsUnavailable(status)) break;
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return stop || next_consume != seen; });
+          if (stop) return absl::CancelledError("key stage stopped");
         }
         keys.fetch_add(static_cast<int64_t>(w.keys.size()), std::memory_order_relaxed);
       }
@@ -500,6 +522,23 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
     group->lookups.push_back(static_cast<int>(impl->lookups.size()));
     impl->lookups.push_back(std::move(p));
   }
+  // The spec: every table uses the host tier or none does.
+  {
+    const TableResource* tiered = nullptr;
+    const TableResource* flat = nullptr;
+    for (const TableResource* r : impl->all_tables) {
+      (internal::IsTiered(*r->table()) ? tiered : flat) = r;
+    }
+    impl->tiered = tiered != nullptr;
+    if (tiered != nullptr && flat != nullptr) {
+      return absl::FailedPreconditionError(fmt::format(
+          "KeyStage: table \"{}\" has a host tier (host_vocabulary_size {}) but table \"{}\" "
+          "has none; every table uses the host tier or none does (the spec): set "
+          "host_vocabulary_size > 0 on every table, or 0 on every table",
+          tiered->table()->name(), tiered->table()->config().host_vocabulary_size,
+          flat->table()->name()));
+    }
+  }
   if (options.start_batch < 0) {
     return absl::InvalidArgumentError(fmt::format(
         "KeyStage: start_batch {} is below 0; pass the batches already trained on (0 to start "
@@ -556,6 +595,15 @@ StatusOr<bool> KeyStage::Next(FeedList* feeds, Batch* batch) {
   } else {
     --s.outstanding;
   }
+  // The loop takes batch next_consume - 1 now, so the step of the batch before it has run (the
+  // loop runs one step at a time): rows of older batches may move again (tiered tables). The
+  // batch handed out keeps its rows while the stage resolves the next one: the spec's "current
+  // and previous batch".
+  if (s.tiered) {
+    for (TablePlan& t : s.tables) {
+      internal::ReleaseLeases(*t.resource->table(), impl_.get(), s.next_consume - 1);
+    }
+  }
   s.cv.notify_all();
   if (!p.status.ok()) {
     s.end_seq = s.next_consume;  // report an error once, then end
@@ -608,6 +656,16 @@ void KeyStage::Stop() {
   impl_->cv.notify_all();
   for (std::thread& t : impl_->workers) t.join();
   impl_->workers.clear();
+  // No batch of this stage runs any more: its rows may move again. Only tiered tables hold
+  // leases, so a stage of flat tables never touches its tables here (they may be gone when a
+  // stage outlives its Session); a stage of tiered tables must stop before its Session goes.
+  if (impl_->tiered && !impl_->released) {
+    impl_->released = true;
+    for (TablePlan& t : impl_->tables) {
+      internal::ReleaseLeases(*t.resource->table(), impl_.get(),
+                              std::numeric_limits<int64_t>::max());
+    }
+  }
 }
 
 void KeyStage::Quiesce(int64_t at_batches_consumed) {

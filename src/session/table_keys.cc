@@ -198,7 +198,16 @@ Status PrepareTableKeys(const std::vector<LookupBatch>& lookups, TableKeyWork* w
   return absl::OkStatus();
 }
 
-Status ResolveTableKeys(EmbeddingTable* table, LookupMode mode, TableKeyWork* work) {
+Status ResolveTableKeys(EmbeddingTable* table, LookupMode mode, TableKeyWork* work,
+                        const ResolveLease* lease) {
+  if (lease == nullptr && IsTiered(*table)) {
+    return absl::FailedPreconditionError(fmt::format(
+        "table \"{}\" keeps rows in host memory (host_vocabulary_size {}), so its lookups must "
+        "run in the key stage, as the spec requires for host and SSD tiers: call "
+        "modify_graph_and_start_emb_cache (or use FeatureSpec mode with start_asc_pipeline), or "
+        "set host_vocabulary_size 0",
+        table->name(), table->config().host_vocabulary_size));
+  }
   const size_t num_unique = work->dedup.unique_keys.size();
   if (work->untimed_keys) {
     // Keys seen only in lookups without timestamps take the data time, as they would alone.
@@ -211,9 +220,15 @@ Status ResolveTableKeys(EmbeddingTable* table, LookupMode mode, TableKeyWork* wo
   }
   work->rows.resize(num_unique);
   const std::vector<uint32_t>& counts = work->counts.empty() ? work->dedup.counts : work->counts;
-  RECSDK_RETURN_IF_ERROR(
-      table->Resolve(absl::MakeConstSpan(work->dedup.unique_keys), absl::MakeConstSpan(counts),
-                     absl::MakeConstSpan(work->key_times), mode, absl::MakeSpan(work->rows)));
+  if (lease != nullptr) {
+    RECSDK_RETURN_IF_ERROR(ResolveWithLease(
+        *table, absl::MakeConstSpan(work->dedup.unique_keys), absl::MakeConstSpan(counts),
+        absl::MakeConstSpan(work->key_times), mode, absl::MakeSpan(work->rows), *lease));
+  } else {
+    RECSDK_RETURN_IF_ERROR(
+        table->Resolve(absl::MakeConstSpan(work->dedup.unique_keys), absl::MakeConstSpan(counts),
+                       absl::MakeConstSpan(work->key_times), mode, absl::MakeSpan(work->rows)));
+  }
   for (TableKeyWork::Part& part : work->parts) {
     const LookupAttrs& a = *part.attrs;
     const int64_t used = static_cast<int64_t>(part.unique.size()) + (part.has_padding_slot ? 1 : 0);

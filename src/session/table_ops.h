@@ -22,6 +22,7 @@
 #include "recsdk/table.h"
 #include "recsdk/tensor.h"
 #include "src/device/resource_mgr.h"
+#include "src/table/tier_lease.h"
 
 namespace recsdk::internal {
 
@@ -140,8 +141,11 @@ struct TableKeyWork {
 // Every lookup must be of table `work->table_name` and of the same mode.
 Status PrepareTableKeys(const std::vector<LookupBatch>& lookups, TableKeyWork* work);
 // ResolveTableKeys: one Resolve of all the unique keys, then each lookup's unique rows. The
-// caller holds the table's resolve_mu: exclusively in training, shared in evaluation.
-Status ResolveTableKeys(EmbeddingTable* table, LookupMode mode, TableKeyWork* work);
+// caller holds the table's resolve_mu: exclusively in training, shared in evaluation. `lease`:
+// the key stage's (tier_lease.h); null for in-graph lookups, which a table with a host tier
+// refuses (FailedPrecondition: the spec runs the key work of tiered tables in the key stage).
+Status ResolveTableKeys(EmbeddingTable* table, LookupMode mode, TableKeyWork* work,
+                        const ResolveLease* lease = nullptr);
 
 // GroupTableLookups: the graph pass Session::Create runs on its copy of the graph: all in-graph
 // lookups (SparseLookup nodes not moved to the key stage) of one table with the same is_train

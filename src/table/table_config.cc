@@ -86,6 +86,20 @@ Status TableConfig::Validate() const {
                   "each entry must be an existing directory; create it first");
     }
   }
+  // Dynamic expansion is device-only and excludes eviction (the spec).
+  if (use_dynamic_expansion && host_vocabulary_size > 0) {
+    return fail("use_dynamic_expansion", "true",
+                fmt::format("a dynamically expanding table lives on the device only, but "
+                            "host_vocabulary_size is {}; set host_vocabulary_size 0 (and "
+                            "ssd_vocabulary_size 0) or turn use_dynamic_expansion off",
+                            host_vocabulary_size));
+  }
+  if (use_dynamic_expansion && eviction_threshold >= 0) {
+    return fail("use_dynamic_expansion", "true",
+                fmt::format("dynamic expansion excludes eviction, but eviction_threshold is {}; "
+                            "set eviction_threshold -1 or turn use_dynamic_expansion off",
+                            eviction_threshold));
+  }
   if (all2all_gradients_op != "sum" &&
       all2all_gradients_op != "sum_gradients_and_div_by_ranksize") {
     return fail("all2all_gradients_op", fmt::format("\"{}\"", all2all_gradients_op),

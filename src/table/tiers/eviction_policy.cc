@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "fmt/format.h"
-#include "src/common/check.h"
 
 namespace recsdk::internal {
 
@@ -51,7 +50,8 @@ class ScoredPolicy final : public EvictionPolicy {
 
   void Touch(absl::Span<const uint32_t> slots) override {
     for (uint32_t slot : slots) {
-      RECSDK_DCHECK(slot < slots_.size() && slots_[slot].tracked);
+      // An untracked slot (a caller's mistake) is skipped rather than read out of range.
+      if (slot >= slots_.size() || !slots_[slot].tracked) continue;
       SlotState& s = slots_[slot];
       ++s.count;
       switch (kind_) {
@@ -70,8 +70,13 @@ class ScoredPolicy final : public EvictionPolicy {
     }
   }
 
-  void Insert(uint32_t slot, uint32_t prior_count, int64_t prior_last_batch) override {
-    RECSDK_CHECK(slot < slots_.size());
+  absl::Status Insert(uint32_t slot, uint32_t prior_count, int64_t prior_last_batch) override {
+    if (slot >= slots_.size()) {
+      return absl::InvalidArgumentError(fmt::format(
+          "eviction policy: Insert of slot {}, but the policy tracks slots [0, {}); pass a slot "
+          "of the tier it was created for",
+          slot, slots_.size()));
+    }
     SlotState& s = slots_[slot];
     if (!s.tracked) ++size_;
     s.tracked = true;
@@ -95,6 +100,7 @@ class ScoredPolicy final : public EvictionPolicy {
     }
     s.last_batch = batch_;
     Push(slot);
+    return absl::OkStatus();
   }
 
   void Remove(uint32_t slot) override {

@@ -80,12 +80,14 @@ class EvictionPolicy {
   // BeginBatch: starts the next batch (the first is batch 0).
   virtual void BeginBatch() = 0;
   // Touch: the current batch uses these tracked slots (each once per batch is expected; a repeat
-  // counts as another use).
+  // counts as another use; a slot not tracked is skipped).
   virtual void Touch(absl::Span<const uint32_t> slots) = 0;
   // Insert: starts tracking `slot`, which now holds a row the current batch uses; `prior_count`
   // is the key's uses before this batch and `prior_last_batch` the batch it was last used in
-  // (-1 for none). A slot already tracked is re-inserted.
-  virtual void Insert(uint32_t slot, uint32_t prior_count, int64_t prior_last_batch) = 0;
+  // (-1 for none). A slot already tracked is re-inserted. InvalidArgument (nothing changed) for
+  // a slot outside [0, capacity).
+  [[nodiscard]] virtual absl::Status Insert(uint32_t slot, uint32_t prior_count,
+                                            int64_t prior_last_batch) = 0;
   // Remove: stops tracking `slot` (its row left the device for another reason). No-op if not
   // tracked.
   virtual void Remove(uint32_t slot) = 0;

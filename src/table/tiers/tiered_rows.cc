@@ -244,7 +244,7 @@ absl::Status TieredRows::PrepareBatch(absl::Span<const int64_t> keys, const RowI
     for (uint32_t slot : victims) device_policy_->Remove(slot);
     for (size_t i = 0; i < host_to.size(); ++i) {
       const History& h = history_[victim_keys[i]];
-      host_policy_->Insert(host_to[i], h.uses, h.last_batch);
+      RECSDK_RETURN_IF_ERROR(host_policy_->Insert(host_to[i], h.uses, h.last_batch));
     }
   }
   std::vector<int64_t> up_keys = host_keys;
@@ -266,9 +266,9 @@ absl::Status TieredRows::PrepareBatch(absl::Span<const int64_t> keys, const RowI
     device_keys_[up[i]] = up_keys[i];
     auto it = history_.find(up_keys[i]);
     if (it == history_.end()) {
-      device_policy_->Insert(up[i], 0, -1);
+      RECSDK_RETURN_IF_ERROR(device_policy_->Insert(up[i], 0, -1));
     } else {
-      device_policy_->Insert(up[i], it->second.uses, it->second.last_batch);
+      RECSDK_RETURN_IF_ERROR(device_policy_->Insert(up[i], it->second.uses, it->second.last_batch));
     }
   }
   moved_[static_cast<int>(Tier::kDevice)] += host_keys.size() + ssd_keys.size();

@@ -83,7 +83,7 @@ TEST_P(EvictionPolicyAll, NeverEvictsASlotOfTheCurrentOrThePreviousBatch) {
       slot_key[s] = key;
       key_slot[key] = s;
       last_use[s] = batch;
-      p->Insert(s, 0, -1);
+      EXPECT_TRUE(p->Insert(s, 0, -1).ok());
     }
     ASSERT_EQ(p->size(), kSlots - free_slots.size());
   }
@@ -93,9 +93,9 @@ TEST_P(EvictionPolicyAll, NeverEvictsASlotOfTheCurrentOrThePreviousBatch) {
 TEST_P(EvictionPolicyAll, ReturnsFewerVictimsWhenTheRestAreProtected) {
   auto p = Make(GetParam(), 6);
   p->BeginBatch();  // batch 0
-  for (uint32_t s : {0u, 1u, 2u}) p->Insert(s, 0, -1);
+  for (uint32_t s : {0u, 1u, 2u}) EXPECT_TRUE(p->Insert(s, 0, -1).ok());
   p->BeginBatch();  // batch 1
-  for (uint32_t s : {3u, 4u, 5u}) p->Insert(s, 0, -1);
+  for (uint32_t s : {3u, 4u, 5u}) EXPECT_TRUE(p->Insert(s, 0, -1).ok());
   EXPECT_TRUE(Victims(*p, 2).empty());
   p->BeginBatch();  // batch 2: batch 0's slots are fair game, batch 1's are not
   EXPECT_THAT(Victims(*p, 5), UnorderedElementsAre(0u, 1u, 2u));
@@ -110,7 +110,7 @@ TEST_P(EvictionPolicyAll, ReturnsFewerVictimsWhenTheRestAreProtected) {
 TEST_P(EvictionPolicyAll, RemovedSlotsAreNeverChosen) {
   auto p = Make(GetParam(), 4);
   p->BeginBatch();
-  for (uint32_t s = 0; s < 4; ++s) p->Insert(s, 0, -1);
+  for (uint32_t s = 0; s < 4; ++s) EXPECT_TRUE(p->Insert(s, 0, -1).ok());
   p->Remove(1);
   p->Remove(1);  // no-op
   EXPECT_EQ(p->size(), 3u);
@@ -123,7 +123,7 @@ TEST_P(EvictionPolicyAll, StaysCorrectWhenTheHeapIsRebuilt) {
   // Thousands of touches on few slots force rebuilds of the lazy heap; the order must hold.
   auto p = Make(GetParam(), 3);
   p->BeginBatch();
-  for (uint32_t s = 0; s < 3; ++s) p->Insert(s, 0, -1);
+  for (uint32_t s = 0; s < 3; ++s) EXPECT_TRUE(p->Insert(s, 0, -1).ok());
   for (int i = 0; i < 3000; ++i) {
     p->BeginBatch();
     p->Touch({1, 2});
@@ -137,7 +137,7 @@ TEST_P(EvictionPolicyAll, StaysCorrectWhenTheHeapIsRebuilt) {
 TEST_P(EvictionPolicyAll, VictimsStayTrackedUntilRemovedAndSkipExcludesSlots) {
   auto p = Make(GetParam(), 8);
   p->BeginBatch();
-  for (uint32_t s = 0; s < 4; ++s) p->Insert(s, 0, -1);
+  for (uint32_t s = 0; s < 4; ++s) EXPECT_TRUE(p->Insert(s, 0, -1).ok());
   p->BeginBatch();
   p->BeginBatch();
   std::vector<uint32_t> v(2);
@@ -168,7 +168,7 @@ std::unique_ptr<EvictionPolicy> History(EvictionPolicyKind kind, double half_lif
   auto p = Make(kind, 8, half_life);
   for (uint32_t s = 0; s < 4; ++s) {
     p->BeginBatch();
-    p->Insert(s, 0, -1);
+    EXPECT_TRUE(p->Insert(s, 0, -1).ok());
   }
   for (int b = 4; b <= 9; ++b) {
     p->BeginBatch();
@@ -194,9 +194,9 @@ TEST(EvictionPolicyTest, LfuEvictsTheLeastUsedThenTheOlder) {
 TEST(EvictionPolicyTest, LfuCountsTheHistoryAKeyBringsBack) {
   auto p = Make(EvictionPolicyKind::kLfu, 4);
   p->BeginBatch();
-  p->Insert(0, 0, -1);  // a new key
-  p->Insert(1, 50, 0);  // a key used 50 times before it was evicted
-  p->Insert(2, 3, 0);
+  EXPECT_TRUE(p->Insert(0, 0, -1).ok());  // a new key
+  EXPECT_TRUE(p->Insert(1, 50, 0).ok());  // a key used 50 times before it was evicted
+  EXPECT_TRUE(p->Insert(2, 3, 0).ok());
   p->BeginBatch();
   p->BeginBatch();
   EXPECT_THAT(Victims(*p, 3), ElementsAre(0u, 2u, 1u));
@@ -215,9 +215,9 @@ TEST(EvictionPolicyTest, LrfuSitsBetweenLruAndLfuByItsHalfLife) {
   // History given on Insert: three uses one batch ago outweigh one, which outweighs none.
   auto p = Make(EvictionPolicyKind::kLrfu, 4, 2.0);
   for (int b = 0; b < 10; ++b) p->BeginBatch();
-  p->Insert(0, 0, -1);  // batch 9: new
-  p->Insert(1, 3, 8);   // batch 9: three uses at batch 8
-  p->Insert(2, 1, 8);   // batch 9: one use at batch 8
+  EXPECT_TRUE(p->Insert(0, 0, -1).ok());  // batch 9: new
+  EXPECT_TRUE(p->Insert(1, 3, 8).ok());   // batch 9: three uses at batch 8
+  EXPECT_TRUE(p->Insert(2, 1, 8).ok());   // batch 9: one use at batch 8
   p->BeginBatch();
   p->BeginBatch();
   EXPECT_THAT(Victims(*p, 3), ElementsAre(0u, 2u, 1u));
@@ -228,7 +228,7 @@ TEST(EvictionPolicyTest, TiesGoToTheLowerSlotSoEvictionIsDeterministic) {
        {EvictionPolicyKind::kLru, EvictionPolicyKind::kLfu, EvictionPolicyKind::kLrfu}) {
     auto p = Make(kind, 8);
     p->BeginBatch();
-    for (uint32_t s : {5u, 2u, 7u, 0u}) p->Insert(s, 0, -1);
+    for (uint32_t s : {5u, 2u, 7u, 0u}) EXPECT_TRUE(p->Insert(s, 0, -1).ok());
     p->BeginBatch();
     p->BeginBatch();
     EXPECT_THAT(Victims(*p, 4), ElementsAre(0u, 2u, 5u, 7u)) << EvictionPolicyName(kind);

@@ -1,0 +1,307 @@
+// table_impl.h: TableImpl, the EmbeddingTable of recsdk/table.h, and the helpers its files share.
+// The class is split by concern over several files (STYLE.md, "one file, one concept"):
+//   table.cc           creation, the row slab, row initialisation, single-key reads
+//   table_lookup.cc    Resolve (the key index and admission) and the Gather* reads
+//   table_update.cc    the sparse optimizers' updates, by row id or by address
+//   table_evict.cc     eviction and set_threshold
+//   table_export.cc    .npy export and import
+//   table_snapshot.cc  Snapshot / LoadSnapshot (src/checkpoint/ owns the file format)
+//
+// Layout: rows live in one virtual-memory reservation (mmap, committed page by page as rows are
+// first used), so a row id maps to an address with one multiply and a row never moves, even when
+// a dynamically expanding table grows. Timestamps (only with eviction) sit in a parallel
+// reservation. Keys awaiting admission are kept apart in a hash map; they have no row.
+//
+// Threading: see recsdk/table.h. Batch methods split work with oneTBB; each unique key (row) is
+// touched by exactly one task, so there are no locks.
+#ifndef RECSDK_TABLE_TABLE_IMPL_H_
+#define RECSDK_TABLE_TABLE_IMPL_H_
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "oneapi/tbb/blocked_range.h"
+#include "oneapi/tbb/global_control.h"
+#include "oneapi/tbb/parallel_for.h"
+#include "recsdk/table.h"
+#include "src/common/prefetch.h"
+#include "src/table/key_index.h"
+#include "src/table/npy.h"
+#include "src/table/sparse_optimizers_impl.h"
+#include "src/table/tier_lease.h"
+#include "src/table/tiers/eviction_policy.h"
+#include "src/table/tiers/memory_store.h"
+#include "src/table/tiers/row_store.h"
+#include "src/table/tiers/ssd_store.h"
+
+namespace recsdk::internal {
+
+// A dynamically expanding table reserves this much address space for rows (committed lazily);
+// capacity() reports the rows it holds (table.h documents the 2^40).
+constexpr uint64_t kDynamicReserveBytes = 1ull << 40;
+constexpr int64_t kDynamicInitialIndex = 1 << 16;
+
+// Below this many items a batch method runs on the calling thread.
+constexpr size_t kParallelGrain = 2048;
+
+// BigChunks: f(b, e) over about 4 chunks per allowed thread (at least kParallelGrain items
+// each): prefetching loops restart their pipeline at every chunk, so chunks stay long.
+template <typename F>
+void BigChunks(size_t n, F&& f) {
+  const size_t threads =
+      tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
+  const size_t parts = std::max<size_t>(1, threads) * 4;
+  const size_t chunk = std::max(kParallelGrain, (n + parts - 1) / parts);
+  if (n <= chunk) {
+    if (n > 0) f(size_t{0}, n);
+    return;
+  }
+  const size_t num = (n + chunk - 1) / chunk;
+  tbb::parallel_for(size_t{0}, num,
+                    [&](size_t c) { f(c * chunk, std::min(n, c * chunk + chunk)); });
+}
+
+template <typename F>
+void ParallelChunks(size_t n, size_t grain, F&& f) {
+  if (n <= grain) {
+    if (n > 0) f(size_t{0}, n);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, n, grain),
+                    [&](const tbb::blocked_range<size_t>& r) { f(r.begin(), r.end()); });
+}
+
+// SlabReservation: an anonymous mapping whose pages are committed on first touch.
+class SlabReservation {
+ public:
+  SlabReservation() = default;
+  explicit SlabReservation(uint64_t bytes) : bytes_(std::max<uint64_t>(bytes, 4096)) {
+    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+      base_ = nullptr;
+      return;
+    }
+    madvise(p, bytes_, MADV_HUGEPAGE);
+    base_ = static_cast<char*>(p);
+  }
+  ~SlabReservation() {
+    if (base_ != nullptr) munmap(base_, bytes_);
+  }
+  SlabReservation(SlabReservation&& o) noexcept : base_(o.base_), bytes_(o.bytes_) {
+    o.base_ = nullptr;
+  }
+  SlabReservation& operator=(SlabReservation&& o) noexcept {
+    std::swap(base_, o.base_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  char* base() const { return base_; }
+
+ private:
+  char* base_ = nullptr;
+  uint64_t bytes_ = 0;
+};
+
+struct PendingKey {
+  float count = 0;
+  int64_t timestamp = 0;
+};
+
+class TableImpl final : public EmbeddingTable {
+ public:
+  TableImpl(const TableConfig& config, const SparseOptimizerConfig& optimizer);
+  Status Init();
+  int64_t size() const override { return static_cast<int64_t>(index_->size()); }
+  int64_t capacity() const override { return max_rows_; }
+  int64_t data_time() const override { return data_time_; }
+  int64_t MemoryBytes() const override;
+  float* Row(uint32_t row) const {
+    return reinterpret_cast<float*>(slab_.base() + static_cast<uint64_t>(row) * row_bytes_);
+  }
+  int64_t* Timestamp(uint32_t row) const {
+    return reinterpret_cast<int64_t*>(timestamps_.base()) + row;
+  }
+  void PrefetchRow(uint32_t row) const {
+    if (row >= kDefaultRow) return;
+    PrefetchLines(Row(row), static_cast<size_t>(config_.dim) * sizeof(float));
+  }
+  // InitRow: embedding from the initializer stream of (seed, key), then fresh slots.
+  void InitRow(uint32_t row, int64_t key) const;
+  int64_t FreeRows() const {
+    return static_cast<int64_t>(free_rows_.size()) + (device_rows_ - next_row_);
+  }
+  uint32_t AllocateRow();
+  Status FullError(int64_t needed) const;
+  Status CheckKeyRange(absl::Span<const int64_t> keys) const;
+  // The public batch calls run under CatchExceptions: a bad_alloc (a huge batch, a rehash)
+  // becomes ResourceExhausted instead of leaving the library.
+  Status Resolve(absl::Span<const int64_t> keys, absl::Span<const uint32_t> counts,
+                 absl::Span<const int64_t> timestamps, LookupMode mode,
+                 absl::Span<uint32_t> rows) override;
+  Status ResolveUnguarded(absl::Span<const int64_t> keys, absl::Span<const uint32_t> counts,
+                          absl::Span<const int64_t> timestamps, LookupMode mode,
+                          absl::Span<uint32_t> rows, const ResolveLease& lease);
+  Status ResolveLeased(absl::Span<const int64_t> keys, absl::Span<const uint32_t> counts,
+                       absl::Span<const int64_t> timestamps, LookupMode mode,
+                       absl::Span<uint32_t> rows, const ResolveLease& lease);
+
+  // ---- Tiers (table_tiers.cc). With host_vocabulary_size > 0 the key index maps a key to a
+  // packed RowLocation (TierBases): device slots [0, device), host slots after them, SSD slots
+  // last. Row ids handed to the graph (Resolve's rows, Gather, Apply, RowAddresses) are device
+  // slots only, the slab below is the device tier, and per-row metadata (timestamps, change
+  // tracking, use history) is indexed by packed location and moves with the row. Without tiers
+  // the packed location is the row id and none of this runs.
+  bool tiered() const { return tiered_; }
+  Status InitTiers();
+  // TierPlan: what a Resolve must move, decided before anything changes.
+  struct TierPlan {
+    std::vector<uint32_t> host_pos, ssd_pos;      // batch positions arriving from host / SSD
+    std::vector<uint32_t> host_slots, ssd_slots;  // their slots there
+    std::vector<float> host_rows, ssd_rows;       // their rows, read during planning
+    std::vector<uint32_t> victims;                // device slots to demote to the host
+    std::vector<uint32_t> cold;                   // host slots to demote to SSD
+    std::vector<int64_t> arriving_ts;             // metadata of the arriving rows
+    std::vector<uint8_t> arriving_dirty;
+    std::vector<uint64_t> arriving_hist;
+  };
+  Status PlanTiers(absl::Span<const int64_t> keys, absl::Span<const uint32_t> rows, size_t admits,
+                   const ResolveLease& lease, TierPlan* plan);
+  Status ExecuteTiers(absl::Span<const int64_t> keys, absl::Span<uint32_t> rows,
+                      const std::vector<uint32_t>& admit, TierPlan& plan,
+                      const ResolveLease& lease);
+  void ReleaseLeasesLocked(const void* owner, int64_t before_batch);
+  void ReleaseLeases(const void* owner, int64_t before_batch);
+  // ReadRowsAt / WriteRowsAt: whole rows (embedding + slots) at packed locations, each tier in
+  // bulk. DataLoss from the SSD tier.
+  Status ReadRowsAt(absl::Span<const uint32_t> packed, float* out) const;
+  Status WriteRowsAt(absl::Span<const uint32_t> packed, const float* in);
+  // PlaceNew: packed locations for n new rows, in the fastest tier with free slots (no swaps);
+  // the caller checked there is room (TierFreeRows). Inserts nothing into the index.
+  Status PlaceNew(absl::Span<const int64_t> keys, uint32_t* packed);
+  // ScrubLeases: the slots leave every lease (their rows are being evicted or replaced).
+  void ScrubLeases(const absl::flat_hash_set<uint32_t>& device_slots);
+  // RemoveAt: frees the row at a packed location (eviction, delta restore), from any tier.
+  void RemoveAt(uint32_t packed);
+  // ClearTiers: every tier empty (full restore).
+  Status ClearTiers();
+  Status ImportRowsTiered(const std::vector<int64_t>& keys, const float* values);
+  Status LoadSnapshotTiered(const TableSnapshot& snap, int64_t needed);
+  void LoadSnapshotRows(const TableSnapshot& snap, int64_t needed);
+  int64_t TierFreeRows() const;
+  Status TwoBatchesError(size_t needed) const;
+  TierStats Stats() const;
+  uint64_t* History(uint32_t packed) const {
+    return reinterpret_cast<uint64_t*>(history_.base()) + packed;
+  }
+  void CopyEmbedding(uint32_t row, float* out) const;
+  // GatherRows: out[i, :] = embedding of rows[idx ? idx[i] : i] for i in [b, e), the rows
+  // prefetched kAhead positions ahead (as many misses in flight as the roofline's gather).
+  // Embeddings of whole cache lines (dim a multiple of 16) are copied line by line with
+  // fixed-size copies, and all state lives in locals. The previous loop (a libc memcpy of runtime
+  // size per row, members re-read through `this` after each store to `out`) ran ~3x slower than a
+  // plain gather of the same slab memory (10M rows, dim 16); CopyEmbedding stays its reference.
+  void GatherRows(const uint32_t* __restrict rows, const uint32_t* __restrict idx, size_t b,
+                  size_t e, float* __restrict out) const;
+  void Gather(absl::Span<const uint32_t> rows, float* out) const override;
+  void GatherRestored(absl::Span<const uint32_t> unique_rows, absl::Span<const uint32_t> restore,
+                      float* out) const override;
+  Status GatherPooled(absl::Span<const uint32_t> unique_rows, absl::Span<const uint32_t> restore,
+                      int64_t batch, int64_t n, Combiner combiner, float* out) const override;
+  // CheckRowsAndRestore: every restore index points into unique_rows, and every row id is one
+  // of this table's rows or a sentinel; a wrong one would read outside the slab.
+  Status CheckRowsAndRestore(absl::Span<const uint32_t> unique_rows,
+                             absl::Span<const uint32_t> restore) const;
+  void PaddingMask(absl::Span<const uint32_t> unique_rows, absl::Span<const uint32_t> restore,
+                   float* mask) const override;
+  // UpdateBatch: one optimizer step on rows [b, e) of a batch, given by id (ids) or by address
+  // (addrs). SGD, Adagrad and LazyAdam run the per-ISA kernels (bitwise equal to RowUpdater, their
+  // reference twin); FTRL runs RowUpdater.
+  void UpdateBatch(const RowUpdater& updater, const uint32_t* ids, float* const* addrs, size_t b,
+                   size_t e, const float* grads) const;
+  void ApplyGradients(absl::Span<const uint32_t> rows, const float* grads, int64_t step) override;
+  Status RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> addresses) override;
+  void ApplyGradientsByAddress(absl::Span<float* const> addresses, const float* grads,
+                               int64_t step) override;
+  StatusOr<int64_t> EvictStale() override;
+  Status NoEviction() const;
+  StatusOr<int64_t> EvictLastAccessedAtOrBefore(int64_t cutoff) override;
+  Status SetAccessThreshold(int64_t access_threshold) override;
+  uint32_t FindRow(int64_t key) const override;
+  StatusOr<std::vector<float>> ReadRow(int64_t key) const override;
+  float AdmissionCount(int64_t key) const override;
+  // Entries sorted by key: checkpoints and exports are canonical whatever the insertion order.
+  std::vector<std::pair<int64_t, uint32_t>> SortedEntries() const;
+  std::string KeyDescr() const { return config_.key_dtype == DType::kInt32 ? "<i4" : "<i8"; }
+  Status WriteKeys(const std::string& path, const std::vector<int64_t>& keys) const;
+  Status ExportNpy(const std::string& keys_path, const std::string& values_path) const override;
+  Status ExportNpyUnguarded(const std::string& keys_path, const std::string& values_path) const;
+  static StatusOr<std::vector<int64_t>> KeysFrom(const NpyArray& a, const std::string& path);
+  Status ImportNpy(const std::string& keys_path, const std::string& values_path) override;
+  Status ImportNpyUnguarded(const std::string& keys_path, const std::string& values_path);
+  StatusOr<TableSnapshot> Snapshot(SnapshotKind kind) override;
+  Status LoadSnapshot(const TableSnapshot& snap) override;
+  // Change tracking for delta snapshots: one byte per row (set by whatever writes the row) and
+  // the keys evicted since the last snapshot.
+  uint8_t* Dirty() const { return reinterpret_cast<uint8_t*>(dirty_.base()); }
+  void MarkDirty(uint32_t row) const { Dirty()[row] = 1; }
+  void MarkClean(uint32_t row) const { Dirty()[row] = 0; }
+  void ResetTracking();
+
+ private:
+  static constexpr int64_t kNoTime = std::numeric_limits<int64_t>::min();
+  const int row_floats_;
+  const uint64_t row_bytes_;
+  const bool evicting_;
+  const bool admitting_;
+  const uint64_t seed_;
+  const absl::flat_hash_set<int64_t> padding_;
+  int64_t max_rows_ = 0;
+  std::unique_ptr<KeyIndex> index_;
+  SlabReservation slab_;
+  SlabReservation timestamps_;
+  int64_t next_row_ = 0;
+  std::vector<uint32_t> free_rows_;
+  absl::flat_hash_map<int64_t, PendingKey> pending_;
+  int64_t data_time_ = kNoTime;
+  // Tiers (tiered_ only; see InitTiers).
+  bool tiered_ = false;
+  int64_t device_rows_ = 0;  // the device tier's rows: all of max_rows_ without tiers
+  TierBases bases_{0, 0, 0};
+  std::unique_ptr<MemoryStore> host_;
+  std::unique_ptr<SsdStore> ssd_;
+  std::unique_ptr<EvictionPolicy> device_policy_;
+  std::unique_ptr<EvictionPolicy> host_policy_;
+  std::vector<int64_t> device_keys_;   // device slot -> key
+  std::vector<int64_t> host_keys_;     // host slot -> key (-1 free)
+  std::vector<uint16_t> device_pins_;  // device slot -> leases pinning it
+  std::vector<uint8_t> device_held_;   // device slot -> holds a row
+  struct Lease {
+    const void* owner;
+    int64_t batch;
+    std::vector<uint32_t> slots;
+  };
+  std::deque<Lease> leases_;
+  int64_t auto_batch_ = 0;
+  SlabReservation history_;  // per packed location: uses (low 32 bits), last batch (high 32)
+  int64_t policy_batch_ = -1;
+  int64_t promoted_ = 0, demoted_ = 0, device_hits_ = 0, device_lookups_ = 0;
+  mutable std::mutex tier_mu_;  // guards the tier state: Resolves of a tiered table take turns
+  SlabReservation dirty_;       // one byte per row: changed since the last Snapshot
+  absl::flat_hash_set<int64_t> removed_;  // keys evicted since the last Snapshot
+};
+
+}  // namespace recsdk::internal
+
+#endif  // RECSDK_TABLE_TABLE_IMPL_H_

@@ -1,0 +1,269 @@
+// table_snapshot.cc: TableImpl's Snapshot / LoadSnapshot and the change tracking of delta
+// snapshots (src/checkpoint/ owns the file format). Exclusive access.
+#include <cstring>
+#include <numeric>
+
+#include "absl/container/flat_hash_set.h"
+#include "fmt/format.h"
+#include "oneapi/tbb/parallel_sort.h"
+#include "src/common/status_macros.h"
+#include "src/table/table_impl.h"
+
+namespace recsdk::internal {
+
+StatusOr<TableSnapshot> TableImpl::Snapshot(SnapshotKind kind) {
+  TableSnapshot snap;
+  snap.table_name = name();
+  snap.dim = config_.dim;
+  snap.num_slots = num_slots_;
+  snap.optimizer = optimizer_.kind;
+  snap.key_dtype = config_.key_dtype;
+  snap.is_delta = kind == SnapshotKind::kDelta;
+  snap.data_time = data_time_;
+  snap.access_threshold = config_.access_threshold;
+  // Tiers: the rows are copied out of every tier, the SSD files included, so a checkpoint never
+  // refers to the SSD files, which later swaps overwrite in place (docs/tiers.md).
+  std::unique_lock<std::mutex> tier_lock(tier_mu_, std::defer_lock);
+  if (tiered_) tier_lock.lock();
+  std::vector<std::pair<int64_t, uint32_t>> entries;
+  if (snap.is_delta) {
+    const uint8_t* dirty = Dirty();
+    index_->ForEach([&](int64_t key, uint32_t row) {
+      if (dirty[row] != 0) entries.emplace_back(key, row);
+    });
+    tbb::parallel_sort(entries.begin(), entries.end());
+    snap.removed_keys.assign(removed_.begin(), removed_.end());
+    std::sort(snap.removed_keys.begin(), snap.removed_keys.end());
+  } else {
+    entries = SortedEntries();
+  }
+  const size_t n = entries.size();
+  snap.keys.resize(n);
+  snap.rows.resize(n * static_cast<size_t>(row_floats_));
+  if (evicting_) snap.timestamps.resize(n);
+  if (tiered_) {
+    std::vector<uint32_t> packed(n);
+    for (size_t i = 0; i < n; ++i) {
+      snap.keys[i] = entries[i].first;
+      packed[i] = entries[i].second;
+      if (evicting_) snap.timestamps[i] = *Timestamp(entries[i].second);
+    }
+    RECSDK_RETURN_IF_ERROR(ReadRowsAt(packed, snap.rows.data()));
+  } else {
+    BigChunks(n, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        snap.keys[i] = entries[i].first;
+        std::memcpy(snap.rows.data() + i * row_floats_, Row(entries[i].second), row_bytes_);
+        if (evicting_) snap.timestamps[i] = *Timestamp(entries[i].second);
+      }
+    });
+  }
+  std::vector<std::pair<int64_t, PendingKey>> pend(pending_.begin(), pending_.end());
+  std::sort(pend.begin(), pend.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  snap.pending_keys.resize(pend.size());
+  snap.pending_counts.resize(pend.size());
+  snap.pending_timestamps.resize(pend.size());
+  for (size_t i = 0; i < pend.size(); ++i) {
+    snap.pending_keys[i] = pend[i].first;
+    snap.pending_counts[i] = pend[i].second.count;
+    snap.pending_timestamps[i] = pend[i].second.timestamp;
+  }
+  if (kind != SnapshotKind::kFullKeepTracking) ResetTracking();
+  return snap;
+}
+
+Status TableImpl::LoadSnapshot(const TableSnapshot& snap) {
+  auto differs = [&](std::string_view what, std::string_view theirs, std::string_view ours) {
+    return absl::FailedPreconditionError(fmt::format(
+        "table \"{}\": the snapshot (of table \"{}\") has {} {} but the table has {} {}; restore "
+        "into a table created with the same dim, key dtype and sparse optimizer",
+        name(), snap.table_name, what, theirs, what, ours));
+  };
+  if (snap.dim != config_.dim) {
+    return differs("dim", std::to_string(snap.dim), std::to_string(config_.dim));
+  }
+  if (snap.key_dtype != config_.key_dtype) {
+    return differs("key dtype", DTypeName(snap.key_dtype), DTypeName(config_.key_dtype));
+  }
+  if (snap.optimizer != optimizer_.kind) {
+    return differs("optimizer", SparseOptimizerKindName(snap.optimizer),
+                   SparseOptimizerKindName(optimizer_.kind));
+  }
+  if (snap.num_slots != num_slots_) {
+    return differs("optimizer slots per row", std::to_string(snap.num_slots),
+                   std::to_string(num_slots_));
+  }
+  auto corrupt = [&](std::string_view what) {
+    return absl::DataLossError(
+        fmt::format("table \"{}\": the snapshot is inconsistent: {}; restore from another "
+                    "checkpoint",
+                    name(), what));
+  };
+  const size_t n = snap.keys.size();
+  if (snap.rows.size() != n * static_cast<size_t>(row_floats_)) {
+    return corrupt(fmt::format("{} keys but {} row floats (expected {} per row)", n,
+                               snap.rows.size(), row_floats_));
+  }
+  if (!snap.timestamps.empty() && snap.timestamps.size() != n) {
+    return corrupt(fmt::format("{} keys but {} timestamps", n, snap.timestamps.size()));
+  }
+  const size_t pn = snap.pending_keys.size();
+  if (snap.pending_counts.size() != pn || snap.pending_timestamps.size() != pn) {
+    return corrupt("pending keys, counts and timestamps differ in length");
+  }
+  if (!snap.is_delta && !snap.removed_keys.empty()) {
+    return corrupt("a full snapshot lists removed keys");
+  }
+  auto strictly_sorted = [](const std::vector<int64_t>& v) {
+    return std::adjacent_find(v.begin(), v.end(), std::greater_equal<int64_t>()) == v.end();
+  };
+  if (!strictly_sorted(snap.keys)) return corrupt("keys are not sorted and unique");
+  if (!strictly_sorted(snap.pending_keys)) return corrupt("pending keys are not unique");
+  if (!strictly_sorted(snap.removed_keys)) return corrupt("removed keys are not unique");
+  if (Status s = CheckKeyRange(snap.keys); !s.ok()) {
+    return absl::DataLossError(fmt::format("{} (in the snapshot)", s.message()));
+  }
+  if (Status s = CheckKeyRange(snap.pending_keys); !s.ok()) {
+    return absl::DataLossError(fmt::format("{} (in the snapshot's pending keys)", s.message()));
+  }
+  // Rows needed after applying: a full snapshot replaces everything; a delta frees the rows of
+  // its removed keys and needs one for each of its keys not held after that.
+  int64_t needed = static_cast<int64_t>(n);
+  if (snap.is_delta) {
+    absl::flat_hash_set<int64_t> removed(snap.removed_keys.begin(), snap.removed_keys.end());
+    int64_t freed = 0;
+    for (int64_t k : snap.removed_keys) freed += index_->Find(k) != KeyIndex::kEmpty ? 1 : 0;
+    needed = 0;
+    for (int64_t k : snap.keys) {
+      if (removed.contains(k) || index_->Find(k) == KeyIndex::kEmpty) ++needed;
+    }
+    if (needed > (tiered_ ? TierFreeRows() : FreeRows()) + freed) return FullError(needed);
+  } else if (needed > max_rows_) {
+    return FullError(needed);
+  }
+  if (tiered_) {
+    std::lock_guard<std::mutex> tier_lock(tier_mu_);
+    RECSDK_RETURN_IF_ERROR(LoadSnapshotTiered(snap, needed));
+  } else {
+    LoadSnapshotRows(snap, needed);
+  }
+  pending_.clear();
+  for (size_t i = 0; i < pn; ++i) {
+    pending_[snap.pending_keys[i]] = PendingKey{snap.pending_counts[i], snap.pending_timestamps[i]};
+  }
+  data_time_ = snap.data_time;
+  if (admitting_ && snap.access_threshold >= 0) config_.access_threshold = snap.access_threshold;
+  removed_.clear();
+  if (!snap.is_delta) return absl::OkStatus();
+  ResetTracking();
+  return absl::OkStatus();
+}
+
+// LoadSnapshotTiered: LoadSnapshot's apply step on a tiered table: the rows go to the fastest
+// tier with room (the device first), without swaps; swaps bring them up as batches use them.
+Status TableImpl::LoadSnapshotTiered(const TableSnapshot& snap, int64_t needed) {
+  const size_t n = snap.keys.size();
+  if (!snap.is_delta) {
+    RECSDK_RETURN_IF_ERROR(ClearTiers());
+    index_->Clear();
+    index_->Reserve(n);
+  } else {
+    absl::flat_hash_set<uint32_t> device_slots;
+    std::vector<uint32_t> gone;
+    for (int64_t k : snap.removed_keys) {
+      const uint32_t packed = index_->Find(k);
+      if (packed == KeyIndex::kEmpty) continue;
+      index_->Erase(k);
+      gone.push_back(packed);
+      if (packed < static_cast<uint32_t>(device_rows_)) device_slots.insert(packed);
+    }
+    ScrubLeases(device_slots);
+    for (uint32_t packed : gone) RemoveAt(packed);
+    index_->Reserve(index_->size() + static_cast<uint64_t>(needed));
+  }
+  std::vector<uint32_t> packed(n, KeyIndex::kEmpty);
+  std::vector<int64_t> fresh_keys;
+  std::vector<size_t> fresh_at;
+  for (size_t i = 0; i < n; ++i) {
+    if (snap.is_delta) packed[i] = index_->Find(snap.keys[i]);
+    if (packed[i] == KeyIndex::kEmpty) {
+      fresh_keys.push_back(snap.keys[i]);
+      fresh_at.push_back(i);
+    }
+  }
+  std::vector<uint32_t> placed(fresh_keys.size());
+  RECSDK_RETURN_IF_ERROR(PlaceNew(fresh_keys, placed.data()));
+  for (size_t j = 0; j < fresh_keys.size(); ++j) {
+    packed[fresh_at[j]] = placed[j];
+    index_->Insert(fresh_keys[j], placed[j]);
+  }
+  RECSDK_RETURN_IF_ERROR(WriteRowsAt(packed, snap.rows.data()));
+  for (size_t i = 0; i < n; ++i) {
+    MarkClean(packed[i]);
+    if (evicting_) {
+      *Timestamp(packed[i]) = snap.timestamps.empty() ? snap.data_time : snap.timestamps[i];
+    }
+  }
+  return absl::OkStatus();
+}
+
+// LoadSnapshotRows: LoadSnapshot's apply step without tiers.
+void TableImpl::LoadSnapshotRows(const TableSnapshot& snap, int64_t needed) {
+  const size_t n = snap.keys.size();
+
+  // Everything is checked: apply.
+  if (!snap.is_delta) {
+    index_->Clear();
+    index_->Reserve(n);
+    free_rows_.clear();
+    next_row_ = 0;
+  } else {
+    for (int64_t k : snap.removed_keys) {
+      const uint32_t row = index_->Find(k);
+      if (row == KeyIndex::kEmpty) continue;
+      index_->Erase(k);
+      free_rows_.push_back(row);
+    }
+    index_->Reserve(index_->size() + static_cast<uint64_t>(needed));
+  }
+  const int64_t default_time = snap.data_time;
+  std::vector<uint32_t> rows(n);
+  if (snap.is_delta) {
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t row = index_->Find(snap.keys[i]);
+      if (row == KeyIndex::kEmpty) {
+        row = AllocateRow();
+        index_->Insert(snap.keys[i], row);
+      }
+      rows[i] = row;
+    }
+  } else {
+    // A fresh table: rows 0..n-1 in key order, inserted as one batch.
+    std::iota(rows.begin(), rows.end(), 0u);
+    next_row_ = static_cast<int64_t>(n);
+    index_->InsertBatch(snap.keys.data(), rows.data(), n);
+  }
+  BigChunks(n, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      std::memcpy(Row(rows[i]), snap.rows.data() + i * row_floats_, row_bytes_);
+      MarkClean(rows[i]);
+      if (evicting_) {
+        *Timestamp(rows[i]) = snap.timestamps.empty() ? default_time : snap.timestamps[i];
+      }
+    }
+  });
+}
+
+void TableImpl::ResetTracking() {
+  if (tiered_) {
+    // Tracking is per packed location, over every tier: clear the bytes of the rows held.
+    index_->ForEach([&](int64_t, uint32_t packed) { MarkClean(packed); });
+    removed_.clear();
+    return;
+  }
+  if (next_row_ > 0) std::memset(Dirty(), 0, static_cast<size_t>(next_row_));
+  removed_.clear();
+}
+
+}  // namespace recsdk::internal

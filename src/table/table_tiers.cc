@@ -1,0 +1,582 @@
+// table_tiers.cc: the device, host and SSD tiers under TableImpl (table_impl.h): the swaps a
+// Resolve plans and runs, the leases that keep a batch's device rows in place while it is in
+// flight, and the bulk row access export, import, eviction and snapshots use across tiers.
+//
+// With host_vocabulary_size > 0 the key index maps a key to a packed RowLocation (TierBases):
+// device slots first (the table's slab, which the graph reads and writes by row id and by
+// address), then the host tier's MemoryStore, then the SSD tier's SsdStore. A key's row is in
+// exactly one tier. A Resolve of a batch, before anything changes:
+//   1. finds each key's tier; the device hits count as used by this batch (eviction policy);
+//   2. reads the rows coming up from the host and SSD into memory (an I/O error is DataLoss and
+//      leaves the table as it was);
+//   3. when the device has fewer free slots than rows arriving (host, SSD and admitted new keys),
+//      asks the device policy for victims among the unpinned slots; too few is Unavailable (the
+//      lease's owner holds batches that are not consumed yet: wait and retry) or the "two
+//      consecutive batches" FailedPrecondition naming device_vocabulary_size;
+//   4. when the host cannot take the victims, asks the host policy for its coldest rows to push
+//      to SSD; a full host without SSD, or a full SSD, is ResourceExhausted naming the tier.
+// Then it runs the plan: free the slots the batch's rows leave, host -> SSD, device -> host (all
+// in bulk), the batch's rows into free device slots, new keys initialised, every batch row
+// pinned under the caller's lease. Per-row metadata (timestamp, change-tracking byte, use
+// history) is indexed by packed location and moves with its row, so eviction, delta snapshots and
+// the policies' history see the same row wherever it is.
+//
+// Threading: every function here runs under tier_mu_ (the table's Resolve takes it; Snapshot,
+// eviction and import run with exclusive access to the table and take it too).
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/container/flat_hash_set.h"
+#include "fmt/format.h"
+#include "fmt/ranges.h"
+#include "src/common/status_macros.h"
+#include "src/table/table_impl.h"
+
+namespace recsdk::internal {
+
+namespace {
+
+constexpr uint64_t kNoHistory = 0xFFFFFFFF00000000ull;  // uses 0, last batch -1
+
+uint32_t Uses(uint64_t h) { return static_cast<uint32_t>(h); }
+int64_t LastBatch(uint64_t h) { return static_cast<int32_t>(static_cast<uint32_t>(h >> 32)); }
+uint64_t MakeHistory(uint32_t uses, int64_t last) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(static_cast<int32_t>(last))) << 32) | uses;
+}
+
+}  // namespace
+
+Status TableImpl::InitTiers() {
+  const std::string label = fmt::format("table \"{}\"", name());
+  const int64_t host = config_.host_vocabulary_size, ssd = config_.ssd_vocabulary_size;
+  RECSDK_RETURN_IF_ERROR(TierBases::Check(static_cast<uint64_t>(device_rows_),
+                                          static_cast<uint64_t>(host), static_cast<uint64_t>(ssd)));
+  bases_ = TierBases(static_cast<uint32_t>(device_rows_), static_cast<uint32_t>(host),
+                     static_cast<uint32_t>(ssd));
+  MemoryStoreOptions h;
+  h.tier = Tier::kHost;
+  h.row_floats = row_floats_;
+  h.capacity = static_cast<uint32_t>(host);
+  h.label = label;
+  RECSDK_ASSIGN_OR_RETURN(host_, MemoryStore::Create(h));
+  if (ssd > 0) {
+    SsdStoreOptions o;
+    o.row_floats = row_floats_;
+    o.capacity = static_cast<uint32_t>(ssd);
+    o.folders = config_.ssd_data_path;
+    // Table names may hold '/'; file names may not. A table's files replace those an earlier run
+    // of a table of the same name left in the folders (SsdStore::Create).
+    o.file_name = name();
+    for (char& c : o.file_name) {
+      if (c == '/') c = '_';
+    }
+    RECSDK_ASSIGN_OR_RETURN(ssd_, SsdStore::Create(o));
+  }
+  EvictionPolicyOptions p;
+  p.capacity = static_cast<uint32_t>(device_rows_);
+  RECSDK_ASSIGN_OR_RETURN(device_policy_, EvictionPolicy::Create(p));
+  p.capacity = static_cast<uint32_t>(host);
+  RECSDK_ASSIGN_OR_RETURN(host_policy_, EvictionPolicy::Create(p));
+  device_keys_.assign(static_cast<size_t>(device_rows_), -1);
+  host_keys_.assign(static_cast<size_t>(host), -1);
+  device_pins_.assign(static_cast<size_t>(device_rows_), 0);
+  device_held_.assign(static_cast<size_t>(device_rows_), 0);
+  history_ = SlabReservation(static_cast<uint64_t>(max_rows_) * sizeof(uint64_t));
+  if (history_.base() == nullptr) {
+    return absl::ResourceExhaustedError(
+        fmt::format("{}: cannot reserve use history for {} rows", label, max_rows_));
+  }
+  return absl::OkStatus();
+}
+
+int64_t TableImpl::TierFreeRows() const {
+  int64_t free = FreeRows() + (config_.host_vocabulary_size - host_->size());
+  if (ssd_ != nullptr) free += config_.ssd_vocabulary_size - ssd_->size();
+  return free;
+}
+
+Status TableImpl::TwoBatchesError(size_t needed) const {
+  return absl::FailedPreconditionError(fmt::format(
+      "table \"{}\": device_vocabulary_size {} is below the {} unique keys of two consecutive "
+      "batches (this batch's and the rows still in use by the previous one), which the device "
+      "tier must hold at once; raise device_vocabulary_size to at least {} (or use smaller "
+      "batches)",
+      name(), device_rows_, needed, needed));
+}
+
+Status TableImpl::PlanTiers(absl::Span<const int64_t> keys, absl::Span<const uint32_t> rows,
+                            size_t admits, const ResolveLease& lease, TierPlan* plan) {
+  const size_t rf = static_cast<size_t>(row_floats_);
+  // The public Resolve keeps the rows of its previous call, which may still be in flight, and
+  // lets older ones move: with this batch's, two batches are pinned at most.
+  if (lease.owner == nullptr) ReleaseLeasesLocked(nullptr, auto_batch_ - 1);
+  std::vector<uint32_t> hits;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const uint32_t r = rows[i];
+    if (r >= kDefaultRow) continue;
+    const RowLocation loc = bases_.Unpack(r);
+    switch (loc.tier) {
+      case Tier::kDevice:
+        hits.push_back(loc.slot);
+        break;
+      case Tier::kHost:
+        plan->host_pos.push_back(static_cast<uint32_t>(i));
+        plan->host_slots.push_back(loc.slot);
+        break;
+      case Tier::kSsd:
+        plan->ssd_pos.push_back(static_cast<uint32_t>(i));
+        plan->ssd_slots.push_back(loc.slot);
+        break;
+    }
+  }
+  // A new batch for the policy; its device hits are used now, so they are never its victims.
+  device_policy_->BeginBatch();
+  ++policy_batch_;
+  device_policy_->Touch(hits);
+  if (!plan->host_slots.empty()) {
+    plan->host_rows.resize(plan->host_slots.size() * rf);
+    RECSDK_RETURN_IF_ERROR(host_->Read(plan->host_slots, plan->host_rows.data()));
+  }
+  if (!plan->ssd_slots.empty()) {
+    plan->ssd_rows.resize(plan->ssd_slots.size() * rf);
+    RECSDK_RETURN_IF_ERROR(ssd_->Read(plan->ssd_slots, plan->ssd_rows.data()));
+  }
+  const size_t arriving = plan->host_pos.size() + plan->ssd_pos.size() + admits;
+  const size_t device_free = static_cast<size_t>(FreeRows());
+  if (arriving > device_free) {
+    const size_t want = arriving - device_free;
+    plan->victims.resize(want);
+    plan->victims.resize(device_policy_->ChooseVictims(
+        want, plan->victims.data(), [&](uint32_t slot) { return device_pins_[slot] != 0; }));
+    if (plan->victims.size() < want) {
+      // The policy also spares the previous Resolve's rows; pins are what really is in flight
+      // (e.g. a Resolve of the other channel came between), so unpinned rows outside this batch
+      // make up the rest, in slot order.
+      const absl::flat_hash_set<uint32_t> hit_set(hits.begin(), hits.end());
+      absl::flat_hash_set<uint32_t> chosen(plan->victims.begin(), plan->victims.end());
+      for (int64_t s = 0; s < next_row_ && plan->victims.size() < want; ++s) {
+        const uint32_t slot = static_cast<uint32_t>(s);
+        if (device_pins_[slot] != 0 || hit_set.contains(slot) || chosen.contains(slot)) continue;
+        if (device_held_[slot] == 0) continue;
+        plan->victims.push_back(slot);
+      }
+    }
+    if (plan->victims.size() < want) {
+      if (lease.owner != nullptr) {
+        int held = 0;
+        for (const Lease& l : leases_) held += l.owner == lease.owner ? 1 : 0;
+        if (held > 1) {
+          return absl::UnavailableError(fmt::format(
+              "table \"{}\": the device tier's {} rows are pinned by {} batches resolved ahead "
+              "and not consumed yet; retry once the step has consumed one",
+              name(), device_rows_, held));
+        }
+      }
+      const absl::flat_hash_set<uint32_t> hit_set(hits.begin(), hits.end());
+      size_t pinned_other = 0;
+      for (int64_t s = 0; s < next_row_; ++s) {
+        if (device_pins_[s] != 0 && !hit_set.contains(static_cast<uint32_t>(s))) ++pinned_other;
+      }
+      return TwoBatchesError(pinned_other + hits.size() + arriving);
+    }
+    const size_t host_room =
+        static_cast<size_t>(config_.host_vocabulary_size) - host_->size() + plan->host_slots.size();
+    if (plan->victims.size() > host_room) {
+      const size_t host_want = plan->victims.size() - host_room;
+      if (ssd_ == nullptr) {
+        return absl::ResourceExhaustedError(fmt::format(
+            "table \"{}\": the host tier is full (host_vocabulary_size {}) and there is no SSD "
+            "tier for {} more rows pushed down from the device; raise host_vocabulary_size, set "
+            "ssd_vocabulary_size and ssd_data_path, or enable eviction",
+            name(), config_.host_vocabulary_size, host_want));
+      }
+      // The host's rows are never in flight (batches use device rows), so the host policy's
+      // guard of the previous batch is not wanted: two batch steps put every earlier use out of
+      // it (the half-life is then counted in half-batches).
+      host_policy_->BeginBatch();
+      host_policy_->BeginBatch();
+      const absl::flat_hash_set<uint32_t> leaving(plan->host_slots.begin(), plan->host_slots.end());
+      plan->cold.resize(host_want);
+      plan->cold.resize(host_policy_->ChooseVictims(
+          host_want, plan->cold.data(), [&](uint32_t slot) { return leaving.contains(slot); }));
+      if (plan->cold.size() < host_want) {
+        return absl::ResourceExhaustedError(fmt::format(
+            "table \"{}\": the host tier (host_vocabulary_size {}) cannot take {} rows pushed "
+            "down from the device; raise host_vocabulary_size",
+            name(), config_.host_vocabulary_size, host_want));
+      }
+      const size_t ssd_room =
+          static_cast<size_t>(config_.ssd_vocabulary_size) - ssd_->size() + plan->ssd_slots.size();
+      if (plan->cold.size() > ssd_room) {
+        return absl::ResourceExhaustedError(fmt::format(
+            "table \"{}\": the ssd tier is full: {} of ssd_vocabulary_size {} rows in use under "
+            "ssd_data_path \"{}\", and {} more must leave the host; raise ssd_vocabulary_size or "
+            "enable eviction",
+            name(), ssd_->size(), config_.ssd_vocabulary_size,
+            fmt::join(config_.ssd_data_path, "\", \""), plan->cold.size()));
+      }
+    }
+  }
+  // The arriving rows' metadata, read before their slots can be reused below.
+  for (const std::vector<uint32_t>* pos : {&plan->host_pos, &plan->ssd_pos}) {
+    for (uint32_t i : *pos) {
+      const uint32_t packed = rows[i];
+      plan->arriving_ts.push_back(evicting_ ? *Timestamp(packed) : 0);
+      plan->arriving_dirty.push_back(Dirty()[packed]);
+      plan->arriving_hist.push_back(*History(packed));
+    }
+  }
+  return absl::OkStatus();
+}
+
+Status TableImpl::ExecuteTiers(absl::Span<const int64_t> keys, absl::Span<uint32_t> rows,
+                               const std::vector<uint32_t>& admit, TierPlan& plan,
+                               const ResolveLease& lease) {
+  const size_t rf = static_cast<size_t>(row_floats_);
+  size_t hits = 0, looked_up = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (rows[i] >= kDefaultRow) continue;
+    ++looked_up;
+    hits += rows[i] < static_cast<uint32_t>(device_rows_) ? 1 : 0;
+  }
+  // Each move writes the destination's metadata from the source's before the source slot can be
+  // reused (the arriving rows' metadata was saved by PlanTiers).
+  auto move_meta = [&](uint32_t from, uint32_t to) {
+    if (evicting_) *Timestamp(to) = *Timestamp(from);
+    Dirty()[to] = Dirty()[from];
+    *History(to) = *History(from);
+  };
+  auto relocate = [&](int64_t key, uint32_t to) {
+    index_->Erase(key);
+    index_->Insert(key, to);
+  };
+  // 1. The slots the batch's rows leave.
+  if (!plan.host_slots.empty()) {
+    RECSDK_RETURN_IF_ERROR(host_->Free(plan.host_slots));
+    for (uint32_t s : plan.host_slots) {
+      host_keys_[s] = -1;
+      host_policy_->Remove(s);
+    }
+  }
+  if (!plan.ssd_slots.empty()) RECSDK_RETURN_IF_ERROR(ssd_->Free(plan.ssd_slots));
+  // 2. The host's coldest rows to SSD.
+  if (!plan.cold.empty()) {
+    const size_t n = plan.cold.size();
+    std::vector<float> buf(n * rf);
+    std::vector<uint32_t> to(n);
+    RECSDK_RETURN_IF_ERROR(host_->Read(plan.cold, buf.data()));
+    RECSDK_RETURN_IF_ERROR(ssd_->Allocate(n, to.data()));
+    RECSDK_RETURN_IF_ERROR(ssd_->Write(to, buf.data()));
+    RECSDK_RETURN_IF_ERROR(host_->Free(plan.cold));
+    for (size_t j = 0; j < n; ++j) {
+      const uint32_t from = bases_.Pack({Tier::kHost, plan.cold[j]});
+      const uint32_t dst = bases_.Pack({Tier::kSsd, to[j]});
+      move_meta(from, dst);
+      relocate(host_keys_[plan.cold[j]], dst);
+      host_keys_[plan.cold[j]] = -1;
+      host_policy_->Remove(plan.cold[j]);
+    }
+    demoted_ += static_cast<int64_t>(n);
+  }
+  // 3. The device's victims to the host.
+  if (!plan.victims.empty()) {
+    const size_t n = plan.victims.size();
+    std::vector<float> buf(n * rf);
+    std::vector<uint32_t> to(n);
+    for (size_t j = 0; j < n; ++j)
+      std::memcpy(buf.data() + j * rf, Row(plan.victims[j]), row_bytes_);
+    RECSDK_RETURN_IF_ERROR(host_->Allocate(n, to.data()));
+    RECSDK_RETURN_IF_ERROR(host_->Write(to, buf.data()));
+    for (size_t j = 0; j < n; ++j) {
+      const uint32_t slot = plan.victims[j];
+      const int64_t key = device_keys_[slot];
+      const uint32_t dst = bases_.Pack({Tier::kHost, to[j]});
+      move_meta(slot, dst);
+      relocate(key, dst);
+      device_keys_[slot] = -1;
+      device_held_[slot] = 0;
+      device_policy_->Remove(slot);
+      free_rows_.push_back(slot);
+      host_keys_[to[j]] = key;
+      const uint64_t h = *History(dst);
+      RECSDK_RETURN_IF_ERROR(host_policy_->Insert(to[j], Uses(h), LastBatch(h)));
+    }
+    demoted_ += static_cast<int64_t>(n);
+  }
+  // 4. The batch's rows up to the device.
+  size_t m = 0;
+  auto arrive = [&](uint32_t pos, const float* row) -> Status {
+    const uint32_t slot = AllocateRow();
+    std::memcpy(Row(slot), row, row_bytes_);
+    relocate(keys[pos], slot);
+    if (evicting_) *Timestamp(slot) = plan.arriving_ts[m];
+    Dirty()[slot] = plan.arriving_dirty[m];
+    *History(slot) = plan.arriving_hist[m];
+    device_keys_[slot] = keys[pos];
+    device_held_[slot] = 1;
+    rows[pos] = slot;
+    const uint64_t h = plan.arriving_hist[m++];
+    return device_policy_->Insert(slot, Uses(h), LastBatch(h));
+  };
+  for (size_t j = 0; j < plan.host_pos.size(); ++j) {
+    RECSDK_RETURN_IF_ERROR(arrive(plan.host_pos[j], plan.host_rows.data() + j * rf));
+  }
+  for (size_t j = 0; j < plan.ssd_pos.size(); ++j) {
+    RECSDK_RETURN_IF_ERROR(arrive(plan.ssd_pos[j], plan.ssd_rows.data() + j * rf));
+  }
+  promoted_ += static_cast<int64_t>(m);
+  // 5. New keys: fresh rows on the device.
+  for (uint32_t i : admit) {
+    const uint32_t slot = AllocateRow();
+    rows[i] = slot;
+    index_->Insert(keys[i], slot);
+    MarkDirty(slot);
+    if (evicting_) *Timestamp(slot) = std::numeric_limits<int64_t>::min();
+    *History(slot) = kNoHistory;
+    device_keys_[slot] = keys[i];
+    device_held_[slot] = 1;
+    RECSDK_RETURN_IF_ERROR(device_policy_->Insert(slot, 0, -1));
+  }
+  ParallelChunks(admit.size(), 256, [&](size_t b, size_t e) {
+    for (size_t j = b; j < e; ++j) InitRow(rows[admit[j]], keys[admit[j]]);
+  });
+  // 6. Every row of the batch is on the device now: count the use and pin it under the lease.
+  Lease held{lease.owner, lease.owner != nullptr ? lease.batch : auto_batch_++, {}};
+  held.slots.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (rows[i] >= kDefaultRow) continue;
+    const uint32_t slot = rows[i];
+    const uint64_t h = *History(slot);
+    *History(slot) = MakeHistory(Uses(h) + 1, policy_batch_);
+    if (device_pins_[slot] != 0xFFFF) {
+      ++device_pins_[slot];
+      held.slots.push_back(slot);
+    }
+  }
+  leases_.push_back(std::move(held));
+  device_hits_ += static_cast<int64_t>(hits);
+  device_lookups_ += static_cast<int64_t>(looked_up);
+  return absl::OkStatus();
+}
+
+void TableImpl::ReleaseLeasesLocked(const void* owner, int64_t before_batch) {
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->owner != owner || it->batch >= before_batch) {
+      ++it;
+      continue;
+    }
+    for (uint32_t slot : it->slots) {
+      if (device_pins_[slot] != 0) --device_pins_[slot];
+    }
+    it = leases_.erase(it);
+  }
+}
+
+void TableImpl::ReleaseLeases(const void* owner, int64_t before_batch) {
+  if (!tiered_) return;
+  std::lock_guard<std::mutex> lock(tier_mu_);
+  ReleaseLeasesLocked(owner, before_batch);
+}
+
+void TableImpl::ScrubLeases(const absl::flat_hash_set<uint32_t>& device_slots) {
+  if (device_slots.empty()) return;
+  for (Lease& l : leases_) {
+    std::erase_if(l.slots, [&](uint32_t s) { return device_slots.contains(s); });
+  }
+  for (uint32_t s : device_slots) device_pins_[s] = 0;
+}
+
+Status TableImpl::ReadRowsAt(absl::Span<const uint32_t> packed, float* out) const {
+  const size_t rf = static_cast<size_t>(row_floats_);
+  if (!tiered_) {
+    for (size_t i = 0; i < packed.size(); ++i)
+      std::memcpy(out + i * rf, Row(packed[i]), row_bytes_);
+    return absl::OkStatus();
+  }
+  std::vector<uint32_t> slots[kNumTiers];
+  std::vector<size_t> where[kNumTiers];
+  for (size_t i = 0; i < packed.size(); ++i) {
+    const RowLocation loc = bases_.Unpack(packed[i]);
+    if (loc.tier == Tier::kDevice) {
+      std::memcpy(out + i * rf, Row(loc.slot), row_bytes_);
+      continue;
+    }
+    slots[static_cast<int>(loc.tier)].push_back(loc.slot);
+    where[static_cast<int>(loc.tier)].push_back(i);
+  }
+  for (Tier tier : {Tier::kHost, Tier::kSsd}) {
+    const int t = static_cast<int>(tier);
+    if (slots[t].empty()) continue;
+    std::vector<float> buf(slots[t].size() * rf);
+    const RowStore* store =
+        tier == Tier::kHost ? static_cast<const RowStore*>(host_.get()) : ssd_.get();
+    RECSDK_RETURN_IF_ERROR(store->Read(slots[t], buf.data()));
+    for (size_t j = 0; j < where[t].size(); ++j) {
+      std::memcpy(out + where[t][j] * rf, buf.data() + j * rf, row_bytes_);
+    }
+  }
+  return absl::OkStatus();
+}
+
+Status TableImpl::WriteRowsAt(absl::Span<const uint32_t> packed, const float* in) {
+  const size_t rf = static_cast<size_t>(row_floats_);
+  if (!tiered_) {
+    for (size_t i = 0; i < packed.size(); ++i) std::memcpy(Row(packed[i]), in + i * rf, row_bytes_);
+    return absl::OkStatus();
+  }
+  std::vector<uint32_t> slots[kNumTiers];
+  std::vector<float> rows[kNumTiers];
+  for (size_t i = 0; i < packed.size(); ++i) {
+    const RowLocation loc = bases_.Unpack(packed[i]);
+    if (loc.tier == Tier::kDevice) {
+      std::memcpy(Row(loc.slot), in + i * rf, row_bytes_);
+      continue;
+    }
+    const int t = static_cast<int>(loc.tier);
+    slots[t].push_back(loc.slot);
+    rows[t].insert(rows[t].end(), in + i * rf, in + (i + 1) * rf);
+  }
+  if (!slots[1].empty()) RECSDK_RETURN_IF_ERROR(host_->Write(slots[1], rows[1].data()));
+  if (!slots[2].empty()) RECSDK_RETURN_IF_ERROR(ssd_->Write(slots[2], rows[2].data()));
+  return absl::OkStatus();
+}
+
+Status TableImpl::PlaceNew(absl::Span<const int64_t> keys, uint32_t* packed) {
+  size_t i = 0;
+  if (!tiered_) {
+    for (; i < keys.size(); ++i) packed[i] = AllocateRow();
+    return absl::OkStatus();
+  }
+  for (; i < keys.size() && FreeRows() > 0; ++i) {
+    const uint32_t slot = AllocateRow();
+    packed[i] = slot;
+    device_keys_[slot] = keys[i];
+    device_held_[slot] = 1;
+    RECSDK_RETURN_IF_ERROR(device_policy_->Insert(slot, 0, -1));
+  }
+  const size_t host_n = std::min<size_t>(
+      keys.size() - i, static_cast<size_t>(config_.host_vocabulary_size) - host_->size());
+  if (host_n > 0) {
+    std::vector<uint32_t> slots(host_n);
+    RECSDK_RETURN_IF_ERROR(host_->Allocate(host_n, slots.data()));
+    for (size_t j = 0; j < host_n; ++j, ++i) {
+      packed[i] = bases_.Pack({Tier::kHost, slots[j]});
+      host_keys_[slots[j]] = keys[i];
+      RECSDK_RETURN_IF_ERROR(host_policy_->Insert(slots[j], 0, -1));
+    }
+  }
+  if (i < keys.size()) {
+    if (ssd_ == nullptr) return FullError(static_cast<int64_t>(keys.size() - i));
+    std::vector<uint32_t> slots(keys.size() - i);
+    RECSDK_RETURN_IF_ERROR(ssd_->Allocate(slots.size(), slots.data()));
+    for (size_t j = 0; j < slots.size(); ++j, ++i) packed[i] = bases_.Pack({Tier::kSsd, slots[j]});
+  }
+  for (size_t j = 0; j < keys.size(); ++j) *History(packed[j]) = kNoHistory;
+  // Placed rows are not used by any batch: two policy steps take them out of the "current or
+  // previous batch" guard, so the next batches can push them down.
+  for (int i = 0; i < 2; ++i) {
+    device_policy_->BeginBatch();
+    host_policy_->BeginBatch();
+    ++policy_batch_;
+  }
+  return absl::OkStatus();
+}
+
+void TableImpl::RemoveAt(uint32_t packed) {
+  if (!tiered_) {
+    free_rows_.push_back(packed);
+    return;
+  }
+  const RowLocation loc = bases_.Unpack(packed);
+  switch (loc.tier) {
+    case Tier::kDevice:
+      device_policy_->Remove(loc.slot);
+      device_keys_[loc.slot] = -1;
+      device_held_[loc.slot] = 0;
+      device_pins_[loc.slot] = 0;
+      free_rows_.push_back(loc.slot);
+      return;
+    case Tier::kHost: {
+      const uint32_t slot = loc.slot;
+      // The slot is allocated (the index pointed at it) and host slots are never pinned.
+      (void)host_->Free({&slot, 1});
+      host_policy_->Remove(slot);
+      host_keys_[slot] = -1;
+      return;
+    }
+    case Tier::kSsd: {
+      const uint32_t slot = loc.slot;
+      (void)ssd_->Free({&slot, 1});
+      return;
+    }
+  }
+}
+
+Status TableImpl::ClearTiers() {
+  next_row_ = 0;
+  free_rows_.clear();
+  if (!tiered_) return absl::OkStatus();
+  std::vector<uint32_t> host_slots, ssd_slots;
+  index_->ForEach([&](int64_t, uint32_t packed) {
+    const RowLocation loc = bases_.Unpack(packed);
+    if (loc.tier == Tier::kHost) host_slots.push_back(loc.slot);
+    if (loc.tier == Tier::kSsd) ssd_slots.push_back(loc.slot);
+  });
+  if (!host_slots.empty()) RECSDK_RETURN_IF_ERROR(host_->Free(host_slots));
+  if (!ssd_slots.empty()) RECSDK_RETURN_IF_ERROR(ssd_->Free(ssd_slots));
+  std::fill(device_keys_.begin(), device_keys_.end(), -1);
+  std::fill(host_keys_.begin(), host_keys_.end(), -1);
+  std::fill(device_pins_.begin(), device_pins_.end(), 0);
+  std::fill(device_held_.begin(), device_held_.end(), 0);
+  leases_.clear();
+  EvictionPolicyOptions p;
+  p.capacity = static_cast<uint32_t>(device_rows_);
+  RECSDK_ASSIGN_OR_RETURN(device_policy_, EvictionPolicy::Create(p));
+  p.capacity = static_cast<uint32_t>(config_.host_vocabulary_size);
+  RECSDK_ASSIGN_OR_RETURN(host_policy_, EvictionPolicy::Create(p));
+  policy_batch_ = -1;
+  return absl::OkStatus();
+}
+
+TierStats TableImpl::Stats() const {
+  TierStats s;
+  if (!tiered_) {
+    s.device_rows = size();
+    return s;
+  }
+  std::lock_guard<std::mutex> lock(tier_mu_);
+  s.device_rows = static_cast<int64_t>(device_rows_ - FreeRows());
+  s.host_rows = host_->size();
+  s.ssd_rows = ssd_ != nullptr ? ssd_->size() : 0;
+  s.promoted = promoted_;
+  s.demoted = demoted_;
+  s.device_hits = device_hits_;
+  s.device_lookups = device_lookups_;
+  return s;
+}
+
+bool IsTiered(const EmbeddingTable& table) {
+  const auto* impl = dynamic_cast<const TableImpl*>(&table);
+  return impl != nullptr && impl->tiered();
+}
+
+Status ResolveWithLease(EmbeddingTable& table, absl::Span<const int64_t> unique_keys,
+                        absl::Span<const uint32_t> counts, absl::Span<const int64_t> timestamps,
+                        LookupMode mode, absl::Span<uint32_t> rows, const ResolveLease& lease) {
+  auto* impl = dynamic_cast<TableImpl*>(&table);
+  if (impl == nullptr) return table.Resolve(unique_keys, counts, timestamps, mode, rows);
+  return impl->ResolveLeased(unique_keys, counts, timestamps, mode, rows, lease);
+}
+
+void ReleaseLeases(EmbeddingTable& table, const void* owner, int64_t before_batch) {
+  auto* impl = dynamic_cast<TableImpl*>(&table);
+  if (impl != nullptr) impl->ReleaseLeases(owner, before_batch);
+}
+
+TierStats GetTierStats(const EmbeddingTable& table) {
+  const auto* impl = dynamic_cast<const TableImpl*>(&table);
+  return impl != nullptr ? impl->Stats() : TierStats{};
+}
+
+}  // namespace recsdk::internal

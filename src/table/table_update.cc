@@ -1,0 +1,84 @@
+// table_update.cc: TableImpl's sparse optimizer updates, by row id and by address (the per-ISA
+// kernels of table_kernels.h, RowUpdater for FTRL). Threading: each row of a batch is updated by
+// one task; concurrent calls must touch disjoint rows (recsdk/table.h).
+#include "fmt/format.h"
+#include "src/common/status_macros.h"
+#include "src/table/table_impl.h"
+#include "src/table/table_kernels.h"
+
+namespace recsdk::internal {
+
+// UpdateBatch: one optimizer step on rows [b, e) of a batch, given by id (ids) or by address
+// (addrs). SGD, Adagrad and LazyAdam run the per-ISA kernels (bitwise equal to RowUpdater, their
+// reference twin); FTRL runs RowUpdater.
+void TableImpl::UpdateBatch(const RowUpdater& updater, const uint32_t* ids, float* const* addrs,
+                            size_t b, size_t e, const float* grads) const {
+  const TableKernels& k = TableFast();
+  const int64_t dim = config_.dim, rb = static_cast<int64_t>(row_bytes_);
+  const int64_t n = static_cast<int64_t>(e - b);
+  const float* g = grads + b * static_cast<size_t>(dim);
+  const SparseOptimizerConfig& o = optimizer_;
+  for (size_t i = b; i < e; ++i) {
+    if (ids != nullptr) {
+      if (ids[i] < kDefaultRow) MarkDirty(ids[i]);
+    } else if (addrs[i] != nullptr) {
+      MarkDirty(static_cast<uint32_t>(
+          static_cast<uint64_t>(reinterpret_cast<const char*>(addrs[i]) - slab_.base()) /
+          row_bytes_));
+    }
+  }
+  switch (o.kind) {
+    case SparseOptimizerKind::kSGD:
+    case SparseOptimizerKind::kSGDByAddr:
+      ids ? k.sgd_rows(slab_.base(), rb, ids + b, n, g, dim, o.learning_rate, o.weight_decay)
+          : k.sgd_addrs(addrs + b, rb, n, g, dim, o.learning_rate, o.weight_decay);
+      return;
+    case SparseOptimizerKind::kAdagrad:
+    case SparseOptimizerKind::kAdagradByAddress:
+      ids ? k.adagrad_rows(slab_.base(), rb, ids + b, n, g, dim, o.learning_rate, o.adagrad_epsilon)
+          : k.adagrad_addrs(addrs + b, rb, n, g, dim, o.learning_rate, o.adagrad_epsilon);
+      return;
+    case SparseOptimizerKind::kLazyAdam:
+    case SparseOptimizerKind::kLazyAdamByAddress:
+      ids ? k.lazy_adam_rows(slab_.base(), rb, ids + b, n, g, dim, o.beta1, o.beta2, o.epsilon,
+                             updater.adam_lr_t())
+          : k.lazy_adam_addrs(addrs + b, rb, n, g, dim, o.beta1, o.beta2, o.epsilon,
+                              updater.adam_lr_t());
+      return;
+    case SparseOptimizerKind::kFTRL:
+      for (size_t i = b; i < e; ++i) {
+        float* row = ids ? (ids[i] < kDefaultRow ? Row(ids[i]) : nullptr) : addrs[i];
+        if (row != nullptr) updater.Apply(row, grads + i * static_cast<size_t>(dim));
+      }
+      return;
+  }
+}
+
+void TableImpl::ApplyGradients(absl::Span<const uint32_t> rows, const float* grads, int64_t step) {
+  const RowUpdater updater(optimizer_, config_.dim, step);
+  BigChunks(rows.size(),
+            [&](size_t b, size_t e) { UpdateBatch(updater, rows.data(), nullptr, b, e, grads); });
+}
+
+Status TableImpl::RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> addresses) {
+  if (addresses.size() != rows.size()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "table \"{}\": RowAddresses of {} rows got room for {} addresses; pass one slot per row",
+        name(), rows.size(), addresses.size()));
+  }
+  RECSDK_RETURN_IF_ERROR(CheckRowsAndRestore(rows, {}));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    addresses[i] = rows[i] < kDefaultRow ? Row(rows[i]) : nullptr;
+  }
+  return absl::OkStatus();
+}
+
+void TableImpl::ApplyGradientsByAddress(absl::Span<float* const> addresses, const float* grads,
+                                        int64_t step) {
+  const RowUpdater updater(optimizer_, config_.dim, step);
+  BigChunks(addresses.size(), [&](size_t b, size_t e) {
+    UpdateBatch(updater, nullptr, addresses.data(), b, e, grads);
+  });
+}
+
+}  // namespace recsdk::internal

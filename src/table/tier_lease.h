@@ -1,0 +1,62 @@
+// tier_lease.h: how the key stage resolves keys of a tiered table (host_vocabulary_size > 0) and
+// says when a batch's rows may move again. Internal: the public Resolve (recsdk/table.h) keeps
+// the rows of its last two calls on the device, which is right for a caller that runs one batch
+// at a time; the key stage runs several batches ahead of the step, so it pins each batch's device
+// rows under a lease of its own and releases them once the step that used them has finished.
+//
+// Protocol (DESIGN.md's invariant: nothing the key stage does moves or frees a row that a batch
+// in flight refers to):
+//   ResolveWithLease(table, ..., {owner, batch}): a Resolve whose device rows stay pinned until
+//     ReleaseLeases(table, owner, b) with b > batch. Rows of other leases are never chosen as
+//     victims. When the device tier has too few unpinned rows for the batch:
+//       - Unavailable, with nothing changed, when `owner` still holds leases older than its latest
+//         one (batches resolved ahead and not yet consumed): retry once the consumer has released
+//         some (the key stage waits for its consumer);
+//       - otherwise FailedPrecondition naming the table, the rows the batch and the previous one
+//         need together and device_vocabulary_size (the spec's "two consecutive batches" rule).
+//   ReleaseLeases(table, owner, before_batch): unpins the owner's leases of batches < before_batch
+//     (INT64_MAX: all of them, e.g. when a stage stops).
+// On a table without tiers both are a plain Resolve and a no-op.
+//
+// Threading: as Resolve (the table serialises its tier state internally, so evaluation resolves
+// holding the resolve lock shared are safe too). ReleaseLeases may run beside Gather/Apply.
+#ifndef RECSDK_TABLE_TIER_LEASE_H_
+#define RECSDK_TABLE_TIER_LEASE_H_
+
+#include <cstdint>
+
+#include "absl/types/span.h"
+#include "recsdk/table.h"
+
+namespace recsdk::internal {
+
+struct ResolveLease {
+  // owner: who holds the lease (the key stage); nullptr is the public Resolve's own "last two
+  // calls" lease.
+  const void* owner = nullptr;
+  // batch: the owner's batch number; increasing per owner.
+  int64_t batch = 0;
+};
+
+// IsTiered: whether the table keeps rows off the device (host_vocabulary_size > 0).
+bool IsTiered(const EmbeddingTable& table);
+
+[[nodiscard]] Status ResolveWithLease(EmbeddingTable& table, absl::Span<const int64_t> unique_keys,
+                                      absl::Span<const uint32_t> counts,
+                                      absl::Span<const int64_t> timestamps, LookupMode mode,
+                                      absl::Span<uint32_t> rows, const ResolveLease& lease);
+
+void ReleaseLeases(EmbeddingTable& table, const void* owner, int64_t before_batch);
+
+// TierStats: rows per tier and rows moved so far (for benchmarks and tests); zeros without tiers.
+struct TierStats {
+  int64_t device_rows = 0, host_rows = 0, ssd_rows = 0;
+  int64_t promoted = 0;  // rows moved up to the device (host or SSD -> device)
+  int64_t demoted = 0;   // rows moved down (device -> host, host -> SSD)
+  int64_t device_hits = 0, device_lookups = 0;  // batch keys found on the device / looked up
+};
+TierStats GetTierStats(const EmbeddingTable& table);
+
+}  // namespace recsdk::internal
+
+#endif  // RECSDK_TABLE_TIER_LEASE_H_

@@ -1,0 +1,262 @@
+// key_stage_tiers_test.cc: tiered tables (host and SSD tiers, src/table/table_tiers.cc) trained
+// through the key stage (src/session/key_stage.cc), which plans the swaps ahead of compute:
+// a model trains to bitwise the same losses and exported tables with a small device tier plus
+// host (and SSD) tiers as with every row on the device, also when the stage runs batches ahead
+// on several threads; a device tier that cannot hold two consecutive batches
+// is an error naming the table, the number and the setting; and the spec's rules for tiers.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "recsdk/recsdk.h"
+#include "src/session/table_ops.h"
+#include "tests/session/table_test_util.h"
+
+namespace recsdk {
+namespace {
+
+using testing::SmallTable;
+using testing::ValueOrDie;
+
+constexpr int kFeatures = 3;
+constexpr int64_t kBatch = 32;
+
+// Tiers: the layout of both tables (device-only when host == 0).
+struct Tiers {
+  int64_t device = 4096, host = 0, ssd = 0;
+};
+
+std::unique_ptr<Dataset> Batches(int64_t rows = 1024) {
+  SyntheticOptions d;
+  d.num_rows = rows;
+  d.vocabulary_sizes = std::vector<int64_t>(kFeatures, 400);
+  d.ids_per_feature = 2;
+  d.num_dense = 3;
+  d.with_timestamps = true;
+  d.timestamp_step = 1;
+  d.seed = 5;
+  d.block_rows = 200;
+  return ValueOrDie(BatchRows(ValueOrDie(SyntheticDataset(d)), kBatch, {.drop_remainder = true}));
+}
+
+std::string SsdDir(const std::string& tag) {
+  const std::string dir = testing::TempDir() + "/tiers_ssd_" + tag;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+TableConfig WithTiers(TableConfig c, const Tiers& t, const std::string& ssd_dir) {
+  c.device_vocabulary_size = t.device;
+  c.host_vocabulary_size = t.host;
+  c.ssd_vocabulary_size = t.ssd;
+  if (t.ssd > 0) c.ssd_data_path = {ssd_dir};
+  return c;
+}
+
+struct Built {
+  std::unique_ptr<Graph> graph = std::make_unique<Graph>();
+  Output loss;
+  Node* train = nullptr;
+  Node* init = nullptr;
+};
+
+// Two tables: "user" (LazyAdam, admission 2, looked up by C1 and C2) and "item" (Adagrad by
+// address, with timestamps, looked up by C3); an MLP on top; the lookups moved to
+// the key stage (modify_graph).
+Built BuildModel(const Tiers& tiers, const std::string& tag, bool modify_graph = true) {
+  Built b;
+  Scope s(b.graph.get());
+  b.graph->set_random_seed(11);
+  TableConfig user = WithTiers(SmallTable("user", 8), tiers, SsdDir(tag + "_user"));
+  user.access_threshold = 2;
+  TableConfig item = WithTiers(SmallTable("item", 8), tiers, SsdDir(tag + "_item"));
+  item.access_threshold = 0;
+  item.eviction_threshold = 8;
+  SparseTable t1 = ValueOrDie(create_table(s, user, SparseOptimizerConfig::LazyAdam(0.01f)));
+  SparseTable t2 =
+      ValueOrDie(create_table(s, item, SparseOptimizerConfig::AdagradByAddress(0.05f)));
+  std::vector<Output> ids;
+  for (int f = 1; f <= kFeatures; ++f) {
+    ids.push_back(DatasetColumn(s, "C" + std::to_string(f), DType::kInt64, Shape{kBatch, 2}));
+  }
+  Output label = DatasetColumn(s, "label", DType::kFloat32, Shape{kBatch, 1});
+  Output dense = DatasetColumn(s, "dense", DType::kFloat32, Shape{kBatch, 3});
+  Output ts = DatasetColumn(s, "timestamp", DType::kInt64, Shape{kBatch});
+  SparseLookupOptions o1;
+  o1.modify_graph = modify_graph;
+  o1.combiner = Combiner::kSum;
+  std::vector<Output> parts = ValueOrDie(sparse_lookup(s, t1, {ids[0], ids[1]}, o1));
+  SparseLookupOptions o2 = o1;
+  o2.timestamps = ts;
+  parts.push_back(ValueOrDie(sparse_lookup(s, t2, ids[2], o2)));
+  parts.push_back(dense);
+  Output x = ops::Concat(s, parts, 1);
+  Output logits = layers::Mlp(s, x, {.hidden_units = {16}, .output_units = 1});
+  b.loss = ops::ReduceMean(s, ops::SigmoidCrossEntropyWithLogits(s, label, logits));
+  AdamOptimizer adam(AdamOptions{.learning_rate = 0.01});
+  Node* dense_train = ValueOrDie(adam.Minimize(s, b.loss));
+  Node* sparse_train = ValueOrDie(SparseMinimize(s, b.loss));
+  b.train = ops::Group(s, {dense_train, sparse_train});
+  b.init = GlobalVariablesInitializer(s);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  if (modify_graph) ValueOrDie(ModifyGraph(b.graph.get()));
+  return b;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct RunResult {
+  Status status;
+  std::vector<float> losses;
+  std::string user_values, item_keys, item_values;
+  internal::TierStats user_stats;
+};
+
+RunResult Train(const Tiers& tiers, const std::string& tag, int threads, int prefetch) {
+  Built b = BuildModel(tiers, tag);
+  SessionConfig config;
+  config.deterministic = true;
+  auto session = ValueOrDie(Session::Create(*b.graph, config));
+  EXPECT_TRUE(session->Run({}, {}, {b.init}).ok());
+  KeyStageOptions ko;
+  ko.key_process_thread_num = threads;
+  ko.prefetch_batches = prefetch;
+  auto stage = ValueOrDie(StartAscPipeline(*session, Batches(), ko));
+  RunResult r;
+  FeedList feeds;
+  // Eviction through AfterStep is capped below the batches the stage has resolved ahead, which
+  // depends on timing, so the bitwise comparisons run without it (table_tiers_test covers
+  // eviction across tiers deterministically).
+  EvictHook hook(false, 0, 5);
+  int64_t step = 0;
+  for (;;) {
+    StatusOr<bool> next = stage->Next(&feeds);
+    if (!next.ok()) {
+      r.status = next.status();
+      break;
+    }
+    if (!*next) break;
+    auto out = session->Run(feeds, {b.loss}, {b.train});
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    if (!out.ok()) break;
+    r.losses.push_back((*out)[0].scalar<float>());
+    EXPECT_EQ(ValueOrDie(stage->AfterStep(hook, ++step)), 0);
+  }
+  stage->Stop();
+  if (!r.status.ok()) return r;
+  const std::string dir = testing::TempDir() + "/tiers_export_" + tag;
+  std::filesystem::create_directories(dir);
+  EmbeddingTable* user = ValueOrDie(LookupTable(*session, "user"));
+  EmbeddingTable* item = ValueOrDie(LookupTable(*session, "item"));
+  EXPECT_TRUE(user->ExportNpy(dir + "/uk.npy", dir + "/uv.npy").ok());
+  EXPECT_TRUE(item->ExportNpy(dir + "/ik.npy", dir + "/iv.npy").ok());
+  r.user_values = ReadFile(dir + "/uv.npy");
+  r.item_keys = ReadFile(dir + "/ik.npy");
+  r.item_values = ReadFile(dir + "/iv.npy");
+  r.user_stats = internal::GetTierStats(*user);
+  return r;
+}
+
+void ExpectSame(const RunResult& a, const RunResult& b, const std::string& what) {
+  SCOPED_TRACE(what);
+  ASSERT_TRUE(a.status.ok()) << a.status;
+  ASSERT_TRUE(b.status.ok()) << b.status;
+  ASSERT_EQ(a.losses.size(), b.losses.size());
+  for (size_t i = 0; i < a.losses.size(); ++i) {
+    ASSERT_EQ(a.losses[i], b.losses[i]) << "step " << i + 1;  // bitwise: same floats
+  }
+  EXPECT_EQ(a.user_values, b.user_values);
+  EXPECT_EQ(a.item_keys, b.item_keys);
+  EXPECT_EQ(a.item_values, b.item_values);
+}
+
+// The device tier holds about 10% of the user keys that get rows (about 3 batches' worth here);
+// the rest goes to host memory, and with SSD most of it to files.
+TEST(KeyStageTiersTest, TieredTrainingMatchesAllOnDevice) {
+  const RunResult full = Train(Tiers{}, "full", 1, 1);
+  ASSERT_TRUE(full.status.ok()) << full.status;
+  ASSERT_EQ(full.losses.size(), 32u);
+  const RunResult host = Train(Tiers{.device = 200, .host = 4096}, "host", 1, 1);
+  ExpectSame(full, host, "host");
+  EXPECT_GT(host.user_stats.promoted, 0);
+  EXPECT_GT(host.user_stats.host_rows, 0);
+  const RunResult ssd = Train(Tiers{.device = 120, .host = 40, .ssd = 4096}, "ssd", 1, 1);
+  ExpectSame(full, ssd, "ssd");
+  EXPECT_GT(ssd.user_stats.ssd_rows, 0)
+      << ssd.user_stats.device_rows << " " << ssd.user_stats.host_rows;
+  // Running ahead (4 batches, 3 threads) pins more batches at once: the stage waits for the loop
+  // when the device is full of them, and the results do not change.
+  const RunResult host_ahead = Train(Tiers{.device = 200, .host = 4096}, "host_ahead", 3, 4);
+  ExpectSame(full, host_ahead, "host_ahead");
+  const RunResult ahead = Train(Tiers{.device = 120, .host = 40, .ssd = 4096}, "ahead", 3, 4);
+  ExpectSame(full, ahead, "ahead");
+}
+
+TEST(KeyStageTiersTest, DeviceTierBelowTwoBatchesIsAnErrorNamingTheSetting) {
+  const RunResult r = Train(Tiers{.device = 60, .host = 4096}, "small", 1, 1);
+  ASSERT_FALSE(r.status.ok());
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kFailedPrecondition) << r.status;
+  const std::string m(r.status.message());
+  // Both tables have the small device tier; the first resolved reports.
+  EXPECT_TRUE(m.find("table \"user\"") != std::string::npos ||
+              m.find("table \"item\"") != std::string::npos)
+      << m;
+  EXPECT_NE(m.find("device_vocabulary_size 60"), std::string::npos) << m;
+  EXPECT_NE(m.find("unique keys of two consecutive batches"), std::string::npos) << m;
+}
+
+TEST(KeyStageTiersTest, TieredTablesNeedTheKeyStageAndAllTablesTiered) {
+  // In-graph lookups of a tiered table are refused (the spec runs their key work in the key
+  // stage).
+  {
+    Built b = BuildModel(Tiers{.device = 200, .host = 4096}, "ingraph", /*modify_graph=*/false);
+    auto session = ValueOrDie(Session::Create(*b.graph));
+    ASSERT_TRUE(session->Run({}, {}, {b.init}).ok());
+    auto data = Batches(64);
+    Batch batch;
+    ASSERT_TRUE(ValueOrDie(data->GetNext(&batch)));
+    FeedList feeds;
+    for (const char* c : {"C1", "C2", "C3", "label", "dense", "timestamp"}) {
+      feeds.emplace_back(c, *batch.column(c));
+    }
+    auto out = session->Run(feeds, {b.loss}, {b.train});
+    ASSERT_FALSE(out.ok());
+    EXPECT_NE(std::string(out.status().message()).find("key stage"), std::string::npos)
+        << out.status();
+  }
+  // A tiered table beside a flat one: refused when the stage starts.
+  Graph g;
+  Scope s(&g);
+  TableConfig a = SmallTable("a", 4);
+  a.host_vocabulary_size = 100;
+  TableConfig flat = SmallTable("b", 4);
+  SparseTable ta = ValueOrDie(create_table(s, a, SparseOptimizerConfig::SGD(0.1f)));
+  SparseTable tb = ValueOrDie(create_table(s, flat, SparseOptimizerConfig::SGD(0.1f)));
+  SparseLookupOptions o;
+  o.modify_graph = true;
+  Output ids = DatasetColumn(s, "C1", DType::kInt64, Shape{kBatch, 2});
+  Output ea = ValueOrDie(sparse_lookup(s, ta, ids, o));
+  Output eb = ValueOrDie(sparse_lookup(s, tb, ids, o));
+  Output loss = ops::ReduceMean(s, ops::Add(s, ea, eb));
+  ASSERT_TRUE(SparseMinimize(s, loss).ok());
+  ASSERT_TRUE(s.ok()) << s.status();
+  ValueOrDie(ModifyGraph(&g));
+  auto session = ValueOrDie(Session::Create(g));
+  auto stage = StartAscPipeline(*session, Batches(64), KeyStageOptions{});
+  ASSERT_FALSE(stage.ok());
+  EXPECT_NE(std::string(stage.status().message()).find("every table uses the host tier"),
+            std::string::npos)
+      << stage.status();
+}
+
+}  // namespace
+}  // namespace recsdk

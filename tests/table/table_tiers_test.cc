@@ -1,0 +1,370 @@
+// table_tiers_test.cc: a table with host (and SSD) tiers behaves as the same table with every row
+// on the device: the same lookups, updates, admission, eviction, export and snapshots give
+// bitwise the same rows (src/table/table_tiers.cc); and the tiers' own rules: the "two
+// consecutive batches" error, full tiers, and rows of batches in flight never moving.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "gtest/gtest.h"
+#include "recsdk/table.h"
+#include "src/table/tier_lease.h"
+#include "tests/table/tiers/tiers_test_util.h"
+
+namespace recsdk {
+namespace {
+
+TableConfig Flat(int64_t vocab, bool evict = false) {
+  TableConfig c;
+  c.name = "user_table";
+  c.dim = 8;
+  c.device_vocabulary_size = vocab;
+  c.initializer = Initializer::Uniform(-1, 1, 7);
+  if (evict) {
+    c.access_threshold = 2;
+    c.eviction_threshold = 50;
+  }
+  return c;
+}
+
+TableConfig Tiered(int64_t device, int64_t host, int64_t ssd, const std::string& dir,
+                   bool evict = false) {
+  TableConfig c = Flat(device, evict);
+  c.host_vocabulary_size = host;
+  c.ssd_vocabulary_size = ssd;
+  if (ssd > 0) c.ssd_data_path = {dir};
+  return c;
+}
+
+std::unique_ptr<EmbeddingTable> Make(const TableConfig& c, const SparseOptimizerConfig& o) {
+  auto t = EmbeddingTable::Create(c, o);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? std::move(t).value() : nullptr;
+}
+
+// Batch: unique keys drawn from a skewed stream, so rows keep moving between tiers.
+std::vector<int64_t> Batch(std::mt19937_64& rng, int n, int64_t keys) {
+  absl::flat_hash_set<int64_t> seen;
+  std::vector<int64_t> out;
+  std::uniform_real_distribution<double> u(0, 1);
+  while (static_cast<int>(out.size()) < n) {
+    const int64_t k = static_cast<int64_t>(std::pow(u(rng), 3.0) * static_cast<double>(keys));
+    if (seen.insert(k).second) out.push_back(k);
+  }
+  return out;
+}
+
+// Step: one training step on `t` as the graph does it: Resolve, gather, a gradient that depends
+// on the embedding, apply (by id or by address). Returns the gathered embeddings.
+std::vector<float> Step(EmbeddingTable& t, const std::vector<int64_t>& keys, int64_t step,
+                        int64_t time, bool by_address) {
+  std::vector<uint32_t> rows(keys.size());
+  std::vector<int64_t> times(keys.size(), time);
+  const Status s = t.Resolve(keys, {}, times, LookupMode::kTrain, absl::MakeSpan(rows));
+  EXPECT_TRUE(s.ok()) << s;
+  std::vector<float> emb(keys.size() * static_cast<size_t>(t.dim()));
+  t.Gather(rows, emb.data());
+  std::vector<float> grads(emb.size());
+  for (size_t i = 0; i < emb.size(); ++i)
+    grads[i] = 0.5f * emb[i] - 0.01f * static_cast<float>(i % 7);
+  if (by_address) {
+    std::vector<float*> addr(rows.size());
+    EXPECT_TRUE(t.RowAddresses(rows, absl::MakeSpan(addr)).ok());
+    t.ApplyGradientsByAddress(addr, grads.data(), step);
+  } else {
+    t.ApplyGradients(rows, grads.data(), step);
+  }
+  return emb;
+}
+
+void ExpectSameSnapshot(EmbeddingTable& a, EmbeddingTable& b) {
+  auto sa = a.Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+  auto sb = b.Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+  ASSERT_TRUE(sa.ok()) << sa.status();
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  EXPECT_EQ(sa->keys, sb->keys);
+  ASSERT_EQ(sa->rows.size(), sb->rows.size());
+  EXPECT_EQ(std::memcmp(sa->rows.data(), sb->rows.data(), sa->rows.size() * sizeof(float)), 0);
+  EXPECT_EQ(sa->timestamps, sb->timestamps);
+  EXPECT_EQ(sa->pending_keys, sb->pending_keys);
+  EXPECT_EQ(sa->pending_counts, sb->pending_counts);
+}
+
+struct Layout {
+  const char* name;
+  int64_t device, host, ssd;
+  SparseOptimizerConfig optimizer;
+  bool by_address;
+  bool evict;
+};
+
+class TierTransparency : public ::testing::TestWithParam<Layout> {};
+
+// The same 120 batches through a table with every row on the device and through the tiered one:
+// every lookup reads bitwise the same embeddings, and the final tables are bitwise equal.
+TEST_P(TierTransparency, SameRowsAsAllOnDevice) {
+  const Layout& l = GetParam();
+  testing::TierTestDir dir;
+  auto flat = Make(Flat(l.device + l.host + l.ssd, l.evict), l.optimizer);
+  auto tiered = Make(Tiered(l.device, l.host, l.ssd, dir.Sub("ssd"), l.evict), l.optimizer);
+  ASSERT_NE(flat, nullptr);
+  ASSERT_NE(tiered, nullptr);
+  ASSERT_TRUE(internal::IsTiered(*tiered));
+  std::mt19937_64 rng(3);
+  for (int step = 1; step <= 120; ++step) {
+    const auto keys = Batch(rng, 12, 150);
+    const auto a = Step(*flat, keys, step, step, l.by_address);
+    const auto b = Step(*tiered, keys, step, step, l.by_address);
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "step " << step;
+    if (l.evict && step % 40 == 0) {
+      auto ea = flat->EvictStale();
+      auto eb = tiered->EvictStale();
+      ASSERT_TRUE(ea.ok() && eb.ok());
+      EXPECT_EQ(*ea, *eb);
+    }
+  }
+  EXPECT_EQ(flat->size(), tiered->size());
+  ExpectSameSnapshot(*flat, *tiered);
+  const internal::TierStats st = internal::GetTierStats(*tiered);
+  EXPECT_GT(st.promoted, 0);
+  EXPECT_GT(st.demoted, 0);
+  EXPECT_LE(st.device_rows, l.device);
+  if (l.ssd > 0) {
+    EXPECT_GT(st.ssd_rows, 0);
+  }
+  EXPECT_EQ(st.device_rows + st.host_rows + st.ssd_rows, tiered->size());
+  // Every key reads the same row wherever it lives.
+  auto snap = flat->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+  ASSERT_TRUE(snap.ok());
+  for (int64_t k : snap->keys) {
+    auto ra = flat->ReadRow(k);
+    auto rb = tiered->ReadRow(k);
+    ASSERT_TRUE(ra.ok() && rb.ok()) << k;
+    EXPECT_EQ(*ra, *rb) << k;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, TierTransparency,
+    ::testing::Values(
+        Layout{"host_sgd", 30, 200, 0, SparseOptimizerConfig::SGD(0.1f), false, false},
+        Layout{"host_adagrad_addr", 30, 200, 0, SparseOptimizerConfig::AdagradByAddress(0.1f), true,
+               false},
+        Layout{"ssd_lazyadam", 26, 20, 200, SparseOptimizerConfig::LazyAdam(0.01f), false, false},
+        Layout{"ssd_evict", 26, 20, 200, SparseOptimizerConfig::SGD(0.1f), false, true}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(TieredTable, SnapshotsMoveBetweenFlatAndTieredTables) {
+  testing::TierTestDir dir;
+  const auto opt = SparseOptimizerConfig::Adagrad(0.1f);
+  auto flat = Make(Flat(300), opt);
+  auto tiered = Make(Tiered(24, 16, 300, dir.Sub("ssd")), opt);
+  std::mt19937_64 rng(5);
+  for (int step = 1; step <= 40; ++step) {
+    const auto keys = Batch(rng, 10, 200);
+    Step(*flat, keys, step, step, false);
+    Step(*tiered, keys, step, step, false);
+  }
+  // Tiered -> a fresh flat table, and flat -> a fresh tiered one: the same rows.
+  auto from_tiered = tiered->Snapshot(EmbeddingTable::SnapshotKind::kFull);
+  ASSERT_TRUE(from_tiered.ok()) << from_tiered.status();
+  auto flat2 = Make(Flat(300), opt);
+  ASSERT_TRUE(flat2->LoadSnapshot(*from_tiered).ok());
+  ExpectSameSnapshot(*flat, *flat2);
+  auto from_flat = flat->Snapshot(EmbeddingTable::SnapshotKind::kFull);
+  ASSERT_TRUE(from_flat.ok());
+  testing::TierTestDir dir2;
+  auto tiered2 = Make(Tiered(24, 16, 300, dir2.Sub("ssd")), opt);
+  const Status loaded = tiered2->LoadSnapshot(*from_flat);
+  ASSERT_TRUE(loaded.ok()) << loaded;
+  ExpectSameSnapshot(*flat, *tiered2);
+  // Training goes on identically after the restore.
+  for (int step = 41; step <= 60; ++step) {
+    const auto keys = Batch(rng, 10, 200);
+    const auto a = Step(*flat, keys, step, step, false);
+    const auto b = Step(*tiered2, keys, step, step, false);
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "step " << step;
+  }
+  // A delta on top of the tiered table: rows changed since the last snapshot.
+  auto delta = flat->Snapshot(EmbeddingTable::SnapshotKind::kDelta);
+  ASSERT_TRUE(delta.ok());
+  ASSERT_TRUE(tiered->LoadSnapshot(*from_flat).ok());
+  ASSERT_TRUE(tiered->LoadSnapshot(*delta).ok());
+  ExpectSameSnapshot(*flat, *tiered);
+}
+
+TEST(TieredTable, ExportAndImportCoverEveryTier) {
+  testing::TierTestDir dir;
+  const auto opt = SparseOptimizerConfig::SGD(0.1f);
+  auto flat = Make(Flat(300), opt);
+  auto tiered = Make(Tiered(20, 20, 300, dir.Sub("ssd")), opt);
+  std::mt19937_64 rng(9);
+  for (int step = 1; step <= 30; ++step) {
+    const auto keys = Batch(rng, 8, 200);
+    Step(*flat, keys, step, step, false);
+    Step(*tiered, keys, step, step, false);
+  }
+  const std::string a = dir.Sub("a"), b = dir.Sub("b");
+  ASSERT_TRUE(flat->ExportNpy(a + "/k.npy", a + "/v.npy").ok());
+  ASSERT_TRUE(tiered->ExportNpy(b + "/k.npy", b + "/v.npy").ok());
+  auto slurp = [](const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  EXPECT_EQ(slurp(a + "/k.npy"), slurp(b + "/k.npy"));
+  EXPECT_EQ(slurp(a + "/v.npy"), slurp(b + "/v.npy"));
+  // Import into a tiered table too small for the device alone: rows spill to host and SSD.
+  testing::TierTestDir dir2;
+  auto imported = Make(Tiered(20, 20, 300, dir2.Sub("ssd")), opt);
+  const Status s = imported->ImportNpy(a + "/k.npy", a + "/v.npy");
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(imported->size(), flat->size());
+  const std::string c = dir.Sub("c");
+  ASSERT_TRUE(imported->ExportNpy(c + "/k.npy", c + "/v.npy").ok());
+  EXPECT_EQ(slurp(a + "/v.npy"), slurp(c + "/v.npy"));
+  EXPECT_GT(internal::GetTierStats(*imported).ssd_rows, 0);
+}
+
+TEST(TieredTable, EvictedKeysLeaveEveryTier) {
+  testing::TierTestDir dir;
+  auto t =
+      Make(Tiered(8, 8, 100, dir.Sub("ssd"), /*evict=*/true), SparseOptimizerConfig::SGD(0.1f));
+  // access_threshold 2: each key twice in its batch's counts. Keys 0..39 at time 0, then 40..47
+  // at time 100, which leaves 0..39 (spread over device, host and SSD) stale.
+  auto resolve = [&](std::vector<int64_t> keys, int64_t time) {
+    std::vector<uint32_t> rows(keys.size()), counts(keys.size(), 2);
+    std::vector<int64_t> times(keys.size(), time);
+    const Status s = t->Resolve(keys, counts, times, LookupMode::kTrain, absl::MakeSpan(rows));
+    EXPECT_TRUE(s.ok()) << s;
+  };
+  for (int64_t b = 0; b < 10; ++b) resolve({4 * b, 4 * b + 1, 4 * b + 2, 4 * b + 3}, 0);
+  resolve({40, 41, 42, 43}, 100);
+  resolve({44, 45, 46, 47}, 100);
+  const auto before = internal::GetTierStats(*t);
+  EXPECT_GT(before.ssd_rows, 0);
+  EXPECT_GT(before.host_rows, 0);
+  auto evicted = t->EvictStale();
+  ASSERT_TRUE(evicted.ok()) << evicted.status();
+  EXPECT_EQ(*evicted, 40);
+  EXPECT_EQ(t->size(), 8);
+  for (int64_t k = 0; k < 40; ++k) EXPECT_FALSE(t->ReadRow(k).ok()) << k;
+  const auto after = internal::GetTierStats(*t);
+  EXPECT_EQ(after.device_rows + after.host_rows + after.ssd_rows, 8);
+  EXPECT_EQ(after.ssd_rows, 0);
+  // The freed slots of every tier are reused.
+  for (int64_t b = 0; b < 10; ++b)
+    resolve({100 + 4 * b, 101 + 4 * b, 102 + 4 * b, 103 + 4 * b}, 200);
+  EXPECT_EQ(t->size(), 48);
+}
+
+// The spec: with host (or SSD) tiers the device tier holds at least the unique keys of two
+// consecutive batches; less is an error naming the table, the number and the setting.
+TEST(TieredTable, DeviceSmallerThanTwoBatchesIsAnError) {
+  auto t = Make(Tiered(10, 100, 0, ""), SparseOptimizerConfig::SGD(0.1f));
+  std::vector<uint32_t> rows(6);
+  std::vector<int64_t> first = {1, 2, 3, 4, 5, 6}, second = {7, 8, 9, 10, 11, 12};
+  ASSERT_TRUE(t->Resolve(first, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+  const Status s = t->Resolve(second, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("user_table"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("device_vocabulary_size 10"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("12 unique keys of two consecutive batches"), std::string::npos) << s;
+  // Nothing changed: the first batch's keys are still there, the second's are not, and a batch
+  // that fits still resolves.
+  EXPECT_EQ(t->size(), 6);
+  std::vector<uint32_t> rows4(4);
+  ASSERT_TRUE(t->Resolve({7, 8, 9, 10}, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows4)).ok());
+  EXPECT_EQ(t->size(), 10);
+}
+
+// Rows of the batch in flight (and the one before) never move while the next batch is resolved:
+// their addresses stay valid, with the same contents.
+TEST(TieredTable, RowsOfTheLastTwoBatchesStayPut) {
+  testing::TierTestDir dir;
+  auto t = Make(Tiered(24, 30, 200, dir.Sub("ssd")), SparseOptimizerConfig::SGD(0.1f));
+  std::mt19937_64 rng(11);
+  std::vector<std::pair<std::vector<int64_t>, std::vector<float*>>> last;
+  for (int step = 0; step < 60; ++step) {
+    const auto keys = Batch(rng, 10, 150);
+    std::vector<uint32_t> rows(keys.size());
+    ASSERT_TRUE(t->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+    std::vector<float*> addr(rows.size());
+    ASSERT_TRUE(t->RowAddresses(rows, absl::MakeSpan(addr)).ok());
+    last.emplace_back(keys, addr);
+    if (last.size() > 2) last.erase(last.begin());
+    for (const auto& [ks, as] : last) {
+      for (size_t i = 0; i < ks.size(); ++i) {
+        auto row = t->ReadRow(ks[i]);
+        ASSERT_TRUE(row.ok());
+        ASSERT_EQ(std::memcmp(row->data(), as[i], row->size() * sizeof(float)), 0)
+            << "key " << ks[i] << " moved at step " << step;
+      }
+    }
+  }
+}
+
+// A key stage's lease: rows stay pinned until released, and a full device tells the stage to
+// wait (Unavailable) while it holds batches that are not consumed yet.
+TEST(TieredTable, LeasesHoldRowsUntilReleased) {
+  auto t = Make(Tiered(12, 100, 0, ""), SparseOptimizerConfig::SGD(0.1f));
+  int owner = 0;
+  std::vector<uint32_t> rows(4);
+  for (int64_t b = 0; b < 3; ++b) {
+    std::vector<int64_t> keys = {4 * b, 4 * b + 1, 4 * b + 2, 4 * b + 3};
+    ASSERT_TRUE(internal::ResolveWithLease(*t, keys, {}, {}, LookupMode::kTrain,
+                                           absl::MakeSpan(rows), {&owner, b})
+                    .ok());
+  }
+  std::vector<int64_t> next = {20, 21, 22, 23};
+  Status s = internal::ResolveWithLease(*t, next, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows),
+                                        {&owner, 3});
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_EQ(t->size(), 12);
+  internal::ReleaseLeases(*t, &owner, 1);  // batch 0 is done
+  s = internal::ResolveWithLease(*t, next, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows),
+                                 {&owner, 3});
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(internal::GetTierStats(*t).host_rows, 4);
+  // Only batch 0's keys went down.
+  for (int64_t k = 4; k < 12; ++k) {
+    EXPECT_NE(t->FindRow(k), EmbeddingTable::kDefaultRow) << k;
+  }
+}
+
+TEST(TieredTable, ConfigRules) {
+  TableConfig c = Flat(100);
+  c.use_dynamic_expansion = true;
+  c.host_vocabulary_size = 10;
+  Status s = c.Validate();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("device only"), std::string::npos) << s;
+  c.host_vocabulary_size = 0;
+  c.access_threshold = 0;
+  c.eviction_threshold = 10;
+  s = c.Validate();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("excludes eviction"), std::string::npos) << s;
+  // A full host tier without SSD: ResourceExhausted naming the tier, and the table stays usable.
+  auto t = Make(Tiered(8, 4, 0, ""), SparseOptimizerConfig::SGD(0.1f));
+  std::vector<uint32_t> rows(4);
+  for (int64_t b = 0; b < 3; ++b) {
+    std::vector<int64_t> keys = {4 * b, 4 * b + 1, 4 * b + 2, 4 * b + 3};
+    ASSERT_TRUE(t->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+  }
+  std::vector<int64_t> more = {20, 21, 22, 23};
+  s = t->Resolve(more, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_EQ(t->size(), 12);
+  std::vector<int64_t> old = {0, 1, 2, 3};
+  EXPECT_TRUE(t->Resolve(old, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+}
+
+}  // namespace
+}  // namespace recsdk
