@@ -340,7 +340,7 @@ void KeyStage::Impl::Worker() {
       std::unique_lock<std::mutex> lock(mu);
       cv.wait(lock, [&] {
         return stop || ended ||
-               (outstanding < options.prefetch_batches && next_consume + outstanding < read_limit);
+               (outstanding < options.prefetch_batches && next_consume + in_flight() < read_limit);
       });
       if (stop || ended) return;
       ++outstanding;
