@@ -106,6 +106,16 @@ StatusOr<std::unique_ptr<Graph>> InferenceGraph(const Graph& g, const ServingSig
       spec.attrs["optimizer_config"] =
           OptimizerConfigToJson(config.use_dynamic_expansion ? SparseOptimizerConfig::SGDByAddr(1)
                                                              : SparseOptimizerConfig::SGD(1));
+      // Serving holds every row in one tier: a tiered training table's host and SSD rows become
+      // device rows (a tiered table refuses in-graph lookups, and a serving table given the
+      // training table's ssd_data_path would replace its files).
+      if (config.host_vocabulary_size > 0 || config.ssd_vocabulary_size > 0) {
+        config.device_vocabulary_size += config.host_vocabulary_size + config.ssd_vocabulary_size;
+        config.host_vocabulary_size = 0;
+        config.ssd_vocabulary_size = 0;
+        config.ssd_data_path.clear();
+        spec.attrs["table_config"] = TableConfigToJson(config);
+      }
     }
     auto added = out->AddNode(std::move(spec));
     if (!added.ok()) {

@@ -494,6 +494,16 @@ Status Session::Run(const RunOptions& options, const FeedList& feeds,
                     std::vector<Tensor>* outputs) {
   if (impl_->closed)
     return absl::FailedPreconditionError("Session::Run after Close(); create a new Session");
+  std::vector<Tensor> discarded;
+  if (outputs == nullptr) {
+    if (!fetches.empty()) {
+      return absl::InvalidArgumentError(fmt::format(
+          "Session::Run: outputs is null but {} fetches were asked (first \"{}\"); pass a "
+          "std::vector<Tensor>* to receive them, or fetch nothing",
+          fetches.size(), fetches.front().name));
+    }
+    outputs = &discarded;
+  }
   RECSDK_ASSIGN_OR_RETURN(auto plan, impl_->GetPlan(feeds, fetches, targets));
   std::vector<ExecutionObserver*> observers;
   for (ExecutionObserver* o : options.observers) {

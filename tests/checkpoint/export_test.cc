@@ -2,6 +2,7 @@
 // bundle serves bitwise the predictions of the training session's evaluation graph, holds no
 // training ops, reads unknown keys as the serving default without inserting them, and refuses
 // bad signatures and corrupt bundles.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -232,6 +233,59 @@ TEST(ExportTest, KeyStageModelsExportWithInGraphReadOnlyLookups) {
     EXPECT_FALSE(attrs.at("is_train").at("value").get<bool>()) << node.at("name");
   }
   EXPECT_EQ(lookups, 1) << "only the evaluation lookup serves prob_eval";
+}
+
+// A table with host and SSD tiers serves from one tier: the bundle's table holds every row on
+// the device. Before, the bundle kept the tiered config, so the Predictor's in-graph lookup was
+// refused (tiered tables need the key stage) and its table took over the training table's SSD
+// folder.
+TEST(ExportTest, TieredTablesServeFromOneTier) {
+  Graph graph;
+  Scope s(&graph);
+  const std::string ssd = FreshDir("tiered_ssd");
+  TableConfig tc = testing::SmallTable("items", 4, 64);
+  tc.host_vocabulary_size = 64;
+  tc.ssd_vocabulary_size = 64;
+  tc.ssd_data_path = {ssd};
+  tc.serving_default_value = 0.5f;
+  SparseTable table = ValueOrDie(create_table(s, tc, SparseOptimizerConfig::Adagrad(0.2f)));
+  Output ids = DatasetColumn(s, "ids", DType::kInt64, Shape{kBatch, kIds});
+  SparseLookupOptions lo;
+  lo.combiner = Combiner::kMean;
+  lo.modify_graph = true;
+  lo.is_train = false;
+  Output emb = ValueOrDie(sparse_lookup(s, table, ids, lo));
+  Output out = ops::Identity(s.WithOpName("emb_out"), emb);
+  Node* init = GlobalVariablesInitializer(s);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(ValueOrDie(ModifyGraph(&graph)).moved_lookups.size(), 1u);
+  auto session = ValueOrDie(Session::Create(graph));
+  ASSERT_TRUE(session->Run({}, {}, {init}).ok());
+  auto ssd_files = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(ssd)) {
+      names.push_back(e.path().filename());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const std::vector<std::string> files_before = ssd_files();
+
+  const std::string dir = FreshDir("tiered_bundle");
+  const Status exported = ExportSavedModel(*session, dir, {{"ids"}, {"emb_out"}});
+  ASSERT_TRUE(exported.ok()) << exported;
+  auto predictor = Predictor::Load(dir);
+  ASSERT_TRUE(predictor.ok()) << predictor.status();
+  std::vector<int64_t> keys(kBatch * kIds);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = static_cast<int64_t>(i);
+  const Tensor id_tensor =
+      ValueOrDie(Tensor::FromValues<int64_t>(Shape{kBatch, kIds}, absl::MakeConstSpan(keys)));
+  auto got = (*predictor)->Predict({{"ids", id_tensor}});
+  ASSERT_TRUE(got.ok()) << got.status();
+  // Unknown keys: the serving default in every element.
+  const Tensor& e = (*got)[0];
+  for (int64_t i = 0; i < e.num_elements(); ++i) EXPECT_EQ(e.data<float>()[i], 0.5f) << i;
+  EXPECT_EQ(ssd_files(), files_before) << "the training table's SSD files are its own";
 }
 
 TEST(ExportTest, BadSignaturesAndCorruptBundlesAreRefused) {

@@ -31,6 +31,7 @@
 #include "recsdk/graph.h"
 #include "recsdk/ops.h"
 #include "recsdk/scope.h"
+#include "recsdk/session.h"
 #include "recsdk/table.h"
 #include "src/common/checked_math.h"
 #include "src/common/file_open.h"
@@ -487,6 +488,20 @@ std::vector<BadInput> Cases() {
                },
                C::kResourceExhausted,
                {"Map", "out of memory"}});
+  // Before: a null outputs pointer with fetches was written through (SIGSEGV).
+  v.push_back({"Session::Run/null_outputs_with_fetches",
+               [](const TestDir&) -> Status {
+                 Graph g;
+                 Scope s(&g);
+                 Output c = ops::Const(s, Tensor::Scalar<float>(1.0f));
+                 RECSDK_RETURN_IF_ERROR(s.status());
+                 RECSDK_ASSIGN_OR_RETURN(auto session, Session::Create(g));
+                 RECSDK_RETURN_IF_ERROR(
+                     session->Run({}, {}, {}, nullptr));  // nothing fetched: fine
+                 return session->Run({}, {c}, {}, nullptr);
+               },
+               C::kInvalidArgument,
+               {"outputs is null", "1 fetches"}});
   return v;
 }
 
