@@ -183,6 +183,8 @@ class TableImpl final : public EmbeddingTable {
                       const ResolveLease& lease);
   void ReleaseLeasesLocked(const void* owner, int64_t before_batch);
   void ReleaseLeases(const void* owner, int64_t before_batch);
+  // ApplyPendingReleases: the releases queued while tier_mu_ was busy (caller holds tier_mu_).
+  void ApplyPendingReleases();
   // ReadRowsAt / WriteRowsAt: whole rows (embedding + slots) at packed locations, each tier in
   // bulk. DataLoss from the SSD tier.
   Status ReadRowsAt(absl::Span<const uint32_t> packed, float* out) const;
@@ -297,6 +299,8 @@ class TableImpl final : public EmbeddingTable {
   SlabReservation history_;  // per packed location: uses (low 32 bits), last batch (high 32)
   int64_t policy_batch_ = -1;
   int64_t promoted_ = 0, demoted_ = 0, device_hits_ = 0, device_lookups_ = 0;
+  std::mutex release_mu_;  // guards pending_releases_ (never held with tier_mu_ waited for)
+  std::vector<std::pair<const void*, int64_t>> pending_releases_;
   mutable std::mutex tier_mu_;  // guards the tier state: Resolves of a tiered table take turns
   SlabReservation dirty_;       // one byte per row: changed since the last Snapshot
   absl::flat_hash_set<int64_t> removed_;  // keys evicted since the last Snapshot

@@ -108,6 +108,7 @@ Status TableImpl::TwoBatchesError(size_t needed) const {
 Status TableImpl::PlanTiers(absl::Span<const int64_t> keys, absl::Span<const uint32_t> rows,
                             size_t admits, const ResolveLease& lease, TierPlan* plan) {
   const size_t rf = static_cast<size_t>(row_floats_);
+  ApplyPendingReleases();
   // The public Resolve keeps the rows of its previous call, which may still be in flight, and
   // lets older ones move: with this batch's, two batches are pinned at most.
   if (lease.owner == nullptr) ReleaseLeasesLocked(nullptr, auto_batch_ - 1);
@@ -375,8 +376,27 @@ void TableImpl::ReleaseLeasesLocked(const void* owner, int64_t before_batch) {
 
 void TableImpl::ReleaseLeases(const void* owner, int64_t before_batch) {
   if (!tiered_) return;
-  std::lock_guard<std::mutex> lock(tier_mu_);
-  ReleaseLeasesLocked(owner, before_batch);
+  // The training loop calls this (KeyStage::Next) while a worker may be inside a Resolve holding
+  // tier_mu_ for the whole plan and its moves: waiting for it would put the key stage's swap
+  // work back on the step's path. The request is queued and applied by whoever holds the lock
+  // next (releasing later is always safe: rows only stay pinned longer).
+  {
+    std::lock_guard<std::mutex> lock(release_mu_);
+    pending_releases_.emplace_back(owner, before_batch);
+  }
+  if (tier_mu_.try_lock()) {
+    ApplyPendingReleases();
+    tier_mu_.unlock();
+  }
+}
+
+void TableImpl::ApplyPendingReleases() {
+  std::vector<std::pair<const void*, int64_t>> todo;
+  {
+    std::lock_guard<std::mutex> lock(release_mu_);
+    todo.swap(pending_releases_);
+  }
+  for (const auto& [owner, before] : todo) ReleaseLeasesLocked(owner, before);
 }
 
 void TableImpl::ScrubLeases(const absl::flat_hash_set<uint32_t>& device_slots) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -103,6 +104,9 @@ struct Layout {
   bool by_address;
   bool evict;
 };
+
+// PrintTo: the layout's name (gtest would otherwise print the struct's bytes, padding included).
+void PrintTo(const Layout& l, std::ostream* os) { *os << l.name; }
 
 class TierTransparency : public ::testing::TestWithParam<Layout> {};
 
