@@ -53,6 +53,7 @@ struct Plan {
   std::vector<Output> feeds;  // resolved feed outputs
   std::vector<Output> fetches;
   absl::flat_hash_map<int, int> position;  // node id -> index in order
+  bool has_gates = false;                  // a ControlGate runs: the executor applies its skip rule
 };
 
 }  // namespace
@@ -304,6 +305,7 @@ StatusOr<std::shared_ptr<Plan>> Session::Impl::GetPlan(const FeedList& feeds,
     if (needed[id] && !fed[id]) {
       plan->position[id] = static_cast<int>(plan->order.size());
       plan->order.push_back(id);
+      plan->has_gates = plan->has_gates || graph->node(id)->type() == "ControlGate";
     }
   }
   plan->consumers.resize(plan->order.size());
@@ -358,14 +360,20 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
   // ControlGate (precision_ops.cc): a node whose kernel asked to skip its control dependents
   // closes; a node with a control input from a closed one, or a data input from a skipped one,
   // is skipped (never computed). Each entry is written by its node's task before any consumer is
-  // released, so no lock is needed.
-  std::vector<char> closed(n, 0), skipped(n, 0);
+  // released, so no lock is needed. A plan without a gate pays nothing for this.
+  std::vector<char> closed, skipped;
+  if (plan.has_gates) {
+    closed.assign(n, 0);
+    skipped.assign(n, 0);
+  }
   auto run_node = [&](int pos) -> Status {
     const int id = plan.order[pos];
     const Node& node = *graph->node(id);
     bool skip = false;
-    for (const Node* c : node.control_inputs()) skip = skip || closed[c->id()] != 0;
-    for (const Output& in : node.inputs()) skip = skip || skipped[in.node->id()] != 0;
+    if (plan.has_gates) {
+      for (const Node* c : node.control_inputs()) skip = skip || closed[c->id()] != 0;
+      for (const Output& in : node.inputs()) skip = skip || skipped[in.node->id()] != 0;
+    }
     if (skip) {
       skipped[id] = 1;
       for (const Output& in : node.inputs()) {
@@ -410,7 +418,7 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
       }
       return s;
     }
-    if (ctx.skip_control_dependents()) closed[id] = 1;
+    if (plan.has_gates && ctx.skip_control_dependents()) closed[id] = 1;
     for (int o = 0; o < node.num_outputs(); ++o) {
       const Tensor& t = values[id][o];
       if (!t.IsInitialized() && plan.output_uses[id][o] > 0) {
@@ -473,7 +481,7 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
   RECSDK_RETURN_IF_ERROR(status);
   outputs->clear();
   for (const Output& f : plan.fetches) {
-    if (skipped[f.node->id()]) {
+    if (plan.has_gates && skipped[f.node->id()]) {
       return absl::FailedPreconditionError(
           fmt::format("fetch \"{}\": its op was skipped this step by a ControlGate (an update "
                       "that loss scaling skipped); fetch a value computed before the gate",
