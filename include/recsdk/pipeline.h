@@ -124,7 +124,7 @@ class KeyStage {
   // WaitForWindow: blocks until the stage has prepared every batch its window allows
   // (prefetch_batches ahead of the training loop, or up to the end of the data); it then does no
   // key work until the next Next. With SessionConfig::deterministic the window moves only at Next,
-  // so after Quiesce the tables hold exactly the keys of the batches before step +
+  // so after it the tables hold exactly the keys of the batches before step +
   // prefetch_batches: call it between a step and anything that reads or changes tables
   // (set_threshold, eviction, checkpoints, evaluation) for bitwise-reproducible runs.
   // MonitoredSession (and so the Estimator) calls it before the AfterRun hooks when deterministic
