@@ -110,6 +110,7 @@ OpRegistry& OpRegistry::Global() {
     RegisterNnOps(*r);
     RegisterStateOps(*r);
     RegisterRandomOps(*r);
+    RegisterFusedOps(*r);
     DeclareCoreAttrSchemas(*r);
     return r;
   }();
