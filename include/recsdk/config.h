@@ -124,7 +124,8 @@ struct SessionConfig {
   bool variable_format_optimize = true;
 
   // enable_scope_fusion_passes: comma-separated names of optional fusion passes to run. Default
-  // "". No optional fusion pass is registered yet; a name is an error listing the registered ones.
+  // "". Known: "fuse_dense" (MatMul + BiasAdd (+ Relu) as one FusedDense node); any other name is
+  // an error listing the known ones.
   std::string enable_scope_fusion_passes;
 
   // auto_tune_mode: "" (default, off) or a comma list of "RL", "GA". Tuning is not built; a

@@ -22,6 +22,8 @@
 //        [--warmup W] [--windows K] [--window_steps S] [--loss_steps L] [--breakdown]
 //        [--interaction fused|composed] [--mode dlrm|embedding] [--write_data_only]
 //        [--precision_mode MODE]  (SessionConfig::precision_mode, e.g. allow_mix_precision)
+//        [--fusion PASSES]  (SessionConfig::enable_scope_fusion_passes; default "fuse_dense",
+//                            "none" for no fusion pass)
 // It prints one JSON line: samples/s (median of the timing windows after the warm-up), every
 // window's rate, the mean loss of the first batch and of the steps (loss_steps-4..loss_steps], the
 // minor page faults and fresh step buffers per timed step (both ~0 in a steady step), and
@@ -84,8 +86,9 @@ struct Flags {
   int loss_steps = 0;  // 0: warmup + windows * window_steps
   bool breakdown = false;
   std::string interaction = "fused";
+  std::string fusion = "fuse_dense";
   bool write_data_only = false;
-  std::string mode = "dlrm";  // or "embedding": the sparse path alone
+  std::string mode = "dlrm";   // or "embedding": the sparse path alone
   std::string precision_mode;  // SessionConfig::precision_mode, e.g. allow_mix_precision
 };
 
@@ -366,6 +369,8 @@ int main(int argc, char** argv) {
       flags.loss_steps = std::atoi(next().c_str());
     else if (f == "--interaction")
       flags.interaction = next();
+    else if (f == "--fusion")
+      flags.fusion = next();
     else if (f == "--breakdown")
       flags.breakdown = true;
     else if (f == "--mode")
@@ -405,6 +410,7 @@ int main(int argc, char** argv) {
   SessionConfig config;
   config.intra_op_parallelism = flags.threads;
   config.precision_mode = flags.precision_mode;
+  config.enable_scope_fusion_passes = flags.fusion == "none" ? "" : flags.fusion;
   auto session = Check(Session::Create(m.graph, config), "Session::Create");
   Check(session->Run({}, {}, {m.init}).status(), "init");
   const std::vector<FeedList> feeds = MakeFeeds(data, m);
@@ -473,11 +479,11 @@ int main(int argc, char** argv) {
   for (double r : rates) windows += (windows.empty() ? "" : ",") + fmt::format("{:.1f}", r);
   std::printf(
       "{\"impl\":\"recsdk\",\"model\":\"%s\",\"threads\":%d,\"optimizer\":\"%s\","
-      "\"interaction\":\"%s\",\"batch\":%lld,\"%s\":%.1f,\"windows\":[%s],"
+      "\"interaction\":\"%s\",\"fusion\":\"%s\",\"batch\":%lld,\"%s\":%.1f,\"windows\":[%s],"
       "\"first_loss\":%.6f,\"loss_steps\":%d,\"loss\":%.6f,\"page_faults_per_step\":%.1f,"
       "\"fresh_buffers_per_step\":%.1f,\"breakdown\":%s}\n",
       flags.mode.c_str(), flags.threads, flags.optimizer.c_str(), flags.interaction.c_str(),
-      static_cast<long long>(flags.batch),
+      flags.fusion.c_str(), static_cast<long long>(flags.batch),
       flags.mode == "embedding" ? "ids_per_s" : "samples_per_s", Median(rates), windows.c_str(),
       losses[0], loss_steps, tail, faults_per_step, fresh_per_step, breakdown.c_str());
   return 0;

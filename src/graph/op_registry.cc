@@ -110,6 +110,7 @@ OpRegistry& OpRegistry::Global() {
     RegisterNnOps(*r);
     RegisterStateOps(*r);
     RegisterRandomOps(*r);
+    RegisterFusedOps(*r);
     DeclareCoreAttrSchemas(*r);
     RegisterPrecisionOps(*r);  // declares its own schemas
     return r;

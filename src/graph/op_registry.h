@@ -152,6 +152,8 @@ void RegisterMathOps(OpRegistry& registry);
 void RegisterNnOps(OpRegistry& registry);
 void RegisterStateOps(OpRegistry& registry);
 void RegisterRandomOps(OpRegistry& registry);
+// Ops created by fusion passes (src/graph/ops/fused_ops.cc); they declare their own schemas.
+void RegisterFusedOps(OpRegistry& registry);
 // The attribute schemas of the core ops (src/graph/ops/attr_schemas.cc), declared after the ops.
 void DeclareCoreAttrSchemas(OpRegistry& registry);
 // Mixed precision and loss scaling ops with their schemas (src/graph/ops/precision_ops.cc).

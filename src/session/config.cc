@@ -203,11 +203,16 @@ Status SessionConfig::Validate() const {
   if (!optypelist_for_implmode.empty() && op_select_implmode.empty()) {
     return Invalid("optypelist_for_implmode: set, but op_select_implmode is not; set both");
   }
-  if (!enable_scope_fusion_passes.empty()) {
-    return Invalid(fmt::format(
-        "enable_scope_fusion_passes: \"{}\" names fusion passes, but no optional fusion pass is "
-        "registered in this runtime yet (registered: none); leave it empty",
-        enable_scope_fusion_passes));
+  // The optional fusion passes of src/session/passes (each checks FusionPassEnabled).
+  for (std::string name : SplitList(enable_scope_fusion_passes, ',')) {
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    if (name != "fuse_dense") {
+      return Invalid(fmt::format(
+          "enable_scope_fusion_passes: \"{}\" is not a fusion pass of this runtime (known: "
+          "fuse_dense); remove it",
+          name));
+    }
   }
   if (!auto_tune_mode.empty()) {
     for (const std::string& m : SplitList(auto_tune_mode, ',')) {

@@ -84,7 +84,8 @@ void SingleSgemm(GemmBackend backend, int64_t m, int64_t n, int64_t k, const flo
 }
 
 void ParallelSgemm(GemmBackend backend, int64_t m, int64_t n, int64_t k, const float* a,
-                   bool trans_a, const float* b, bool trans_b, float* c) {
+                   bool trans_a, const float* b, bool trans_b, float* c,
+                   const GemmEpilogue& epilogue) {
   const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
   const double flops = 2.0 * static_cast<double>(m) * n * k;
   // Row blocks of C, at most kMaxParts, each a multiple of 16 rows (the kernels' vector tiles
@@ -96,6 +97,7 @@ void ParallelSgemm(GemmBackend backend, int64_t m, int64_t n, int64_t k, const f
   const int64_t parts = flops < 2e6 ? 1 : std::clamp<int64_t>(m / 64, 1, kMaxParts);
   if (parts <= 1) {
     SingleSgemm(backend, m, n, k, a, lda, trans_a, b, ldb, trans_b, c, n);
+    if (epilogue) epilogue(0, m);
     return;
   }
   const int64_t block = ((m + parts - 1) / parts + 15) & ~int64_t{15};
@@ -106,6 +108,7 @@ void ParallelSgemm(GemmBackend backend, int64_t m, int64_t n, int64_t k, const f
         if (s >= e) return;
         const float* ab = trans_a ? a + s : a + s * lda;
         SingleSgemm(backend, e - s, n, k, ab, lda, trans_a, b, ldb, trans_b, c + s * n, n);
+        if (epilogue) epilogue(s, e);
       },
       tbb::simple_partitioner());
 }

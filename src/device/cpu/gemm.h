@@ -14,6 +14,7 @@
 #define RECSDK_DEVICE_CPU_GEMM_H_
 
 #include <cstdint>
+#include <functional>
 
 namespace recsdk::internal {
 
@@ -33,11 +34,16 @@ void SingleSgemm(GemmBackend backend, int64_t m, int64_t n, int64_t k, const flo
 
 // ParallelSgemm: row-major C[m,n] = op(A) op(B) for contiguous operands (lda = columns of A as
 // stored), split into row blocks run on the arena's threads.
+// `epilogue`, when set, runs on rows [r0, r1) of C right after that row block's product, on the
+// same thread, while the block is still in cache (fused bias and activation).
+using GemmEpilogue = std::function<void(int64_t r0, int64_t r1)>;
 void ParallelSgemm(GemmBackend backend, int64_t m, int64_t n, int64_t k, const float* a,
-                   bool trans_a, const float* b, bool trans_b, float* c);
+                   bool trans_a, const float* b, bool trans_b, float* c,
+                   const GemmEpilogue& epilogue = nullptr);
 inline void ParallelSgemm(int64_t m, int64_t n, int64_t k, const float* a, bool trans_a,
-                          const float* b, bool trans_b, float* c) {
-  ParallelSgemm(BestGemmBackend(), m, n, k, a, trans_a, b, trans_b, c);
+                          const float* b, bool trans_b, float* c,
+                          const GemmEpilogue& epilogue = nullptr) {
+  ParallelSgemm(BestGemmBackend(), m, n, k, a, trans_a, b, trans_b, c, epilogue);
 }
 
 // SgemmReference: the oracle, a plain triple loop accumulating in double.

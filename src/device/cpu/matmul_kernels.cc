@@ -98,9 +98,51 @@ Status BatchMatMulTyped(OpKernelContext& ctx) {
   return absl::OkStatus();
 }
 
+// FusedDense: act(a w + b). The bias and ReLU run per row block right after its product.
+template <typename T>
+Status FusedDenseTyped(OpKernelContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  const Tensor& bias = ctx.input(2);
+  const std::string act = ctx.node().StringAttr("activation", "none");
+  if (a.rank() != 2 || w.rank() != 2 || bias.rank() != 1 || a.dim(1) != w.dim(0) ||
+      bias.dim(0) != w.dim(1)) {
+    return ctx.Error("shapes {} x {} + {} do not fit a [m,k] x [k,n] + [n] dense layer",
+                     a.shape().ToString(), w.shape().ToString(), bias.shape().ToString());
+  }
+  const int64_t m = a.dim(0), k = a.dim(1), n = w.dim(1);
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, Shape{m, n}));
+  if (m == 0 || n == 0) return absl::OkStatus();
+  T* c = out->data<T>();
+  const T* b = bias.data<T>();
+  const bool relu = act == "relu";
+  auto epilogue = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      T* row = c + r * n;
+      if (relu) {
+        for (int64_t j = 0; j < n; ++j) row[j] = std::max(row[j] + b[j], T(0));
+      } else {
+        for (int64_t j = 0; j < n; ++j) row[j] += b[j];
+      }
+    }
+  };
+  if (k == 0) {
+    std::fill_n(c, m * n, T(0));
+    epilogue(0, m);
+  } else if constexpr (std::is_same_v<T, float>) {
+    ParallelSgemm(m, n, k, a.data<T>(), false, w.data<T>(), false, c, epilogue);
+  } else {
+    GemmEigen<T>(m, n, k, a.data<T>(), false, w.data<T>(), false, c);
+    epilogue(0, m);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void RegisterCpuMatMulKernels(KernelRegistry& r) {
+  r.RegisterFn("FusedDense", kCpu, {DType::kFloat32}, FusedDenseTyped<float>);
+  r.RegisterFn("FusedDense", kCpu, {DType::kFloat64}, FusedDenseTyped<double>);
   r.RegisterFn("MatMul", kCpu, {DType::kFloat32}, MatMulTyped<float>);
   r.RegisterFn("MatMul", kCpu, {DType::kFloat64}, MatMulTyped<double>);
   r.RegisterFn("BatchMatMul", kCpu, {DType::kFloat32}, BatchMatMulTyped<float>);
