@@ -243,6 +243,7 @@ TEST(ExportTest, TieredTablesServeFromOneTier) {
   Graph graph;
   Scope s(&graph);
   const std::string ssd = FreshDir("tiered_ssd");
+  std::filesystem::create_directories(ssd);
   TableConfig tc = testing::SmallTable("items", 4, 64);
   tc.host_vocabulary_size = 64;
   tc.ssd_vocabulary_size = 64;
@@ -255,7 +256,7 @@ TEST(ExportTest, TieredTablesServeFromOneTier) {
   lo.modify_graph = true;
   lo.is_train = false;
   Output emb = ValueOrDie(sparse_lookup(s, table, ids, lo));
-  Output out = ops::Identity(s.WithOpName("emb_out"), emb);
+  ops::Identity(s.WithOpName("emb_out"), emb);
   Node* init = GlobalVariablesInitializer(s);
   ASSERT_TRUE(s.ok()) << s.status();
   ASSERT_EQ(ValueOrDie(ModifyGraph(&graph)).moved_lookups.size(), 1u);
