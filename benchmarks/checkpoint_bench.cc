@@ -219,7 +219,7 @@ void BM_Delta1Pct(benchmark::State& state) {
     snapshot += Seconds(t0, ta);
     // 1% of the rows change (every 100th row id).
     for (int64_t i = 0; i < changed; ++i) ids[i] = static_cast<uint32_t>(i * 100);
-    table->ApplyGradients(ids, grads.data(), 1);
+    if (!table->ApplyGradients(ids, grads, 1).ok()) std::abort();
     auto t2 = std::chrono::steady_clock::now();
     auto d = table->Snapshot(EmbeddingTable::SnapshotKind::kDelta);
     if (!d.ok() || static_cast<int64_t>(d->keys.size()) != changed ||

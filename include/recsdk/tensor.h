@@ -111,10 +111,8 @@ class Tensor {
 
   // Reshape shares the buffer under a new shape with the same element count.
   StatusOr<Tensor> Reshape(const Shape& shape) const;
-  // Slice0 shares rows [begin, end) of dimension 0 (zero-copy); bounds are asserted.
-  Tensor Slice0(int64_t begin, int64_t end) const;
-  // SliceRows: Slice0 with the bounds checked: InvalidArgument naming the range and dimension 0
-  // when the tensor is a scalar or the range is not inside [0, dim(0)].
+  // SliceRows shares rows [begin, end) of dimension 0 (zero-copy); InvalidArgument naming the
+  // range and dimension 0 when the tensor is a scalar or the range is not inside [0, dim(0)].
   StatusOr<Tensor> SliceRows(int64_t begin, int64_t end) const;
   // Copy makes a deep host copy.
   Tensor Copy() const;

@@ -106,7 +106,10 @@ StatusOr<Tensor> Tensor::SliceRows(int64_t begin, int64_t end) const {
         "pass 0 <= begin <= end <= dim(0)",
         begin, end, shape_.ToString()));
   }
-  return Slice0(begin, end);
+  Shape s = shape_;
+  s.set_dim(0, end - begin);
+  const int64_t row = dim(0) == 0 ? 0 : num_elements_ / dim(0);
+  return Tensor(dtype_, s, buffer_, offset_ + static_cast<size_t>(begin * row) * DTypeSize(dtype_));
 }
 
 StatusOr<Tensor> Tensor::Reshape(const Shape& shape) const {
@@ -118,14 +121,6 @@ StatusOr<Tensor> Tensor::Reshape(const Shape& shape) const {
   Tensor t = *this;
   t.shape_ = shape;
   return t;
-}
-
-Tensor Tensor::Slice0(int64_t begin, int64_t end) const {
-  RECSDK_CHECK(rank() >= 1 && begin >= 0 && begin <= end && end <= dim(0));
-  Shape s = shape_;
-  s.set_dim(0, end - begin);
-  const int64_t row = dim(0) == 0 ? 0 : num_elements_ / dim(0);
-  return Tensor(dtype_, s, buffer_, offset_ + static_cast<size_t>(begin * row) * DTypeSize(dtype_));
 }
 
 Tensor Tensor::Copy() const {

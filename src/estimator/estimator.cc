@@ -6,6 +6,7 @@
 // each call returns).
 #include "recsdk/estimator.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -32,7 +33,8 @@ double NowSeconds() {
 // TrimRows: the first `rows` rows of a batch-major tensor (the real rows of a padded batch).
 Tensor TrimRows(const Tensor& t, int64_t rows) {
   if (t.shape().rank() == 0 || t.shape().dim(0) <= rows) return t;
-  return t.Slice0(0, rows);
+  StatusOr<Tensor> trimmed = t.SliceRows(0, std::max<int64_t>(rows, 0));
+  return trimmed.ok() ? *std::move(trimmed) : t;
 }
 
 }  // namespace

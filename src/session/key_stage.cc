@@ -87,29 +87,31 @@ class ProtectedEvictTable final : public EmbeddingTable {
                  absl::Span<const int64_t> t, LookupMode m, absl::Span<uint32_t> r) override {
     return inner_->Resolve(k, c, t, m, r);
   }
-  void Gather(absl::Span<const uint32_t> rows, float* out) const override {
-    inner_->Gather(rows, out);
+  Status Gather(absl::Span<const uint32_t> rows, absl::Span<float> out) const override {
+    return inner_->Gather(rows, out);
   }
-  void GatherRestored(absl::Span<const uint32_t> u, absl::Span<const uint32_t> r,
-                      float* out) const override {
-    inner_->GatherRestored(u, r, out);
+  Status GatherRestored(absl::Span<const uint32_t> u, absl::Span<const uint32_t> r,
+                        absl::Span<float> out) const override {
+    return inner_->GatherRestored(u, r, out);
   }
   Status GatherPooled(absl::Span<const uint32_t> u, absl::Span<const uint32_t> r, int64_t b,
-                      int64_t n, Combiner c, float* out) const override {
+                      int64_t n, Combiner c, absl::Span<float> out) const override {
     return inner_->GatherPooled(u, r, b, n, c, out);
   }
-  void PaddingMask(absl::Span<const uint32_t> u, absl::Span<const uint32_t> r,
-                   float* mask) const override {
-    inner_->PaddingMask(u, r, mask);
+  Status PaddingMask(absl::Span<const uint32_t> u, absl::Span<const uint32_t> r,
+                     absl::Span<float> mask) const override {
+    return inner_->PaddingMask(u, r, mask);
   }
-  void ApplyGradients(absl::Span<const uint32_t> rows, const float* g, int64_t step) override {
-    inner_->ApplyGradients(rows, g, step);
+  Status ApplyGradients(absl::Span<const uint32_t> rows, absl::Span<const float> g,
+                        int64_t step) override {
+    return inner_->ApplyGradients(rows, g, step);
   }
   Status RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> a) override {
     return inner_->RowAddresses(rows, a);
   }
-  void ApplyGradientsByAddress(absl::Span<float* const> a, const float* g, int64_t s) override {
-    inner_->ApplyGradientsByAddress(a, g, s);
+  Status ApplyGradientsByAddress(absl::Span<float* const> a, absl::Span<const float> g,
+                                 int64_t s) override {
+    return inner_->ApplyGradientsByAddress(a, g, s);
   }
   StatusOr<int64_t> EvictStale() override {
     const int64_t now = inner_->data_time();

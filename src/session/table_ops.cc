@@ -484,14 +484,14 @@ Status TableGatherKernel(OpKernelContext& ctx) {
     const int64_t b = restore.dim(0), n = restore.dim(1);
     if (!combiner) {
       RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(f, Shape{b, n, dim}));
-      table.GatherRestored(rows, idx, out->data<float>());
+      RECSDK_RETURN_IF_ERROR(table.GatherRestored(rows, idx, out->flat<float>()));
     } else {
       RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(f, Shape{b, dim}));
-      RECSDK_RETURN_IF_ERROR(table.GatherPooled(rows, idx, b, n, *combiner, out->data<float>()));
+      RECSDK_RETURN_IF_ERROR(table.GatherPooled(rows, idx, b, n, *combiner, out->flat<float>()));
     }
     if (ctx.node().BoolAttr("padding_mask")) {
       RECSDK_ASSIGN_OR_RETURN(Tensor * mask, ctx.allocate_output(k + f, Shape{b, n}));
-      table.PaddingMask(rows, idx, mask->data<float>());
+      RECSDK_RETURN_IF_ERROR(table.PaddingMask(rows, idx, mask->flat<float>()));
     }
   }
   return absl::OkStatus();
@@ -520,8 +520,9 @@ Status TableGradAggregateKernel(OpKernelContext& ctx) {
     if (!combiner) {
       if (k == 1) {
         // One feature: the table core's aggregation (parallel, exact per-key sums).
-        AggregateGradients(absl::Span<const uint32_t>(reinterpret_cast<const uint32_t*>(r), b * n),
-                           g, static_cast<int>(dim), num_unique, acc);
+        RECSDK_RETURN_IF_ERROR(AggregateGradients(
+            absl::Span<const uint32_t>(reinterpret_cast<const uint32_t*>(r), b * n),
+            grad.flat<float>(), static_cast<int>(dim), num_unique, out->flat<float>()));
         continue;
       }
       for (int64_t p = 0; p < b * n; ++p) {
@@ -602,14 +603,13 @@ Status TableApplyKernel(OpKernelContext& ctx) {
   }
   const int64_t step1 = step.scalar<int64_t>() + 1;
   const auto row_span = absl::Span<const uint32_t>(row_ptr, count);
+  const auto grad_span = absl::Span<const float>(grad_ptr, count * dim);
   if (table.optimizer().ByAddress()) {
     std::vector<float*> addresses(count);
     RECSDK_RETURN_IF_ERROR(table.RowAddresses(row_span, absl::MakeSpan(addresses)));
-    table.ApplyGradientsByAddress(addresses, grad_ptr, step1);
-  } else {
-    table.ApplyGradients(row_span, grad_ptr, step1);
+    return table.ApplyGradientsByAddress(addresses, grad_span, step1);
   }
-  return absl::OkStatus();
+  return table.ApplyGradients(row_span, grad_span, step1);
 }
 
 }  // namespace

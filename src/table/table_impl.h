@@ -216,26 +216,30 @@ class TableImpl final : public EmbeddingTable {
   // plain gather of the same slab memory (10M rows, dim 16); CopyEmbedding stays its reference.
   void GatherRows(const uint32_t* __restrict rows, const uint32_t* __restrict idx, size_t b,
                   size_t e, float* __restrict out) const;
-  void Gather(absl::Span<const uint32_t> rows, float* out) const override;
-  void GatherRestored(absl::Span<const uint32_t> unique_rows, absl::Span<const uint32_t> restore,
-                      float* out) const override;
+  Status Gather(absl::Span<const uint32_t> rows, absl::Span<float> out) const override;
+  Status GatherRestored(absl::Span<const uint32_t> unique_rows, absl::Span<const uint32_t> restore,
+                        absl::Span<float> out) const override;
   Status GatherPooled(absl::Span<const uint32_t> unique_rows, absl::Span<const uint32_t> restore,
-                      int64_t batch, int64_t n, Combiner combiner, float* out) const override;
+                      int64_t batch, int64_t n, Combiner combiner,
+                      absl::Span<float> out) const override;
+  // CheckSpan: InvalidArgument naming `what` unless it holds `rows` rows of `per_row` floats.
+  Status CheckSpan(const char* what, size_t size, size_t rows, size_t per_row) const;
   // CheckRowsAndRestore: every restore index points into unique_rows, and every row id is one
   // of this table's rows or a sentinel; a wrong one would read outside the slab.
   Status CheckRowsAndRestore(absl::Span<const uint32_t> unique_rows,
                              absl::Span<const uint32_t> restore) const;
-  void PaddingMask(absl::Span<const uint32_t> unique_rows, absl::Span<const uint32_t> restore,
-                   float* mask) const override;
+  Status PaddingMask(absl::Span<const uint32_t> unique_rows, absl::Span<const uint32_t> restore,
+                     absl::Span<float> mask) const override;
   // UpdateBatch: one optimizer step on rows [b, e) of a batch, given by id (ids) or by address
   // (addrs). SGD, Adagrad and LazyAdam run the per-ISA kernels (bitwise equal to RowUpdater, their
   // reference twin); FTRL runs RowUpdater.
   void UpdateBatch(const RowUpdater& updater, const uint32_t* ids, float* const* addrs, size_t b,
                    size_t e, const float* grads) const;
-  void ApplyGradients(absl::Span<const uint32_t> rows, const float* grads, int64_t step) override;
+  Status ApplyGradients(absl::Span<const uint32_t> rows, absl::Span<const float> grads,
+                        int64_t step) override;
   Status RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> addresses) override;
-  void ApplyGradientsByAddress(absl::Span<float* const> addresses, const float* grads,
-                               int64_t step) override;
+  Status ApplyGradientsByAddress(absl::Span<float* const> addresses, absl::Span<const float> grads,
+                                 int64_t step) override;
   StatusOr<int64_t> EvictStale() override;
   Status NoEviction() const;
   StatusOr<int64_t> EvictLastAccessedAtOrBefore(int64_t cutoff) override;

@@ -276,10 +276,70 @@ std::vector<BadInput> Cases() {
          std::vector<uint32_t> rows = {EmbeddingTable::kDefaultRow, EmbeddingTable::kDefaultRow};
          std::vector<uint32_t> restore = {0, 7};
          std::vector<float> out(4);
-         return t->GatherPooled(rows, restore, 1, 2, Combiner::kSum, out.data());
+         return t->GatherPooled(rows, restore, 1, 2, Combiner::kSum, out);
        },
        C::kInvalidArgument,
        {"restore index 7", "2 unique rows"}});
+  // Before: Gather, GatherRestored, PaddingMask and the gradient updates took a raw float* with
+  // no size and no row check; a short buffer or a foreign row id read or wrote past memory.
+  v.push_back({"table/gather_output_short",
+               [](const TestDir&) {
+                 auto t = MakeTable();
+                 std::vector<uint32_t> rows = {EmbeddingTable::kDefaultRow, 1};
+                 std::vector<float> out(5);
+                 return t->Gather(rows, absl::MakeSpan(out));
+               },
+               C::kInvalidArgument,
+               {"Gather's output holds 5 floats", "2 rows of 4"}});
+  v.push_back({"table/gather_restored_row_past_capacity",
+               [](const TestDir&) {
+                 auto t = MakeTable();
+                 std::vector<uint32_t> rows = {5000};
+                 std::vector<uint32_t> restore = {0, 0};
+                 std::vector<float> out(8);
+                 return t->GatherRestored(rows, restore, absl::MakeSpan(out));
+               },
+               C::kInvalidArgument,
+               {"row id 5000", "capacity 100"}});
+  v.push_back({"table/padding_mask_restore_index_past_rows",
+               [](const TestDir&) {
+                 auto t = MakeTable();
+                 std::vector<uint32_t> rows = {EmbeddingTable::kPaddingRow};
+                 std::vector<uint32_t> restore = {0, 3};
+                 std::vector<float> mask(2);
+                 return t->PaddingMask(rows, restore, absl::MakeSpan(mask));
+               },
+               C::kInvalidArgument,
+               {"restore index 3", "1 unique rows"}});
+  v.push_back({"table/apply_gradients_short_gradients",
+               [](const TestDir&) {
+                 auto t = MakeTable();
+                 std::vector<uint32_t> rows = {0, 1};
+                 std::vector<float> grads(4);
+                 return t->ApplyGradients(rows, grads, 1);
+               },
+               C::kInvalidArgument,
+               {"summed gradients holds 4 floats", "2 rows of 4"}});
+  v.push_back({"table/apply_gradients_by_address_foreign_address",
+               [](const TestDir&) {
+                 auto t = MakeTable();
+                 std::vector<float> elsewhere(4);
+                 std::vector<float*> addresses = {elsewhere.data()};
+                 std::vector<float> grads(4);
+                 return t->ApplyGradientsByAddress(addresses, grads, 1);
+               },
+               C::kInvalidArgument,
+               {"not the start of one of this table's rows", "RowAddresses"}});
+  // Before: a restore index of num_unique or more was skipped (its gradient dropped without a
+  // word), or, past 16384 positions, counted into a vector out of bounds.
+  v.push_back({"table/aggregate_gradients_restore_index_past_unique",
+               [](const TestDir&) {
+                 std::vector<uint32_t> restore = {0, 2};
+                 std::vector<float> grads(2 * 4), out(2 * 4);
+                 return AggregateGradients(restore, grads, 4, 2, absl::MakeSpan(out));
+               },
+               C::kInvalidArgument,
+               {"restore index 2", "2 unique keys"}});
   // --- Special files. Before: open() of the pipe blocked forever.
   v.push_back({"criteo/glob_matches_named_pipe",
                [](const TestDir& d) {

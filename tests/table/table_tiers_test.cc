@@ -70,16 +70,16 @@ std::vector<float> Step(EmbeddingTable& t, const std::vector<int64_t>& keys, int
   const Status s = t.Resolve(keys, {}, times, LookupMode::kTrain, absl::MakeSpan(rows));
   EXPECT_TRUE(s.ok()) << s;
   std::vector<float> emb(keys.size() * static_cast<size_t>(t.dim()));
-  t.Gather(rows, emb.data());
+  EXPECT_TRUE(t.Gather(rows, emb).ok());
   std::vector<float> grads(emb.size());
   for (size_t i = 0; i < emb.size(); ++i)
     grads[i] = 0.5f * emb[i] - 0.01f * static_cast<float>(i % 7);
   if (by_address) {
     std::vector<float*> addr(rows.size());
     EXPECT_TRUE(t.RowAddresses(rows, absl::MakeSpan(addr)).ok());
-    t.ApplyGradientsByAddress(addr, grads.data(), step);
+    EXPECT_TRUE(t.ApplyGradientsByAddress(addr, grads, step).ok());
   } else {
-    t.ApplyGradients(rows, grads.data(), step);
+    EXPECT_TRUE(t.ApplyGradients(rows, grads, step).ok());
   }
   return emb;
 }

@@ -46,7 +46,10 @@ TEST_P(GemmTest, MatchesTheReference) {
 }
 
 TEST_P(GemmTest, OneAndTwoThreadsGiveTheSameBits) {
-  const auto [backend, ta, tb] = GetParam();
+  // Plain locals, not a structured binding: the lambdas below capture them, which clang 14
+  // (CI's fuzz and sanitizer compiler) does not allow for bindings.
+  const GemmBackend backend = std::get<0>(GetParam());
+  const bool ta = std::get<1>(GetParam()), tb = std::get<2>(GetParam());
   for (const Case& c : {Case{512, 64, 96}, Case{48, 256, 512}}) {
     const std::vector<float> a = RandomVector(c.m * c.k, 3), b = RandomVector(c.k * c.n, 4);
     std::vector<float> one(c.m * c.n), two(c.m * c.n);
