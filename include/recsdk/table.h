@@ -198,6 +198,21 @@ struct TableSnapshot {
   int64_t access_threshold = -1;
 };
 
+// SnapshotRowSink: receives the rows of EmbeddingTable::SnapshotToSink in pieces, so a
+// synchronous checkpoint writes them straight from the table through one small buffer instead of
+// copying every row into a snapshot first (twice the table's memory, and a large fresh buffer
+// whose pages the kernel must zero before the copy).
+class SnapshotRowSink {
+ public:
+  virtual ~SnapshotRowSink() = default;
+  // Begin: the snapshot without its rows (every other field filled, rows empty), before any
+  // Rows call. The reference is valid only during the call.
+  [[nodiscard]] virtual Status Begin(const TableSnapshot& snapshot) = 0;
+  // Rows: the next rows in key order, [rows.size() / (dim + num_slots), dim + num_slots]; the
+  // span is valid only during the call.
+  [[nodiscard]] virtual Status Rows(absl::Span<const float> rows) = 0;
+};
+
 // EmbeddingTable: one sparse table. Create with EmbeddingTable::Create.
 class EmbeddingTable {
  public:
@@ -350,6 +365,12 @@ class EmbeddingTable {
   // which must not break the delta chain of the checkpoints).
   enum class SnapshotKind { kFull, kDelta, kFullKeepTracking };
   [[nodiscard]] virtual StatusOr<TableSnapshot> Snapshot(SnapshotKind kind) = 0;
+  // SnapshotToSink: Snapshot, with the rows handed to `sink` (Begin, then Rows in key order, a
+  // few MiB at a time) instead of copied into the result, whose rows stay empty. The table is
+  // held as by Snapshot until it returns. An error from the sink stops the snapshot and is
+  // returned, and the change tracking is then left as it was, so the next delta stays complete.
+  [[nodiscard]] virtual StatusOr<TableSnapshot> SnapshotToSink(SnapshotKind kind,
+                                                               SnapshotRowSink& sink) = 0;
   // LoadSnapshot: replaces the contents with a kFull snapshot, or (kDelta) applies a delta on
   // top of the current contents: evicts its removed_keys, then writes its rows. Everything is
   // checked before anything changes, so on error the table is unchanged: FailedPrecondition when

@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <limits>
+#include <optional>
 
 #include "fmt/format.h"
+#include "src/common/checked_math.h"
 #include "src/common/crc32c.h"
 #include "src/common/status_macros.h"
 #include "src/table/npy.h"
@@ -65,29 +68,69 @@ StatusOr<PayloadInfo> PayloadInfo::FromJson(const nlohmann::json& j, const std::
   return p;
 }
 
+StatusOr<std::unique_ptr<PayloadWriter>> PayloadWriter::Open(Env* env, const std::string& dir,
+                                                             const std::string& file,
+                                                             std::string_view descr,
+                                                             std::vector<int64_t> shape) {
+  std::unique_ptr<PayloadWriter> w(new PayloadWriter());
+  w->info_.file = file;
+  w->info_.descr = std::string(descr);
+  w->info_.shape = std::move(shape);
+  w->path_ = JoinPath(dir, file);
+  std::optional<uint64_t> bytes = ItemSizeOf(descr);
+  for (int64_t d : w->info_.shape) {
+    if (bytes && d >= 0) bytes = CheckedMul<uint64_t>(*bytes, static_cast<uint64_t>(d));
+    if (!bytes || d < 0) break;
+  }
+  if (!bytes || ItemSizeOf(descr) == 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "checkpoint file \"{}\": dtype {} and its shape give no valid size", w->path_, descr));
+  }
+  w->data_bytes_ = *bytes;
+  const std::string header = NpyHeader(descr, w->info_.shape);
+  RECSDK_ASSIGN_OR_RETURN(w->file_, env->NewWritableFile(w->path_));
+  w->crc_ = Crc32c(header);
+  RECSDK_RETURN_IF_ERROR(w->file_->Append(header));
+  w->header_bytes_ = header.size();
+  return w;
+}
+
+Status PayloadWriter::Append(const void* data, uint64_t bytes) {
+  if (bytes > data_bytes_ - appended_) {
+    return absl::InternalError(
+        fmt::format("checkpoint file \"{}\": {} bytes appended past the {} "
+                    "its shape holds",
+                    path_, appended_ + bytes, data_bytes_));
+  }
+  const char* p = static_cast<const char*>(data);
+  for (uint64_t off = 0; off < bytes; off += kBlock) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, bytes - off));
+    crc_ = Crc32cExtend(crc_, p + off, n);
+    RECSDK_RETURN_IF_ERROR(file_->Append(std::string_view(p + off, n)));
+  }
+  appended_ += bytes;
+  return absl::OkStatus();
+}
+
+StatusOr<PayloadInfo> PayloadWriter::Finish() {
+  if (appended_ != data_bytes_) {
+    return absl::InternalError(
+        fmt::format("checkpoint file \"{}\": {} bytes written of the {} its shape holds", path_,
+                    appended_, data_bytes_));
+  }
+  RECSDK_RETURN_IF_ERROR(file_->Sync());
+  RECSDK_RETURN_IF_ERROR(file_->Close());
+  info_.bytes = header_bytes_ + data_bytes_;
+  info_.crc32c = crc_;
+  return info_;
+}
+
 StatusOr<PayloadInfo> WritePayload(Env* env, const std::string& dir, const std::string& file,
                                    std::string_view descr, std::vector<int64_t> shape,
                                    const void* data, uint64_t data_bytes) {
-  PayloadInfo info;
-  info.file = file;
-  info.descr = std::string(descr);
-  info.shape = std::move(shape);
-  const std::string path = JoinPath(dir, file);
-  const std::string header = NpyHeader(descr, info.shape);
-  RECSDK_ASSIGN_OR_RETURN(auto f, env->NewWritableFile(path));
-  uint32_t crc = Crc32c(header);
-  RECSDK_RETURN_IF_ERROR(f->Append(header));
-  const char* p = static_cast<const char*>(data);
-  for (uint64_t off = 0; off < data_bytes; off += kBlock) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, data_bytes - off));
-    crc = Crc32cExtend(crc, p + off, n);
-    RECSDK_RETURN_IF_ERROR(f->Append(std::string_view(p + off, n)));
-  }
-  RECSDK_RETURN_IF_ERROR(f->Sync());
-  RECSDK_RETURN_IF_ERROR(f->Close());
-  info.bytes = header.size() + data_bytes;
-  info.crc32c = crc;
-  return info;
+  RECSDK_ASSIGN_OR_RETURN(auto w, PayloadWriter::Open(env, dir, file, descr, std::move(shape)));
+  RECSDK_RETURN_IF_ERROR(w->Append(data, data_bytes));
+  return w->Finish();
 }
 
 template <typename T, typename Alloc>
@@ -158,8 +201,14 @@ template Status ReadPayload(Env*, const std::string&, const PayloadInfo&, std::v
 template Status ReadPayload(Env*, const std::string&, const PayloadInfo&, std::vector<int32_t>*);
 template Status ReadPayload(Env*, const std::string&, const PayloadInfo&, std::vector<double>*);
 
-StatusOr<nlohmann::json> WriteTablePayloads(Env* env, const std::string& dir,
-                                            const std::string& prefix, const TableSnapshot& s) {
+namespace {
+
+// WriteTableFiles: the manifest entry of snapshot `s` after writing its payloads; `rows` writes
+// (or finishes) the rows file on a thread of its own while this one writes the rest, so the
+// smaller files' copies, checksums and syncs hide behind the big one.
+StatusOr<nlohmann::json> WriteTableFiles(Env* env, const std::string& dir,
+                                         const std::string& prefix, const TableSnapshot& s,
+                                         const std::function<StatusOr<PayloadInfo>()>& rows_job) {
   const int64_t n = static_cast<int64_t>(s.keys.size());
   const int64_t pn = static_cast<int64_t>(s.pending_keys.size());
   nlohmann::json files = nlohmann::json::object();
@@ -170,12 +219,7 @@ StatusOr<nlohmann::json> WriteTablePayloads(Env* env, const std::string& dir,
     files[what] = info.ToJson();
     return absl::OkStatus();
   };
-  // The rows are nearly all the bytes: they go on a thread of their own while this one writes
-  // the rest, so the smaller files' copies, checksums and syncs hide behind the big one.
-  std::future<StatusOr<PayloadInfo>> rows = std::async(std::launch::async, [&] {
-    return WritePayload(env, dir, prefix + "rows.npy", "<f4", {n, s.dim + s.num_slots},
-                        s.rows.data(), s.rows.size() * sizeof(float));
-  });
+  std::future<StatusOr<PayloadInfo>> rows = std::async(std::launch::async, rows_job);
   auto rest = [&]() -> Status {
     RECSDK_RETURN_IF_ERROR(put("keys", "<i8", {n}, s.keys.data(), s.keys.size() * 8));
     if (!s.timestamps.empty()) {
@@ -209,6 +253,56 @@ StatusOr<nlohmann::json> WriteTablePayloads(Env* env, const std::string& dir,
       {"size", n},
       {"files", files},
   };
+}
+
+// RowsFileSink: a SnapshotRowSink writing rows.npy as the rows come.
+class RowsFileSink final : public SnapshotRowSink {
+ public:
+  RowsFileSink(Env* env, const std::string& dir, std::string file)
+      : env_(env), dir_(dir), file_(std::move(file)) {}
+  Status Begin(const TableSnapshot& s) override {
+    RECSDK_ASSIGN_OR_RETURN(
+        writer_, PayloadWriter::Open(env_, dir_, file_, "<f4",
+                                     {static_cast<int64_t>(s.keys.size()), s.dim + s.num_slots}));
+    return absl::OkStatus();
+  }
+  Status Rows(absl::Span<const float> rows) override {
+    return writer_->Append(rows.data(), rows.size() * sizeof(float));
+  }
+  StatusOr<PayloadInfo> Finish() {
+    if (writer_ == nullptr) return absl::InternalError("the table never began its snapshot");
+    return writer_->Finish();
+  }
+
+ private:
+  Env* env_;
+  const std::string& dir_;
+  std::string file_;
+  std::unique_ptr<PayloadWriter> writer_;
+};
+
+}  // namespace
+
+StatusOr<nlohmann::json> WriteTablePayloads(Env* env, const std::string& dir,
+                                            const std::string& prefix, const TableSnapshot& s) {
+  return WriteTableFiles(env, dir, prefix, s, [&] {
+    return WritePayload(env, dir, prefix + "rows.npy", "<f4",
+                        {static_cast<int64_t>(s.keys.size()), s.dim + s.num_slots}, s.rows.data(),
+                        s.rows.size() * sizeof(float));
+  });
+}
+
+StatusOr<nlohmann::json> SnapshotAndWriteTable(Env* env, const std::string& dir,
+                                               const std::string& prefix, EmbeddingTable& table,
+                                               EmbeddingTable::SnapshotKind kind,
+                                               TableSnapshot* snapshot) {
+  RowsFileSink sink(env, dir, prefix + "rows.npy");
+  RECSDK_ASSIGN_OR_RETURN(TableSnapshot s, table.SnapshotToSink(kind, sink));
+  // The rows file is written; its sync (the long wait) overlaps the other files.
+  RECSDK_ASSIGN_OR_RETURN(nlohmann::json entry,
+                          WriteTableFiles(env, dir, prefix, s, [&] { return sink.Finish(); }));
+  if (snapshot != nullptr) *snapshot = std::move(s);
+  return entry;
 }
 
 namespace {

@@ -8,6 +8,10 @@
 // each synced; manifest.json last; the directory synced and renamed to ckpt-<step>; model_dir
 // synced; then the index rewritten atomically; then old checkpoints deleted. A crash before the
 // index rename leaves the previous index (and so the previous checkpoint) the latest.
+// Only async_write needs the tables' rows copied in the snapshot phase. A synchronous save copies
+// the variables, then writes each table straight from the table under its resolve lock
+// (SnapshotAndWriteTable: a few MiB at a time), which is the same moment since no step runs
+// until Save returns, and needs no second copy of the rows in memory.
 //
 // Threading: see recsdk/checkpoint.h (one thread, between Session::Run calls).
 #include <unistd.h>
@@ -263,7 +267,8 @@ StatusOr<std::string> Saver::Impl::SaveImpl(int64_t step, bool delta) {
   chain.clear();
   auto job = internal::SnapshotSession(
       *session, state,
-      delta ? EmbeddingTable::SnapshotKind::kDelta : EmbeddingTable::SnapshotKind::kFull);
+      delta ? EmbeddingTable::SnapshotKind::kDelta : EmbeddingTable::SnapshotKind::kFull,
+      /*stream_tables=*/!options.async_write);
   if (!job.ok()) return job.status();
   job->step = step;
   if (key_stage != nullptr) job->dataset_batches = key_stage->batches_consumed();
@@ -407,8 +412,10 @@ int64_t Saver::restored_dataset_batches() const { return impl_->restored_dataset
 Status SaveTable(EmbeddingTable& table, const std::string& dir) {
   Env* env = Env::Default();
   RECSDK_RETURN_IF_ERROR(env->CreateDir(dir));
-  RECSDK_ASSIGN_OR_RETURN(TableSnapshot s, table.Snapshot(EmbeddingTable::SnapshotKind::kFull));
-  RECSDK_ASSIGN_OR_RETURN(nlohmann::json entry, internal::WriteTablePayloads(env, dir, "", s));
+  // Synchronous: the rows stream from the table to their file, never copied whole.
+  RECSDK_ASSIGN_OR_RETURN(
+      nlohmann::json entry,
+      internal::SnapshotAndWriteTable(env, dir, "", table, EmbeddingTable::SnapshotKind::kFull));
   nlohmann::json manifest = {{"format_version", internal::kCheckpointFormatVersion},
                              {"table", entry}};
   return internal::WriteJsonDocument(env, JoinPath(dir, internal::kManifestFile),

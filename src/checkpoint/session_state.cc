@@ -60,8 +60,9 @@ StatusOr<SessionState> CollectSessionState(Session& session, bool saved_tables_o
 }
 
 StatusOr<SaveJob> SnapshotSession(Session& session, const SessionState& state,
-                                  EmbeddingTable::SnapshotKind kind) {
+                                  EmbeddingTable::SnapshotKind kind, bool stream_tables) {
   SaveJob job;
+  job.table_kind = kind;
   job.delta = kind == EmbeddingTable::SnapshotKind::kDelta;
   job.run_count = session.stats().steps;
   ResourceMgr* rm = session.resource_mgr();
@@ -86,6 +87,10 @@ StatusOr<SaveJob> SnapshotSession(Session& session, const SessionState& state,
           name));
     }
     job.vars.push_back(std::move(s));
+  }
+  if (stream_tables) {
+    job.streamed_tables = state.tables;
+    return job;
   }
   for (const TableRef& t : state.tables) {
     std::unique_lock<std::shared_mutex> lock(t.resource->resolve_mu);
@@ -112,6 +117,15 @@ Status WriteCheckpointFiles(Env* env, const std::string& tmp, const SaveJob& job
     RECSDK_ASSIGN_OR_RETURN(
         nlohmann::json entry,
         WriteTablePayloads(env, tmp, fmt::format("table_{}_", i), job.tables[i]));
+    tables_json.push_back(std::move(entry));
+  }
+  for (size_t j = 0; j < job.streamed_tables.size(); ++j) {
+    const TableRef& t = job.streamed_tables[j];
+    std::unique_lock<std::shared_mutex> lock(t.resource->resolve_mu);
+    RECSDK_ASSIGN_OR_RETURN(
+        nlohmann::json entry,
+        SnapshotAndWriteTable(env, tmp, fmt::format("table_{}_", job.tables.size() + j),
+                              *t.resource->table(), job.table_kind));
     tables_json.push_back(std::move(entry));
   }
   nlohmann::json manifest = {{"format_version", kCheckpointFormatVersion},

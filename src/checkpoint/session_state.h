@@ -53,11 +53,18 @@ struct SaveJob {
   int64_t dataset_batches = -1;
   std::vector<VarSnapshot> vars;
   std::vector<TableSnapshot> tables;
+  // A synchronous save leaves `tables` empty and names the tables here instead: each is written
+  // straight from the live table (SnapshotAndWriteTable, `table_kind`), under its resolve lock,
+  // so its rows are never copied whole. Only while the caller keeps every step out.
+  std::vector<TableRef> streamed_tables;
+  EmbeddingTable::SnapshotKind table_kind = EmbeddingTable::SnapshotKind::kFull;
 };
 // SnapshotSession: copies every variable (FailedPrecondition naming one not initialised) and every
-// table's rows (EmbeddingTable::Snapshot of `kind`).
+// table's rows (EmbeddingTable::Snapshot of `kind`); with `stream_tables`, only names the tables
+// (SaveJob::streamed_tables) for WriteCheckpointFiles to snapshot as it writes them.
 [[nodiscard]] StatusOr<SaveJob> SnapshotSession(Session& session, const SessionState& state,
-                                                EmbeddingTable::SnapshotKind kind);
+                                                EmbeddingTable::SnapshotKind kind,
+                                                bool stream_tables = false);
 // WriteCheckpointFiles: the payloads and manifest.json of `job` into the existing directory
 // `dir`, each synced, then the directory synced.
 [[nodiscard]] Status WriteCheckpointFiles(Env* env, const std::string& dir, const SaveJob& job);

@@ -139,6 +139,9 @@ class ProtectedEvictTable final : public EmbeddingTable {
     return inner_->ImportNpy(k, v);
   }
   StatusOr<TableSnapshot> Snapshot(SnapshotKind kind) override { return inner_->Snapshot(kind); }
+  StatusOr<TableSnapshot> SnapshotToSink(SnapshotKind kind, SnapshotRowSink& sink) override {
+    return inner_->SnapshotToSink(kind, sink);
+  }
   Status LoadSnapshot(const TableSnapshot& s) override { return inner_->LoadSnapshot(s); }
 
  private:

@@ -257,6 +257,9 @@ class TableImpl final : public EmbeddingTable {
   Status ImportNpy(const std::string& keys_path, const std::string& values_path) override;
   Status ImportNpyUnguarded(const std::string& keys_path, const std::string& values_path);
   StatusOr<TableSnapshot> Snapshot(SnapshotKind kind) override;
+  StatusOr<TableSnapshot> SnapshotToSink(SnapshotKind kind, SnapshotRowSink& sink) override;
+  // SnapshotImpl: both of the above; the rows go to `sink` when it is not null.
+  StatusOr<TableSnapshot> SnapshotImpl(SnapshotKind kind, SnapshotRowSink* sink);
   Status LoadSnapshot(const TableSnapshot& snap) override;
   // Change tracking for delta snapshots: one byte per row (set by whatever writes the row) and
   // the keys evicted since the last snapshot.

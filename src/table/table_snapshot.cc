@@ -11,7 +11,23 @@
 
 namespace recsdk::internal {
 
+namespace {
+
+// Rows a streamed snapshot gathers per SnapshotRowSink::Rows call: 4 MiB of dim-16 Adagrad rows,
+// small enough to stay in cache while the sink checksums and writes them.
+constexpr size_t kSinkBytes = size_t{4} << 20;
+
+}  // namespace
+
 StatusOr<TableSnapshot> TableImpl::Snapshot(SnapshotKind kind) {
+  return SnapshotImpl(kind, nullptr);
+}
+
+StatusOr<TableSnapshot> TableImpl::SnapshotToSink(SnapshotKind kind, SnapshotRowSink& sink) {
+  return SnapshotImpl(kind, &sink);
+}
+
+StatusOr<TableSnapshot> TableImpl::SnapshotImpl(SnapshotKind kind, SnapshotRowSink* sink) {
   TableSnapshot snap;
   snap.table_name = name();
   snap.dim = config_.dim;
@@ -37,27 +53,6 @@ StatusOr<TableSnapshot> TableImpl::Snapshot(SnapshotKind kind) {
   } else {
     entries = SortedEntries();
   }
-  const size_t n = entries.size();
-  snap.keys.resize(n);
-  snap.rows.resize(n * static_cast<size_t>(row_floats_));
-  if (evicting_) snap.timestamps.resize(n);
-  if (tiered_) {
-    std::vector<uint32_t> packed(n);
-    for (size_t i = 0; i < n; ++i) {
-      snap.keys[i] = entries[i].first;
-      packed[i] = entries[i].second;
-      if (evicting_) snap.timestamps[i] = *Timestamp(entries[i].second);
-    }
-    RECSDK_RETURN_IF_ERROR(ReadRowsAt(packed, snap.rows.data()));
-  } else {
-    BigChunks(n, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) {
-        snap.keys[i] = entries[i].first;
-        std::memcpy(snap.rows.data() + i * row_floats_, Row(entries[i].second), row_bytes_);
-        if (evicting_) snap.timestamps[i] = *Timestamp(entries[i].second);
-      }
-    });
-  }
   std::vector<std::pair<int64_t, PendingKey>> pend(pending_.begin(), pending_.end());
   std::sort(pend.begin(), pend.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -68,6 +63,58 @@ StatusOr<TableSnapshot> TableImpl::Snapshot(SnapshotKind kind) {
     snap.pending_keys[i] = pend[i].first;
     snap.pending_counts[i] = pend[i].second.count;
     snap.pending_timestamps[i] = pend[i].second.timestamp;
+  }
+  const size_t n = entries.size();
+  snap.keys.resize(n);
+  if (evicting_) snap.timestamps.resize(n);
+  if (sink != nullptr) {
+    BigChunks(n, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        snap.keys[i] = entries[i].first;
+        if (evicting_) snap.timestamps[i] = *Timestamp(entries[i].second);
+      }
+    });
+    RECSDK_RETURN_IF_ERROR(sink->Begin(snap));
+    // One reused buffer: its pages are faulted once, and each piece is still in cache when the
+    // sink checksums and writes it.
+    const size_t per = std::max<size_t>(1, kSinkBytes / row_bytes_);
+    RowBuffer buffer(std::min(n, per) * static_cast<size_t>(row_floats_));
+    std::vector<uint32_t> packed;
+    for (size_t b = 0; b < n; b += per) {
+      const size_t e = std::min(n, b + per);
+      if (tiered_) {
+        packed.resize(e - b);
+        for (size_t i = b; i < e; ++i) packed[i - b] = entries[i].second;
+        RECSDK_RETURN_IF_ERROR(ReadRowsAt(packed, buffer.data()));
+      } else {
+        constexpr size_t kAhead = 16;
+        for (size_t i = b; i < e; ++i) {
+          if (i + kAhead < e) PrefetchLines(Row(entries[i + kAhead].second), row_bytes_);
+          std::memcpy(buffer.data() + (i - b) * row_floats_, Row(entries[i].second), row_bytes_);
+        }
+      }
+      RECSDK_RETURN_IF_ERROR(sink->Rows(
+          absl::MakeConstSpan(buffer.data(), (e - b) * static_cast<size_t>(row_floats_))));
+    }
+  } else {
+    snap.rows.resize(n * static_cast<size_t>(row_floats_));
+    if (tiered_) {
+      std::vector<uint32_t> packed(n);
+      for (size_t i = 0; i < n; ++i) {
+        snap.keys[i] = entries[i].first;
+        packed[i] = entries[i].second;
+        if (evicting_) snap.timestamps[i] = *Timestamp(entries[i].second);
+      }
+      RECSDK_RETURN_IF_ERROR(ReadRowsAt(packed, snap.rows.data()));
+    } else {
+      BigChunks(n, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) {
+          snap.keys[i] = entries[i].first;
+          std::memcpy(snap.rows.data() + i * row_floats_, Row(entries[i].second), row_bytes_);
+          if (evicting_) snap.timestamps[i] = *Timestamp(entries[i].second);
+        }
+      });
+    }
   }
   if (kind != SnapshotKind::kFullKeepTracking) ResetTracking();
   return snap;

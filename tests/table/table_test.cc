@@ -696,6 +696,76 @@ TEST(TableSnapshotTest, DeltaHoldsChangedRowsAndEvictedKeysAndReplaysExactly) {
   EXPECT_EQ(u->FindRow(3), EmbeddingTable::kDefaultRow);  // evicted keys stay evicted
 }
 
+// CollectingSink: a SnapshotRowSink that keeps what it is given, failing at piece `fail_at`.
+struct CollectingSink final : SnapshotRowSink {
+  int fail_at = -1;
+  int begins = 0;
+  size_t begin_keys = 0;
+  std::vector<size_t> piece_floats;
+  std::vector<float> rows;
+  Status Begin(const TableSnapshot& s) override {
+    ++begins;
+    begin_keys = s.keys.size();
+    EXPECT_TRUE(s.rows.empty());
+    return absl::OkStatus();
+  }
+  Status Rows(absl::Span<const float> r) override {
+    if (static_cast<int>(piece_floats.size()) == fail_at) {
+      return absl::DataLossError("disk full (test)");
+    }
+    piece_floats.push_back(r.size());
+    rows.insert(rows.end(), r.begin(), r.end());
+    return absl::OkStatus();
+  }
+};
+
+TEST(TableSnapshotTest, SinkGetsTheSnapshotRowsInPiecesAndItsErrorKeepsTracking) {
+  // 300k rows of dim 4 + 4 Adagrad slots (9.6 MB): several pieces of a few MiB.
+  const int64_t n = 300000;
+  auto t = Make(Config(4, n), SparseOptimizerConfig::Adagrad(0.1f));
+  std::vector<int64_t> keys(n);
+  for (int64_t i = 0; i < n; ++i) keys[i] = (i * 7919) % n * 3 - n;  // unsorted, some negative
+  std::vector<uint32_t> rows(n);
+  ASSERT_TRUE(t->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+  std::vector<float> g(static_cast<size_t>(n) * 4, 0.25f);
+  t->ApplyGradients(rows, g.data(), 1);
+
+  const TableSnapshot want = *t->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+  CollectingSink sink;
+  auto got = t->SnapshotToSink(EmbeddingTable::SnapshotKind::kFull, sink);  // restarts tracking
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(sink.begins, 1);
+  EXPECT_EQ(sink.begin_keys, static_cast<size_t>(n));
+  EXPECT_GT(sink.piece_floats.size(), 1u);
+  for (size_t f : sink.piece_floats) EXPECT_EQ(f % 8, 0u);  // whole rows only
+  EXPECT_EQ(got->keys, want.keys);
+  EXPECT_TRUE(got->rows.empty());
+  ASSERT_EQ(sink.rows.size(), want.rows.size());
+  EXPECT_EQ(std::memcmp(sink.rows.data(), want.rows.data(), want.rows.size() * sizeof(float)), 0);
+
+  // A delta through a sink that fails midway: the error comes back, and the tracking is kept, so
+  // the next delta still holds every changed row.
+  std::vector<uint32_t> some(rows.begin(), rows.begin() + 200000);
+  t->ApplyGradients(some, g.data(), 2);
+  CollectingSink failing;
+  failing.fail_at = 1;
+  auto failed = t->SnapshotToSink(EmbeddingTable::SnapshotKind::kDelta, failing);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kDataLoss) << failed.status();
+  EXPECT_EQ(failing.piece_floats.size(), 1u);
+  CollectingSink delta_sink;
+  auto delta = t->SnapshotToSink(EmbeddingTable::SnapshotKind::kDelta, delta_sink);
+  ASSERT_TRUE(delta.ok()) << delta.status();
+  EXPECT_EQ(delta->keys.size(), 200000u);
+  EXPECT_EQ(delta_sink.rows.size(), 200000u * 8);
+  // The tracking restarted after that delta: nothing is left.
+  CollectingSink empty_sink;
+  auto empty = t->SnapshotToSink(EmbeddingTable::SnapshotKind::kDelta, empty_sink);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->keys.empty());
+  EXPECT_EQ(empty_sink.begins, 1);
+  EXPECT_TRUE(empty_sink.piece_floats.empty());
+}
+
 TEST(TableConfigTest, ValidationMessagesNameOptionValueAndFix) {
   auto expect_error = [](TableConfig c, const std::string& needle) {
     Status s = c.Validate();

@@ -177,8 +177,22 @@ TEST(TieredTable, SnapshotsMoveBetweenFlatAndTieredTables) {
     Step(*tiered, keys, step, step, false);
   }
   // Tiered -> a fresh flat table, and flat -> a fresh tiered one: the same rows.
+  // A streamed snapshot reads the same rows out of every tier.
+  struct Sink final : SnapshotRowSink {
+    std::vector<float> rows;
+    Status Begin(const TableSnapshot&) override { return absl::OkStatus(); }
+    Status Rows(absl::Span<const float> r) override {
+      rows.insert(rows.end(), r.begin(), r.end());
+      return absl::OkStatus();
+    }
+  } sink;
+  auto streamed = tiered->SnapshotToSink(EmbeddingTable::SnapshotKind::kFullKeepTracking, sink);
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
   auto from_tiered = tiered->Snapshot(EmbeddingTable::SnapshotKind::kFull);
   ASSERT_TRUE(from_tiered.ok()) << from_tiered.status();
+  EXPECT_EQ(streamed->keys, from_tiered->keys);
+  ASSERT_EQ(sink.rows.size(), from_tiered->rows.size());
+  EXPECT_EQ(std::memcmp(sink.rows.data(), from_tiered->rows.data(), sink.rows.size() * 4), 0);
   auto flat2 = Make(Flat(300), opt);
   ASSERT_TRUE(flat2->LoadSnapshot(*from_tiered).ok());
   ExpectSameSnapshot(*flat, *flat2);
