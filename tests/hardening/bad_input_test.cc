@@ -276,7 +276,7 @@ std::vector<BadInput> Cases() {
          std::vector<uint32_t> rows = {EmbeddingTable::kDefaultRow, EmbeddingTable::kDefaultRow};
          std::vector<uint32_t> restore = {0, 7};
          std::vector<float> out(4);
-         return t->GatherPooled(rows, restore, 1, 2, Combiner::kSum, out);
+         return t->GatherPooled(rows, restore, 1, 2, Combiner::kSum, absl::MakeSpan(out));
        },
        C::kInvalidArgument,
        {"restore index 7", "2 unique rows"}});

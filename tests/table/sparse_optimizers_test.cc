@@ -109,7 +109,7 @@ TEST_P(OptimizerVsReference, MatchesDenseReferenceWithRepeatedKeys) {
     }
     std::vector<float> agg(d.unique_keys.size() * kDim);
     EXPECT_TRUE(AggregateGradients(d.restore_index, grads, kDim,
-                                   static_cast<int64_t>(d.unique_keys.size()), agg)
+                                   static_cast<int64_t>(d.unique_keys.size()), absl::MakeSpan(agg))
                     .ok());
     if (opt.ByAddress()) {
       std::vector<float*> addr(rows.size());

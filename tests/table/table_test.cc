@@ -181,7 +181,7 @@ TEST(DedupTest, AggregateGradientsSumsRepeatedKeys) {
   const std::vector<uint32_t> restore = {0, 1, 0, 0};
   const std::vector<float> grads = {1, 2, 10, 20, 100, 200, 1000, 2000};
   std::vector<float> out(4, -1);
-  EXPECT_TRUE(AggregateGradients(restore, grads, 2, 2, out).ok());
+  EXPECT_TRUE(AggregateGradients(restore, grads, 2, 2, absl::MakeSpan(out)).ok());
   EXPECT_EQ(out, (std::vector<float>{1101, 2202, 10, 20}));
 }
 
@@ -199,7 +199,7 @@ TEST(TableTest, LookupInsertsAndInitialRowsAreReproducible) {
   }
   EXPECT_NE(*a->ReadRow(1), *a->ReadRow(2));
   std::vector<float> out(3 * 4);
-  EXPECT_TRUE(a->Gather(ra, out).ok());
+  EXPECT_TRUE(a->Gather(ra, absl::MakeSpan(out)).ok());
   EXPECT_EQ(std::vector<float>(out.begin(), out.begin() + 4), *a->ReadRow(1));
   // Found again: same rows, no growth.
   EXPECT_EQ(Resolve(*a, {1, 2, 3}), ra);
@@ -243,8 +243,8 @@ TEST(TableTest, GatherMatchesReadRowForAllDimsAndThreads) {
     for (int threads : {1, 2}) {
       tbb::global_control gc(tbb::global_control::max_allowed_parallelism, threads);
       std::vector<float> out(want.size(), -9.0f), out2(want.size(), -9.0f);
-      EXPECT_TRUE(t->GatherRestored(rows, d.restore_index, out).ok());
-      EXPECT_TRUE(t->Gather(flat, out2).ok());
+      EXPECT_TRUE(t->GatherRestored(rows, d.restore_index, absl::MakeSpan(out)).ok());
+      EXPECT_TRUE(t->Gather(flat, absl::MakeSpan(out2)).ok());
       EXPECT_EQ(std::memcmp(out.data(), want.data(), want.size() * 4), 0) << dim << " " << threads;
       EXPECT_EQ(std::memcmp(out2.data(), want.data(), want.size() * 4), 0) << dim << " " << threads;
     }
@@ -259,7 +259,7 @@ TEST(TableTest, EvalDoesNotInsertAndReadsServingDefault) {
   EXPECT_EQ(rows[0], EmbeddingTable::kDefaultRow);
   EXPECT_EQ(t->size(), 0);
   std::vector<float> out(4);
-  EXPECT_TRUE(t->Gather(rows, out).ok());
+  EXPECT_TRUE(t->Gather(rows, absl::MakeSpan(out)).ok());
   EXPECT_EQ(out, std::vector<float>(4, 0.5f));
 }
 
@@ -278,19 +278,22 @@ TEST(TableTest, PaddingKeysReadZerosNeverTrainAndMask) {
   EXPECT_EQ(rows[1], EmbeddingTable::kPaddingRow);
   EXPECT_EQ(t->size(), 1);
   std::vector<float> out(4 * 4);
-  EXPECT_TRUE(t->GatherRestored(rows, d.restore_index, out).ok());
+  EXPECT_TRUE(t->GatherRestored(rows, d.restore_index, absl::MakeSpan(out)).ok());
   for (int i = 4; i < 8; ++i) EXPECT_EQ(out[i], 0.0f);
   std::vector<float> mask(4);
-  EXPECT_TRUE(t->PaddingMask(rows, d.restore_index, mask).ok());
+  EXPECT_TRUE(t->PaddingMask(rows, d.restore_index, absl::MakeSpan(mask)).ok());
   EXPECT_EQ(mask, (std::vector<float>{1, 0, 1, 0}));
   // Pooled mean over [2, 2]: sample 0 = {7, -1} -> mean over the one valid id.
   std::vector<float> pooled(2 * 4);
-  ASSERT_TRUE(t->GatherPooled(rows, d.restore_index, 2, 2, Combiner::kMean, pooled).ok());
+  ASSERT_TRUE(
+      t->GatherPooled(rows, d.restore_index, 2, 2, Combiner::kMean, absl::MakeSpan(pooled)).ok());
   auto row7 = *t->ReadRow(7);
   for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(pooled[i], row7[i]);
-  ASSERT_TRUE(t->GatherPooled(rows, d.restore_index, 2, 2, Combiner::kSum, pooled).ok());
+  ASSERT_TRUE(
+      t->GatherPooled(rows, d.restore_index, 2, 2, Combiner::kSum, absl::MakeSpan(pooled)).ok());
   for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(pooled[4 + i], row7[i]);
-  EXPECT_FALSE(t->GatherPooled(rows, d.restore_index, 3, 2, Combiner::kSum, pooled).ok());
+  EXPECT_FALSE(
+      t->GatherPooled(rows, d.restore_index, 3, 2, Combiner::kSum, absl::MakeSpan(pooled)).ok());
   // Gradients for padding rows are skipped.
   std::vector<float> g(2 * 4, 1.0f);
   EXPECT_TRUE(t->ApplyGradients(rows, g, 1).ok());
@@ -303,7 +306,7 @@ TEST(TableTest, PooledSqrtn) {
   auto rows = Resolve(*t, {1, 2});
   std::vector<uint32_t> restore = {0, 1};
   std::vector<float> out(4);
-  ASSERT_TRUE(t->GatherPooled(rows, restore, 1, 2, Combiner::kSqrtn, out).ok());
+  ASSERT_TRUE(t->GatherPooled(rows, restore, 1, 2, Combiner::kSqrtn, absl::MakeSpan(out)).ok());
   auto r1 = *t->ReadRow(1), r2 = *t->ReadRow(2);
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(out[i], (r1[i] + r2[i]) / std::sqrt(2.0f), 1e-6);
 }
@@ -516,8 +519,9 @@ TEST(TableTest, ImportNpyMissingIsNotFoundCorruptIsDataLossAndChangesNothing) {
   auto t = Make(Config());
   const std::vector<uint32_t> rows = Resolve(*t, {9, 2});
   const std::vector<float> g(2 * 4, 1.0f);
-  EXPECT_TRUE(t->ApplyGradients(rows, g, 1);  // rows start from the key's seed: make them differ
-              const std::vector<float> row2 = *t->ReadRow(2), row9 = *t->ReadRow(9).ok());
+  // Rows start from the key's seed: make them differ.
+  EXPECT_TRUE(t->ApplyGradients(rows, g, 1).ok());
+  const std::vector<float> row2 = *t->ReadRow(2), row9 = *t->ReadRow(9);
   ASSERT_NE(row2, *src->ReadRow(2));
   auto expect_unchanged = [&](const std::string& what) {
     EXPECT_EQ(t->size(), 2) << what;
@@ -728,7 +732,7 @@ TEST(TableSnapshotTest, SinkGetsTheSnapshotRowsInPiecesAndItsErrorKeepsTracking)
   std::vector<uint32_t> rows(n);
   ASSERT_TRUE(t->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
   std::vector<float> g(static_cast<size_t>(n) * 4, 0.25f);
-  t->ApplyGradients(rows, g.data(), 1);
+  EXPECT_TRUE(t->ApplyGradients(rows, g, 1).ok());
 
   const TableSnapshot want = *t->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
   CollectingSink sink;
@@ -746,7 +750,7 @@ TEST(TableSnapshotTest, SinkGetsTheSnapshotRowsInPiecesAndItsErrorKeepsTracking)
   // A delta through a sink that fails midway: the error comes back, and the tracking is kept, so
   // the next delta still holds every changed row.
   std::vector<uint32_t> some(rows.begin(), rows.begin() + 200000);
-  t->ApplyGradients(some, g.data(), 2);
+  EXPECT_TRUE(t->ApplyGradients(some, absl::MakeConstSpan(g).first(some.size() * 4), 2).ok());
   CollectingSink failing;
   failing.fail_at = 1;
   auto failed = t->SnapshotToSink(EmbeddingTable::SnapshotKind::kDelta, failing);

@@ -70,7 +70,7 @@ std::vector<float> Step(EmbeddingTable& t, const std::vector<int64_t>& keys, int
   const Status s = t.Resolve(keys, {}, times, LookupMode::kTrain, absl::MakeSpan(rows));
   EXPECT_TRUE(s.ok()) << s;
   std::vector<float> emb(keys.size() * static_cast<size_t>(t.dim()));
-  EXPECT_TRUE(t.Gather(rows, emb).ok());
+  EXPECT_TRUE(t.Gather(rows, absl::MakeSpan(emb)).ok());
   std::vector<float> grads(emb.size());
   for (size_t i = 0; i < emb.size(); ++i)
     grads[i] = 0.5f * emb[i] - 0.01f * static_cast<float>(i % 7);
