@@ -5,7 +5,6 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "fmt/format.h"
-#include "oneapi/tbb/parallel_sort.h"
 #include "src/common/status_macros.h"
 #include "src/table/table_impl.h"
 
@@ -41,13 +40,13 @@ StatusOr<TableSnapshot> TableImpl::SnapshotImpl(SnapshotKind kind, SnapshotRowSi
   // refers to the SSD files, which later swaps overwrite in place (docs/tiers.md).
   std::unique_lock<std::mutex> tier_lock(tier_mu_, std::defer_lock);
   if (tiered_) tier_lock.lock();
-  std::vector<std::pair<int64_t, uint32_t>> entries;
+  KeyRows entries;
   if (snap.is_delta) {
     const uint8_t* dirty = Dirty();
     index_->ForEach([&](int64_t key, uint32_t row) {
       if (dirty[row] != 0) entries.emplace_back(key, row);
     });
-    tbb::parallel_sort(entries.begin(), entries.end());
+    SortEntriesByKey(entries);
     snap.removed_keys.assign(removed_.begin(), removed_.end());
     std::sort(snap.removed_keys.begin(), snap.removed_keys.end());
   } else {

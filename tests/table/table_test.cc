@@ -10,16 +10,19 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "fmt/format.h"
 #include "gtest/gtest.h"
 #include "oneapi/tbb/global_control.h"
 #include "src/table/npy.h"
+#include "src/table/table_impl.h"
 
 namespace recsdk {
 namespace {
@@ -764,6 +767,32 @@ TEST(TableSnapshotTest, SinkGetsTheSnapshotRowsInPiecesAndItsErrorKeepsTracking)
   EXPECT_TRUE(empty->keys.empty());
   EXPECT_EQ(empty_sink.begins, 1);
   EXPECT_TRUE(empty_sink.piece_floats.empty());
+}
+
+TEST(TableSnapshotTest, RadixSortOfEntriesMatchesStdSort) {
+  std::mt19937_64 rng(3);
+  auto check = [&](const std::string& what, auto make_key) {
+    absl::flat_hash_set<int64_t> seen;
+    internal::KeyRows entries;
+    while (entries.size() < 100000) {
+      const int64_t k = make_key();
+      if (seen.insert(k).second) entries.emplace_back(k, static_cast<uint32_t>(entries.size()));
+    }
+    internal::KeyRows want(entries.begin(), entries.end());
+    std::sort(want.begin(), want.end());
+    internal::SortEntriesByKey(entries);
+    EXPECT_TRUE(std::equal(entries.begin(), entries.end(), want.begin(), want.end())) << what;
+  };
+  check("any 64-bit", [&] { return static_cast<int64_t>(rng()); });
+  check("around zero", [&] { return static_cast<int64_t>(rng() % 400000) - 200000; });
+  check("clustered high",
+        [&] { return (int64_t{1} << 62) + static_cast<int64_t>(rng() % 300000); });
+  int64_t extremes = 0;
+  check("extremes", [&] {
+    const int64_t i = extremes++;
+    return i % 2 == 0 ? std::numeric_limits<int64_t>::min() + i
+                      : std::numeric_limits<int64_t>::max() - i;
+  });
 }
 
 TEST(TableConfigTest, ValidationMessagesNameOptionValueAndFix) {
