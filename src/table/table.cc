@@ -246,12 +246,38 @@ void SortEntriesByKey(KeyRows& entries) {
 
 constexpr size_t kLargeBuffer = size_t{1} << 20;
 
+void* MapHugeAligned(uint64_t bytes, int extra_flags) {
+  // Over-map by one huge page and trim, so the mapping starts on a 2 MiB boundary: its pages can
+  // be whole huge pages, and MoveSnapshotPages can move them without splitting them.
+  const uint64_t len = (bytes + 4095) & ~uint64_t{4095};
+  void* raw = mmap(nullptr, len + kHugePage, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + kHugePage - 1) & ~uintptr_t{kHugePage - 1};
+  if (aligned > start) munmap(raw, aligned - start);
+  const uintptr_t end = start + len + kHugePage;
+  if (end > aligned + len) munmap(reinterpret_cast<void*>(aligned + len), end - (aligned + len));
+  void* p = reinterpret_cast<void*>(aligned);
+  madvise(p, len, MADV_HUGEPAGE);
+  return p;
+}
+
 void* AllocateSnapshotBuffer(size_t bytes) {
   if (bytes < kLargeBuffer) return ::operator new(bytes);
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) throw std::bad_alloc();
-  madvise(p, bytes, MADV_HUGEPAGE);
+  void* p = MapHugeAligned(bytes, 0);
+  if (p == nullptr) throw std::bad_alloc();
   return p;
+}
+
+bool MoveSnapshotPages(void* from, size_t bytes, void* to) {
+  const uintptr_t src = reinterpret_cast<uintptr_t>(from);
+  const uintptr_t dst = reinterpret_cast<uintptr_t>(to);
+  if (bytes < kLargeBuffer || src % kHugePage != 0 || dst % kHugePage != 0) return false;
+  const size_t len = (bytes + 4095) & ~size_t{4095};
+  // MREMAP_DONTUNMAP leaves `from` mapped (and empty), so its owner frees it as usual.
+  void* p = mremap(from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, to);
+  return p == to;
 }
 
 void FreeSnapshotBuffer(void* p, size_t bytes) noexcept {

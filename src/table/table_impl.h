@@ -90,20 +90,26 @@ using KeyRows = std::vector<KeyRow, UninitializedAllocator<KeyRow>>;
 // inputs).
 void SortEntriesByKey(KeyRows& entries);
 
-// SlabReservation: an anonymous mapping whose pages are committed on first touch.
+constexpr uint64_t kHugePage = uint64_t{2} << 20;
+// MapHugeAligned: an anonymous read-write mapping of `bytes` (rounded up to pages) that starts on
+// a 2 MiB boundary, with MADV_HUGEPAGE; nullptr when mmap fails.
+void* MapHugeAligned(uint64_t bytes, int extra_flags);
+// MoveSnapshotPages: moves the pages of a snapshot buffer (AllocateSnapshotBuffer, `bytes` as
+// allocated) to `to` (2 MiB aligned, mapped, at least `bytes` rounded up to pages) with mremap,
+// replacing what was mapped there; the buffer stays allocated, now reading zeros. False, and
+// nothing changed, when the buffer is not its own aligned mapping or the kernel refuses (then
+// copy). No byte is copied and no page zeroed: a restore's rows become the table's slab.
+bool MoveSnapshotPages(void* from, size_t bytes, void* to);
+
+// SlabReservation: an anonymous mapping whose pages are committed on first touch, 2 MiB aligned.
 class SlabReservation {
  public:
   SlabReservation() = default;
-  explicit SlabReservation(uint64_t bytes) : bytes_(std::max<uint64_t>(bytes, 4096)) {
-    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) {
-      base_ = nullptr;
-      return;
-    }
-    madvise(p, bytes_, MADV_HUGEPAGE);
-    base_ = static_cast<char*>(p);
+  explicit SlabReservation(uint64_t bytes)
+      : bytes_((std::max<uint64_t>(bytes, 4096) + 4095) & ~uint64_t{4095}) {
+    base_ = static_cast<char*>(MapHugeAligned(bytes_, MAP_NORESERVE));
   }
+  uint64_t bytes() const { return bytes_; }
   ~SlabReservation() {
     if (base_ != nullptr) munmap(base_, bytes_);
   }
@@ -208,7 +214,7 @@ class TableImpl final : public EmbeddingTable {
   Status ClearTiers();
   Status ImportRowsTiered(const std::vector<int64_t>& keys, const float* values);
   Status LoadSnapshotTiered(const TableSnapshot& snap, int64_t needed);
-  void LoadSnapshotRows(const TableSnapshot& snap, int64_t needed);
+  void LoadSnapshotRows(const TableSnapshot& snap, int64_t needed, RowBuffer* adopt);
   int64_t TierFreeRows() const;
   Status TwoBatchesError(size_t needed) const;
   TierStats Stats() const;
@@ -265,6 +271,9 @@ class TableImpl final : public EmbeddingTable {
   // SnapshotImpl: both of the above; the rows go to `sink` when it is not null.
   StatusOr<TableSnapshot> SnapshotImpl(SnapshotKind kind, SnapshotRowSink* sink);
   Status LoadSnapshot(const TableSnapshot& snap) override;
+  Status AdoptSnapshot(TableSnapshot&& snap) override;
+  // LoadSnapshotImpl: both of the above; `adopt` (snap's rows) may be moved into the slab.
+  Status LoadSnapshotImpl(const TableSnapshot& snap, RowBuffer* adopt);
   // Change tracking for delta snapshots: one byte per row (set by whatever writes the row) and
   // the keys evicted since the last snapshot.
   uint8_t* Dirty() const { return reinterpret_cast<uint8_t*>(dirty_.base()); }

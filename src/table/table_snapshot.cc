@@ -120,6 +120,12 @@ StatusOr<TableSnapshot> TableImpl::SnapshotImpl(SnapshotKind kind, SnapshotRowSi
 }
 
 Status TableImpl::LoadSnapshot(const TableSnapshot& snap) {
+  return LoadSnapshotImpl(snap, nullptr);
+}
+
+Status TableImpl::AdoptSnapshot(TableSnapshot&& snap) { return LoadSnapshotImpl(snap, &snap.rows); }
+
+Status TableImpl::LoadSnapshotImpl(const TableSnapshot& snap, RowBuffer* adopt) {
   auto differs = [&](std::string_view what, std::string_view theirs, std::string_view ours) {
     return absl::FailedPreconditionError(fmt::format(
         "table \"{}\": the snapshot (of table \"{}\") has {} {} but the table has {} {}; restore "
@@ -192,7 +198,7 @@ Status TableImpl::LoadSnapshot(const TableSnapshot& snap) {
     std::lock_guard<std::mutex> tier_lock(tier_mu_);
     RECSDK_RETURN_IF_ERROR(LoadSnapshotTiered(snap, needed));
   } else {
-    LoadSnapshotRows(snap, needed);
+    LoadSnapshotRows(snap, needed, adopt);
   }
   pending_.clear();
   for (size_t i = 0; i < pn; ++i) {
@@ -255,7 +261,7 @@ Status TableImpl::LoadSnapshotTiered(const TableSnapshot& snap, int64_t needed) 
 }
 
 // LoadSnapshotRows: LoadSnapshot's apply step without tiers.
-void TableImpl::LoadSnapshotRows(const TableSnapshot& snap, int64_t needed) {
+void TableImpl::LoadSnapshotRows(const TableSnapshot& snap, int64_t needed, RowBuffer* adopt) {
   const size_t n = snap.keys.size();
 
   // Everything is checked: apply.
@@ -290,9 +296,18 @@ void TableImpl::LoadSnapshotRows(const TableSnapshot& snap, int64_t needed) {
     next_row_ = static_cast<int64_t>(n);
     index_->InsertBatch(snap.keys.data(), rows.data(), n);
   }
+  // A full snapshot's rows are rows 0..n-1 of the slab, laid out as in the snapshot: adopt its
+  // buffer's pages there when allowed, instead of copying into fresh slab pages.
+  bool moved = false;
+  if (adopt != nullptr && !snap.is_delta && n > 0 && adopt->data() == snap.rows.data()) {
+    const size_t bytes = adopt->capacity() * sizeof(float);
+    if (((bytes + 4095) & ~size_t{4095}) <= slab_.bytes()) {
+      moved = MoveSnapshotPages(adopt->data(), bytes, Row(0));
+    }
+  }
   BigChunks(n, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
-      std::memcpy(Row(rows[i]), snap.rows.data() + i * row_floats_, row_bytes_);
+      if (!moved) std::memcpy(Row(rows[i]), snap.rows.data() + i * row_floats_, row_bytes_);
       MarkClean(rows[i]);
       if (evicting_) {
         *Timestamp(rows[i]) = snap.timestamps.empty() ? default_time : snap.timestamps[i];

@@ -769,6 +769,55 @@ TEST(TableSnapshotTest, SinkGetsTheSnapshotRowsInPiecesAndItsErrorKeepsTracking)
   EXPECT_TRUE(empty_sink.piece_floats.empty());
 }
 
+TEST(TableSnapshotTest, AdoptSnapshotTakesTheRowPagesAndTheTableTrainsOn) {
+  // 100k rows of dim 16 + 16 Adagrad slots: a 12.8 MB row buffer of its own mapping.
+  const int64_t n = 100000;
+  const auto opt = SparseOptimizerConfig::Adagrad(0.1f);
+  auto t = Make(Config(16, 2 * n), opt);
+  std::vector<int64_t> keys(n);
+  for (int64_t i = 0; i < n; ++i) keys[i] = (i * 7919) % n - n / 2;
+  std::vector<uint32_t> rows(n);
+  ASSERT_TRUE(t->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+  std::vector<float> g(static_cast<size_t>(n) * 16, 0.25f);
+  t->ApplyGradients(rows, g.data(), 1);
+  TableSnapshot snap = *t->Snapshot(EmbeddingTable::SnapshotKind::kFull);
+  const TableSnapshot copy = snap;
+  auto u = Make(Config(16, 2 * n), opt);
+  Resolve(*u, {123456789});  // replaced by the snapshot
+  const Status s = u->AdoptSnapshot(std::move(snap));
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(u->size(), n);
+  EXPECT_EQ(u->FindRow(123456789), EmbeddingTable::kDefaultRow);
+  const TableSnapshot got = *u->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+  EXPECT_EQ(got.keys, copy.keys);
+  ASSERT_EQ(got.rows.size(), copy.rows.size());
+  EXPECT_EQ(std::memcmp(got.rows.data(), copy.rows.data(), copy.rows.size() * sizeof(float)), 0);
+  // The buffer was either moved (it reads zeros now) or copied (unchanged): never half of each.
+  const bool moved =
+      std::all_of(snap.rows.begin(), snap.rows.end(), [](float v) { return v == 0; });
+  if (!moved) {
+    EXPECT_EQ(std::memcmp(snap.rows.data(), copy.rows.data(), copy.rows.size() * sizeof(float)), 0);
+  }
+  std::printf("AdoptSnapshot %s the rows\n", moved ? "moved" : "copied");
+  // Training goes on identically: new keys get the same fresh rows, known rows the same updates,
+  // and a delta applied on top (copied, never adopted) matches too.
+  std::vector<int64_t> more = {keys[5], keys[77], 10 * n, 10 * n + 1};
+  std::vector<uint32_t> rt(4), ru(4);
+  ASSERT_TRUE(t->Resolve(more, {}, {}, LookupMode::kTrain, absl::MakeSpan(rt)).ok());
+  ASSERT_TRUE(u->Resolve(more, {}, {}, LookupMode::kTrain, absl::MakeSpan(ru)).ok());
+  t->ApplyGradients(rt, g.data(), 2);
+  u->ApplyGradients(ru, g.data(), 2);
+  for (int64_t k : more) EXPECT_EQ(*u->ReadRow(k), *t->ReadRow(k)) << k;
+  TableSnapshot delta = *t->Snapshot(EmbeddingTable::SnapshotKind::kDelta);
+  auto w = Make(Config(16, 2 * n), opt);
+  ASSERT_TRUE(w->AdoptSnapshot(TableSnapshot(copy)).ok());
+  ASSERT_TRUE(w->AdoptSnapshot(std::move(delta)).ok());
+  const TableSnapshot want = *t->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+  const TableSnapshot again = *w->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+  EXPECT_EQ(again.keys, want.keys);
+  EXPECT_EQ(std::memcmp(again.rows.data(), want.rows.data(), want.rows.size() * sizeof(float)), 0);
+}
+
 TEST(TableSnapshotTest, RadixSortOfEntriesMatchesStdSort) {
   std::mt19937_64 rng(3);
   auto check = [&](const std::string& what, auto make_key) {
