@@ -378,6 +378,11 @@ class EmbeddingTable {
   // arrays, duplicate keys or keys outside an int32 table's range; ResourceExhausted when the
   // rows do not fit. Resets the change tracking. Exclusive access.
   [[nodiscard]] virtual Status LoadSnapshot(const TableSnapshot& snapshot) = 0;
+  // AdoptSnapshot: LoadSnapshot that may take the snapshot's row buffer instead of copying it. A
+  // full snapshot into a table without tiers moves the buffer's pages into the table's rows (no
+  // copy, and no fresh pages for the kernel to zero); the snapshot's rows then read as zeros, and
+  // its other fields are unchanged. Same checks, errors and guarantees as LoadSnapshot.
+  [[nodiscard]] virtual Status AdoptSnapshot(TableSnapshot&& snapshot) = 0;
 
   // Save / Restore of a single table moved to the checkpoint layer: SaveTable / RestoreTable in
   // recsdk/checkpoint.h (same directory layout as a checkpoint's table payloads, CRC32C-checked).

@@ -440,7 +440,7 @@ Status RestoreTable(EmbeddingTable& table, const std::string& dir) {
   RECSDK_RETURN_IF_ERROR(internal::CheckTableCompatible((*manifest)["table"], table, path));
   RECSDK_ASSIGN_OR_RETURN(TableSnapshot s,
                           internal::ReadTablePayloads(env, dir, (*manifest)["table"]));
-  return table.LoadSnapshot(s);
+  return table.AdoptSnapshot(std::move(s));  // the rows' pages become the table's
 }
 
 }  // namespace recsdk

@@ -339,8 +339,9 @@ Status ApplyCheckpoint(Session& session, const SessionState& state, LoadedCheckp
   }
   for (const TableRef& t : state.tables) {
     std::unique_lock<std::shared_mutex> lock(t.resource->resolve_mu);
-    for (const TableSnapshot& s : ckpt.tables[t.name]) {
-      RECSDK_RETURN_IF_ERROR(t.resource->table()->LoadSnapshot(s));
+    // Adopted: the full snapshot's row pages become the table's (no copy); `ckpt` is spent.
+    for (TableSnapshot& s : ckpt.tables[t.name]) {
+      RECSDK_RETURN_IF_ERROR(t.resource->table()->AdoptSnapshot(std::move(s)));
     }
   }
   return absl::OkStatus();

@@ -86,6 +86,7 @@ struct LoadedCheckpoint {
 [[nodiscard]] StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir);
 // ApplyCheckpoint: checks every variable and table of `state` against `ckpt` (NotFound when one is
 // missing, FailedPrecondition naming it and both values when they differ), then replaces them.
+// The tables' snapshots are moved out of `ckpt` (EmbeddingTable::AdoptSnapshot).
 [[nodiscard]] Status ApplyCheckpoint(Session& session, const SessionState& state,
                                      LoadedCheckpoint& ckpt);
 

@@ -63,6 +63,10 @@ struct Estimator::Impl {
   int64_t schema_rows = 0;
   std::unique_ptr<Session> session;
   std::string latest_checkpoint;
+  // input_position: batches of the training input consumed so far (the restored checkpoint's
+  // dataset position, then where the last training stage stopped); used with
+  // EstimatorOptions::resume_input_position.
+  int64_t input_position = 0;
   std::shared_ptr<SummaryWriter> train_writer;
   std::map<std::string, std::shared_ptr<SummaryWriter>> eval_writers;
 
@@ -225,6 +229,7 @@ Status Estimator::Impl::Restore() {
   }
   if (init != nullptr && !init->options().if_load) return absl::OkStatus();
   RECSDK_ASSIGN_OR_RETURN(int64_t step, saver->Restore(""));
+  input_position = std::max<int64_t>(0, saver->restored_dataset_batches());
   latest_checkpoint = *latest;
   Print(fmt::format("restored checkpoint of step {} from {}", step, config.model_dir));
   return absl::OkStatus();
@@ -261,6 +266,12 @@ StatusOr<std::unique_ptr<KeyStage>> Estimator::Impl::StartStage(const InputFn& i
   RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> data, input_fn());
   KeyStageOptions o = options.key_stage;
   o.channel = channel;
+  if (channel == KeyStageChannel::kTrain && options.resume_input_position) {
+    o.start_batch = input_position;
+    if (input_position > 0) {
+      Print(fmt::format("resuming the training input at batch {}", input_position));
+    }
+  }
   return KeyStage::Start(*session, std::move(data), o);
 }
 
@@ -461,6 +472,7 @@ Status Estimator::Train(const InputFn& input_fn, int64_t steps, int64_t max_step
                           s.StartStage(input_fn, KeyStageChannel::kTrain));
   Status status = s.TrainLoop(stage.get(), last, hooks);
   stage->Stop();
+  s.input_position = stage->batches_consumed();
   return status;
 }
 
@@ -557,6 +569,7 @@ StatusOr<EvalResult> Estimator::TrainAndEvaluate(const TrainSpec& train_spec,
     if (ended) break;
   }
   stage->Stop();
+  s.input_position = stage->batches_consumed();
   if (!evaluated_last) {
     RECSDK_ASSIGN_OR_RETURN(result, s.EvaluateLoop(eval_spec.input_fn, eval_spec.steps,
                                                    eval_spec.name, eval_spec.hooks));

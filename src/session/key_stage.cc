@@ -143,6 +143,7 @@ class ProtectedEvictTable final : public EmbeddingTable {
     return inner_->SnapshotToSink(kind, sink);
   }
   Status LoadSnapshot(const TableSnapshot& s) override { return inner_->LoadSnapshot(s); }
+  Status AdoptSnapshot(TableSnapshot&& s) override { return inner_->AdoptSnapshot(std::move(s)); }
 
  private:
   EmbeddingTable* inner_;

@@ -82,20 +82,34 @@ void ParallelChunks(size_t n, size_t grain, F&& f) {
                     [&](const tbb::blocked_range<size_t>& r) { f(r.begin(), r.end()); });
 }
 
-// SlabReservation: an anonymous mapping whose pages are committed on first touch.
+// KeyRows: (key, row) entries, in huge-page buffers when large (UninitializedAllocator): a 10M-row
+// table's 160 MB of entries would otherwise take 40k page faults per snapshot.
+using KeyRow = std::pair<int64_t, uint32_t>;
+using KeyRows = std::vector<KeyRow, UninitializedAllocator<KeyRow>>;
+// SortEntriesByKey: entries of distinct keys in ascending key order (a radix sort for large
+// inputs).
+void SortEntriesByKey(KeyRows& entries);
+
+constexpr uint64_t kHugePage = uint64_t{2} << 20;
+// MapHugeAligned: an anonymous read-write mapping of `bytes` (rounded up to pages) that starts on
+// a 2 MiB boundary, with MADV_HUGEPAGE; nullptr when mmap fails.
+void* MapHugeAligned(uint64_t bytes, int extra_flags);
+// MoveSnapshotPages: moves the pages of a snapshot buffer (AllocateSnapshotBuffer, `bytes` as
+// allocated) to `to` (2 MiB aligned, mapped, at least `bytes` rounded up to pages) with mremap,
+// replacing what was mapped there; the buffer stays allocated, now reading zeros. False, and
+// nothing changed, when the buffer is not its own aligned mapping or the kernel refuses (then
+// copy). No byte is copied and no page zeroed: a restore's rows become the table's slab.
+bool MoveSnapshotPages(void* from, size_t bytes, void* to);
+
+// SlabReservation: an anonymous mapping whose pages are committed on first touch, 2 MiB aligned.
 class SlabReservation {
  public:
   SlabReservation() = default;
-  explicit SlabReservation(uint64_t bytes) : bytes_(std::max<uint64_t>(bytes, 4096)) {
-    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) {
-      base_ = nullptr;
-      return;
-    }
-    madvise(p, bytes_, MADV_HUGEPAGE);
-    base_ = static_cast<char*>(p);
+  explicit SlabReservation(uint64_t bytes)
+      : bytes_((std::max<uint64_t>(bytes, 4096) + 4095) & ~uint64_t{4095}) {
+    base_ = static_cast<char*>(MapHugeAligned(bytes_, MAP_NORESERVE));
   }
+  uint64_t bytes() const { return bytes_; }
   ~SlabReservation() {
     if (base_ != nullptr) munmap(base_, bytes_);
   }
@@ -200,7 +214,7 @@ class TableImpl final : public EmbeddingTable {
   Status ClearTiers();
   Status ImportRowsTiered(const std::vector<int64_t>& keys, const float* values);
   Status LoadSnapshotTiered(const TableSnapshot& snap, int64_t needed);
-  void LoadSnapshotRows(const TableSnapshot& snap, int64_t needed);
+  void LoadSnapshotRows(const TableSnapshot& snap, int64_t needed, RowBuffer* adopt);
   int64_t TierFreeRows() const;
   Status TwoBatchesError(size_t needed) const;
   TierStats Stats() const;
@@ -248,7 +262,7 @@ class TableImpl final : public EmbeddingTable {
   StatusOr<std::vector<float>> ReadRow(int64_t key) const override;
   float AdmissionCount(int64_t key) const override;
   // Entries sorted by key: checkpoints and exports are canonical whatever the insertion order.
-  std::vector<std::pair<int64_t, uint32_t>> SortedEntries() const;
+  KeyRows SortedEntries() const;
   std::string KeyDescr() const { return config_.key_dtype == DType::kInt32 ? "<i4" : "<i8"; }
   Status WriteKeys(const std::string& path, const std::vector<int64_t>& keys) const;
   Status ExportNpy(const std::string& keys_path, const std::string& values_path) const override;
@@ -261,6 +275,9 @@ class TableImpl final : public EmbeddingTable {
   // SnapshotImpl: both of the above; the rows go to `sink` when it is not null.
   StatusOr<TableSnapshot> SnapshotImpl(SnapshotKind kind, SnapshotRowSink* sink);
   Status LoadSnapshot(const TableSnapshot& snap) override;
+  Status AdoptSnapshot(TableSnapshot&& snap) override;
+  // LoadSnapshotImpl: both of the above; `adopt` (snap's rows) may be moved into the slab.
+  Status LoadSnapshotImpl(const TableSnapshot& snap, RowBuffer* adopt);
   // Change tracking for delta snapshots: one byte per row (set by whatever writes the row) and
   // the keys evicted since the last snapshot.
   uint8_t* Dirty() const { return reinterpret_cast<uint8_t*>(dirty_.base()); }

@@ -5,7 +5,6 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "fmt/format.h"
-#include "oneapi/tbb/parallel_sort.h"
 #include "src/common/status_macros.h"
 #include "src/table/table_impl.h"
 
@@ -41,13 +40,13 @@ StatusOr<TableSnapshot> TableImpl::SnapshotImpl(SnapshotKind kind, SnapshotRowSi
   // refers to the SSD files, which later swaps overwrite in place (docs/tiers.md).
   std::unique_lock<std::mutex> tier_lock(tier_mu_, std::defer_lock);
   if (tiered_) tier_lock.lock();
-  std::vector<std::pair<int64_t, uint32_t>> entries;
+  KeyRows entries;
   if (snap.is_delta) {
     const uint8_t* dirty = Dirty();
     index_->ForEach([&](int64_t key, uint32_t row) {
       if (dirty[row] != 0) entries.emplace_back(key, row);
     });
-    tbb::parallel_sort(entries.begin(), entries.end());
+    SortEntriesByKey(entries);
     snap.removed_keys.assign(removed_.begin(), removed_.end());
     std::sort(snap.removed_keys.begin(), snap.removed_keys.end());
   } else {
@@ -121,6 +120,12 @@ StatusOr<TableSnapshot> TableImpl::SnapshotImpl(SnapshotKind kind, SnapshotRowSi
 }
 
 Status TableImpl::LoadSnapshot(const TableSnapshot& snap) {
+  return LoadSnapshotImpl(snap, nullptr);
+}
+
+Status TableImpl::AdoptSnapshot(TableSnapshot&& snap) { return LoadSnapshotImpl(snap, &snap.rows); }
+
+Status TableImpl::LoadSnapshotImpl(const TableSnapshot& snap, RowBuffer* adopt) {
   auto differs = [&](std::string_view what, std::string_view theirs, std::string_view ours) {
     return absl::FailedPreconditionError(fmt::format(
         "table \"{}\": the snapshot (of table \"{}\") has {} {} but the table has {} {}; restore "
@@ -193,7 +198,7 @@ Status TableImpl::LoadSnapshot(const TableSnapshot& snap) {
     std::lock_guard<std::mutex> tier_lock(tier_mu_);
     RECSDK_RETURN_IF_ERROR(LoadSnapshotTiered(snap, needed));
   } else {
-    LoadSnapshotRows(snap, needed);
+    LoadSnapshotRows(snap, needed, adopt);
   }
   pending_.clear();
   for (size_t i = 0; i < pn; ++i) {
@@ -256,7 +261,7 @@ Status TableImpl::LoadSnapshotTiered(const TableSnapshot& snap, int64_t needed) 
 }
 
 // LoadSnapshotRows: LoadSnapshot's apply step without tiers.
-void TableImpl::LoadSnapshotRows(const TableSnapshot& snap, int64_t needed) {
+void TableImpl::LoadSnapshotRows(const TableSnapshot& snap, int64_t needed, RowBuffer* adopt) {
   const size_t n = snap.keys.size();
 
   // Everything is checked: apply.
@@ -291,9 +296,18 @@ void TableImpl::LoadSnapshotRows(const TableSnapshot& snap, int64_t needed) {
     next_row_ = static_cast<int64_t>(n);
     index_->InsertBatch(snap.keys.data(), rows.data(), n);
   }
+  // A full snapshot's rows are rows 0..n-1 of the slab, laid out as in the snapshot: adopt its
+  // buffer's pages there when allowed, instead of copying into fresh slab pages.
+  bool moved = false;
+  if (adopt != nullptr && !snap.is_delta && n > 0 && adopt->data() == snap.rows.data()) {
+    const size_t bytes = adopt->capacity() * sizeof(float);
+    if (((bytes + 4095) & ~size_t{4095}) <= slab_.bytes()) {
+      moved = MoveSnapshotPages(adopt->data(), bytes, Row(0));
+    }
+  }
   BigChunks(n, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
-      std::memcpy(Row(rows[i]), snap.rows.data() + i * row_floats_, row_bytes_);
+      if (!moved) std::memcpy(Row(rows[i]), snap.rows.data() + i * row_floats_, row_bytes_);
       MarkClean(rows[i]);
       if (evicting_) {
         *Timestamp(rows[i]) = snap.timestamps.empty() ? default_time : snap.timestamps[i];

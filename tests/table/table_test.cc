@@ -10,16 +10,19 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "fmt/format.h"
 #include "gtest/gtest.h"
 #include "oneapi/tbb/global_control.h"
 #include "src/table/npy.h"
+#include "src/table/table_impl.h"
 
 namespace recsdk {
 namespace {
@@ -724,15 +727,18 @@ struct CollectingSink final : SnapshotRowSink {
 };
 
 TEST(TableSnapshotTest, SinkGetsTheSnapshotRowsInPiecesAndItsErrorKeepsTracking) {
-  // 300k rows of dim 4 + 4 Adagrad slots (9.6 MB): several pieces of a few MiB.
+  // 300k rows of dim 4 + 4 Adagrad slots (9.6 MB): several pieces of a few MiB. Rows differ by
+  // key (the initializer); eviction keeps timestamps, so touching a key later changes its row.
   const int64_t n = 300000;
-  auto t = Make(Config(4, n), SparseOptimizerConfig::Adagrad(0.1f));
+  TableConfig c = Config(4, n);
+  c.access_threshold = 1;
+  c.eviction_threshold = 1000;
+  auto t = Make(c, SparseOptimizerConfig::Adagrad(0.1f));
   std::vector<int64_t> keys(n);
   for (int64_t i = 0; i < n; ++i) keys[i] = (i * 7919) % n * 3 - n;  // unsorted, some negative
   std::vector<uint32_t> rows(n);
-  ASSERT_TRUE(t->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
-  std::vector<float> g(static_cast<size_t>(n) * 4, 0.25f);
-  EXPECT_TRUE(t->ApplyGradients(rows, g, 1).ok());
+  const std::vector<int64_t> at10(n, 10);
+  ASSERT_TRUE(t->Resolve(keys, {}, at10, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
 
   const TableSnapshot want = *t->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
   CollectingSink sink;
@@ -749,8 +755,9 @@ TEST(TableSnapshotTest, SinkGetsTheSnapshotRowsInPiecesAndItsErrorKeepsTracking)
 
   // A delta through a sink that fails midway: the error comes back, and the tracking is kept, so
   // the next delta still holds every changed row.
-  std::vector<uint32_t> some(rows.begin(), rows.begin() + 200000);
-  EXPECT_TRUE(t->ApplyGradients(some, absl::MakeConstSpan(g).first(some.size() * 4), 2).ok());
+  const std::vector<int64_t> some(keys.begin(), keys.begin() + 200000), at20(200000, 20);
+  std::vector<uint32_t> some_rows(some.size());
+  ASSERT_TRUE(t->Resolve(some, {}, at20, LookupMode::kTrain, absl::MakeSpan(some_rows)).ok());
   CollectingSink failing;
   failing.fail_at = 1;
   auto failed = t->SnapshotToSink(EmbeddingTable::SnapshotKind::kDelta, failing);
@@ -768,6 +775,78 @@ TEST(TableSnapshotTest, SinkGetsTheSnapshotRowsInPiecesAndItsErrorKeepsTracking)
   EXPECT_TRUE(empty->keys.empty());
   EXPECT_EQ(empty_sink.begins, 1);
   EXPECT_TRUE(empty_sink.piece_floats.empty());
+}
+
+TEST(TableSnapshotTest, AdoptSnapshotTakesTheRowPagesAndTheTableTrainsOn) {
+  // 100k rows of dim 16 + 16 Adagrad slots: a 12.8 MB row buffer of its own mapping.
+  const int64_t n = 100000;
+  const auto opt = SparseOptimizerConfig::Adagrad(0.1f);
+  auto t = Make(Config(16, 2 * n), opt);
+  std::vector<int64_t> keys(n);
+  for (int64_t i = 0; i < n; ++i) keys[i] = (i * 7919) % n - n / 2;
+  std::vector<uint32_t> rows(n);
+  ASSERT_TRUE(t->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+  TableSnapshot snap = *t->Snapshot(EmbeddingTable::SnapshotKind::kFull);
+  const TableSnapshot copy = snap;
+  auto u = Make(Config(16, 2 * n), opt);
+  Resolve(*u, {123456789});  // replaced by the snapshot
+  const Status s = u->AdoptSnapshot(std::move(snap));
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(u->size(), n);
+  EXPECT_EQ(u->FindRow(123456789), EmbeddingTable::kDefaultRow);
+  const TableSnapshot got = *u->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+  EXPECT_EQ(got.keys, copy.keys);
+  ASSERT_EQ(got.rows.size(), copy.rows.size());
+  EXPECT_EQ(std::memcmp(got.rows.data(), copy.rows.data(), copy.rows.size() * sizeof(float)), 0);
+  // The buffer was either moved (it reads zeros now) or copied (unchanged): never half of each.
+  const bool moved =
+      std::all_of(snap.rows.begin(), snap.rows.end(), [](float v) { return v == 0; });
+  if (!moved) {
+    EXPECT_EQ(std::memcmp(snap.rows.data(), copy.rows.data(), copy.rows.size() * sizeof(float)), 0);
+  }
+  std::printf("AdoptSnapshot %s the rows\n", moved ? "moved" : "copied");
+  // The table goes on identically: known keys keep their rows, new keys get the same fresh rows
+  // in rows past the adopted ones, and a delta applied on top (copied, never adopted) matches.
+  std::vector<int64_t> more = {keys[5], keys[77], 10 * n, 10 * n + 1};
+  std::vector<uint32_t> rt(4), ru(4);
+  ASSERT_TRUE(t->Resolve(more, {}, {}, LookupMode::kTrain, absl::MakeSpan(rt)).ok());
+  ASSERT_TRUE(u->Resolve(more, {}, {}, LookupMode::kTrain, absl::MakeSpan(ru)).ok());
+  EXPECT_EQ(ru[2], static_cast<uint32_t>(n));
+  for (int64_t k : more) EXPECT_EQ(*u->ReadRow(k), *t->ReadRow(k)) << k;
+  TableSnapshot delta = *t->Snapshot(EmbeddingTable::SnapshotKind::kDelta);
+  auto w = Make(Config(16, 2 * n), opt);
+  ASSERT_TRUE(w->AdoptSnapshot(TableSnapshot(copy)).ok());
+  ASSERT_TRUE(w->AdoptSnapshot(std::move(delta)).ok());
+  const TableSnapshot want = *t->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+  const TableSnapshot again = *w->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+  EXPECT_EQ(again.keys, want.keys);
+  EXPECT_EQ(std::memcmp(again.rows.data(), want.rows.data(), want.rows.size() * sizeof(float)), 0);
+}
+
+TEST(TableSnapshotTest, RadixSortOfEntriesMatchesStdSort) {
+  std::mt19937_64 rng(3);
+  auto check = [&](const std::string& what, auto make_key) {
+    absl::flat_hash_set<int64_t> seen;
+    internal::KeyRows entries;
+    while (entries.size() < 100000) {
+      const int64_t k = make_key();
+      if (seen.insert(k).second) entries.emplace_back(k, static_cast<uint32_t>(entries.size()));
+    }
+    internal::KeyRows want(entries.begin(), entries.end());
+    std::sort(want.begin(), want.end());
+    internal::SortEntriesByKey(entries);
+    EXPECT_TRUE(std::equal(entries.begin(), entries.end(), want.begin(), want.end())) << what;
+  };
+  check("any 64-bit", [&] { return static_cast<int64_t>(rng()); });
+  check("around zero", [&] { return static_cast<int64_t>(rng() % 400000) - 200000; });
+  check("clustered high",
+        [&] { return (int64_t{1} << 62) + static_cast<int64_t>(rng() % 300000); });
+  int64_t extremes = 0;
+  check("extremes", [&] {
+    const int64_t i = extremes++;
+    return i % 2 == 0 ? std::numeric_limits<int64_t>::min() + i
+                      : std::numeric_limits<int64_t>::max() - i;
+  });
 }
 
 TEST(TableConfigTest, ValidationMessagesNameOptionValueAndFix) {
