@@ -139,6 +139,10 @@ class OpRegistry {
   // DeclareAttrs sets the attribute schema of a registered op type. FailedPrecondition when the
   // type is not registered (a registration-order bug).
   Status DeclareAttrs(std::string_view type, std::vector<AttrDef> attrs);
+  // DeclareAttrsOrDie: DeclareAttrs for the registration functions, which run once at start-up
+  // with the library's own op types; a failure there is a bug in the library (no caller input
+  // reaches it), so it aborts with the message.
+  void DeclareAttrsOrDie(std::string_view type, std::vector<AttrDef> attrs);
   std::vector<std::string> OpTypes() const;
 
  private:

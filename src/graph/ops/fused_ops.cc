@@ -7,7 +7,6 @@
 // where a w + b > 0), so the pre-activation never has to be kept.
 //
 // Threading: registration runs once, inside OpRegistry::Global()'s initialisation.
-#include "src/common/check.h"
 #include "src/graph/ops/op_util.h"
 
 namespace recsdk::internal {
@@ -56,8 +55,7 @@ Status FusedDenseGrad(const Scope& s, const Node& n, const std::vector<Output>& 
 
 void RegisterFusedOps(OpRegistry& r) {
   r.Register(MakeOp("FusedDense", 3, 3, FusedDenseShape, FusedDenseGrad));
-  const Status s = r.DeclareAttrs("FusedDense", {Attr("activation", T::kString, "none")});
-  RECSDK_CHECK_MSG(s.ok(), std::string(s.message()));
+  r.DeclareAttrsOrDie("FusedDense", {Attr("activation", T::kString, "none")});
 }
 
 }  // namespace recsdk::internal

@@ -17,7 +17,6 @@
 //       loss scaling gates the optimizer updates with it.
 //
 // Threading: registration runs once, inside OpRegistry::Global()'s initialisation.
-#include "src/common/check.h"
 #include "src/graph/ops/op_util.h"
 
 namespace recsdk::internal {
@@ -44,11 +43,6 @@ Status Bf16BatchMatMulShape(InferenceContext& c) {
   return absl::OkStatus();
 }
 
-void Declare(OpRegistry& r, const char* type, std::vector<AttrDef> attrs) {
-  const Status s = r.DeclareAttrs(type, std::move(attrs));
-  RECSDK_CHECK_MSG(s.ok(), std::string(s.message()));
-}
-
 }  // namespace
 
 void RegisterPrecisionOps(OpRegistry& r) {
@@ -66,11 +60,12 @@ void RegisterPrecisionOps(OpRegistry& r) {
   gate.stateful = true;  // it decides what runs: never pruned or merged
   r.Register(std::move(gate));
 
-  Declare(r, "BF16MatMul",
-          {Attr("transpose_a", T::kBool, false), Attr("transpose_b", T::kBool, false)});
-  Declare(r, "BF16BatchMatMul", {Attr("adj_x", T::kBool, false), Attr("adj_y", T::kBool, false)});
-  Declare(r, "AllFinite", {});
-  Declare(r, "ControlGate", {});
+  r.DeclareAttrsOrDie("BF16MatMul",
+                      {Attr("transpose_a", T::kBool, false), Attr("transpose_b", T::kBool, false)});
+  r.DeclareAttrsOrDie("BF16BatchMatMul",
+                      {Attr("adj_x", T::kBool, false), Attr("adj_y", T::kBool, false)});
+  r.DeclareAttrsOrDie("AllFinite", {});
+  r.DeclareAttrsOrDie("ControlGate", {});
 }
 
 }  // namespace recsdk::internal
