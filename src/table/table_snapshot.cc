@@ -293,10 +293,11 @@ void TableImpl::LoadSnapshotRows(const TableSnapshot& snap, int64_t needed, RowB
       rows[i] = row;
     }
   } else {
-    // A fresh table: rows 0..n-1 in key order, inserted as one batch.
+    // A fresh table: rows 0..n-1 in key order, the keys checked distinct above: a bulk load of the
+    // empty index.
     std::iota(rows.begin(), rows.end(), 0u);
     next_row_ = static_cast<int64_t>(n);
-    index_->InsertBatch(snap.keys.data(), rows.data(), n);
+    index_->BulkLoadDistinct(snap.keys.data(), rows.data(), n);
   }
   // A full snapshot's rows are rows 0..n-1 of the slab, laid out as in the snapshot: adopt its
   // buffer's pages there when allowed, instead of copying into fresh slab pages.
