@@ -12,6 +12,7 @@
 #include "fmt/format.h"
 #include "src/common/checked_math.h"
 #include "src/common/crc32c.h"
+#include "src/common/huge_pages.h"
 #include "src/common/status_macros.h"
 #include "src/table/npy.h"
 
@@ -179,7 +180,7 @@ Status ReadPayload(Env* env, const std::string& dir, const PayloadInfo& info,
   std::string head(header.size(), '\0');
   RECSDK_RETURN_IF_ERROR(read_fully(0, head.size(), head.data()));
   uint32_t crc = Crc32c(head);
-  out->resize(static_cast<size_t>(elements));
+  ResizeOnHugePages(*out, static_cast<size_t>(elements));
   char* dst = reinterpret_cast<char*>(out->data());
   const uint64_t data_bytes = elements * sizeof(T);
   for (uint64_t off = 0; off < data_bytes; off += kBlock) {
