@@ -16,18 +16,21 @@ root=$(pwd)
 scripts/install_deps.sh
 
 jobs=$(nproc)
+# stage: a stage's banner with the seconds since the script started (the log then shows what
+# each part of CI costs).
+stage() { echo "== [${SECONDS}s] $*"; }
 labels=${RECSDK_TEST_LABELS:-quick}
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 
-echo "== build (Release, warnings as errors)"
+stage "build (Release, warnings as errors)"
 cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DRECSDK_WERROR=ON >/dev/null
 cmake --build build -j "$jobs"
 
-echo "== tests (labels: $labels)"
+stage "tests (labels: $labels)"
 (cd build && ctest -L "$labels" --output-on-failure -j "$jobs" --timeout 600)
 
-echo "== consumer project: install, then find_package(recsdk) from outside the tree"
+stage "consumer project: install, then find_package(recsdk) from outside the tree"
 prefix="$root/build/install"
 rm -rf "$prefix" build/consumer
 cmake --install build --prefix "$prefix" >/dev/null
@@ -36,7 +39,7 @@ cmake --build build/consumer -j "$jobs"
 build/consumer/consumer
 
 if [ "${RECSDK_SKIP_TSAN:-0}" != "1" ]; then
-  echo "== ThreadSanitizer build, label tsan (pipeline threads, key stage, inter-op parallelism)"
+  stage "ThreadSanitizer build, label tsan (pipeline threads, key stage, inter-op parallelism)"
   # Only the tests labelled tsan (RECSDK_TSAN_TESTS in tests/CMakeLists.txt) and what they link
   # are built. oneTBB is not instrumented: tests/tsan_suppressions.txt says why each entry is there.
   cmake -S . -B build-tsan "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
@@ -58,7 +61,9 @@ if [ "$skip_sanitize" != "1" ] || [ "$skip_fuzz" != "1" ]; then
   [ "$skip_fuzz" = "1" ] && fuzz_seconds=0
   with_tests=1
   [ "$skip_sanitize" = "1" ] && with_tests=0
-  echo "== clang ASan + UBSan build: label sanitize (unless skipped), then libFuzzer ${fuzz_seconds}s per reader"
-  RECSDK_FUZZ_REQUIRE_CLANG=1 RECSDK_FUZZ_WITH_TESTS=$with_tests scripts/fuzz.sh "$fuzz_seconds"
+  stage "clang ASan + UBSan build: label sanitize (unless skipped), then libFuzzer ${fuzz_seconds}s per reader"
+  # One target per core: each runs its seconds of wall time, so 10 targets take 5 rounds on 2 cores.
+  RECSDK_FUZZ_REQUIRE_CLANG=1 RECSDK_FUZZ_WITH_TESTS=$with_tests RECSDK_FUZZ_JOBS=${RECSDK_FUZZ_JOBS:-$jobs} \
+    scripts/fuzz.sh "$fuzz_seconds"
 fi
-echo "== all tests passed"
+stage "all tests passed"

@@ -13,6 +13,7 @@
 #include "src/common/checked_math.h"
 #include "src/common/crc32c.h"
 #include "src/common/huge_pages.h"
+#include "src/common/json_number.h"
 #include "src/common/status_macros.h"
 #include "src/table/npy.h"
 
@@ -52,8 +53,8 @@ StatusOr<PayloadInfo> PayloadInfo::FromJson(const nlohmann::json& j, const std::
     p.file = j.at("file").get<std::string>();
     p.descr = j.at("dtype").get<std::string>();
     p.shape = j.at("shape").get<std::vector<int64_t>>();
-    p.bytes = j.at("bytes").get<uint64_t>();
-    p.crc32c = j.at("crc32c").get<uint32_t>();
+    p.bytes = JsonNumber<uint64_t>(j.at("bytes"));
+    p.crc32c = JsonNumber<uint32_t>(j.at("crc32c"));
   } catch (const std::exception& e) {
     return Corrupt(where, fmt::format("a payload entry is malformed ({})", e.what()));
   }
@@ -324,13 +325,13 @@ StatusOr<TableHeader> ParseTableHeader(const nlohmann::json& e, const std::strin
   int kind = 0;
   try {
     h.name = e.at("name").get<std::string>();
-    h.dim = e.at("dim").get<int>();
-    h.num_slots = e.at("num_slots").get<int>();
-    kind = e.at("optimizer_kind").get<int>();
+    h.dim = JsonNumber<int>(e.at("dim"));
+    h.num_slots = JsonNumber<int>(e.at("num_slots"));
+    kind = JsonNumber<int>(e.at("optimizer_kind"));
     key_dtype = e.at("key_dtype").get<std::string>();
     h.is_delta = e.at("is_delta").get<bool>();
-    h.data_time = e.at("data_time").get<int64_t>();
-    h.access_threshold = e.value("access_threshold", int64_t{-1});
+    h.data_time = JsonNumber<int64_t>(e.at("data_time"));
+    h.access_threshold = JsonNumberOr<int64_t>(e, "access_threshold", -1);
   } catch (const std::exception& ex) {
     return Corrupt(where, fmt::format("a table entry is malformed ({})", ex.what()));
   }
@@ -449,7 +450,7 @@ StatusOr<nlohmann::json> ReadJsonDocument(Env* env, const std::string& path) {
   if (!doc.contains("crc32c") || !doc["crc32c"].is_number_unsigned()) {
     return Corrupt(path, "it has no crc32c");
   }
-  const uint64_t want = doc["crc32c"].get<uint64_t>();
+  const uint64_t want = JsonNumber<uint64_t>(doc["crc32c"]);
   doc.erase("crc32c");
   const uint32_t crc = Crc32c(doc.dump());
   if (crc != want) {

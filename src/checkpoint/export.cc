@@ -26,6 +26,7 @@
 #include "src/checkpoint/session_state.h"
 #include "src/common/crc32c.h"
 #include "src/common/env.h"
+#include "src/common/json_number.h"
 #include "src/common/status_macros.h"
 #include "src/session/table_ops.h"
 
@@ -259,8 +260,8 @@ StatusOr<std::unique_ptr<Predictor>> Predictor::Load(const std::string& export_d
       impl->signature.inputs.push_back(in.at("name").get<std::string>());
     }
     impl->signature.outputs = serving->at("outputs").get<std::vector<std::string>>();
-    graph_bytes = serving->at("graph_bytes").get<uint64_t>();
-    graph_crc = serving->at("graph_crc32c").get<uint32_t>();
+    graph_bytes = internal::JsonNumber<uint64_t>(serving->at("graph_bytes"));
+    graph_crc = internal::JsonNumber<uint32_t>(serving->at("graph_crc32c"));
   } catch (const std::exception& e) {
     return absl::DataLossError(fmt::format(
         "Predictor: \"{}\" is malformed ({}); export the model again", serving_path, e.what()));

@@ -9,6 +9,7 @@
 #include "fmt/format.h"
 #include "recsdk/variables.h"
 #include "src/checkpoint/checkpoint_io.h"
+#include "src/common/json_number.h"
 #include "src/common/status_macros.h"
 #include "src/device/resource_mgr.h"
 
@@ -153,13 +154,13 @@ StatusOr<nlohmann::json> ReadManifest(Env* env, const std::string& dir) {
   }
   RECSDK_RETURN_IF_ERROR(doc.status());
   try {
-    const int version = doc->at("format_version").get<int>();
+    const int version = JsonNumber<int>(doc->at("format_version"));
     if (version != kCheckpointFormatVersion) {
       return absl::FailedPreconditionError(
           fmt::format("checkpoint \"{}\" has format version {} but this recsdk reads version {}",
                       path, version, kCheckpointFormatVersion));
     }
-    (void)doc->at("step").get<int64_t>();
+    (void)JsonNumber<int64_t>(doc->at("step"));
     (void)doc->at("chain").get<std::vector<std::string>>();
     if (!doc->at("variables").is_array() || !doc->at("tables").is_array()) throw std::exception();
   } catch (const std::exception&) {
@@ -222,12 +223,13 @@ StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir) {
   out.dir = dir;
   out.manifest_path = JoinPath(dir, kManifestFile);
   RECSDK_ASSIGN_OR_RETURN(nlohmann::json manifest, ReadManifest(env, dir));
-  out.step = manifest["step"].get<int64_t>();
+  out.step = JsonNumber<int64_t>(manifest["step"]);
   out.chain = manifest["chain"].get<std::vector<std::string>>();
   try {
-    if (manifest.contains("rng")) out.run_count = manifest["rng"].at("run_count").get<int64_t>();
+    if (manifest.contains("rng"))
+      out.run_count = JsonNumber<int64_t>(manifest["rng"].at("run_count"));
     if (manifest.contains("dataset")) {
-      out.dataset_batches = manifest["dataset"].at("batches_consumed").get<int64_t>();
+      out.dataset_batches = JsonNumber<int64_t>(manifest["dataset"].at("batches_consumed"));
     }
   } catch (const std::exception& e) {
     return absl::DataLossError(fmt::format(

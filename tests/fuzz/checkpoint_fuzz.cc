@@ -38,12 +38,10 @@ const std::string& GoodModelDir() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   using namespace recsdk;
-  namespace fs = std::filesystem;
   const std::string& good = GoodModelDir();
   static const std::vector<std::string> names = fuzz::FilesUnder(good);
   const std::string dir = fuzz::ScratchDir() + "/in";
-  fs::remove_all(dir);
-  fs::copy(good, dir, fs::copy_options::recursive);
+  fuzz::CopyTree(good, dir);
   fuzz::WriteInput("in/" + names[data[0] % names.size()], data + 2, size - 2);
   static auto m = fuzz::BuildFuzzModel();
   static const std::vector<float> w0 = fuzz::WeightValues(*m);

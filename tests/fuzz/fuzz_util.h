@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <system_error>
 
 #include "recsdk/dataset.h"
 
@@ -38,6 +39,20 @@ inline std::string WriteInput(const std::string& name, const uint8_t* data, size
   if (size > 0 && std::fwrite(data, 1, size, f) != size) std::abort();
   std::fclose(f);
   return path;
+}
+
+// CopyTree copies directory `from` to `to` (which must not exist). libFuzzer's timers interrupt
+// system calls, so a copy that fails with EINTR is retried; any other failure aborts (the harness,
+// not the input, is broken).
+inline void CopyTree(const std::string& from, const std::string& to) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::error_code ec;
+    std::filesystem::remove_all(to, ec);
+    std::filesystem::copy(from, to, std::filesystem::copy_options::recursive, ec);
+    if (!ec) return;
+    if (ec != std::errc::interrupted) break;
+  }
+  std::abort();
 }
 
 // DrainAll reads up to `limit` batches; any Status is a fine outcome, a crash is not. Each

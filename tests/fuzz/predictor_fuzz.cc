@@ -30,12 +30,10 @@ const std::string& GoodBundle() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   using namespace recsdk;
-  namespace fs = std::filesystem;
   const std::string& good = GoodBundle();
   static const std::vector<std::string> names = fuzz::FilesUnder(good);
   const std::string dir = fuzz::ScratchDir() + "/in";
-  fs::remove_all(dir);
-  fs::copy(good, dir, fs::copy_options::recursive);
+  fuzz::CopyTree(good, dir);
   fuzz::WriteInput("in/" + names[data[0] % names.size()], data + 1, size - 1);
   auto predictor = Predictor::Load(dir);
   if (!predictor.ok()) return 0;

@@ -53,8 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& e : fs::directory_iterator(good)) names.push_back(e.path().filename());
   std::sort(names.begin(), names.end());
   const std::string dir = fuzz::ScratchDir() + "/in";
-  fs::remove_all(dir);
-  fs::copy(good, dir);
+  fuzz::CopyTree(good, dir);
   const std::string& target = names[data[0] % names.size()];
   fuzz::WriteInput("in/" + target, data + 1, size - 1);
   auto t = EmbeddingTable::Create(Config(), SparseOptimizerConfig::Adagrad(0.1f));

@@ -193,6 +193,24 @@ std::vector<BadInput> Cases() {
                },
                C::kDataLoss,
                {"tensor attribute", "more than 2^64"}});
+  // Before (graph_json_fuzz, 10-minute run): nlohmann's get<int>() cast the float to int, which
+  // is undefined behaviour (UBSan: "8.9e+98 is outside the range of representable values").
+  v.push_back({"graph_json/version_float_out_of_int_range",
+               [](const TestDir&) {
+                 nlohmann::json j = nlohmann::json::parse(GraphJsonWithTensor([](auto&) {}));
+                 j["version"] = 8.88889e98;
+                 return Graph::FromJson(j.dump()).status();
+               },
+               C::kInvalidArgument,
+               {"8.88889e+98", "not an integer"}});
+  v.push_back({"graph_json/random_seed_past_int64",
+               [](const TestDir&) {
+                 nlohmann::json j = nlohmann::json::parse(GraphJsonWithTensor([](auto&) {}));
+                 j["random_seed"] = uint64_t{1} << 63;
+                 return Graph::FromJson(j.dump()).status();
+               },
+               C::kInvalidArgument,
+               {"9223372036854775808", "not an integer in"}});
   v.push_back({"graph_json/negative_dimension",
                [](const TestDir&) {
                  const std::string text =
