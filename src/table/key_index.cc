@@ -275,7 +275,10 @@ size_t KeyIndex::InsertBatch(const int64_t* keys, const uint32_t* rows, size_t n
 }
 
 void KeyIndex::BulkLoadDistinct(const int64_t* keys, const uint32_t* rows, size_t n) {
-  RECSDK_CHECK(size_ == 0 && stash_.empty());
+  if (size_ != 0 || !stash_.empty()) {
+    InsertBatch(keys, rows, n);  // the partitioned load assumes empty buckets; the plain one not
+    return;
+  }
   Reserve(n);
   // Partitions of about 256 KiB of buckets (L2-sized), at most 4096 (the scatter's streams).
   constexpr uint64_t kPartBytes = uint64_t{256} << 10;

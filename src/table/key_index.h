@@ -77,7 +77,7 @@ class KeyIndex {
   // are first partitioned by their first bucket (one counting pass, one scatter into a temporary
   // buffer of 16 bytes per entry), so that each partition's inserts hit a few hundred KiB of
   // buckets that stay in cache, instead of a cache miss per entry. Finds give what InsertBatch
-  // would give; the slots chosen may differ. RECSDK_CHECKs that the index is empty.
+  // would give; the slots chosen may differ. On a non-empty index it is InsertBatch.
   void BulkLoadDistinct(const int64_t* keys, const uint32_t* rows, size_t n);
   // Erase: removes key; returns false when absent.
   bool Erase(int64_t key);
