@@ -39,10 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   using namespace recsdk;
   const std::string& good = GoodModelDir();
-  static const std::vector<std::string> names = fuzz::FilesUnder(good);
-  const std::string dir = fuzz::ScratchDir() + "/in";
-  fuzz::CopyTree(good, dir);
-  fuzz::WriteInput("in/" + names[data[0] % names.size()], data + 2, size - 2);
+  const std::string dir = fuzz::CopyWithOneFileReplaced(good, data, size, 2);
   static auto m = fuzz::BuildFuzzModel();
   static const std::vector<float> w0 = fuzz::WeightValues(*m);
   SaverOptions o;

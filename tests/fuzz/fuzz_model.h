@@ -7,14 +7,13 @@
 #ifndef RECSDK_TESTS_FUZZ_FUZZ_MODEL_H_
 #define RECSDK_TESTS_FUZZ_FUZZ_MODEL_H_
 
-#include <algorithm>
 #include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "recsdk/recsdk.h"
+#include "tests/fuzz/fuzz_util.h"
 
 namespace recsdk::fuzz {
 
@@ -73,17 +72,6 @@ inline std::vector<float> WeightValues(FuzzModel& m) {
   if (!v.ok()) std::abort();
   const auto f = (*v)[0].flat<float>();
   return std::vector<float>(f.begin(), f.end());
-}
-
-// FilesUnder: the regular files under `dir`, as paths relative to it, sorted (the fuzz inputs'
-// first byte picks one of them; make_seeds.cc lists them the same way).
-inline std::vector<std::string> FilesUnder(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file()) names.push_back(std::filesystem::relative(e.path(), dir).string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 }  // namespace recsdk::fuzz

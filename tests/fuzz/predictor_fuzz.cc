@@ -31,10 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   using namespace recsdk;
   const std::string& good = GoodBundle();
-  static const std::vector<std::string> names = fuzz::FilesUnder(good);
-  const std::string dir = fuzz::ScratchDir() + "/in";
-  fuzz::CopyTree(good, dir);
-  fuzz::WriteInput("in/" + names[data[0] % names.size()], data + 1, size - 1);
+  const std::string dir = fuzz::CopyWithOneFileReplaced(good, data, size, 1);
   auto predictor = Predictor::Load(dir);
   if (!predictor.ok()) return 0;
   auto ids = Tensor::FromValues<int64_t>(Shape{2, 2}, {3, 9, 27, 1000});
