@@ -51,6 +51,13 @@ Status TableImpl::Init() {
     return absl::ResourceExhaustedError(
         fmt::format("table \"{}\": cannot reserve change tracking for {} rows", name(), max_rows_));
   }
+  if (!tiered_) {
+    row_keys_ = SlabReservation(static_cast<uint64_t>(max_rows_) * sizeof(int64_t));
+    if (row_keys_.base() == nullptr) {
+      return absl::ResourceExhaustedError(
+          fmt::format("table \"{}\": cannot reserve row keys for {} rows", name(), max_rows_));
+    }
+  }
   if (evicting_) {
     timestamps_ = SlabReservation(static_cast<uint64_t>(max_rows_) * sizeof(int64_t));
     if (timestamps_.base() == nullptr) {

@@ -283,6 +283,14 @@ class TableImpl final : public EmbeddingTable {
   uint8_t* Dirty() const { return reinterpret_cast<uint8_t*>(dirty_.base()); }
   void MarkDirty(uint32_t row) const { Dirty()[row] = 1; }
   void MarkClean(uint32_t row) const { Dirty()[row] = 0; }
+  // BindRow: records which key a row holds (untiered tables), so that a delta snapshot finds
+  // its keys from the dirty rows alone, in O(changed) instead of a walk of the key index.
+  void BindRow(uint32_t row, int64_t key) const {
+    if (!tiered_) reinterpret_cast<int64_t*>(row_keys_.base())[row] = key;
+  }
+  // DirtyEntries: (key, row) of every row changed since the last snapshot, in O(rows used / 8 +
+  // changed); tiered tables walk the index (their metadata is per packed location).
+  KeyRows DirtyEntries() const;
   void ResetTracking();
 
  private:
@@ -327,6 +335,7 @@ class TableImpl final : public EmbeddingTable {
   std::vector<std::pair<const void*, int64_t>> pending_releases_;
   mutable std::mutex tier_mu_;  // guards the tier state: Resolves of a tiered table take turns
   SlabReservation dirty_;       // one byte per row: changed since the last Snapshot
+  SlabReservation row_keys_;    // untiered: row -> the key it was last bound to (BindRow)
   absl::flat_hash_set<int64_t> removed_;  // keys evicted since the last Snapshot
 };
 

@@ -126,6 +126,7 @@ Status TableImpl::ResolveUnguarded(absl::Span<const int64_t> keys,
       admit_keys[j] = keys[i];
       admit_rows[j] = row;
       MarkDirty(row);
+      BindRow(row, keys[i]);
       if (evicting_) *Timestamp(row) = std::numeric_limits<int64_t>::min();
     }
     index_->InsertBatch(admit_keys.data(), admit_rows.data(), admit.size());

@@ -703,6 +703,41 @@ TEST(TableSnapshotTest, DeltaHoldsChangedRowsAndEvictedKeysAndReplaysExactly) {
   EXPECT_EQ(u->FindRow(3), EmbeddingTable::kDefaultRow);  // evicted keys stay evicted
 }
 
+// A delta finds its rows from the dirty bytes and the key each row was bound to: a row changed
+// and then freed, or freed and rebound to another key, must show up under its current key only.
+TEST(TableSnapshotTest, DeltaOfRowsFreedOrReboundSinceTheLastSnapshot) {
+  TableConfig c = Config(4, 8);
+  c.access_threshold = 0;
+  c.eviction_threshold = 5;
+  auto opt = SparseOptimizerConfig::SGD(0.1f);
+  auto t = Make(c, opt);
+  auto train = [&](std::vector<int64_t> keys, int64_t time) {
+    std::vector<int64_t> ts(keys.size(), time);
+    std::vector<uint32_t> rows(keys.size());
+    ASSERT_TRUE(t->Resolve(keys, {}, ts, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+    std::vector<float> g(keys.size() * 4, 1.0f);
+    EXPECT_TRUE(t->ApplyGradients(rows, g, 1).ok());
+  };
+  train({1, 2, 3, 4}, 10);
+  ASSERT_TRUE(t->Snapshot(EmbeddingTable::SnapshotKind::kFull).ok());
+  // Keys 1, 2 and 3 change, then 1 and 3 are evicted (their rows freed, still dirty), then key
+  // 9 takes one of the freed rows and key 4 changes.
+  train({1, 2, 3}, 20);
+  train({2, 4}, 40);
+  ASSERT_EQ(*t->EvictLastAccessedAtOrBefore(20), 2);
+  train({9, 4}, 41);
+  const TableSnapshot delta = *t->Snapshot(EmbeddingTable::SnapshotKind::kDelta);
+  EXPECT_EQ(delta.keys, (std::vector<int64_t>{2, 4, 9}));
+  EXPECT_EQ(delta.removed_keys, (std::vector<int64_t>{1, 3}));
+  for (size_t i = 0; i < delta.keys.size(); ++i) {
+    const std::vector<float> row = *t->ReadRow(delta.keys[i]);
+    EXPECT_EQ(std::vector<float>(delta.rows.begin() + static_cast<std::ptrdiff_t>(i * 4),
+                                 delta.rows.begin() + static_cast<std::ptrdiff_t>(i * 4 + 4)),
+              std::vector<float>(row.begin(), row.begin() + 4))
+        << delta.keys[i];
+  }
+}
+
 // CollectingSink: a SnapshotRowSink that keeps what it is given, failing at piece `fail_at`.
 struct CollectingSink final : SnapshotRowSink {
   int fail_at = -1;
