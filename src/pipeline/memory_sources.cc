@@ -184,9 +184,9 @@ class SyntheticSource final : public Dataset {
 
 namespace {
 
-// ColumnLayout: what every batch must agree on for one column: the name, the dtype and the
+// DescribeColumnLayout: what every batch must agree on for one column: the name, the dtype and the
 // dimensions past the first (the row count may differ), e.g. "ids" int64 [?,2].
-std::string ColumnLayout(const std::pair<std::string, Tensor>& column) {
+std::string DescribeColumnLayout(const std::pair<std::string, Tensor>& column) {
   Shape shape = column.second.shape();
   if (shape.rank() > 0) shape.set_dim(0, Shape::kUnknownDim);
   return fmt::format("\"{}\" {} {}", column.first, DTypeName(column.second.dtype()),
@@ -206,8 +206,8 @@ StatusOr<std::unique_ptr<Dataset>> InMemoryDatasetFromBatches(std::vector<Batch>
           i, b.size(), a.size()));
     }
     for (size_t c = 0; c < a.size(); ++c) {
-      const std::string want = ColumnLayout(a[c]);
-      const std::string got = ColumnLayout(b[c]);
+      const std::string want = DescribeColumnLayout(a[c]);
+      const std::string got = DescribeColumnLayout(b[c]);
       if (got != want) {
         return absl::InvalidArgumentError(fmt::format(
             "InMemoryDatasetFromBatches: column {} of batch {} is {} but batch 0 has {}; every "

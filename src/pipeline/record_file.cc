@@ -13,9 +13,9 @@
 #include "src/common/checked_math.h"
 #include "src/common/file_open.h"
 #include "src/common/status_macros.h"
+#include "src/pipeline/batch_row_store.h"
 #include "src/pipeline/chunked_source.h"
 #include "src/pipeline/crc32c.h"
-#include "src/pipeline/row_store.h"
 
 namespace recsdk {
 namespace internal {
@@ -317,7 +317,7 @@ StatusOr<int64_t> ConvertToRecordFile(Dataset& source, const std::string& path,
     return s;
   };
   auto write = [&](const void* p, size_t n) { return std::fwrite(p, 1, n, f) == n; };
-  RowStore store;
+  BatchRowStore store;
   std::vector<ColumnLayout> layout;
   int64_t total = 0;
   const std::string zeros(kAlign, '\0');

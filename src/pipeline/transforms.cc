@@ -13,7 +13,7 @@
 #include "src/common/hash.h"
 #include "src/common/random.h"
 #include "src/common/status_macros.h"
-#include "src/pipeline/row_store.h"
+#include "src/pipeline/batch_row_store.h"
 
 namespace recsdk {
 namespace internal {
@@ -74,7 +74,7 @@ class ShardDataset final : public WrappingDataset {
  private:
   const int64_t size_, id_;
   int64_t row_ = 0;
-  RowStore store_;
+  BatchRowStore store_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -149,7 +149,7 @@ class ShuffleDataset final : public WrappingDataset {
   int64_t epoch_ = 0;
   PhiloxStream rng_{0, 0};
   bool input_done_ = false;
-  RowStore pool_, out_;
+  BatchRowStore pool_, out_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -237,7 +237,7 @@ class BatchRowsDataset final : public WrappingDataset {
   Batch pending_;
   int64_t offset_ = 0;
   bool done_ = false;
-  RowStore store_;
+  BatchRowStore store_;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-// row_store.cc: see row_store.h. Not thread-safe.
-#include "src/pipeline/row_store.h"
+// batch_row_store.cc: see batch_row_store.h. Not thread-safe.
+#include "src/pipeline/batch_row_store.h"
 
 #include <algorithm>
 #include <cstring>
@@ -15,7 +15,7 @@ Shape RowShape(const Tensor& t) {
 }
 }  // namespace
 
-void RowStore::Init(const Batch& like) {
+void BatchRowStore::Init(const Batch& like) {
   cols_.clear();
   for (const auto& [name, t] : like.columns()) {
     Shape rs = RowShape(t);
@@ -27,7 +27,7 @@ void RowStore::Init(const Batch& like) {
   initialized_ = true;
 }
 
-Status RowStore::CheckLayout(const Batch& batch) const {
+Status BatchRowStore::CheckLayout(const Batch& batch) const {
   const auto& cs = batch.columns();
   bool ok = cs.size() == cols_.size();
   for (size_t i = 0; ok && i < cs.size(); ++i) {
@@ -50,15 +50,15 @@ Status RowStore::CheckLayout(const Batch& batch) const {
   return absl::OkStatus();
 }
 
-void RowStore::Grow(int64_t rows) {
+void BatchRowStore::Grow(int64_t rows) {
   if (rows <= capacity_) return;
   capacity_ = std::max<int64_t>(rows, capacity_ * 2);
   for (Col& c : cols_) c.data.resize(static_cast<size_t>(capacity_) * c.row_bytes);
 }
 
-void RowStore::Reserve(int64_t rows) { Grow(rows); }
+void BatchRowStore::Reserve(int64_t rows) { Grow(rows); }
 
-void RowStore::AppendRows(const Batch& batch, int64_t begin, int64_t end) {
+void BatchRowStore::AppendRows(const Batch& batch, int64_t begin, int64_t end) {
   if (end <= begin) return;
   Grow(size_ + (end - begin));
   const auto& cs = batch.columns();
@@ -71,7 +71,7 @@ void RowStore::AppendRows(const Batch& batch, int64_t begin, int64_t end) {
   size_ += end - begin;
 }
 
-void RowStore::SetRow(int64_t i, const Batch& batch, int64_t r) {
+void BatchRowStore::SetRow(int64_t i, const Batch& batch, int64_t r) {
   const auto& cs = batch.columns();
   for (size_t k = 0; k < cols_.size(); ++k) {
     Col& c = cols_[k];
@@ -81,7 +81,7 @@ void RowStore::SetRow(int64_t i, const Batch& batch, int64_t r) {
   }
 }
 
-void RowStore::AppendFrom(const RowStore& other, int64_t i) {
+void BatchRowStore::AppendFrom(const BatchRowStore& other, int64_t i) {
   Grow(size_ + 1);
   for (size_t k = 0; k < cols_.size(); ++k) {
     Col& c = cols_[k];
@@ -92,7 +92,7 @@ void RowStore::AppendFrom(const RowStore& other, int64_t i) {
   ++size_;
 }
 
-void RowStore::SwapRows(int64_t i, int64_t j) {
+void BatchRowStore::SwapRows(int64_t i, int64_t j) {
   if (i == j) return;
   for (Col& c : cols_) {
     char* a = c.data.data() + i * c.row_bytes;
@@ -101,7 +101,7 @@ void RowStore::SwapRows(int64_t i, int64_t j) {
   }
 }
 
-Batch RowStore::TakeBatch(int64_t padded_rows) {
+Batch BatchRowStore::TakeBatch(int64_t padded_rows) {
   const int64_t rows = std::max(size_, padded_rows);
   Batch out;
   for (const Col& c : cols_) {

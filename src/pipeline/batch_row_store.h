@@ -1,7 +1,8 @@
-// row_store.h: a growable columnar store of rows with the column layout of a Batch, used by the
-// row-level transforms (Shard, Shuffle, BatchRows) to copy rows between batches. Not thread-safe.
-#ifndef RECSDK_PIPELINE_ROW_STORE_H_
-#define RECSDK_PIPELINE_ROW_STORE_H_
+// batch_row_store.h: a growable columnar store of rows with the column layout of a Batch, used by
+// the row-level transforms (Shard, Shuffle, BatchRows) to copy rows between batches. Not
+// thread-safe.
+#ifndef RECSDK_PIPELINE_BATCH_ROW_STORE_H_
+#define RECSDK_PIPELINE_BATCH_ROW_STORE_H_
 
 #include <cstdint>
 #include <string>
@@ -11,9 +12,9 @@
 
 namespace recsdk::internal {
 
-class RowStore {
+class BatchRowStore {
  public:
-  RowStore() = default;
+  BatchRowStore() = default;
   // Init takes the column layout (names, dtypes, per-row shapes) of `like`; drops all rows.
   void Init(const Batch& like);
   bool initialized() const { return initialized_; }
@@ -30,7 +31,7 @@ class RowStore {
   // SetRow overwrites row i with row r of `batch`.
   void SetRow(int64_t i, const Batch& batch, int64_t r);
   // AppendFrom copies row i of `other` (same layout) to the end.
-  void AppendFrom(const RowStore& other, int64_t i);
+  void AppendFrom(const BatchRowStore& other, int64_t i);
   // SwapRows exchanges rows i and j.
   void SwapRows(int64_t i, int64_t j);
   // ToBatch builds a Batch of the first `size()` rows, padded with zero rows to `padded_rows`
@@ -55,4 +56,4 @@ class RowStore {
 
 }  // namespace recsdk::internal
 
-#endif  // RECSDK_PIPELINE_ROW_STORE_H_
+#endif  // RECSDK_PIPELINE_BATCH_ROW_STORE_H_
