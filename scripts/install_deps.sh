@@ -14,6 +14,8 @@ packages=(
   # scripts/fuzz.sh (run by scripts/test.sh): clang and its libFuzzer runtime
   # (libclang_rt.fuzzer-x86_64.a, shipped by libclang-rt-<N>-dev, which clang only recommends).
   clang libclang-rt-dev
+  # lld links the sanitizer build's ~70 test binaries 2-3x faster than GNU ld (scripts/fuzz.sh).
+  lld
   # tests/estimator/summary_writer_test.cc decodes TensorBoard event files with real protobuf.
   python3-protobuf
 )

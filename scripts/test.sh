@@ -42,8 +42,11 @@ if [ "${RECSDK_SKIP_TSAN:-0}" != "1" ]; then
   stage "ThreadSanitizer build, label tsan (pipeline threads, key stage, inter-op parallelism)"
   # Only the tests labelled tsan (RECSDK_TSAN_TESTS in tests/CMakeLists.txt) and what they link
   # are built. oneTBB is not instrumented: tests/tsan_suppressions.txt says why each entry is there.
+  # A unity build of the library (its -O1 compile is mostly headers) and the tests' own code
+  # at -O0 (RECSDK_TEST_OPT): the time a test runs is the library's.
   cmake -S . -B build-tsan "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
-    -DRECSDK_TSAN=ON -DRECSDK_WERROR=ON -DRECSDK_BUILD_BENCHMARKS=OFF -DRECSDK_BUILD_SAMPLES=OFF >/dev/null
+    -DRECSDK_TSAN=ON -DRECSDK_WERROR=ON -DRECSDK_UNITY_BUILD=ON -DRECSDK_TEST_OPT=-O0 \
+    -DRECSDK_BUILD_BENCHMARKS=OFF -DRECSDK_BUILD_SAMPLES=OFF >/dev/null
   tsan_tests=$(sed -n 's/^set(RECSDK_TSAN_TESTS \([^)]*\))$/\1/p' tests/CMakeLists.txt)
   # shellcheck disable=SC2086
   cmake --build build-tsan -j "$jobs" --target $tsan_tests
@@ -63,7 +66,9 @@ if [ "$skip_sanitize" != "1" ] || [ "$skip_fuzz" != "1" ]; then
   [ "$skip_sanitize" = "1" ] && with_tests=0
   stage "clang ASan + UBSan build: label sanitize (unless skipped), then libFuzzer ${fuzz_seconds}s per reader"
   # One target per core: each runs its seconds of wall time, so 10 targets take 5 rounds on 2 cores.
+  # A unity build of the library and the tests' own code at -O0 (scripts/fuzz.sh says why).
   RECSDK_FUZZ_REQUIRE_CLANG=1 RECSDK_FUZZ_WITH_TESTS=$with_tests RECSDK_FUZZ_JOBS=${RECSDK_FUZZ_JOBS:-$jobs} \
+    RECSDK_FUZZ_UNITY=${RECSDK_FUZZ_UNITY:-ON} RECSDK_FUZZ_TEST_OPT=${RECSDK_FUZZ_TEST_OPT:--O0} \
     scripts/fuzz.sh "$fuzz_seconds"
 fi
 stage "all tests passed"

@@ -17,6 +17,7 @@
 #include "recsdk/export.h"
 #include "recsdk/initialize.h"
 #include "recsdk/pipeline.h"
+#include "src/common/clock.h"
 #include "src/common/status_macros.h"
 #include "src/device/resource_mgr.h"
 #include "src/session/table_ops.h"
@@ -24,11 +25,9 @@
 namespace recsdk {
 namespace {
 
-constexpr ModeKeys kModes[] = {ModeKeys::kTrain, ModeKeys::kEval, ModeKeys::kPredict};
+using internal::NowSeconds;
 
-double NowSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+constexpr ModeKeys kModes[] = {ModeKeys::kTrain, ModeKeys::kEval, ModeKeys::kPredict};
 
 // TrimRows: the first `rows` rows of a batch-major tensor (the real rows of a padded batch).
 Tensor TrimRows(const Tensor& t, int64_t rows) {

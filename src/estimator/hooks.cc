@@ -13,15 +13,14 @@
 #include "recsdk/checkpoint.h"
 #include "recsdk/embedding.h"
 #include "recsdk/pipeline.h"
+#include "src/common/clock.h"
 #include "src/common/logging.h"
 #include "src/common/status_macros.h"
 
 namespace recsdk {
 namespace {
 
-double NowSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using internal::NowSeconds;
 
 void Emit(const LogSink& sink, const std::string& line) {
   if (sink) {
