@@ -55,6 +55,19 @@ T JsonNumberOr(const nlohmann::json& obj, const char* field, T fallback) {
   return it == obj.end() ? fallback : JsonNumber<T>(*it);
 }
 
+// JsonEnum: an enum stored as its integer value, which must lie in [0, last] (the enum's
+// enumerators are 0..last); otherwise std::out_of_range naming the value, as JsonNumber.
+template <typename E>
+E JsonEnum(const nlohmann::json& j, E last) {
+  using U = std::underlying_type_t<E>;
+  const U v = JsonNumber<U>(j);
+  if (v < 0 || v > static_cast<U>(last)) {
+    throw std::out_of_range(
+        fmt::format("JSON value {} is not an enumerator in [0, {}]", v, static_cast<U>(last)));
+  }
+  return static_cast<E>(v);
+}
+
 }  // namespace recsdk::internal
 
 #endif  // RECSDK_COMMON_JSON_NUMBER_H_

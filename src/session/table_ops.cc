@@ -74,7 +74,7 @@ json InitializerToJson(const Initializer& i) {
 
 Initializer InitializerFromJson(const json& j) {
   Initializer i;
-  i.kind = static_cast<Initializer::Kind>(JsonNumber<int32_t>(j.at("kind")));
+  i.kind = JsonEnum(j.at("kind"), Initializer::Kind::kGlorotNormal);
   i.value = j.at("value").get<double>();
   i.min = j.at("min").get<double>();
   i.max = j.at("max").get<double>();
@@ -165,7 +165,7 @@ StatusOr<SparseOptimizerConfig> OptimizerConfigFromJson(const std::string& text)
   if (j.is_discarded()) return absl::InvalidArgumentError("optimizer config attribute is not JSON");
   try {
     SparseOptimizerConfig o;
-    o.kind = static_cast<SparseOptimizerKind>(JsonNumber<int32_t>(j.at("kind")));
+    o.kind = JsonEnum(j.at("kind"), SparseOptimizerKind::kFTRL);
     o.learning_rate = JsonNumber<float>(j.at("learning_rate"));
     o.weight_decay = JsonNumber<float>(j.at("weight_decay"));
     o.initial_accumulator_value = JsonNumber<float>(j.at("initial_accumulator_value"));

@@ -38,6 +38,7 @@
 #include "src/common/status_macros.h"
 #include "src/pipeline/crc32c.h"
 #include "src/pipeline/tfrecord.h"
+#include "src/session/table_ops.h"
 #include "tests/pipeline/pipeline_test_util.h"
 
 namespace recsdk {
@@ -181,6 +182,26 @@ std::vector<BadInput> Cases() {
                },
                C::kInvalidArgument,
                {"table \"t\"", "9223372036854775807 + 9223372036854775807 + 3", "4294967293"}});
+  // Before: the integer was cast to the enum unchecked and parsing succeeded; only the table's
+  // own Validate, later, refused the kind, without naming the graph attribute it came from.
+  v.push_back({"graph_json/table_optimizer_kind_out_of_range",
+               [](const TestDir&) {
+                 nlohmann::json j = nlohmann::json::parse(
+                     internal::OptimizerConfigToJson(SparseOptimizerConfig::SGD(0.1f)));
+                 j["kind"] = 99;
+                 return internal::OptimizerConfigFromJson(j.dump()).status();
+               },
+               C::kInvalidArgument,
+               {"optimizer config attribute", "99", "[0, 6]"}});
+  v.push_back({"graph_json/table_initializer_kind_out_of_range",
+               [](const TestDir&) {
+                 nlohmann::json j =
+                     nlohmann::json::parse(internal::TableConfigToJson(SmallTable()));
+                 j["initializer"]["kind"] = -1;
+                 return internal::TableConfigFromJson(j.dump()).status();
+               },
+               C::kInvalidArgument,
+               {"-1", "[0, 5]"}});
   // Before: the shape's byte count wrapped to 0 and matched the empty data: a [2^32, 2^32]
   // constant loaded with no values.
   v.push_back({"graph_json/tensor_shape_bytes_wrap",
