@@ -2,14 +2,20 @@
 // and the MatMul op through a Session) against Eigen called directly. This file is compiled with
 // -march=native so the Eigen baseline is Eigen at its best on this machine, not a baseline build.
 // Counter vs_eigen = kernel GFLOP/s / Eigen GFLOP/s, both single-threaded, measured in one run.
+// BM_DlrmGemm: every multiply of the DLRM step (batch 4096; forward, input and weight gradients)
+// through ParallelSgemm on each backend against the kernel as it was before (Eigen split into row
+// blocks of >= 32 rows, so the weights were packed once per block): vs_old = old time / new time.
 #include <benchmark/benchmark.h>
 
 #include <Eigen/Core>
 #include <chrono>
 #include <random>
 
+#include "oneapi/tbb/parallel_for.h"
+#include "oneapi/tbb/task_arena.h"
 #include "recsdk/recsdk.h"
 #include "src/device/cpu/fast_kernels.h"
+#include "src/device/cpu/gemm.h"
 
 namespace {
 
@@ -89,6 +95,78 @@ BENCHMARK(BM_MatMulOpVsEigen)
     ->Args({1024, 2})
     ->Iterations(3)
     ->Unit(benchmark::kMillisecond);
+
+// The MatMul kernel before gemm.cc: Eigen over row blocks of max(32, m/16) rows.
+void OldGemm(int64_t m, int64_t n, int64_t k, const float* a, bool ta, const float* b, bool tb,
+             float* c) {
+  const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+  const auto& fast = recsdk::internal::Fast();
+  if (2.0 * m * n * k < 4e6 || m < 64) {
+    fast.sgemm(m, n, k, a, lda, ta, b, ldb, tb, c, n);
+    return;
+  }
+  const int64_t block = std::max<int64_t>(32, (m + 15) / 16 / 8 * 8);
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, m, block), [&](const auto& r) {
+    const float* ab = ta ? a + r.begin() : a + r.begin() * lda;
+    fast.sgemm(r.end() - r.begin(), n, k, ab, lda, ta, b, ldb, tb, c + r.begin() * n, n);
+  });
+}
+
+struct DlrmShape {
+  int64_t m, n, k;
+  bool ta, tb;
+};
+// Bottom MLP 13-512-256-16 and top MLP 367-512-256-1 at batch 4096: forward (x W), input
+// gradient (dy W^T) and weight gradient (x^T dy) of each layer.
+const DlrmShape kDlrmShapes[] = {
+    {4096, 512, 13, false, false},  {4096, 256, 512, false, false}, {4096, 16, 256, false, false},
+    {4096, 512, 367, false, false}, {4096, 256, 512, false, false}, {4096, 1, 256, false, false},
+    {4096, 512, 256, false, true},  {4096, 256, 16, false, true},   {4096, 367, 512, false, true},
+    {4096, 512, 256, false, true},  {4096, 256, 1, false, true},    {13, 512, 4096, true, false},
+    {512, 256, 4096, true, false},  {256, 16, 4096, true, false},   {367, 512, 4096, true, false},
+    {512, 256, 4096, true, false},  {256, 1, 4096, true, false},
+};
+
+void BM_DlrmGemm(benchmark::State& state) {
+  using recsdk::internal::GemmBackend;
+  const int threads = static_cast<int>(state.range(0));
+  std::vector<Mat> as, bs, cs;
+  double flops = 0;
+  for (const DlrmShape& s : kDlrmShapes) {
+    as.push_back(Mat::Random(s.ta ? s.k : s.m, s.ta ? s.m : s.k));
+    bs.push_back(Mat::Random(s.tb ? s.n : s.k, s.tb ? s.k : s.n));
+    cs.push_back(Mat(s.m, s.n));
+    flops += 2.0 * s.m * s.n * s.k;
+  }
+  tbb::task_arena arena(threads);
+  auto step = [&](int which) {
+    arena.execute([&] {
+      for (size_t i = 0; i < std::size(kDlrmShapes); ++i) {
+        const DlrmShape& s = kDlrmShapes[i];
+        if (which == 0) {
+          OldGemm(s.m, s.n, s.k, as[i].data(), s.ta, bs[i].data(), s.tb, cs[i].data());
+        } else {
+          recsdk::internal::ParallelSgemm(which == 1 ? GemmBackend::kEigen : GemmBackend::kOneDnn,
+                                          s.m, s.n, s.k, as[i].data(), s.ta, bs[i].data(), s.tb,
+                                          cs[i].data());
+        }
+      }
+    });
+  };
+  double t[3] = {0, 0, 0};
+  for (auto _ : state) {
+    for (int which = 0; which < 3; ++which) t[which] += SecondsPerCall([&] { step(which); }, 3);
+  }
+  const double it = static_cast<double>(state.iterations());
+  state.counters["old_GFLOPs"] = flops / (t[0] / it) / 1e9;
+  state.counters["eigen_GFLOPs"] = flops / (t[1] / it) / 1e9;
+  state.counters["onednn_GFLOPs"] = flops / (t[2] / it) / 1e9;
+  state.counters["eigen_vs_old"] = t[0] / t[1];
+  state.counters["onednn_vs_old"] = t[0] / t[2];
+  state.SetLabel(recsdk::internal::OneDnnAvailable() ? "onednn loaded"
+                                                     : "onednn missing: eigen twice");
+}
+BENCHMARK(BM_DlrmGemm)->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

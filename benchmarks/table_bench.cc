@@ -192,7 +192,10 @@ void BM_Lookup(benchmark::State& state) {
       break;
     }
     const auto tb = Clock::now();
-    f.table->GatherRestored(row_ids, d.restore_index, out.data());
+    if (!f.table->GatherRestored(row_ids, d.restore_index, absl::MakeSpan(out)).ok()) {
+      state.SkipWithError("gather failed");
+      break;
+    }
     benchmark::ClobberMemory();
     const auto t2 = Clock::now();
     t_dedup += Seconds(t1, ta);
@@ -303,11 +306,19 @@ void BM_Update(benchmark::State& state) {
                    out.data());
     benchmark::ClobberMemory();
     const auto t1 = Clock::now();
-    AggregateGradients(dedup[b].restore_index, grads.data(), dim,
-                       static_cast<int64_t>(dedup[b].unique_keys.size()), summed.data());
+    const size_t nu = dedup[b].unique_keys.size();
+    const auto sums = absl::MakeSpan(summed).first(nu * static_cast<size_t>(dim));
+    if (!AggregateGradients(dedup[b].restore_index, grads, dim, static_cast<int64_t>(nu), sums)
+             .ok()) {
+      state.SkipWithError("aggregate failed");
+      break;
+    }
     const auto ta = Clock::now();
     t_agg += Seconds(t1, ta);
-    f.table->ApplyGradients(row_ids[b], summed.data(), batch);
+    if (!f.table->ApplyGradients(row_ids[b], sums, batch).ok()) {
+      state.SkipWithError("update failed");
+      break;
+    }
     benchmark::ClobberMemory();
     const auto t2 = Clock::now();
     t_roof += Seconds(t0, t1);

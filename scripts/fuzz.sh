@@ -8,6 +8,10 @@
 #   RECSDK_FUZZ_REQUIRE_CLANG=1 scripts/fuzz.sh    fail, instead of skipping, when clang is absent
 #   RECSDK_FUZZ_JOBS=N                             run N targets at once (default 1; a bigger
 #                                                  machine runs them all in parallel)
+#   RECSDK_FUZZ_WITH_TESTS=1 scripts/fuzz.sh       also build the test suite in the same tree and
+#                                                  run its label "sanitize" (ASan + UBSan) before
+#                                                  fuzzing: CI's one sanitizer build serves both
+#   scripts/fuzz.sh 0                              build (and test) only; no fuzzing
 # Without RECSDK_FUZZ_REQUIRE_CLANG it exits 0, saying so, when clang is absent. A crash, a
 # sanitizer report or a failed build exits non-zero. Needs clang and the libFuzzer runtime
 # (Debian: clang and libclang-rt-dev, which scripts/install_deps.sh installs).
@@ -34,15 +38,30 @@ if [[ -z "${cc}" || -z "${cxx}" ]]; then
   exit 0
 fi
 all_targets=(tfrecord_fuzz record_file_fuzz criteo_fuzz delimited_fuzz npy_fuzz table_restore_fuzz
-  graph_json_fuzz config_json_fuzz)
+  graph_json_fuzz config_json_fuzz checkpoint_fuzz predictor_fuzz)
 read -r -a targets <<<"${RECSDK_FUZZ_TARGETS:-${all_targets[*]}}"
 jobs="${RECSDK_FUZZ_JOBS:-1}"
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
+# Debug at -O1 with line tables: RECSDK_DCHECKs on (an internal invariant a fuzzer breaks is a
+# crash), stack traces with lines, and a compile that fits CI on 2 cores.
 CC="${cc}" CXX="${cxx}" cmake -S "${root}" -B "${build}" "${generator[@]}" \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRECSDK_PIPELINE_FUZZ=ON -DRECSDK_WERROR=OFF \
+  -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" \
+  -DRECSDK_PIPELINE_FUZZ=ON -DRECSDK_WERROR=OFF \
   -DRECSDK_BUILD_BENCHMARKS=OFF -DRECSDK_BUILD_SAMPLES=OFF >/dev/null
-cmake --build "${build}" -j "$(nproc)" --target "${targets[@]}" fuzz_make_seeds
+if [[ "${RECSDK_FUZZ_WITH_TESTS:-0}" == "1" ]]; then
+  # Everything: the tests and the fuzz targets (benchmarks and samples are off above).
+  cmake --build "${build}" -j "$(nproc)"
+  echo "fuzz.sh: the test suite under ASan + UBSan (clang), label sanitize"
+  (cd "${build}" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest -L sanitize -LE "slow|mpi|soak" --output-on-failure -j "$(nproc)" --timeout 900)
+else
+  cmake --build "${build}" -j "$(nproc)" --target "${targets[@]}" fuzz_make_seeds
+fi
+if [[ "${seconds}" == "0" ]]; then
+  echo "fuzz.sh: built; 0 seconds asked, so no fuzzing"
+  exit 0
+fi
 rm -rf "${build}/fuzz-seeds"
 ASAN_OPTIONS=detect_leaks=0 "${build}/tests/fuzz/fuzz_make_seeds" "${build}/fuzz-seeds"
 mkdir -p "${build}/fuzz-artifacts"

@@ -8,6 +8,9 @@ packages=(
   libeigen3-dev libtbb-dev libabsl-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
+  # oneDNN's sgemm, loaded at run time by src/device/cpu/gemm.cc when present (1.3-1.6x the Eigen
+  # kernel on the DLRM shapes); without it the Eigen kernel runs.
+  libdnnl2
   # scripts/fuzz.sh (run by scripts/test.sh): clang and its libFuzzer runtime
   # (libclang_rt.fuzzer-x86_64.a, shipped by libclang-rt-<N>-dev, which clang only recommends).
   clang libclang-rt-dev

@@ -5,6 +5,8 @@
 // every payload with its size and CRC32C, and a CRC32C of the manifest itself) and .npy payloads:
 // every dense variable (optimizer slots and global_step included) and, for every table with
 // is_save, its keys, rows (embedding + optimizer slots), timestamps and pending admission counts.
+// The manifest also holds the session's RNG state (its run count, Session::SetRunCount) and, with
+// a key stage attached, the dataset position (batches consumed).
 // A `checkpoint` index file in model_dir names the latest checkpoint and the kept ones. Files are
 // written under a temporary name, synced, renamed, and only then the index is updated, so a crash
 // at any point leaves the previous checkpoint as the latest. docs/checkpoint-format.md describes
@@ -25,6 +27,8 @@
 #include "recsdk/table.h"
 
 namespace recsdk {
+
+class KeyStage;
 
 namespace internal {
 class Env;
@@ -78,7 +82,8 @@ class Saver {
   [[nodiscard]] StatusOr<std::string> SaveDelta(int64_t global_step);
   // Restore: replaces the variables and tables (with is_save) by those of `checkpoint` (a
   // directory path, or a name "ckpt-<step>" in model_dir); "" takes restore_model_version, or
-  // else the latest in the index. Logs which one it restored; returns its step. Everything is
+  // else the latest in the index, and sets the session's RNG state (Session::SetRunCount) to
+  // the saved one. Logs which one it restored; returns its step. Everything is
   // read and verified before anything changes. NotFound when model_dir has no checkpoint;
   // DataLoss naming the file for a truncated, corrupt or missing manifest, payload or index;
   // FailedPrecondition naming the table or variable and both values when dims, key dtype,
@@ -90,6 +95,17 @@ class Saver {
   // WaitForWrites: waits for the background write of the last save (async_write) and returns
   // its status; OK when there is none. The destructor waits too (and logs an error).
   [[nodiscard]] Status WaitForWrites();
+
+  // AttachKeyStage: the training key stage feeding the session (null detaches). A training
+  // stage changes the tables for the batches it prepares ahead of the step, so while one is
+  // attached, Save and SaveDelta are FailedPrecondition unless stage->Quiescent() (call
+  // KeyStage::Quiesce, keep training until Quiescent(), then save; CheckpointSaverHook does
+  // this), and each checkpoint records stage->batches_consumed(), the dataset position a resumed
+  // run starts from (KeyStageOptions::start_batch). The stage must outlive the attachment.
+  void AttachKeyStage(KeyStage* stage);
+  // restored_dataset_batches: the batches_consumed recorded by the checkpoint the last Restore
+  // read; -1 when it recorded none (no key stage was attached) or nothing was restored.
+  int64_t restored_dataset_batches() const;
 
   // Internal machinery; not part of the API.
   struct Impl;

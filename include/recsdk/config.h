@@ -97,12 +97,16 @@ struct SessionConfig {
 
   // precision_mode: "" (None) or "allow_fp32_to_fp16" (default: an op without a float32 kernel
   // runs in float16; every CPU op has one, so nothing changes precision), "must_keep_origin_dtype"
-  // (never change precision), "force_fp16" or "allow_mix_precision" (rejected: the low-precision
-  // kernels are not built yet).
+  // (never change precision), "allow_mix_precision" or "force_fp16": the session pass
+  // "mixed_precision" runs every float32 MatMul/BatchMatMul (forward and backward) as a bfloat16
+  // product with float32 accumulation (AVX-512 BF16), keeping master weights, optimizer state,
+  // reductions, losses and other sensitive ops in float32 (src/session/passes/mixed_precision.cc
+  // says why force_fp16 and float16 mean the same rewrite on CPU). Pair it with a loss-scale
+  // optimizer (optimizers.h) if gradients underflow.
   std::string precision_mode;
   // precision_mode_v2: "" (unset, default; precision_mode applies), "origin" (keep every dtype),
-  // "fp16", "mixed_float16", "mixed_bfloat16", "cube_fp16in_fp32out" (rejected like force_fp16).
-  // Set at most one of precision_mode and precision_mode_v2.
+  // or "fp16", "mixed_float16", "mixed_bfloat16", "cube_fp16in_fp32out" (the mixed_precision
+  // pass, as above). Set at most one of precision_mode and precision_mode_v2.
   std::string precision_mode_v2;
   // enable_reduce_precision: not supported (spec); true is an error.
   bool enable_reduce_precision = false;
@@ -120,7 +124,8 @@ struct SessionConfig {
   bool variable_format_optimize = true;
 
   // enable_scope_fusion_passes: comma-separated names of optional fusion passes to run. Default
-  // "". No optional fusion pass is registered yet; a name is an error listing the registered ones.
+  // "". Known: "fuse_dense" (MatMul + BiasAdd (+ Relu) as one FusedDense node); any other name is
+  // an error listing the known ones.
   std::string enable_scope_fusion_passes;
 
   // auto_tune_mode: "" (default, off) or a comma list of "RL", "GA". Tuning is not built; a

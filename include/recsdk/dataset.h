@@ -65,7 +65,8 @@ class Batch {
   const Tensor* mask() const { return column("mask"); }
 
   // Slice shares rows [begin, end) of every column (zero-copy); num_valid is clipped.
-  Batch Slice(int64_t begin, int64_t end) const;
+  // InvalidArgument naming the range when it is not inside [0, num_rows()].
+  StatusOr<Batch> Slice(int64_t begin, int64_t end) const;
   std::string DebugString() const;
 
  private:
@@ -127,6 +128,14 @@ class Dataset {
   [[nodiscard]] virtual Status Reset() = 0;
   // malformed_counts: what the source(s) under this dataset skipped so far. Thread-safe.
   virtual MalformedCounts malformed_counts() const = 0;
+  // SkipBatches: moves past the next `n` (>= 0) batches as if GetNext had returned them: a
+  // checkpoint records how many batches training consumed, and a resumed run skips them (see
+  // KeyStageOptions::start_batch). Returns how many were skipped (fewer at the end of the
+  // stream). The default reads and discards them, which lands exactly where an uninterrupted run
+  // would be for every deterministic pipeline (shuffles with a seed included), at the cost of
+  // reading them. Sources that can seek override it in O(1): InMemoryDataset,
+  // InMemoryDatasetFromBatches and SyntheticDataset. InvalidArgument for n < 0.
+  virtual StatusOr<int64_t> SkipBatches(int64_t n);
 
  protected:
   Dataset() = default;

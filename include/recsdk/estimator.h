@@ -97,6 +97,15 @@ struct EstimatorOptions {
   std::vector<std::string> label_columns = {"label"};
   // key_stage: options of the key stages the Estimator starts (the channel is set per call).
   KeyStageOptions key_stage;
+  // resume_input_position: training continues the input where it stopped, as TensorFlow's
+  // CheckpointInputPipelineHook does. Each Train (and TrainAndEvaluate) skips the batches its
+  // input_fn's dataset already gave: after a restore, the dataset position the checkpoint
+  // recorded (Saver::restored_dataset_batches); after a Train in this process, where that call's
+  // training stopped. The skip is KeyStageOptions::start_batch (Dataset::SkipBatches: O(1) for
+  // the in-memory and synthetic datasets, else read and discarded). Only for an input_fn that
+  // gives the same data in the same order each call; with new data it would silently skip its
+  // first batches. Default false: each call starts its input at batch 0 (key_stage.start_batch).
+  bool resume_input_position = false;
   // log: where the Estimator's own lines go (progress, evaluation results); default stdout.
   std::FILE* log = nullptr;
   // terminal: force the progress line mode (default: isatty of `log`).

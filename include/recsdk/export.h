@@ -4,7 +4,8 @@
 // ExportSavedModel writes export_dir/ with: graph.json, the inference graph (only the nodes the
 // serving outputs need from the serving inputs: no gradient, optimizer or update ops; every
 // sparse lookup read-only, so unknown or not-admitted keys read the table's
-// serving_default_value and nothing is inserted); the dense weights and the tables' embeddings
+// serving_default_value and nothing is inserted; lookups ModifyGraph moved to the key stage run
+// in the served graph again, fed by the raw id columns, since a Predictor has no key stage); the dense weights and the tables' embeddings
 // (without optimizer slots) as .npy payloads with a CRC32C manifest (docs/checkpoint-format.md);
 // and serving.json, the serving inputs (name, dtype, shape) and outputs. A Predictor loads the
 // bundle into its own Session (no training code runs) and returns, for the same inputs, the same
@@ -38,9 +39,7 @@ struct ServingSignature {
 // ExportSavedModel: writes the bundle to `export_dir`, which must not exist yet (or be empty);
 // it is written under a temporary name and renamed, so a crash never leaves a half bundle.
 // InvalidArgument for an empty signature, an unknown tensor, an input that is not a placeholder,
-// or an output that depends on a placeholder the inputs do not list; Unimplemented for lookups
-// moved to the key stage (ModifyGraph): export the graph built without modify_graph;
-// FailedPrecondition when a variable is not initialised or export_dir is not empty.
+// or an output that depends on a placeholder the inputs do not list; FailedPrecondition when a variable is not initialised or export_dir is not empty.
 [[nodiscard]] Status ExportSavedModel(Session& session, const std::string& export_dir,
                                       const ServingSignature& signature);
 

@@ -309,8 +309,17 @@ class ProgressHook final : public SessionRunHook {
 // CheckpointSaverHook: saves a full checkpoint (Saver, checkpoint.h) of the session into
 // model_dir every `save_steps` global steps or `save_secs` seconds (at most one > 0; both <= 0:
 // only at End), and at End unless the last step was just saved. With is_incremental_checkpoint
-// and save_delta_checkpoints_secs > 0, a delta checkpoint (SaveDelta) every that many seconds
-// between full ones. AfterCreateSession makes the Saver (InvalidArgument for bad options).
+// and save_delta_checkpoints_secs > 0, a delta checkpoint (SaveDelta) when that many seconds have
+// passed since the last checkpoint of either kind; the first checkpoint of a run is always full
+// (a delta needs one to build on), so a delta that falls due before any full one saves a full
+// one instead. Times are taken after each step, so a save happens at the first step end at or
+// past its due time. With a training key stage (SessionRunContext::key_stage), a due save first
+// quiesces the stage (KeyStage::Quiesce) and happens at the first step end where it is
+// Quiescent, so every checkpoint is one consistent moment and records the dataset position.
+// Steps known in advance (save_steps, last_step) are planned: the stage reads no batch past them,
+// so those saves cost no pause. Only a final checkpoint at End whose step was not known (no
+// last_step, data not exhausted) cannot wait, and says so in the log.
+// AfterCreateSession makes the Saver (InvalidArgument for bad options).
 struct CheckpointSaverOptions {
   std::string model_dir;
   int64_t save_steps = 0;
@@ -321,6 +330,14 @@ struct CheckpointSaverOptions {
   // log: one line per checkpoint written ("saved checkpoint <dir>") through `sink`.
   bool log = false;
   LogSink sink;
+  // last_step: the global step training stops at, when known (-1, the default: unknown). With a
+  // key stage, the stage then reads no batch past it, so the final checkpoint at End is one
+  // consistent moment too (the Estimator sets it).
+  int64_t last_step = -1;
+  // clock: seconds on a monotonic clock, read once per step and per save. Null (default): the
+  // process's steady clock. Tests give a fake one to drive save_secs and
+  // save_delta_checkpoints_secs without sleeping.
+  std::function<double()> clock;
 };
 class CheckpointSaverHook final : public SessionRunHook {
  public:
@@ -334,8 +351,12 @@ class CheckpointSaverHook final : public SessionRunHook {
   const std::vector<std::string>& saved() const { return saved_; }
 
  private:
+  enum class Due { kNone, kDelta, kFull };
   Status SaveAt(int64_t step, bool delta);
+  double Now() const;
   CheckpointSaverOptions options_;
+  KeyStage* key_stage_ = nullptr;  // attached to saver_
+  Due pending_ = Due::kNone;       // a save waiting for the key stage to be Quiescent
   std::unique_ptr<Saver> saver_;
   int64_t last_saved_step_ = -1;
   int64_t last_step_ = -1;

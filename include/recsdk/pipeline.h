@@ -90,6 +90,10 @@ struct KeyStageOptions {
   // pipeline_e2e_bench.cc). 0 keeps the caller's priority. Ignored where threads have no nice
   // value (non-Linux).
   int worker_nice = 10;
+  // start_batch: batches of the dataset to skip before the first one (Dataset::SkipBatches), so
+  // a resumed run continues where its checkpoint was taken: pass
+  // Saver::restored_dataset_batches(). >= 0. Default 0.
+  int64_t start_batch = 0;
 };
 
 // KeyStage: the running pipeline of one Session and one Dataset.
@@ -117,8 +121,36 @@ class KeyStage {
   // FailedPrecondition on an evaluation stage (eviction belongs to training).
   StatusOr<int64_t> AfterStep(EvictHook& hook, int64_t global_step);
 
+  // WaitForWindow: blocks until the stage has prepared every batch its window allows
+  // (prefetch_batches ahead of the training loop, or up to the end of the data); it then does no
+  // key work until the next Next. With SessionConfig::deterministic the window moves only at Next,
+  // so after it the tables hold exactly the keys of the batches before step +
+  // prefetch_batches: call it between a step and anything that reads or changes tables
+  // (set_threshold, eviction, checkpoints, evaluation) for bitwise-reproducible runs.
+  // MonitoredSession (and so the Estimator) calls it before the AfterRun hooks when deterministic
+  // is on. (Quiesce, below, is the checkpoint's pause: it stops reading ahead instead of filling
+  // the window.)
+  void WaitForWindow();
+
   // Stop: stops and joins the workers; later Next calls return false. Idempotent.
   void Stop();
+
+  // Quiesce: the workers read no further batch, so the tables stop changing ahead of the step
+  // (a training stage inserts keys and counts admissions for the batches it prepares). Once the
+  // training loop has consumed every batch already read, Quiescent() turns true: the tables then
+  // hold exactly the effects of the batches trained on, the one consistent moment a checkpoint
+  // needs (Saver::Save checks it; CheckpointSaverHook waits for it). The next Next call that
+  // needs an unread batch resumes reading. Never blocks; costs at most prefetch_batches steps
+  // without prefetching. With at_batches_consumed >= 0, reading stops there instead (or at once
+  // when the stage has read past it): a checkpoint planned for a known step (save_steps) then
+  // costs no prefetching at all. Thread-safe.
+  void Quiesce(int64_t at_batches_consumed = -1);
+  // Quiescent: Quiesce was called, batches_consumed() reached its limit (or the data ended) and
+  // no batch is being read, prepared, or waiting for Next.
+  bool Quiescent() const;
+  // batches_consumed: start_batch plus the batches Next has handed out: the dataset position a
+  // checkpoint records. Thread-safe.
+  int64_t batches_consumed() const;
 
   // keys_processed: ids the stage has deduplicated and resolved so far.
   int64_t keys_processed() const;

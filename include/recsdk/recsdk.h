@@ -16,6 +16,7 @@
 #include "recsdk/initialize.h"
 #include "recsdk/initializers.h"
 #include "recsdk/layers.h"
+#include "recsdk/loss_scale.h"
 #include "recsdk/metrics.h"
 #include "recsdk/observer.h"
 #include "recsdk/ops.h"

@@ -65,6 +65,11 @@ struct SessionStats {
   int64_t graph_peak_bytes = 0;
   int64_t variable_bytes_in_use = 0;
   int64_t steps = 0;  // Run calls that completed
+  // graph_cached_bytes: freed step buffers kept for reuse by the next steps (not in use).
+  int64_t graph_cached_bytes = 0;
+  // graph_fresh_allocations: step buffers taken from the system rather than reused, since the
+  // session started; a steady training loop stops adding to it after its first steps.
+  int64_t graph_fresh_allocations = 0;
 };
 
 class Session {
@@ -85,7 +90,8 @@ class Session {
   StatusOr<std::vector<Tensor>> Run(const FeedList& feeds, const std::vector<TensorName>& fetches,
                                     const std::vector<TensorName>& targets = {});
   // Run with per-run options (observers). With profiling_mode on, the session's profiler observes
-  // too and writes one Chrome trace per call (SessionConfig::profiling_dir).
+  // too and writes one Chrome trace per call (SessionConfig::profiling_dir) from a background
+  // thread; Close() waits until every trace is on disk and returns a failed write.
   Status Run(const RunOptions& options, const FeedList& feeds,
              const std::vector<TensorName>& fetches, const std::vector<TensorName>& targets,
              std::vector<Tensor>* outputs);
@@ -108,6 +114,11 @@ class Session {
   const Graph& graph() const;
   const SessionConfig& config() const;
   SessionStats stats() const;
+  // SetRunCount: sets the count of completed Run calls (SessionStats::steps). With the graph's
+  // seed and each op's seed it keys every random stream of a run (Dropout, RandomUniform, ...),
+  // so it is the session's RNG state: checkpoints save it and Saver::Restore sets it, and a
+  // resumed run draws the same numbers as an uninterrupted one. Not while a Run is in progress.
+  void SetRunCount(int64_t runs);
 
   // resource_mgr: the resources the session owns (variables, tables). Internal: used by
   // LookupTable (recsdk/embedding.h) and the key stage; not part of the API.

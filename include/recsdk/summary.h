@@ -18,20 +18,27 @@
 
 namespace recsdk {
 
+namespace internal {
+class Env;
+}  // namespace internal
+
 class SummaryWriter {
  public:
   // Create: makes `logdir` (and its parents) if needed and opens a new event file there, writing
   // the file_version event. A second writer in the same second gets a ".N" suffix rather than
-  // overwriting. InvalidArgument for an empty logdir; Internal naming the path when the
-  // directory or file cannot be created.
-  static StatusOr<std::unique_ptr<SummaryWriter>> Create(const std::string& logdir);
+  // overwriting. `env`: the file system (tests inject faults through it); null: the process's
+  // POSIX one. InvalidArgument for an empty logdir; the file system's error (PermissionDenied,
+  // FailedPrecondition for a file in the way, ...) naming the path when the directory or file
+  // cannot be created.
+  static StatusOr<std::unique_ptr<SummaryWriter>> Create(const std::string& logdir,
+                                                         internal::Env* env = nullptr);
   ~SummaryWriter();
   SummaryWriter(const SummaryWriter&) = delete;
   SummaryWriter& operator=(const SummaryWriter&) = delete;
 
   // AddScalar: one Event at `step` (wall time now) holding a simple_value summary named `tag`
-  // ("loss", "eval/auc_0"). Buffered until Flush. InvalidArgument for an empty tag;
-  // FailedPrecondition after Close; Internal when the write fails.
+  // ("loss", "eval/auc_0"). Buffered until Flush (or 64 KiB). InvalidArgument for an empty tag;
+  // FailedPrecondition after Close; the file system's error when a write fails.
   Status AddScalar(std::string_view tag, double value, int64_t step);
   // Flush: pushes buffered events to the file (TensorBoard sees them from then on).
   Status Flush();

@@ -132,8 +132,11 @@ void DedupKeys(absl::Span<const int32_t> keys, DedupResult* out);
 // AggregateGradients: out[u] = sum of grads[i] over the positions i with restore_index[i] == u,
 // for u < num_unique; grads is [restore_index.size(), dim], out is [num_unique, dim] (overwritten).
 // Repeated keys in a batch therefore update their row once with the summed gradient.
-void AggregateGradients(absl::Span<const uint32_t> restore_index, const float* grads, int dim,
-                        int64_t num_unique, float* out);
+// InvalidArgument (out untouched) when dim < 1, num_unique < 0, a span's size does not match, or
+// a restore index is num_unique or more.
+[[nodiscard]] Status AggregateGradients(absl::Span<const uint32_t> restore_index,
+                                        absl::Span<const float> grads, int dim, int64_t num_unique,
+                                        absl::Span<float> out);
 
 // UninitializedAllocator: std::allocator whose value-initialisation (vector::resize) leaves
 // trivial elements uninitialised. Snapshots resize their row buffers and overwrite every element
@@ -195,6 +198,21 @@ struct TableSnapshot {
   int64_t access_threshold = -1;
 };
 
+// SnapshotRowSink: receives the rows of EmbeddingTable::SnapshotToSink in pieces, so a
+// synchronous checkpoint writes them straight from the table through one small buffer instead of
+// copying every row into a snapshot first (twice the table's memory, and a large fresh buffer
+// whose pages the kernel must zero before the copy).
+class SnapshotRowSink {
+ public:
+  virtual ~SnapshotRowSink() = default;
+  // Begin: the snapshot without its rows (every other field filled, rows empty), before any
+  // Rows call. The reference is valid only during the call.
+  [[nodiscard]] virtual Status Begin(const TableSnapshot& snapshot) = 0;
+  // Rows: the next rows in key order, [rows.size() / (dim + num_slots), dim + num_slots]; the
+  // span is valid only during the call.
+  [[nodiscard]] virtual Status Rows(absl::Span<const float> rows) = 0;
+};
+
 // EmbeddingTable: one sparse table. Create with EmbeddingTable::Create.
 class EmbeddingTable {
  public:
@@ -251,38 +269,54 @@ class EmbeddingTable {
                                        absl::Span<const int64_t> timestamps, LookupMode mode,
                                        absl::Span<uint32_t> rows) = 0;
 
+  // The reads and updates below take row ids from Resolve (or sentinels). Each checks its
+  // arguments before touching memory and returns InvalidArgument naming the table, with nothing
+  // written, when an output or gradient span does not hold exactly the elements named, when a
+  // restore index is past unique_rows, or when a row id is not one of the table's rows. The checks
+  // are one pass over the 4-byte ids, small beside the 64-byte-plus rows they guard.
+  //
   // Gather: out[i, :] = embedding of rows[i] (out is [rows.size(), dim]).
-  virtual void Gather(absl::Span<const uint32_t> rows, float* out) const = 0;
+  [[nodiscard]] virtual Status Gather(absl::Span<const uint32_t> rows,
+                                      absl::Span<float> out) const = 0;
   // GatherRestored: out[i, :] = embedding of unique_rows[restore_index[i]]: the unpooled lookup
-  // result [batch * n, dim] from a dedup'ed batch.
-  virtual void GatherRestored(absl::Span<const uint32_t> unique_rows,
-                              absl::Span<const uint32_t> restore_index, float* out) const = 0;
+  // result [restore_index.size(), dim] from a dedup'ed batch.
+  [[nodiscard]] virtual Status GatherRestored(absl::Span<const uint32_t> unique_rows,
+                                              absl::Span<const uint32_t> restore_index,
+                                              absl::Span<float> out) const = 0;
   // GatherPooled: out[b, :] = combiner over j < n of the embedding of
-  // unique_rows[restore_index[b * n + j]]; restore_index.size() must be batch * n.
-  // InvalidArgument when it is not, when a restore index is past unique_rows, or when a row id is
-  // not one of the table's rows.
+  // unique_rows[restore_index[b * n + j]]; restore_index.size() must be batch * n and out
+  // [batch, dim].
   [[nodiscard]] virtual Status GatherPooled(absl::Span<const uint32_t> unique_rows,
                                             absl::Span<const uint32_t> restore_index, int64_t batch,
-                                            int64_t n, Combiner combiner, float* out) const = 0;
-  // PaddingMask: mask[i] = 0 where position i holds a padding key, else 1.
-  virtual void PaddingMask(absl::Span<const uint32_t> unique_rows,
-                           absl::Span<const uint32_t> restore_index, float* mask) const = 0;
+                                            int64_t n, Combiner combiner,
+                                            absl::Span<float> out) const = 0;
+  // PaddingMask: mask[i] = 0 where position i holds a padding key, else 1
+  // (mask is [restore_index.size()]).
+  [[nodiscard]] virtual Status PaddingMask(absl::Span<const uint32_t> unique_rows,
+                                           absl::Span<const uint32_t> restore_index,
+                                           absl::Span<float> mask) const = 0;
 
   // ApplyGradients: one optimizer step on each row: summed_grads is [rows.size(), dim], one
   // aggregated gradient per unique row (see AggregateGradients); step is the 1-based global
-  // step (LazyAdam's bias correction). Sentinel rows are skipped. Each row must appear once.
-  virtual void ApplyGradients(absl::Span<const uint32_t> rows, const float* summed_grads,
-                              int64_t step) = 0;
+  // step (LazyAdam's bias correction). Sentinel rows are skipped. Each row must appear once
+  // (rows updated twice in one call race between threads; AggregateGradients sums them first).
+  [[nodiscard]] virtual Status ApplyGradients(absl::Span<const uint32_t> rows,
+                                              absl::Span<const float> summed_grads,
+                                              int64_t step) = 0;
   // RowAddresses: the address of each row's first float (nullptr for sentinels); stable until
   // the row is evicted. With a host tier the rows are device rows, and an address stays valid
   // while the batch whose Resolve returned the row is in flight (the rows of the last two
-  // Resolves, or of the key stage's batches not yet consumed, never move). The by-address optimizers and the LOCAL_EMB-style collections use them.
-  // InvalidArgument when the spans differ in size or a row id is not one of the table's rows.
+  // Resolves, or of the key stage's batches not yet consumed, never move). The by-address
+  // optimizers and the LOCAL_EMB-style collections use them. InvalidArgument when the spans differ
+  // in size or a row id is not one of the table's rows.
   [[nodiscard]] virtual Status RowAddresses(absl::Span<const uint32_t> rows,
                                             absl::Span<float*> addresses) = 0;
   // ApplyGradientsByAddress: ApplyGradients through addresses from RowAddresses; null skipped.
-  virtual void ApplyGradientsByAddress(absl::Span<float* const> addresses,
-                                       const float* summed_grads, int64_t step) = 0;
+  // InvalidArgument when summed_grads is not [addresses.size(), dim] or an address is not the
+  // start of one of this table's rows.
+  [[nodiscard]] virtual Status ApplyGradientsByAddress(absl::Span<float* const> addresses,
+                                                       absl::Span<const float> summed_grads,
+                                                       int64_t step) = 0;
 
   // EvictStale: evicts every key (row and admission count) last accessed at or before
   // data_time() - eviction_threshold; returns how many. FailedPrecondition without eviction.
@@ -331,6 +365,12 @@ class EmbeddingTable {
   // which must not break the delta chain of the checkpoints).
   enum class SnapshotKind { kFull, kDelta, kFullKeepTracking };
   [[nodiscard]] virtual StatusOr<TableSnapshot> Snapshot(SnapshotKind kind) = 0;
+  // SnapshotToSink: Snapshot, with the rows handed to `sink` (Begin, then Rows in key order, a
+  // few MiB at a time) instead of copied into the result, whose rows stay empty. The table is
+  // held as by Snapshot until it returns. An error from the sink stops the snapshot and is
+  // returned, and the change tracking is then left as it was, so the next delta stays complete.
+  [[nodiscard]] virtual StatusOr<TableSnapshot> SnapshotToSink(SnapshotKind kind,
+                                                               SnapshotRowSink& sink) = 0;
   // LoadSnapshot: replaces the contents with a kFull snapshot, or (kDelta) applies a delta on
   // top of the current contents: evicts its removed_keys, then writes its rows. Everything is
   // checked before anything changes, so on error the table is unchanged: FailedPrecondition when
@@ -338,6 +378,11 @@ class EmbeddingTable {
   // arrays, duplicate keys or keys outside an int32 table's range; ResourceExhausted when the
   // rows do not fit. Resets the change tracking. Exclusive access.
   [[nodiscard]] virtual Status LoadSnapshot(const TableSnapshot& snapshot) = 0;
+  // AdoptSnapshot: LoadSnapshot that may take the snapshot's row buffer instead of copying it. A
+  // full snapshot into a table without tiers moves the buffer's pages into the table's rows (no
+  // copy, and no fresh pages for the kernel to zero); the snapshot's rows then read as zeros, and
+  // its other fields are unchanged. Same checks, errors and guarantees as LoadSnapshot.
+  [[nodiscard]] virtual Status AdoptSnapshot(TableSnapshot&& snapshot) = 0;
 
   // Save / Restore of a single table moved to the checkpoint layer: SaveTable / RestoreTable in
   // recsdk/checkpoint.h (same directory layout as a checkpoint's table payloads, CRC32C-checked).

@@ -49,10 +49,21 @@ class Tensor {
  public:
   // An uninitialised tensor: dtype kInvalid, no buffer.
   Tensor() = default;
-  // A zero-filled host tensor. `shape` must be fully defined (asserted).
+  // A zero-filled host tensor. `shape` must be fully defined (asserted); a shape from a file or
+  // an untrusted caller goes through Create, which returns the mistake as a Status.
   Tensor(DType dtype, Shape shape);
-  // A tensor over an existing buffer that holds at least the shape's bytes (asserted).
+  // A tensor over an existing buffer that holds at least the shape's bytes (asserted; FromBuffer
+  // is the checked form).
   Tensor(DType dtype, Shape shape, std::shared_ptr<TensorBuffer> buffer, size_t offset = 0);
+
+  // Create: the checked form of Tensor(dtype, shape). InvalidArgument for an invalid dtype or a
+  // shape with unknown or negative dimensions; ResourceExhausted when the byte count overflows or
+  // the memory is not there.
+  static StatusOr<Tensor> Create(DType dtype, const Shape& shape);
+  // FromBuffer: the checked form of the buffer constructor: InvalidArgument when the buffer is
+  // null or smaller than offset + the shape's bytes.
+  static StatusOr<Tensor> FromBuffer(DType dtype, const Shape& shape,
+                                     std::shared_ptr<TensorBuffer> buffer, size_t offset = 0);
 
   // FromValues builds a host tensor; InvalidArgument when the value count differs from the shape.
   template <typename T>
@@ -100,8 +111,9 @@ class Tensor {
 
   // Reshape shares the buffer under a new shape with the same element count.
   StatusOr<Tensor> Reshape(const Shape& shape) const;
-  // Slice0 shares rows [begin, end) of dimension 0 (zero-copy); bounds are asserted.
-  Tensor Slice0(int64_t begin, int64_t end) const;
+  // SliceRows shares rows [begin, end) of dimension 0 (zero-copy); InvalidArgument naming the
+  // range and dimension 0 when the tensor is a scalar or the range is not inside [0, dim(0)].
+  StatusOr<Tensor> SliceRows(int64_t begin, int64_t end) const;
   // Copy makes a deep host copy.
   Tensor Copy() const;
 

@@ -21,11 +21,17 @@
 //   dlrm [--data FILE] [--batches N] [--batch B] [--optimizer sgd|adagrad] [--threads T]
 //        [--warmup W] [--windows K] [--window_steps S] [--loss_steps L] [--breakdown]
 //        [--interaction fused|composed] [--mode dlrm|embedding] [--write_data_only]
+//        [--precision_mode MODE]  (SessionConfig::precision_mode, e.g. allow_mix_precision)
+//        [--fusion PASSES]  (SessionConfig::enable_scope_fusion_passes; default "fuse_dense",
+//                            "none" for no fusion pass)
 // It prints one JSON line: samples/s (median of the timing windows after the warm-up), every
-// window's rate, the mean loss of the first batch and of the steps (loss_steps-4..loss_steps], and
+// window's rate, the mean loss of the first batch and of the steps (loss_steps-4..loss_steps], the
+// minor page faults and fresh step buffers per timed step (both ~0 in a steady step), and
 // with --breakdown the step split into parts measured by running sub-graphs (see Breakdown()).
 //
 // Threading: single-threaded driver; the Session uses `--threads` threads inside kernels.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -80,8 +86,10 @@ struct Flags {
   int loss_steps = 0;  // 0: warmup + windows * window_steps
   bool breakdown = false;
   std::string interaction = "fused";
+  std::string fusion = "fuse_dense";
   bool write_data_only = false;
-  std::string mode = "dlrm";  // or "embedding": the sparse path alone
+  std::string mode = "dlrm";   // or "embedding": the sparse path alone
+  std::string precision_mode;  // SessionConfig::precision_mode, e.g. allow_mix_precision
 };
 
 // RaceData: the pre-generated batches, as laid out in the file.
@@ -309,6 +317,13 @@ std::vector<FeedList> MakeFeeds(const RaceData& d, const Model& m) {
   return out;
 }
 
+// MinorFaults: the process's minor page faults so far (each is a fresh page the kernel zeroed).
+int64_t MinorFaults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
 double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
@@ -354,10 +369,14 @@ int main(int argc, char** argv) {
       flags.loss_steps = std::atoi(next().c_str());
     else if (f == "--interaction")
       flags.interaction = next();
+    else if (f == "--fusion")
+      flags.fusion = next();
     else if (f == "--breakdown")
       flags.breakdown = true;
     else if (f == "--mode")
       flags.mode = next();
+    else if (f == "--precision_mode")
+      flags.precision_mode = next();
     else if (f == "--write_data_only")
       flags.write_data_only = true;
     else {
@@ -390,6 +409,8 @@ int main(int argc, char** argv) {
   Build(flags, &m);
   SessionConfig config;
   config.intra_op_parallelism = flags.threads;
+  config.precision_mode = flags.precision_mode;
+  config.enable_scope_fusion_passes = flags.fusion == "none" ? "" : flags.fusion;
   auto session = Check(Session::Create(m.graph, config), "Session::Create");
   Check(session->Run({}, {}, {m.init}).status(), "init");
   const std::vector<FeedList> feeds = MakeFeeds(data, m);
@@ -409,12 +430,18 @@ int main(int argc, char** argv) {
     ++step;
   };
   for (int i = 0; i < flags.warmup; ++i) run_step();
+  // Page faults and fresh buffers of the timed steps: a steady step should make neither.
+  const int64_t faults0 = MinorFaults();
+  const int64_t fresh0 = session->stats().graph_fresh_allocations;
   for (int w = 0; w < flags.windows; ++w) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < flags.window_steps; ++i) run_step();
     const auto t1 = std::chrono::steady_clock::now();
     rates.push_back(flags.window_steps * per_step / Seconds(t0, t1));
   }
+  const double timed_steps = static_cast<double>(flags.windows) * flags.window_steps;
+  const double faults_per_step = (MinorFaults() - faults0) / timed_steps;
+  const double fresh_per_step = (session->stats().graph_fresh_allocations - fresh0) / timed_steps;
   while (step < loss_steps) run_step();
   const int tail_begin = std::max(0, loss_steps - 5);
   double tail = 0;
@@ -452,11 +479,12 @@ int main(int argc, char** argv) {
   for (double r : rates) windows += (windows.empty() ? "" : ",") + fmt::format("{:.1f}", r);
   std::printf(
       "{\"impl\":\"recsdk\",\"model\":\"%s\",\"threads\":%d,\"optimizer\":\"%s\","
-      "\"interaction\":\"%s\",\"batch\":%lld,\"%s\":%.1f,\"windows\":[%s],"
-      "\"first_loss\":%.6f,\"loss_steps\":%d,\"loss\":%.6f,\"breakdown\":%s}\n",
+      "\"interaction\":\"%s\",\"fusion\":\"%s\",\"batch\":%lld,\"%s\":%.1f,\"windows\":[%s],"
+      "\"first_loss\":%.6f,\"loss_steps\":%d,\"loss\":%.6f,\"page_faults_per_step\":%.1f,"
+      "\"fresh_buffers_per_step\":%.1f,\"breakdown\":%s}\n",
       flags.mode.c_str(), flags.threads, flags.optimizer.c_str(), flags.interaction.c_str(),
-      static_cast<long long>(flags.batch),
+      flags.fusion.c_str(), static_cast<long long>(flags.batch),
       flags.mode == "embedding" ? "ids_per_s" : "samples_per_s", Median(rates), windows.c_str(),
-      losses[0], loss_steps, tail, breakdown.c_str());
+      losses[0], loss_steps, tail, faults_per_step, fresh_per_step, breakdown.c_str());
   return 0;
 }

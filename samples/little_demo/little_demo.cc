@@ -212,6 +212,23 @@ class TableHook final : public SessionRunHook {
   std::FILE* out_;
 };
 
+// LossRecorder: appends each training step's loss to a vector (DemoOptions::losses).
+class LossRecorder final : public SessionRunHook {
+ public:
+  explicit LossRecorder(std::vector<float>* losses) : losses_(losses) {}
+  Status BeforeRun(SessionRunContext&, SessionRunArgs* args) override {
+    args->fetches.push_back(TensorName("loss"));
+    return absl::OkStatus();
+  }
+  Status AfterRun(SessionRunContext&, absl::Span<const Tensor> results) override {
+    if (!results.empty()) losses_->push_back(results[0].scalar<float>());
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<float>* losses_;
+};
+
 double PlantedAuc(const DemoOptions& o, int head, uint64_t stream, int64_t rows) {
   const Rows r = MakeRows(rows, stream, o.use_padding_keys);
   std::vector<float> scores(r.logit[head].begin(), r.logit[head].end());
@@ -398,6 +415,7 @@ StatusOr<DemoResult> Run(const DemoOptions& o) {
   config.keep_checkpoint_max = 3;
   config.seed = 20240807;
   if (o.use_deterministic) config.deterministic = true;
+  config.session_config.intra_op_parallelism = o.intra_op_parallelism;
   EstimatorOptions options;
   options.label_columns = {"label_0", "label_1"};
   options.log = out;
@@ -448,6 +466,7 @@ StatusOr<DemoResult> Run(const DemoOptions& o) {
     HookList hooks = {std::make_shared<SetThresholdHook>("user_table", 1, o.threshold_step),
                       std::make_shared<SetThresholdHook>("item_table", 1, o.threshold_step),
                       std::make_shared<TableHook>(config.log_step_count_steps, out)};
+    if (o.losses != nullptr) hooks.push_back(std::make_shared<LossRecorder>(o.losses));
     if (o.use_timestamp) {
       hooks.push_back(AsSessionRunHook(EvictHook(true, 0, o.eval_every)));
     }

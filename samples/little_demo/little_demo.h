@@ -26,6 +26,7 @@ struct DemoOptions {
   bool use_deterministic = false;      // USE_DETERMINISTIC
   bool use_padding_keys = false;       // USE_PADDING_KEYS: short samples padded with key -1
   int key_process_thread_num = 0;      // KEY_PROCESS_THREAD_NUM (0: the stage's default)
+  int intra_op_parallelism = 0;        // threads per kernel (0: all hardware threads)
 
   int64_t train_steps = 200;  // per Train call (load_and_train trains this many more)
   int64_t eval_steps = 10;    // batches per evaluation
@@ -38,6 +39,8 @@ struct DemoOptions {
   // ("" skips both).
   std::string export_dir = "little_demo_export";
   std::FILE* out = nullptr;  // default stdout
+  // losses: when set, every training step's loss is appended (for determinism checks).
+  std::vector<float>* losses = nullptr;
 };
 
 // ParseOptions: environment variables first, then flags ("--use_mode=train" or "--use_mode

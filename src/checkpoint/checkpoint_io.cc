@@ -4,10 +4,16 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <future>
 #include <limits>
+#include <optional>
 
 #include "fmt/format.h"
+#include "src/common/checked_math.h"
 #include "src/common/crc32c.h"
+#include "src/common/huge_pages.h"
+#include "src/common/json_number.h"
 #include "src/common/status_macros.h"
 #include "src/table/npy.h"
 
@@ -47,8 +53,8 @@ StatusOr<PayloadInfo> PayloadInfo::FromJson(const nlohmann::json& j, const std::
     p.file = j.at("file").get<std::string>();
     p.descr = j.at("dtype").get<std::string>();
     p.shape = j.at("shape").get<std::vector<int64_t>>();
-    p.bytes = j.at("bytes").get<uint64_t>();
-    p.crc32c = j.at("crc32c").get<uint32_t>();
+    p.bytes = JsonNumber<uint64_t>(j.at("bytes"));
+    p.crc32c = JsonNumber<uint32_t>(j.at("crc32c"));
   } catch (const std::exception& e) {
     return Corrupt(where, fmt::format("a payload entry is malformed ({})", e.what()));
   }
@@ -64,29 +70,69 @@ StatusOr<PayloadInfo> PayloadInfo::FromJson(const nlohmann::json& j, const std::
   return p;
 }
 
+StatusOr<std::unique_ptr<PayloadWriter>> PayloadWriter::Open(Env* env, const std::string& dir,
+                                                             const std::string& file,
+                                                             std::string_view descr,
+                                                             std::vector<int64_t> shape) {
+  std::unique_ptr<PayloadWriter> w(new PayloadWriter());
+  w->info_.file = file;
+  w->info_.descr = std::string(descr);
+  w->info_.shape = std::move(shape);
+  w->path_ = JoinPath(dir, file);
+  std::optional<uint64_t> bytes = ItemSizeOf(descr);
+  for (int64_t d : w->info_.shape) {
+    if (bytes && d >= 0) bytes = CheckedMul<uint64_t>(*bytes, static_cast<uint64_t>(d));
+    if (!bytes || d < 0) break;
+  }
+  if (!bytes || ItemSizeOf(descr) == 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "checkpoint file \"{}\": dtype {} and its shape give no valid size", w->path_, descr));
+  }
+  w->data_bytes_ = *bytes;
+  const std::string header = NpyHeader(descr, w->info_.shape);
+  RECSDK_ASSIGN_OR_RETURN(w->file_, env->NewWritableFile(w->path_));
+  w->crc_ = Crc32c(header);
+  RECSDK_RETURN_IF_ERROR(w->file_->Append(header));
+  w->header_bytes_ = header.size();
+  return w;
+}
+
+Status PayloadWriter::Append(const void* data, uint64_t bytes) {
+  if (bytes > data_bytes_ - appended_) {
+    return absl::InternalError(
+        fmt::format("checkpoint file \"{}\": {} bytes appended past the {} "
+                    "its shape holds",
+                    path_, appended_ + bytes, data_bytes_));
+  }
+  const char* p = static_cast<const char*>(data);
+  for (uint64_t off = 0; off < bytes; off += kBlock) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, bytes - off));
+    crc_ = Crc32cExtend(crc_, p + off, n);
+    RECSDK_RETURN_IF_ERROR(file_->Append(std::string_view(p + off, n)));
+  }
+  appended_ += bytes;
+  return absl::OkStatus();
+}
+
+StatusOr<PayloadInfo> PayloadWriter::Finish() {
+  if (appended_ != data_bytes_) {
+    return absl::InternalError(
+        fmt::format("checkpoint file \"{}\": {} bytes written of the {} its shape holds", path_,
+                    appended_, data_bytes_));
+  }
+  RECSDK_RETURN_IF_ERROR(file_->Sync());
+  RECSDK_RETURN_IF_ERROR(file_->Close());
+  info_.bytes = header_bytes_ + data_bytes_;
+  info_.crc32c = crc_;
+  return info_;
+}
+
 StatusOr<PayloadInfo> WritePayload(Env* env, const std::string& dir, const std::string& file,
                                    std::string_view descr, std::vector<int64_t> shape,
                                    const void* data, uint64_t data_bytes) {
-  PayloadInfo info;
-  info.file = file;
-  info.descr = std::string(descr);
-  info.shape = std::move(shape);
-  const std::string path = JoinPath(dir, file);
-  const std::string header = NpyHeader(descr, info.shape);
-  RECSDK_ASSIGN_OR_RETURN(auto f, env->NewWritableFile(path));
-  uint32_t crc = Crc32c(header);
-  RECSDK_RETURN_IF_ERROR(f->Append(header));
-  const char* p = static_cast<const char*>(data);
-  for (uint64_t off = 0; off < data_bytes; off += kBlock) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, data_bytes - off));
-    crc = Crc32cExtend(crc, p + off, n);
-    RECSDK_RETURN_IF_ERROR(f->Append(std::string_view(p + off, n)));
-  }
-  RECSDK_RETURN_IF_ERROR(f->Sync());
-  RECSDK_RETURN_IF_ERROR(f->Close());
-  info.bytes = header.size() + data_bytes;
-  info.crc32c = crc;
-  return info;
+  RECSDK_ASSIGN_OR_RETURN(auto w, PayloadWriter::Open(env, dir, file, descr, std::move(shape)));
+  RECSDK_RETURN_IF_ERROR(w->Append(data, data_bytes));
+  return w->Finish();
 }
 
 template <typename T, typename Alloc>
@@ -135,7 +181,7 @@ Status ReadPayload(Env* env, const std::string& dir, const PayloadInfo& info,
   std::string head(header.size(), '\0');
   RECSDK_RETURN_IF_ERROR(read_fully(0, head.size(), head.data()));
   uint32_t crc = Crc32c(head);
-  out->resize(static_cast<size_t>(elements));
+  ResizeOnHugePages(*out, static_cast<size_t>(elements));
   char* dst = reinterpret_cast<char*>(out->data());
   const uint64_t data_bytes = elements * sizeof(T);
   for (uint64_t off = 0; off < data_bytes; off += kBlock) {
@@ -157,8 +203,14 @@ template Status ReadPayload(Env*, const std::string&, const PayloadInfo&, std::v
 template Status ReadPayload(Env*, const std::string&, const PayloadInfo&, std::vector<int32_t>*);
 template Status ReadPayload(Env*, const std::string&, const PayloadInfo&, std::vector<double>*);
 
-StatusOr<nlohmann::json> WriteTablePayloads(Env* env, const std::string& dir,
-                                            const std::string& prefix, const TableSnapshot& s) {
+namespace {
+
+// WriteTableFiles: the manifest entry of snapshot `s` after writing its payloads; `rows` writes
+// (or finishes) the rows file on a thread of its own while this one writes the rest, so the
+// smaller files' copies, checksums and syncs hide behind the big one.
+StatusOr<nlohmann::json> WriteTableFiles(Env* env, const std::string& dir,
+                                         const std::string& prefix, const TableSnapshot& s,
+                                         const std::function<StatusOr<PayloadInfo>()>& rows_job) {
   const int64_t n = static_cast<int64_t>(s.keys.size());
   const int64_t pn = static_cast<int64_t>(s.pending_keys.size());
   nlohmann::json files = nlohmann::json::object();
@@ -169,21 +221,27 @@ StatusOr<nlohmann::json> WriteTablePayloads(Env* env, const std::string& dir,
     files[what] = info.ToJson();
     return absl::OkStatus();
   };
-  RECSDK_RETURN_IF_ERROR(put("keys", "<i8", {n}, s.keys.data(), s.keys.size() * 8));
-  RECSDK_RETURN_IF_ERROR(
-      put("rows", "<f4", {n, s.dim + s.num_slots}, s.rows.data(), s.rows.size() * sizeof(float)));
-  if (!s.timestamps.empty()) {
-    RECSDK_RETURN_IF_ERROR(put("timestamps", "<i8", {n}, s.timestamps.data(), n * 8));
-  }
-  if (s.is_delta) {
-    RECSDK_RETURN_IF_ERROR(put("removed_keys", "<i8", {static_cast<int64_t>(s.removed_keys.size())},
-                               s.removed_keys.data(), s.removed_keys.size() * 8));
-  }
-  RECSDK_RETURN_IF_ERROR(put("pending_keys", "<i8", {pn}, s.pending_keys.data(), pn * 8));
-  RECSDK_RETURN_IF_ERROR(
-      put("pending_counts", "<f4", {pn}, s.pending_counts.data(), pn * sizeof(float)));
-  RECSDK_RETURN_IF_ERROR(
-      put("pending_timestamps", "<i8", {pn}, s.pending_timestamps.data(), pn * 8));
+  std::future<StatusOr<PayloadInfo>> rows = std::async(std::launch::async, rows_job);
+  auto rest = [&]() -> Status {
+    RECSDK_RETURN_IF_ERROR(put("keys", "<i8", {n}, s.keys.data(), s.keys.size() * 8));
+    if (!s.timestamps.empty()) {
+      RECSDK_RETURN_IF_ERROR(put("timestamps", "<i8", {n}, s.timestamps.data(), n * 8));
+    }
+    if (s.is_delta) {
+      RECSDK_RETURN_IF_ERROR(put("removed_keys", "<i8",
+                                 {static_cast<int64_t>(s.removed_keys.size())},
+                                 s.removed_keys.data(), s.removed_keys.size() * 8));
+    }
+    RECSDK_RETURN_IF_ERROR(put("pending_keys", "<i8", {pn}, s.pending_keys.data(), pn * 8));
+    RECSDK_RETURN_IF_ERROR(
+        put("pending_counts", "<f4", {pn}, s.pending_counts.data(), pn * sizeof(float)));
+    return put("pending_timestamps", "<i8", {pn}, s.pending_timestamps.data(), pn * 8);
+  };
+  const Status rest_status = rest();
+  StatusOr<PayloadInfo> rows_info = rows.get();  // always joined, even after an error above
+  RECSDK_RETURN_IF_ERROR(rest_status);
+  RECSDK_RETURN_IF_ERROR(rows_info.status());
+  files["rows"] = rows_info->ToJson();
   return nlohmann::json{
       {"name", s.table_name},
       {"dim", s.dim},
@@ -197,6 +255,56 @@ StatusOr<nlohmann::json> WriteTablePayloads(Env* env, const std::string& dir,
       {"size", n},
       {"files", files},
   };
+}
+
+// RowsFileSink: a SnapshotRowSink writing rows.npy as the rows come.
+class RowsFileSink final : public SnapshotRowSink {
+ public:
+  RowsFileSink(Env* env, const std::string& dir, std::string file)
+      : env_(env), dir_(dir), file_(std::move(file)) {}
+  Status Begin(const TableSnapshot& s) override {
+    RECSDK_ASSIGN_OR_RETURN(
+        writer_, PayloadWriter::Open(env_, dir_, file_, "<f4",
+                                     {static_cast<int64_t>(s.keys.size()), s.dim + s.num_slots}));
+    return absl::OkStatus();
+  }
+  Status Rows(absl::Span<const float> rows) override {
+    return writer_->Append(rows.data(), rows.size() * sizeof(float));
+  }
+  StatusOr<PayloadInfo> Finish() {
+    if (writer_ == nullptr) return absl::InternalError("the table never began its snapshot");
+    return writer_->Finish();
+  }
+
+ private:
+  Env* env_;
+  const std::string& dir_;
+  std::string file_;
+  std::unique_ptr<PayloadWriter> writer_;
+};
+
+}  // namespace
+
+StatusOr<nlohmann::json> WriteTablePayloads(Env* env, const std::string& dir,
+                                            const std::string& prefix, const TableSnapshot& s) {
+  return WriteTableFiles(env, dir, prefix, s, [&] {
+    return WritePayload(env, dir, prefix + "rows.npy", "<f4",
+                        {static_cast<int64_t>(s.keys.size()), s.dim + s.num_slots}, s.rows.data(),
+                        s.rows.size() * sizeof(float));
+  });
+}
+
+StatusOr<nlohmann::json> SnapshotAndWriteTable(Env* env, const std::string& dir,
+                                               const std::string& prefix, EmbeddingTable& table,
+                                               EmbeddingTable::SnapshotKind kind,
+                                               TableSnapshot* snapshot) {
+  RowsFileSink sink(env, dir, prefix + "rows.npy");
+  RECSDK_ASSIGN_OR_RETURN(TableSnapshot s, table.SnapshotToSink(kind, sink));
+  // The rows file is written; its sync (the long wait) overlaps the other files.
+  RECSDK_ASSIGN_OR_RETURN(nlohmann::json entry,
+                          WriteTableFiles(env, dir, prefix, s, [&] { return sink.Finish(); }));
+  if (snapshot != nullptr) *snapshot = std::move(s);
+  return entry;
 }
 
 namespace {
@@ -217,13 +325,13 @@ StatusOr<TableHeader> ParseTableHeader(const nlohmann::json& e, const std::strin
   int kind = 0;
   try {
     h.name = e.at("name").get<std::string>();
-    h.dim = e.at("dim").get<int>();
-    h.num_slots = e.at("num_slots").get<int>();
-    kind = e.at("optimizer_kind").get<int>();
+    h.dim = JsonNumber<int>(e.at("dim"));
+    h.num_slots = JsonNumber<int>(e.at("num_slots"));
+    kind = JsonNumber<int>(e.at("optimizer_kind"));
     key_dtype = e.at("key_dtype").get<std::string>();
     h.is_delta = e.at("is_delta").get<bool>();
-    h.data_time = e.at("data_time").get<int64_t>();
-    h.access_threshold = e.value("access_threshold", int64_t{-1});
+    h.data_time = JsonNumber<int64_t>(e.at("data_time"));
+    h.access_threshold = JsonNumberOr<int64_t>(e, "access_threshold", -1);
   } catch (const std::exception& ex) {
     return Corrupt(where, fmt::format("a table entry is malformed ({})", ex.what()));
   }
@@ -295,20 +403,31 @@ StatusOr<TableSnapshot> ReadTablePayloads(Env* env, const std::string& dir,
     RECSDK_ASSIGN_OR_RETURN(PayloadInfo info, info_of(what));
     return ReadPayload(env, dir, info, out);
   };
-  RECSDK_RETURN_IF_ERROR(read("keys", &s.keys));
+  RECSDK_ASSIGN_OR_RETURN(PayloadInfo keys_info, info_of("keys"));
   RECSDK_ASSIGN_OR_RETURN(PayloadInfo rows_info, info_of("rows"));
-  if (rows_info.shape.size() != 2 || rows_info.shape[0] != static_cast<int64_t>(s.keys.size()) ||
-      rows_info.shape[1] != h.dim + h.num_slots) {
-    return Corrupt(JoinPath(dir, rows_info.file),
-                   fmt::format("rows of table \"{}\" are not [{}, {}]", h.name, s.keys.size(),
-                               h.dim + h.num_slots));
+  if (keys_info.shape.size() != 1 || rows_info.shape.size() != 2 ||
+      rows_info.shape[0] != keys_info.shape[0] || rows_info.shape[1] != h.dim + h.num_slots) {
+    return Corrupt(
+        JoinPath(dir, rows_info.file),
+        fmt::format("rows of table \"{}\" are not [{}, {}]", h.name,
+                    keys_info.shape.empty() ? -1 : keys_info.shape[0], h.dim + h.num_slots));
   }
-  RECSDK_RETURN_IF_ERROR(ReadPayload(env, dir, rows_info, &s.rows));
-  if (files.contains("timestamps")) RECSDK_RETURN_IF_ERROR(read("timestamps", &s.timestamps));
-  if (h.is_delta) RECSDK_RETURN_IF_ERROR(read("removed_keys", &s.removed_keys));
-  RECSDK_RETURN_IF_ERROR(read("pending_keys", &s.pending_keys));
-  RECSDK_RETURN_IF_ERROR(read("pending_counts", &s.pending_counts));
-  RECSDK_RETURN_IF_ERROR(read("pending_timestamps", &s.pending_timestamps));
+  // The rows are nearly all the bytes: read and checksummed on a thread of their own while this
+  // one reads the rest.
+  std::future<Status> rows =
+      std::async(std::launch::async, [&] { return ReadPayload(env, dir, rows_info, &s.rows); });
+  auto rest = [&]() -> Status {
+    RECSDK_RETURN_IF_ERROR(ReadPayload(env, dir, keys_info, &s.keys));
+    if (files.contains("timestamps")) RECSDK_RETURN_IF_ERROR(read("timestamps", &s.timestamps));
+    if (h.is_delta) RECSDK_RETURN_IF_ERROR(read("removed_keys", &s.removed_keys));
+    RECSDK_RETURN_IF_ERROR(read("pending_keys", &s.pending_keys));
+    RECSDK_RETURN_IF_ERROR(read("pending_counts", &s.pending_counts));
+    return read("pending_timestamps", &s.pending_timestamps);
+  };
+  const Status rest_status = rest();
+  const Status rows_status = rows.get();  // always joined, even after an error above
+  RECSDK_RETURN_IF_ERROR(rest_status);
+  RECSDK_RETURN_IF_ERROR(rows_status);
   return s;
 }
 
@@ -331,7 +450,7 @@ StatusOr<nlohmann::json> ReadJsonDocument(Env* env, const std::string& path) {
   if (!doc.contains("crc32c") || !doc["crc32c"].is_number_unsigned()) {
     return Corrupt(path, "it has no crc32c");
   }
-  const uint64_t want = doc["crc32c"].get<uint64_t>();
+  const uint64_t want = JsonNumber<uint64_t>(doc["crc32c"]);
   doc.erase("crc32c");
   const uint32_t crc = Crc32c(doc.dump());
   if (crc != want) {

@@ -11,6 +11,7 @@
 #define RECSDK_CHECKPOINT_CHECKPOINT_IO_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,30 @@ struct PayloadInfo {
                                                  const std::string& file, std::string_view descr,
                                                  std::vector<int64_t> shape, const void* data,
                                                  uint64_t data_bytes);
+// PayloadWriter: WritePayload in pieces, for data produced while it is written (a table's rows
+// streamed by SnapshotToSink). Open writes the header; Append checksums and appends; Finish
+// checks that the shape's bytes all came, syncs and closes.
+class PayloadWriter {
+ public:
+  [[nodiscard]] static StatusOr<std::unique_ptr<PayloadWriter>> Open(Env* env,
+                                                                     const std::string& dir,
+                                                                     const std::string& file,
+                                                                     std::string_view descr,
+                                                                     std::vector<int64_t> shape);
+  [[nodiscard]] Status Append(const void* data, uint64_t bytes);
+  [[nodiscard]] StatusOr<PayloadInfo> Finish();
+
+ private:
+  PayloadWriter() = default;
+  std::unique_ptr<WritableFile> file_;
+  std::string path_;
+  PayloadInfo info_;
+  uint64_t header_bytes_ = 0;
+  uint64_t data_bytes_ = 0;  // what the shape needs
+  uint64_t appended_ = 0;    // data bytes appended so far
+  uint32_t crc_ = 0;
+};
+
 // ReadPayload: reads and verifies dir/info.file into `out` (resized to the payload's elements).
 // DataLoss naming the file when it is missing, of another size, or fails its CRC32C; also when
 // its element size is not sizeof(T).
@@ -54,6 +79,15 @@ template <typename T, typename Alloc>
 [[nodiscard]] StatusOr<nlohmann::json> WriteTablePayloads(Env* env, const std::string& dir,
                                                           const std::string& prefix,
                                                           const TableSnapshot& snapshot);
+// SnapshotAndWriteTable: WriteTablePayloads of table.SnapshotToSink(kind): the rows go from the
+// table to their file through a small buffer, never copied whole. The table must be held as for
+// Snapshot until this returns (a synchronous save). `snapshot`, when not null, receives the
+// snapshot without its rows.
+[[nodiscard]] StatusOr<nlohmann::json> SnapshotAndWriteTable(Env* env, const std::string& dir,
+                                                             const std::string& prefix,
+                                                             EmbeddingTable& table,
+                                                             EmbeddingTable::SnapshotKind kind,
+                                                             TableSnapshot* snapshot = nullptr);
 // ReadTablePayloads: the snapshot of a manifest entry; every payload verified.
 [[nodiscard]] StatusOr<TableSnapshot> ReadTablePayloads(Env* env, const std::string& dir,
                                                         const nlohmann::json& entry);

@@ -2,12 +2,14 @@
 // (recsdk/export.h).
 //
 // The inference graph is cut from the session's graph: the nodes the outputs reach through data
-// inputs, stopping at the serving inputs. Control inputs are not followed (they order updates
-// in training) and are kept only between kept nodes. Lookups become read-only (is_train false),
-// and each kept table is declared with a slot-free SGD optimizer (its learning rate is never used:
-// serving never updates a row): its bundle payload is the embeddings alone. Dense variables and
-// tables are written with the checkpoint code (session_state.h), so the bundle is verified by
-// CRC32C like a checkpoint.
+// inputs, stopping at the serving inputs. A lookup ModifyGraph moved to the key stage keeps its
+// inputs (the DatasetColumn id placeholders) in the graph, so it is exported like any other, with
+// moved_to_key_stage cleared: the Predictor runs it in the graph, read-only, on the raw ids.
+// Control inputs are not followed (they order updates in training) and are kept only between kept
+// nodes. Lookups become read-only (is_train false), and each kept table is declared with a
+// slot-free SGD optimizer (its learning rate is never used: serving never updates a row): its
+// bundle payload is the embeddings alone. Dense variables and tables are written with the
+// checkpoint code (session_state.h), so the bundle is verified by CRC32C like a checkpoint.
 //
 // Threading: see recsdk/export.h.
 #include "recsdk/export.h"
@@ -24,6 +26,7 @@
 #include "src/checkpoint/session_state.h"
 #include "src/common/crc32c.h"
 #include "src/common/env.h"
+#include "src/common/json_number.h"
 #include "src/common/status_macros.h"
 #include "src/session/table_ops.h"
 
@@ -68,12 +71,6 @@ StatusOr<std::unique_ptr<Graph>> InferenceGraph(const Graph& g, const ServingSig
     const Node* n = stack.back();
     stack.pop_back();
     if (!kept->insert(n->name()).second) continue;
-    if (n->FindAttr(kKeyStageLookupAttr) != nullptr) {
-      return absl::UnimplementedError(fmt::format(
-          "ExportSavedModel: the outputs read \"{}\", fed by the key stage (ModifyGraph moved the "
-          "lookup there); export a graph built with in-graph lookups (modify_graph false)",
-          n->name()));
-    }
     if (IsPlaceholder(*n) && !inputs.contains(n->name())) {
       return absl::InvalidArgumentError(fmt::format(
           "ExportSavedModel: the serving outputs depend on placeholder \"{}\", which is not a "
@@ -110,6 +107,16 @@ StatusOr<std::unique_ptr<Graph>> InferenceGraph(const Graph& g, const ServingSig
       spec.attrs["optimizer_config"] =
           OptimizerConfigToJson(config.use_dynamic_expansion ? SparseOptimizerConfig::SGDByAddr(1)
                                                              : SparseOptimizerConfig::SGD(1));
+      // Serving holds every row in one tier: a tiered training table's host and SSD rows become
+      // device rows (a tiered table refuses in-graph lookups, and a serving table given the
+      // training table's ssd_data_path would replace its files).
+      if (config.host_vocabulary_size > 0 || config.ssd_vocabulary_size > 0) {
+        config.device_vocabulary_size += config.host_vocabulary_size + config.ssd_vocabulary_size;
+        config.host_vocabulary_size = 0;
+        config.ssd_vocabulary_size = 0;
+        config.ssd_data_path.clear();
+        spec.attrs["table_config"] = TableConfigToJson(config);
+      }
     }
     auto added = out->AddNode(std::move(spec));
     if (!added.ok()) {
@@ -253,8 +260,8 @@ StatusOr<std::unique_ptr<Predictor>> Predictor::Load(const std::string& export_d
       impl->signature.inputs.push_back(in.at("name").get<std::string>());
     }
     impl->signature.outputs = serving->at("outputs").get<std::vector<std::string>>();
-    graph_bytes = serving->at("graph_bytes").get<uint64_t>();
-    graph_crc = serving->at("graph_crc32c").get<uint32_t>();
+    graph_bytes = internal::JsonNumber<uint64_t>(serving->at("graph_bytes"));
+    graph_crc = internal::JsonNumber<uint32_t>(serving->at("graph_crc32c"));
   } catch (const std::exception& e) {
     return absl::DataLossError(fmt::format(
         "Predictor: \"{}\" is malformed ({}); export the model again", serving_path, e.what()));

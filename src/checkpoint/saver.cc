@@ -8,6 +8,10 @@
 // each synced; manifest.json last; the directory synced and renamed to ckpt-<step>; model_dir
 // synced; then the index rewritten atomically; then old checkpoints deleted. A crash before the
 // index rename leaves the previous index (and so the previous checkpoint) the latest.
+// Only async_write needs the tables' rows copied in the snapshot phase. A synchronous save copies
+// the variables, then writes each table straight from the table under its resolve lock
+// (SnapshotAndWriteTable: a few MiB at a time), which is the same moment since no step runs
+// until Save returns, and needs no second copy of the rows in memory.
 //
 // Threading: see recsdk/checkpoint.h (one thread, between Session::Run calls).
 #include <unistd.h>
@@ -25,6 +29,7 @@
 #include "nlohmann/json.hpp"
 #include "recsdk/checkpoint.h"
 #include "recsdk/embedding.h"
+#include "recsdk/pipeline.h"
 #include "recsdk/variables.h"
 #include "src/checkpoint/checkpoint_io.h"
 #include "src/checkpoint/session_state.h"
@@ -90,6 +95,8 @@ struct Saver::Impl {
   SaverOptions options;
   Env* env = nullptr;
   internal::SessionState state;
+  KeyStage* key_stage = nullptr;
+  int64_t restored_dataset_batches = -1;
   // The chain a delta would build on: empty until a save or restore, cleared by a failed save.
   // With async_write it already names a checkpoint being written; WaitPending clears it if that
   // write fails.
@@ -246,15 +253,25 @@ StatusOr<std::string> Saver::Impl::SaveImpl(int64_t step, bool delta) {
         "Saver::SaveDelta: there is no full checkpoint to build on (none saved or restored by this "
         "Saver, or the previous save failed); call Save first");
   }
+  if (key_stage != nullptr && key_stage->channel() == KeyStageChannel::kTrain &&
+      !key_stage->Quiescent()) {
+    return absl::FailedPreconditionError(fmt::format(
+        "Saver: the key stage has changed the tables for batches the training loop has not run "
+        "yet, so step {} is not one consistent moment; call KeyStage::Quiesce(), keep training "
+        "until KeyStage::Quiescent(), then save (CheckpointSaverHook does this)",
+        step));
+  }
   // Whatever happens from here, a failure breaks the delta chain: the tables' change tracking
   // restarts at the snapshot, so a later delta would miss this one's rows.
   std::vector<std::string> previous = std::move(chain);
   chain.clear();
   auto job = internal::SnapshotSession(
       *session, state,
-      delta ? EmbeddingTable::SnapshotKind::kDelta : EmbeddingTable::SnapshotKind::kFull);
+      delta ? EmbeddingTable::SnapshotKind::kDelta : EmbeddingTable::SnapshotKind::kFull,
+      /*stream_tables=*/!options.async_write);
   if (!job.ok()) return job.status();
   job->step = step;
+  if (key_stage != nullptr) job->dataset_batches = key_stage->batches_consumed();
   if (delta) job->chain = previous;
   std::vector<std::string> next = job->chain;
   next.push_back(internal::CheckpointName(step));
@@ -380,17 +397,25 @@ StatusOr<int64_t> Saver::Restore(std::string_view checkpoint) {
         fmt::format("Saver: out of memory reading checkpoint \"{}\"", dir));
   }
   RECSDK_RETURN_IF_ERROR(internal::ApplyCheckpoint(*im.session, im.state, ckpt));
+  if (ckpt.run_count >= 0) im.session->SetRunCount(ckpt.run_count);
+  im.restored_dataset_batches = ckpt.dataset_batches;
   im.chain = ckpt.chain;
   im.chain.push_back(dir.substr(dir.find_last_of('/') + 1));
   internal::LogInfo("Saver: restored checkpoint \"{}\" (step {})", dir, ckpt.step);
   return ckpt.step;
 }
 
+void Saver::AttachKeyStage(KeyStage* stage) { impl_->key_stage = stage; }
+
+int64_t Saver::restored_dataset_batches() const { return impl_->restored_dataset_batches; }
+
 Status SaveTable(EmbeddingTable& table, const std::string& dir) {
   Env* env = Env::Default();
   RECSDK_RETURN_IF_ERROR(env->CreateDir(dir));
-  RECSDK_ASSIGN_OR_RETURN(TableSnapshot s, table.Snapshot(EmbeddingTable::SnapshotKind::kFull));
-  RECSDK_ASSIGN_OR_RETURN(nlohmann::json entry, internal::WriteTablePayloads(env, dir, "", s));
+  // Synchronous: the rows stream from the table to their file, never copied whole.
+  RECSDK_ASSIGN_OR_RETURN(
+      nlohmann::json entry,
+      internal::SnapshotAndWriteTable(env, dir, "", table, EmbeddingTable::SnapshotKind::kFull));
   nlohmann::json manifest = {{"format_version", internal::kCheckpointFormatVersion},
                              {"table", entry}};
   return internal::WriteJsonDocument(env, JoinPath(dir, internal::kManifestFile),
@@ -415,7 +440,7 @@ Status RestoreTable(EmbeddingTable& table, const std::string& dir) {
   RECSDK_RETURN_IF_ERROR(internal::CheckTableCompatible((*manifest)["table"], table, path));
   RECSDK_ASSIGN_OR_RETURN(TableSnapshot s,
                           internal::ReadTablePayloads(env, dir, (*manifest)["table"]));
-  return table.LoadSnapshot(s);
+  return table.AdoptSnapshot(std::move(s));  // the rows' pages become the table's
 }
 
 }  // namespace recsdk

@@ -9,6 +9,7 @@
 #include "fmt/format.h"
 #include "recsdk/variables.h"
 #include "src/checkpoint/checkpoint_io.h"
+#include "src/common/json_number.h"
 #include "src/common/status_macros.h"
 #include "src/device/resource_mgr.h"
 
@@ -60,9 +61,11 @@ StatusOr<SessionState> CollectSessionState(Session& session, bool saved_tables_o
 }
 
 StatusOr<SaveJob> SnapshotSession(Session& session, const SessionState& state,
-                                  EmbeddingTable::SnapshotKind kind) {
+                                  EmbeddingTable::SnapshotKind kind, bool stream_tables) {
   SaveJob job;
+  job.table_kind = kind;
   job.delta = kind == EmbeddingTable::SnapshotKind::kDelta;
+  job.run_count = session.stats().steps;
   ResourceMgr* rm = session.resource_mgr();
   for (const std::string& name : state.var_names) {
     auto* v = dynamic_cast<VariableResource*>(rm->Lookup(name));
@@ -85,6 +88,10 @@ StatusOr<SaveJob> SnapshotSession(Session& session, const SessionState& state,
           name));
     }
     job.vars.push_back(std::move(s));
+  }
+  if (stream_tables) {
+    job.streamed_tables = state.tables;
+    return job;
   }
   for (const TableRef& t : state.tables) {
     std::unique_lock<std::shared_mutex> lock(t.resource->resolve_mu);
@@ -113,12 +120,25 @@ Status WriteCheckpointFiles(Env* env, const std::string& tmp, const SaveJob& job
         WriteTablePayloads(env, tmp, fmt::format("table_{}_", i), job.tables[i]));
     tables_json.push_back(std::move(entry));
   }
+  for (size_t j = 0; j < job.streamed_tables.size(); ++j) {
+    const TableRef& t = job.streamed_tables[j];
+    std::unique_lock<std::shared_mutex> lock(t.resource->resolve_mu);
+    RECSDK_ASSIGN_OR_RETURN(
+        nlohmann::json entry,
+        SnapshotAndWriteTable(env, tmp, fmt::format("table_{}_", job.tables.size() + j),
+                              *t.resource->table(), job.table_kind));
+    tables_json.push_back(std::move(entry));
+  }
   nlohmann::json manifest = {{"format_version", kCheckpointFormatVersion},
                              {"step", job.step},
                              {"kind", job.delta ? "delta" : "full"},
                              {"chain", job.chain},
+                             {"rng", {{"run_count", job.run_count}}},
                              {"variables", vars},
                              {"tables", tables_json}};
+  if (job.dataset_batches >= 0) {
+    manifest["dataset"] = {{"batches_consumed", job.dataset_batches}};
+  }
   RECSDK_RETURN_IF_ERROR(
       WriteJsonDocument(env, JoinPath(tmp, kManifestFile), manifest, /*atomic=*/false));
   RECSDK_RETURN_IF_ERROR(env->SyncDir(tmp));
@@ -134,13 +154,13 @@ StatusOr<nlohmann::json> ReadManifest(Env* env, const std::string& dir) {
   }
   RECSDK_RETURN_IF_ERROR(doc.status());
   try {
-    const int version = doc->at("format_version").get<int>();
+    const int version = JsonNumber<int>(doc->at("format_version"));
     if (version != kCheckpointFormatVersion) {
       return absl::FailedPreconditionError(
           fmt::format("checkpoint \"{}\" has format version {} but this recsdk reads version {}",
                       path, version, kCheckpointFormatVersion));
     }
-    (void)doc->at("step").get<int64_t>();
+    (void)JsonNumber<int64_t>(doc->at("step"));
     (void)doc->at("chain").get<std::vector<std::string>>();
     if (!doc->at("variables").is_array() || !doc->at("tables").is_array()) throw std::exception();
   } catch (const std::exception&) {
@@ -203,8 +223,25 @@ StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir) {
   out.dir = dir;
   out.manifest_path = JoinPath(dir, kManifestFile);
   RECSDK_ASSIGN_OR_RETURN(nlohmann::json manifest, ReadManifest(env, dir));
-  out.step = manifest["step"].get<int64_t>();
+  out.step = JsonNumber<int64_t>(manifest["step"]);
   out.chain = manifest["chain"].get<std::vector<std::string>>();
+  try {
+    if (manifest.contains("rng"))
+      out.run_count = JsonNumber<int64_t>(manifest["rng"].at("run_count"));
+    if (manifest.contains("dataset")) {
+      out.dataset_batches = JsonNumber<int64_t>(manifest["dataset"].at("batches_consumed"));
+    }
+  } catch (const std::exception& e) {
+    return absl::DataLossError(fmt::format(
+        "checkpoint manifest \"{}\" is corrupt: its rng or dataset entry is malformed ({}); "
+        "restore from another checkpoint",
+        out.manifest_path, e.what()));
+  }
+  if (out.run_count < -1 || out.dataset_batches < -1) {
+    return absl::DataLossError(fmt::format(
+        "checkpoint manifest \"{}\" is corrupt: run_count {} / batches_consumed {} is negative",
+        out.manifest_path, out.run_count, out.dataset_batches));
+  }
   for (const auto& e : manifest["variables"]) {
     RECSDK_ASSIGN_OR_RETURN(VarSnapshot v, ReadVariable(env, dir, e, out.manifest_path));
     out.vars[v.name] = std::move(v);
@@ -304,8 +341,9 @@ Status ApplyCheckpoint(Session& session, const SessionState& state, LoadedCheckp
   }
   for (const TableRef& t : state.tables) {
     std::unique_lock<std::shared_mutex> lock(t.resource->resolve_mu);
-    for (const TableSnapshot& s : ckpt.tables[t.name]) {
-      RECSDK_RETURN_IF_ERROR(t.resource->table()->LoadSnapshot(s));
+    // Adopted: the full snapshot's row pages become the table's (no copy); `ckpt` is spent.
+    for (TableSnapshot& s : ckpt.tables[t.name]) {
+      RECSDK_RETURN_IF_ERROR(t.resource->table()->AdoptSnapshot(std::move(s)));
     }
   }
   return absl::OkStatus();

@@ -47,13 +47,24 @@ struct SaveJob {
   int64_t step = 0;
   bool delta = false;
   std::vector<std::string> chain;  // the full checkpoint and deltas this one builds on
+  // The session's RNG state (Session::SetRunCount) and the batches training consumed from its
+  // dataset (KeyStage::batches_consumed; -1 when no key stage is attached).
+  int64_t run_count = 0;
+  int64_t dataset_batches = -1;
   std::vector<VarSnapshot> vars;
   std::vector<TableSnapshot> tables;
+  // A synchronous save leaves `tables` empty and names the tables here instead: each is written
+  // straight from the live table (SnapshotAndWriteTable, `table_kind`), under its resolve lock,
+  // so its rows are never copied whole. Only while the caller keeps every step out.
+  std::vector<TableRef> streamed_tables;
+  EmbeddingTable::SnapshotKind table_kind = EmbeddingTable::SnapshotKind::kFull;
 };
 // SnapshotSession: copies every variable (FailedPrecondition naming one not initialised) and every
-// table's rows (EmbeddingTable::Snapshot of `kind`).
+// table's rows (EmbeddingTable::Snapshot of `kind`); with `stream_tables`, only names the tables
+// (SaveJob::streamed_tables) for WriteCheckpointFiles to snapshot as it writes them.
 [[nodiscard]] StatusOr<SaveJob> SnapshotSession(Session& session, const SessionState& state,
-                                                EmbeddingTable::SnapshotKind kind);
+                                                EmbeddingTable::SnapshotKind kind,
+                                                bool stream_tables = false);
 // WriteCheckpointFiles: the payloads and manifest.json of `job` into the existing directory
 // `dir`, each synced, then the directory synced.
 [[nodiscard]] Status WriteCheckpointFiles(Env* env, const std::string& dir, const SaveJob& job);
@@ -63,6 +74,8 @@ struct LoadedCheckpoint {
   int64_t step = 0;
   std::string dir;
   std::vector<std::string> chain;
+  int64_t run_count = -1;        // -1: the checkpoint holds none (written before it was saved)
+  int64_t dataset_batches = -1;  // -1: none recorded
   std::map<std::string, VarSnapshot> vars;  // from the checkpoint itself (deltas hold all vars)
   // Per table: the full snapshot, then the deltas in order.
   std::map<std::string, std::vector<TableSnapshot>> tables;
@@ -73,6 +86,7 @@ struct LoadedCheckpoint {
 [[nodiscard]] StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir);
 // ApplyCheckpoint: checks every variable and table of `state` against `ckpt` (NotFound when one is
 // missing, FailedPrecondition naming it and both values when they differ), then replaces them.
+// The tables' snapshots are moved out of `ckpt` (EmbeddingTable::AdoptSnapshot).
 [[nodiscard]] Status ApplyCheckpoint(Session& session, const SessionState& state,
                                      LoadedCheckpoint& ckpt);
 

@@ -50,6 +50,10 @@ class Env {
   // NewWritableFile: creates or truncates `path`.
   [[nodiscard]] virtual StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
       const std::string& path) = 0;
+  // NewExclusiveFile: creates `path` for writing; AlreadyExists when it exists (O_EXCL), so two
+  // writers (threads or processes) never share a file.
+  [[nodiscard]] virtual StatusOr<std::unique_ptr<WritableFile>> NewExclusiveFile(
+      const std::string& path) = 0;
   [[nodiscard]] virtual StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path) = 0;
   [[nodiscard]] virtual bool FileExists(const std::string& path) = 0;
@@ -73,6 +77,9 @@ class EnvWrapper : public Env {
   Env* target() const { return target_; }
   StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override {
     return target_->NewWritableFile(p);
+  }
+  StatusOr<std::unique_ptr<WritableFile>> NewExclusiveFile(const std::string& p) override {
+    return target_->NewExclusiveFile(p);
   }
   StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& p) override {
     return target_->NewRandomAccessFile(p);
@@ -111,6 +118,7 @@ class FaultInjectionEnv final : public EnvWrapper {
   std::atomic<int64_t> renames{0};  // renames done (counted, for tests)
 
   StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
+  StatusOr<std::unique_ptr<WritableFile>> NewExclusiveFile(const std::string& path) override;
   StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override;
   Status RenameFile(const std::string& from, const std::string& to) override;
 
@@ -118,7 +126,8 @@ class FaultInjectionEnv final : public EnvWrapper {
   Status BeforeAppend(const std::string& path, size_t bytes);
 };
 
-// ErrnoToStatus: the Status of a failed `op` on `path` with errno `err`.
+// ErrnoToStatus: the Status of a failed `op` on `path` with errno `err` (the one mapping of
+// file_open.h, with the message "<op> \"<path>\": <reason>; <fix>").
 Status ErrnoToStatus(int err, std::string_view op, const std::string& path);
 
 // ReadFileToString: the whole file through `env`.

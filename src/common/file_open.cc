@@ -20,9 +20,17 @@ absl::Status ErrnoToStatus(int err, std::string_view what) {
       return absl::NotFoundError(fmt::format("{}: {}; check the path", what, reason));
     case EACCES:
     case EPERM:
+    case EROFS:
       return absl::PermissionDeniedError(fmt::format(
-          "{}: {}; grant read permission to this process or copy the file somewhere readable", what,
+          "{}: {}; check the permissions of the file and its directory for this process", what,
           reason));
+    case ENOSPC:
+    case EDQUOT:
+      return absl::ResourceExhaustedError(
+          fmt::format("{}: {}; free disk space or choose another directory", what, reason));
+    case EEXIST:
+    case ENOTEMPTY:
+      return absl::AlreadyExistsError(fmt::format("{}: {}", what, reason));
     case EISDIR:
       return absl::InvalidArgumentError(fmt::format(
           "{}: {}; pass a regular file, or the directory itself as a pattern", what, reason));
@@ -34,8 +42,11 @@ absl::Status ErrnoToStatus(int err, std::string_view what) {
     case ENOMEM:
       return absl::ResourceExhaustedError(
           fmt::format("{}: {}; close other files or raise the limit", what, reason));
+    case EIO:
+      return absl::InternalError(
+          fmt::format("{}: {}; the storage device reported an error, check it", what, reason));
     default:
-      return absl::UnavailableError(fmt::format("{}: {}", what, reason));
+      return absl::InternalError(fmt::format("{}: {}", what, reason));
   }
 }
 

@@ -55,6 +55,63 @@ Tensor::Tensor(DType dtype, Shape shape, std::shared_ptr<TensorBuffer> buffer, s
                    "Tensor buffer is smaller than its shape");
 }
 
+StatusOr<Tensor> Tensor::Create(DType dtype, const Shape& shape) {
+  if (dtype == DType::kInvalid) {
+    return absl::InvalidArgumentError("Tensor::Create: the dtype is invalid; pass a real dtype");
+  }
+  if (!shape.IsFullyDefined()) {
+    return absl::InvalidArgumentError(
+        fmt::format("Tensor::Create: shape {} has unknown or negative dimensions; every dimension "
+                    "must be a known size >= 0",
+                    shape.ToString()));
+  }
+  try {
+    return Tensor(dtype, shape);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(fmt::format(
+        "Tensor::Create: a {} tensor of shape {} does not fit in memory; use a smaller shape",
+        DTypeName(dtype), shape.ToString()));
+  }
+}
+
+StatusOr<Tensor> Tensor::FromBuffer(DType dtype, const Shape& shape,
+                                    std::shared_ptr<TensorBuffer> buffer, size_t offset) {
+  if (dtype == DType::kInvalid || !shape.IsFullyDefined()) {
+    return absl::InvalidArgumentError(
+        fmt::format("Tensor::FromBuffer: needs a valid dtype and a fully defined shape, got {}",
+                    shape.ToString()));
+  }
+  std::optional<int64_t> elements = int64_t{1};
+  for (int64_t d : shape.dims()) {
+    if (elements.has_value()) elements = internal::CheckedMul(*elements, d);
+  }
+  std::optional<uint64_t> end;
+  if (elements.has_value()) {
+    end = internal::CheckedMul<uint64_t>(static_cast<uint64_t>(*elements), DTypeSize(dtype));
+  }
+  if (end.has_value()) end = internal::CheckedAdd<uint64_t>(*end, offset);
+  if (buffer == nullptr || !end.has_value() || *end > buffer->size()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "Tensor::FromBuffer: a {} tensor of shape {} at offset {} needs a buffer of at least that "
+        "many bytes; the buffer has {}",
+        DTypeName(dtype), shape.ToString(), offset, buffer == nullptr ? 0 : buffer->size()));
+  }
+  return Tensor(dtype, shape, std::move(buffer), offset);
+}
+
+StatusOr<Tensor> Tensor::SliceRows(int64_t begin, int64_t end) const {
+  if (rank() < 1 || begin < 0 || begin > end || end > dim(0)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "Tensor::SliceRows: rows [{}, {}) are not inside dimension 0 of a tensor of shape {}; "
+        "pass 0 <= begin <= end <= dim(0)",
+        begin, end, shape_.ToString()));
+  }
+  Shape s = shape_;
+  s.set_dim(0, end - begin);
+  const int64_t row = dim(0) == 0 ? 0 : num_elements_ / dim(0);
+  return Tensor(dtype_, s, buffer_, offset_ + static_cast<size_t>(begin * row) * DTypeSize(dtype_));
+}
+
 StatusOr<Tensor> Tensor::Reshape(const Shape& shape) const {
   if (!shape.IsFullyDefined() || shape.num_elements() != num_elements_) {
     return absl::InvalidArgumentError(fmt::format(
@@ -64,14 +121,6 @@ StatusOr<Tensor> Tensor::Reshape(const Shape& shape) const {
   Tensor t = *this;
   t.shape_ = shape;
   return t;
-}
-
-Tensor Tensor::Slice0(int64_t begin, int64_t end) const {
-  RECSDK_CHECK(rank() >= 1 && begin >= 0 && begin <= end && end <= dim(0));
-  Shape s = shape_;
-  s.set_dim(0, end - begin);
-  const int64_t row = dim(0) == 0 ? 0 : num_elements_ / dim(0);
-  return Tensor(dtype_, s, buffer_, offset_ + static_cast<size_t>(begin * row) * DTypeSize(dtype_));
 }
 
 Tensor Tensor::Copy() const {

@@ -3,8 +3,9 @@
 
 namespace recsdk::internal {
 
-StatusOr<Tensor*> OpKernelContext::allocate_output(int i, const Shape& shape, DType dtype) {
-  auto t = device_->graph_allocator().AllocateTensor(dtype, shape);
+StatusOr<Tensor*> OpKernelContext::allocate_output(int i, const Shape& shape, DType dtype,
+                                                   Fill fill) {
+  auto t = device_->graph_allocator().AllocateTensor(dtype, shape, fill);
   if (!t.ok()) {
     return absl::ResourceExhaustedError(fmt::format("op \"{}\" ({}): output {} {} {}: {}",
                                                     node_.name(), node_.type(), i, DTypeName(dtype),

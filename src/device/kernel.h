@@ -54,10 +54,21 @@ class OpKernelContext {
   StatusOr<Tensor*> allocate_output(int i, const Shape& shape) {
     return allocate_output(i, shape, node_.output_dtype(i));
   }
-  StatusOr<Tensor*> allocate_output(int i, const Shape& shape, DType dtype);
+  StatusOr<Tensor*> allocate_output(int i, const Shape& shape, DType dtype,
+                                    Fill fill = Fill::kZero);
+  // allocate_output_uninitialized: as allocate_output without the zero-fill, for kernels that
+  // write every element of the output (the buffer may hold a previous step's values).
+  StatusOr<Tensor*> allocate_output_uninitialized(int i, const Shape& shape) {
+    return allocate_output(i, shape, node_.output_dtype(i), Fill::kUninitialized);
+  }
   // set_output: forward an existing tensor (e.g. an input or a variable's value).
   void set_output(int i, Tensor t) { (*outputs_)[i] = std::move(t); }
   Tensor* output(int i) { return &(*outputs_)[i]; }
+
+  // SkipControlDependents: the nodes that take a control input from this node do not run in this
+  // step, nor their data consumers (ControlGate; the executor reads the flag after Compute).
+  void SkipControlDependents() { skip_control_dependents_ = true; }
+  bool skip_control_dependents() const { return skip_control_dependents_; }
 
   // Error: InvalidArgument prefixed with the node name and type.
   template <typename... Args>
@@ -74,6 +85,7 @@ class OpKernelContext {
   int64_t graph_seed_;
   std::vector<const Tensor*> inputs_;
   std::vector<Tensor>* outputs_;
+  bool skip_control_dependents_ = false;
 };
 
 class OpKernel {

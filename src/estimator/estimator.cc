@@ -6,9 +6,11 @@
 // each call returns).
 #include "recsdk/estimator.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 
 #include "fmt/format.h"
 #include "recsdk/checkpoint.h"
@@ -16,6 +18,7 @@
 #include "recsdk/initialize.h"
 #include "recsdk/pipeline.h"
 #include "src/common/status_macros.h"
+#include "src/device/resource_mgr.h"
 #include "src/session/table_ops.h"
 
 namespace recsdk {
@@ -30,7 +33,8 @@ double NowSeconds() {
 // TrimRows: the first `rows` rows of a batch-major tensor (the real rows of a padded batch).
 Tensor TrimRows(const Tensor& t, int64_t rows) {
   if (t.shape().rank() == 0 || t.shape().dim(0) <= rows) return t;
-  return t.Slice0(0, rows);
+  StatusOr<Tensor> trimmed = t.SliceRows(0, std::max<int64_t>(rows, 0));
+  return trimmed.ok() ? *std::move(trimmed) : t;
 }
 
 }  // namespace
@@ -59,6 +63,10 @@ struct Estimator::Impl {
   int64_t schema_rows = 0;
   std::unique_ptr<Session> session;
   std::string latest_checkpoint;
+  // input_position: batches of the training input consumed so far (the restored checkpoint's
+  // dataset position, then where the last training stage stopped); used with
+  // EstimatorOptions::resume_input_position.
+  int64_t input_position = 0;
   std::shared_ptr<SummaryWriter> train_writer;
   std::map<std::string, std::shared_ptr<SummaryWriter>> eval_writers;
 
@@ -221,12 +229,23 @@ Status Estimator::Impl::Restore() {
   }
   if (init != nullptr && !init->options().if_load) return absl::OkStatus();
   RECSDK_ASSIGN_OR_RETURN(int64_t step, saver->Restore(""));
+  input_position = std::max<int64_t>(0, saver->restored_dataset_batches());
   latest_checkpoint = *latest;
   Print(fmt::format("restored checkpoint of step {} from {}", step, config.model_dir));
   return absl::OkStatus();
 }
 
 StatusOr<int64_t> Estimator::Impl::GlobalStep() {
+  // Straight from the variable: a Session::Run would advance the run count, the RNG state
+  // checkpoints restore (Session::SetRunCount), so a resumed Train would draw other Dropout masks.
+  auto* v = dynamic_cast<internal::VariableResource*>(
+      session->resource_mgr()->Lookup(std::string(kGlobalStep)));
+  if (v != nullptr) {
+    std::lock_guard<std::mutex> lock(v->mu);
+    if (v->initialized() && v->value.dtype() == DType::kInt64 && v->value.num_elements() == 1) {
+      return v->value.data<int64_t>()[0];
+    }
+  }
   RECSDK_ASSIGN_OR_RETURN(std::vector<Tensor> out,
                           session->Run({}, {std::string(kGlobalStep) + "/read"}));
   return out[0].scalar<int64_t>();
@@ -247,6 +266,12 @@ StatusOr<std::unique_ptr<KeyStage>> Estimator::Impl::StartStage(const InputFn& i
   RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> data, input_fn());
   KeyStageOptions o = options.key_stage;
   o.channel = channel;
+  if (channel == KeyStageChannel::kTrain && options.resume_input_position) {
+    o.start_batch = input_position;
+    if (input_position > 0) {
+      Print(fmt::format("resuming the training input at batch {}", input_position));
+    }
+  }
   return KeyStage::Start(*session, std::move(data), o);
 }
 
@@ -295,6 +320,7 @@ Status Estimator::Impl::TrainLoop(KeyStage* stage, int64_t last_step, const Hook
       c.save_secs = 0;
     }
     c.keep_checkpoint_max = config.keep_checkpoint_max;
+    c.last_step = last_step;
     if (init != nullptr) {
       c.is_incremental_checkpoint = init->options().is_incremental_checkpoint;
       c.save_delta_checkpoints_secs =
@@ -446,6 +472,7 @@ Status Estimator::Train(const InputFn& input_fn, int64_t steps, int64_t max_step
                           s.StartStage(input_fn, KeyStageChannel::kTrain));
   Status status = s.TrainLoop(stage.get(), last, hooks);
   stage->Stop();
+  s.input_position = stage->batches_consumed();
   return status;
 }
 
@@ -542,6 +569,7 @@ StatusOr<EvalResult> Estimator::TrainAndEvaluate(const TrainSpec& train_spec,
     if (ended) break;
   }
   stage->Stop();
+  s.input_position = stage->batches_consumed();
   if (!evaluated_last) {
     RECSDK_ASSIGN_OR_RETURN(result, s.EvaluateLoop(eval_spec.input_fn, eval_spec.steps,
                                                    eval_spec.name, eval_spec.hooks));

@@ -3,8 +3,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "fmt/format.h"
@@ -266,7 +268,7 @@ Status CheckpointSaverHook::AfterCreateSession(Session& session) {
   o.keep_checkpoint_max = options_.keep_checkpoint_max;
   o.is_incremental_checkpoint = options_.is_incremental_checkpoint;
   RECSDK_ASSIGN_OR_RETURN(saver_, Saver::Create(session, o));
-  last_full_time_ = last_delta_time_ = NowSeconds();
+  last_full_time_ = last_delta_time_ = Now();
   return absl::OkStatus();
 }
 
@@ -274,7 +276,7 @@ Status CheckpointSaverHook::SaveAt(int64_t step, bool delta) {
   RECSDK_ASSIGN_OR_RETURN(std::string dir, delta ? saver_->SaveDelta(step) : saver_->Save(step));
   saved_.push_back(dir);
   if (options_.log) Emit(options_.sink, fmt::format("saved checkpoint {}", dir));
-  const double now = NowSeconds();
+  const double now = Now();
   last_delta_time_ = now;
   if (!delta) {
     last_full_time_ = now;
@@ -283,24 +285,75 @@ Status CheckpointSaverHook::SaveAt(int64_t step, bool delta) {
   return absl::OkStatus();
 }
 
+double CheckpointSaverHook::Now() const { return options_.clock ? options_.clock() : NowSeconds(); }
+
 Status CheckpointSaverHook::AfterRun(SessionRunContext& context, absl::Span<const Tensor>) {
   const int64_t step = Step(context);
   last_step_ = step;
-  const double now = NowSeconds();
+  KeyStage* stage =
+      context.key_stage != nullptr && context.key_stage->channel() == KeyStageChannel::kTrain
+          ? context.key_stage
+          : nullptr;
+  if (stage != key_stage_) {
+    saver_->AttachKeyStage(stage);
+    key_stage_ = stage;
+  }
+  const double now = Now();
+  Due due = pending_;
   const bool full_due =
       (options_.save_steps > 0 && step % options_.save_steps == 0 && step != last_saved_step_) ||
       (options_.save_secs > 0 && now - last_full_time_ >= options_.save_secs);
-  if (full_due) return SaveAt(step, false);
-  if (options_.is_incremental_checkpoint && options_.save_delta_checkpoints_secs > 0 &&
-      last_saved_step_ >= 0 && now - last_delta_time_ >= options_.save_delta_checkpoints_secs) {
-    return SaveAt(step, true);
+  if (full_due) {
+    due = Due::kFull;
+  } else if (due == Due::kNone && options_.is_incremental_checkpoint &&
+             options_.save_delta_checkpoints_secs > 0 && step != last_saved_step_ &&
+             now - last_delta_time_ >= options_.save_delta_checkpoints_secs) {
+    // Nothing to build on yet: the first checkpoint of the run is a full one.
+    due = last_saved_step_ >= 0 ? Due::kDelta : Due::kFull;
   }
-  return absl::OkStatus();
+  Status saved;
+  if (due != Due::kNone) {
+    if (stage != nullptr && !stage->Quiescent()) {
+      // The key stage has changed the tables for batches not yet run: stop it reading, and save
+      // at the first step end where the training loop has caught up (at most prefetch_batches
+      // steps later).
+      stage->Quiesce();
+      pending_ = due;
+      return absl::OkStatus();
+    }
+    pending_ = Due::kNone;
+    saved = SaveAt(step, due == Due::kDelta);
+  }
+  // The next save's step may be known (save_steps, the last step): let the stage read no batch
+  // past it, so the tables are consistent right at that step without a pause in prefetching (one
+  // batch per step). Set before the next Next call, which would otherwise resume reading freely.
+  int64_t next = std::numeric_limits<int64_t>::max();
+  if (options_.save_steps > 0) next = (step / options_.save_steps + 1) * options_.save_steps;
+  if (options_.last_step >= 0) {
+    // At the last step the limit stays where it is: End saves this consistent moment.
+    next = step >= options_.last_step ? std::numeric_limits<int64_t>::max()
+                                      : std::min(next, options_.last_step);
+  }
+  if (stage != nullptr && next != std::numeric_limits<int64_t>::max()) {
+    stage->Quiesce(stage->batches_consumed() + (next - step));
+  }
+  return saved;
 }
 
 Status CheckpointSaverHook::End(Session&) {
   if (saver_ == nullptr || last_step_ < 0 || last_step_ == last_saved_step_) {
     return absl::OkStatus();
+  }
+  if (key_stage_ != nullptr && !key_stage_->Quiescent()) {
+    // No later step will let the stage catch up. Saving the final model matters more than the
+    // batches the stage prepared ahead: their key effects (inserted rows, admission counts) are
+    // in this checkpoint, and it records no dataset position.
+    internal::LogWarning(
+        "CheckpointSaverHook: the final checkpoint (step {}) also holds the key stage's changes "
+        "for batches prepared but not trained, and no dataset position",
+        last_step_);
+    saver_->AttachKeyStage(nullptr);
+    key_stage_ = nullptr;
   }
   return SaveAt(last_step_, false);
 }

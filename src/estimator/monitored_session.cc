@@ -1,16 +1,21 @@
 // monitored_session.cc: MonitoredSession (hooks.h): a Session whose steps run the hooks' Begin /
 // AfterCreateSession / BeforeRun / AfterRun / End around them. The global step is read after
-// each step (one small extra Run fetching "global_step", only when the graph has one), so hooks
-// see the exact value whether or not the step incremented it.
+// each step (only when the graph has one) straight from its variable, so hooks see the exact
+// value whether or not the step incremented it. Not with a Session::Run: that would advance the
+// session's run count, which keys the random streams (Session::SetRunCount), so a resumed
+// MonitoredSession would draw other Dropout masks than the run it resumes.
 //
 // Threading: one loop thread.
 #include <memory>
+#include <mutex>
 #include <utility>
 
 #include "fmt/format.h"
 #include "recsdk/hooks.h"
+#include "recsdk/pipeline.h"
 #include "recsdk/variables.h"
 #include "src/common/status_macros.h"
+#include "src/device/resource_mgr.h"
 
 namespace recsdk {
 
@@ -27,6 +32,15 @@ struct MonitoredSession::Impl {
 
   Status ReadGlobalStep() {
     if (!has_global_step) return absl::OkStatus();
+    auto* v = dynamic_cast<internal::VariableResource*>(
+        session->resource_mgr()->Lookup(std::string(kGlobalStep)));
+    if (v != nullptr) {
+      std::lock_guard<std::mutex> lock(v->mu);
+      if (v->initialized() && v->value.dtype() == DType::kInt64 && v->value.num_elements() == 1) {
+        global_step = v->value.data<int64_t>()[0];
+        return absl::OkStatus();
+      }
+    }
     RECSDK_ASSIGN_OR_RETURN(std::vector<Tensor> out,
                             session->Run({}, {std::string(kGlobalStep) + "/read"}));
     global_step = out[0].scalar<int64_t>();
@@ -107,6 +121,9 @@ Status MonitoredSession::Run(const FeedList& feeds, const std::vector<TensorName
   }
   std::vector<Tensor> results;
   RECSDK_RETURN_IF_ERROR(s.session->Run(feeds, all, targets, &results));
+  // deterministic: the hooks (set_threshold, eviction, checkpoints) see the key stage at a fixed
+  // point, not wherever its threads happen to be (KeyStage::WaitForWindow).
+  if (s.key_stage != nullptr && s.session->config().deterministic) s.key_stage->WaitForWindow();
   ++s.runs;
   RECSDK_RETURN_IF_ERROR(s.ReadGlobalStep());
   context.global_step = s.global_step;

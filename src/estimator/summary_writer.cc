@@ -7,18 +7,21 @@
 //   Value   { string tag = 1; float simple_value = 2; }
 // tests/estimator/summary_writer_test.cc decodes the file with the real protobuf library.
 //
-// Threading: Impl::mu guards the file.
+// Files go through the Env (src/common/env.h): tests inject a failed write or a full disk, and
+// the event file is created exclusively (O_EXCL), never overwriting another writer's.
+//
+// Threading: Impl::mu guards the buffer and the file.
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cstring>
-#include <filesystem>
+#include <memory>
 #include <mutex>
 #include <string>
 
 #include "fmt/format.h"
 #include "recsdk/summary.h"
+#include "src/common/env.h"
 #include "src/common/status_macros.h"
 #include "src/pipeline/crc32c.h"
 
@@ -93,18 +96,30 @@ std::string HostName() {
 }  // namespace
 
 struct SummaryWriter::Impl {
+  // Records are appended to the file when this many bytes are buffered, and at Flush/Close.
+  static constexpr size_t kBufferBytes = 64 << 10;
+
   std::mutex mu;
   std::string path;
-  std::FILE* file = nullptr;  // null once closed
+  std::unique_ptr<internal::WritableFile> file;  // null once closed
+  std::string buffer;
 
   Status Write(const std::string& record) {
     if (file == nullptr) {
       return absl::FailedPreconditionError(
           fmt::format("SummaryWriter \"{}\": written after Close", path));
     }
-    if (std::fwrite(record.data(), 1, record.size(), file) != record.size()) {
-      return absl::InternalError(
-          fmt::format("SummaryWriter: writing \"{}\" failed: {}", path, std::strerror(errno)));
+    buffer += record;
+    if (buffer.size() >= kBufferBytes) return FlushBuffer();
+    return absl::OkStatus();
+  }
+  Status FlushBuffer() {
+    if (file == nullptr || buffer.empty()) return absl::OkStatus();
+    Status s = file->Append(buffer);
+    buffer.clear();  // a failed write is reported once, not retried with later records
+    if (!s.ok()) {
+      return Status(s.code(),
+                    fmt::format("SummaryWriter: writing \"{}\" failed: {}", path, s.message()));
     }
     return absl::OkStatus();
   }
@@ -113,35 +128,38 @@ struct SummaryWriter::Impl {
 SummaryWriter::SummaryWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 SummaryWriter::~SummaryWriter() { (void)Close(); }
 
-StatusOr<std::unique_ptr<SummaryWriter>> SummaryWriter::Create(const std::string& logdir) {
+StatusOr<std::unique_ptr<SummaryWriter>> SummaryWriter::Create(const std::string& logdir,
+                                                               internal::Env* env) {
   if (logdir.empty()) {
     return absl::InvalidArgumentError(
         "SummaryWriter: logdir is empty; give the directory TensorBoard will read (model_dir)");
   }
-  std::error_code ec;
-  std::filesystem::create_directories(logdir, ec);
-  if (ec) {
-    return absl::InternalError(
-        fmt::format("SummaryWriter: cannot create directory \"{}\": {}", logdir, ec.message()));
+  if (env == nullptr) env = internal::Env::Default();
+  if (Status s = env->CreateDir(logdir); !s.ok()) {
+    return Status(s.code(), fmt::format("SummaryWriter: cannot create directory \"{}\": {}", logdir,
+                                        s.message()));
   }
   const double now = WallTime();
   const std::string base =
       fmt::format("{}/events.out.tfevents.{}.{}", logdir, static_cast<int64_t>(now), HostName());
   auto impl = std::make_unique<Impl>();
+  Status last;
   for (int n = 0; n < 1000 && impl->file == nullptr; ++n) {
     impl->path = n == 0 ? base : fmt::format("{}.{}", base, n);
-    impl->file = std::fopen(impl->path.c_str(), "wbx");  // x: never overwrite another writer's
-    if (impl->file == nullptr && errno != EEXIST) break;
+    auto f = env->NewExclusiveFile(impl->path);  // never overwrite another writer's file
+    if (f.ok()) {
+      impl->file = std::move(*f);
+      break;
+    }
+    last = f.status();
+    if (!absl::IsAlreadyExists(last)) break;
   }
   if (impl->file == nullptr) {
-    return absl::InternalError(
-        fmt::format("SummaryWriter: cannot create \"{}\": {}", impl->path, std::strerror(errno)));
+    return Status(last.code(), fmt::format("SummaryWriter: cannot create \"{}\": {}", impl->path,
+                                           last.message()));
   }
   RECSDK_RETURN_IF_ERROR(impl->Write(Record(EventProto(now, 0, "brain.Event:2", {}, 0))));
-  if (std::fflush(impl->file) != 0) {
-    return absl::InternalError(
-        fmt::format("SummaryWriter: flushing \"{}\" failed: {}", impl->path, std::strerror(errno)));
-  }
+  RECSDK_RETURN_IF_ERROR(impl->FlushBuffer());
   return std::unique_ptr<SummaryWriter>(new SummaryWriter(std::move(impl)));
 }
 
@@ -158,23 +176,20 @@ Status SummaryWriter::AddScalar(std::string_view tag, double value, int64_t step
 
 Status SummaryWriter::Flush() {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  if (impl_->file != nullptr && std::fflush(impl_->file) != 0) {
-    return absl::InternalError(fmt::format("SummaryWriter: flushing \"{}\" failed: {}", impl_->path,
-                                           std::strerror(errno)));
-  }
-  return absl::OkStatus();
+  return impl_->FlushBuffer();
 }
 
 Status SummaryWriter::Close() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (impl_->file == nullptr) return absl::OkStatus();
-  const int rc = std::fclose(impl_->file);
-  impl_->file = nullptr;
-  if (rc != 0) {
-    return absl::InternalError(
-        fmt::format("SummaryWriter: closing \"{}\" failed: {}", impl_->path, std::strerror(errno)));
+  Status s = impl_->FlushBuffer();
+  Status closed = impl_->file->Close();
+  impl_->file.reset();
+  if (s.ok() && !closed.ok()) {
+    s = Status(closed.code(), fmt::format("SummaryWriter: closing \"{}\" failed: {}", impl_->path,
+                                          closed.message()));
   }
-  return absl::OkStatus();
+  return s;
 }
 
 const std::string& SummaryWriter::path() const { return impl_->path; }

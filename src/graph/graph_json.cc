@@ -13,6 +13,7 @@
 #include "nlohmann/json.hpp"
 #include "recsdk/graph.h"
 #include "src/common/checked_math.h"
+#include "src/common/json_number.h"
 #include "src/common/status_macros.h"
 
 namespace recsdk {
@@ -85,7 +86,7 @@ StatusOr<Shape> ShapeFromJson(const json& j) {
       return absl::DataLossError(fmt::format(
           "graph JSON shape {} has dimension {}, which is not an integer", j.dump(), d.dump()));
     }
-    const int64_t v = d.get<int64_t>();
+    const int64_t v = internal::JsonNumber<int64_t>(d);
     if (v < Shape::kUnknownDim) {
       return absl::DataLossError(fmt::format(
           "graph JSON shape {} has dimension {}; dimensions are sizes >= 0 or -1 (unknown)",
@@ -183,15 +184,15 @@ StatusOr<AttrValue> AttrFromJson(const json& j) {
         fmt::format("graph JSON attribute type {} is not an integer", type.dump()));
   }
   if (!v.is_number_integer() &&
-      static_cast<AttrValue::Type>(type.get<int64_t>()) == AttrValue::Type::kInt) {
+      static_cast<AttrValue::Type>(internal::JsonNumber<int64_t>(type)) == AttrValue::Type::kInt) {
     return absl::DataLossError(
         fmt::format("graph JSON int attribute value {} is not an integer", v.dump()));
   }
-  switch (static_cast<AttrValue::Type>(type.get<int64_t>())) {
+  switch (static_cast<AttrValue::Type>(internal::JsonNumber<int64_t>(type))) {
     case AttrValue::Type::kNone:
       return AttrValue();
     case AttrValue::Type::kInt:
-      return AttrValue(v.get<int64_t>());
+      return AttrValue(internal::JsonNumber<int64_t>(v));
     case AttrValue::Type::kFloat:
       return AttrValue(v.get<double>());
     case AttrValue::Type::kBool:
@@ -273,13 +274,13 @@ StatusOr<std::unique_ptr<Graph>> Graph::FromJson(std::string_view text) {
       return absl::InvalidArgumentError(
           "not a recsdk graph: the \"format\" field is missing or wrong");
     }
-    if (j.value("version", 0) != 1) {
+    if (internal::JsonNumberOr<int64_t>(j, "version", 0) != 1) {
       return absl::InvalidArgumentError(
           fmt::format("graph JSON version {} is not supported; this build reads version 1",
-                      j.value("version", 0)));
+                      internal::JsonNumberOr<int64_t>(j, "version", 0)));
     }
     auto g = std::make_unique<Graph>();
-    g->random_seed_ = j.value("random_seed", int64_t{0});
+    g->random_seed_ = internal::JsonNumberOr<int64_t>(j, "random_seed", 0);
     for (const auto& [k, v] : j.at("collections").items()) {
       g->collections_[k] = v.get<std::vector<std::string>>();
     }

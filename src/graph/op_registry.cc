@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "src/common/check.h"
 #include "src/common/hash.h"
 
 namespace recsdk::internal {
@@ -110,7 +111,9 @@ OpRegistry& OpRegistry::Global() {
     RegisterNnOps(*r);
     RegisterStateOps(*r);
     RegisterRandomOps(*r);
+    RegisterFusedOps(*r);
     DeclareCoreAttrSchemas(*r);
+    RegisterPrecisionOps(*r);  // declares its own schemas
     return r;
   }();
   return *registry;
@@ -138,6 +141,11 @@ Status OpRegistry::DeclareAttrs(std::string_view type, std::vector<AttrDef> attr
   it->second->attrs = std::move(attrs);
   it->second->attrs_declared = true;
   return absl::OkStatus();
+}
+
+void OpRegistry::DeclareAttrsOrDie(std::string_view type, std::vector<AttrDef> attrs) {
+  const Status s = DeclareAttrs(type, std::move(attrs));
+  RECSDK_CHECK_MSG(s.ok(), std::string(s.message()));
 }
 
 std::string_view AttrTypeName(AttrValue::Type type) {

@@ -139,6 +139,10 @@ class OpRegistry {
   // DeclareAttrs sets the attribute schema of a registered op type. FailedPrecondition when the
   // type is not registered (a registration-order bug).
   Status DeclareAttrs(std::string_view type, std::vector<AttrDef> attrs);
+  // DeclareAttrsOrDie: DeclareAttrs for the registration functions, which run once at start-up
+  // with the library's own op types; a failure there is a bug in the library (no caller input
+  // reaches it), so it aborts with the message.
+  void DeclareAttrsOrDie(std::string_view type, std::vector<AttrDef> attrs);
   std::vector<std::string> OpTypes() const;
 
  private:
@@ -152,8 +156,12 @@ void RegisterMathOps(OpRegistry& registry);
 void RegisterNnOps(OpRegistry& registry);
 void RegisterStateOps(OpRegistry& registry);
 void RegisterRandomOps(OpRegistry& registry);
+// Ops created by fusion passes (src/graph/ops/fused_ops.cc); they declare their own schemas.
+void RegisterFusedOps(OpRegistry& registry);
 // The attribute schemas of the core ops (src/graph/ops/attr_schemas.cc), declared after the ops.
 void DeclareCoreAttrSchemas(OpRegistry& registry);
+// Mixed precision and loss scaling ops with their schemas (src/graph/ops/precision_ops.cc).
+void RegisterPrecisionOps(OpRegistry& registry);
 
 // BroadcastShapes: NumPy broadcasting of two (possibly partially known) shapes.
 StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b);

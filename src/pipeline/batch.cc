@@ -3,6 +3,7 @@
 
 #include "fmt/format.h"
 #include "recsdk/dataset.h"
+#include "src/common/status_macros.h"
 
 namespace recsdk {
 
@@ -57,9 +58,18 @@ StatusOr<Tensor> Batch::Column(std::string_view name) const {
       name, names));
 }
 
-Batch Batch::Slice(int64_t begin, int64_t end) const {
+StatusOr<Batch> Batch::Slice(int64_t begin, int64_t end) const {
+  if (begin < 0 || begin > end || end > num_rows_) {
+    return absl::InvalidArgumentError(
+        fmt::format("Batch::Slice: rows [{}, {}) are not inside the batch's {} rows; pass 0 <= "
+                    "begin <= end <= num_rows()",
+                    begin, end, num_rows_));
+  }
   Batch out;
-  for (const auto& [n, t] : columns_) out.columns_.emplace_back(n, t.Slice0(begin, end));
+  for (const auto& [n, t] : columns_) {
+    RECSDK_ASSIGN_OR_RETURN(Tensor rows, t.SliceRows(begin, end));
+    out.columns_.emplace_back(n, std::move(rows));
+  }
   out.num_rows_ = end - begin;
   out.num_valid_ = std::clamp<int64_t>(num_valid_ - begin, 0, end - begin);
   return out;
@@ -95,6 +105,19 @@ std::string_view MalformedReasonName(MalformedReason reason) {
       return "bad header";
   }
   return "unknown";
+}
+
+StatusOr<int64_t> Dataset::SkipBatches(int64_t n) {
+  if (n < 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("Dataset::SkipBatches: n is {}; it must be >= 0", n));
+  }
+  Batch discarded;
+  for (int64_t i = 0; i < n; ++i) {
+    RECSDK_ASSIGN_OR_RETURN(const bool more, GetNext(&discarded));
+    if (!more) return i;
+  }
+  return n;
 }
 
 int64_t MalformedCounts::total() const {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -356,6 +357,12 @@ bool IsValidUtf8(const char* s, size_t n) {
     p += len;
   }
   return true;
+}
+
+void TrimRows(Batch* batch, int64_t rows) {
+  if (rows >= batch->num_rows()) return;
+  StatusOr<Batch> kept = batch->Slice(0, std::max<int64_t>(rows, 0));
+  if (kept.ok()) *batch = *std::move(kept);  // always: 0 <= rows < num_rows here
 }
 
 }  // namespace recsdk::internal

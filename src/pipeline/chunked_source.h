@@ -55,6 +55,10 @@ struct ParsedChunk {
   std::vector<RowError> errors;
 };
 
+// TrimRows: shrinks every column of *batch to its first `rows` rows (zero-copy) after a parser
+// dropped malformed rows; `rows` is at most batch->num_rows() (the rows the parser kept).
+void TrimRows(Batch* batch, int64_t rows);
+
 // FileCursor: sequential reads of one file with its byte offset. Not thread-safe.
 class FileCursor {
  public:

@@ -5,6 +5,7 @@
 
 #include "fmt/format.h"
 #include "recsdk/dataset.h"
+#include "src/common/exception_guard.h"
 #include "src/common/hash.h"
 #include "src/common/random.h"
 #include "src/common/status_macros.h"
@@ -17,6 +18,9 @@ class InMemorySource final : public Dataset {
  public:
   InMemorySource(std::vector<Batch> batches) : batches_(std::move(batches)) {}
   StatusOr<bool> GetNext(Batch* batch) override {
+    return CatchExceptions("InMemory source", [&] { return GetNextUnguarded(batch); });
+  }
+  StatusOr<bool> GetNextUnguarded(Batch* batch) {
     if (next_ >= batches_.size()) return false;
     *batch = batches_[next_++];
     return true;
@@ -24,6 +28,12 @@ class InMemorySource final : public Dataset {
   Status Reset() override {
     next_ = 0;
     return absl::OkStatus();
+  }
+  StatusOr<int64_t> SkipBatches(int64_t n) override {
+    if (n < 0) return Dataset::SkipBatches(n);  // the error
+    const size_t skip = std::min(static_cast<size_t>(n), batches_.size() - next_);
+    next_ += skip;
+    return static_cast<int64_t>(skip);
   }
   MalformedCounts malformed_counts() const override { return {}; }
 
@@ -98,6 +108,9 @@ class SyntheticSource final : public Dataset {
     }
   }
   StatusOr<bool> GetNext(Batch* batch) override {
+    return CatchExceptions("Synthetic source", [&] { return GetNextUnguarded(batch); });
+  }
+  StatusOr<bool> GetNextUnguarded(Batch* batch) {
     if (next_row_ >= opt_.num_rows) return false;
     const int64_t n = std::min(opt_.block_rows, opt_.num_rows - next_row_);
     const int nf = static_cast<int>(opt_.vocabulary_sizes.size());
@@ -148,6 +161,14 @@ class SyntheticSource final : public Dataset {
   Status Reset() override {
     next_row_ = 0;
     return absl::OkStatus();
+  }
+  // Every row is a function of its index (and the seed), so seeking is moving the index.
+  StatusOr<int64_t> SkipBatches(int64_t n) override {
+    if (n < 0) return Dataset::SkipBatches(n);  // the error
+    const int64_t left = (opt_.num_rows - next_row_ + opt_.block_rows - 1) / opt_.block_rows;
+    const int64_t skip = std::min(n, std::max<int64_t>(left, 0));
+    next_row_ = std::min(opt_.num_rows, next_row_ + skip * opt_.block_rows);
+    return skip;
   }
   MalformedCounts malformed_counts() const override { return {}; }
 
@@ -238,7 +259,8 @@ StatusOr<std::unique_ptr<Dataset>> InMemoryDataset(std::vector<InMemoryColumn> c
   }
   std::vector<Batch> blocks;
   for (int64_t b = 0; b < rows; b += block_rows) {
-    blocks.push_back(all.Slice(b, std::min(rows, b + block_rows)));
+    RECSDK_ASSIGN_OR_RETURN(Batch block, all.Slice(b, std::min(rows, b + block_rows)));
+    blocks.push_back(std::move(block));
   }
   return std::unique_ptr<Dataset>(new internal::InMemorySource(std::move(blocks)));
 }

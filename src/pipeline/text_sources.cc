@@ -36,11 +36,6 @@ std::string Excerpt(const char* p, const char* end) {
   return "\"" + s + (end - p > 40 ? "...\"" : "\"");
 }
 
-// Shrinks every column of *batch to its first `rows` rows (zero-copy).
-void Trim(Batch* batch, int64_t rows) {
-  if (rows < batch->num_rows()) *batch = batch->Slice(0, rows);
-}
-
 class CriteoSource final : public ChunkedSource {
  public:
   CriteoSource(std::vector<std::string> files, CriteoOptions options)
@@ -230,7 +225,7 @@ ParsedChunk DelimitedSource::ParseChunk(const Chunk& chunk) const {
     if (c.kind == ColumnKind::kSparse) st.Update(out.batch.AddColumn(c.name, sparse[si++]));
   }
   if (has_timestamp_) st.Update(out.batch.AddColumn("timestamp", std::move(timestamp)));
-  Trim(&out.batch, r);
+  TrimRows(&out.batch, r);
   return out;
 }
 

@@ -569,7 +569,7 @@ ParsedChunk TfRecordSource::ParseChunk(const Chunk& chunk) const {
     if (s.kind == ColumnKind::kSparse) st.Update(out.batch.AddColumn(s.schema->name, sparse[si++]));
   }
   if (has_timestamp_) st.Update(out.batch.AddColumn("timestamp", std::move(timestamp)));
-  if (r < n) out.batch = out.batch.Slice(0, r);
+  TrimRows(&out.batch, r);
   return out;
 }
 

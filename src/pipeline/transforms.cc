@@ -191,7 +191,7 @@ class BatchRowsDataset final : public WrappingDataset {
       const int64_t avail = pending_.num_rows() - offset_;
       // Zero-copy when a whole batch lies in the current input block.
       if (store_.size() == 0 && avail >= batch_size_) {
-        *out = pending_.Slice(offset_, offset_ + batch_size_);
+        RECSDK_ASSIGN_OR_RETURN(*out, pending_.Slice(offset_, offset_ + batch_size_));
         offset_ += batch_size_;
         return true;
       }
@@ -278,15 +278,14 @@ class MapDataset final : public WrappingDataset {
   MapDataset(std::unique_ptr<Dataset> input, MapFn fn)
       : WrappingDataset(std::move(input)), fn_(std::move(fn)) {}
   StatusOr<bool> GetNext(Batch* batch) override {
+    return CatchExceptions("Map", [&] { return GetNextUnguarded(batch); });
+  }
+  StatusOr<bool> GetNextUnguarded(Batch* batch) {
     Batch in;
     RECSDK_ASSIGN_OR_RETURN(bool more, input_->GetNext(&in));
     if (!more) return false;
-    StatusOr<Batch> out;
-    try {
-      out = fn_(std::move(in));
-    } catch (const std::exception& e) {
-      return absl::InternalError(fmt::format("Map: the function threw: {}", e.what()));
-    }
+    StatusOr<Batch> out =
+        CatchExceptions("Map: the user function", [&] { return fn_(std::move(in)); });
     if (!out.ok()) return out.status();
     *batch = *std::move(out);
     return true;
@@ -352,7 +351,8 @@ class PrefetchDataset final : public WrappingDataset {
   void Run() {
     for (;;) {
       Batch b;
-      StatusOr<bool> more = input_->GetNext(&b);
+      // The worker thread is a boundary too: an exception here would end the process.
+      StatusOr<bool> more = CatchExceptions("Prefetch", [&] { return input_->GetNext(&b); });
       std::unique_lock<std::mutex> lock(mu_);
       if (!more.ok() || !*more) {
         final_status_ = more.ok() ? absl::OkStatus() : more.status();

@@ -193,19 +193,6 @@ Status SessionConfig::Validate() const {
           precision_mode, precision_mode_v2));
     }
   }
-  for (auto [name, value] :
-       {std::pair<const char*, const std::string*>{"precision_mode", &precision_mode},
-        std::pair<const char*, const std::string*>{"precision_mode_v2", &precision_mode_v2}}) {
-    const std::string& v = *value;
-    if (v == "force_fp16" || v == "allow_mix_precision" || v == "fp16" || v == "mixed_float16" ||
-        v == "mixed_bfloat16" || v == "cube_fp16in_fp32out") {
-      return Invalid(fmt::format(
-          "{}: \"{}\" needs low-precision (float16/bfloat16) kernels and the casting pass, which "
-          "this runtime does not have yet; use must_keep_origin_dtype (or precision_mode_v2 "
-          "origin) — on the CPU backend every op runs in float32",
-          name, v));
-    }
-  }
   if (enable_reduce_precision) {
     return Invalid(
         "enable_reduce_precision: not supported (the session options spec says the current "
@@ -216,11 +203,16 @@ Status SessionConfig::Validate() const {
   if (!optypelist_for_implmode.empty() && op_select_implmode.empty()) {
     return Invalid("optypelist_for_implmode: set, but op_select_implmode is not; set both");
   }
-  if (!enable_scope_fusion_passes.empty()) {
-    return Invalid(fmt::format(
-        "enable_scope_fusion_passes: \"{}\" names fusion passes, but no optional fusion pass is "
-        "registered in this runtime yet (registered: none); leave it empty",
-        enable_scope_fusion_passes));
+  // The optional fusion passes of src/session/passes (each checks FusionPassEnabled).
+  for (std::string name : SplitList(enable_scope_fusion_passes, ',')) {
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    if (name != "fuse_dense") {
+      return Invalid(fmt::format(
+          "enable_scope_fusion_passes: \"{}\" is not a fusion pass of this runtime (known: "
+          "fuse_dense); remove it",
+          name));
+    }
   }
   if (!auto_tune_mode.empty()) {
     for (const std::string& m : SplitList(auto_tune_mode, ',')) {

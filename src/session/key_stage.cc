@@ -17,6 +17,19 @@
 // queue state and the tickets; lock order is resolve_mu before mu. At most prefetch_batches
 // batches are read and not yet consumed.
 //
+// Checkpoints (Quiesce): `read_limit` caps the batches workers may take (consumed + outstanding),
+// so the tables stop changing ahead of the step; Next lifts it when it needs an unread batch.
+//
+// Deterministic mode (SessionConfig::deterministic): how far the stage has run ahead when a hook
+// runs between steps (set_threshold, a checkpoint, eviction, evaluation) would otherwise depend
+// on timing, and it decides which keys were admitted and inserted before the change. So the
+// window moves only at Next: Next(i) releases batch i-1 and keeps batch i counted until the next
+// Next, and WaitForWindow (called between the step and the hooks) waits until the window is
+// prepared. The stage then holds exactly the batches before i + prefetch. The newest batch's key
+// work still overlaps step i; only a stage slower than the step makes WaitForWindow wait. The
+// batch Next handed out and still holds counts in `outstanding` but was consumed: in_flight()
+// leaves it out where Quiesce counts what was read.
+//
 // Invariant (DESIGN.md): the stage never frees a row a prepared batch refers to. It only inserts
 // rows (Resolve); eviction runs through AfterStep, which caps the eviction cutoff below the
 // oldest timestamp of every batch resolved but not yet consumed.
@@ -74,29 +87,31 @@ class ProtectedEvictTable final : public EmbeddingTable {
                  absl::Span<const int64_t> t, LookupMode m, absl::Span<uint32_t> r) override {
     return inner_->Resolve(k, c, t, m, r);
   }
-  void Gather(absl::Span<const uint32_t> rows, float* out) const override {
-    inner_->Gather(rows, out);
+  Status Gather(absl::Span<const uint32_t> rows, absl::Span<float> out) const override {
+    return inner_->Gather(rows, out);
   }
-  void GatherRestored(absl::Span<const uint32_t> u, absl::Span<const uint32_t> r,
-                      float* out) const override {
-    inner_->GatherRestored(u, r, out);
+  Status GatherRestored(absl::Span<const uint32_t> u, absl::Span<const uint32_t> r,
+                        absl::Span<float> out) const override {
+    return inner_->GatherRestored(u, r, out);
   }
   Status GatherPooled(absl::Span<const uint32_t> u, absl::Span<const uint32_t> r, int64_t b,
-                      int64_t n, Combiner c, float* out) const override {
+                      int64_t n, Combiner c, absl::Span<float> out) const override {
     return inner_->GatherPooled(u, r, b, n, c, out);
   }
-  void PaddingMask(absl::Span<const uint32_t> u, absl::Span<const uint32_t> r,
-                   float* mask) const override {
-    inner_->PaddingMask(u, r, mask);
+  Status PaddingMask(absl::Span<const uint32_t> u, absl::Span<const uint32_t> r,
+                     absl::Span<float> mask) const override {
+    return inner_->PaddingMask(u, r, mask);
   }
-  void ApplyGradients(absl::Span<const uint32_t> rows, const float* g, int64_t step) override {
-    inner_->ApplyGradients(rows, g, step);
+  Status ApplyGradients(absl::Span<const uint32_t> rows, absl::Span<const float> g,
+                        int64_t step) override {
+    return inner_->ApplyGradients(rows, g, step);
   }
   Status RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> a) override {
     return inner_->RowAddresses(rows, a);
   }
-  void ApplyGradientsByAddress(absl::Span<float* const> a, const float* g, int64_t s) override {
-    inner_->ApplyGradientsByAddress(a, g, s);
+  Status ApplyGradientsByAddress(absl::Span<float* const> a, absl::Span<const float> g,
+                                 int64_t s) override {
+    return inner_->ApplyGradientsByAddress(a, g, s);
   }
   StatusOr<int64_t> EvictStale() override {
     const int64_t now = inner_->data_time();
@@ -124,7 +139,11 @@ class ProtectedEvictTable final : public EmbeddingTable {
     return inner_->ImportNpy(k, v);
   }
   StatusOr<TableSnapshot> Snapshot(SnapshotKind kind) override { return inner_->Snapshot(kind); }
+  StatusOr<TableSnapshot> SnapshotToSink(SnapshotKind kind, SnapshotRowSink& sink) override {
+    return inner_->SnapshotToSink(kind, sink);
+  }
   Status LoadSnapshot(const TableSnapshot& s) override { return inner_->LoadSnapshot(s); }
+  Status AdoptSnapshot(TableSnapshot&& s) override { return inner_->AdoptSnapshot(std::move(s)); }
 
  private:
   EmbeddingTable* inner_;
@@ -177,9 +196,17 @@ struct KeyStage::Impl {
   std::condition_variable cv;
   int64_t outstanding = 0;  // read and not consumed
   int64_t next_consume = 0;
+  // Workers take a batch only while next_consume + outstanding < read_limit (Quiesce).
+  int64_t read_limit = std::numeric_limits<int64_t>::max();
   int64_t end_seq = std::numeric_limits<int64_t>::max();
   bool ended = false;
   bool stop = false;
+  bool deterministic = false;  // SessionConfig::deterministic: the window moves only at Next
+  bool holding = false;        // deterministic: the batch Next handed out still counts
+  int64_t preparing = 0;       // batches a worker took and has not yet made ready (or ended)
+  // in_flight: batches read or being read and not yet handed out by Next (`outstanding` less
+  // the batch a deterministic stage still holds).
+  int64_t in_flight() const { return outstanding - (holding ? 1 : 0); }
   std::map<int64_t, Prepared> ready;
   std::vector<std::thread> workers;
   std::atomic<int64_t> keys{0};
@@ -317,9 +344,13 @@ void KeyStage::Impl::Worker() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return stop || ended || outstanding < options.prefetch_batches; });
+      cv.wait(lock, [&] {
+        return stop || ended ||
+               (outstanding < options.prefetch_batches && next_consume + in_flight() < read_limit);
+      });
       if (stop || ended) return;
       ++outstanding;
+      ++preparing;
     }
     int64_t seq;
     Prepared p;
@@ -337,6 +368,7 @@ void KeyStage::Impl::Worker() {
       std::lock_guard<std::mutex> lock(mu);
       ended = true;
       --outstanding;
+      --preparing;
       if (got.ok()) {
         end_seq = std::min(end_seq, seq);
       } else {
@@ -356,6 +388,7 @@ void KeyStage::Impl::Worker() {
       end_seq = std::min(end_seq, seq + 1);
     }
     ready[seq] = std::move(p);
+    --preparing;
     cv.notify_all();
   }
 }
@@ -440,6 +473,7 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
   if (dataset == nullptr) return absl::InvalidArgumentError("KeyStage: the dataset is null");
   auto impl = std::make_unique<Impl>();
   impl->session = &session;
+  impl->deterministic = session.config().deterministic;
   impl->dataset = std::move(dataset);
   impl->options = options;
   impl->options.key_process_thread_num = threads;
@@ -511,6 +545,16 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
           flat->table()->name()));
     }
   }
+  if (options.start_batch < 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "KeyStage: start_batch {} is below 0; pass the batches already trained on (0 to start "
+        "at the beginning)",
+        options.start_batch));
+  }
+  if (options.start_batch > 0) {
+    RECSDK_ASSIGN_OR_RETURN(const int64_t skipped, impl->dataset->SkipBatches(options.start_batch));
+    (void)skipped;  // fewer at the end of the data: the stage then ends at once
+  }
   Impl* raw = impl.get();
   for (int i = 0; i < threads; ++i) {
     raw->workers.emplace_back([raw] { raw->Worker(); });
@@ -518,9 +562,29 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
   return std::unique_ptr<KeyStage>(new KeyStage(std::move(impl)));
 }
 
+void KeyStage::WaitForWindow() {
+  Impl& s = *impl_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.cv.wait(lock, [&] {
+    // The window is full, the data ended, or Quiesce capped reading below a full window.
+    return s.stop || (s.preparing == 0 && (s.ended || s.outstanding >= s.options.prefetch_batches ||
+                                           s.next_consume + s.in_flight() >= s.read_limit));
+  });
+}
+
 StatusOr<bool> KeyStage::Next(FeedList* feeds, Batch* batch) {
   Impl& s = *impl_;
   std::unique_lock<std::mutex> lock(s.mu);
+  if (s.holding) {  // deterministic: the previous batch leaves the window only now
+    s.holding = false;
+    --s.outstanding;
+    s.cv.notify_all();
+  }
+  if (s.next_consume >= s.read_limit) {
+    // Quiesced and everything read is consumed: the consistent moment has passed; read again.
+    s.read_limit = std::numeric_limits<int64_t>::max();
+    s.cv.notify_all();
+  }
   s.cv.wait(lock, [&] {
     return s.stop || s.ready.contains(s.next_consume) || s.next_consume >= s.end_seq;
   });
@@ -532,7 +596,11 @@ StatusOr<bool> KeyStage::Next(FeedList* feeds, Batch* batch) {
   Prepared p = std::move(it->second);
   s.ready.erase(it);
   ++s.next_consume;
-  --s.outstanding;
+  if (s.deterministic) {
+    s.holding = true;
+  } else {
+    --s.outstanding;
+  }
   // The loop takes batch next_consume - 1 now, so the step of the batch before it has run (the
   // loop runs one step at a time): rows of older batches may move again (tiered tables). The
   // batch handed out keeps its rows while the stage resolves the next one: the spec's "current
@@ -604,6 +672,28 @@ void KeyStage::Stop() {
                               std::numeric_limits<int64_t>::max());
     }
   }
+}
+
+void KeyStage::Quiesce(int64_t at_batches_consumed) {
+  Impl& s = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    const int64_t taken = s.next_consume + s.in_flight();  // batches read or being read
+    s.read_limit = std::max(taken, at_batches_consumed - s.options.start_batch);
+  }
+  s.cv.notify_all();  // the limit may have risen: waiting workers may read again
+}
+
+bool KeyStage::Quiescent() const {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.read_limit != std::numeric_limits<int64_t>::max() &&
+         (s.next_consume >= s.read_limit || (s.ended && s.in_flight() == 0));
+}
+
+int64_t KeyStage::batches_consumed() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->options.start_batch + impl_->next_consume;
 }
 
 int64_t KeyStage::keys_processed() const { return impl_->keys.load(std::memory_order_relaxed); }

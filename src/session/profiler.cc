@@ -10,13 +10,10 @@
 
 #include "absl/strings/match.h"
 #include "fmt/format.h"
-#include "nlohmann/json.hpp"
 #include "src/session/table_ops.h"
 
 namespace recsdk::internal {
 namespace {
-
-using json = nlohmann::json;
 
 bool IsGradientOp(const std::string& type) {
   return absl::EndsWith(type, "Grad") || type == kTableGradAggregateOp;
@@ -27,6 +24,24 @@ bool IsKeyWork(const std::string& type) {
 bool IsDenseUpdate(const std::string& type) { return absl::StartsWith(type, "Apply"); }
 
 constexpr int kPhaseTrack = 1000000;
+
+// Quote: `text` as a JSON string literal.
+std::string Quote(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      out += fmt::format("\\u{:04x}", u);
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+  return out;
+}
 
 }  // namespace
 
@@ -44,28 +59,119 @@ Profiler::Profiler(const SessionConfig& config, std::string tag)
       bp_point_(config.bp_point),
       dir_(config.profiling_dir),
       tag_(std::move(tag)),
-      origin_ns_(NowNs()) {}
+      origin_ns_(NowNs()),
+      writer_([this] { WriterLoop(); }) {}
+
+Profiler::~Profiler() {
+  (void)Flush();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  writer_.join();
+}
 
 void Profiler::BeginRun(int64_t) {
-  absl::MutexLock lock(&mu_);
-  events_.clear();
+  run_.fetch_add(1, std::memory_order_relaxed);  // every buffer becomes stale
+  overflow_ = ThreadBuffer();
   run_start_ns_ = NowNs();
 }
 
-void Profiler::AfterNode(const NodeExecution& exec) {
-  absl::MutexLock lock(&mu_);
-  events_.push_back(
-      Event{exec.node, std::string(exec.device), exec.thread, exec.start_ns, exec.end_ns});
+void Profiler::Record(ThreadBuffer& b, const NodeExecution& exec) {
+  const int64_t run = run_.load(std::memory_order_relaxed);
+  if (b.run != run) {
+    b.run = run;
+    b.events.clear();
+    b.devices.clear();
+  }
+  if (b.devices.empty() || b.devices.back() != exec.device) b.devices.emplace_back(exec.device);
+  b.events.push_back(Event{exec.node, static_cast<int>(b.devices.size()) - 1, exec.thread,
+                           exec.start_ns, exec.end_ns});
 }
 
-std::vector<Profiler::Phase> Profiler::Phases() const {
+void Profiler::AfterNode(const NodeExecution& exec) {
+  if (exec.thread >= 0 && exec.thread < kMaxThreads) {
+    Record(buffers_[exec.thread], exec);  // only this thread touches its buffer during a Run
+    return;
+  }
+  std::lock_guard<std::mutex> lock(overflow_mu_);
+  Record(overflow_, exec);
+}
+
+Status Profiler::EndRun(int64_t step) {
+  auto t = std::make_unique<RunTrace>();
+  t->step = step;
+  t->run_start_ns = run_start_ns_;
+  t->run_end_ns = NowNs();
+  t->previous_end_ns = previous_end_ns_;
+  previous_end_ns_ = t->run_end_ns;
+  // The Run is over: no AfterNode runs now, so the buffers can be read without locks.
+  const int64_t run = run_.load(std::memory_order_relaxed);
+  auto take = [&](ThreadBuffer& b) {
+    if (b.run != run) return;
+    const int base = static_cast<int>(t->devices.size());
+    for (std::string& d : b.devices) t->devices.push_back(std::move(d));
+    for (Event e : b.events) {
+      e.device += base;
+      t->events.push_back(e);
+    }
+    b.run = -1;
+  };
+  for (ThreadBuffer& b : buffers_) take(b);
+  take(overflow_);
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait(lock, [&] { return pending_.size() < kMaxPendingRuns; });
+  pending_.push_back(std::move(t));
+  changed_.notify_all();
+  Status error = error_;
+  error_ = Status();
+  return error;
+}
+
+Status Profiler::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait(lock, [&] { return pending_.empty() && !writing_; });
+  Status error = error_;
+  error_ = Status();
+  return error;
+}
+
+std::string Profiler::last_trace_path() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_trace_path_;
+}
+std::string Profiler::last_summary() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_summary_;
+}
+
+void Profiler::WriterLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    changed_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+    if (pending_.empty()) return;  // stop_ with nothing left
+    std::unique_ptr<RunTrace> t = std::move(pending_.front());
+    pending_.pop_front();
+    writing_ = true;
+    changed_.notify_all();  // a waiting EndRun may proceed
+    lock.unlock();
+    const Status s = Write(*t);
+    lock.lock();
+    writing_ = false;
+    if (!s.ok() && error_.ok()) error_ = s;
+    changed_.notify_all();
+  }
+}
+
+std::vector<Profiler::Phase> Profiler::Phases(const RunTrace& t) const {
   std::vector<Phase> phases;
-  if (previous_end_ns_ >= 0) {
-    phases.push_back({"data_wait", previous_end_ns_, run_start_ns_ - previous_end_ns_});
+  if (t.previous_end_ns >= 0) {
+    phases.push_back({"data_wait", t.previous_end_ns, t.run_start_ns - t.previous_end_ns});
   }
   int64_t key = 0, sparse = 0, dense = 0;
   int64_t fp_start = -1, bp_end = -1, first_grad = -1;
-  for (const Event& e : events_) {
+  for (const Event& e : t.events) {
     const std::string& type = e.node->type();
     const int64_t d = e.end_ns - e.start_ns;
     if (IsKeyWork(type)) key += d;
@@ -76,7 +182,7 @@ std::vector<Profiler::Phase> Profiler::Phases() const {
     if (IsGradientOp(type) && (first_grad < 0 || e.start_ns < first_grad)) first_grad = e.start_ns;
   }
   // Summed phases are drawn from the run's start, one after the other, as their totals.
-  int64_t cursor = run_start_ns_;
+  int64_t cursor = t.run_start_ns;
   if (key > 0) {
     phases.push_back({"key_stage", cursor, key});
     cursor += key;
@@ -91,12 +197,12 @@ std::vector<Profiler::Phase> Profiler::Phases() const {
   return phases;
 }
 
-std::string Profiler::Summary(int64_t step, const std::vector<Phase>& phases) const {
-  const double wall_ms = static_cast<double>(run_end_ns_ - run_start_ns_) / 1e6;
-  std::string out = fmt::format("recsdk profile: step {}, {} ops, run {:.3f} ms\n", step,
-                                events_.size(), wall_ms);
+std::string Profiler::Summary(const RunTrace& t, const std::vector<Phase>& phases) const {
+  const double wall_ms = static_cast<double>(t.run_end_ns - t.run_start_ns) / 1e6;
+  std::string out = fmt::format("recsdk profile: step {}, {} ops, run {:.3f} ms\n", t.step,
+                                t.events.size(), wall_ms);
   std::map<const Node*, int64_t> per_op;
-  for (const Event& e : events_) per_op[e.node] += e.end_ns - e.start_ns;
+  for (const Event& e : t.events) per_op[e.node] += e.end_ns - e.start_ns;
   std::vector<std::pair<int64_t, const Node*>> slowest;
   for (const auto& [node, ns] : per_op) slowest.emplace_back(ns, node);
   std::sort(slowest.begin(), slowest.end(), [](const auto& a, const auto& b) {
@@ -108,7 +214,7 @@ std::string Profiler::Summary(int64_t step, const std::vector<Phase>& phases) co
                        slowest[i].second->name(), slowest[i].second->type());
   }
   if (training_trace_) {
-    int64_t total = run_end_ns_ - run_start_ns_;
+    int64_t total = t.run_end_ns - t.run_start_ns;
     for (const Phase& p : phases) {
       if (p.name == "data_wait") total += p.dur_ns;
     }
@@ -122,57 +228,57 @@ std::string Profiler::Summary(int64_t step, const std::vector<Phase>& phases) co
   return out;
 }
 
-Status Profiler::EndRun(int64_t step) {
-  absl::MutexLock lock(&mu_);
-  run_end_ns_ = NowNs();
-  std::sort(events_.begin(), events_.end(), [](const Event& a, const Event& b) {
+Status Profiler::Write(RunTrace& t) {
+  std::sort(t.events.begin(), t.events.end(), [](const Event& a, const Event& b) {
     return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.node->id() < b.node->id();
   });
-  const std::vector<Phase> phases = training_trace_ ? Phases() : std::vector<Phase>{};
+  const std::vector<Phase> phases = training_trace_ ? Phases(t) : std::vector<Phase>{};
   const auto us = [this](int64_t ns) { return static_cast<double>(ns - origin_ns_) / 1e3; };
-  json trace = json::array();
-  trace.push_back({{"name", "process_name"},
-                   {"ph", "M"},
-                   {"pid", 0},
-                   {"args", {{"name", fmt::format("recsdk session {}", tag_)}}}});
+  // Formatted directly (names escaped as JSON strings): a trace is thousands of events per Run.
+  fmt::memory_buffer b;
+  auto out = std::back_inserter(b);
+  fmt::format_to(out,
+                 "{{\"traceEvents\":[{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,"
+                 "\"args\":{{\"name\":{}}}}}",
+                 Quote(fmt::format("recsdk session {}", tag_)));
   if (task_trace_ || op_trace_) {
-    for (const Event& e : events_) {
-      json args = {{"type", e.node->type()}};
-      if (task_trace_) {
-        args["device"] = e.device;
-        args["thread"] = e.thread;
+    // Per node, the constant part of its event (name, category, type) is formatted once and kept
+    // for later traces; times are integer nanoseconds printed as microseconds with 3 decimals.
+    std::vector<std::string> quoted_devices;
+    for (const std::string& d : t.devices) quoted_devices.push_back(Quote(d));
+    for (const Event& e : t.events) {
+      std::string& head = event_heads_[e.node];
+      if (head.empty()) {
+        head = fmt::format(
+            ",\n{{\"name\":{},\"cat\":\"{}\",\"ph\":\"X\",\"pid\":0,\"args\":{{\"type\":{}",
+            Quote(e.node->name()), op_trace_ ? "op" : "task", Quote(e.node->type()));
       }
-      trace.push_back({{"name", e.node->name()},
-                       {"cat", op_trace_ ? "op" : "task"},
-                       {"ph", "X"},
-                       {"pid", 0},
-                       {"tid", op_trace_ ? 0 : e.thread},
-                       {"ts", us(e.start_ns)},
-                       {"dur", static_cast<double>(e.end_ns - e.start_ns) / 1e3},
-                       {"args", args}});
+      b.append(head.data(), head.data() + head.size());
+      if (task_trace_) {
+        fmt::format_to(out, ",\"device\":{},\"thread\":{}", quoted_devices[e.device], e.thread);
+      }
+      const int64_t ts = e.start_ns - origin_ns_, dur = e.end_ns - e.start_ns;
+      fmt::format_to(out, "}},\"tid\":{},\"ts\":{}.{:03},\"dur\":{}.{:03}}}",
+                     op_trace_ ? 0 : e.thread, ts / 1000, ts % 1000, dur / 1000, dur % 1000);
     }
   }
   if (training_trace_) {
-    trace.push_back({{"name", "thread_name"},
-                     {"ph", "M"},
-                     {"pid", 0},
-                     {"tid", kPhaseTrack},
-                     {"args", {{"name", "phases"}}}});
+    fmt::format_to(out,
+                   ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":{},"
+                   "\"args\":{{\"name\":\"phases\"}}}}",
+                   kPhaseTrack);
     for (const Phase& p : phases) {
-      trace.push_back({{"name", p.name},
-                       {"cat", "phase"},
-                       {"ph", "X"},
-                       {"pid", 0},
-                       {"tid", kPhaseTrack},
-                       {"ts", us(p.start_ns)},
-                       {"dur", static_cast<double>(p.dur_ns) / 1e3}});
+      fmt::format_to(out,
+                     ",\n{{\"name\":{},\"cat\":\"phase\",\"ph\":\"X\",\"pid\":0,\"tid\":{},"
+                     "\"ts\":{:.3f},\"dur\":{:.3f}}}",
+                     Quote(p.name), kPhaseTrack, us(p.start_ns),
+                     static_cast<double>(p.dur_ns) / 1e3);
     }
   }
-  last_summary_ = Summary(step, phases);
-  previous_end_ns_ = run_end_ns_;
-  const json doc = {{"traceEvents", trace},
-                    {"displayTimeUnit", "ms"},
-                    {"otherData", {{"summary", last_summary_}, {"step", step}}}};
+  const std::string summary = Summary(t, phases);
+  fmt::format_to(out,
+                 "],\n\"displayTimeUnit\":\"ms\",\"otherData\":{{\"summary\":{},\"step\":{}}}}}\n",
+                 Quote(summary), t.step);
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec) {
@@ -180,16 +286,18 @@ Status Profiler::EndRun(int64_t step) {
         fmt::format("profiling_dir \"{}\": cannot create it: {}; choose a writable directory", dir_,
                     ec.message()));
   }
-  const std::string path = fmt::format("{}/trace_{}_{}.json", dir_, tag_, step);
-  std::ofstream f(path, std::ios::trunc);
-  f << doc.dump(-1, ' ', false, json::error_handler_t::replace);
+  const std::string path = fmt::format("{}/trace_{}_{}.json", dir_, tag_, t.step);
+  std::ofstream f(path, std::ios::trunc | std::ios::binary);
+  f.write(b.data(), static_cast<std::streamsize>(b.size()));
   f.close();
   if (!f) {
     return absl::DataLossError(
         fmt::format("profiling: writing \"{}\" failed; check the disk and profiling_dir", path));
   }
+  std::fputs(summary.c_str(), stderr);
+  std::lock_guard<std::mutex> lock(mu_);
   last_trace_path_ = path;
-  std::fputs(last_summary_.c_str(), stderr);
+  last_summary_ = summary;
   return absl::OkStatus();
 }
 

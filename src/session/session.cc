@@ -53,6 +53,7 @@ struct Plan {
   std::vector<Output> feeds;  // resolved feed outputs
   std::vector<Output> fetches;
   absl::flat_hash_map<int, int> position;  // node id -> index in order
+  bool has_gates = false;                  // a ControlGate runs: the executor applies its skip rule
 };
 
 }  // namespace
@@ -304,6 +305,7 @@ StatusOr<std::shared_ptr<Plan>> Session::Impl::GetPlan(const FeedList& feeds,
     if (needed[id] && !fed[id]) {
       plan->position[id] = static_cast<int>(plan->order.size());
       plan->order.push_back(id);
+      plan->has_gates = plan->has_gates || graph->node(id)->type() == "ControlGate";
     }
   }
   plan->consumers.resize(plan->order.size());
@@ -355,9 +357,31 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
     values[o.node->id()][o.index] = t;
   }
   const int64_t step = steps;
+  // ControlGate (precision_ops.cc): a node whose kernel asked to skip its control dependents
+  // closes; a node with a control input from a closed one, or a data input from a skipped one,
+  // is skipped (never computed). Each entry is written by its node's task before any consumer is
+  // released, so no lock is needed. A plan without a gate pays nothing for this.
+  std::vector<char> closed, skipped;
+  if (plan.has_gates) {
+    closed.assign(n, 0);
+    skipped.assign(n, 0);
+  }
   auto run_node = [&](int pos) -> Status {
     const int id = plan.order[pos];
     const Node& node = *graph->node(id);
+    bool skip = false;
+    if (plan.has_gates) {
+      for (const Node* c : node.control_inputs()) skip = skip || closed[c->id()] != 0;
+      for (const Output& in : node.inputs()) skip = skip || skipped[in.node->id()] != 0;
+    }
+    if (skip) {
+      skipped[id] = 1;
+      for (const Output& in : node.inputs()) {
+        if (uses[in.node->id()][in.index].fetch_sub(1) == 1)
+          values[in.node->id()][in.index] = Tensor();
+      }
+      return absl::OkStatus();
+    }
     std::vector<const Tensor*> inputs;
     inputs.reserve(node.num_inputs());
     for (const Output& in : node.inputs()) inputs.push_back(&values[in.node->id()][in.index]);
@@ -394,6 +418,7 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
       }
       return s;
     }
+    if (plan.has_gates && ctx.skip_control_dependents()) closed[id] = 1;
     for (int o = 0; o < node.num_outputs(); ++o) {
       const Tensor& t = values[id][o];
       if (!t.IsInitialized() && plan.output_uses[id][o] > 0) {
@@ -455,7 +480,15 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
   });
   RECSDK_RETURN_IF_ERROR(status);
   outputs->clear();
-  for (const Output& f : plan.fetches) outputs->push_back(values[f.node->id()][f.index]);
+  for (const Output& f : plan.fetches) {
+    if (plan.has_gates && skipped[f.node->id()]) {
+      return absl::FailedPreconditionError(
+          fmt::format("fetch \"{}\": its op was skipped this step by a ControlGate (an update "
+                      "that loss scaling skipped); fetch a value computed before the gate",
+                      f.name()));
+    }
+    outputs->push_back(values[f.node->id()][f.index]);
+  }
   return absl::OkStatus();
 }
 
@@ -469,6 +502,16 @@ Status Session::Run(const RunOptions& options, const FeedList& feeds,
                     std::vector<Tensor>* outputs) {
   if (impl_->closed)
     return absl::FailedPreconditionError("Session::Run after Close(); create a new Session");
+  std::vector<Tensor> discarded;
+  if (outputs == nullptr) {
+    if (!fetches.empty()) {
+      return absl::InvalidArgumentError(fmt::format(
+          "Session::Run: outputs is null but {} fetches were asked (first \"{}\"); pass a "
+          "std::vector<Tensor>* to receive them, or fetch nothing",
+          fetches.size(), fetches.front().name));
+    }
+    outputs = &discarded;
+  }
   RECSDK_ASSIGN_OR_RETURN(auto plan, impl_->GetPlan(feeds, fetches, targets));
   std::vector<ExecutionObserver*> observers;
   for (ExecutionObserver* o : options.observers) {
@@ -535,11 +578,16 @@ StatusOr<std::vector<Tensor>> Session::Run(const FeedList& feeds,
 Status Session::Close() {
   if (impl_ == nullptr || impl_->closed) return absl::OkStatus();
   impl_->closed = true;
+  // Profiles are written in the background: wait for them (and report a failed write).
+  const Status profiles = impl_->profiler != nullptr ? impl_->profiler->Flush() : absl::OkStatus();
   impl_->plans.clear();
   impl_->kernels.clear();
   impl_->resources.Clear();
-  return impl_->device->Synchronize();
+  RECSDK_RETURN_IF_ERROR(impl_->device->Synchronize());
+  return profiles;
 }
+
+void Session::SetRunCount(int64_t runs) { impl_->steps = runs; }
 
 internal::ResourceMgr* Session::resource_mgr() { return &impl_->resources; }
 
@@ -551,6 +599,8 @@ SessionStats Session::stats() const {
   s.graph_bytes_in_use = impl_->device->graph_allocator().in_use();
   s.graph_peak_bytes = impl_->device->graph_allocator().peak();
   s.variable_bytes_in_use = impl_->device->variable_allocator().in_use();
+  s.graph_cached_bytes = impl_->device->graph_allocator().cached_bytes();
+  s.graph_fresh_allocations = impl_->device->graph_allocator().fresh_allocations();
   s.steps = impl_->steps;
   return s;
 }

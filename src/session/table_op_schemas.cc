@@ -5,7 +5,6 @@
 // one into the other) and adds the name of its group.
 //
 // Threading: runs once, inside RegisterTableOps' call_once.
-#include "src/common/check.h"
 #include "src/graph/op_registry.h"
 #include "src/session/table_ops.h"
 
@@ -13,11 +12,6 @@ namespace recsdk::internal {
 namespace {
 
 using T = AttrValue::Type;
-
-void Declare(OpRegistry& r, const char* type, std::vector<AttrDef> attrs) {
-  const Status s = r.DeclareAttrs(type, std::move(attrs));
-  RECSDK_CHECK_MSG(s.ok(), std::string(s.message()));
-}
 
 std::vector<AttrDef> LookupAttrSchema() {
   return {RequiredAttr("table_name", T::kString), Attr("num_features", T::kInt, 1),
@@ -33,26 +27,27 @@ std::vector<AttrDef> LookupAttrSchema() {
 }  // namespace
 
 void DeclareTableOpAttrSchemas(OpRegistry& r) {
-  Declare(r, kTableHandleOp,
-          {RequiredAttr("table_name", T::kString), RequiredAttr("dim", T::kInt),
-           RequiredAttr("table_config", T::kString), Attr("optimizer_config", T::kString, ""),
-           // Who set the thresholds in table_config (messages name it).
-           Attr("access_threshold_source", T::kString, ""),
-           Attr("eviction_threshold_source", T::kString, "")});
-  Declare(r, kSparseLookupOp, LookupAttrSchema());
+  r.DeclareAttrsOrDie(
+      kTableHandleOp,
+      {RequiredAttr("table_name", T::kString), RequiredAttr("dim", T::kInt),
+       RequiredAttr("table_config", T::kString), Attr("optimizer_config", T::kString, ""),
+       // Who set the thresholds in table_config (messages name it).
+       Attr("access_threshold_source", T::kString, ""),
+       Attr("eviction_threshold_source", T::kString, "")});
+  r.DeclareAttrsOrDie(kSparseLookupOp, LookupAttrSchema());
   std::vector<AttrDef> forward = LookupAttrSchema();
   forward.push_back(RequiredAttr("lookup_group", T::kString));
-  Declare(r, kTableLookupForwardOp, std::move(forward));
-  Declare(r, kTableGatherOp,
-          {RequiredAttr("table_name", T::kString), Attr("num_features", T::kInt, 1),
-           RequiredAttr("dim", T::kInt), RequiredAttr("combiner", T::kString),
-           Attr("is_grad", T::kBool, true), Attr("padding_mask", T::kBool, false)});
-  Declare(r, kTableGradAggregateOp,
-          {Attr("num_features", T::kInt, 1), RequiredAttr("dim", T::kInt),
-           RequiredAttr("combiner", T::kString)});
-  Declare(r, kTableApplyOp, {RequiredAttr("table_name", T::kString)});
-  Declare(
-      r, kTableLookupGroupOp,
+  r.DeclareAttrsOrDie(kTableLookupForwardOp, std::move(forward));
+  r.DeclareAttrsOrDie(kTableGatherOp,
+                      {RequiredAttr("table_name", T::kString), Attr("num_features", T::kInt, 1),
+                       RequiredAttr("dim", T::kInt), RequiredAttr("combiner", T::kString),
+                       Attr("is_grad", T::kBool, true), Attr("padding_mask", T::kBool, false)});
+  r.DeclareAttrsOrDie(kTableGradAggregateOp,
+                      {Attr("num_features", T::kInt, 1), RequiredAttr("dim", T::kInt),
+                       RequiredAttr("combiner", T::kString)});
+  r.DeclareAttrsOrDie(kTableApplyOp, {RequiredAttr("table_name", T::kString)});
+  r.DeclareAttrsOrDie(
+      kTableLookupGroupOp,
       {RequiredAttr("table_name", T::kString), Attr("is_train", T::kBool, true),
        RequiredAttr("member_names", T::kStrings), RequiredAttr("member_num_features", T::kInts),
        RequiredAttr("member_has_mask", T::kInts), RequiredAttr("member_has_timestamps", T::kInts),

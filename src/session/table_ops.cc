@@ -23,6 +23,7 @@
 #include "recsdk/gradients.h"
 #include "recsdk/ops.h"
 #include "recsdk/pipeline.h"
+#include "src/common/json_number.h"
 #include "src/common/status_macros.h"
 #include "src/device/cpu/kernel_util.h"
 #include "src/device/kernel.h"
@@ -73,13 +74,13 @@ json InitializerToJson(const Initializer& i) {
 
 Initializer InitializerFromJson(const json& j) {
   Initializer i;
-  i.kind = static_cast<Initializer::Kind>(j.at("kind").get<int32_t>());
+  i.kind = static_cast<Initializer::Kind>(JsonNumber<int32_t>(j.at("kind")));
   i.value = j.at("value").get<double>();
   i.min = j.at("min").get<double>();
   i.max = j.at("max").get<double>();
   i.mean = j.at("mean").get<double>();
   i.stddev = j.at("stddev").get<double>();
-  i.seed = j.at("seed").get<int64_t>();
+  i.seed = JsonNumber<int64_t>(j.at("seed"));
   return i;
 }
 
@@ -120,23 +121,23 @@ StatusOr<TableConfig> TableConfigFromJson(const std::string& text) {
     TableConfig c;
     c.name = j.at("name").get<std::string>();
     RECSDK_ASSIGN_OR_RETURN(c.key_dtype, ParseDType(j.at("key_dtype").get<std::string>()));
-    c.dim = j.at("dim").get<int>();
+    c.dim = JsonNumber<int>(j.at("dim"));
     RECSDK_ASSIGN_OR_RETURN(c.value_dtype, ParseDType(j.at("value_dtype").get<std::string>()));
     c.initializer = InitializerFromJson(j.at("initializer"));
-    c.device_vocabulary_size = j.at("device_vocabulary_size").get<int64_t>();
-    c.host_vocabulary_size = j.at("host_vocabulary_size").get<int64_t>();
-    c.ssd_vocabulary_size = j.at("ssd_vocabulary_size").get<int64_t>();
+    c.device_vocabulary_size = JsonNumber<int64_t>(j.at("device_vocabulary_size"));
+    c.host_vocabulary_size = JsonNumber<int64_t>(j.at("host_vocabulary_size"));
+    c.ssd_vocabulary_size = JsonNumber<int64_t>(j.at("ssd_vocabulary_size"));
     c.ssd_data_path = j.at("ssd_data_path").get<std::vector<std::string>>();
     c.is_save = j.at("is_save").get<bool>();
     c.is_dp = j.at("is_dp").get<bool>();
     c.all2all_gradients_op = j.at("all2all_gradients_op").get<std::string>();
     c.padding_keys = j.at("padding_keys").get<std::vector<int64_t>>();
     c.padding_keys_mask = j.at("padding_keys_mask").get<bool>();
-    c.serving_default_value = j.at("serving_default_value").get<float>();
+    c.serving_default_value = JsonNumber<float>(j.at("serving_default_value"));
     c.use_dynamic_expansion = j.at("use_dynamic_expansion").get<bool>();
-    c.access_threshold = j.at("access_threshold").get<int64_t>();
-    c.eviction_threshold = j.at("eviction_threshold").get<int64_t>();
-    c.faae_coefficient = j.at("faae_coefficient").get<float>();
+    c.access_threshold = JsonNumber<int64_t>(j.at("access_threshold"));
+    c.eviction_threshold = JsonNumber<int64_t>(j.at("eviction_threshold"));
+    c.faae_coefficient = JsonNumber<float>(j.at("faae_coefficient"));
     return c;
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(fmt::format("table config attribute: {}", e.what()));
@@ -164,18 +165,19 @@ StatusOr<SparseOptimizerConfig> OptimizerConfigFromJson(const std::string& text)
   if (j.is_discarded()) return absl::InvalidArgumentError("optimizer config attribute is not JSON");
   try {
     SparseOptimizerConfig o;
-    o.kind = static_cast<SparseOptimizerKind>(j.at("kind").get<int32_t>());
-    o.learning_rate = j.at("learning_rate").get<float>();
-    o.weight_decay = j.at("weight_decay").get<float>();
-    o.initial_accumulator_value = j.at("initial_accumulator_value").get<float>();
-    o.beta1 = j.at("beta1").get<float>();
-    o.beta2 = j.at("beta2").get<float>();
-    o.epsilon = j.at("epsilon").get<float>();
-    o.adagrad_epsilon = j.value("adagrad_epsilon", 0.0f);  // absent in graphs saved before it
-    o.learning_rate_power = j.at("learning_rate_power").get<float>();
-    o.l1 = j.at("l1").get<float>();
-    o.l2 = j.at("l2").get<float>();
-    o.l2_shrinkage = j.at("l2_shrinkage").get<float>();
+    o.kind = static_cast<SparseOptimizerKind>(JsonNumber<int32_t>(j.at("kind")));
+    o.learning_rate = JsonNumber<float>(j.at("learning_rate"));
+    o.weight_decay = JsonNumber<float>(j.at("weight_decay"));
+    o.initial_accumulator_value = JsonNumber<float>(j.at("initial_accumulator_value"));
+    o.beta1 = JsonNumber<float>(j.at("beta1"));
+    o.beta2 = JsonNumber<float>(j.at("beta2"));
+    o.epsilon = JsonNumber<float>(j.at("epsilon"));
+    o.adagrad_epsilon =
+        JsonNumberOr<float>(j, "adagrad_epsilon", 0.0f);  // absent in graphs saved before it
+    o.learning_rate_power = JsonNumber<float>(j.at("learning_rate_power"));
+    o.l1 = JsonNumber<float>(j.at("l1"));
+    o.l2 = JsonNumber<float>(j.at("l2"));
+    o.l2_shrinkage = JsonNumber<float>(j.at("l2_shrinkage"));
     return o;
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(fmt::format("optimizer config attribute: {}", e.what()));
@@ -484,14 +486,14 @@ Status TableGatherKernel(OpKernelContext& ctx) {
     const int64_t b = restore.dim(0), n = restore.dim(1);
     if (!combiner) {
       RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(f, Shape{b, n, dim}));
-      table.GatherRestored(rows, idx, out->data<float>());
+      RECSDK_RETURN_IF_ERROR(table.GatherRestored(rows, idx, out->flat<float>()));
     } else {
       RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(f, Shape{b, dim}));
-      RECSDK_RETURN_IF_ERROR(table.GatherPooled(rows, idx, b, n, *combiner, out->data<float>()));
+      RECSDK_RETURN_IF_ERROR(table.GatherPooled(rows, idx, b, n, *combiner, out->flat<float>()));
     }
     if (ctx.node().BoolAttr("padding_mask")) {
       RECSDK_ASSIGN_OR_RETURN(Tensor * mask, ctx.allocate_output(k + f, Shape{b, n}));
-      table.PaddingMask(rows, idx, mask->data<float>());
+      RECSDK_RETURN_IF_ERROR(table.PaddingMask(rows, idx, mask->flat<float>()));
     }
   }
   return absl::OkStatus();
@@ -520,8 +522,9 @@ Status TableGradAggregateKernel(OpKernelContext& ctx) {
     if (!combiner) {
       if (k == 1) {
         // One feature: the table core's aggregation (parallel, exact per-key sums).
-        AggregateGradients(absl::Span<const uint32_t>(reinterpret_cast<const uint32_t*>(r), b * n),
-                           g, static_cast<int>(dim), num_unique, acc);
+        RECSDK_RETURN_IF_ERROR(AggregateGradients(
+            absl::Span<const uint32_t>(reinterpret_cast<const uint32_t*>(r), b * n),
+            grad.flat<float>(), static_cast<int>(dim), num_unique, out->flat<float>()));
         continue;
       }
       for (int64_t p = 0; p < b * n; ++p) {
@@ -602,14 +605,13 @@ Status TableApplyKernel(OpKernelContext& ctx) {
   }
   const int64_t step1 = step.scalar<int64_t>() + 1;
   const auto row_span = absl::Span<const uint32_t>(row_ptr, count);
+  const auto grad_span = absl::Span<const float>(grad_ptr, count * dim);
   if (table.optimizer().ByAddress()) {
     std::vector<float*> addresses(count);
     RECSDK_RETURN_IF_ERROR(table.RowAddresses(row_span, absl::MakeSpan(addresses)));
-    table.ApplyGradientsByAddress(addresses, grad_ptr, step1);
-  } else {
-    table.ApplyGradients(row_span, grad_ptr, step1);
+    return table.ApplyGradientsByAddress(addresses, grad_span, step1);
   }
-  return absl::OkStatus();
+  return table.ApplyGradients(row_span, grad_span, step1);
 }
 
 }  // namespace

@@ -2,12 +2,16 @@
 // unique key sums). DedupKeys keeps its hash scratch per thread; both are thread-safe.
 #include <algorithm>
 #include <cstring>
+#include <limits>
+#include <string>
 #include <vector>
 
+#include "fmt/format.h"
 #include "oneapi/tbb/blocked_range.h"
 #include "oneapi/tbb/global_control.h"
 #include "oneapi/tbb/parallel_for.h"
 #include "recsdk/table.h"
+#include "src/common/exception_guard.h"
 #include "src/common/prefetch.h"
 #include "src/table/key_index.h"
 
@@ -93,8 +97,10 @@ void DedupImpl(absl::Span<const K> keys, DedupResult* out) {
 void DedupKeys(absl::Span<const int64_t> keys, DedupResult* out) { DedupImpl(keys, out); }
 void DedupKeys(absl::Span<const int32_t> keys, DedupResult* out) { DedupImpl(keys, out); }
 
-void AggregateGradients(absl::Span<const uint32_t> restore_index, const float* grads, int dim,
-                        int64_t num_unique, float* out) {
+namespace {
+
+void AggregateGradientsUnchecked(absl::Span<const uint32_t> restore_index, const float* grads,
+                                 int dim, int64_t num_unique, float* out) {
   const size_t d = static_cast<size_t>(dim);
   const size_t n = restore_index.size();
   // Each task owns a range [lo, hi) of unique ids and adds, in input order, the positions that
@@ -144,6 +150,41 @@ void AggregateGradients(absl::Span<const uint32_t> restore_index, const float* g
   }
   tbb::parallel_for(uint32_t{0}, parts, [&](uint32_t t) {
     if (bounds[t] < bounds[t + 1]) run(bounds[t], bounds[t + 1]);
+  });
+}
+
+}  // namespace
+
+Status AggregateGradients(absl::Span<const uint32_t> restore_index, absl::Span<const float> grads,
+                          int dim, int64_t num_unique, absl::Span<float> out) {
+  auto bad = [](std::string what) {
+    return absl::InvalidArgumentError(fmt::format("AggregateGradients: {}", what));
+  };
+  if (dim < 1) return bad(fmt::format("dim is {}; pass the table's dim (1 or more)", dim));
+  if (num_unique < 0 || num_unique > std::numeric_limits<uint32_t>::max()) {
+    return bad(
+        fmt::format("num_unique is {}; pass the number of unique keys (DedupKeys)", num_unique));
+  }
+  const size_t d = static_cast<size_t>(dim);
+  if (grads.size() != restore_index.size() * d) {
+    return bad(fmt::format("grads holds {} floats for {} positions of dim {}; size it [{}, {}]",
+                           grads.size(), restore_index.size(), dim, restore_index.size(), dim));
+  }
+  if (out.size() != static_cast<size_t>(num_unique) * d) {
+    return bad(fmt::format("out holds {} floats for {} unique keys of dim {}; size it [{}, {}]",
+                           out.size(), num_unique, dim, num_unique, dim));
+  }
+  uint32_t worst = 0;
+  for (uint32_t u : restore_index) worst = std::max(worst, u);
+  if (!restore_index.empty() && worst >= num_unique) {
+    return bad(
+        fmt::format("restore index {} is out of range for {} unique keys; pass the "
+                    "restore_index of the same DedupKeys",
+                    worst, num_unique));
+  }
+  return internal::CatchExceptions("AggregateGradients", [&]() -> Status {
+    AggregateGradientsUnchecked(restore_index, grads.data(), dim, num_unique, out.data());
+    return absl::OkStatus();
   });
 }
 

@@ -274,6 +274,48 @@ size_t KeyIndex::InsertBatch(const int64_t* keys, const uint32_t* rows, size_t n
   return added;
 }
 
+void KeyIndex::BulkLoadDistinct(const int64_t* keys, const uint32_t* rows, size_t n) {
+  if (size_ != 0 || !stash_.empty()) {
+    InsertBatch(keys, rows, n);  // the partitioned load assumes empty buckets; the plain one not
+    return;
+  }
+  Reserve(n);
+  // Partitions of about 256 KiB of buckets (L2-sized), at most 4096 (the scatter's streams).
+  constexpr uint64_t kPartBytes = uint64_t{256} << 10;
+  const uint64_t parts = std::min<uint64_t>(4096, num_buckets_ * sizeof(Bucket) / kPartBytes);
+  struct Entry {
+    int64_t key;
+    uint32_t row;
+  };
+  const uint64_t bytes = static_cast<uint64_t>(n) * sizeof(Entry);
+  Entry* sorted = nullptr;
+  if (parts >= 4 && n >= (size_t{1} << 16)) {
+    try {
+      sorted = static_cast<Entry*>(AllocateBytes(bytes));
+    } catch (const std::bad_alloc&) {
+      sorted = nullptr;  // no room for the partitioned copy: insert in the given order
+    }
+  }
+  if (sorted == nullptr) {
+    InsertAhead ahead(
+        *this, [this](const Place& p, int64_t key, uint32_t row) { PlaceAbsent(p, key, row); });
+    for (size_t i = 0; i < n; ++i) ahead.Push(keys[i], rows[i]);
+    ahead.Finish();
+    size_ = n;
+    return;
+  }
+  auto part_of = [&](int64_t key) { return Locate(key).b1 * parts / num_buckets_; };
+  std::vector<uint64_t> start(parts + 1, 0);
+  for (size_t i = 0; i < n; ++i) ++start[part_of(keys[i]) + 1];
+  for (uint64_t p = 0; p < parts; ++p) start[p + 1] += start[p];
+  std::vector<uint64_t> next(start.begin(), start.end() - 1);
+  for (size_t i = 0; i < n; ++i) sorted[next[part_of(keys[i])]++] = Entry{keys[i], rows[i]};
+  // In partition order, each partition's buckets are in cache after its first few inserts.
+  for (size_t i = 0; i < n; ++i) PlaceAbsent(Locate(sorted[i].key), sorted[i].key, sorted[i].row);
+  FreeBytes(sorted, bytes);
+  size_ = n;
+}
+
 bool KeyIndex::Erase(int64_t key) {
   const Place p = Locate(key);
   for (const uint64_t b : {p.b1, p.b2}) {

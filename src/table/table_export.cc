@@ -116,6 +116,7 @@ Status TableImpl::ImportNpyUnguarded(const std::string& keys_path, const std::st
     if (row == KeyIndex::kEmpty) {
       row = AllocateRow();
       index_->Insert(keys[i], row);
+      BindRow(row, keys[i]);
       InitSlots(optimizer_, config_.dim, Row(row) + dim);
       if (evicting_) *Timestamp(row) = data_time_ == kNoTime ? 0 : data_time_;
       pending_.erase(keys[i]);

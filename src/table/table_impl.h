@@ -82,20 +82,34 @@ void ParallelChunks(size_t n, size_t grain, F&& f) {
                     [&](const tbb::blocked_range<size_t>& r) { f(r.begin(), r.end()); });
 }
 
-// SlabReservation: an anonymous mapping whose pages are committed on first touch.
+// KeyRows: (key, row) entries, in huge-page buffers when large (UninitializedAllocator): a 10M-row
+// table's 160 MB of entries would otherwise take 40k page faults per snapshot.
+using KeyRow = std::pair<int64_t, uint32_t>;
+using KeyRows = std::vector<KeyRow, UninitializedAllocator<KeyRow>>;
+// SortEntriesByKey: entries of distinct keys in ascending key order (a radix sort for large
+// inputs).
+void SortEntriesByKey(KeyRows& entries);
+
+constexpr uint64_t kHugePage = uint64_t{2} << 20;
+// MapHugeAligned: an anonymous read-write mapping of `bytes` (rounded up to pages) that starts on
+// a 2 MiB boundary, with MADV_HUGEPAGE; nullptr when mmap fails.
+void* MapHugeAligned(uint64_t bytes, int extra_flags);
+// MoveSnapshotPages: moves the pages of a snapshot buffer (AllocateSnapshotBuffer, `bytes` as
+// allocated) to `to` (2 MiB aligned, mapped, at least `bytes` rounded up to pages) with mremap,
+// replacing what was mapped there; the buffer stays allocated, now reading zeros. False, and
+// nothing changed, when the buffer is not its own aligned mapping or the kernel refuses (then
+// copy). No byte is copied and no page zeroed: a restore's rows become the table's slab.
+bool MoveSnapshotPages(void* from, size_t bytes, void* to);
+
+// SlabReservation: an anonymous mapping whose pages are committed on first touch, 2 MiB aligned.
 class SlabReservation {
  public:
   SlabReservation() = default;
-  explicit SlabReservation(uint64_t bytes) : bytes_(std::max<uint64_t>(bytes, 4096)) {
-    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) {
-      base_ = nullptr;
-      return;
-    }
-    madvise(p, bytes_, MADV_HUGEPAGE);
-    base_ = static_cast<char*>(p);
+  explicit SlabReservation(uint64_t bytes)
+      : bytes_((std::max<uint64_t>(bytes, 4096) + 4095) & ~uint64_t{4095}) {
+    base_ = static_cast<char*>(MapHugeAligned(bytes_, MAP_NORESERVE));
   }
+  uint64_t bytes() const { return bytes_; }
   ~SlabReservation() {
     if (base_ != nullptr) munmap(base_, bytes_);
   }
@@ -200,7 +214,7 @@ class TableImpl final : public EmbeddingTable {
   Status ClearTiers();
   Status ImportRowsTiered(const std::vector<int64_t>& keys, const float* values);
   Status LoadSnapshotTiered(const TableSnapshot& snap, int64_t needed);
-  void LoadSnapshotRows(const TableSnapshot& snap, int64_t needed);
+  void LoadSnapshotRows(const TableSnapshot& snap, int64_t needed, RowBuffer* adopt);
   int64_t TierFreeRows() const;
   Status TwoBatchesError(size_t needed) const;
   TierStats Stats() const;
@@ -216,26 +230,30 @@ class TableImpl final : public EmbeddingTable {
   // plain gather of the same slab memory (10M rows, dim 16); CopyEmbedding stays its reference.
   void GatherRows(const uint32_t* __restrict rows, const uint32_t* __restrict idx, size_t b,
                   size_t e, float* __restrict out) const;
-  void Gather(absl::Span<const uint32_t> rows, float* out) const override;
-  void GatherRestored(absl::Span<const uint32_t> unique_rows, absl::Span<const uint32_t> restore,
-                      float* out) const override;
+  Status Gather(absl::Span<const uint32_t> rows, absl::Span<float> out) const override;
+  Status GatherRestored(absl::Span<const uint32_t> unique_rows, absl::Span<const uint32_t> restore,
+                        absl::Span<float> out) const override;
   Status GatherPooled(absl::Span<const uint32_t> unique_rows, absl::Span<const uint32_t> restore,
-                      int64_t batch, int64_t n, Combiner combiner, float* out) const override;
+                      int64_t batch, int64_t n, Combiner combiner,
+                      absl::Span<float> out) const override;
+  // CheckSpan: InvalidArgument naming `what` unless it holds `rows` rows of `per_row` floats.
+  Status CheckSpan(const char* what, size_t size, size_t rows, size_t per_row) const;
   // CheckRowsAndRestore: every restore index points into unique_rows, and every row id is one
   // of this table's rows or a sentinel; a wrong one would read outside the slab.
   Status CheckRowsAndRestore(absl::Span<const uint32_t> unique_rows,
                              absl::Span<const uint32_t> restore) const;
-  void PaddingMask(absl::Span<const uint32_t> unique_rows, absl::Span<const uint32_t> restore,
-                   float* mask) const override;
+  Status PaddingMask(absl::Span<const uint32_t> unique_rows, absl::Span<const uint32_t> restore,
+                     absl::Span<float> mask) const override;
   // UpdateBatch: one optimizer step on rows [b, e) of a batch, given by id (ids) or by address
   // (addrs). SGD, Adagrad and LazyAdam run the per-ISA kernels (bitwise equal to RowUpdater, their
   // reference twin); FTRL runs RowUpdater.
   void UpdateBatch(const RowUpdater& updater, const uint32_t* ids, float* const* addrs, size_t b,
                    size_t e, const float* grads) const;
-  void ApplyGradients(absl::Span<const uint32_t> rows, const float* grads, int64_t step) override;
+  Status ApplyGradients(absl::Span<const uint32_t> rows, absl::Span<const float> grads,
+                        int64_t step) override;
   Status RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> addresses) override;
-  void ApplyGradientsByAddress(absl::Span<float* const> addresses, const float* grads,
-                               int64_t step) override;
+  Status ApplyGradientsByAddress(absl::Span<float* const> addresses, absl::Span<const float> grads,
+                                 int64_t step) override;
   StatusOr<int64_t> EvictStale() override;
   Status NoEviction() const;
   StatusOr<int64_t> EvictLastAccessedAtOrBefore(int64_t cutoff) override;
@@ -244,7 +262,7 @@ class TableImpl final : public EmbeddingTable {
   StatusOr<std::vector<float>> ReadRow(int64_t key) const override;
   float AdmissionCount(int64_t key) const override;
   // Entries sorted by key: checkpoints and exports are canonical whatever the insertion order.
-  std::vector<std::pair<int64_t, uint32_t>> SortedEntries() const;
+  KeyRows SortedEntries() const;
   std::string KeyDescr() const { return config_.key_dtype == DType::kInt32 ? "<i4" : "<i8"; }
   Status WriteKeys(const std::string& path, const std::vector<int64_t>& keys) const;
   Status ExportNpy(const std::string& keys_path, const std::string& values_path) const override;
@@ -253,12 +271,26 @@ class TableImpl final : public EmbeddingTable {
   Status ImportNpy(const std::string& keys_path, const std::string& values_path) override;
   Status ImportNpyUnguarded(const std::string& keys_path, const std::string& values_path);
   StatusOr<TableSnapshot> Snapshot(SnapshotKind kind) override;
+  StatusOr<TableSnapshot> SnapshotToSink(SnapshotKind kind, SnapshotRowSink& sink) override;
+  // SnapshotImpl: both of the above; the rows go to `sink` when it is not null.
+  StatusOr<TableSnapshot> SnapshotImpl(SnapshotKind kind, SnapshotRowSink* sink);
   Status LoadSnapshot(const TableSnapshot& snap) override;
+  Status AdoptSnapshot(TableSnapshot&& snap) override;
+  // LoadSnapshotImpl: both of the above; `adopt` (snap's rows) may be moved into the slab.
+  Status LoadSnapshotImpl(const TableSnapshot& snap, RowBuffer* adopt);
   // Change tracking for delta snapshots: one byte per row (set by whatever writes the row) and
   // the keys evicted since the last snapshot.
   uint8_t* Dirty() const { return reinterpret_cast<uint8_t*>(dirty_.base()); }
   void MarkDirty(uint32_t row) const { Dirty()[row] = 1; }
   void MarkClean(uint32_t row) const { Dirty()[row] = 0; }
+  // BindRow: records which key a row holds (untiered tables), so that a delta snapshot finds
+  // its keys from the dirty rows alone, in O(changed) instead of a walk of the key index.
+  void BindRow(uint32_t row, int64_t key) const {
+    if (!tiered_) reinterpret_cast<int64_t*>(row_keys_.base())[row] = key;
+  }
+  // DirtyEntries: (key, row) of every row changed since the last snapshot, in O(rows used / 8 +
+  // changed); tiered tables walk the index (their metadata is per packed location).
+  KeyRows DirtyEntries() const;
   void ResetTracking();
 
  private:
@@ -303,6 +335,7 @@ class TableImpl final : public EmbeddingTable {
   std::vector<std::pair<const void*, int64_t>> pending_releases_;
   mutable std::mutex tier_mu_;  // guards the tier state: Resolves of a tiered table take turns
   SlabReservation dirty_;       // one byte per row: changed since the last Snapshot
+  SlabReservation row_keys_;    // untiered: row -> the key it was last bound to (BindRow)
   absl::flat_hash_set<int64_t> removed_;  // keys evicted since the last Snapshot
 };
 

@@ -3,8 +3,10 @@
 // only read the rows they are given).
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "fmt/format.h"
+#include "src/common/checked_math.h"
 #include "src/common/exception_guard.h"
 #include "src/common/status_macros.h"
 #include "src/table/table_impl.h"
@@ -124,6 +126,7 @@ Status TableImpl::ResolveUnguarded(absl::Span<const int64_t> keys,
       admit_keys[j] = keys[i];
       admit_rows[j] = row;
       MarkDirty(row);
+      BindRow(row, keys[i]);
       if (evicting_) *Timestamp(row) = std::numeric_limits<int64_t>::min();
     }
     index_->InsertBatch(admit_keys.data(), admit_rows.data(), admit.size());
@@ -199,27 +202,48 @@ void TableImpl::GatherRows(const uint32_t* __restrict rows, const uint32_t* __re
   }
 }
 
-void TableImpl::Gather(absl::Span<const uint32_t> rows, float* out) const {
-  BigChunks(rows.size(), [&](size_t b, size_t e) { GatherRows(rows.data(), nullptr, b, e, out); });
+Status TableImpl::CheckSpan(const char* what, size_t size, size_t rows, size_t per_row) const {
+  if (size == rows * per_row) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      fmt::format("table \"{}\": {} holds {} floats where {} rows of {} ({}) belong; size it "
+                  "[rows, {}]",
+                  name(), what, size, rows, per_row, rows * per_row, per_row));
 }
 
-void TableImpl::GatherRestored(absl::Span<const uint32_t> unique_rows,
-                               absl::Span<const uint32_t> restore, float* out) const {
+Status TableImpl::Gather(absl::Span<const uint32_t> rows, absl::Span<float> out) const {
+  RECSDK_RETURN_IF_ERROR(CheckSpan("Gather's output", out.size(), rows.size(), config_.dim));
+  RECSDK_RETURN_IF_ERROR(CheckRowsAndRestore(rows, {}));
+  BigChunks(rows.size(),
+            [&](size_t b, size_t e) { GatherRows(rows.data(), nullptr, b, e, out.data()); });
+  return absl::OkStatus();
+}
+
+Status TableImpl::GatherRestored(absl::Span<const uint32_t> unique_rows,
+                                 absl::Span<const uint32_t> restore, absl::Span<float> out) const {
+  RECSDK_RETURN_IF_ERROR(
+      CheckSpan("GatherRestored's output", out.size(), restore.size(), config_.dim));
+  RECSDK_RETURN_IF_ERROR(CheckRowsAndRestore(unique_rows, restore));
   // Long chunks so the prefetch pipeline rarely restarts.
-  BigChunks(restore.size(),
-            [&](size_t b, size_t e) { GatherRows(unique_rows.data(), restore.data(), b, e, out); });
+  BigChunks(restore.size(), [&](size_t b, size_t e) {
+    GatherRows(unique_rows.data(), restore.data(), b, e, out.data());
+  });
+  return absl::OkStatus();
 }
 
 Status TableImpl::GatherPooled(absl::Span<const uint32_t> unique_rows,
                                absl::Span<const uint32_t> restore, int64_t batch, int64_t n,
-                               Combiner combiner, float* out) const {
-  if (batch < 0 || n < 0 || static_cast<int64_t>(restore.size()) != batch * n) {
+                               Combiner combiner, absl::Span<float> out_span) const {
+  const std::optional<int64_t> positions = batch < 0 || n < 0 ? std::nullopt : CheckedMul(batch, n);
+  if (!positions || static_cast<int64_t>(restore.size()) != *positions) {
     return absl::InvalidArgumentError(
         fmt::format("table \"{}\": pooled lookup of [batch {}, n {}] got {} restore indices; pass "
                     "batch * n of them",
                     name(), batch, n, restore.size()));
   }
+  RECSDK_RETURN_IF_ERROR(
+      CheckSpan("GatherPooled's output", out_span.size(), static_cast<size_t>(batch), config_.dim));
   RECSDK_RETURN_IF_ERROR(CheckRowsAndRestore(unique_rows, restore));
+  float* const out = out_span.data();
   const int dim = config_.dim;
   const float dflt = config_.serving_default_value;
   ParallelChunks(static_cast<size_t>(batch), 64, [&](size_t b0, size_t b1) {
@@ -273,11 +297,14 @@ Status TableImpl::CheckRowsAndRestore(absl::Span<const uint32_t> unique_rows,
   return absl::OkStatus();
 }
 
-void TableImpl::PaddingMask(absl::Span<const uint32_t> unique_rows,
-                            absl::Span<const uint32_t> restore, float* mask) const {
+Status TableImpl::PaddingMask(absl::Span<const uint32_t> unique_rows,
+                              absl::Span<const uint32_t> restore, absl::Span<float> mask) const {
+  RECSDK_RETURN_IF_ERROR(CheckSpan("PaddingMask's mask", mask.size(), restore.size(), 1));
+  RECSDK_RETURN_IF_ERROR(CheckRowsAndRestore(unique_rows, restore));
   for (size_t i = 0; i < restore.size(); ++i) {
     mask[i] = unique_rows[restore[i]] == kPaddingRow ? 0.0f : 1.0f;
   }
+  return absl::OkStatus();
 }
 
 }  // namespace recsdk::internal

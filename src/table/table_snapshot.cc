@@ -4,14 +4,31 @@
 #include <numeric>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/numeric/bits.h"
 #include "fmt/format.h"
-#include "oneapi/tbb/parallel_sort.h"
+#include "src/common/huge_pages.h"
 #include "src/common/status_macros.h"
 #include "src/table/table_impl.h"
 
 namespace recsdk::internal {
 
+namespace {
+
+// Rows a streamed snapshot gathers per SnapshotRowSink::Rows call: 4 MiB of dim-16 Adagrad rows,
+// small enough to stay in cache while the sink checksums and writes them.
+constexpr size_t kSinkBytes = size_t{4} << 20;
+
+}  // namespace
+
 StatusOr<TableSnapshot> TableImpl::Snapshot(SnapshotKind kind) {
+  return SnapshotImpl(kind, nullptr);
+}
+
+StatusOr<TableSnapshot> TableImpl::SnapshotToSink(SnapshotKind kind, SnapshotRowSink& sink) {
+  return SnapshotImpl(kind, &sink);
+}
+
+StatusOr<TableSnapshot> TableImpl::SnapshotImpl(SnapshotKind kind, SnapshotRowSink* sink) {
   TableSnapshot snap;
   snap.table_name = name();
   snap.dim = config_.dim;
@@ -25,38 +42,14 @@ StatusOr<TableSnapshot> TableImpl::Snapshot(SnapshotKind kind) {
   // refers to the SSD files, which later swaps overwrite in place (docs/tiers.md).
   std::unique_lock<std::mutex> tier_lock(tier_mu_, std::defer_lock);
   if (tiered_) tier_lock.lock();
-  std::vector<std::pair<int64_t, uint32_t>> entries;
+  KeyRows entries;
   if (snap.is_delta) {
-    const uint8_t* dirty = Dirty();
-    index_->ForEach([&](int64_t key, uint32_t row) {
-      if (dirty[row] != 0) entries.emplace_back(key, row);
-    });
-    tbb::parallel_sort(entries.begin(), entries.end());
+    entries = DirtyEntries();
+    SortEntriesByKey(entries);
     snap.removed_keys.assign(removed_.begin(), removed_.end());
     std::sort(snap.removed_keys.begin(), snap.removed_keys.end());
   } else {
     entries = SortedEntries();
-  }
-  const size_t n = entries.size();
-  snap.keys.resize(n);
-  snap.rows.resize(n * static_cast<size_t>(row_floats_));
-  if (evicting_) snap.timestamps.resize(n);
-  if (tiered_) {
-    std::vector<uint32_t> packed(n);
-    for (size_t i = 0; i < n; ++i) {
-      snap.keys[i] = entries[i].first;
-      packed[i] = entries[i].second;
-      if (evicting_) snap.timestamps[i] = *Timestamp(entries[i].second);
-    }
-    RECSDK_RETURN_IF_ERROR(ReadRowsAt(packed, snap.rows.data()));
-  } else {
-    BigChunks(n, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) {
-        snap.keys[i] = entries[i].first;
-        std::memcpy(snap.rows.data() + i * row_floats_, Row(entries[i].second), row_bytes_);
-        if (evicting_) snap.timestamps[i] = *Timestamp(entries[i].second);
-      }
-    });
   }
   std::vector<std::pair<int64_t, PendingKey>> pend(pending_.begin(), pending_.end());
   std::sort(pend.begin(), pend.end(),
@@ -69,11 +62,69 @@ StatusOr<TableSnapshot> TableImpl::Snapshot(SnapshotKind kind) {
     snap.pending_counts[i] = pend[i].second.count;
     snap.pending_timestamps[i] = pend[i].second.timestamp;
   }
+  const size_t n = entries.size();
+  ResizeOnHugePages(snap.keys, n);
+  if (evicting_) ResizeOnHugePages(snap.timestamps, n);
+  if (sink != nullptr) {
+    BigChunks(n, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        snap.keys[i] = entries[i].first;
+        if (evicting_) snap.timestamps[i] = *Timestamp(entries[i].second);
+      }
+    });
+    RECSDK_RETURN_IF_ERROR(sink->Begin(snap));
+    // One reused buffer: its pages are faulted once, and each piece is still in cache when the
+    // sink checksums and writes it.
+    const size_t per = std::max<size_t>(1, kSinkBytes / row_bytes_);
+    RowBuffer buffer(std::min(n, per) * static_cast<size_t>(row_floats_));
+    std::vector<uint32_t> packed;
+    for (size_t b = 0; b < n; b += per) {
+      const size_t e = std::min(n, b + per);
+      if (tiered_) {
+        packed.resize(e - b);
+        for (size_t i = b; i < e; ++i) packed[i - b] = entries[i].second;
+        RECSDK_RETURN_IF_ERROR(ReadRowsAt(packed, buffer.data()));
+      } else {
+        constexpr size_t kAhead = 16;
+        for (size_t i = b; i < e; ++i) {
+          if (i + kAhead < e) PrefetchLines(Row(entries[i + kAhead].second), row_bytes_);
+          std::memcpy(buffer.data() + (i - b) * row_floats_, Row(entries[i].second), row_bytes_);
+        }
+      }
+      RECSDK_RETURN_IF_ERROR(sink->Rows(
+          absl::MakeConstSpan(buffer.data(), (e - b) * static_cast<size_t>(row_floats_))));
+    }
+  } else {
+    snap.rows.resize(n * static_cast<size_t>(row_floats_));
+    if (tiered_) {
+      std::vector<uint32_t> packed(n);
+      for (size_t i = 0; i < n; ++i) {
+        snap.keys[i] = entries[i].first;
+        packed[i] = entries[i].second;
+        if (evicting_) snap.timestamps[i] = *Timestamp(entries[i].second);
+      }
+      RECSDK_RETURN_IF_ERROR(ReadRowsAt(packed, snap.rows.data()));
+    } else {
+      BigChunks(n, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) {
+          snap.keys[i] = entries[i].first;
+          std::memcpy(snap.rows.data() + i * row_floats_, Row(entries[i].second), row_bytes_);
+          if (evicting_) snap.timestamps[i] = *Timestamp(entries[i].second);
+        }
+      });
+    }
+  }
   if (kind != SnapshotKind::kFullKeepTracking) ResetTracking();
   return snap;
 }
 
 Status TableImpl::LoadSnapshot(const TableSnapshot& snap) {
+  return LoadSnapshotImpl(snap, nullptr);
+}
+
+Status TableImpl::AdoptSnapshot(TableSnapshot&& snap) { return LoadSnapshotImpl(snap, &snap.rows); }
+
+Status TableImpl::LoadSnapshotImpl(const TableSnapshot& snap, RowBuffer* adopt) {
   auto differs = [&](std::string_view what, std::string_view theirs, std::string_view ours) {
     return absl::FailedPreconditionError(fmt::format(
         "table \"{}\": the snapshot (of table \"{}\") has {} {} but the table has {} {}; restore "
@@ -146,7 +197,7 @@ Status TableImpl::LoadSnapshot(const TableSnapshot& snap) {
     std::lock_guard<std::mutex> tier_lock(tier_mu_);
     RECSDK_RETURN_IF_ERROR(LoadSnapshotTiered(snap, needed));
   } else {
-    LoadSnapshotRows(snap, needed);
+    LoadSnapshotRows(snap, needed, adopt);
   }
   pending_.clear();
   for (size_t i = 0; i < pn; ++i) {
@@ -209,7 +260,7 @@ Status TableImpl::LoadSnapshotTiered(const TableSnapshot& snap, int64_t needed) 
 }
 
 // LoadSnapshotRows: LoadSnapshot's apply step without tiers.
-void TableImpl::LoadSnapshotRows(const TableSnapshot& snap, int64_t needed) {
+void TableImpl::LoadSnapshotRows(const TableSnapshot& snap, int64_t needed, RowBuffer* adopt) {
   const size_t n = snap.keys.size();
 
   // Everything is checked: apply.
@@ -223,36 +274,88 @@ void TableImpl::LoadSnapshotRows(const TableSnapshot& snap, int64_t needed) {
       const uint32_t row = index_->Find(k);
       if (row == KeyIndex::kEmpty) continue;
       index_->Erase(k);
-      free_rows_.push_back(row);
+      RemoveAt(row);
     }
     index_->Reserve(index_->size() + static_cast<uint64_t>(needed));
   }
   const int64_t default_time = snap.data_time;
-  std::vector<uint32_t> rows(n);
+  // Huge pages when large (40 MB of row ids at 10M rows would be 10k page faults).
+  std::vector<uint32_t, UninitializedAllocator<uint32_t>> rows(n);
   if (snap.is_delta) {
     for (size_t i = 0; i < n; ++i) {
       uint32_t row = index_->Find(snap.keys[i]);
       if (row == KeyIndex::kEmpty) {
         row = AllocateRow();
         index_->Insert(snap.keys[i], row);
+        BindRow(row, snap.keys[i]);
       }
       rows[i] = row;
     }
   } else {
-    // A fresh table: rows 0..n-1 in key order, inserted as one batch.
+    // A fresh table: rows 0..n-1 in key order, the keys checked distinct above: a bulk load of the
+    // empty index.
     std::iota(rows.begin(), rows.end(), 0u);
     next_row_ = static_cast<int64_t>(n);
-    index_->InsertBatch(snap.keys.data(), rows.data(), n);
+    index_->BulkLoadDistinct(snap.keys.data(), rows.data(), n);
+  }
+  // A full snapshot's rows are rows 0..n-1 of the slab, laid out as in the snapshot: adopt its
+  // buffer's pages there when allowed, instead of copying into fresh slab pages.
+  bool moved = false;
+  if (adopt != nullptr && !snap.is_delta && n > 0 && adopt->data() == snap.rows.data()) {
+    const size_t bytes = adopt->capacity() * sizeof(float);
+    if (((bytes + 4095) & ~size_t{4095}) <= slab_.bytes()) {
+      moved = MoveSnapshotPages(adopt->data(), bytes, Row(0));
+    }
   }
   BigChunks(n, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
-      std::memcpy(Row(rows[i]), snap.rows.data() + i * row_floats_, row_bytes_);
+      if (!moved) std::memcpy(Row(rows[i]), snap.rows.data() + i * row_floats_, row_bytes_);
       MarkClean(rows[i]);
+      if (!snap.is_delta) BindRow(rows[i], snap.keys[i]);
       if (evicting_) {
         *Timestamp(rows[i]) = snap.timestamps.empty() ? default_time : snap.timestamps[i];
       }
     }
   });
+}
+
+KeyRows TableImpl::DirtyEntries() const {
+  KeyRows entries;
+  const uint8_t* dirty = Dirty();
+  if (tiered_) {
+    index_->ForEach([&](int64_t key, uint32_t row) {
+      if (dirty[row] != 0) entries.emplace_back(key, row);
+    });
+    return entries;
+  }
+  // The dirty bytes of the rows ever used, 8 at a time (a 1% change leaves most words zero):
+  // counted first, so that the entries take one allocation (page faults cost ~10 us each here).
+  // A dirty byte is 0 or 1, so a popcount counts rows. A freed row is clean (RemoveAt), so every
+  // dirty row holds the key it was bound to.
+  const auto used = static_cast<size_t>(next_row_);
+  const size_t words = used / 8;
+  auto word_at = [&](size_t w) {
+    uint64_t word;
+    std::memcpy(&word, dirty + w * 8, sizeof(word));
+    return word;
+  };
+  size_t count = 0;
+  for (size_t w = 0; w < words; ++w) count += static_cast<size_t>(absl::popcount(word_at(w)));
+  for (size_t r = words * 8; r < used; ++r) count += dirty[r];
+  entries.resize(count);
+  const auto* row_keys = reinterpret_cast<const int64_t*>(row_keys_.base());
+  size_t k = 0;
+  auto add = [&](size_t r) { entries[k++] = {row_keys[r], static_cast<uint32_t>(r)}; };
+  for (size_t w = 0; w < words; ++w) {
+    if (word_at(w) == 0) continue;
+    for (size_t r = w * 8; r < w * 8 + 8; ++r) {
+      if (dirty[r] != 0) add(r);
+    }
+  }
+  for (size_t r = words * 8; r < used; ++r) {
+    if (dirty[r] != 0) add(r);
+  }
+  return entries;
 }
 
 void TableImpl::ResetTracking() {

@@ -505,6 +505,7 @@ Status TableImpl::PlaceNew(absl::Span<const int64_t> keys, uint32_t* packed) {
 
 void TableImpl::RemoveAt(uint32_t packed) {
   if (!tiered_) {
+    MarkClean(packed);  // a dirty row holds its key (DirtyEntries)
     free_rows_.push_back(packed);
     return;
   }

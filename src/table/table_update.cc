@@ -1,6 +1,8 @@
 // table_update.cc: TableImpl's sparse optimizer updates, by row id and by address (the per-ISA
 // kernels of table_kernels.h, RowUpdater for FTRL). Threading: each row of a batch is updated by
 // one task; concurrent calls must touch disjoint rows (recsdk/table.h).
+#include <cstdint>
+
 #include "fmt/format.h"
 #include "src/common/status_macros.h"
 #include "src/table/table_impl.h"
@@ -54,10 +56,16 @@ void TableImpl::UpdateBatch(const RowUpdater& updater, const uint32_t* ids, floa
   }
 }
 
-void TableImpl::ApplyGradients(absl::Span<const uint32_t> rows, const float* grads, int64_t step) {
+Status TableImpl::ApplyGradients(absl::Span<const uint32_t> rows, absl::Span<const float> grads,
+                                 int64_t step) {
+  RECSDK_RETURN_IF_ERROR(
+      CheckSpan("ApplyGradients' summed gradients", grads.size(), rows.size(), config_.dim));
+  RECSDK_RETURN_IF_ERROR(CheckRowsAndRestore(rows, {}));
   const RowUpdater updater(optimizer_, config_.dim, step);
-  BigChunks(rows.size(),
-            [&](size_t b, size_t e) { UpdateBatch(updater, rows.data(), nullptr, b, e, grads); });
+  BigChunks(rows.size(), [&](size_t b, size_t e) {
+    UpdateBatch(updater, rows.data(), nullptr, b, e, grads.data());
+  });
+  return absl::OkStatus();
 }
 
 Status TableImpl::RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> addresses) {
@@ -73,12 +81,30 @@ Status TableImpl::RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float
   return absl::OkStatus();
 }
 
-void TableImpl::ApplyGradientsByAddress(absl::Span<float* const> addresses, const float* grads,
-                                        int64_t step) {
+Status TableImpl::ApplyGradientsByAddress(absl::Span<float* const> addresses,
+                                          absl::Span<const float> grads, int64_t step) {
+  RECSDK_RETURN_IF_ERROR(CheckSpan("ApplyGradientsByAddress' summed gradients", grads.size(),
+                                   addresses.size(), config_.dim));
+  // Every address must be the first float of a device row: [base, base + device rows), on a
+  // row boundary. Anything else would be written through as if it were a row.
+  const auto base = reinterpret_cast<uintptr_t>(slab_.base());
+  const uint64_t end = static_cast<uint64_t>(device_rows_) * row_bytes_;
+  for (float* a : addresses) {
+    if (a == nullptr) continue;
+    const auto p = reinterpret_cast<uintptr_t>(a);
+    const uint64_t off = static_cast<uint64_t>(p - base);  // wraps past `end` when p < base
+    if (p < base || off >= end || off % row_bytes_ != 0) {
+      return absl::InvalidArgumentError(fmt::format(
+          "table \"{}\": address {} is not the start of one of this table's rows; pass addresses "
+          "that RowAddresses returned for this table",
+          name(), static_cast<const void*>(a)));
+    }
+  }
   const RowUpdater updater(optimizer_, config_.dim, step);
   BigChunks(addresses.size(), [&](size_t b, size_t e) {
-    UpdateBatch(updater, nullptr, addresses.data(), b, e, grads);
+    UpdateBatch(updater, nullptr, addresses.data(), b, e, grads.data());
   });
+  return absl::OkStatus();
 }
 
 }  // namespace recsdk::internal

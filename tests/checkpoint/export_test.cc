@@ -2,6 +2,7 @@
 // bundle serves bitwise the predictions of the training session's evaluation graph, holds no
 // training ops, reads unknown keys as the serving default without inserting them, and refuses
 // bad signatures and corrupt bundles.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "recsdk/recsdk.h"
 #include "tests/session/table_test_util.h"
 
@@ -129,6 +131,162 @@ TEST(ExportTest, PredictorServesBitwiseTheTrainingSessionsPredictions) {
   const Status s = predictor->Predict(missing).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_NE(std::string(s.message()).find("\"dense\" is not fed"), std::string::npos) << s;
+}
+
+// The same model with both lookups moved to the key stage (ModifyGraph): trained through a
+// training KeyStage; the training session predicts through an evaluation KeyStage. The bundle
+// holds in-graph read-only lookups instead, and the Predictor, fed the raw dataset columns, returns
+// the same bits.
+TEST(ExportTest, KeyStageModelsExportWithInGraphReadOnlyLookups) {
+  Graph graph;
+  Scope s(&graph);
+  TableConfig tc = testing::SmallTable("items", 4, 1024);
+  tc.serving_default_value = 0.25f;
+  tc.access_threshold = 1;
+  SparseTable table = ValueOrDie(create_table(s, tc, SparseOptimizerConfig::Adagrad(0.2f)));
+  Output ids = DatasetColumn(s, "ids", DType::kInt64, Shape{kBatch, kIds});
+  Output dense = DatasetColumn(s, "dense", DType::kFloat32, Shape{kBatch, 2});
+  Output label = DatasetColumn(s, "label", DType::kFloat32, Shape{kBatch, 1});
+  SparseLookupOptions train_lo;
+  train_lo.combiner = Combiner::kMean;
+  train_lo.modify_graph = true;
+  SparseLookupOptions eval_lo = train_lo;
+  eval_lo.is_train = false;
+  eval_lo.name = "items_eval";
+  Output emb = ValueOrDie(sparse_lookup(s, table, ids, train_lo));
+  Variable w1 =
+      Variable::Make(s, "w1", Shape{6, 8}, {.initializer = Initializer::GlorotUniform(3)});
+  Variable w2 =
+      Variable::Make(s, "w2", Shape{8, 1}, {.initializer = Initializer::GlorotUniform(4)});
+  auto logits_of = [&](Output e) {
+    Output h = ops::Relu(s, ops::MatMul(s, ops::Concat(s, {e, dense}, 1), w1));
+    return ops::MatMul(s, h, w2);
+  };
+  Output logits = logits_of(emb);
+  Output loss = ops::ReduceMean(s, ops::SigmoidCrossEntropyWithLogits(s, label, logits));
+  AdamOptimizer adam;
+  Node* train =
+      ops::Group(s, {ValueOrDie(adam.Minimize(s, loss)), ValueOrDie(SparseMinimize(s, loss))});
+  // The evaluation lookup after the training ops, so training steps do not need its feeds.
+  Output emb_eval = ValueOrDie(sparse_lookup(s, table, ids, eval_lo));
+  Output prob_eval = ops::Sigmoid(s.WithOpName("prob_eval"), logits_of(emb_eval));
+  Node* init = GlobalVariablesInitializer(s);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(ValueOrDie(ModifyGraph(&graph)).moved_lookups.size(), 2u);
+  auto session = ValueOrDie(Session::Create(graph));
+  ASSERT_TRUE(session->Run({}, {}, {init}).ok());
+
+  // Batches of Feeds(seed, range) as a dataset.
+  auto data = [](uint64_t first_seed, int n, int64_t range) {
+    std::vector<Batch> batches;
+    for (int i = 0; i < n; ++i) {
+      Batch b;
+      for (auto& [name, t] : Feeds(first_seed + i, range, true)) {
+        EXPECT_TRUE(b.AddColumn(name.name, t).ok());
+      }
+      batches.push_back(std::move(b));
+    }
+    return ValueOrDie(InMemoryDatasetFromBatches(std::move(batches)));
+  };
+  {
+    auto stage = ValueOrDie(StartAscPipeline(*session, data(0, 30, 200)));
+    FeedList feeds;
+    while (ValueOrDie(stage->Next(&feeds))) {
+      const auto ran = session->Run(feeds, {loss}, {train});
+      ASSERT_TRUE(ran.ok()) << ran.status();
+    }
+  }
+  const std::string dir = FreshDir("key_stage_bundle");
+  const Status exported = ExportSavedModel(*session, dir, {{"ids", "dense"}, {"prob_eval"}});
+  ASSERT_TRUE(exported.ok()) << exported;
+  auto predictor = ValueOrDie(Predictor::Load(dir));
+  EmbeddingTable* t = ValueOrDie(LookupTable(*session, "items"));
+  const int64_t size_before = t->size();
+  // Known keys (< 200) and unknown ones (up to 400, the serving default).
+  KeyStageOptions eval;
+  eval.channel = KeyStageChannel::kEval;
+  auto stage = ValueOrDie(StartAscPipeline(*session, data(1000, 6, 400), eval));
+  FeedList feeds;
+  Batch batch;
+  int compared = 0;
+  while (ValueOrDie(stage->Next(&feeds, &batch))) {
+    const Tensor want = ValueOrDie(session->Run(feeds, {prob_eval}))[0];
+    FeedList raw = {{"ids", *batch.column("ids")}, {"dense", *batch.column("dense")}};
+    const Tensor got = ValueOrDie(predictor->Predict(raw))[0];
+    ASSERT_EQ(got.TotalBytes(), want.TotalBytes());
+    EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), want.TotalBytes()), 0)
+        << "batch " << compared;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 6);
+  EXPECT_EQ(t->size(), size_before);
+  // The served lookups run in the graph, read-only.
+  std::ifstream in(dir + "/graph.json");
+  const std::string graph_json((std::istreambuf_iterator<char>(in)), {});
+  int lookups = 0;
+  const nlohmann::json doc = nlohmann::json::parse(graph_json);
+  for (const auto& node : doc.at("nodes")) {
+    const auto& attrs = node.at("attrs");
+    if (!attrs.contains("moved_to_key_stage")) continue;
+    ++lookups;
+    EXPECT_FALSE(attrs.at("moved_to_key_stage").at("value").get<bool>()) << node.at("name");
+    EXPECT_FALSE(attrs.at("is_train").at("value").get<bool>()) << node.at("name");
+  }
+  EXPECT_EQ(lookups, 1) << "only the evaluation lookup serves prob_eval";
+}
+
+// A table with host and SSD tiers serves from one tier: the bundle's table holds every row on
+// the device. Before, the bundle kept the tiered config, so the Predictor's in-graph lookup was
+// refused (tiered tables need the key stage) and its table took over the training table's SSD
+// folder.
+TEST(ExportTest, TieredTablesServeFromOneTier) {
+  Graph graph;
+  Scope s(&graph);
+  const std::string ssd = FreshDir("tiered_ssd");
+  std::filesystem::create_directories(ssd);
+  TableConfig tc = testing::SmallTable("items", 4, 64);
+  tc.host_vocabulary_size = 64;
+  tc.ssd_vocabulary_size = 64;
+  tc.ssd_data_path = {ssd};
+  tc.serving_default_value = 0.5f;
+  SparseTable table = ValueOrDie(create_table(s, tc, SparseOptimizerConfig::Adagrad(0.2f)));
+  Output ids = DatasetColumn(s, "ids", DType::kInt64, Shape{kBatch, kIds});
+  SparseLookupOptions lo;
+  lo.combiner = Combiner::kMean;
+  lo.modify_graph = true;
+  lo.is_train = false;
+  Output emb = ValueOrDie(sparse_lookup(s, table, ids, lo));
+  ops::Identity(s.WithOpName("emb_out"), emb);
+  Node* init = GlobalVariablesInitializer(s);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(ValueOrDie(ModifyGraph(&graph)).moved_lookups.size(), 1u);
+  auto session = ValueOrDie(Session::Create(graph));
+  ASSERT_TRUE(session->Run({}, {}, {init}).ok());
+  auto ssd_files = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(ssd)) {
+      names.push_back(e.path().filename());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const std::vector<std::string> files_before = ssd_files();
+
+  const std::string dir = FreshDir("tiered_bundle");
+  const Status exported = ExportSavedModel(*session, dir, {{"ids"}, {"emb_out"}});
+  ASSERT_TRUE(exported.ok()) << exported;
+  auto predictor = Predictor::Load(dir);
+  ASSERT_TRUE(predictor.ok()) << predictor.status();
+  std::vector<int64_t> keys(kBatch * kIds);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = static_cast<int64_t>(i);
+  const Tensor id_tensor =
+      ValueOrDie(Tensor::FromValues<int64_t>(Shape{kBatch, kIds}, absl::MakeConstSpan(keys)));
+  auto got = (*predictor)->Predict({{"ids", id_tensor}});
+  ASSERT_TRUE(got.ok()) << got.status();
+  // Unknown keys: the serving default in every element.
+  const Tensor& e = (*got)[0];
+  for (int64_t i = 0; i < e.num_elements(); ++i) EXPECT_EQ(e.data<float>()[i], 0.5f) << i;
+  EXPECT_EQ(ssd_files(), files_before) << "the training table's SSD files are its own";
 }
 
 TEST(ExportTest, BadSignaturesAndCorruptBundlesAreRefused) {

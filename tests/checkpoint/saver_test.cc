@@ -20,6 +20,7 @@
 
 #include "gtest/gtest.h"
 #include "recsdk/recsdk.h"
+#include "src/checkpoint/checkpoint_io.h"
 #include "src/common/env.h"
 #include "tests/session/table_test_util.h"
 
@@ -438,6 +439,44 @@ TEST(TableCheckpointTest, SaveTableRestoreTableRoundTripCorruptionAndMismatch) {
   EXPECT_NE(std::string(corrupt.message()).find("rows.npy"), std::string::npos) << corrupt;
   EXPECT_EQ(v->size(), 0);
   EXPECT_EQ(RestoreTable(*v, dir + "/missing").code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(TableCheckpointTest, StreamedPayloadsEqualThoseOfACopiedSnapshotAndFaultsStopThem) {
+  // Several 4 MiB pieces of rows, with timestamps and pending admission counts.
+  TableConfig c = testing::SmallTable("t", 8, 400000);
+  c.access_threshold = 2;
+  c.eviction_threshold = 1000;
+  auto t = ValueOrDie(EmbeddingTable::Create(c, SparseOptimizerConfig::Adagrad()));
+  std::vector<int64_t> keys(300000);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = static_cast<int64_t>(i * 7919 % 300007) - 5;
+  std::vector<uint32_t> counts(keys.size(), 2), rows(keys.size());
+  counts[7] = 1;  // pending, not admitted
+  std::vector<int64_t> ts(keys.size(), 42);
+  ASSERT_TRUE(t->Resolve(keys, counts, ts, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+  internal::Env* env = internal::Env::Default();
+  const std::string copied = FreshDir("copied"), streamed = FreshDir("streamed");
+  std::filesystem::create_directories(copied);
+  std::filesystem::create_directories(streamed);
+  const TableSnapshot snap =
+      ValueOrDie(t->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking));
+  const auto a = ValueOrDie(internal::WriteTablePayloads(env, copied, "p_", snap));
+  const auto b = ValueOrDie(internal::SnapshotAndWriteTable(
+      env, streamed, "p_", *t, EmbeddingTable::SnapshotKind::kFullKeepTracking));
+  EXPECT_EQ(a, b);  // same files, sizes and CRC32Cs
+  EXPECT_EQ(a["files"]["rows"]["shape"], nlohmann::json({299999, 16}));  // key 7 is pending
+  // A failed write or a full disk while the rows stream: the error names the file.
+  internal::FaultInjectionEnv faulty(env);
+  faulty.fail_write_after = 2;
+  const auto failed = internal::SnapshotAndWriteTable(&faulty, streamed, "q_", *t,
+                                                      EmbeddingTable::SnapshotKind::kFull);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInternal) << failed.status();
+  faulty.fail_write_after = -1;
+  faulty.disk_full_after_bytes = 6 << 20;
+  const auto full = internal::SnapshotAndWriteTable(&faulty, streamed, "q_", *t,
+                                                    EmbeddingTable::SnapshotKind::kFull);
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
+  EXPECT_NE(std::string(full.status().message()).find("q_rows.npy"), std::string::npos)
+      << full.status();
 }
 
 // The child side of the SIGKILL test: saves again and again until killed.

@@ -188,6 +188,45 @@ TEST(EstimatorTest, CheckpointsRestoreIntoANewEstimator) {
   EXPECT_EQ(*est->global_step(), 80);
 }
 
+TEST(EstimatorTest, ResumeInputPositionContinuesTheInputOnlyWhenAskedTo) {
+  // The input is 20 batches. Train 12 steps, then a new Estimator trains until the input ends:
+  // with resume_input_position it continues at batch 12 (8 more steps, as an uninterrupted run
+  // over the input), without it the input starts again at batch 0 (20 more steps).
+  const InputFn input = Input(20 * 128, 0, 128);
+  EstimatorOptions resume;
+  resume.resume_input_position = true;
+  auto run = [&](const std::string& name, bool first_resumes, bool second_resumes) {
+    const std::string dir = TempDir(name);
+    {
+      auto est =
+          *Estimator::Create(Model(), Config(dir), {}, first_resumes ? resume : EstimatorOptions{});
+      EXPECT_TRUE(est->Train(input, 12).ok());
+    }
+    auto est =
+        *Estimator::Create(Model(), Config(dir), {}, second_resumes ? resume : EstimatorOptions{});
+    EXPECT_TRUE(est->Train(input).ok());
+    return *est->global_step();
+  };
+  EXPECT_EQ(run("resume_on", true, true), 20);
+  EXPECT_EQ(run("resume_off", true, false), 32);
+  EXPECT_EQ(run("resume_late", false, true), 20);  // the position is saved either way
+
+  // Within one process too: Train calls continue the same input; at its end, nothing is left.
+  auto est = *Estimator::Create(Model(), Config(TempDir("resume_calls")), {}, resume);
+  ASSERT_TRUE(est->Train(input, 6).ok());
+  ASSERT_TRUE(est->Train(input, 6).ok());
+  EXPECT_EQ(*est->global_step(), 12);
+  ASSERT_TRUE(est->Train(input).ok());
+  EXPECT_EQ(*est->global_step(), 20);
+  ASSERT_TRUE(est->Train(input).ok());
+  EXPECT_EQ(*est->global_step(), 20);
+  // Without the option, each call starts the input again.
+  auto fresh = *Estimator::Create(Model(), Config(TempDir("no_resume_calls")));
+  ASSERT_TRUE(fresh->Train(input, 6).ok());
+  ASSERT_TRUE(fresh->Train(input).ok());
+  EXPECT_EQ(*fresh->global_step(), 26);
+}
+
 TEST(EstimatorTest, PredictDropsPaddedRows) {
   auto est = *Estimator::Create(Model(), Config(TempDir("predict")));
   ASSERT_TRUE(est->Train(Input(20 * 128, 0, 128), 20).ok());

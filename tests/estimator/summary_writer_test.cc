@@ -11,6 +11,7 @@
 #include <string>
 
 #include "recsdk/summary.h"
+#include "src/common/env.h"
 
 namespace recsdk {
 namespace {
@@ -136,6 +137,33 @@ TEST(SummaryWriterTest, SecondWriterDoesNotOverwriteAndErrorsNameThePath) {
   EXPECT_FALSE(SummaryWriter::Create("").ok());
   auto bad = SummaryWriter::Create((*b)->path() + "/sub");  // a file is in the way
   EXPECT_FALSE(bad.ok());
+}
+
+TEST(SummaryWriterTest, WritesGoThroughTheEnv) {
+  // A failed write and a full disk come back from Flush (and Close) as the Env's errors, naming
+  // the event file; nothing is written behind the Env's back.
+  const std::string dir = TempDir();
+  internal::FaultInjectionEnv env(internal::Env::Default());
+  auto writer = SummaryWriter::Create(dir, &env);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_TRUE((*writer)->AddScalar("loss", 1, 1).ok());
+  const auto before = std::filesystem::file_size((*writer)->path());
+  env.fail_write_after = 0;
+  Status failed = (*writer)->Flush();
+  EXPECT_EQ(failed.code(), absl::StatusCode::kInternal) << failed;
+  EXPECT_NE(failed.message().find((*writer)->path()), std::string::npos) << failed;
+  EXPECT_EQ(std::filesystem::file_size((*writer)->path()), before);
+  env.disk_full_after_bytes = 0;
+  ASSERT_TRUE((*writer)->AddScalar("loss", 2, 2).ok());
+  EXPECT_EQ((*writer)->Close().code(), absl::StatusCode::kResourceExhausted);
+  // A healthy Env: the writer's bytes arrive through it.
+  env.disk_full_after_bytes = -1;
+  auto ok = SummaryWriter::Create(dir, &env);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_NE((*ok)->path(), (*writer)->path());
+  ASSERT_TRUE((*ok)->AddScalar("loss", 3, 3).ok());
+  ASSERT_TRUE((*ok)->Flush().ok());
+  EXPECT_GT(std::filesystem::file_size((*ok)->path()), before);
 }
 
 }  // namespace

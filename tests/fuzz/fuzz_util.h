@@ -8,11 +8,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <system_error>
+#include <vector>
 
 #include "recsdk/dataset.h"
 
@@ -38,6 +41,43 @@ inline std::string WriteInput(const std::string& name, const uint8_t* data, size
   if (size > 0 && std::fwrite(data, 1, size, f) != size) std::abort();
   std::fclose(f);
   return path;
+}
+
+// CopyTree copies directory `from` to `to` (which must not exist). libFuzzer's timers interrupt
+// system calls, so a copy that fails with EINTR is retried; any other failure aborts (the harness,
+// not the input, is broken).
+inline void CopyTree(const std::string& from, const std::string& to) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::error_code ec;
+    std::filesystem::remove_all(to, ec);
+    std::filesystem::copy(from, to, std::filesystem::copy_options::recursive, ec);
+    if (!ec) return;
+    if (ec != std::errc::interrupted) break;
+  }
+  std::abort();
+}
+
+// FilesUnder: the regular files under `dir`, as paths relative to it, sorted (the restore
+// targets' first input byte picks one of them; make_seeds.cc lists them the same way).
+inline std::vector<std::string> FilesUnder(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) names.push_back(std::filesystem::relative(e.path(), dir).string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// CopyWithOneFileReplaced: the restore targets' input layout. A fresh copy of the valid directory
+// `good` at ScratchDir()/in, in which file number data[0] (of FilesUnder(good), modulo their
+// count) holds the input's bytes from `header` on. Returns the copy's path; size > header.
+inline std::string CopyWithOneFileReplaced(const std::string& good, const uint8_t* data,
+                                           size_t size, size_t header) {
+  const std::vector<std::string> names = FilesUnder(good);
+  const std::string dir = ScratchDir() + "/in";
+  CopyTree(good, dir);
+  WriteInput("in/" + names[data[0] % names.size()], data + header, size - header);
+  return dir;
 }
 
 // DrainAll reads up to `limit` batches; any Status is a fine outcome, a crash is not. Each

@@ -18,6 +18,7 @@
 #include "recsdk/scope.h"
 #include "recsdk/table.h"
 #include "src/pipeline/tfrecord.h"
+#include "tests/fuzz/fuzz_model.h"
 
 namespace {
 
@@ -170,6 +171,36 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < names.size(); ++i) {
       Write(out, "table_restore_fuzz", static_cast<int>(i),
             std::string(1, static_cast<char>(i)) + ReadAll(tmp + "/ckpt/" + names[i]));
+    }
+  }
+  // Model checkpoint and exported bundle: each file of a valid model directory (the `checkpoint`
+  // index, ckpt-1 full, ckpt-2 delta) and of a valid bundle, selected by the first byte (files
+  // sorted by relative path, as the targets list them); checkpoint_fuzz's second byte picks
+  // latest (0) or ckpt-1 (1).
+  {
+    auto m = fuzz::BuildFuzzModel();
+    fuzz::TrainRows(*m, {3, 9, 27}, 5);
+    SaverOptions o;
+    o.model_dir = tmp + "/model";
+    o.is_incremental_checkpoint = true;
+    auto saver = fuzz::Die(Saver::Create(*m->session, o));
+    Check(saver->Save(1).status(), "Saver::Save");
+    fuzz::TrainRows(*m, {9, 81}, 6);
+    Check(saver->SaveDelta(2).status(), "Saver::SaveDelta");
+    const std::vector<std::string> files = fuzz::FilesUnder(o.model_dir);
+    for (size_t i = 0; i < files.size(); ++i) {
+      for (char version : {'\0', '\1'}) {
+        Write(
+            out, "checkpoint_fuzz", static_cast<int>(2 * i + (version == '\1' ? 1 : 0)),
+            std::string(1, static_cast<char>(i)) + version + ReadAll(o.model_dir + "/" + files[i]));
+      }
+    }
+    const std::string bundle = tmp + "/bundle";
+    Check(ExportSavedModel(*m->session, bundle, {{"ids"}, {"out"}}), "ExportSavedModel");
+    const std::vector<std::string> bundle_files = fuzz::FilesUnder(bundle);
+    for (size_t i = 0; i < bundle_files.size(); ++i) {
+      Write(out, "predictor_fuzz", static_cast<int>(i),
+            std::string(1, static_cast<char>(i)) + ReadAll(bundle + "/" + bundle_files[i]));
     }
   }
   // Session config JSON: the defaults, and a few options set.

@@ -47,16 +47,7 @@ const std::string& GoodCheckpoint() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   using namespace recsdk;
-  namespace fs = std::filesystem;
-  const std::string& good = GoodCheckpoint();
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(good)) names.push_back(e.path().filename());
-  std::sort(names.begin(), names.end());
-  const std::string dir = fuzz::ScratchDir() + "/in";
-  fs::remove_all(dir);
-  fs::copy(good, dir);
-  const std::string& target = names[data[0] % names.size()];
-  fuzz::WriteInput("in/" + target, data + 1, size - 1);
+  const std::string dir = fuzz::CopyWithOneFileReplaced(GoodCheckpoint(), data, size, 1);
   auto t = EmbeddingTable::Create(Config(), SparseOptimizerConfig::Adagrad(0.1f));
   if (!t.ok()) std::abort();
   const Status s = RestoreTable(**t, dir);

@@ -244,5 +244,16 @@ TEST(OpGradientsTest, DotInteraction) {
   }
 }
 
+TEST(OpGradientsTest, FusedDense) {
+  for (const char* act : {"none", "relu"}) {
+    EXPECT_GRAD_OK(
+        CheckGradients({Shape{5, 4}, Shape{4, 3}, Shape{3}}, [act](const Scope& s, V in) {
+          return Output(s.AddNode("FusedDense", {in[0], in[1], in[2]},
+                                  {{"activation", AttrValue(std::string(act))}}),
+                        0);
+        }));
+  }
+}
+
 }  // namespace
 }  // namespace recsdk

@@ -17,6 +17,8 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -29,9 +31,11 @@
 #include "recsdk/graph.h"
 #include "recsdk/ops.h"
 #include "recsdk/scope.h"
+#include "recsdk/session.h"
 #include "recsdk/table.h"
 #include "src/common/checked_math.h"
 #include "src/common/file_open.h"
+#include "src/common/status_macros.h"
 #include "src/pipeline/crc32c.h"
 #include "src/pipeline/tfrecord.h"
 #include "tests/pipeline/pipeline_test_util.h"
@@ -50,6 +54,14 @@ struct BadInput {
   absl::StatusCode code;
   std::vector<std::string> words;
 };
+
+// OneRowDataset: an in-memory dataset of one int64 column "x" with one row.
+std::unique_ptr<Dataset> OneRowDataset() {
+  std::vector<InMemoryColumn> cols(1);
+  cols[0].name = "x";
+  cols[0].values = std::vector<int64_t>{7};
+  return *InMemoryDataset(std::move(cols), 1);
+}
 
 // DrainStatus: the status of reading a dataset to its end (or of creating it).
 Status DrainStatus(StatusOr<std::unique_ptr<Dataset>> ds) {
@@ -181,6 +193,24 @@ std::vector<BadInput> Cases() {
                },
                C::kDataLoss,
                {"tensor attribute", "more than 2^64"}});
+  // Before (graph_json_fuzz, 10-minute run): nlohmann's get<int>() cast the float to int, which
+  // is undefined behaviour (UBSan: "8.9e+98 is outside the range of representable values").
+  v.push_back({"graph_json/version_float_out_of_int_range",
+               [](const TestDir&) {
+                 nlohmann::json j = nlohmann::json::parse(GraphJsonWithTensor([](auto&) {}));
+                 j["version"] = 8.88889e98;
+                 return Graph::FromJson(j.dump()).status();
+               },
+               C::kInvalidArgument,
+               {"8.88889e+98", "not an integer"}});
+  v.push_back({"graph_json/random_seed_past_int64",
+               [](const TestDir&) {
+                 nlohmann::json j = nlohmann::json::parse(GraphJsonWithTensor([](auto&) {}));
+                 j["random_seed"] = uint64_t{1} << 63;
+                 return Graph::FromJson(j.dump()).status();
+               },
+               C::kInvalidArgument,
+               {"9223372036854775808", "not an integer in"}});
   v.push_back({"graph_json/negative_dimension",
                [](const TestDir&) {
                  const std::string text =
@@ -264,10 +294,70 @@ std::vector<BadInput> Cases() {
          std::vector<uint32_t> rows = {EmbeddingTable::kDefaultRow, EmbeddingTable::kDefaultRow};
          std::vector<uint32_t> restore = {0, 7};
          std::vector<float> out(4);
-         return t->GatherPooled(rows, restore, 1, 2, Combiner::kSum, out.data());
+         return t->GatherPooled(rows, restore, 1, 2, Combiner::kSum, absl::MakeSpan(out));
        },
        C::kInvalidArgument,
        {"restore index 7", "2 unique rows"}});
+  // Before: Gather, GatherRestored, PaddingMask and the gradient updates took a raw float* with
+  // no size and no row check; a short buffer or a foreign row id read or wrote past memory.
+  v.push_back({"table/gather_output_short",
+               [](const TestDir&) {
+                 auto t = MakeTable();
+                 std::vector<uint32_t> rows = {EmbeddingTable::kDefaultRow, 1};
+                 std::vector<float> out(5);
+                 return t->Gather(rows, absl::MakeSpan(out));
+               },
+               C::kInvalidArgument,
+               {"Gather's output holds 5 floats", "2 rows of 4"}});
+  v.push_back({"table/gather_restored_row_past_capacity",
+               [](const TestDir&) {
+                 auto t = MakeTable();
+                 std::vector<uint32_t> rows = {5000};
+                 std::vector<uint32_t> restore = {0, 0};
+                 std::vector<float> out(8);
+                 return t->GatherRestored(rows, restore, absl::MakeSpan(out));
+               },
+               C::kInvalidArgument,
+               {"row id 5000", "capacity 100"}});
+  v.push_back({"table/padding_mask_restore_index_past_rows",
+               [](const TestDir&) {
+                 auto t = MakeTable();
+                 std::vector<uint32_t> rows = {EmbeddingTable::kPaddingRow};
+                 std::vector<uint32_t> restore = {0, 3};
+                 std::vector<float> mask(2);
+                 return t->PaddingMask(rows, restore, absl::MakeSpan(mask));
+               },
+               C::kInvalidArgument,
+               {"restore index 3", "1 unique rows"}});
+  v.push_back({"table/apply_gradients_short_gradients",
+               [](const TestDir&) {
+                 auto t = MakeTable();
+                 std::vector<uint32_t> rows = {0, 1};
+                 std::vector<float> grads(4);
+                 return t->ApplyGradients(rows, grads, 1);
+               },
+               C::kInvalidArgument,
+               {"summed gradients holds 4 floats", "2 rows of 4"}});
+  v.push_back({"table/apply_gradients_by_address_foreign_address",
+               [](const TestDir&) {
+                 auto t = MakeTable();
+                 std::vector<float> elsewhere(4);
+                 std::vector<float*> addresses = {elsewhere.data()};
+                 std::vector<float> grads(4);
+                 return t->ApplyGradientsByAddress(addresses, grads, 1);
+               },
+               C::kInvalidArgument,
+               {"not the start of one of this table's rows", "RowAddresses"}});
+  // Before: a restore index of num_unique or more was skipped (its gradient dropped without a
+  // word), or, past 16384 positions, counted into a vector out of bounds.
+  v.push_back({"table/aggregate_gradients_restore_index_past_unique",
+               [](const TestDir&) {
+                 std::vector<uint32_t> restore = {0, 2};
+                 std::vector<float> grads(2 * 4), out(2 * 4);
+                 return AggregateGradients(restore, grads, 4, 2, absl::MakeSpan(out));
+               },
+               C::kInvalidArgument,
+               {"restore index 2", "2 unique keys"}});
   // --- Special files. Before: open() of the pipe blocked forever.
   v.push_back({"criteo/glob_matches_named_pipe",
                [](const TestDir& d) {
@@ -422,6 +512,74 @@ std::vector<BadInput> Cases() {
                },
                C::kInvalidArgument,
                {"stddev -1 is negative"}});
+  // Before: the constructor asserted (a process abort) on a shape a caller built wrongly.
+  v.push_back({"Tensor::Create/unknown_dimension",
+               [](const TestDir&) {
+                 return Tensor::Create(DType::kFloat32, Shape{-1, 3}).status();
+               },
+               C::kInvalidArgument,
+               {"[?,3]", "unknown or negative"}});
+  v.push_back(
+      {"Tensor::Create/bytes_overflow",
+       [](const TestDir&) {
+         return Tensor::Create(DType::kFloat32, Shape{int64_t{1} << 40, int64_t{1} << 40}).status();
+       },
+       C::kResourceExhausted,
+       {"does not fit in memory"}});
+  v.push_back(
+      {"Tensor::FromBuffer/buffer_too_small",
+       [](const TestDir&) {
+         return Tensor::FromBuffer(DType::kFloat32, Shape{4}, AllocateHostBuffer(8), 4).status();
+       },
+       C::kInvalidArgument,
+       {"at offset 4", "the buffer has 8"}});
+  v.push_back(
+      {"Tensor::SliceRows/past_the_end",
+       [](const TestDir&) { return Tensor(DType::kInt64, Shape{3}).SliceRows(2, 5).status(); },
+       C::kInvalidArgument,
+       {"rows [2, 5)", "shape [3]"}});
+  v.push_back({"Batch::Slice/past_the_end",
+               [](const TestDir&) -> Status {
+                 Batch b;
+                 RECSDK_RETURN_IF_ERROR(b.AddColumn("x", Tensor(DType::kInt64, Shape{3})));
+                 return b.Slice(1, 4).status();
+               },
+               C::kInvalidArgument,
+               {"rows [1, 4)", "3 rows"}});
+  // Before: an exception from the user's Map function or from an input read on the Prefetch
+  // thread ended the process (std::terminate on the thread).
+  v.push_back({"Map/function_throws",
+               [](const TestDir&) -> Status {
+                 auto ds = Map(OneRowDataset(), [](Batch) -> StatusOr<Batch> {
+                   throw std::runtime_error("user bug");
+                 });
+                 return DrainStatus(std::move(ds));
+               },
+               C::kInternal,
+               {"Map", "user bug"}});
+  v.push_back({"Prefetch/input_throws_on_its_thread",
+               [](const TestDir&) -> Status {
+                 auto mapped =
+                     Map(OneRowDataset(), [](Batch) -> StatusOr<Batch> { throw std::bad_alloc(); });
+                 if (!mapped.ok()) return mapped.status();
+                 return DrainStatus(Prefetch(*std::move(mapped), 2));
+               },
+               C::kResourceExhausted,
+               {"Map", "out of memory"}});
+  // Before: a null outputs pointer with fetches was written through (SIGSEGV).
+  v.push_back({"Session::Run/null_outputs_with_fetches",
+               [](const TestDir&) -> Status {
+                 Graph g;
+                 Scope s(&g);
+                 Output c = ops::Const(s, Tensor::Scalar<float>(1.0f));
+                 RECSDK_RETURN_IF_ERROR(s.status());
+                 RECSDK_ASSIGN_OR_RETURN(auto session, Session::Create(g));
+                 RECSDK_RETURN_IF_ERROR(
+                     session->Run({}, {}, {}, nullptr));  // nothing fetched: fine
+                 return session->Run({}, {c}, {}, nullptr);
+               },
+               C::kInvalidArgument,
+               {"outputs is null", "1 fetches"}});
   return v;
 }
 

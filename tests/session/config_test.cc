@@ -156,8 +156,6 @@ TEST(SessionConfigTest, OptionsThatCannotTakeEffectSaySo) {
       {[](SessionConfig& c) { c.hcom_parallel = true; }, "distributed"},
       {[](SessionConfig& c) { c.is_tailing_optimization = true; }, "distributed"},
       {[](SessionConfig& c) { c.enable_reduce_precision = true; }, "not supported"},
-      {[](SessionConfig& c) { c.precision_mode = "allow_mix_precision"; }, "low-precision"},
-      {[](SessionConfig& c) { c.precision_mode_v2 = "mixed_bfloat16"; }, "low-precision"},
       {[](SessionConfig& c) { c.auto_tune_mode = "RL,GA"; }, "auto-tuning"},
       {[](SessionConfig& c) { c.auto_tune_mode = "XX"; }, "\"XX\""},
       {[](SessionConfig& c) { c.enable_scope_fusion_passes = "MatMulBiasAdd"; }, "MatMulBiasAdd"},
@@ -174,6 +172,15 @@ TEST(SessionConfigTest, OptionsThatCannotTakeEffectSaySo) {
   SessionConfig keep;
   keep.precision_mode_v2 = "origin";
   EXPECT_TRUE(keep.Validate().ok());
+  // The low-precision modes run the mixed_precision pass (tests/session/passes/).
+  for (const char* mode : {"allow_mix_precision", "force_fp16"}) {
+    SessionConfig low;
+    low.precision_mode = mode;
+    EXPECT_TRUE(low.Validate().ok()) << mode;
+  }
+  SessionConfig v2;
+  v2.precision_mode_v2 = "mixed_bfloat16";
+  EXPECT_TRUE(v2.Validate().ok());
   SessionConfig list_without_mode;
   list_without_mode.op_select_implmode = "";
   list_without_mode.optypelist_for_implmode = "Exp";

@@ -126,6 +126,7 @@ TEST(SessionProfilingTest, TaskAndTrainingTraceWriteOneChromeTracePerRun) {
   auto session = ValueOrDie(Session::Create(m.graph, c));
   ASSERT_TRUE(session->Run({}, {}, {m.init->name()}).ok());
   ASSERT_TRUE(session->Run(testing::LinearFeeds(2), {m.loss}, {m.train->name()}).ok());
+  ASSERT_TRUE(session->Close().ok());  // profiles are written in the background until then
   std::vector<std::string> files;
   for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
   ASSERT_EQ(files.size(), 2u);
@@ -172,6 +173,7 @@ TEST(SessionProfilingTest, OpTraceAndTheFpBpPointCheck) {
   c.profiling_dir = dir;
   auto session = ValueOrDie(Session::Create(m.graph, c));
   ASSERT_TRUE(session->Run({}, {}, {m.init->name()}).ok());
+  ASSERT_TRUE(session->Close().ok());
   int files = 0, op_events = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     ++files;

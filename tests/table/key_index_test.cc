@@ -219,5 +219,72 @@ TEST(KeyIndexTest, ClearAndReserve) {
   EXPECT_EQ(index.Find(5), KeyIndex::kEmpty);
 }
 
+// BulkLoadDistinct (partitioned by first bucket when large, plain when small) finds what
+// InsertBatch finds, for every key and for absent ones, with the stash in use.
+TEST(KeyIndexTest, BulkLoadDistinctFindsWhatInsertBatchFinds) {
+  std::mt19937_64 rng(11);
+  const size_t n = 300000;
+  std::vector<int64_t> keys;
+  {
+    absl::flat_hash_map<int64_t, uint32_t> seen;
+    while (keys.size() < n) {
+      const int64_t k = static_cast<int64_t>(rng());
+      if (seen.emplace(k, 0).second) keys.push_back(k);
+    }
+  }
+  // Keys sharing both buckets with key 0 (more than two buckets hold) force walks to fail.
+  {
+    KeyIndex probe(n);
+    uint64_t want1 = 0, want2 = 0;
+    probe.BucketOffsets(0, &want1, &want2);
+    absl::flat_hash_map<int64_t, uint32_t> present;
+    for (int64_t k : keys) present.emplace(k, 0);
+    int extra = 0;
+    for (int64_t k = 0; extra < 3 * KeyIndex::kBucketSlots; ++k) {
+      uint64_t b1 = 0, b2 = 0;
+      probe.BucketOffsets(k, &b1, &b2);
+      if (((b1 == want1 && b2 == want2) || (b1 == want2 && b2 == want1)) && !present.contains(k)) {
+        keys.push_back(k);
+        ++extra;
+      }
+    }
+  }
+  std::vector<uint32_t> rows(keys.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<uint32_t>(i * 3 + 1);
+  KeyIndex ref(keys.size());
+  ASSERT_EQ(ref.InsertBatch(keys.data(), rows.data(), keys.size()), keys.size());
+  std::vector<int64_t> absent(1000);
+  for (auto& k : absent) k = static_cast<int64_t>(rng());
+  for (size_t count : {keys.size(), size_t{5000}}) {
+    SCOPED_TRACE(count);
+    // The colliding keys are last: the small load gets some of its own at the end.
+    std::vector<int64_t> ks(keys.end() - count, keys.end());
+    std::vector<uint32_t> rs(rows.end() - count, rows.end());
+    KeyIndex index(ks.size());
+    index.BulkLoadDistinct(ks.data(), rs.data(), ks.size());
+    EXPECT_EQ(index.size(), ks.size());
+    // The keys sharing key 0's two buckets in an index of this size overflow into the stash.
+    if (count == keys.size()) {
+      EXPECT_GT(index.stash_size(), 0u);
+    }
+    for (size_t i = 0; i < ks.size(); ++i) ASSERT_EQ(index.Find(ks[i]), rs[i]) << i;
+    std::vector<uint32_t> found(ks.size());
+    index.FindBatch(ks.data(), ks.size(), found.data());
+    ASSERT_EQ(found, rs);
+    for (int64_t k : absent) ASSERT_EQ(index.Find(k), KeyIndex::kEmpty) << k;
+    size_t visited = 0;
+    index.ForEach([&](int64_t k, uint32_t r) {
+      ++visited;
+      ASSERT_EQ(ref.Find(k), r);
+    });
+    EXPECT_EQ(visited, ks.size());
+    // Still an ordinary index afterwards: an insert of a present key changes nothing, erase works.
+    EXPECT_FALSE(index.Insert(ks[5], 7));
+    EXPECT_EQ(index.Find(ks[5]), rs[5]);
+    EXPECT_TRUE(index.Erase(ks.back()));
+    EXPECT_EQ(index.Find(ks.back()), KeyIndex::kEmpty);
+  }
+}
+
 }  // namespace
 }  // namespace recsdk::internal

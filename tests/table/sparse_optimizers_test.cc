@@ -108,14 +108,15 @@ TEST_P(OptimizerVsReference, MatchesDenseReferenceWithRepeatedKeys) {
       for (int j = 0; j < kDim; ++j) s[j] += grads[i * kDim + j];
     }
     std::vector<float> agg(d.unique_keys.size() * kDim);
-    AggregateGradients(d.restore_index, grads.data(), kDim,
-                       static_cast<int64_t>(d.unique_keys.size()), agg.data());
+    EXPECT_TRUE(AggregateGradients(d.restore_index, grads, kDim,
+                                   static_cast<int64_t>(d.unique_keys.size()), absl::MakeSpan(agg))
+                    .ok());
     if (opt.ByAddress()) {
       std::vector<float*> addr(rows.size());
       ASSERT_TRUE(table.RowAddresses(rows, absl::MakeSpan(addr)).ok());
-      table.ApplyGradientsByAddress(addr, agg.data(), step);
+      EXPECT_TRUE(table.ApplyGradientsByAddress(addr, agg, step).ok());
     } else {
-      table.ApplyGradients(rows, agg.data(), step);
+      EXPECT_TRUE(table.ApplyGradients(rows, agg, step).ok());
     }
     ref.Step(summed, step);
   }

@@ -10,16 +10,19 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "fmt/format.h"
 #include "gtest/gtest.h"
 #include "oneapi/tbb/global_control.h"
 #include "src/table/npy.h"
+#include "src/table/table_impl.h"
 
 namespace recsdk {
 namespace {
@@ -181,7 +184,7 @@ TEST(DedupTest, AggregateGradientsSumsRepeatedKeys) {
   const std::vector<uint32_t> restore = {0, 1, 0, 0};
   const std::vector<float> grads = {1, 2, 10, 20, 100, 200, 1000, 2000};
   std::vector<float> out(4, -1);
-  AggregateGradients(restore, grads.data(), 2, 2, out.data());
+  EXPECT_TRUE(AggregateGradients(restore, grads, 2, 2, absl::MakeSpan(out)).ok());
   EXPECT_EQ(out, (std::vector<float>{1101, 2202, 10, 20}));
 }
 
@@ -199,7 +202,7 @@ TEST(TableTest, LookupInsertsAndInitialRowsAreReproducible) {
   }
   EXPECT_NE(*a->ReadRow(1), *a->ReadRow(2));
   std::vector<float> out(3 * 4);
-  a->Gather(ra, out.data());
+  EXPECT_TRUE(a->Gather(ra, absl::MakeSpan(out)).ok());
   EXPECT_EQ(std::vector<float>(out.begin(), out.begin() + 4), *a->ReadRow(1));
   // Found again: same rows, no growth.
   EXPECT_EQ(Resolve(*a, {1, 2, 3}), ra);
@@ -243,8 +246,8 @@ TEST(TableTest, GatherMatchesReadRowForAllDimsAndThreads) {
     for (int threads : {1, 2}) {
       tbb::global_control gc(tbb::global_control::max_allowed_parallelism, threads);
       std::vector<float> out(want.size(), -9.0f), out2(want.size(), -9.0f);
-      t->GatherRestored(rows, d.restore_index, out.data());
-      t->Gather(flat, out2.data());
+      EXPECT_TRUE(t->GatherRestored(rows, d.restore_index, absl::MakeSpan(out)).ok());
+      EXPECT_TRUE(t->Gather(flat, absl::MakeSpan(out2)).ok());
       EXPECT_EQ(std::memcmp(out.data(), want.data(), want.size() * 4), 0) << dim << " " << threads;
       EXPECT_EQ(std::memcmp(out2.data(), want.data(), want.size() * 4), 0) << dim << " " << threads;
     }
@@ -259,7 +262,7 @@ TEST(TableTest, EvalDoesNotInsertAndReadsServingDefault) {
   EXPECT_EQ(rows[0], EmbeddingTable::kDefaultRow);
   EXPECT_EQ(t->size(), 0);
   std::vector<float> out(4);
-  t->Gather(rows, out.data());
+  EXPECT_TRUE(t->Gather(rows, absl::MakeSpan(out)).ok());
   EXPECT_EQ(out, std::vector<float>(4, 0.5f));
 }
 
@@ -278,22 +281,25 @@ TEST(TableTest, PaddingKeysReadZerosNeverTrainAndMask) {
   EXPECT_EQ(rows[1], EmbeddingTable::kPaddingRow);
   EXPECT_EQ(t->size(), 1);
   std::vector<float> out(4 * 4);
-  t->GatherRestored(rows, d.restore_index, out.data());
+  EXPECT_TRUE(t->GatherRestored(rows, d.restore_index, absl::MakeSpan(out)).ok());
   for (int i = 4; i < 8; ++i) EXPECT_EQ(out[i], 0.0f);
   std::vector<float> mask(4);
-  t->PaddingMask(rows, d.restore_index, mask.data());
+  EXPECT_TRUE(t->PaddingMask(rows, d.restore_index, absl::MakeSpan(mask)).ok());
   EXPECT_EQ(mask, (std::vector<float>{1, 0, 1, 0}));
   // Pooled mean over [2, 2]: sample 0 = {7, -1} -> mean over the one valid id.
   std::vector<float> pooled(2 * 4);
-  ASSERT_TRUE(t->GatherPooled(rows, d.restore_index, 2, 2, Combiner::kMean, pooled.data()).ok());
+  ASSERT_TRUE(
+      t->GatherPooled(rows, d.restore_index, 2, 2, Combiner::kMean, absl::MakeSpan(pooled)).ok());
   auto row7 = *t->ReadRow(7);
   for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(pooled[i], row7[i]);
-  ASSERT_TRUE(t->GatherPooled(rows, d.restore_index, 2, 2, Combiner::kSum, pooled.data()).ok());
+  ASSERT_TRUE(
+      t->GatherPooled(rows, d.restore_index, 2, 2, Combiner::kSum, absl::MakeSpan(pooled)).ok());
   for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(pooled[4 + i], row7[i]);
-  EXPECT_FALSE(t->GatherPooled(rows, d.restore_index, 3, 2, Combiner::kSum, pooled.data()).ok());
+  EXPECT_FALSE(
+      t->GatherPooled(rows, d.restore_index, 3, 2, Combiner::kSum, absl::MakeSpan(pooled)).ok());
   // Gradients for padding rows are skipped.
   std::vector<float> g(2 * 4, 1.0f);
-  t->ApplyGradients(rows, g.data(), 1);
+  EXPECT_TRUE(t->ApplyGradients(rows, g, 1).ok());
   EXPECT_EQ(t->size(), 1);
   EXPECT_EQ(t->FindRow(-1), EmbeddingTable::kPaddingRow);
 }
@@ -303,7 +309,7 @@ TEST(TableTest, PooledSqrtn) {
   auto rows = Resolve(*t, {1, 2});
   std::vector<uint32_t> restore = {0, 1};
   std::vector<float> out(4);
-  ASSERT_TRUE(t->GatherPooled(rows, restore, 1, 2, Combiner::kSqrtn, out.data()).ok());
+  ASSERT_TRUE(t->GatherPooled(rows, restore, 1, 2, Combiner::kSqrtn, absl::MakeSpan(out)).ok());
   auto r1 = *t->ReadRow(1), r2 = *t->ReadRow(2);
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(out[i], (r1[i] + r2[i]) / std::sqrt(2.0f), 1e-6);
 }
@@ -326,7 +332,7 @@ TEST(TableTest, AdmissionThresholdWithFaaeCoefficient) {
   EXPECT_EQ(t->AdmissionCount(10), 2.0f);
   // Gradients of a not-admitted key are dropped.
   std::vector<float> g(4, 1.0f);
-  t->ApplyGradients(rows, g.data(), 1);
+  EXPECT_TRUE(t->ApplyGradients(rows, g, 1).ok());
   EXPECT_EQ(t->size(), 0);
   ASSERT_TRUE(t->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
   EXPECT_NE(rows[0], EmbeddingTable::kDefaultRow);
@@ -451,7 +457,7 @@ TEST(TableTest, DynamicExpansionGrows) {
   ASSERT_TRUE(t->RowAddresses(two, absl::MakeSpan(addr)).ok());
   auto before = *t->ReadRow(keys[1]);
   std::vector<float> g(8, 1.0f);
-  t->ApplyGradientsByAddress(addr, g.data(), 1);
+  EXPECT_TRUE(t->ApplyGradientsByAddress(addr, g, 1).ok());
   auto after = *t->ReadRow(keys[1]);
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(after[i], before[i] - 0.1f, 1e-6);
 }
@@ -516,7 +522,8 @@ TEST(TableTest, ImportNpyMissingIsNotFoundCorruptIsDataLossAndChangesNothing) {
   auto t = Make(Config());
   const std::vector<uint32_t> rows = Resolve(*t, {9, 2});
   const std::vector<float> g(2 * 4, 1.0f);
-  t->ApplyGradients(rows, g.data(), 1);  // rows start from the key's seed: make them differ
+  // Rows start from the key's seed: make them differ.
+  EXPECT_TRUE(t->ApplyGradients(rows, g, 1).ok());
   const std::vector<float> row2 = *t->ReadRow(2), row9 = *t->ReadRow(9);
   ASSERT_NE(row2, *src->ReadRow(2));
   auto expect_unchanged = [&](const std::string& what) {
@@ -574,7 +581,7 @@ TEST(TableSnapshotTest, FullRoundTripWithSlotsAdmissionAndTimestamps) {
   std::vector<uint32_t> rows(3);
   ASSERT_TRUE(t->Resolve(keys, counts, ts, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
   std::vector<float> g(3 * 4, 0.5f);
-  t->ApplyGradients(rows, g.data(), 1);
+  EXPECT_TRUE(t->ApplyGradients(rows, g, 1).ok());
   ASSERT_TRUE(t->SetAccessThreshold(5).ok());  // set_threshold since creation: saved too
   auto snap = t->Snapshot(EmbeddingTable::SnapshotKind::kFull);
   ASSERT_TRUE(snap.ok()) << snap.status();
@@ -663,7 +670,7 @@ TEST(TableSnapshotTest, DeltaHoldsChangedRowsAndEvictedKeysAndReplaysExactly) {
     std::vector<uint32_t> rows(keys.size());
     ASSERT_TRUE(tab.Resolve(keys, {}, ts, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
     std::vector<float> g(keys.size() * 4, grad);
-    tab.ApplyGradients(rows, g.data(), 1);
+    EXPECT_TRUE(tab.ApplyGradients(rows, g, 1).ok());
   };
   std::vector<int64_t> first;
   for (int64_t k = 0; k < 100; ++k) first.push_back(k);
@@ -694,6 +701,187 @@ TEST(TableSnapshotTest, DeltaHoldsChangedRowsAndEvictedKeysAndReplaysExactly) {
   EXPECT_EQ(got.timestamps, want.timestamps);
   EXPECT_EQ(got.data_time, want.data_time);
   EXPECT_EQ(u->FindRow(3), EmbeddingTable::kDefaultRow);  // evicted keys stay evicted
+}
+
+// A delta finds its rows from the dirty bytes and the key each row was bound to: a row changed
+// and then freed, or freed and rebound to another key, must show up under its current key only.
+TEST(TableSnapshotTest, DeltaOfRowsFreedOrReboundSinceTheLastSnapshot) {
+  TableConfig c = Config(4, 8);
+  c.access_threshold = 0;
+  c.eviction_threshold = 5;
+  auto opt = SparseOptimizerConfig::SGD(0.1f);
+  auto t = Make(c, opt);
+  auto train = [&](std::vector<int64_t> keys, int64_t time) {
+    std::vector<int64_t> ts(keys.size(), time);
+    std::vector<uint32_t> rows(keys.size());
+    ASSERT_TRUE(t->Resolve(keys, {}, ts, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+    std::vector<float> g(keys.size() * 4, 1.0f);
+    EXPECT_TRUE(t->ApplyGradients(rows, g, 1).ok());
+  };
+  train({1, 2, 3, 4}, 10);
+  ASSERT_TRUE(t->Snapshot(EmbeddingTable::SnapshotKind::kFull).ok());
+  // Keys 1, 2 and 3 change, then 1 and 3 are evicted (their rows freed, still dirty), then key
+  // 9 takes one of the freed rows and key 4 changes.
+  train({1, 2, 3}, 20);
+  train({2, 4}, 40);
+  ASSERT_EQ(*t->EvictLastAccessedAtOrBefore(20), 2);
+  train({9, 4}, 41);
+  const TableSnapshot delta = *t->Snapshot(EmbeddingTable::SnapshotKind::kDelta);
+  EXPECT_EQ(delta.keys, (std::vector<int64_t>{2, 4, 9}));
+  EXPECT_EQ(delta.removed_keys, (std::vector<int64_t>{1, 3}));
+  for (size_t i = 0; i < delta.keys.size(); ++i) {
+    const std::vector<float> row = *t->ReadRow(delta.keys[i]);
+    EXPECT_EQ(std::vector<float>(delta.rows.begin() + static_cast<std::ptrdiff_t>(i * 4),
+                                 delta.rows.begin() + static_cast<std::ptrdiff_t>(i * 4 + 4)),
+              std::vector<float>(row.begin(), row.begin() + 4))
+        << delta.keys[i];
+  }
+}
+
+// CollectingSink: a SnapshotRowSink that keeps what it is given, failing at piece `fail_at`.
+struct CollectingSink final : SnapshotRowSink {
+  int fail_at = -1;
+  int begins = 0;
+  size_t begin_keys = 0;
+  std::vector<size_t> piece_floats;
+  std::vector<float> rows;
+  Status Begin(const TableSnapshot& s) override {
+    ++begins;
+    begin_keys = s.keys.size();
+    EXPECT_TRUE(s.rows.empty());
+    return absl::OkStatus();
+  }
+  Status Rows(absl::Span<const float> r) override {
+    if (static_cast<int>(piece_floats.size()) == fail_at) {
+      return absl::DataLossError("disk full (test)");
+    }
+    piece_floats.push_back(r.size());
+    rows.insert(rows.end(), r.begin(), r.end());
+    return absl::OkStatus();
+  }
+};
+
+TEST(TableSnapshotTest, SinkGetsTheSnapshotRowsInPiecesAndItsErrorKeepsTracking) {
+  // 300k rows of dim 4 + 4 Adagrad slots (9.6 MB): several pieces of a few MiB. Rows differ by
+  // key (the initializer); eviction keeps timestamps, so touching a key later changes its row.
+  const int64_t n = 300000;
+  TableConfig c = Config(4, n);
+  c.access_threshold = 1;
+  c.eviction_threshold = 1000;
+  auto t = Make(c, SparseOptimizerConfig::Adagrad(0.1f));
+  std::vector<int64_t> keys(n);
+  for (int64_t i = 0; i < n; ++i) keys[i] = (i * 7919) % n * 3 - n;  // unsorted, some negative
+  std::vector<uint32_t> rows(n);
+  const std::vector<int64_t> at10(n, 10);
+  ASSERT_TRUE(t->Resolve(keys, {}, at10, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+
+  const TableSnapshot want = *t->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+  CollectingSink sink;
+  auto got = t->SnapshotToSink(EmbeddingTable::SnapshotKind::kFull, sink);  // restarts tracking
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(sink.begins, 1);
+  EXPECT_EQ(sink.begin_keys, static_cast<size_t>(n));
+  EXPECT_GT(sink.piece_floats.size(), 1u);
+  for (size_t f : sink.piece_floats) EXPECT_EQ(f % 8, 0u);  // whole rows only
+  EXPECT_EQ(got->keys, want.keys);
+  EXPECT_TRUE(got->rows.empty());
+  ASSERT_EQ(sink.rows.size(), want.rows.size());
+  EXPECT_EQ(std::memcmp(sink.rows.data(), want.rows.data(), want.rows.size() * sizeof(float)), 0);
+
+  // A delta through a sink that fails midway: the error comes back, and the tracking is kept, so
+  // the next delta still holds every changed row.
+  const std::vector<int64_t> some(keys.begin(), keys.begin() + 200000), at20(200000, 20);
+  std::vector<uint32_t> some_rows(some.size());
+  ASSERT_TRUE(t->Resolve(some, {}, at20, LookupMode::kTrain, absl::MakeSpan(some_rows)).ok());
+  CollectingSink failing;
+  failing.fail_at = 1;
+  auto failed = t->SnapshotToSink(EmbeddingTable::SnapshotKind::kDelta, failing);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kDataLoss) << failed.status();
+  EXPECT_EQ(failing.piece_floats.size(), 1u);
+  CollectingSink delta_sink;
+  auto delta = t->SnapshotToSink(EmbeddingTable::SnapshotKind::kDelta, delta_sink);
+  ASSERT_TRUE(delta.ok()) << delta.status();
+  EXPECT_EQ(delta->keys.size(), 200000u);
+  EXPECT_EQ(delta_sink.rows.size(), 200000u * 8);
+  // The tracking restarted after that delta: nothing is left.
+  CollectingSink empty_sink;
+  auto empty = t->SnapshotToSink(EmbeddingTable::SnapshotKind::kDelta, empty_sink);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->keys.empty());
+  EXPECT_EQ(empty_sink.begins, 1);
+  EXPECT_TRUE(empty_sink.piece_floats.empty());
+}
+
+TEST(TableSnapshotTest, AdoptSnapshotTakesTheRowPagesAndTheTableTrainsOn) {
+  // 100k rows of dim 16 + 16 Adagrad slots: a 12.8 MB row buffer of its own mapping.
+  const int64_t n = 100000;
+  const auto opt = SparseOptimizerConfig::Adagrad(0.1f);
+  auto t = Make(Config(16, 2 * n), opt);
+  std::vector<int64_t> keys(n);
+  for (int64_t i = 0; i < n; ++i) keys[i] = (i * 7919) % n - n / 2;
+  std::vector<uint32_t> rows(n);
+  ASSERT_TRUE(t->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+  TableSnapshot snap = *t->Snapshot(EmbeddingTable::SnapshotKind::kFull);
+  const TableSnapshot copy = snap;
+  auto u = Make(Config(16, 2 * n), opt);
+  Resolve(*u, {123456789});  // replaced by the snapshot
+  const Status s = u->AdoptSnapshot(std::move(snap));
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(u->size(), n);
+  EXPECT_EQ(u->FindRow(123456789), EmbeddingTable::kDefaultRow);
+  const TableSnapshot got = *u->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+  EXPECT_EQ(got.keys, copy.keys);
+  ASSERT_EQ(got.rows.size(), copy.rows.size());
+  EXPECT_EQ(std::memcmp(got.rows.data(), copy.rows.data(), copy.rows.size() * sizeof(float)), 0);
+  // The buffer was either moved (it reads zeros now) or copied (unchanged): never half of each.
+  const bool moved =
+      std::all_of(snap.rows.begin(), snap.rows.end(), [](float v) { return v == 0; });
+  if (!moved) {
+    EXPECT_EQ(std::memcmp(snap.rows.data(), copy.rows.data(), copy.rows.size() * sizeof(float)), 0);
+  }
+  std::printf("AdoptSnapshot %s the rows\n", moved ? "moved" : "copied");
+  // The table goes on identically: known keys keep their rows, new keys get the same fresh rows
+  // in rows past the adopted ones, and a delta applied on top (copied, never adopted) matches.
+  std::vector<int64_t> more = {keys[5], keys[77], 10 * n, 10 * n + 1};
+  std::vector<uint32_t> rt(4), ru(4);
+  ASSERT_TRUE(t->Resolve(more, {}, {}, LookupMode::kTrain, absl::MakeSpan(rt)).ok());
+  ASSERT_TRUE(u->Resolve(more, {}, {}, LookupMode::kTrain, absl::MakeSpan(ru)).ok());
+  EXPECT_EQ(ru[2], static_cast<uint32_t>(n));
+  for (int64_t k : more) EXPECT_EQ(*u->ReadRow(k), *t->ReadRow(k)) << k;
+  TableSnapshot delta = *t->Snapshot(EmbeddingTable::SnapshotKind::kDelta);
+  auto w = Make(Config(16, 2 * n), opt);
+  ASSERT_TRUE(w->AdoptSnapshot(TableSnapshot(copy)).ok());
+  ASSERT_TRUE(w->AdoptSnapshot(std::move(delta)).ok());
+  const TableSnapshot want = *t->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+  const TableSnapshot again = *w->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+  EXPECT_EQ(again.keys, want.keys);
+  EXPECT_EQ(std::memcmp(again.rows.data(), want.rows.data(), want.rows.size() * sizeof(float)), 0);
+}
+
+TEST(TableSnapshotTest, RadixSortOfEntriesMatchesStdSort) {
+  std::mt19937_64 rng(3);
+  auto check = [&](const std::string& what, auto make_key) {
+    absl::flat_hash_set<int64_t> seen;
+    internal::KeyRows entries;
+    while (entries.size() < 100000) {
+      const int64_t k = make_key();
+      if (seen.insert(k).second) entries.emplace_back(k, static_cast<uint32_t>(entries.size()));
+    }
+    internal::KeyRows want(entries.begin(), entries.end());
+    std::sort(want.begin(), want.end());
+    internal::SortEntriesByKey(entries);
+    EXPECT_TRUE(std::equal(entries.begin(), entries.end(), want.begin(), want.end())) << what;
+  };
+  check("any 64-bit", [&] { return static_cast<int64_t>(rng()); });
+  check("around zero", [&] { return static_cast<int64_t>(rng() % 400000) - 200000; });
+  check("clustered high",
+        [&] { return (int64_t{1} << 62) + static_cast<int64_t>(rng() % 300000); });
+  int64_t extremes = 0;
+  check("extremes", [&] {
+    const int64_t i = extremes++;
+    return i % 2 == 0 ? std::numeric_limits<int64_t>::min() + i
+                      : std::numeric_limits<int64_t>::max() - i;
+  });
 }
 
 TEST(TableConfigTest, ValidationMessagesNameOptionValueAndFix) {

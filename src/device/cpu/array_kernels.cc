@@ -1,6 +1,7 @@
 // array_kernels.cc: CPU kernels for sources, casts and shape manipulation.
 #include <cstring>
 
+#include "src/device/cpu/bf16_gemm.h"
 #include "src/device/cpu/kernel_util.h"
 
 namespace recsdk::internal {
@@ -84,7 +85,14 @@ Status CastKernel(OpKernelContext& ctx) {
     ctx.set_output(0, x);
     return absl::OkStatus();
   }
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.shape()));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, x.shape()));
+  if (x.dtype() == DType::kFloat32 && to == DType::kBFloat16) {  // mixed precision's hot cast
+    const float* src = x.data<float>();
+    auto* dst = reinterpret_cast<uint16_t*>(out->data<bfloat16>());
+    ParallelFor(x.num_elements(), kElementwiseGrain,
+                [&](int64_t b, int64_t e) { ConvertF32ToBf16(src + b, dst + b, e - b); });
+    return absl::OkStatus();
+  }
   return DispatchAll(ctx, x.dtype(), [&](auto from_tag) {
     using From = decltype(from_tag);
     return DispatchAll(ctx, to, [&](auto to_tag) {
@@ -100,7 +108,7 @@ Status CastKernel(OpKernelContext& ctx) {
 }
 
 Status FillWith(OpKernelContext& ctx, const Shape& shape, double value) {
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, shape));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, shape));
   return DispatchAll(ctx, out->dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T v = ConvertValue<T>(value);
@@ -160,7 +168,7 @@ Status ConcatKernel(OpKernelContext& ctx) {
     total += t.dim(axis);
   }
   out_shape.set_dim(axis, total);
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, out_shape));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, out_shape));
   std::vector<int64_t> begin(first.rank(), 0);
   for (int i = 0; i < n; ++i) {
     const Tensor& t = ctx.input(i);
@@ -178,7 +186,7 @@ Status ConcatGradKernel(OpKernelContext& ctx) {
   std::vector<int64_t> begin(dy.rank(), 0);
   for (int i = 1; i < ctx.num_inputs(); ++i) {
     const Shape& s = ctx.input(i).shape();
-    RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(i - 1, s));
+    RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(i - 1, s));
     CopyBlock(static_cast<const char*>(dy.raw_data()), dy.shape(),
               static_cast<char*>(out->raw_data()), s, begin, ElemSize(dy), false);
     begin[axis] += s.dim(axis);
@@ -209,7 +217,8 @@ Status SplitVKernel(OpKernelContext& ctx) {
   for (size_t i = 0; i < sizes.size(); ++i) {
     Shape s = x.shape();
     s.set_dim(axis, sizes[i]);
-    RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(static_cast<int>(i), s));
+    RECSDK_ASSIGN_OR_RETURN(Tensor * out,
+                            ctx.allocate_output_uninitialized(static_cast<int>(i), s));
     CopyBlock(static_cast<const char*>(x.raw_data()), x.shape(),
               static_cast<char*>(out->raw_data()), s, begin, ElemSize(x), false);
     begin[axis] += sizes[i];
@@ -235,7 +244,7 @@ Status SliceKernel(OpKernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const auto begin = ctx.node().IntsAttr("begin");
   RECSDK_ASSIGN_OR_RETURN(Shape s, SliceShape(ctx, x.shape(), begin, ctx.node().IntsAttr("size")));
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, s));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, s));
   CopyBlock(static_cast<const char*>(x.raw_data()), x.shape(), static_cast<char*>(out->raw_data()),
             s, begin, ElemSize(x), false);
   return absl::OkStatus();
@@ -256,7 +265,7 @@ Status TransposeKernel(OpKernelContext& ctx) {
   const auto perm = ctx.node().IntsAttr("perm");
   Shape out_shape;
   for (int64_t p : perm) out_shape.AddDim(x.dim(static_cast<int>(p)));
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, out_shape));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, out_shape));
   const int rank = x.rank();
   const auto in_strides = Strides(x.shape());
   std::vector<int64_t> src_strides(rank);
@@ -284,7 +293,7 @@ Status TileKernel(OpKernelContext& ctx) {
   const auto m = ctx.node().IntsAttr("multiples");
   Shape out_shape;
   for (int i = 0; i < x.rank(); ++i) out_shape.AddDim(x.dim(i) * m[i]);
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, out_shape));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, out_shape));
   const int rank = x.rank();
   const auto in_strides = Strides(x.shape());
   const size_t elem = ElemSize(x);
@@ -348,7 +357,7 @@ Status GatherTyped(OpKernelContext& ctx) {
   for (int i = 0; i < v.axis; ++i) out_shape.AddDim(params.dim(i));
   for (int i = 0; i < indices.rank(); ++i) out_shape.AddDim(indices.dim(i));
   for (int i = v.axis + 1; i < params.rank(); ++i) out_shape.AddDim(params.dim(i));
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, out_shape));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, out_shape));
   const size_t row_bytes = static_cast<size_t>(v.inner) * ElemSize(params);
   const Index* idx = indices.data<Index>();
   const int64_t k = indices.num_elements();
@@ -447,7 +456,7 @@ Status BroadcastToShapeKernel(OpKernelContext& ctx) {
   RECSDK_ASSIGN_OR_RETURN(Shape s, RuntimeBroadcast(ctx, g.shape(), target));
   if (s != target)
     return ctx.Error("cannot broadcast {} to {}", g.shape().ToString(), target.ToString());
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, target));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, target));
   std::vector<int64_t> strides[1] = {BroadcastStrides(g.shape(), target)};
   const size_t elem = ElemSize(g);
   const char* src = static_cast<const char*>(g.raw_data());
@@ -512,7 +521,8 @@ void RegisterCpuArrayKernels(KernelRegistry& r) {
                [](OpKernelContext& ctx) { return FillWith(ctx, ctx.input(0).shape(), 1); });
   r.RegisterFn("Fill", kCpu, {any}, [](OpKernelContext& ctx) {
     const Tensor& v = ctx.input(0);
-    RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, ctx.node().ShapeAttr("shape")));
+    RECSDK_ASSIGN_OR_RETURN(Tensor * out,
+                            ctx.allocate_output_uninitialized(0, ctx.node().ShapeAttr("shape")));
     const size_t elem = DTypeSize(v.dtype());
     char* dst = static_cast<char*>(out->raw_data());
     for (int64_t i = 0; i < out->num_elements(); ++i)

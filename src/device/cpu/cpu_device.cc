@@ -118,6 +118,7 @@ void RegisterCpuBackend() {
     RegisterCpuStateKernels(r);
     RegisterCpuRandomKernels(r);
     RegisterCpuImplModeKernels(r);
+    RegisterCpuBf16Kernels(r);
   });
 }
 

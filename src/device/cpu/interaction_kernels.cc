@@ -4,15 +4,58 @@
 // is F(F-1)/2 short dot products (forward) or as many scaled row additions (gradient); the batch
 // is split over threads. The fused op replaces Concat + BatchMatMul (a full F x F Gram matrix,
 // twice the needed dots) + Reshape + a constant-index Gather whose gradient was a serial loop.
+// 16-d float vectors (the race model) go to the per-ISA kernels of interaction_isa.cc.
 // Threading: pure functions; the kernels use the session's intra-op arena through ParallelFor.
 #include "src/device/cpu/interaction_kernels.h"
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
+#include "src/common/cpu_features.h"
 #include "src/device/cpu/kernel_util.h"
 
+// The 16-d float kernels of interaction_isa.cc, one per ISA variant.
+#define RECSDK_DECLARE_INTERACTION(isa)                                                          \
+  extern "C" {                                                                                   \
+  bool recsdk_interaction_isa_##isa##_forward_f32_d16(const float*, int64_t, int64_t, int64_t,   \
+                                                      float*);                                   \
+  bool recsdk_interaction_isa_##isa##_grad_f32_d16(const float*, const float*, int64_t, int64_t, \
+                                                   int64_t, float*);                             \
+  }
+RECSDK_DECLARE_INTERACTION(baseline)
+#ifndef RECSDK_NO_ISA_VARIANTS
+RECSDK_DECLARE_INTERACTION(avx2)
+RECSDK_DECLARE_INTERACTION(avx512)
+#endif
+
 namespace recsdk::internal {
+namespace {
+
+struct InteractionD16 {
+  bool (*forward)(const float*, int64_t, int64_t, int64_t, float*);
+  bool (*grad)(const float*, const float*, int64_t, int64_t, int64_t, float*);
+};
+
+const InteractionD16& D16Kernels() {
+  static const InteractionD16 k = [] {
+#ifndef RECSDK_NO_ISA_VARIANTS
+    if (BestIsa() == Isa::kAvx512) {
+      return InteractionD16{recsdk_interaction_isa_avx512_forward_f32_d16,
+                            recsdk_interaction_isa_avx512_grad_f32_d16};
+    }
+    if (BestIsa() == Isa::kAvx2) {
+      return InteractionD16{recsdk_interaction_isa_avx2_forward_f32_d16,
+                            recsdk_interaction_isa_avx2_grad_f32_d16};
+    }
+#endif
+    return InteractionD16{recsdk_interaction_isa_baseline_forward_f32_d16,
+                          recsdk_interaction_isa_baseline_grad_f32_d16};
+  }();
+  return k;
+}
+
+}  // namespace
 
 template <typename T>
 void DotInteractionReference(const T* x, int64_t batch, int64_t f, int64_t d, T* out) {
@@ -113,7 +156,8 @@ template <typename T>
 Status ForwardKernel(OpKernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const int64_t batch = x.dim(0), f = x.dim(1), d = x.dim(2);
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, Shape{batch, f * (f - 1) / 2}));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out,
+                          ctx.allocate_output_uninitialized(0, Shape{batch, f * (f - 1) / 2}));
   DotInteractionFast<T>(x.data<T>(), batch, f, d, out->data<T>());
   return absl::OkStatus();
 }
@@ -127,7 +171,7 @@ Status GradKernel(OpKernelContext& ctx) {
     return ctx.Error("gradient {} does not match features {}: it must be [{}, {}]",
                      dy.shape().ToString(), x.shape().ToString(), batch, f * (f - 1) / 2);
   }
-  RECSDK_ASSIGN_OR_RETURN(Tensor * dx, ctx.allocate_output(0, x.shape()));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * dx, ctx.allocate_output_uninitialized(0, x.shape()));
   DotInteractionGradFast<T>(x.data<T>(), dy.data<T>(), batch, f, d, dx->data<T>());
   return absl::OkStatus();
 }
@@ -137,6 +181,9 @@ Status GradKernel(OpKernelContext& ctx) {
 template <typename T>
 void DotInteractionFast(const T* x, int64_t batch, int64_t f, int64_t d, T* out) {
   ParallelFor(batch, Grain(f, d), [&](int64_t b, int64_t e) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (d == 16 && D16Kernels().forward(x, b, e, f, out)) return;
+    }
     if (d == 16) {
       ForwardRange<T, 16>(x, b, e, f, d, out);
     } else {
@@ -148,6 +195,9 @@ void DotInteractionFast(const T* x, int64_t batch, int64_t f, int64_t d, T* out)
 template <typename T>
 void DotInteractionGradFast(const T* x, const T* dy, int64_t batch, int64_t f, int64_t d, T* dx) {
   ParallelFor(batch, Grain(f, d), [&](int64_t b, int64_t e) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (d == 16 && D16Kernels().grad(x, dy, b, e, f, dx)) return;
+    }
     if (d == 16) {
       GradRange<T, 16>(x, dy, b, e, f, d, dx);
     } else {

@@ -99,6 +99,8 @@ void RegisterCpuMatMulKernels(KernelRegistry& r);
 void RegisterCpuNnKernels(KernelRegistry& r);
 void RegisterCpuStateKernels(KernelRegistry& r);
 void RegisterCpuRandomKernels(KernelRegistry& r);
+// Mixed precision and loss scaling (bf16_kernels.cc).
+void RegisterCpuBf16Kernels(KernelRegistry& r);
 
 inline constexpr char kCpu[] = "cpu";
 inline const std::vector<DType> kFloatTypes = {DType::kFloat32, DType::kFloat64};

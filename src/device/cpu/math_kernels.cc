@@ -37,7 +37,7 @@ Status BinaryOp(OpKernelContext& ctx, F f) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   RECSDK_ASSIGN_OR_RETURN(Shape shape, RuntimeBroadcast(ctx, a.shape(), b.shape()));
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, shape));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, shape));
   const T* x = a.data<T>();
   const T* y = b.data<T>();
   Out* o = out->data<Out>();
@@ -95,7 +95,7 @@ void RegisterCompare(KernelRegistry& r, const char* op, F f, CompareF32Fn FastKe
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
     if (fast != nullptr && a.dtype() == DType::kFloat32 && a.shape() == b.shape()) {
-      RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, a.shape()));
+      RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, a.shape()));
       const float* x = a.data<float>();
       const float* y = b.data<float>();
       bool* o = out->data<bool>();
@@ -115,7 +115,7 @@ template <typename F>
 void RegisterUnary(KernelRegistry& r, const char* op, std::vector<DType> types, F f) {
   r.RegisterFn(op, kCpu, types, [f](OpKernelContext& ctx) {
     const Tensor& x = ctx.input(0);
-    RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.shape()));
+    RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, x.shape()));
     return DispatchNumeric(ctx, x.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const T* in = x.data<T>();
@@ -140,7 +140,7 @@ void RegisterUnaryGrad(KernelRegistry& r, const char* op, F f) {
     if (ref.shape() != dy.shape()) {
       return ctx.Error("shapes differ: {} vs {}", ref.shape().ToString(), dy.shape().ToString());
     }
-    RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, ref.shape()));
+    RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, ref.shape()));
     return DispatchFloat(ctx, ref.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const T* a = ref.data<T>();
@@ -276,7 +276,7 @@ Status ReduceGradTyped(OpKernelContext& ctx, bool is_max) {
     keep.AddDim(reduced[i] ? 1 : x.dim(i));
     if (reduced[i]) count *= x.dim(i);
   }
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.shape()));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, x.shape()));
   const std::vector<int64_t> strides = BroadcastStrides(keep, x.shape());
   const T* g = dy.data<T>();
   const T* in = x.data<T>();
@@ -322,7 +322,7 @@ Status BiasAddTyped(OpKernelContext& ctx) {
     return ctx.Error("bias of {} elements does not match the last dimension of {}", c,
                      x.shape().ToString());
   }
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.shape()));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, x.shape()));
   const int64_t rows = c == 0 ? 0 : x.num_elements() / c;
   const T* in = x.data<T>();
   const T* bias = b.data<T>();
@@ -344,8 +344,27 @@ Status BiasAddGradTyped(OpKernelContext& ctx) {
   const int64_t rows = c == 0 ? 0 : dy.num_elements() / c;
   const T* g = dy.data<T>();
   T* o = out->data<T>();
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t j = 0; j < c; ++j) o[j] += g[r * c + j];
+  // Blocks of kRows rows sum in parallel into partial rows, added in block order: the blocks
+  // depend on the shape alone, so the sum is bitwise the same at any thread count.
+  constexpr int64_t kRows = 512;
+  const int64_t blocks = (rows + kRows - 1) / kRows;
+  if (blocks <= 1) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < c; ++j) o[j] += g[r * c + j];
+    }
+    return absl::OkStatus();
+  }
+  std::vector<T> partial(static_cast<size_t>(blocks * c), T(0));
+  ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      T* p = partial.data() + b * c;
+      for (int64_t r = b * kRows; r < std::min(rows, (b + 1) * kRows); ++r) {
+        for (int64_t j = 0; j < c; ++j) p[j] += g[r * c + j];
+      }
+    }
+  });
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int64_t j = 0; j < c; ++j) o[j] += partial[b * c + j];
   }
   return absl::OkStatus();
 }
@@ -357,7 +376,7 @@ Status WhereTyped(OpKernelContext& ctx) {
   const Tensor& b = ctx.input(2);
   RECSDK_ASSIGN_OR_RETURN(Shape s1, RuntimeBroadcast(ctx, a.shape(), b.shape()));
   RECSDK_ASSIGN_OR_RETURN(Shape shape, RuntimeBroadcast(ctx, c.shape(), s1));
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, shape));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, shape));
   const bool* cond = c.data<bool>();
   const T* x = a.data<T>();
   const T* y = b.data<T>();
@@ -396,7 +415,7 @@ Status AddNTyped(OpKernelContext& ctx) {
                        ctx.input(i).shape().ToString(), first.shape().ToString());
     }
   }
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, first.shape()));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, first.shape()));
   T* o = out->data<T>();
   ParallelFor(first.num_elements(), kElementwiseGrain, [&](int64_t s, int64_t e) {
     for (int64_t i = s; i < e; ++i) o[i] = first.data<T>()[i];
@@ -433,7 +452,7 @@ void RegisterCpuMathKernels(KernelRegistry& r) {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
     if (a.dtype() == DType::kFloat32 && a.shape() == b.shape()) {
-      RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, a.shape()));
+      RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, a.shape()));
       const float* x = a.data<float>();
       const float* y = b.data<float>();
       float* o = out->data<float>();

@@ -1,29 +1,13 @@
-// matmul_kernels.cc: MatMul and BatchMatMul. float32 goes through the ISA-dispatched sgemm,
-// split by rows across threads for large products; float64 uses Eigen directly.
+// matmul_kernels.cc: MatMul and BatchMatMul. float32 goes through ParallelSgemm (gemm.h: oneDNN
+// or the ISA-dispatched Eigen kernel, one block per thread); float64 uses Eigen directly.
 #include <Eigen/Core>
+#include <algorithm>
 
-#include "src/device/cpu/fast_kernels.h"
+#include "src/device/cpu/gemm.h"
 #include "src/device/cpu/kernel_util.h"
 
 namespace recsdk::internal {
 namespace {
-
-// C[m,n] = op(A) op(B), row-major, parallel over row blocks of C.
-void GemmF32(int64_t m, int64_t n, int64_t k, const float* a, bool ta, const float* b, bool tb,
-             float* c) {
-  const int64_t lda = ta ? m : k, ldb = tb ? k : n;
-  const auto& fast = Fast();
-  const double flops = 2.0 * static_cast<double>(m) * n * k;
-  if (flops < 4e6 || m < 64) {
-    fast.sgemm(m, n, k, a, lda, ta, b, ldb, tb, c, n);
-    return;
-  }
-  const int64_t block = std::max<int64_t>(32, (m + 15) / 16 / 8 * 8);
-  ParallelFor(m, block, [&](int64_t r0, int64_t r1) {
-    const float* ab = ta ? a + r0 : a + r0 * lda;  // transposed A: column offset
-    fast.sgemm(r1 - r0, n, k, ab, lda, ta, b, ldb, tb, c + r0 * n, n);
-  });
-}
 
 template <typename T>
 void GemmEigen(int64_t m, int64_t n, int64_t k, const T* a, bool ta, const T* b, bool tb, T* c) {
@@ -40,7 +24,7 @@ void GemmEigen(int64_t m, int64_t n, int64_t k, const T* a, bool ta, const T* b,
 template <typename T>
 void Gemm(int64_t m, int64_t n, int64_t k, const T* a, bool ta, const T* b, bool tb, T* c) {
   if constexpr (std::is_same_v<T, float>) {
-    GemmF32(m, n, k, a, ta, b, tb, c);
+    ParallelSgemm(m, n, k, a, ta, b, tb, c);
   } else {
     GemmEigen<T>(m, n, k, a, ta, b, tb, c);
   }
@@ -60,9 +44,12 @@ Status MatMulTyped(OpKernelContext& ctx) {
     return ctx.Error("inner dimensions differ: a {} (transpose_a={}) vs b {} (transpose_b={})",
                      a.shape().ToString(), ta, b.shape().ToString(), tb);
   }
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, Shape{m, n}));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, Shape{m, n}));
   if (m == 0 || n == 0) return absl::OkStatus();
-  if (k == 0) return absl::OkStatus();  // already zero-filled
+  if (k == 0) {
+    std::fill_n(out->data<T>(), m * n, T(0));
+    return absl::OkStatus();
+  }
   Gemm<T>(m, n, k, a.data<T>(), ta, b.data<T>(), tb, out->data<T>());
   return absl::OkStatus();
 }
@@ -90,16 +77,19 @@ Status BatchMatMulTyped(OpKernelContext& ctx) {
                      y.shape().ToString());
   out_shape.AddDim(m);
   out_shape.AddDim(n);
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, out_shape));
-  if (k == 0) return absl::OkStatus();
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, out_shape));
+  if (k == 0) {
+    std::fill_n(out->data<T>(), out->num_elements(), T(0));
+    return absl::OkStatus();
+  }
   const T* xs = x.data<T>();
   const T* ys = y.data<T>();
   T* os = out->data<T>();
   ParallelFor(batch, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t bi = b0; bi < b1; ++bi) {
       if constexpr (std::is_same_v<T, float>) {
-        Fast().sgemm(m, n, k, xs + bi * m * k, ax ? m : k, ax, ys + bi * k * n, ay ? k : n, ay,
-                     os + bi * m * n, n);
+        SingleSgemm(BestGemmBackend(), m, n, k, xs + bi * m * k, ax ? m : k, ax, ys + bi * k * n,
+                    ay ? k : n, ay, os + bi * m * n, n);
       } else {
         GemmEigen<T>(m, n, k, xs + bi * m * k, ax, ys + bi * k * n, ay, os + bi * m * n);
       }
@@ -108,9 +98,51 @@ Status BatchMatMulTyped(OpKernelContext& ctx) {
   return absl::OkStatus();
 }
 
+// FusedDense: act(a w + b). The bias and ReLU run per row block right after its product.
+template <typename T>
+Status FusedDenseTyped(OpKernelContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  const Tensor& bias = ctx.input(2);
+  const std::string act = ctx.node().StringAttr("activation", "none");
+  if (a.rank() != 2 || w.rank() != 2 || bias.rank() != 1 || a.dim(1) != w.dim(0) ||
+      bias.dim(0) != w.dim(1)) {
+    return ctx.Error("shapes {} x {} + {} do not fit a [m,k] x [k,n] + [n] dense layer",
+                     a.shape().ToString(), w.shape().ToString(), bias.shape().ToString());
+  }
+  const int64_t m = a.dim(0), k = a.dim(1), n = w.dim(1);
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, Shape{m, n}));
+  if (m == 0 || n == 0) return absl::OkStatus();
+  T* c = out->data<T>();
+  const T* b = bias.data<T>();
+  const bool relu = act == "relu";
+  auto epilogue = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      T* row = c + r * n;
+      if (relu) {
+        for (int64_t j = 0; j < n; ++j) row[j] = std::max(row[j] + b[j], T(0));
+      } else {
+        for (int64_t j = 0; j < n; ++j) row[j] += b[j];
+      }
+    }
+  };
+  if (k == 0) {
+    std::fill_n(c, m * n, T(0));
+    epilogue(0, m);
+  } else if constexpr (std::is_same_v<T, float>) {
+    ParallelSgemm(m, n, k, a.data<T>(), false, w.data<T>(), false, c, epilogue);
+  } else {
+    GemmEigen<T>(m, n, k, a.data<T>(), false, w.data<T>(), false, c);
+    epilogue(0, m);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void RegisterCpuMatMulKernels(KernelRegistry& r) {
+  r.RegisterFn("FusedDense", kCpu, {DType::kFloat32}, FusedDenseTyped<float>);
+  r.RegisterFn("FusedDense", kCpu, {DType::kFloat64}, FusedDenseTyped<double>);
   r.RegisterFn("MatMul", kCpu, {DType::kFloat32}, MatMulTyped<float>);
   r.RegisterFn("MatMul", kCpu, {DType::kFloat64}, MatMulTyped<double>);
   r.RegisterFn("BatchMatMul", kCpu, {DType::kFloat32}, BatchMatMulTyped<float>);

@@ -27,7 +27,7 @@ AxisView ViewAround(const Shape& s, int64_t axis_attr) {
 template <typename T>
 Status SoftmaxTyped(OpKernelContext& ctx, bool log) {
   const Tensor& x = ctx.input(0);
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.shape()));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, x.shape()));
   const AxisView v = ViewAround(x.shape(), ctx.node().IntAttr("axis", -1));
   const T* in = x.data<T>();
   T* o = out->data<T>();
@@ -54,7 +54,7 @@ template <typename T>
 Status SoftmaxGradTyped(OpKernelContext& ctx, bool log) {
   const Tensor& y = ctx.input(0);
   const Tensor& dy = ctx.input(1);
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, y.shape()));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, y.shape()));
   const AxisView v = ViewAround(y.shape(), ctx.node().IntAttr("axis", -1));
   const T* yp = y.data<T>();
   const T* g = dy.data<T>();
@@ -78,8 +78,8 @@ template <typename T>
 Status DropoutTyped(OpKernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const double rate = ctx.node().FloatAttr("rate");
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.shape()));
-  RECSDK_ASSIGN_OR_RETURN(Tensor * mask, ctx.allocate_output(1, x.shape()));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, x.shape()));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * mask, ctx.allocate_output_uninitialized(1, x.shape()));
   const uint64_t seed = DeriveSeed(ctx.graph_seed(), ctx.node().IntAttr("seed"), ctx.node().name());
   const T scale = static_cast<T>(1.0 / (1.0 - rate));
   const T* in = x.data<T>();
@@ -111,7 +111,7 @@ Status SigmoidCeTyped(OpKernelContext& ctx) {
     return ctx.Error("labels {} and logits {} differ in shape", z.shape().ToString(),
                      x.shape().ToString());
   }
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.shape()));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, x.shape()));
   const T* zp = z.data<T>();
   const T* xp = x.data<T>();
   T* o = out->data<T>();
@@ -134,8 +134,8 @@ Status SoftmaxCeTyped(OpKernelContext& ctx) {
   }
   Shape loss_shape = logits.shape();
   loss_shape.RemoveDim(loss_shape.rank() - 1);
-  RECSDK_ASSIGN_OR_RETURN(Tensor * loss, ctx.allocate_output(0, loss_shape));
-  RECSDK_ASSIGN_OR_RETURN(Tensor * back, ctx.allocate_output(1, logits.shape()));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * loss, ctx.allocate_output_uninitialized(0, loss_shape));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * back, ctx.allocate_output_uninitialized(1, logits.shape()));
   const int64_t n = logits.dim(logits.rank() - 1);
   const int64_t rows = n == 0 ? 0 : logits.num_elements() / n;
   const T* lp = labels.data<T>();

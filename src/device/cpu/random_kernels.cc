@@ -1,6 +1,8 @@
 // random_kernels.cc: RandomUniform, RandomNormal, TruncatedNormal. Each run of a node draws a new
-// stream (the node's run count is part of the key), and values depend only on the seed, the run
-// and the element index, never on the thread count.
+// stream (the session's run count, OpKernelContext::step_id, is part of the key, as for
+// Dropout), and values depend only on the seed, the run and the element index, never on the
+// thread count. Keying on the session's count rather than a count kept in the kernel makes the
+// run count the whole RNG state, which checkpoints save (Session::SetRunCount).
 #include <atomic>
 
 #include "src/common/hash.h"
@@ -18,8 +20,8 @@ class RandomKernel final : public OpKernel {
   Status Compute(OpKernelContext& ctx) override {
     const Node& n = ctx.node();
     RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, n.ShapeAttr("shape")));
-    const uint64_t key =
-        CombineSeeds(DeriveSeed(ctx.graph_seed(), n.IntAttr("seed"), n.name()), runs_++);
+    const uint64_t key = CombineSeeds(DeriveSeed(ctx.graph_seed(), n.IntAttr("seed"), n.name()),
+                                      static_cast<uint64_t>(ctx.step_id()));
     const double a = n.FloatAttr("a"), b = n.FloatAttr("b");
     return DispatchFloat(ctx, out->dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -44,7 +46,6 @@ class RandomKernel final : public OpKernel {
 
  private:
   int kind_;
-  uint64_t runs_ = 0;
 };
 
 }  // namespace

@@ -11,48 +11,16 @@ using ops::Neg;
 using ops::Sub;
 
 Status MatMulShape(InferenceContext& c) {
-  RECSDK_RETURN_IF_ERROR(c.ExpectRank(0, 2));
-  RECSDK_RETURN_IF_ERROR(c.ExpectRank(1, 2));
   RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
-  const bool ta = c.BoolAttr("transpose_a"), tb = c.BoolAttr("transpose_b");
-  const Shape& a = c.input_shape(0);
-  const Shape& b = c.input_shape(1);
-  const int64_t m = ta ? a.dim(1) : a.dim(0), ka = ta ? a.dim(0) : a.dim(1);
-  const int64_t kb = tb ? b.dim(1) : b.dim(0), n = tb ? b.dim(0) : b.dim(1);
-  if (ka >= 0 && kb >= 0 && ka != kb) {
-    return c.Error(
-        "inner dimensions differ: {} (transpose_a={}) has k={} but {} (transpose_b={}) has k={}",
-        c.InputDesc(0), ta, ka, c.InputDesc(1), tb, kb);
-  }
-  c.AddOutput(c.input_dtype(0), Shape{m, n});
+  RECSDK_ASSIGN_OR_RETURN(Shape out, MatMulOutputShape(c));
+  c.AddOutput(c.input_dtype(0), std::move(out));
   return absl::OkStatus();
 }
 
 Status BatchMatMulShape(InferenceContext& c) {
-  RECSDK_RETURN_IF_ERROR(c.ExpectMinRank(0, 2));
   RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
-  const Shape& x = c.input_shape(0);
-  const Shape& y = c.input_shape(1);
-  if (x.rank() != y.rank())
-    return c.Error("{} and {} differ in rank", c.InputDesc(0), c.InputDesc(1));
-  const int r = x.rank();
-  const bool ax = c.BoolAttr("adj_x"), ay = c.BoolAttr("adj_y");
-  Shape out;
-  for (int i = 0; i < r - 2; ++i) {
-    if (x.dim(i) >= 0 && y.dim(i) >= 0 && x.dim(i) != y.dim(i)) {
-      return c.Error("batch dimension {} differs: {} vs {}", i, c.InputDesc(0), c.InputDesc(1));
-    }
-    out.AddDim(x.dim(i) >= 0 ? x.dim(i) : y.dim(i));
-  }
-  const int64_t m = ax ? x.dim(r - 1) : x.dim(r - 2), kx = ax ? x.dim(r - 2) : x.dim(r - 1);
-  const int64_t ky = ay ? y.dim(r - 1) : y.dim(r - 2), n = ay ? y.dim(r - 2) : y.dim(r - 1);
-  if (kx >= 0 && ky >= 0 && kx != ky) {
-    return c.Error("inner dimensions differ: {} has k={} but {} has k={}", c.InputDesc(0), kx,
-                   c.InputDesc(1), ky);
-  }
-  out.AddDim(m);
-  out.AddDim(n);
-  c.AddOutput(c.input_dtype(0), out);
+  RECSDK_ASSIGN_OR_RETURN(Shape out, BatchMatMulOutputShape(c));
+  c.AddOutput(c.input_dtype(0), std::move(out));
   return absl::OkStatus();
 }
 

@@ -25,12 +25,33 @@ void RegisterBuiltinPasses(PassRegistry& r) {
   add({"group_lookups", 200, PassPhase::kSession,
        "all in-graph lookups of one table in a step share one dedup and resolve",
        MakeGroupLookupsPass});
+  add({"mixed_precision", 300, PassPhase::kSession,
+       "precision_mode allow_mix_precision & co.: float32 MatMul/BatchMatMul become bfloat16 "
+       "products with float32 accumulation; weights, updates and sensitive ops stay float32",
+       MakeMixedPrecisionPass});
+  add({"fuse_dense", 400, PassPhase::kSession,
+       "MatMul + BiasAdd (+ Relu) become one FusedDense node (enable_scope_fusion_passes)",
+       MakeFuseDensePass});
   add({"modify_graph", 1000, PassPhase::kExplicit,
        "automatic graph modification: lookups built with modify_graph move to the key stage",
        MakeModifyGraphPass});
 }
 
 }  // namespace
+
+bool FusionPassEnabled(const SessionConfig& config, std::string_view name) {
+  std::string_view list = config.enable_scope_fusion_passes;
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    std::string_view item = list.substr(0, comma);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (item == name) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
 
 PassRegistry& PassRegistry::Global() {
   static PassRegistry* registry = [] {

@@ -13,6 +13,9 @@
 // precision casts ~300, fusion ~400, dump instrumentation ~900):
 //   100 graph_run_mode   inference (graph_run_mode 0): refuses update ops, makes lookups read-only
 //   200 group_lookups    all in-graph lookups of one table in a step share one dedup and resolve
+//   300 mixed_precision  low-precision modes: float32 products run in bfloat16 (mixed_precision.cc)
+//   400 fuse_dense       MatMul + BiasAdd (+ Relu) -> FusedDense, when enable_scope_fusion_passes
+//                        names it
 //
 // Threading: the registry is filled once (RegisterBuiltinPasses, under a once flag) and read
 // concurrently after; running passes is single-threaded per graph, like Graph itself.
@@ -102,6 +105,13 @@ Status RunPass(std::string_view name, const SessionConfig& config, Graph* graph)
 std::unique_ptr<GraphPass> MakeGraphRunModePass();
 std::unique_ptr<GraphPass> MakeGroupLookupsPass();
 std::unique_ptr<GraphPass> MakeModifyGraphPass();
+std::unique_ptr<GraphPass> MakeMixedPrecisionPass();
+// MixedPrecisionEnabled: whether the config's precision mode turns the mixed_precision pass on.
+bool MixedPrecisionEnabled(const SessionConfig& config);
+std::unique_ptr<GraphPass> MakeFuseDensePass();
+
+// FusionPassEnabled: whether `name` is listed in config.enable_scope_fusion_passes.
+bool FusionPassEnabled(const SessionConfig& config, std::string_view name);
 
 // MoveLookupsToKeyStage: the body of "modify_graph" (ModifyGraph reports what it moved).
 StatusOr<ModifyGraphResult> MoveLookupsToKeyStage(Graph* graph);

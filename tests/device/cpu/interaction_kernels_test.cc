@@ -2,12 +2,13 @@
 // (src/device/cpu/interaction_kernels.cc) against its reference twin, and through the op in a
 // Session at several batch sizes. Its finite-difference gradient check is in
 // tests/graph/op_gradients_test.cc. Single-threaded test; the kernels may use threads.
+#include "src/device/cpu/interaction_kernels.h"
+
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "recsdk/recsdk.h"
-#include "src/device/cpu/interaction_kernels.h"
 
 namespace recsdk {
 namespace {
@@ -41,7 +42,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DotInteractionKernelTest,
                          ::testing::Values(std::make_tuple(1, 2, 1), std::make_tuple(3, 4, 5),
                                            std::make_tuple(5, 27, 16),
                                            std::make_tuple(4099, 27, 16), std::make_tuple(2, 1, 16),
-                                           std::make_tuple(7, 9, 32)));
+                                           std::make_tuple(7, 9, 32), std::make_tuple(9, 33, 16),
+                                           std::make_tuple(5, 64, 16), std::make_tuple(3, 65, 16)));
 
 TEST(DotInteractionTest, ReferenceIsDlrmPairOrder) {
   // Three 2-d vectors: pairs (1,0), (2,0), (2,1).

@@ -1,0 +1,279 @@
+// bf16_gemm.cc: the bfloat16 GEMM (AVX-512 BF16 and its reference twin) and the float32 ->
+// bfloat16 conversion. See bf16_gemm.h for the numerics every path shares.
+//
+// CPU dispatch: the AVX-512 BF16 code is compiled with a function-level target attribute and
+// runs only after HasBf16DotProducts() checked the CPU. The library's per-ISA object files
+// (*_isa.cc) are built for AVX2 and AVX-512 F/BW/DQ/VL; adding BF16 to the avx512 variant would
+// make every AVX-512 kernel require it, so these few functions carry their own target instead.
+#include "src/device/cpu/bf16_gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "src/common/cpu_features.h"
+#include "src/device/cpu/kernel_util.h"
+
+namespace recsdk::internal {
+namespace {
+
+// DAZ / FTZ as VDPBF16PS applies them: a value whose exponent field is zero becomes signed zero.
+inline float FlushDenormal(float x) {
+  uint32_t u = std::bit_cast<uint32_t>(x);
+  if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
+  return std::bit_cast<float>(u);
+}
+inline float Bf16ToF32Daz(uint16_t v) {
+  return FlushDenormal(std::bit_cast<float>(static_cast<uint32_t>(v) << 16));
+}
+
+inline uint16_t At(const uint16_t* x, int64_t ld, bool trans, int64_t row, int64_t col) {
+  return trans ? x[col * ld + row] : x[row * ld + col];
+}
+
+// Geometry of the fast kernel: a micro-tile is kRows rows by kPanels panels of 16 columns; the
+// k dimension is taken in blocks of kKcPairs pairs (2 * 256 values) so one block of the packed
+// B panels (256 pairs x 64 columns x 4 bytes = 64 KiB) stays in L2 while the rows stream by.
+constexpr int kPanel = 16;
+constexpr int kPanels = 4;
+constexpr int kRows = 4;
+constexpr int64_t kKcPairs = 256;
+// A task computes a tile of this many rows and columns over the whole k.
+constexpr int64_t kTileRows = 64;
+constexpr int64_t kTileCols = kPanel * kPanels * 4;
+
+#define RECSDK_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+// Micro: C[R, up to P*16] (+)= A[R, pairs] . Bpanels over `pairs` k pairs. `a` points at the
+// first pair of the block in row 0 (rows lda apart, in uint16 units); `bp` at the block in panel 0
+// (panels panel_stride apart). `first`: start from zero instead of C.
+template <int R, int P>
+RECSDK_BF16_TARGET void Micro(int64_t pairs, const uint16_t* a, int64_t lda, const uint16_t* bp,
+                              int64_t panel_stride, float* c, int64_t ldc, bool first,
+                              int64_t cols) {
+  __mmask16 mask[P];
+  for (int j = 0; j < P; ++j) {
+    const int64_t v = std::clamp<int64_t>(cols - j * kPanel, 0, kPanel);
+    mask[j] = static_cast<__mmask16>((1u << v) - 1u);
+  }
+  __m512 acc[R][P];
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < P; ++j) {
+      acc[r][j] =
+          first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask[j], c + r * ldc + j * kPanel);
+    }
+  }
+  for (int64_t p = 0; p < pairs; ++p) {
+    __m512i b[P];
+    for (int j = 0; j < P; ++j) b[j] = _mm512_loadu_si512(bp + j * panel_stride + p * 2 * kPanel);
+    for (int r = 0; r < R; ++r) {
+      uint32_t pair;
+      std::memcpy(&pair, a + r * lda + 2 * p, sizeof(pair));
+      const __m512i av = _mm512_set1_epi32(static_cast<int>(pair));
+      for (int j = 0; j < P; ++j) {
+        acc[r][j] = _mm512_dpbf16_ps(acc[r][j], reinterpret_cast<__m512bh>(av),
+                                     reinterpret_cast<__m512bh>(b[j]));
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < P; ++j) _mm512_mask_storeu_ps(c + r * ldc + j * kPanel, mask[j], acc[r][j]);
+  }
+}
+
+using MicroFn = void (*)(int64_t, const uint16_t*, int64_t, const uint16_t*, int64_t, float*,
+                         int64_t, bool, int64_t);
+
+template <int R>
+constexpr MicroFn kMicroRow[kPanels] = {Micro<R, 1>, Micro<R, 2>, Micro<R, 3>, Micro<R, 4>};
+constexpr const MicroFn* kMicro[kRows] = {kMicroRow<1>, kMicroRow<2>, kMicroRow<3>, kMicroRow<4>};
+
+// Packed operands of one product: A as rows of k pairs (possibly A itself), B as 16-column panels
+// of k pairs: element (pair p, column j, e) of panel q is B[2p + e, 16q + j], zero outside B.
+struct Packed {
+  int64_t pairs = 0;
+  int64_t panels = 0;
+  std::vector<uint16_t> b;
+  std::vector<uint16_t> a_storage;
+  const uint16_t* a = nullptr;
+  int64_t lda = 0;
+};
+
+void PackB(int64_t k, int64_t n, const uint16_t* b, int64_t ldb, bool tb, Packed* pk,
+           bool parallel) {
+  pk->b.assign(static_cast<size_t>(pk->panels * pk->pairs * 2 * kPanel), 0);
+  auto pack = [&](int64_t q0, int64_t q1) {
+    for (int64_t q = q0; q < q1; ++q) {
+      uint16_t* out = pk->b.data() + q * pk->pairs * 2 * kPanel;
+      const int64_t cols = std::min<int64_t>(kPanel, n - q * kPanel);
+      for (int64_t p = 0; p < pk->pairs; ++p) {
+        for (int e = 0; e < 2; ++e) {
+          const int64_t kk = 2 * p + e;
+          if (kk >= k) continue;
+          for (int64_t j = 0; j < cols; ++j)
+            out[p * 2 * kPanel + 2 * j + e] = At(b, ldb, tb, kk, q * kPanel + j);
+        }
+      }
+    }
+  };
+  if (parallel) {
+    ParallelFor(pk->panels, 4, pack);
+  } else {
+    pack(0, pk->panels);
+  }
+}
+
+// PackA: A is used in place when its rows already are runs of k pairs (not transposed, k and lda
+// even); otherwise copied into rows of 2 * pairs values with a zero pad.
+void PackA(int64_t m, int64_t k, const uint16_t* a, int64_t lda, bool ta, Packed* pk) {
+  if (!ta && k % 2 == 0 && lda % 2 == 0) {
+    pk->a = a;
+    pk->lda = lda;
+    return;
+  }
+  const int64_t width = 2 * pk->pairs;
+  pk->a_storage.assign(static_cast<size_t>(m * width), 0);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t kk = 0; kk < k; ++kk) pk->a_storage[i * width + kk] = At(a, lda, ta, i, kk);
+  }
+  pk->a = pk->a_storage.data();
+  pk->lda = width;
+}
+
+// Tile: rows [r0, r1) and columns [c0, c1) of C (c0 a multiple of 16) over the whole k.
+void Tile(const Packed& pk, int64_t n, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* c,
+          int64_t ldc) {
+  const int64_t panel_stride = pk.pairs * 2 * kPanel;
+  for (int64_t p0 = 0; p0 < pk.pairs; p0 += kKcPairs) {
+    const int64_t pairs = std::min(kKcPairs, pk.pairs - p0);
+    for (int64_t col = c0; col < c1; col += kPanel * kPanels) {
+      const int64_t cols = std::min<int64_t>({kPanel * kPanels, c1 - col, n - col});
+      const int panels = static_cast<int>((cols + kPanel - 1) / kPanel);
+      const uint16_t* bp = pk.b.data() + (col / kPanel) * panel_stride + p0 * 2 * kPanel;
+      for (int64_t r = r0; r < r1; r += kRows) {
+        const int rows = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
+        kMicro[rows - 1][panels - 1](pairs, pk.a + r * pk.lda + 2 * p0, pk.lda, bp, panel_stride,
+                                     c + r * ldc + col, ldc, p0 == 0, cols);
+      }
+    }
+  }
+}
+
+void FastGemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, bool ta,
+              const uint16_t* b, int64_t ldb, bool tb, float* c, int64_t ldc, bool parallel) {
+  Packed pk;
+  pk.pairs = (k + 1) / 2;
+  pk.panels = (n + kPanel - 1) / kPanel;
+  const double flops =
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  parallel = parallel && flops >= 2e6;
+  PackB(k, n, b, ldb, tb, &pk, parallel);
+  PackA(m, k, a, lda, ta, &pk);
+  const int64_t row_tiles = (m + kTileRows - 1) / kTileRows;
+  const int64_t col_tiles = (n + kTileCols - 1) / kTileCols;
+  auto run = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t rt = t / col_tiles, ct = t % col_tiles;
+      Tile(pk, n, rt * kTileRows, std::min(m, (rt + 1) * kTileRows), ct * kTileCols,
+           std::min(n, (ct + 1) * kTileCols), c, ldc);
+    }
+  };
+  if (parallel) {
+    ParallelFor(row_tiles * col_tiles, 1, run);
+  } else {
+    run(0, row_tiles * col_tiles);
+  }
+}
+
+bool DetectBf16() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512bw") ||
+      !__builtin_cpu_supports("avx512vl")) {
+    return false;
+  }
+  // RECSDK_ISA=baseline|avx2 lowers BestIsa() below avx512; the bf16 path follows it.
+  return BestIsa() == Isa::kAvx512;
+#else
+  return false;
+#endif
+}
+
+void ZeroC(int64_t m, int64_t n, float* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+}
+
+}  // namespace
+
+bool HasBf16DotProducts() {
+  static const bool has = DetectBf16();
+  return has;
+}
+
+void Bf16GemmReference(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
+                       bool trans_a, const uint16_t* b, int64_t ldb, bool trans_b, float* c,
+                       int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = 0.0f;
+      for (int64_t p = 0; 2 * p < k; ++p) {
+        const int64_t lo = 2 * p, hi = 2 * p + 1;
+        // A missing odd term (k odd) is a zero product, as the zero-padded pair gives it.
+        const float hi_term = hi < k ? Bf16ToF32Daz(At(a, lda, trans_a, i, hi)) *
+                                           Bf16ToF32Daz(At(b, ldb, trans_b, hi, j))
+                                     : 0.0f;
+        acc = FlushDenormal(acc + hi_term);
+        acc = FlushDenormal(acc + Bf16ToF32Daz(At(a, lda, trans_a, i, lo)) *
+                                      Bf16ToF32Daz(At(b, ldb, trans_b, lo, j)));
+      }
+      c[i * ldc + j] = acc;
+    }
+  }
+}
+
+void Bf16GemmSingleThread(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
+                          bool trans_a, const uint16_t* b, int64_t ldb, bool trans_b, float* c,
+                          int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) return ZeroC(m, n, c, ldc);
+  if (HasBf16DotProducts()) {
+    FastGemm(m, n, k, a, lda, trans_a, b, ldb, trans_b, c, ldc, /*parallel=*/false);
+  } else {
+    Bf16GemmReference(m, n, k, a, lda, trans_a, b, ldb, trans_b, c, ldc);
+  }
+}
+
+void Bf16Gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, bool trans_a,
+              const uint16_t* b, int64_t ldb, bool trans_b, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) return ZeroC(m, n, c, ldc);
+  if (HasBf16DotProducts()) {
+    FastGemm(m, n, k, a, lda, trans_a, b, ldb, trans_b, c, ldc, /*parallel=*/true);
+    return;
+  }
+  // The reference path, split by rows (each output still sums in the one order).
+  ParallelFor(
+      m, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, n * k)), [&](int64_t r0, int64_t r1) {
+        const uint16_t* ab = trans_a ? a + r0 : a + r0 * lda;
+        Bf16GemmReference(r1 - r0, n, k, ab, lda, trans_a, b, ldb, trans_b, c + r0 * ldc, ldc);
+      });
+}
+
+void ConvertF32ToBf16(const float* x, uint16_t* y, int64_t n) {
+  // bfloat16::FromFloat's rounding, written branch-free so the loop vectorises.
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t f;
+    std::memcpy(&f, x + i, sizeof(f));
+    const bool nan = (f & 0x7fffffffu) > 0x7f800000u;
+    const uint32_t rounded = (f + 0x7fffu + ((f >> 16) & 1u)) >> 16;
+    const uint32_t quiet = (f >> 16) | 0x40u;
+    y[i] = static_cast<uint16_t>(nan ? quiet : rounded);
+  }
+}
+
+}  // namespace recsdk::internal

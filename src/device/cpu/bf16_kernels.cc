@@ -1,0 +1,127 @@
+// bf16_kernels.cc: CPU kernels of the mixed-precision and loss-scaling ops (precision_ops.cc):
+// BF16MatMul and BF16BatchMatMul over bf16_gemm.h, AllFinite and ControlGate.
+//
+// Threading: stateless kernels; BF16MatMul splits its product across oneTBB (bf16_gemm.h), a
+// batched product splits over the batch. Results never depend on the thread count.
+#include <cmath>
+
+#include "src/device/cpu/bf16_gemm.h"
+#include "src/device/cpu/kernel_util.h"
+
+namespace recsdk::internal {
+namespace {
+
+const uint16_t* Bits(const Tensor& t) {
+  return reinterpret_cast<const uint16_t*>(t.data<bfloat16>());
+}
+
+Status Bf16MatMulKernel(OpKernelContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  const bool ta = ctx.node().BoolAttr("transpose_a"), tb = ctx.node().BoolAttr("transpose_b");
+  if (a.rank() != 2 || b.rank() != 2 || a.dtype() != DType::kBFloat16 ||
+      b.dtype() != DType::kBFloat16) {
+    return ctx.Error("operands must be bfloat16 matrices, got {} {} and {} {}",
+                     DTypeName(a.dtype()), a.shape().ToString(), DTypeName(b.dtype()),
+                     b.shape().ToString());
+  }
+  const int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1);
+  const int64_t kb = tb ? b.dim(1) : b.dim(0), n = tb ? b.dim(0) : b.dim(1);
+  if (k != kb) {
+    return ctx.Error("inner dimensions differ: a {} (transpose_a={}) vs b {} (transpose_b={})",
+                     a.shape().ToString(), ta, b.shape().ToString(), tb);
+  }
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, Shape{m, n}));
+  Bf16Gemm(m, n, k, Bits(a), a.dim(1), ta, Bits(b), b.dim(1), tb, out->data<float>(), n);
+  return absl::OkStatus();
+}
+
+Status Bf16BatchMatMulKernel(OpKernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& y = ctx.input(1);
+  const bool ax = ctx.node().BoolAttr("adj_x"), ay = ctx.node().BoolAttr("adj_y");
+  const int r = x.rank();
+  if (r < 2 || y.rank() != r || x.dtype() != DType::kBFloat16 || y.dtype() != DType::kBFloat16) {
+    return ctx.Error("operands must be bfloat16 of one rank >= 2, got {} {} and {} {}",
+                     DTypeName(x.dtype()), x.shape().ToString(), DTypeName(y.dtype()),
+                     y.shape().ToString());
+  }
+  int64_t batch = 1;
+  Shape out_shape;
+  for (int i = 0; i < r - 2; ++i) {
+    if (x.dim(i) != y.dim(i))
+      return ctx.Error("batch dims differ: {} vs {}", x.shape().ToString(), y.shape().ToString());
+    batch *= x.dim(i);
+    out_shape.AddDim(x.dim(i));
+  }
+  const int64_t m = ax ? x.dim(r - 1) : x.dim(r - 2), k = ax ? x.dim(r - 2) : x.dim(r - 1);
+  const int64_t ky = ay ? y.dim(r - 1) : y.dim(r - 2), n = ay ? y.dim(r - 2) : y.dim(r - 1);
+  if (k != ky)
+    return ctx.Error("inner dimensions differ: {} vs {}", x.shape().ToString(),
+                     y.shape().ToString());
+  out_shape.AddDim(m);
+  out_shape.AddDim(n);
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, out_shape));
+  const uint16_t* xs = Bits(x);
+  const uint16_t* ys = Bits(y);
+  float* os = out->data<float>();
+  const int64_t ldx = x.dim(r - 1), ldy = y.dim(r - 1);
+  ParallelFor(batch, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t bi = b0; bi < b1; ++bi) {
+      Bf16GemmSingleThread(m, n, k, xs + bi * m * k, ldx, ax, ys + bi * k * n, ldy, ay,
+                           os + bi * m * n, n);
+    }
+  });
+  return absl::OkStatus();
+}
+
+template <typename T>
+bool Finite(const Tensor& t) {
+  const T* p = t.data<T>();
+  const int64_t n = t.num_elements();
+  // x - x is 0 for finite x and NaN for Inf and NaN; summing keeps the loop branch-free.
+  T acc = 0;
+  for (int64_t i = 0; i < n; ++i) acc += p[i] - p[i];
+  return acc == 0;
+}
+
+Status AllFiniteKernel(OpKernelContext& ctx) {
+  bool finite = true;
+  for (int i = 0; i < ctx.num_inputs() && finite; ++i) {
+    const Tensor& t = ctx.input(i);
+    switch (t.dtype()) {
+      case DType::kFloat32:
+        finite = Finite<float>(t);
+        break;
+      case DType::kFloat64:
+        finite = Finite<double>(t);
+        break;
+      default:
+        return ctx.Error("input {} is {}; AllFinite checks float32 and float64", i,
+                         DTypeName(t.dtype()));
+    }
+  }
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, Shape{}));
+  out->data<bool>()[0] = finite;
+  return absl::OkStatus();
+}
+
+Status ControlGateKernel(OpKernelContext& ctx) {
+  const Tensor& c = ctx.input(0);
+  if (c.dtype() != DType::kBool || c.num_elements() != 1)
+    return ctx.Error("condition must be a bool scalar, got {} {}", DTypeName(c.dtype()),
+                     c.shape().ToString());
+  if (!c.data<bool>()[0]) ctx.SkipControlDependents();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void RegisterCpuBf16Kernels(KernelRegistry& r) {
+  r.RegisterFn("BF16MatMul", kCpu, {DType::kBFloat16}, Bf16MatMulKernel);
+  r.RegisterFn("BF16BatchMatMul", kCpu, {DType::kBFloat16}, Bf16BatchMatMulKernel);
+  r.RegisterFn("AllFinite", kCpu, {DType::kFloat32, DType::kFloat64}, AllFiniteKernel);
+  r.RegisterFn("ControlGate", kCpu, {DType::kBool}, ControlGateKernel);
+}
+
+}  // namespace recsdk::internal

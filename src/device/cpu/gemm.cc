@@ -1,0 +1,131 @@
+// gemm.cc: see gemm.h. oneDNN is reached through dlopen: its sgemm runs on OpenMP, so each
+// calling thread first limits its own OpenMP team to one thread (the split across threads is
+// ours, on oneTBB), which keeps OpenMP from starting threads that would compete with oneTBB's.
+#include "src/device/cpu/gemm.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "oneapi/tbb/parallel_for.h"
+#include "oneapi/tbb/partitioner.h"
+#include "src/device/cpu/fast_kernels.h"
+
+namespace recsdk::internal {
+namespace {
+
+// dnnl_sgemm (oneDNN 2.x, row-major): C = alpha op(A) op(B) + beta C; returns dnnl_status_t.
+using DnnlSgemmFn = int (*)(char transa, char transb, int64_t m, int64_t n, int64_t k, float alpha,
+                            const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                            float* c, int64_t ldc);
+using OmpSetNumThreadsFn = void (*)(int);
+
+struct OneDnn {
+  DnnlSgemmFn sgemm = nullptr;
+  OmpSetNumThreadsFn omp_set_num_threads = nullptr;
+};
+
+const OneDnn& LoadOneDnn() {
+  static const OneDnn lib = [] {
+    OneDnn l;
+    const char* force = std::getenv("RECSDK_GEMM");
+    if (force != nullptr && std::strcmp(force, "eigen") == 0) return l;
+    void* dnnl = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (dnnl == nullptr) return l;
+    auto sgemm = reinterpret_cast<DnnlSgemmFn>(dlsym(dnnl, "dnnl_sgemm"));
+    // The OpenMP runtime libdnnl was linked against is loaded with it.
+    void* omp = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD);
+    auto set_threads =
+        omp == nullptr ? nullptr
+                       : reinterpret_cast<OmpSetNumThreadsFn>(dlsym(omp, "omp_set_num_threads"));
+    if (sgemm == nullptr || set_threads == nullptr) return l;  // cannot keep it single-threaded
+    l.sgemm = sgemm;
+    l.omp_set_num_threads = set_threads;
+    return l;
+  }();
+  return lib;
+}
+
+bool OneDnnSgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, bool ta,
+                 const float* b, int64_t ldb, bool tb, float* c, int64_t ldc) {
+  const OneDnn& lib = LoadOneDnn();
+  if (lib.sgemm == nullptr) return false;
+  thread_local bool single = false;
+  if (!single) {
+    lib.omp_set_num_threads(1);
+    single = true;
+  }
+  return lib.sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc) ==
+         0;
+}
+
+}  // namespace
+
+const char* GemmBackendName(GemmBackend backend) {
+  return backend == GemmBackend::kOneDnn ? "onednn" : "eigen";
+}
+
+bool OneDnnAvailable() { return LoadOneDnn().sgemm != nullptr; }
+
+GemmBackend BestGemmBackend() {
+  static const GemmBackend best = OneDnnAvailable() ? GemmBackend::kOneDnn : GemmBackend::kEigen;
+  return best;
+}
+
+void SingleSgemm(GemmBackend backend, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                 bool trans_a, const float* b, int64_t ldb, bool trans_b, float* c, int64_t ldc) {
+  if (backend == GemmBackend::kOneDnn &&
+      OneDnnSgemm(m, n, k, a, lda, trans_a, b, ldb, trans_b, c, ldc)) {
+    return;
+  }
+  Fast().sgemm(m, n, k, a, lda, trans_a, b, ldb, trans_b, c, ldc);
+}
+
+void ParallelSgemm(GemmBackend backend, int64_t m, int64_t n, int64_t k, const float* a,
+                   bool trans_a, const float* b, bool trans_b, float* c,
+                   const GemmEpilogue& epilogue) {
+  const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
+  const double flops = 2.0 * static_cast<double>(m) * n * k;
+  // Row blocks of C, at most kMaxParts, each a multiple of 16 rows (the kernels' vector tiles
+  // stay full) and at least 64: each operand is packed at most kMaxParts times per multiply. The
+  // split depends on the shape only, never on the thread count, so results are bitwise the same
+  // at any number of threads (deterministic mode relies on it). Four blocks keep two threads
+  // balanced on the DLRM shapes, including the weight gradients' short C (367 rows).
+  constexpr int64_t kMaxParts = 4;
+  const int64_t parts = flops < 2e6 ? 1 : std::clamp<int64_t>(m / 64, 1, kMaxParts);
+  if (parts <= 1) {
+    SingleSgemm(backend, m, n, k, a, lda, trans_a, b, ldb, trans_b, c, n);
+    if (epilogue) epilogue(0, m);
+    return;
+  }
+  const int64_t block = ((m + parts - 1) / parts + 15) & ~int64_t{15};
+  tbb::parallel_for(
+      int64_t{0}, parts,
+      [&](int64_t p) {
+        const int64_t s = std::min(m, p * block), e = std::min(m, s + block);
+        if (s >= e) return;
+        const float* ab = trans_a ? a + s : a + s * lda;
+        SingleSgemm(backend, e - s, n, k, ab, lda, trans_a, b, ldb, trans_b, c + s * n, n);
+        if (epilogue) epilogue(s, e);
+      },
+      tbb::simple_partitioner());
+}
+
+void SgemmReference(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, bool trans_a,
+                    const float* b, int64_t ldb, bool trans_b, float* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const float av = trans_a ? a[p * lda + i] : a[i * lda + p];
+        const float bv = trans_b ? b[j * ldb + p] : b[p * ldb + j];
+        acc += static_cast<double>(av) * bv;
+      }
+      c[i * ldc + j] = static_cast<float>(acc);
+    }
+  }
+}
+
+}  // namespace recsdk::internal

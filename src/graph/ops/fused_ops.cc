@@ -1,0 +1,61 @@
+// fused_ops.cc: ops that fusion passes create (src/session/passes/fuse_dense.cc); users may also
+// build them directly. Each has a gradient like any op, checked by finite differences.
+//
+// FusedDense(a [m,k], w [k,n], b [n]; activation "none"|"relu") = act(a w + b): MatMul + BiasAdd
+// (+ Relu) in one kernel that applies the bias and activation to each row block of the product
+// while it is still in cache. Its gradient takes the ReLU mask from the output (y > 0 exactly
+// where a w + b > 0), so the pre-activation never has to be kept.
+//
+// Threading: registration runs once, inside OpRegistry::Global()'s initialisation.
+#include "src/graph/ops/op_util.h"
+
+namespace recsdk::internal {
+namespace {
+
+using T = AttrValue::Type;
+
+Status FusedDenseShape(InferenceContext& c) {
+  RECSDK_RETURN_IF_ERROR(c.ExpectRank(0, 2));
+  RECSDK_RETURN_IF_ERROR(c.ExpectRank(1, 2));
+  RECSDK_RETURN_IF_ERROR(c.ExpectRank(2, 1));
+  RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
+  RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 2));
+  const std::string act = c.StringAttr("activation");
+  if (!act.empty() && act != "none" && act != "relu") {
+    return c.Error("activation \"{}\" is not supported; use \"none\" or \"relu\"", act);
+  }
+  const Shape& a = c.input_shape(0);
+  const Shape& w = c.input_shape(1);
+  const Shape& b = c.input_shape(2);
+  if (a.dim(1) >= 0 && w.dim(0) >= 0 && a.dim(1) != w.dim(0)) {
+    return c.Error("inner dimensions differ: {} and {}", c.InputDesc(0), c.InputDesc(1));
+  }
+  if (w.dim(1) >= 0 && b.dim(0) >= 0 && w.dim(1) != b.dim(0)) {
+    return c.Error("bias {} does not match the {} columns of {}", c.InputDesc(2), w.dim(1),
+                   c.InputDesc(1));
+  }
+  c.AddOutput(c.input_dtype(0), Shape{a.dim(0), w.dim(1)});
+  return absl::OkStatus();
+}
+
+Status FusedDenseGrad(const Scope& s, const Node& n, const std::vector<Output>& g,
+                      std::vector<Output>* dx) {
+  const Output a = n.input(0), w = n.input(1);
+  Output dz = g[0];
+  if (n.StringAttr("activation", "none") == "relu") {
+    dz = Out(s.AddNode("ReluGrad", {n.output(0), g[0]}));
+  }
+  (*dx)[0] = ops::MatMul(s, dz, w, {false, true});
+  (*dx)[1] = ops::MatMul(s, a, dz, {true, false});
+  (*dx)[2] = Out(s.AddNode("BiasAddGrad", {dz}));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void RegisterFusedOps(OpRegistry& r) {
+  r.Register(MakeOp("FusedDense", 3, 3, FusedDenseShape, FusedDenseGrad));
+  r.DeclareAttrsOrDie("FusedDense", {Attr("activation", T::kString, "none")});
+}
+
+}  // namespace recsdk::internal

@@ -1,0 +1,328 @@
+// resume_key_stage_test.cc: a checkpoint taken mid-training while the key stage runs ahead
+// (inserting keys and counting admissions for batches the step has not reached) restores to a
+// state that resumes bitwise: the same losses and final tables as an uninterrupted run. It needs
+// the three things this checkpoint holds beyond variables and tables, and the test shows each
+// one matters: the key stage quiesced at one consistent moment (KeyStage::Quiesce), the dataset
+// position (batches consumed, KeyStageOptions::start_batch) and the RNG state (the session's run
+// count, which keys Dropout's masks).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "recsdk/recsdk.h"
+#include "tests/session/table_test_util.h"
+
+namespace recsdk {
+namespace {
+
+using testing::SmallTable;
+using testing::ValueOrDie;
+
+constexpr int64_t kBatch = 32;
+
+// Synthetic rows, shuffled with a seed (so skipping batches goes through the generic
+// Dataset::SkipBatches of the transforms), in batches of kBatch: 24 steps.
+std::unique_ptr<Dataset> Data() {
+  SyntheticOptions d;
+  d.num_rows = 24 * kBatch;
+  d.vocabulary_sizes = {300, 300};
+  d.ids_per_feature = 2;
+  d.num_dense = 3;
+  d.with_timestamps = true;
+  d.seed = 7;
+  d.block_rows = 100;
+  auto shuffled = ValueOrDie(Shuffle(ValueOrDie(SyntheticDataset(d)), 64, 5));
+  return ValueOrDie(BatchRows(std::move(shuffled), kBatch, {.drop_remainder = true}));
+}
+
+struct Model {
+  std::unique_ptr<Graph> graph = std::make_unique<Graph>();
+  Output loss;
+  Node* train = nullptr;
+  Node* init = nullptr;
+  std::unique_ptr<Session> session;
+};
+
+// One table with admission (threshold 2: the key stage counts keys of batches ahead), lookups
+// moved to the key stage, Dropout on the MLP's input, Adam + Adagrad.
+std::unique_ptr<Model> Build() {
+  auto m = std::make_unique<Model>();
+  Scope s(m->graph.get());
+  m->graph->set_random_seed(3);
+  TableConfig tc = SmallTable("emb", 4, 4096);
+  tc.access_threshold = 2;
+  SparseTable t = ValueOrDie(create_table(s, tc, SparseOptimizerConfig::Adagrad(0.05f)));
+  Output c1 = DatasetColumn(s, "C1", DType::kInt64, Shape{kBatch, 2});
+  Output c2 = DatasetColumn(s, "C2", DType::kInt64, Shape{kBatch, 2});
+  Output label = DatasetColumn(s, "label", DType::kFloat32, Shape{kBatch, 1});
+  Output dense = DatasetColumn(s, "dense", DType::kFloat32, Shape{kBatch, 3});
+  SparseLookupOptions o;
+  o.modify_graph = true;
+  o.combiner = Combiner::kSum;
+  std::vector<Output> parts = ValueOrDie(sparse_lookup(s, t, {c1, c2}, o));
+  parts.push_back(dense);
+  Output x = ops::Dropout(s, ops::Concat(s, parts, 1), 0.3f, 9);
+  Output logits = layers::Mlp(s, x, {.hidden_units = {8}, .output_units = 1});
+  m->loss = ops::ReduceMean(s, ops::SigmoidCrossEntropyWithLogits(s, label, logits));
+  AdamOptimizer adam(AdamOptions{.learning_rate = 0.01});
+  Node* dense_train = ValueOrDie(adam.Minimize(s, m->loss));
+  Node* sparse_train = ValueOrDie(SparseMinimize(s, m->loss));
+  m->train = ops::Group(s, {dense_train, sparse_train});
+  m->init = GlobalVariablesInitializer(s);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE(ModifyGraph(m->graph.get()).ok());
+  SessionConfig config;
+  config.deterministic = true;
+  m->session = ValueOrDie(Session::Create(*m->graph, config));
+  EXPECT_TRUE(m->session->Run({}, {}, {m->init}).ok());
+  return m;
+}
+
+std::unique_ptr<KeyStage> Start(Model& m, int64_t start_batch = 0) {
+  KeyStageOptions ko;
+  ko.key_process_thread_num = 2;
+  ko.prefetch_batches = 3;
+  ko.start_batch = start_batch;
+  return ValueOrDie(StartAscPipeline(*m.session, Data(), ko));
+}
+
+// Runs one step from the stage; false at the end of the data.
+bool Step(Model& m, KeyStage& stage, std::vector<float>* losses) {
+  FeedList feeds;
+  if (!ValueOrDie(stage.Next(&feeds))) return false;
+  auto out = m.session->Run(feeds, {m.loss}, {m.train});
+  EXPECT_TRUE(out.ok()) << out.status();
+  if (!out.ok()) return false;
+  losses->push_back((*out)[0].scalar<float>());
+  return true;
+}
+
+std::string TableBytes(Model& m) {
+  EmbeddingTable* t = ValueOrDie(LookupTable(*m.session, "emb"));
+  TableSnapshot s = ValueOrDie(t->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking));
+  std::string out(reinterpret_cast<const char*>(s.keys.data()), s.keys.size() * 8);
+  out.append(reinterpret_cast<const char*>(s.rows.data()), s.rows.size() * 4);
+  out.append(reinterpret_cast<const char*>(s.pending_keys.data()), s.pending_keys.size() * 8);
+  out.append(reinterpret_cast<const char*>(s.pending_counts.data()), s.pending_counts.size() * 4);
+  return out;
+}
+
+struct Resumed {
+  std::vector<float> losses;
+  std::string table;
+};
+
+// A new process's view: build, restore the checkpoint, start the stage where it says, train on.
+// `start_batch_override` >= 0 and `reset_rng` break one of the two on purpose.
+Resumed Resume(const std::string& model_dir, int64_t start_batch_override = -1,
+               bool reset_rng = false) {
+  auto m = Build();
+  SaverOptions so;
+  so.model_dir = model_dir;
+  auto saver = ValueOrDie(Saver::Create(*m->session, so));
+  EXPECT_TRUE(saver->Restore().ok());
+  if (reset_rng) m->session->SetRunCount(0);
+  const int64_t start =
+      start_batch_override >= 0 ? start_batch_override : saver->restored_dataset_batches();
+  auto stage = Start(*m, start);
+  Resumed r;
+  while (Step(*m, *stage, &r.losses)) {
+  }
+  stage->Stop();
+  r.table = TableBytes(*m);
+  return r;
+}
+
+TEST(ResumeKeyStageTest, MidTrainingCheckpointWithTheKeyStageRunningAheadResumesBitwise) {
+  // Uninterrupted.
+  std::vector<float> full_losses;
+  std::string full_table;
+  {
+    auto m = Build();
+    auto stage = Start(*m);
+    while (Step(*m, *stage, &full_losses)) {
+    }
+    stage->Stop();
+    full_table = TableBytes(*m);
+  }
+  ASSERT_EQ(full_losses.size(), 24u);
+
+  // Interrupted: a save is wanted after step 8, while the stage has batches 9.. resolved.
+  const std::string dir = testing::TempDir() + "/resume_key_stage";
+  const std::string torn_dir = testing::TempDir() + "/resume_key_stage_torn";
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(torn_dir);
+  std::vector<float> losses;
+  int64_t saved_at = -1;
+  {
+    auto m = Build();
+    auto stage = Start(*m);
+    SaverOptions so;
+    so.model_dir = dir;
+    auto saver = ValueOrDie(Saver::Create(*m->session, so));
+    saver->AttachKeyStage(stage.get());
+    for (int i = 0; i < 8; ++i) ASSERT_TRUE(Step(*m, *stage, &losses));
+    // The stage ran ahead: saving now would mix in batches not trained on.
+    auto refused = saver->Save(8);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+    // What a Saver without the stage would write once the stage has resolved batches 9..10
+    // (waiting on that event: 32 rows x 2 features x 2 ids per batch). The session is
+    // deterministic, so batch 8 still counts in the window of 3 until the next Next: the stage
+    // runs prefetch_batches - 1 ahead.
+    const int64_t ahead_keys = 10 * kBatch * 2 * 2;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (stage->keys_processed() < ahead_keys && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_GE(stage->keys_processed(), ahead_keys) << "the stage never ran 2 batches ahead";
+    {
+      SaverOptions torn;
+      torn.model_dir = torn_dir;
+      ASSERT_TRUE(ValueOrDie(Saver::Create(*m->session, torn))->Save(8).ok());
+    }
+    stage->Quiesce();
+    int64_t step = 8;
+    while (!stage->Quiescent()) {
+      ASSERT_TRUE(Step(*m, *stage, &losses));
+      ++step;
+      ASSERT_LE(step, 8 + 3) << "the stage should be quiescent within prefetch_batches steps";
+    }
+    EXPECT_EQ(stage->batches_consumed(), step);
+    ASSERT_TRUE(saver->Save(step).ok());
+    saved_at = step;
+    // Training goes on after the save, unchanged by the pause.
+    while (Step(*m, *stage, &losses)) {
+    }
+    stage->Stop();
+    EXPECT_TRUE(TableBytes(*m) == full_table) << "quiescing changed the run";
+  }
+  ASSERT_EQ(losses, full_losses) << "quiescing changed the losses";
+
+  const std::vector<float> rest(full_losses.begin() + saved_at, full_losses.end());
+  Resumed resumed = Resume(dir);
+  EXPECT_EQ(resumed.losses, rest);
+  EXPECT_TRUE(resumed.table == full_table);
+
+  // Each part of the state matters. Taken while the stage ran ahead, the checkpoint counts the
+  // admissions of batches 9.. twice on resume:
+  Resumed torn = Resume(torn_dir, /*start_batch_override=*/8);
+  EXPECT_FALSE(torn.table == full_table);
+  // From the first batch, or with a fresh RNG, the run differs.
+  Resumed from_start = Resume(dir, /*start_batch_override=*/0);
+  EXPECT_NE(from_start.losses, rest);
+  Resumed fresh_rng = Resume(dir, -1, /*reset_rng=*/true);
+  ASSERT_EQ(fresh_rng.losses.size(), rest.size());
+  EXPECT_NE(fresh_rng.losses, rest);
+}
+
+// Trains through a MonitoredSession until step 12 with the given hooks; returns the losses and
+// the final table.
+Resumed TrainMonitored(Model& m, KeyStage& stage, HookList hooks) {
+  hooks.push_back(std::make_shared<StopAtStepHook>(StopAtStepHook::LastStep(12)));
+  auto ms = ValueOrDie(MonitoredSession::Wrap(*m.session, std::move(hooks)));
+  ms->set_key_stage(&stage);
+  Resumed r;
+  FeedList feeds;
+  while (!ms->ShouldStop() && ValueOrDie(stage.Next(&feeds))) {
+    std::vector<Tensor> out;
+    EXPECT_TRUE(ms->Run(feeds, {m.loss}, {m.train}, &out).ok());
+    if (out.size() != 1) break;
+    r.losses.push_back(out[0].scalar<float>());
+  }
+  EXPECT_TRUE(ms->Close().ok());
+  stage.Stop();
+  r.table = TableBytes(m);
+  return r;
+}
+
+// CheckpointSaverHook with the key stage running ahead: saves land exactly on save_steps and on
+// the last step (planned, no pause), each one consistent and with its dataset position, and the
+// mid-training one resumes bitwise.
+TEST(ResumeKeyStageTest, CheckpointSaverHookPlansConsistentSavesAtTheirSteps) {
+  const std::string dir = testing::TempDir() + "/resume_key_stage_hook";
+  std::filesystem::remove_all(dir);
+  std::vector<std::string> saved;
+  Resumed run;
+  {
+    auto m = Build();
+    auto stage = Start(*m);
+    CheckpointSaverOptions co;
+    co.model_dir = dir;
+    co.save_steps = 5;
+    co.last_step = 12;
+    co.keep_checkpoint_max = 0;
+    auto hook = std::make_shared<CheckpointSaverHook>(co);
+    run = TrainMonitored(*m, *stage, {hook});
+    saved = hook->saved();
+  }
+  ASSERT_EQ(run.losses.size(), 12u);
+  ASSERT_EQ(saved.size(), 3u);
+  for (size_t i = 0; i < saved.size(); ++i) {
+    const int64_t step = i == 0 ? 5 : i == 1 ? 10 : 12;
+    EXPECT_EQ(std::filesystem::path(saved[i]).filename(), "ckpt-" + std::to_string(step));
+    // The restored state says which batch to start from: the step's own.
+    auto m = Build();
+    SaverOptions so;
+    so.model_dir = dir;
+    auto saver = ValueOrDie(Saver::Create(*m->session, so));
+    ASSERT_TRUE(saver->Restore(saved[i]).ok());
+    EXPECT_EQ(saver->restored_dataset_batches(), step);
+    if (step == 12) {
+      EXPECT_TRUE(TableBytes(*m) == run.table) << "End saved a consistent moment";
+    }
+  }
+  // Resuming from ckpt-5 the same way replays steps 6..12 bitwise.
+  auto m = Build();
+  SaverOptions so;
+  so.model_dir = dir;
+  auto saver = ValueOrDie(Saver::Create(*m->session, so));
+  ASSERT_TRUE(saver->Restore("ckpt-5").ok());
+  auto stage = Start(*m, saver->restored_dataset_batches());
+  // The same saver plan as the first run: its saves (planned for steps 10 and 12) stop the stage
+  // reading past the last step, so both runs end with the stage at the same point; without it
+  // the deterministic window would resolve batches 13.. (and insert their keys) here only.
+  CheckpointSaverOptions again;
+  again.model_dir = dir + "_resumed";
+  again.save_steps = 5;
+  again.last_step = 12;
+  std::filesystem::remove_all(again.model_dir);
+  Resumed resumed = TrainMonitored(*m, *stage, {std::make_shared<CheckpointSaverHook>(again)});
+  EXPECT_EQ(resumed.losses, std::vector<float>(run.losses.begin() + 5, run.losses.end()));
+  EXPECT_TRUE(resumed.table == run.table);
+}
+
+TEST(ResumeKeyStageTest, SkipBatchesSeeksOrReads) {
+  SyntheticOptions d;
+  d.num_rows = 1000;
+  d.vocabulary_sizes = {10};
+  d.block_rows = 100;
+  // Synthetic sources seek; a shuffled one reads through. Both land where GetNext would.
+  for (bool shuffled : {false, true}) {
+    auto make = [&] {
+      std::unique_ptr<Dataset> ds = ValueOrDie(SyntheticDataset(d));
+      if (shuffled) ds = ValueOrDie(Shuffle(std::move(ds), 50, 1, {.output_rows = 100}));
+      return ds;
+    };
+    auto a = make(), b = make();
+    Batch skipped, want, got;
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(ValueOrDie(a->GetNext(&skipped)));
+    EXPECT_EQ(ValueOrDie(b->SkipBatches(3)), 3);
+    ASSERT_TRUE(ValueOrDie(a->GetNext(&want)));
+    ASSERT_TRUE(ValueOrDie(b->GetNext(&got)));
+    EXPECT_EQ(want.DebugString(), got.DebugString());
+    const Tensor* wl = want.column("label");
+    const Tensor* gl = got.column("label");
+    ASSERT_TRUE(wl != nullptr && gl != nullptr);
+    EXPECT_EQ(std::string(static_cast<const char*>(wl->raw_data()), wl->TotalBytes()),
+              std::string(static_cast<const char*>(gl->raw_data()), gl->TotalBytes()));
+    EXPECT_EQ(ValueOrDie(b->SkipBatches(100)), 6) << "past the end: only what is left";
+    EXPECT_EQ(b->SkipBatches(-1).status().code(), absl::StatusCode::kInvalidArgument);
+  }
+}
+
+}  // namespace
+}  // namespace recsdk

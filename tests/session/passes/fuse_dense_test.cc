@@ -1,0 +1,101 @@
+// fuse_dense_test.cc: the "fuse_dense" pass (src/session/passes/fuse_dense.cc): off by default,
+// on when enable_scope_fusion_passes names it; the fused graph's loss and gradients equal the
+// unfused graph's within float tolerance, through a training step; chains it must not fuse (a
+// pre-activation used elsewhere, a transposed MatMul) keep their ReLU or MatMul; unknown pass
+// names are refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "recsdk/recsdk.h"
+
+namespace recsdk {
+namespace {
+
+struct Model {
+  Graph g;
+  std::vector<Output> grads;
+  Output loss;
+  Output pre_used_elsewhere;
+};
+
+Tensor RandomTensor(const Shape& shape, uint32_t seed) {
+  Tensor t(DType::kFloat32, shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (float& v : t.flat<float>()) v = dist(rng);
+  return t;
+}
+
+// x [64,13] -> relu(x w1 + b1) [64,32] -> (h w2 + b2) [64,8] -> relu(h2) also read raw, and a
+// transposed MatMul + BiasAdd, summed into a scalar loss.
+void Build(Model* m) {
+  Scope root(&m->g);
+  Output x = ops::Placeholder(root.WithOpName("x"), DType::kFloat32, Shape{64, 13});
+  Output w1 = ops::Const(root.WithOpName("w1"), RandomTensor(Shape{13, 32}, 1));
+  Output b1 = ops::Const(root.WithOpName("b1"), RandomTensor(Shape{32}, 2));
+  Output w2 = ops::Const(root.WithOpName("w2"), RandomTensor(Shape{32, 8}, 3));
+  Output b2 = ops::Const(root.WithOpName("b2"), RandomTensor(Shape{8}, 4));
+  Output w3 = ops::Const(root.WithOpName("w3"), RandomTensor(Shape{32, 8}, 5));
+  Output h1 = ops::Relu(root.WithOpName("h1"), ops::BiasAdd(root, ops::MatMul(root, x, w1), b1));
+  Output pre2 = ops::BiasAdd(root.WithOpName("pre2"), ops::MatMul(root, h1, w2), b2);
+  Output h2 = ops::Relu(root.WithOpName("h2"), pre2);
+  // pre2 is read besides its Relu: the ReLU must stay unfused (the BiasAdd still fuses).
+  Output h3 = ops::BiasAdd(root, ops::MatMul(root, h2, w3, {false, true}), b1);  // transposed
+  m->loss = ops::ReduceSum(root.WithOpName("loss"),
+                           ops::Add(root, ops::ReduceSum(root, ops::Square(root, pre2)),
+                                    ops::Add(root, ops::ReduceSum(root, ops::Square(root, h2)),
+                                             ops::ReduceSum(root, ops::Square(root, h3)))));
+  auto grads = Gradients(root, {m->loss}, {w1, b1, w2, b2, w3, x});
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  m->grads = *grads;
+}
+
+std::vector<Tensor> RunModel(Model& m, const SessionConfig& config, int* fused_nodes) {
+  auto session = Session::Create(m.g, config);
+  EXPECT_TRUE(session.ok()) << session.status();
+  *fused_nodes = 0;
+  for (const Node* n : (*session)->graph().nodes()) *fused_nodes += n->type() == "FusedDense";
+  std::vector<TensorName> fetches = {m.loss.name()};
+  for (const Output& g : m.grads) fetches.push_back(g.name());
+  auto out = (*session)->Run({{"x", RandomTensor(Shape{64, 13}, 9)}}, fetches);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? *out : std::vector<Tensor>{};
+}
+
+TEST(FuseDenseTest, FusedEqualsUnfusedAndOnlyWhenAsked) {
+  Model m;
+  Build(&m);
+  int plain_fused = -1, fused = -1;
+  const std::vector<Tensor> plain = RunModel(m, SessionConfig{}, &plain_fused);
+  SessionConfig config;
+  config.enable_scope_fusion_passes = "fuse_dense";
+  const std::vector<Tensor> with = RunModel(m, config, &fused);
+  EXPECT_EQ(plain_fused, 0);
+  // Layer 1 (MatMul + BiasAdd + Relu) and layer 2 (MatMul + BiasAdd; its pre-activation is read
+  // elsewhere, so its Relu stays); the transposed MatMul is left alone.
+  EXPECT_EQ(fused, 2);
+  ASSERT_EQ(plain.size(), with.size());
+  ASSERT_FALSE(plain.empty());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    ASSERT_EQ(plain[i].shape(), with[i].shape()) << i;
+    const auto a = plain[i].flat<float>(), b = with[i].flat<float>();
+    for (size_t j = 0; j < a.size(); ++j) {
+      ASSERT_NEAR(a[j], b[j], 1e-4f * std::max(1.0f, std::fabs(a[j]))) << "fetch " << i << " " << j;
+    }
+  }
+}
+
+TEST(FuseDenseTest, UnknownFusionPassIsRefused) {
+  SessionConfig config;
+  config.enable_scope_fusion_passes = "fuse_dense, MatMulBiasAdd";
+  const Status s = config.Validate();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("MatMulBiasAdd"), std::string::npos) << s;
+  config.enable_scope_fusion_passes = " fuse_dense ";
+  EXPECT_TRUE(config.Validate().ok());
+}
+
+}  // namespace
+}  // namespace recsdk
