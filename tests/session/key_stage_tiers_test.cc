@@ -214,6 +214,43 @@ TEST(KeyStageTiersTest, DeviceTierBelowTwoBatchesIsAnErrorNamingTheSetting) {
   EXPECT_NE(m.find("unique keys of two consecutive batches"), std::string::npos) << m;
 }
 
+// The device tier is a separate allocation counted against variable_memory_max_size (beside the
+// dense variables): a session whose limit cannot hold it refuses the table with
+// ResourceExhausted naming the limit, the bytes asked for and the table; one that can counts it.
+TEST(KeyStageTiersTest, DeviceTierCountsAgainstVariableMemoryMaxSize) {
+  Graph g;
+  Scope s(&g);
+  TableConfig c = SmallTable("user", 8, /*vocab=*/1000);
+  c.host_vocabulary_size = 4096;
+  ValueOrDie(create_table(s, c, SparseOptimizerConfig::SGD(0.1f)));
+  ASSERT_TRUE(s.ok()) << s.status();
+  const int64_t tier_bytes = 1000 * 8 * sizeof(float);  // SGD keeps no slots
+  ASSERT_EQ(internal::DeviceTierBytes(
+                *ValueOrDie(EmbeddingTable::Create(c, SparseOptimizerConfig::SGD(0.1f)))),
+            tier_bytes);
+  {
+    SessionConfig config;
+    config.variable_memory_max_size = tier_bytes - 1;
+    auto session = ValueOrDie(Session::Create(g, config));
+    StatusOr<EmbeddingTable*> t = LookupTable(*session, "user");
+    ASSERT_FALSE(t.ok());
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kResourceExhausted) << t.status();
+    const std::string m(t.status().message());
+    EXPECT_NE(m.find("table \"user\""), std::string::npos) << m;
+    EXPECT_NE(m.find(std::to_string(tier_bytes) + " bytes"), std::string::npos) << m;
+    EXPECT_NE(m.find(std::to_string(tier_bytes - 1) + " bytes"), std::string::npos) << m;
+    EXPECT_NE(m.find("raise variable_memory_max_size"), std::string::npos) << m;
+    EXPECT_EQ(session->stats().variable_bytes_in_use, 0);
+  }
+  SessionConfig config;
+  config.variable_memory_max_size = tier_bytes;
+  auto session = ValueOrDie(Session::Create(g, config));
+  ASSERT_TRUE(LookupTable(*session, "user").ok());
+  EXPECT_EQ(session->stats().variable_bytes_in_use, tier_bytes);
+  ASSERT_TRUE(session->Close().ok());
+  EXPECT_EQ(session->stats().variable_bytes_in_use, 0);  // Close released the tier's charge
+}
+
 TEST(KeyStageTiersTest, TieredTablesNeedTheKeyStageAndAllTablesTiered) {
   // In-graph lookups of a tiered table are refused (the spec runs their key work in the key
   // stage).
