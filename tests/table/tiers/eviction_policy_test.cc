@@ -312,7 +312,8 @@ class BruteForce {
 
 TEST_P(EvictionPolicyAll, VictimsComeInTheOrderOfABruteForceScan) {
   // A cache of 48 slots under random batches of 16 of 160 keys, keys bringing back their history,
-  // random evictions and skipped slots: every ChooseVictims answer equals the scan's.
+  // random evictions, skipped slots and plans that fail (victims chosen, then neither removed nor
+  // replaced): every ChooseVictims answer equals the scan's.
   constexpr uint32_t kSlots = 48;
   constexpr double kHalfLife = 8.0;
   auto p = Make(GetParam(), kSlots, kHalfLife);
@@ -363,6 +364,14 @@ TEST_P(EvictionPolicyAll, VictimsComeInTheOrderOfABruteForceScan) {
       victims.resize(p->ChooseVictims(need, victims.data(), skip));
       ASSERT_EQ(victims, ref.Choose(need, skip)) << "batch " << batch;
       ++compared;
+      if (batch % 11 == 5) {
+        // The plan fails: nothing moves, the batch's misses get no slot.
+        for (int64_t key : keys) {
+          ++uses[key];
+          last_use[key] = batch;
+        }
+        continue;
+      }
       for (uint32_t slot : victims) drop(slot);
     }
     for (int64_t key : misses) {
