@@ -168,6 +168,26 @@ StatusOr<std::shared_ptr<TensorBuffer>> LimitedAllocator::Allocate(size_t bytes)
   return std::shared_ptr<TensorBuffer>(std::make_shared<CountedBuffer>(p, bytes, capacity, state_));
 }
 
+StatusOr<std::unique_ptr<MemoryCharge>> LimitedAllocator::Charge(int64_t bytes,
+                                                                 std::string_view what) {
+  if (bytes < 0) {
+    return absl::InvalidArgumentError(fmt::format("{}: negative charge of {} bytes", what, bytes));
+  }
+  const int64_t now = state_->in_use.fetch_add(bytes) + bytes;
+  if (now > limit_) {
+    state_->in_use.fetch_sub(bytes);
+    return absl::ResourceExhaustedError(
+        fmt::format("out of device memory: {} needs {} bytes with {} of {} bytes in use; raise {}",
+                    what, bytes, now - bytes, limit_, option_name_));
+  }
+  int64_t peak = state_->peak.load();
+  while (now > peak && !state_->peak.compare_exchange_weak(peak, now)) {
+  }
+  // Cached buffers count against the limit too (Allocate).
+  if (now + cached_bytes() > limit_) state_->Drop();
+  return std::make_unique<MemoryCharge>(state_, bytes);
+}
+
 StatusOr<Tensor> LimitedAllocator::AllocateTensor(DType dtype, const Shape& shape, Fill fill) {
   const size_t bytes = static_cast<size_t>(shape.num_elements()) * DTypeSize(dtype);
   auto buf = Allocate(bytes);

@@ -24,11 +24,14 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "recsdk/tensor.h"
 
 namespace recsdk::internal {
+
+class MemoryCharge;
 
 // Fill: what a fresh tensor holds. kUninitialized is for kernels that write every element.
 enum class Fill { kZero, kUninitialized };
@@ -52,6 +55,11 @@ class LimitedAllocator {
   int64_t fresh_allocations() const { return state_->fresh.load(); }
   // ReleaseCache: frees every cached buffer.
   void ReleaseCache();
+  // Charge: counts `bytes` of memory allocated elsewhere (a tiered table's device tier, which the
+  // table maps itself) against the limit until the returned charge is destroyed.
+  // ResourceExhausted naming `what`, the bytes, the bytes in use, the limit and the setting to
+  // raise when it does not fit (then nothing is charged).
+  StatusOr<std::unique_ptr<MemoryCharge>> Charge(int64_t bytes, std::string_view what);
 
   // SizeClass: the capacity a request of `bytes` gets (64-byte aligned, at most 12.5% larger).
   static size_t SizeClass(size_t bytes);
@@ -81,6 +89,22 @@ class LimitedAllocator {
   std::string option_name_;
   int64_t limit_;
   std::shared_ptr<State> state_;  // shared with live buffers, which may outlive the allocator
+};
+
+// MemoryCharge: bytes counted against a LimitedAllocator's limit (Charge) until destroyed. May
+// outlive the allocator.
+class MemoryCharge {
+ public:
+  MemoryCharge(std::shared_ptr<LimitedAllocator::State> state, int64_t bytes)
+      : state_(std::move(state)), bytes_(bytes) {}
+  ~MemoryCharge() { state_->in_use.fetch_sub(bytes_); }
+  MemoryCharge(const MemoryCharge&) = delete;
+  MemoryCharge& operator=(const MemoryCharge&) = delete;
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  std::shared_ptr<LimitedAllocator::State> state_;
+  int64_t bytes_;
 };
 
 }  // namespace recsdk::internal

@@ -41,8 +41,15 @@ class VariableResource final : public Resource {
   Shape shape_;
 };
 
+class LimitedAllocator;
+
 class ResourceMgr {
  public:
+  // variable_allocator: the pool that memory resources map themselves (a tiered table's device
+  // tier) is charged to (LimitedAllocator::Charge); null (the default) charges nothing. The
+  // Session sets its device's pool before creating any resource.
+  void set_variable_allocator(LimitedAllocator* a) { variable_allocator_ = a; }
+  LimitedAllocator* variable_allocator() const { return variable_allocator_; }
   // LookupOrCreate returns the resource named `name`, creating it with `make` if absent.
   Resource* LookupOrCreate(const std::string& name,
                            const std::function<std::unique_ptr<Resource>()>& make);
@@ -55,6 +62,7 @@ class ResourceMgr {
   }
 
  private:
+  LimitedAllocator* variable_allocator_ = nullptr;
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Resource>> resources_;
 };

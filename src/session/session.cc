@@ -186,6 +186,7 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph,
   impl->config = config;
   RECSDK_ASSIGN_OR_RETURN(impl->device,
                           internal::DeviceRegistry::Global().Create(config.device, config));
+  impl->resources.set_variable_allocator(&impl->device->variable_allocator());
   impl->inter_op = config.ParsedStreamLimits()["DNN_V100"];
   impl->arena = std::make_unique<tbb::task_arena>(impl->device->IntraOpThreads());
   // Implementation mode per op type.

@@ -195,9 +195,21 @@ StatusOr<TableResource*> GetOrCreateTable(ResourceMgr* resources, const Node& ha
   // Create outside LookupOrCreate so a failure is reported instead of stored.
   RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<EmbeddingTable> table,
                           EmbeddingTable::Create(config, optimizer));
+  // A tiered table's device tier is its own mapping (the slab, committed as rows arrive), counted
+  // whole against variable_memory_max_size beside the dense variables, as the spec's device memory.
+  std::unique_ptr<MemoryCharge> charge;
+  if (const int64_t device_bytes = DeviceTierBytes(*table);
+      device_bytes > 0 && resources->variable_allocator() != nullptr) {
+    RECSDK_ASSIGN_OR_RETURN(
+        charge, resources->variable_allocator()->Charge(
+                    device_bytes, fmt::format("the device tier of table \"{}\" "
+                                              "(device_vocabulary_size {} rows of {} bytes)",
+                                              table_name, config.device_vocabulary_size,
+                                              device_bytes / config.device_vocabulary_size)));
+  }
   auto holder = std::make_shared<std::unique_ptr<EmbeddingTable>>(std::move(table));
   Resource* r = resources->LookupOrCreate(
-      key, [&] { return std::make_unique<TableResource>(std::move(*holder)); });
+      key, [&] { return std::make_unique<TableResource>(std::move(*holder), std::move(charge)); });
   return static_cast<TableResource*>(r);
 }
 

@@ -21,6 +21,7 @@
 #include "recsdk/session.h"
 #include "recsdk/table.h"
 #include "recsdk/tensor.h"
+#include "src/device/allocator.h"
 #include "src/device/resource_mgr.h"
 #include "src/table/tier_lease.h"
 
@@ -48,7 +49,10 @@ inline constexpr char kKeyStageOutputAttr[] = "key_stage_output";
 
 class TableResource final : public Resource {
  public:
-  explicit TableResource(std::unique_ptr<EmbeddingTable> table) : table_(std::move(table)) {}
+  // charge: the table's device tier counted against variable_memory_max_size (tiered tables on
+  // a session's device; null otherwise).
+  TableResource(std::unique_ptr<EmbeddingTable> table, std::unique_ptr<MemoryCharge> charge)
+      : charge_(std::move(charge)), table_(std::move(table)) {}
   std::string DebugString() const override { return "table \"" + table_->name() + "\""; }
   EmbeddingTable* table() const { return table_.get(); }
 
@@ -57,6 +61,7 @@ class TableResource final : public Resource {
   std::shared_mutex resolve_mu;
 
  private:
+  std::unique_ptr<MemoryCharge> charge_;  // released after the table is gone
   std::unique_ptr<EmbeddingTable> table_;
 };
 

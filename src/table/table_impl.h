@@ -178,6 +178,7 @@ class TableImpl final : public EmbeddingTable {
   // tracking, use history) is indexed by packed location and moves with the row. Without tiers
   // the packed location is the row id and none of this runs.
   bool tiered() const { return tiered_; }
+  int64_t DeviceTierBytes() const { return device_rows_ * static_cast<int64_t>(row_bytes_); }
   Status InitTiers();
   // TierPlan: what a Resolve must move, decided before anything changes.
   struct TierPlan {

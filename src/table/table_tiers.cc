@@ -595,6 +595,11 @@ void ReleaseLeases(EmbeddingTable& table, const void* owner, int64_t before_batc
   if (impl != nullptr) impl->ReleaseLeases(owner, before_batch);
 }
 
+int64_t DeviceTierBytes(const EmbeddingTable& table) {
+  const auto* impl = dynamic_cast<const TableImpl*>(&table);
+  return impl != nullptr && impl->tiered() ? impl->DeviceTierBytes() : 0;
+}
+
 TierStats GetTierStats(const EmbeddingTable& table) {
   const auto* impl = dynamic_cast<const TableImpl*>(&table);
   return impl != nullptr ? impl->Stats() : TierStats{};

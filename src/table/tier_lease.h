@@ -48,6 +48,11 @@ bool IsTiered(const EmbeddingTable& table);
 
 void ReleaseLeases(EmbeddingTable& table, const void* owner, int64_t before_batch);
 
+// DeviceTierBytes: the bytes of a tiered table's device tier (device_vocabulary_size rows of
+// embedding + optimizer slots), a separate mapping the Session charges to
+// variable_memory_max_size; 0 without tiers.
+int64_t DeviceTierBytes(const EmbeddingTable& table);
+
 // TierStats: rows per tier and rows moved so far (for benchmarks and tests); zeros without tiers.
 struct TierStats {
   int64_t device_rows = 0, host_rows = 0, ssd_rows = 0;

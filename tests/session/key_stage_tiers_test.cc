@@ -2,10 +2,14 @@
 // through the key stage (src/session/key_stage.cc), which plans the swaps ahead of compute:
 // a model trains to bitwise the same losses and exported tables with a small device tier plus
 // host (and SSD) tiers as with every row on the device, also when the stage runs batches ahead
-// on several threads; a device tier that cannot hold two consecutive batches
-// is an error naming the table, the number and the setting; and the spec's rules for tiers.
+// on several threads (a two-table model, and a 26-feature Criteo-shaped one with a table per
+// feature); a device tier that cannot hold two consecutive batches is an error naming the table,
+// the number and the setting; the device tier counts against variable_memory_max_size; and the
+// spec's rules for tiers.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -114,15 +118,34 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+// Model: what Train builds and feeds. `build` makes the graph (its layout bound in), `batches`
+// the data, `tables` are exported and compared (keys and values), `stats_table` is the table
+// whose TierStats the result keeps.
+struct Model {
+  std::function<Built(const std::string& tag)> build;
+  std::function<std::unique_ptr<Dataset>()> batches;
+  std::vector<std::string> tables;
+  std::string stats_table;
+};
+
+// TwoTables: BuildModel's model with both tables at `tiers`.
+Model TwoTables(const Tiers& tiers) {
+  return Model{[tiers](const std::string& tag) { return BuildModel(tiers, tag); },
+               [] { return Batches(); },
+               {"user", "item"},
+               "user"};
+}
+
 struct RunResult {
   Status status;
   std::vector<float> losses;
-  std::string user_values, item_keys, item_values;
-  internal::TierStats user_stats;
+  std::vector<std::string> exports;    // per table of Model::tables: keys, then values
+  internal::TierStats stats;           // of Model::stats_table
+  int64_t promoted = 0, ssd_rows = 0;  // all tables: rows moved up to the device, rows on SSD
 };
 
-RunResult Train(const Tiers& tiers, const std::string& tag, int threads, int prefetch) {
-  Built b = BuildModel(tiers, tag);
+RunResult Train(const Model& model, const std::string& tag, int threads, int prefetch) {
+  Built b = model.build(tag);
   SessionConfig config;
   config.deterministic = true;
   auto session = ValueOrDie(Session::Create(*b.graph, config));
@@ -130,7 +153,7 @@ RunResult Train(const Tiers& tiers, const std::string& tag, int threads, int pre
   KeyStageOptions ko;
   ko.key_process_thread_num = threads;
   ko.prefetch_batches = prefetch;
-  auto stage = ValueOrDie(StartAscPipeline(*session, Batches(), ko));
+  auto stage = ValueOrDie(StartAscPipeline(*session, model.batches(), ko));
   RunResult r;
   FeedList feeds;
   // Eviction through AfterStep is capped below the batches the stage has resolved ahead, which
@@ -155,14 +178,16 @@ RunResult Train(const Tiers& tiers, const std::string& tag, int threads, int pre
   if (!r.status.ok()) return r;
   const std::string dir = testing::TempDir() + "/tiers_export_" + tag;
   std::filesystem::create_directories(dir);
-  EmbeddingTable* user = ValueOrDie(LookupTable(*session, "user"));
-  EmbeddingTable* item = ValueOrDie(LookupTable(*session, "item"));
-  EXPECT_TRUE(user->ExportNpy(dir + "/uk.npy", dir + "/uv.npy").ok());
-  EXPECT_TRUE(item->ExportNpy(dir + "/ik.npy", dir + "/iv.npy").ok());
-  r.user_values = ReadFile(dir + "/uv.npy");
-  r.item_keys = ReadFile(dir + "/ik.npy");
-  r.item_values = ReadFile(dir + "/iv.npy");
-  r.user_stats = internal::GetTierStats(*user);
+  for (const std::string& name : model.tables) {
+    EmbeddingTable* t = ValueOrDie(LookupTable(*session, name));
+    const std::string keys = dir + "/" + name + "_k.npy", values = dir + "/" + name + "_v.npy";
+    EXPECT_TRUE(t->ExportNpy(keys, values).ok()) << name;
+    r.exports.push_back(ReadFile(keys));
+    r.exports.push_back(ReadFile(values));
+    r.promoted += internal::GetTierStats(*t).promoted;
+    r.ssd_rows += internal::GetTierStats(*t).ssd_rows;
+    if (name == model.stats_table) r.stats = internal::GetTierStats(*t);
+  }
   return r;
 }
 
@@ -174,35 +199,132 @@ void ExpectSame(const RunResult& a, const RunResult& b, const std::string& what)
   for (size_t i = 0; i < a.losses.size(); ++i) {
     ASSERT_EQ(a.losses[i], b.losses[i]) << "step " << i + 1;  // bitwise: same floats
   }
-  EXPECT_EQ(a.user_values, b.user_values);
-  EXPECT_EQ(a.item_keys, b.item_keys);
-  EXPECT_EQ(a.item_values, b.item_values);
+  ASSERT_EQ(a.exports.size(), b.exports.size());
+  for (size_t i = 0; i < a.exports.size(); ++i) {
+    EXPECT_EQ(a.exports[i], b.exports[i]) << "export " << i;  // the .npy bytes
+  }
 }
 
 // The device tier holds about 10% of the user keys that get rows (about 3 batches' worth here);
 // the rest goes to host memory, and with SSD most of it to files.
 TEST(KeyStageTiersTest, TieredTrainingMatchesAllOnDevice) {
-  const RunResult full = Train(Tiers{}, "full", 1, 1);
+  const RunResult full = Train(TwoTables(Tiers{}), "full", 1, 1);
   ASSERT_TRUE(full.status.ok()) << full.status;
   ASSERT_EQ(full.losses.size(), 32u);
-  const RunResult host = Train(Tiers{.device = 200, .host = 4096}, "host", 1, 1);
+  const RunResult host = Train(TwoTables(Tiers{.device = 200, .host = 4096}), "host", 1, 1);
   ExpectSame(full, host, "host");
-  EXPECT_GT(host.user_stats.promoted, 0);
-  EXPECT_GT(host.user_stats.host_rows, 0);
-  const RunResult ssd = Train(Tiers{.device = 120, .host = 40, .ssd = 4096}, "ssd", 1, 1);
+  EXPECT_GT(host.stats.promoted, 0);
+  EXPECT_GT(host.stats.host_rows, 0);
+  const RunResult ssd =
+      Train(TwoTables(Tiers{.device = 120, .host = 40, .ssd = 4096}), "ssd", 1, 1);
   ExpectSame(full, ssd, "ssd");
-  EXPECT_GT(ssd.user_stats.ssd_rows, 0)
-      << ssd.user_stats.device_rows << " " << ssd.user_stats.host_rows;
+  EXPECT_GT(ssd.stats.ssd_rows, 0) << ssd.stats.device_rows << " " << ssd.stats.host_rows;
   // Running ahead (4 batches, 3 threads) pins more batches at once: the stage waits for the loop
   // when the device is full of them, and the results do not change.
-  const RunResult host_ahead = Train(Tiers{.device = 200, .host = 4096}, "host_ahead", 3, 4);
+  const RunResult host_ahead =
+      Train(TwoTables(Tiers{.device = 200, .host = 4096}), "host_ahead", 3, 4);
   ExpectSame(full, host_ahead, "host_ahead");
-  const RunResult ahead = Train(Tiers{.device = 120, .host = 40, .ssd = 4096}, "ahead", 3, 4);
+  const RunResult ahead =
+      Train(TwoTables(Tiers{.device = 120, .host = 40, .ssd = 4096}), "ahead", 3, 4);
   ExpectSame(full, ahead, "ahead");
 }
 
+// A Criteo-shaped model: 26 categorical features, each with its own table (vocabularies of 500
+// to 2000 keys, Zipf(1.05) ids, one id per feature), 13 dense features and an MLP; the tables'
+// optimizers cycle through SGD, Adagrad, LazyAdam and Adagrad by address, every fifth table
+// admits keys on their second sighting. Small vocabularies, batches and steps keep it quick.
+constexpr int kCriteoFeatures = 26;
+constexpr int64_t kCriteoBatch = 16;
+constexpr int64_t kCriteoSteps = 80;
+
+int64_t CriteoVocabulary(int f) { return 500 + 100 * ((f * 7) % 16); }
+
+std::unique_ptr<Dataset> CriteoBatches() {
+  SyntheticOptions d;
+  d.num_rows = kCriteoBatch * kCriteoSteps;
+  d.vocabulary_sizes.clear();
+  for (int f = 1; f <= kCriteoFeatures; ++f) d.vocabulary_sizes.push_back(CriteoVocabulary(f));
+  d.ids_per_feature = 1;
+  d.num_dense = 13;
+  d.seed = 26;
+  d.block_rows = 100;
+  return ValueOrDie(
+      BatchRows(ValueOrDie(SyntheticDataset(d)), kCriteoBatch, {.drop_remainder = true}));
+}
+
+// CriteoLayout: each table's tiers as fractions of its vocabulary (host 0: device only).
+struct CriteoLayout {
+  double device = 1.0, host = 0.0;
+  bool ssd = false;  // the rest on SSD
+};
+
+Built BuildCriteoModel(const CriteoLayout& layout, const std::string& tag) {
+  Built b;
+  Scope s(b.graph.get());
+  b.graph->set_random_seed(26);
+  std::vector<Output> parts;
+  SparseLookupOptions o;
+  o.modify_graph = true;
+  o.combiner = Combiner::kSum;  // [batch, dim] per feature
+  for (int f = 1; f <= kCriteoFeatures; ++f) {
+    const int64_t vocab = CriteoVocabulary(f);
+    const std::string name = "t" + std::to_string(f);
+    TableConfig c = SmallTable(name, 4, vocab);
+    if (layout.host > 0) {
+      c = WithTiers(c,
+                    Tiers{.device = static_cast<int64_t>(std::ceil(layout.device * vocab)),
+                          .host = static_cast<int64_t>(std::ceil(layout.host * vocab)),
+                          .ssd = layout.ssd ? vocab : 0},
+                    SsdDir(tag + "_" + name));
+    }
+    if (f % 5 == 0) c.access_threshold = 2;
+    const SparseOptimizerConfig optimizers[] = {
+        SparseOptimizerConfig::SGD(0.05f), SparseOptimizerConfig::Adagrad(0.05f),
+        SparseOptimizerConfig::LazyAdam(0.01f), SparseOptimizerConfig::AdagradByAddress(0.05f)};
+    SparseTable t = ValueOrDie(create_table(s, c, optimizers[f % 4]));
+    Output ids = DatasetColumn(s, "C" + std::to_string(f), DType::kInt64, Shape{kCriteoBatch, 1});
+    parts.push_back(ValueOrDie(sparse_lookup(s, t, ids, o)));
+  }
+  parts.push_back(DatasetColumn(s, "dense", DType::kFloat32, Shape{kCriteoBatch, 13}));
+  Output label = DatasetColumn(s, "label", DType::kFloat32, Shape{kCriteoBatch, 1});
+  Output x = ops::Concat(s, parts, 1);
+  Output logits = layers::Mlp(s, x, {.hidden_units = {16}, .output_units = 1});
+  b.loss = ops::ReduceMean(s, ops::SigmoidCrossEntropyWithLogits(s, label, logits));
+  AdamOptimizer adam(AdamOptions{.learning_rate = 0.01});
+  b.train =
+      ops::Group(s, {ValueOrDie(adam.Minimize(s, b.loss)), ValueOrDie(SparseMinimize(s, b.loss))});
+  b.init = GlobalVariablesInitializer(s);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  ValueOrDie(ModifyGraph(b.graph.get()));
+  return b;
+}
+
+Model Criteo(const CriteoLayout& layout) {
+  std::vector<std::string> tables;
+  for (int f = 1; f <= kCriteoFeatures; ++f) tables.push_back("t" + std::to_string(f));
+  return Model{[layout](const std::string& tag) { return BuildCriteoModel(layout, tag); },
+               CriteoBatches, tables, "t1"};
+}
+
+// Issue 14's transparency on the Criteo shape: with every table's device tier at 10% of its
+// vocabulary (the rest in host memory, or host at 10% and the rest on SSD), the losses and all 26
+// exported tables are bitwise those of the run with everything on the device.
+TEST(KeyStageTiersTest, CriteoShapedModelTrainsTheSameWithTheDeviceAtTenPercent) {
+  const RunResult full = Train(Criteo({}), "criteo_full", 1, 1);
+  ASSERT_TRUE(full.status.ok()) << full.status;
+  ASSERT_EQ(full.losses.size(), static_cast<size_t>(kCriteoSteps));
+  EXPECT_EQ(full.promoted, 0);
+  const RunResult host = Train(Criteo({.device = 0.1, .host = 1.0}), "criteo_host", 1, 1);
+  ExpectSame(full, host, "host");
+  EXPECT_GT(host.promoted, 0);  // rows came back from the host tier
+  const RunResult ssd =
+      Train(Criteo({.device = 0.1, .host = 0.1, .ssd = true}), "criteo_ssd", 2, 2);
+  ExpectSame(full, ssd, "ssd");
+  EXPECT_GT(ssd.ssd_rows, 0);
+}
+
 TEST(KeyStageTiersTest, DeviceTierBelowTwoBatchesIsAnErrorNamingTheSetting) {
-  const RunResult r = Train(Tiers{.device = 60, .host = 4096}, "small", 1, 1);
+  const RunResult r = Train(TwoTables(Tiers{.device = 60, .host = 4096}), "small", 1, 1);
   ASSERT_FALSE(r.status.ok());
   EXPECT_EQ(r.status.code(), absl::StatusCode::kFailedPrecondition) << r.status;
   const std::string m(r.status.message());
@@ -212,6 +334,43 @@ TEST(KeyStageTiersTest, DeviceTierBelowTwoBatchesIsAnErrorNamingTheSetting) {
       << m;
   EXPECT_NE(m.find("device_vocabulary_size 60"), std::string::npos) << m;
   EXPECT_NE(m.find("unique keys of two consecutive batches"), std::string::npos) << m;
+}
+
+// The device tier is a separate allocation counted against variable_memory_max_size (beside the
+// dense variables): a session whose limit cannot hold it refuses the table with
+// ResourceExhausted naming the limit, the bytes asked for and the table; one that can counts it.
+TEST(KeyStageTiersTest, DeviceTierCountsAgainstVariableMemoryMaxSize) {
+  Graph g;
+  Scope s(&g);
+  TableConfig c = SmallTable("user", 8, /*vocab=*/1000);
+  c.host_vocabulary_size = 4096;
+  ValueOrDie(create_table(s, c, SparseOptimizerConfig::SGD(0.1f)));
+  ASSERT_TRUE(s.ok()) << s.status();
+  const int64_t tier_bytes = 1000 * 8 * sizeof(float);  // SGD keeps no slots
+  ASSERT_EQ(internal::DeviceTierBytes(
+                *ValueOrDie(EmbeddingTable::Create(c, SparseOptimizerConfig::SGD(0.1f)))),
+            tier_bytes);
+  {
+    SessionConfig config;
+    config.variable_memory_max_size = tier_bytes - 1;
+    auto session = ValueOrDie(Session::Create(g, config));
+    StatusOr<EmbeddingTable*> t = LookupTable(*session, "user");
+    ASSERT_FALSE(t.ok());
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kResourceExhausted) << t.status();
+    const std::string m(t.status().message());
+    EXPECT_NE(m.find("table \"user\""), std::string::npos) << m;
+    EXPECT_NE(m.find(std::to_string(tier_bytes) + " bytes"), std::string::npos) << m;
+    EXPECT_NE(m.find(std::to_string(tier_bytes - 1) + " bytes"), std::string::npos) << m;
+    EXPECT_NE(m.find("raise variable_memory_max_size"), std::string::npos) << m;
+    EXPECT_EQ(session->stats().variable_bytes_in_use, 0);
+  }
+  SessionConfig config;
+  config.variable_memory_max_size = tier_bytes;
+  auto session = ValueOrDie(Session::Create(g, config));
+  ASSERT_TRUE(LookupTable(*session, "user").ok());
+  EXPECT_EQ(session->stats().variable_bytes_in_use, tier_bytes);
+  ASSERT_TRUE(session->Close().ok());
+  EXPECT_EQ(session->stats().variable_bytes_in_use, 0);  // Close released the tier's charge
 }
 
 TEST(KeyStageTiersTest, TieredTablesNeedTheKeyStageAndAllTablesTiered) {

@@ -38,10 +38,11 @@
 // half-life grows with the cache's turnover time (slots / misses per batch: ~30 batches at 10%,
 // ~110 at 25% here); a half-life derived from it is the next thing to try.
 //
-// Cost: O(log n) per Touch/Insert (a lazy binary heap; stale entries are dropped when met, and the
-// heap is rebuilt when it holds more than 4x the slots), ChooseVictims O(k log n) for k entries
-// looked at; memory about 40 bytes per device slot (device-tier bookkeeping in host memory, not
-// per SSD row).
+// Cost: O(1) per Touch and Insert (a lazy binary heap: entries of touched slots are re-keyed and
+// those of removed slots dropped when they reach the top; rows of the last two batches and the
+// last call's victims wait outside it; rebuilt when the entries pass 4x the slots), ChooseVictims
+// O(k log n) for k entries looked at; memory about 40
+// bytes per device slot (device-tier bookkeeping in host memory, not per SSD row).
 //
 // Threading: not thread-safe; the key stage calls it from one thread.
 #ifndef RECSDK_TABLE_TIERS_EVICTION_POLICY_H_

@@ -12,19 +12,6 @@
 
 namespace recsdk::internal {
 
-absl::Status MemoryBudget::Charge(uint64_t bytes, const std::string& what) {
-  uint64_t used = used_.load(std::memory_order_relaxed);
-  do {
-    if (bytes > limit_ || used > limit_ - bytes) {
-      return absl::ResourceExhaustedError(fmt::format(
-          "{}: {} bytes do not fit in {} ({} bytes, {} already used by other variables); raise "
-          "{} or make the tier smaller",
-          what, bytes, name_, limit_, used, name_));
-    }
-  } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::unique_ptr<MemoryStore>> MemoryStore::Create(
     const MemoryStoreOptions& options) {
   const std::string label = options.label.empty() ? "" : options.label + ": ";
@@ -42,12 +29,10 @@ absl::StatusOr<std::unique_ptr<MemoryStore>> MemoryStore::Create(
   const std::string what =
       fmt::format("{}{} tier of {} rows x {} bytes", label, TierName(options.tier),
                   options.capacity, options.row_floats * sizeof(float));
-  if (options.budget != nullptr) RECSDK_RETURN_IF_ERROR(options.budget->Charge(bytes, what));
   void* rows = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (rows == MAP_FAILED) {
     const int err = errno;
-    if (options.budget != nullptr) options.budget->Release(bytes);
     return absl::ResourceExhaustedError(
         fmt::format("{}: cannot map {} bytes: {}", what, bytes, std::strerror(err)));
   }
@@ -58,14 +43,10 @@ MemoryStore::MemoryStore(const MemoryStoreOptions& options, float* rows, uint64_
     : RowStore(options.tier, options.row_floats, options.capacity),
       rows_(rows),
       bytes_(bytes),
-      budget_(options.budget),
       label_(options.label),
       state_(options.capacity, kFree) {}
 
-MemoryStore::~MemoryStore() {
-  munmap(rows_, bytes_);
-  if (budget_ != nullptr) budget_->Release(bytes_);
-}
+MemoryStore::~MemoryStore() { munmap(rows_, bytes_); }
 
 std::string MemoryStore::Label() const {
   return label_.empty() ? std::string(TierName(tier())) + " tier"

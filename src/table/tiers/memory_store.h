@@ -4,15 +4,14 @@
 // mapping is anonymous and committed page by page as rows are first written, so a large host
 // tier costs memory only for the rows it holds.
 //
-// The device tier is "a separate allocation counted against variable_memory_max_size": Create
-// charges the whole mapping to a MemoryBudget shared by every variable of the session, and
-// fails with ResourceExhausted when it does not fit; the charge is returned at destruction.
+// A tiered table's device tier is its own slab (table_impl.h), charged to the session's
+// variable_memory_max_size by the Session (src/session/table_ops.cc); the table uses a
+// MemoryStore for its host tier.
 //
-// Threading: as RowStore (row_store.h). MemoryBudget is thread-safe.
+// Threading: as RowStore (row_store.h).
 #ifndef RECSDK_TABLE_TIERS_MEMORY_STORE_H_
 #define RECSDK_TABLE_TIERS_MEMORY_STORE_H_
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,27 +22,6 @@
 
 namespace recsdk::internal {
 
-// MemoryBudget: a byte limit that several allocations are charged against (the session's
-// variable_memory_max_size on the CPU backend). Thread-safe.
-class MemoryBudget {
- public:
-  // `name` is the setting that sets the limit, for messages ("variable_memory_max_size").
-  MemoryBudget(std::string name, uint64_t limit_bytes)
-      : name_(std::move(name)), limit_(limit_bytes) {}
-  // Charge: adds `bytes` for `what`; ResourceExhausted naming what, the bytes, the limit and the
-  // setting when the total would pass the limit (then nothing is charged).
-  [[nodiscard]] absl::Status Charge(uint64_t bytes, const std::string& what);
-  void Release(uint64_t bytes) { used_.fetch_sub(bytes, std::memory_order_relaxed); }
-  uint64_t used() const { return used_.load(std::memory_order_relaxed); }
-  uint64_t limit() const { return limit_; }
-  const std::string& name() const { return name_; }
-
- private:
-  std::string name_;
-  uint64_t limit_;
-  std::atomic<uint64_t> used_{0};
-};
-
 struct MemoryStoreOptions {
   // tier: kDevice or kHost (kSsd is InvalidArgument).
   Tier tier = Tier::kHost;
@@ -51,8 +29,6 @@ struct MemoryStoreOptions {
   int row_floats = 0;
   // capacity: rows; > 0 (the tier's vocabulary size).
   uint32_t capacity = 0;
-  // budget: charged capacity * row_bytes at Create when not null; must outlive the store.
-  MemoryBudget* budget = nullptr;
   // label: what the store is for, in messages (e.g. `table "user_table"`); may be empty.
   std::string label;
 };
@@ -74,7 +50,7 @@ class MemoryStore final : public RowStore {
   float* RowAddress(uint32_t slot) override {
     return rows_ + static_cast<size_t>(slot) * row_floats();
   }
-  // bytes: the size of the rows' mapping (what was charged to the budget).
+  // bytes: the size of the rows' mapping.
   uint64_t bytes() const { return bytes_; }
 
  private:
@@ -88,7 +64,6 @@ class MemoryStore final : public RowStore {
 
   float* rows_;
   uint64_t bytes_;
-  MemoryBudget* budget_;
   std::string label_;
   std::vector<uint16_t> state_;
   std::vector<uint32_t> free_;  // freed slots, reused last-freed first

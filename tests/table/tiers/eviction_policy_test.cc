@@ -3,8 +3,12 @@
 #include "src/table/tiers/eviction_policy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -233,6 +237,163 @@ TEST(EvictionPolicyTest, TiesGoToTheLowerSlotSoEvictionIsDeterministic) {
     p->BeginBatch();
     EXPECT_THAT(Victims(*p, 4), ElementsAre(0u, 2u, 5u, 7u)) << EvictionPolicyName(kind);
   }
+}
+
+// BruteForce: the policy's documented order as a scan, the reference twin of the lazy heap:
+// each tracked slot's score (LRU: the batch of last use; LFU: the use count; LRFU: log2 of the
+// sum of 2^(batch of each use / half-life)), and victims in (score, last batch, slot) order among
+// slots not used by the current or the previous batch nor skipped.
+class BruteForce {
+ public:
+  BruteForce(EvictionPolicyKind kind, uint32_t capacity, double half_life)
+      : kind_(kind), inv_half_life_(1.0 / half_life), slots_(capacity) {}
+  void BeginBatch() { ++batch_; }
+  void Touch(uint32_t slot) {
+    Slot& s = slots_[slot];
+    ++s.count;
+    s.score = Score(s.score, s.count);
+    s.last_batch = batch_;
+  }
+  void Insert(uint32_t slot, uint32_t prior_count, int64_t prior_last_batch) {
+    Slot& s = slots_[slot];
+    s.tracked = true;
+    s.count = prior_count + 1;
+    const double history = prior_count > 0 && prior_last_batch >= 0
+                               ? std::log2(static_cast<double>(prior_count)) +
+                                     static_cast<double>(prior_last_batch) * inv_half_life_
+                               : kNone;
+    s.score = Score(history, s.count);
+    s.last_batch = batch_;
+  }
+  void Remove(uint32_t slot) { slots_[slot].tracked = false; }
+  std::vector<uint32_t> Choose(size_t n, const std::function<bool(uint32_t)>& skip) const {
+    std::vector<std::tuple<double, int64_t, uint32_t>> order;
+    for (uint32_t slot = 0; slot < slots_.size(); ++slot) {
+      const Slot& s = slots_[slot];
+      if (s.tracked && s.last_batch < batch_ - 1 && !(skip && skip(slot))) {
+        order.emplace_back(s.score, s.last_batch, slot);
+      }
+    }
+    std::sort(order.begin(), order.end());
+    std::vector<uint32_t> out;
+    for (size_t i = 0; i < order.size() && i < n; ++i) out.push_back(std::get<2>(order[i]));
+    return out;
+  }
+
+ private:
+  static constexpr double kNone = -std::numeric_limits<double>::infinity();
+  struct Slot {
+    double score = kNone;
+    int64_t last_batch = -1;
+    uint32_t count = 0;
+    bool tracked = false;
+  };
+  // Score after a use at batch_ (the previous score `before`, `count` uses in all).
+  double Score(double before, uint32_t count) const {
+    switch (kind_) {
+      case EvictionPolicyKind::kLru:
+        return static_cast<double>(batch_);
+      case EvictionPolicyKind::kLfu:
+        return static_cast<double>(count);
+      case EvictionPolicyKind::kLrfu: {
+        const double now = static_cast<double>(batch_) * inv_half_life_;
+        if (before == kNone) return now;
+        const double hi = std::max(before, now);
+        return hi + std::log1p(std::exp2(-std::abs(before - now))) / std::log(2.0);
+      }
+    }
+    return 0;
+  }
+  EvictionPolicyKind kind_;
+  double inv_half_life_;
+  int64_t batch_ = -1;
+  std::vector<Slot> slots_;
+};
+
+TEST_P(EvictionPolicyAll, VictimsComeInTheOrderOfABruteForceScan) {
+  // A cache of 48 slots under random batches of 16 of 160 keys, keys bringing back their history,
+  // random evictions, skipped slots and plans that fail (victims chosen, then neither removed nor
+  // replaced): every ChooseVictims answer equals the scan's.
+  constexpr uint32_t kSlots = 48;
+  constexpr double kHalfLife = 8.0;
+  auto p = Make(GetParam(), kSlots, kHalfLife);
+  BruteForce ref(GetParam(), kSlots, kHalfLife);
+  std::vector<int64_t> slot_key(kSlots, -1), key_slot(160, -1);
+  std::vector<uint32_t> uses(160, 0);
+  std::vector<int64_t> last_use(160, -1);
+  std::vector<uint32_t> free_slots;
+  for (uint32_t s = kSlots; s-- > 0;) free_slots.push_back(s);
+  uint64_t rng = 11;
+  auto next = [&rng](uint64_t n) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (rng >> 33) % n;
+  };
+  auto drop = [&](uint32_t slot) {
+    p->Remove(slot);
+    ref.Remove(slot);
+    key_slot[slot_key[slot]] = -1;
+    slot_key[slot] = -1;
+    free_slots.push_back(slot);
+  };
+  size_t compared = 0;
+  for (int64_t batch = 0; batch < 400; ++batch) {
+    p->BeginBatch();
+    ref.BeginBatch();
+    std::vector<int64_t> keys;
+    while (keys.size() < 16) {
+      // Skewed: low keys far more often.
+      const int64_t key = static_cast<int64_t>(next(1 + next(160)));
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+    }
+    std::vector<uint32_t> hits;
+    std::vector<int64_t> misses;
+    for (int64_t key : keys) {
+      if (key_slot[key] >= 0) {
+        hits.push_back(static_cast<uint32_t>(key_slot[key]));
+      } else {
+        misses.push_back(key);
+      }
+    }
+    p->Touch(hits);
+    for (uint32_t slot : hits) ref.Touch(slot);
+    if (misses.size() > free_slots.size()) {
+      const size_t need = misses.size() - free_slots.size();
+      std::function<bool(uint32_t)> skip;
+      if (batch % 3 == 0) skip = [](uint32_t slot) { return slot % 5 == 0; };
+      std::vector<uint32_t> victims(need);
+      victims.resize(p->ChooseVictims(need, victims.data(), skip));
+      ASSERT_EQ(victims, ref.Choose(need, skip)) << "batch " << batch;
+      ++compared;
+      if (batch % 11 == 5) {
+        // The plan fails: nothing moves, the batch's misses get no slot.
+        for (int64_t key : keys) {
+          ++uses[key];
+          last_use[key] = batch;
+        }
+        continue;
+      }
+      for (uint32_t slot : victims) drop(slot);
+    }
+    for (int64_t key : misses) {
+      if (free_slots.empty()) break;
+      const uint32_t slot = free_slots.back();
+      free_slots.pop_back();
+      ASSERT_TRUE(p->Insert(slot, uses[key], last_use[key]).ok());
+      ref.Insert(slot, uses[key], last_use[key]);
+      slot_key[slot] = key;
+      key_slot[key] = slot;
+    }
+    for (int64_t key : keys) {
+      ++uses[key];
+      last_use[key] = batch;
+    }
+    // Now and then an eviction removes a slot the batches have not just used.
+    if (batch % 7 == 3) {
+      const uint32_t slot = static_cast<uint32_t>(next(kSlots));
+      if (slot_key[slot] >= 0 && last_use[slot_key[slot]] < batch - 1) drop(slot);
+    }
+  }
+  EXPECT_GT(compared, 100u);
 }
 
 TEST(EvictionPolicyTest, CreateRejectsBadOptions) {

@@ -309,30 +309,6 @@ TEST(MemoryStoreTest, RowAddressesAreStableAndShowWrites) {
             4 * (static_cast<int64_t>(slots[8]) - slots[7]));
 }
 
-TEST(MemoryStoreTest, DeviceTierIsChargedToTheBudgetAndReturnsItWhenDestroyed) {
-  MemoryBudget budget("variable_memory_max_size", 1000);
-  MemoryStoreOptions o;
-  o.tier = Tier::kDevice;
-  o.row_floats = 10;  // 40 bytes a row
-  o.capacity = 20;    // 800 bytes
-  o.budget = &budget;
-  o.label = "table \"user_table\"";
-  auto first = MemoryStore::Create(o);
-  ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_EQ(budget.used(), 800u);
-  o.capacity = 6;  // 240 bytes: 1040 > 1000
-  auto second = MemoryStore::Create(o);
-  ASSERT_TRUE(absl::IsResourceExhausted(second.status())) << second.status();
-  const std::string message(second.status().message());
-  EXPECT_THAT(message, HasSubstr("variable_memory_max_size"));
-  EXPECT_THAT(message, HasSubstr("user_table"));
-  EXPECT_THAT(message, HasSubstr("240"));
-  EXPECT_EQ(budget.used(), 800u);
-  first->reset();
-  EXPECT_EQ(budget.used(), 0u);
-  EXPECT_TRUE(MemoryStore::Create(o).ok());
-}
-
 TEST(MemoryStoreTest, RejectsBadOptions) {
   MemoryStoreOptions o;
   o.tier = Tier::kHost;
