@@ -114,9 +114,8 @@ Status TableImpl::ImportNpyUnguarded(const std::string& keys_path, const std::st
     if (padding_.contains(keys[i])) continue;
     uint32_t row = index_->Find(keys[i]);
     if (row == KeyIndex::kEmpty) {
-      row = AllocateRow();
+      row = AllocateRowFor(keys[i]);
       index_->Insert(keys[i], row);
-      BindRow(row, keys[i]);
       InitSlots(optimizer_, config_.dim, Row(row) + dim);
       if (evicting_) *Timestamp(row) = data_time_ == kNoTime ? 0 : data_time_;
       pending_.erase(keys[i]);

@@ -157,6 +157,12 @@ class TableImpl final : public EmbeddingTable {
     return static_cast<int64_t>(free_rows_.size()) + (device_rows_ - next_row_);
   }
   uint32_t AllocateRow();
+  // AllocateRowFor: AllocateRow, bound to `key` (BindRow) so that delta snapshots find it.
+  uint32_t AllocateRowFor(int64_t key) {
+    const uint32_t row = AllocateRow();
+    BindRow(row, key);
+    return row;
+  }
   Status FullError(int64_t needed) const;
   Status CheckKeyRange(absl::Span<const int64_t> keys) const;
   // The public batch calls run under CatchExceptions: a bad_alloc (a huge batch, a rehash)

@@ -121,12 +121,11 @@ Status TableImpl::ResolveUnguarded(absl::Span<const int64_t> keys,
     for (size_t j = 0; j < admit.size(); ++j) {
       const uint32_t i = admit[j];
       if (admitting_ && !pending_.empty()) pending_.erase(keys[i]);
-      const uint32_t row = AllocateRow();
+      const uint32_t row = AllocateRowFor(keys[i]);
       rows[i] = row;
       admit_keys[j] = keys[i];
       admit_rows[j] = row;
       MarkDirty(row);
-      BindRow(row, keys[i]);
       if (evicting_) *Timestamp(row) = std::numeric_limits<int64_t>::min();
     }
     index_->InsertBatch(admit_keys.data(), admit_rows.data(), admit.size());

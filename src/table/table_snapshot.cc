@@ -285,9 +285,8 @@ void TableImpl::LoadSnapshotRows(const TableSnapshot& snap, int64_t needed, RowB
     for (size_t i = 0; i < n; ++i) {
       uint32_t row = index_->Find(snap.keys[i]);
       if (row == KeyIndex::kEmpty) {
-        row = AllocateRow();
+        row = AllocateRowFor(snap.keys[i]);
         index_->Insert(snap.keys[i], row);
-        BindRow(row, snap.keys[i]);
       }
       rows[i] = row;
     }

@@ -659,18 +659,24 @@ TEST(TableSnapshotTest, BadSnapshotIsDataLossAndLeavesTableUnchanged) {
   EXPECT_EQ(u->size(), 3);
 }
 
+// TrainDim4: one training step of a dim-4 table: `keys` resolved at data time `time`, every
+// gradient element `grad`.
+void TrainDim4(EmbeddingTable& table, const std::vector<int64_t>& keys, int64_t time, float grad) {
+  std::vector<int64_t> ts(keys.size(), time);
+  std::vector<uint32_t> rows(keys.size());
+  ASSERT_TRUE(table.Resolve(keys, {}, ts, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+  std::vector<float> g(keys.size() * 4, grad);
+  EXPECT_TRUE(table.ApplyGradients(rows, g, 1).ok());
+}
+
 TEST(TableSnapshotTest, DeltaHoldsChangedRowsAndEvictedKeysAndReplaysExactly) {
   TableConfig c = Config(4, 1000);
   c.access_threshold = 1;
   c.eviction_threshold = 100;
   auto opt = SparseOptimizerConfig::Adagrad(0.1f);
   auto t = Make(c, opt);
-  auto train = [&](EmbeddingTable& tab, std::vector<int64_t> keys, int64_t time, float grad) {
-    std::vector<int64_t> ts(keys.size(), time);
-    std::vector<uint32_t> rows(keys.size());
-    ASSERT_TRUE(tab.Resolve(keys, {}, ts, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
-    std::vector<float> g(keys.size() * 4, grad);
-    EXPECT_TRUE(tab.ApplyGradients(rows, g, 1).ok());
+  auto train = [](EmbeddingTable& tab, std::vector<int64_t> keys, int64_t time, float grad) {
+    TrainDim4(tab, keys, time, grad);
   };
   std::vector<int64_t> first;
   for (int64_t k = 0; k < 100; ++k) first.push_back(k);
@@ -711,13 +717,7 @@ TEST(TableSnapshotTest, DeltaOfRowsFreedOrReboundSinceTheLastSnapshot) {
   c.eviction_threshold = 5;
   auto opt = SparseOptimizerConfig::SGD(0.1f);
   auto t = Make(c, opt);
-  auto train = [&](std::vector<int64_t> keys, int64_t time) {
-    std::vector<int64_t> ts(keys.size(), time);
-    std::vector<uint32_t> rows(keys.size());
-    ASSERT_TRUE(t->Resolve(keys, {}, ts, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
-    std::vector<float> g(keys.size() * 4, 1.0f);
-    EXPECT_TRUE(t->ApplyGradients(rows, g, 1).ok());
-  };
+  auto train = [&](std::vector<int64_t> keys, int64_t time) { TrainDim4(*t, keys, time, 1.0f); };
   train({1, 2, 3, 4}, 10);
   ASSERT_TRUE(t->Snapshot(EmbeddingTable::SnapshotKind::kFull).ok());
   // Keys 1, 2 and 3 change, then 1 and 3 are evicted (their rows freed, still dirty), then key

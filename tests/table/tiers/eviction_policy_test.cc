@@ -31,6 +31,19 @@ std::unique_ptr<EvictionPolicy> Make(EvictionPolicyKind kind, uint32_t capacity,
   return *std::move(p);
 }
 
+// SplitHits: the slots of the keys that have one (hits) and the keys that have none (misses);
+// key_slot[key] is the key's slot or -1.
+void SplitHits(const std::vector<int64_t>& keys, const std::vector<int64_t>& key_slot,
+               std::vector<uint32_t>* hits, std::vector<int64_t>* misses) {
+  for (int64_t key : keys) {
+    if (key_slot[key] >= 0) {
+      hits->push_back(static_cast<uint32_t>(key_slot[key]));
+    } else {
+      misses->push_back(key);
+    }
+  }
+}
+
 // Victims: ChooseVictims, then Remove each (as a caller that evicts them does).
 std::vector<uint32_t> Victims(EvictionPolicy& p, size_t n) {
   std::vector<uint32_t> v(n);
@@ -62,13 +75,7 @@ TEST_P(EvictionPolicyAll, NeverEvictsASlotOfTheCurrentOrThePreviousBatch) {
     }
     std::vector<uint32_t> hits;
     std::vector<int64_t> misses;
-    for (int64_t key : keys) {
-      if (key_slot[key] >= 0) {
-        hits.push_back(static_cast<uint32_t>(key_slot[key]));
-      } else {
-        misses.push_back(key);
-      }
-    }
+    SplitHits(keys, key_slot, &hits, &misses);
     p->Touch(hits);
     for (uint32_t s : hits) last_use[s] = batch;
     const size_t need = misses.size() > free_slots.size() ? misses.size() - free_slots.size() : 0;
@@ -347,13 +354,7 @@ TEST_P(EvictionPolicyAll, VictimsComeInTheOrderOfABruteForceScan) {
     }
     std::vector<uint32_t> hits;
     std::vector<int64_t> misses;
-    for (int64_t key : keys) {
-      if (key_slot[key] >= 0) {
-        hits.push_back(static_cast<uint32_t>(key_slot[key]));
-      } else {
-        misses.push_back(key);
-      }
-    }
+    SplitHits(keys, key_slot, &hits, &misses);
     p->Touch(hits);
     for (uint32_t slot : hits) ref.Touch(slot);
     if (misses.size() > free_slots.size()) {
