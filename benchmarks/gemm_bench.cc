@@ -5,10 +5,14 @@
 // BM_DlrmGemm: every multiply of the DLRM step (batch 4096; forward, input and weight gradients)
 // through ParallelSgemm on each backend against the kernel as it was before (Eigen split into row
 // blocks of >= 32 rows, so the weights were packed once per block): vs_old = old time / new time.
+// BM_DlrmAutoTune: the same multiplies with auto_tune_mode's tuned plans (gemm_tuner.h, tuned
+// once before timing, bank in a temporary folder) against the default plans, interleaved:
+// tuned_vs_default = default time / tuned time; `changed` = shapes whose plan differs.
 #include <benchmark/benchmark.h>
 
 #include <Eigen/Core>
 #include <chrono>
+#include <filesystem>
 #include <random>
 
 #include "oneapi/tbb/parallel_for.h"
@@ -16,6 +20,7 @@
 #include "recsdk/recsdk.h"
 #include "src/device/cpu/fast_kernels.h"
 #include "src/device/cpu/gemm.h"
+#include "src/device/cpu/gemm_tuner.h"
 
 namespace {
 
@@ -167,6 +172,55 @@ void BM_DlrmGemm(benchmark::State& state) {
                                                      : "onednn missing: eigen twice");
 }
 BENCHMARK(BM_DlrmGemm)->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+void BM_DlrmAutoTune(benchmark::State& state) {
+  using recsdk::internal::GemmPlan;
+  using recsdk::internal::GemmShape;
+  const int threads = static_cast<int>(state.range(0));
+  const std::string bank =
+      (std::filesystem::temp_directory_path() / "recsdk_gemm_bench_bank").string();
+  std::filesystem::remove_all(bank);
+  auto tuner = recsdk::internal::GemmTuner::Create(bank, threads);
+  if (!tuner.ok()) {
+    state.SkipWithError(std::string(tuner.status().message()).c_str());
+    return;
+  }
+  std::vector<Mat> as, bs, cs;
+  std::vector<GemmShape> shapes;
+  std::vector<GemmPlan> tuned, defaults;
+  for (const DlrmShape& s : kDlrmShapes) {
+    as.push_back(Mat::Random(s.ta ? s.k : s.m, s.ta ? s.m : s.k));
+    bs.push_back(Mat::Random(s.tb ? s.n : s.k, s.tb ? s.k : s.n));
+    cs.push_back(Mat(s.m, s.n));
+    shapes.push_back({0, s.m, s.n, s.k, s.ta, s.tb});
+    defaults.push_back(recsdk::internal::DefaultGemmPlan(s.m, s.n, s.k));
+  }
+  tbb::task_arena arena(threads);
+  int changed = 0;
+  arena.execute([&] {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      tuned.push_back((*tuner)->Plan(shapes[i], as[i].data(), bs[i].data(), cs[i].data()));
+      changed += !(tuned[i] == defaults[i]);
+    }
+  });
+  auto step = [&](const std::vector<GemmPlan>& plans) {
+    arena.execute([&] {
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        recsdk::internal::RunGemmPlan(plans[i], shapes[i], as[i].data(), bs[i].data(),
+                                      cs[i].data());
+      }
+    });
+  };
+  double t_default = 0, t_tuned = 0;
+  for (auto _ : state) {
+    t_default += SecondsPerCall([&] { step(defaults); }, 3);
+    t_tuned += SecondsPerCall([&] { step(tuned); }, 3);
+  }
+  state.counters["tuned_vs_default"] = t_default / t_tuned;
+  state.counters["changed"] = changed;
+  std::filesystem::remove_all(bank);
+}
+BENCHMARK(BM_DlrmAutoTune)->Arg(1)->Arg(2)->Iterations(5)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

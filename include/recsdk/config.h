@@ -128,9 +128,19 @@ struct SessionConfig {
   // an error listing the known ones.
   std::string enable_scope_fusion_passes;
 
-  // auto_tune_mode: "" (default, off) or a comma list of "RL", "GA". Tuning is not built; a
-  // non-empty value is an error.
+  // auto_tune_mode: "" (default, off) or a comma list of "RL", "GA". Any value turns on the CPU
+  // backend's GEMM tuner (src/device/cpu/gemm_tuner.h): the first time a float32 product shape
+  // runs (MatMul, FusedDense, BatchMatMul), every candidate plan (backend x blocks of C by rows
+  // or columns, at most 14) is timed on the real operands and the fastest is kept for that
+  // shape, in this process and in the tune bank file tune_bank_path/gemm.tsv, keyed by CPU
+  // model, threads and shape, so later runs start tuned. The space is small enough to measure
+  // whole, so RL and GA (the spec's search methods) mean the same here. Exclusive with
+  // deterministic (a choice by timing changes bits).
   std::string auto_tune_mode;
+  // tune_bank_path (ours; the spec's tools read TUNE_BANK_PATH): the folder of the tune bank.
+  // Default "tune_bank" (relative to the working directory), created when the first shape is
+  // tuned.
+  std::string tune_bank_path = "tune_bank";
 
   // op_debug_level: 0 (default) none; 1 and 2 write per-op debug information (op, inputs,
   // output dtypes and shapes, kernel key, creating pass) and the list of passes that ran to the

@@ -218,10 +218,16 @@ Status SessionConfig::Validate() const {
     for (const std::string& m : SplitList(auto_tune_mode, ',')) {
       RECSDK_RETURN_IF_ERROR(OneOf("auto_tune_mode", m, {"RL", "GA"}));
     }
-    return Invalid(fmt::format(
-        "auto_tune_mode: \"{}\" asks for kernel auto-tuning, which this runtime does not have "
-        "yet; leave it empty",
-        auto_tune_mode));
+    if (deterministic) {
+      return Invalid(fmt::format(
+          "auto_tune_mode: \"{}\" with deterministic: tuning picks GEMM plans by timing, which "
+          "changes result bits between runs and thread counts; clear auto_tune_mode or "
+          "deterministic",
+          auto_tune_mode));
+    }
+    if (tune_bank_path.empty()) {
+      return Invalid("tune_bank_path: empty with auto_tune_mode set; give a directory");
+    }
   }
   if (op_debug_level < 0 || op_debug_level > 3) {
     return Invalid(fmt::format(
@@ -379,6 +385,7 @@ const std::vector<OptionIo>& Options() {
       Field("variable_format_optimize", &SessionConfig::variable_format_optimize),
       Field("enable_scope_fusion_passes", &SessionConfig::enable_scope_fusion_passes),
       Field("auto_tune_mode", &SessionConfig::auto_tune_mode),
+      Field("tune_bank_path", &SessionConfig::tune_bank_path),
       Field("op_debug_level", &SessionConfig::op_debug_level),
       Field("kernel_meta_dir", &SessionConfig::kernel_meta_dir),
       Field("profiling_mode", &SessionConfig::profiling_mode),

@@ -156,7 +156,6 @@ TEST(SessionConfigTest, OptionsThatCannotTakeEffectSaySo) {
       {[](SessionConfig& c) { c.hcom_parallel = true; }, "distributed"},
       {[](SessionConfig& c) { c.is_tailing_optimization = true; }, "distributed"},
       {[](SessionConfig& c) { c.enable_reduce_precision = true; }, "not supported"},
-      {[](SessionConfig& c) { c.auto_tune_mode = "RL,GA"; }, "auto-tuning"},
       {[](SessionConfig& c) { c.auto_tune_mode = "XX"; }, "\"XX\""},
       {[](SessionConfig& c) { c.enable_scope_fusion_passes = "MatMulBiasAdd"; }, "MatMulBiasAdd"},
   };
@@ -165,6 +164,15 @@ TEST(SessionConfigTest, OptionsThatCannotTakeEffectSaySo) {
     set(c);
     ExpectInvalid(c, {fragment});
   }
+  // auto_tune_mode tunes by timing (tests/device/cpu/gemm_tuner_test.cc): not with deterministic.
+  SessionConfig tune;
+  tune.auto_tune_mode = "RL,GA";
+  EXPECT_TRUE(tune.Validate().ok()) << tune.Validate();
+  tune.deterministic = true;
+  ExpectInvalid(tune, {"auto_tune_mode", "deterministic", "clear"});
+  tune.deterministic = false;
+  tune.tune_bank_path = "";
+  ExpectInvalid(tune, {"tune_bank_path"});
   SessionConfig both;
   both.precision_mode = "must_keep_origin_dtype";
   both.precision_mode_v2 = "origin";

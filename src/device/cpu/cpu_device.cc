@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "oneapi/tbb/task_arena.h"
+#include "src/device/cpu/gemm_tuner.h"
 #include "src/device/cpu/kernel_util.h"
 
 namespace recsdk::internal {
@@ -45,10 +46,14 @@ class CpuDevice final : public Device {
                      : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {}
   DataTransfer& data_transfer() override { return transfer_; }
   int IntraOpThreads() const override { return threads_; }
+  // gemm_tuner: auto_tune_mode's tuner, null when tuning is off.
+  GemmTuner* gemm_tuner() const { return gemm_tuner_.get(); }
+  void set_gemm_tuner(std::unique_ptr<GemmTuner> t) { gemm_tuner_ = std::move(t); }
 
  private:
   int threads_;
   CpuDataTransfer transfer_;
+  std::unique_ptr<GemmTuner> gemm_tuner_;
 };
 
 }  // namespace
@@ -100,6 +105,11 @@ std::vector<std::string> DeviceRegistry::Types() const {
   return out;
 }
 
+GemmTuner* CpuGemmTuner(Device* device) {
+  auto* cpu = dynamic_cast<CpuDevice*>(device);
+  return cpu == nullptr ? nullptr : cpu->gemm_tuner();
+}
+
 // op_select_implmode's high_precision / high_performance variants (implmode_kernels.cc).
 void RegisterCpuImplModeKernels(KernelRegistry& r);
 
@@ -108,7 +118,13 @@ void RegisterCpuBackend() {
   std::call_once(once, [] {
     DeviceRegistry::Global().Register(
         "cpu", [](const SessionConfig& config) -> StatusOr<std::unique_ptr<Device>> {
-          return std::unique_ptr<Device>(new CpuDevice(config));
+          auto device = std::make_unique<CpuDevice>(config);
+          if (!config.auto_tune_mode.empty()) {
+            RECSDK_ASSIGN_OR_RETURN(
+                auto tuner, GemmTuner::Create(config.tune_bank_path, device->IntraOpThreads()));
+            device->set_gemm_tuner(std::move(tuner));
+          }
+          return std::unique_ptr<Device>(std::move(device));
         });
     KernelRegistry& r = KernelRegistry::Global();
     RegisterCpuArrayKernels(r);

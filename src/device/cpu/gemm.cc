@@ -83,34 +83,56 @@ void SingleSgemm(GemmBackend backend, int64_t m, int64_t n, int64_t k, const flo
   Fast().sgemm(m, n, k, a, lda, trans_a, b, ldb, trans_b, c, ldc);
 }
 
+GemmPlan DefaultGemmPlan(int64_t m, int64_t n, int64_t k) {
+  // At most four blocks, each at least 64 rows: each operand is packed at most four times per
+  // multiply. Four blocks keep two threads balanced on the DLRM shapes, including the weight
+  // gradients' short C (367 rows).
+  const double flops = 2.0 * static_cast<double>(m) * n * k;
+  constexpr int64_t kMaxParts = 4;
+  return {BestGemmBackend(),
+          static_cast<int>(flops < 2e6 ? 1 : std::clamp<int64_t>(m / 64, 1, kMaxParts))};
+}
+
 void ParallelSgemm(GemmBackend backend, int64_t m, int64_t n, int64_t k, const float* a,
                    bool trans_a, const float* b, bool trans_b, float* c,
                    const GemmEpilogue& epilogue) {
+  GemmPlan plan = DefaultGemmPlan(m, n, k);
+  plan.backend = backend;
+  ParallelSgemm(plan, m, n, k, a, trans_a, b, trans_b, c, epilogue);
+}
+
+void ParallelSgemm(const GemmPlan& plan, int64_t m, int64_t n, int64_t k, const float* a,
+                   bool trans_a, const float* b, bool trans_b, float* c,
+                   const GemmEpilogue& epilogue) {
   const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
-  const double flops = 2.0 * static_cast<double>(m) * n * k;
-  // Row blocks of C, at most kMaxParts, each a multiple of 16 rows (the kernels' vector tiles
-  // stay full) and at least 64: each operand is packed at most kMaxParts times per multiply. The
-  // split depends on the shape only, never on the thread count, so results are bitwise the same
-  // at any number of threads (deterministic mode relies on it). Four blocks keep two threads
-  // balanced on the DLRM shapes, including the weight gradients' short C (367 rows).
-  constexpr int64_t kMaxParts = 4;
-  const int64_t parts = flops < 2e6 ? 1 : std::clamp<int64_t>(m / 64, 1, kMaxParts);
+  // Row blocks of C, each a multiple of 16 rows (the kernels' vector tiles stay full). The split
+  // depends on the plan and shape only, never on the thread count, so results are bitwise the
+  // same at any number of threads (deterministic mode relies on it).
+  const int64_t parts = std::max(plan.parts, 1);
   if (parts <= 1) {
-    SingleSgemm(backend, m, n, k, a, lda, trans_a, b, ldb, trans_b, c, n);
+    SingleSgemm(plan.backend, m, n, k, a, lda, trans_a, b, ldb, trans_b, c, n);
     if (epilogue) epilogue(0, m);
     return;
   }
-  const int64_t block = ((m + parts - 1) / parts + 15) & ~int64_t{15};
+  const int64_t extent = plan.split_columns ? n : m;
+  const int64_t block = ((extent + parts - 1) / parts + 15) & ~int64_t{15};
   tbb::parallel_for(
       int64_t{0}, parts,
       [&](int64_t p) {
-        const int64_t s = std::min(m, p * block), e = std::min(m, s + block);
+        const int64_t s = std::min(extent, p * block), e = std::min(extent, s + block);
         if (s >= e) return;
+        if (plan.split_columns) {
+          // C[:, s:e] = op(A) op(B)[:, s:e]: B's columns s.. start at b + s (or row s of B^T).
+          const float* bb = trans_b ? b + s * ldb : b + s;
+          SingleSgemm(plan.backend, m, e - s, k, a, lda, trans_a, bb, ldb, trans_b, c + s, n);
+          return;
+        }
         const float* ab = trans_a ? a + s : a + s * lda;
-        SingleSgemm(backend, e - s, n, k, ab, lda, trans_a, b, ldb, trans_b, c + s * n, n);
+        SingleSgemm(plan.backend, e - s, n, k, ab, lda, trans_a, b, ldb, trans_b, c + s * n, n);
         if (epilogue) epilogue(s, e);
       },
       tbb::simple_partitioner());
+  if (plan.split_columns && epilogue) epilogue(0, m);
 }
 
 void SgemmReference(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, bool trans_a,

@@ -46,6 +46,26 @@ inline void ParallelSgemm(int64_t m, int64_t n, int64_t k, const float* a, bool 
   ParallelSgemm(BestGemmBackend(), m, n, k, a, trans_a, b, trans_b, c, epilogue);
 }
 
+// GemmPlan: how ParallelSgemm runs one product: the backend and the number of blocks of C, by
+// rows or (split_columns) by columns, each block one task (1 = the calling thread alone).
+// auto_tune_mode's GemmTuner (gemm_tuner.h) measures plans per shape; DefaultGemmPlan is the
+// choice without tuning.
+struct GemmPlan {
+  GemmBackend backend = GemmBackend::kEigen;
+  int parts = 1;
+  bool split_columns = false;
+  bool operator==(const GemmPlan&) const = default;
+};
+// DefaultGemmPlan: BestGemmBackend() and up to four blocks of at least 64 rows (a multiple of 16),
+// one block below 2 MFLOP. Depends on the shape only, never on the thread count.
+GemmPlan DefaultGemmPlan(int64_t m, int64_t n, int64_t k);
+// ParallelSgemm with an explicit plan. Blocks are multiples of 16 rows or columns, so fewer than
+// `parts` run when C is small. With split_columns the epilogue runs once, on all rows, after
+// every block.
+void ParallelSgemm(const GemmPlan& plan, int64_t m, int64_t n, int64_t k, const float* a,
+                   bool trans_a, const float* b, bool trans_b, float* c,
+                   const GemmEpilogue& epilogue = nullptr);
+
 // SgemmReference: the oracle, a plain triple loop accumulating in double.
 void SgemmReference(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, bool trans_a,
                     const float* b, int64_t ldb, bool trans_b, float* c, int64_t ldc);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "src/device/cpu/gemm.h"
+#include "src/device/cpu/gemm_tuner.h"
 #include "src/device/cpu/kernel_util.h"
 
 namespace recsdk::internal {
@@ -22,9 +23,10 @@ void GemmEigen(int64_t m, int64_t n, int64_t k, const T* a, bool ta, const T* b,
 }
 
 template <typename T>
-void Gemm(int64_t m, int64_t n, int64_t k, const T* a, bool ta, const T* b, bool tb, T* c) {
+void Gemm(Device* device, int64_t m, int64_t n, int64_t k, const T* a, bool ta, const T* b, bool tb,
+          T* c) {
   if constexpr (std::is_same_v<T, float>) {
-    ParallelSgemm(m, n, k, a, ta, b, tb, c);
+    RunGemm(device, GemmShape{0, m, n, k, ta, tb}, a, b, c);
   } else {
     GemmEigen<T>(m, n, k, a, ta, b, tb, c);
   }
@@ -50,7 +52,7 @@ Status MatMulTyped(OpKernelContext& ctx) {
     std::fill_n(out->data<T>(), m * n, T(0));
     return absl::OkStatus();
   }
-  Gemm<T>(m, n, k, a.data<T>(), ta, b.data<T>(), tb, out->data<T>());
+  Gemm<T>(ctx.device(), m, n, k, a.data<T>(), ta, b.data<T>(), tb, out->data<T>());
   return absl::OkStatus();
 }
 
@@ -85,16 +87,15 @@ Status BatchMatMulTyped(OpKernelContext& ctx) {
   const T* xs = x.data<T>();
   const T* ys = y.data<T>();
   T* os = out->data<T>();
-  ParallelFor(batch, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t bi = b0; bi < b1; ++bi) {
-      if constexpr (std::is_same_v<T, float>) {
-        SingleSgemm(BestGemmBackend(), m, n, k, xs + bi * m * k, ax ? m : k, ax, ys + bi * k * n,
-                    ay ? k : n, ay, os + bi * m * n, n);
-      } else {
+  if constexpr (std::is_same_v<T, float>) {
+    RunGemm(ctx.device(), GemmShape{batch, m, n, k, ax, ay}, xs, ys, os);
+  } else {
+    ParallelFor(batch, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t bi = b0; bi < b1; ++bi) {
         GemmEigen<T>(m, n, k, xs + bi * m * k, ax, ys + bi * k * n, ay, os + bi * m * n);
       }
-    }
-  });
+    });
+  }
   return absl::OkStatus();
 }
 
@@ -130,7 +131,8 @@ Status FusedDenseTyped(OpKernelContext& ctx) {
     std::fill_n(c, m * n, T(0));
     epilogue(0, m);
   } else if constexpr (std::is_same_v<T, float>) {
-    ParallelSgemm(m, n, k, a.data<T>(), false, w.data<T>(), false, c, epilogue);
+    RunGemm(ctx.device(), GemmShape{0, m, n, k, false, false}, a.data<T>(), w.data<T>(), c,
+            epilogue);
   } else {
     GemmEigen<T>(m, n, k, a.data<T>(), false, w.data<T>(), false, c);
     epilogue(0, m);
