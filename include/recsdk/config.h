@@ -124,8 +124,10 @@ struct SessionConfig {
   bool variable_format_optimize = true;
 
   // enable_scope_fusion_passes: comma-separated names of optional fusion passes to run. Default
-  // "". Known: "fuse_dense" (MatMul + BiasAdd (+ Relu) as one FusedDense node); any other name is
-  // an error listing the known ones.
+  // "". Known: "fuse_dense" (MatMul + BiasAdd (+ Relu) as one FusedDense node) and
+  // "fuse_gather_concat" (pooled lookups concatenated along axis 1 as one TableGatherConcat node
+  // that pools each table straight into its columns); any other name is an error listing the
+  // known ones.
   std::string enable_scope_fusion_passes;
 
   // auto_tune_mode: "" (default, off) or a comma list of "RL", "GA". Any value turns on the CPU

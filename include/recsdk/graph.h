@@ -15,6 +15,7 @@
 #ifndef RECSDK_GRAPH_H_
 #define RECSDK_GRAPH_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -136,6 +137,17 @@ class Node {
   void SetAttr(const std::string& name, AttrValue value) { attrs_[name] = std::move(value); }
   void set_input(int i, Output source) { inputs_[i] = source; }
   void AddControlInput(Node* node) { control_inputs_.push_back(node); }
+  // ReplaceControlInput: a control input on `from` becomes one on `to` (for a pass that moves
+  // `from`'s work into `to`); no change when there is none, and no duplicate when `to` is one.
+  void ReplaceControlInput(const Node* from, Node* to) {
+    auto it = std::find(control_inputs_.begin(), control_inputs_.end(), from);
+    if (it == control_inputs_.end()) return;
+    if (std::find(control_inputs_.begin(), control_inputs_.end(), to) != control_inputs_.end()) {
+      control_inputs_.erase(it);
+    } else {
+      *it = to;
+    }
+  }
   // ReplaceOp: turns the node into another op (type, data inputs and attributes), keeping its
   // name, control inputs and outputs, so every consumer and every "name:index" still refers to
   // it. The pass guarantees the new op produces outputs of the same dtypes and shapes. An input

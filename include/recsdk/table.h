@@ -290,6 +290,15 @@ class EmbeddingTable {
                                             absl::Span<const uint32_t> restore_index, int64_t batch,
                                             int64_t n, Combiner combiner,
                                             absl::Span<float> out) const = 0;
+  // GatherPooledStrided: GatherPooled into rows `out_stride` floats apart: out[b * out_stride + d]
+  // for d < dim, leaving the floats between rows untouched, e.g. one table's columns of a
+  // concatenated [batch, width] activation (the fused gather + concat). out_stride >= dim, and out
+  // must hold at least (batch - 1) * out_stride + dim floats.
+  [[nodiscard]] virtual Status GatherPooledStrided(absl::Span<const uint32_t> unique_rows,
+                                                   absl::Span<const uint32_t> restore_index,
+                                                   int64_t batch, int64_t n, Combiner combiner,
+                                                   int64_t out_stride,
+                                                   absl::Span<float> out) const = 0;
   // PaddingMask: mask[i] = 0 where position i holds a padding key, else 1
   // (mask is [restore_index.size()]).
   [[nodiscard]] virtual Status PaddingMask(absl::Span<const uint32_t> unique_rows,

@@ -207,10 +207,10 @@ Status SessionConfig::Validate() const {
   for (std::string name : SplitList(enable_scope_fusion_passes, ',')) {
     name.erase(0, name.find_first_not_of(' '));
     name.erase(name.find_last_not_of(' ') + 1);
-    if (name != "fuse_dense") {
+    if (name != "fuse_dense" && name != "fuse_gather_concat") {
       return Invalid(fmt::format(
           "enable_scope_fusion_passes: \"{}\" is not a fusion pass of this runtime (known: "
-          "fuse_dense); remove it",
+          "fuse_dense, fuse_gather_concat); remove it",
           name));
     }
   }

@@ -98,6 +98,11 @@ class ProtectedEvictTable final : public EmbeddingTable {
                       int64_t n, Combiner c, absl::Span<float> out) const override {
     return inner_->GatherPooled(u, r, b, n, c, out);
   }
+  Status GatherPooledStrided(absl::Span<const uint32_t> u, absl::Span<const uint32_t> r, int64_t b,
+                             int64_t n, Combiner c, int64_t stride,
+                             absl::Span<float> out) const override {
+    return inner_->GatherPooledStrided(u, r, b, n, c, stride, out);
+  }
   Status PaddingMask(absl::Span<const uint32_t> u, absl::Span<const uint32_t> r,
                      absl::Span<float> mask) const override {
     return inner_->PaddingMask(u, r, mask);

@@ -42,6 +42,9 @@ void DeclareTableOpAttrSchemas(OpRegistry& r) {
                       {RequiredAttr("table_name", T::kString), Attr("num_features", T::kInt, 1),
                        RequiredAttr("dim", T::kInt), RequiredAttr("combiner", T::kString),
                        Attr("is_grad", T::kBool, true), Attr("padding_mask", T::kBool, false)});
+  r.DeclareAttrsOrDie(kTableGatherConcatOp,
+                      {RequiredAttr("segment_kinds", T::kInts),
+                       RequiredAttr("combiners", T::kStrings), RequiredAttr("dims", T::kInts)});
   r.DeclareAttrsOrDie(kTableGradAggregateOp,
                       {Attr("num_features", T::kInt, 1), RequiredAttr("dim", T::kInt),
                        RequiredAttr("combiner", T::kString)});

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -379,6 +380,57 @@ Status GatherShape(InferenceContext& c) {
   return absl::OkStatus();
 }
 
+// GatherConcatSegment: one segment of a TableGatherConcat: its first input and its width.
+struct GatherConcatSegment {
+  bool gather = false;
+  int input = 0;
+  int gather_index = 0;  // into combiners and dims
+};
+
+StatusOr<std::vector<GatherConcatSegment>> GatherConcatSegments(
+    const std::vector<int64_t>& kinds, int64_t num_dims, int num_inputs,
+    const std::function<Status(std::string)>& error) {
+  std::vector<GatherConcatSegment> out;
+  int input = 0, gathers = 0;
+  for (int64_t kind : kinds) {
+    if (kind != 0 && kind != 1) return error(fmt::format("segment kind {} is not 0 or 1", kind));
+    out.push_back({kind == 1, input, gathers});
+    input += kind == 1 ? 3 : 1;
+    gathers += kind == 1 ? 1 : 0;
+  }
+  if (input != num_inputs || gathers != num_dims) {
+    return error(fmt::format("{} segments ({} gathers) need {} inputs and {} dims, got {} and {}",
+                             kinds.size(), gathers, input, gathers, num_inputs, num_dims));
+  }
+  return out;
+}
+
+Status GatherConcatShape(InferenceContext& c) {
+  const std::vector<int64_t> dims = c.IntsAttr("dims");
+  RECSDK_ASSIGN_OR_RETURN(
+      auto segments,
+      GatherConcatSegments(c.IntsAttr("segment_kinds"), static_cast<int64_t>(dims.size()),
+                           c.num_inputs(), [&](std::string m) { return c.Error("{}", m); }));
+  int64_t batch = -1, width = 0;
+  for (const GatherConcatSegment& s : segments) {
+    if (s.gather) {
+      RECSDK_RETURN_IF_ERROR(c.ExpectDType(s.input, DType::kResource));
+      RECSDK_RETURN_IF_ERROR(c.ExpectDType(s.input + 1, DType::kInt32));
+      RECSDK_RETURN_IF_ERROR(c.ExpectDType(s.input + 2, DType::kInt32));
+      RECSDK_RETURN_IF_ERROR(c.ExpectRank(s.input + 2, 2));
+    } else {
+      RECSDK_RETURN_IF_ERROR(c.ExpectDType(s.input, DType::kFloat32));
+      RECSDK_RETURN_IF_ERROR(c.ExpectRank(s.input, 2));
+    }
+    const Shape& in = c.input_shape(s.gather ? s.input + 2 : s.input);
+    if (batch < 0) batch = in.dim(0);
+    const int64_t w = s.gather ? dims[s.gather_index] : in.dim(1);
+    width = width < 0 || w < 0 ? -1 : width + w;
+  }
+  c.AddOutput(DType::kFloat32, Shape{batch, width});
+  return absl::OkStatus();
+}
+
 Status AggregateShape(InferenceContext& c) {
   const int k = static_cast<int>(c.IntAttr("num_features", 1));
   if (c.num_inputs() != 1 + 2 * k)
@@ -511,6 +563,76 @@ Status TableGatherKernel(OpKernelContext& ctx) {
   return absl::OkStatus();
 }
 
+// TableGatherConcatKernel: each pooled gather writes its [batch, dim] straight into its columns
+// of the [batch, width] output (no per-table buffer, no concat copy); dense segments are copied.
+Status TableGatherConcatKernel(OpKernelContext& ctx) {
+  const std::vector<int64_t> dims = ctx.node().IntsAttr("dims");
+  const std::vector<std::string> combiners = ctx.node().StringsAttr("combiners");
+  RECSDK_ASSIGN_OR_RETURN(
+      auto segments,
+      GatherConcatSegments(ctx.node().IntsAttr("segment_kinds"), static_cast<int64_t>(dims.size()),
+                           ctx.num_inputs(), [&](std::string m) { return ctx.Error("{}", m); }));
+  if (combiners.size() != dims.size()) {
+    return ctx.Error("{} combiners for {} gathers", combiners.size(), dims.size());
+  }
+  int64_t batch = -1, width = 0;
+  for (const GatherConcatSegment& s : segments) {
+    const Tensor& in = ctx.input(s.gather ? s.input + 2 : s.input);
+    if (in.rank() != 2)
+      return ctx.Error("input {} is {}, not a matrix", s.input, in.shape().ToString());
+    if (batch >= 0 && in.dim(0) != batch) {
+      return ctx.Error(
+          "segments have batch {} and {}: feed every lookup and dense input the same "
+          "batch",
+          batch, in.dim(0));
+    }
+    batch = in.dim(0);
+    width += s.gather ? dims[s.gather_index] : in.dim(1);
+  }
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(
+                                            0, Shape{std::max<int64_t>(batch, 0), width}));
+  float* o = out->data<float>();
+  int64_t column = 0;
+  for (const GatherConcatSegment& s : segments) {
+    const absl::Span<float> at =
+        out->flat<float>().subspan(static_cast<size_t>(std::min(column, out->num_elements())));
+    if (!s.gather) {
+      const Tensor& in = ctx.input(s.input);
+      const int64_t w = in.dim(1);
+      const float* src = in.data<float>();
+      ParallelFor(batch, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(w, 1)),
+                  [&](int64_t b0, int64_t b1) {
+                    for (int64_t b = b0; b < b1; ++b) {
+                      std::copy_n(src + b * w, w, o + b * width + column);
+                    }
+                  });
+      column += w;
+      continue;
+    }
+    auto* t = dynamic_cast<TableResource*>(ResourceFromTensor(ctx.input(s.input)));
+    if (t == nullptr) return ctx.Error("input {} is not a table handle", s.input);
+    const EmbeddingTable& table = *t->table();
+    const int64_t dim = dims[s.gather_index];
+    if (table.dim() != dim) {
+      return ctx.Error("table \"{}\" has dim {}, the fused gather expects {}", table.name(),
+                       table.dim(), dim);
+    }
+    const Tensor& unique = ctx.input(s.input + 1);
+    const Tensor& restore = ctx.input(s.input + 2);
+    RECSDK_RETURN_IF_ERROR(CheckRestore(ctx, restore, unique.num_elements()));
+    RECSDK_ASSIGN_OR_RETURN(auto combiner, ParseCombiner(combiners[s.gather_index]));
+    if (!combiner) return ctx.Error("gather segment {} is not pooled", s.gather_index);
+    RECSDK_RETURN_IF_ERROR(table.GatherPooledStrided(
+        absl::Span<const uint32_t>(reinterpret_cast<const uint32_t*>(unique.data<int32_t>()),
+                                   unique.num_elements()),
+        absl::Span<const uint32_t>(reinterpret_cast<const uint32_t*>(restore.data<int32_t>()),
+                                   restore.num_elements()),
+        restore.dim(0), restore.dim(1), *combiner, width, at));
+    column += dim;
+  }
+  return absl::OkStatus();
+}
+
 Status TableGradAggregateKernel(OpKernelContext& ctx) {
   const Tensor& unique = ctx.input(0);
   const int k = static_cast<int>(ctx.node().IntAttr("num_features", 1));
@@ -636,6 +758,7 @@ void RegisterTableOps() {
     r.Register(Stateful(kSparseLookupOp, 2, -1, LookupShape));
     r.Register(Stateful(kTableGatherOp, 3, -1, GatherShape));
     r.Register(Stateful(kTableGradAggregateOp, 3, -1, AggregateShape));
+    r.Register(Stateful(kTableGatherConcatOp, 1, -1, GatherConcatShape));
     r.Register(Stateful(kTableApplyOp, 4, -1, ApplyShape));
     r.Register(Stateful(kTableLookupGroupOp, 3, -1, GroupShape));
     r.Register(Stateful(kTableLookupForwardOp, 1, -1, ForwardShape));
@@ -646,6 +769,7 @@ void RegisterTableOps() {
     k.RegisterFn(kSparseLookupOp, kCpu, {any}, SparseLookupKernel);
     k.RegisterFn(kTableGatherOp, kCpu, {any}, TableGatherKernel);
     k.RegisterFn(kTableGradAggregateOp, kCpu, {any}, TableGradAggregateKernel);
+    k.RegisterFn(kTableGatherConcatOp, kCpu, {any}, TableGatherConcatKernel);
     k.RegisterFn(kTableApplyOp, kCpu, {any}, TableApplyKernel);
     k.RegisterFn(kTableLookupGroupOp, kCpu, {any}, TableLookupGroupKernel);
     k.RegisterFn(kTableLookupForwardOp, kCpu, {any}, TableLookupForwardKernel);

@@ -35,6 +35,12 @@ inline constexpr char kTableGradAggregateOp[] = "TableGradAggregate";
 inline constexpr char kTableApplyOp[] = "TableApply";
 inline constexpr char kTableLookupGroupOp[] = "TableLookupGroup";
 inline constexpr char kTableLookupForwardOp[] = "TableLookupForward";
+// TableGatherConcat: pooled TableGathers and dense columns concatenated along axis 1, each
+// gathered straight into its columns (the fuse_gather_concat pass, src/session/passes/).
+// Inputs, per segment in column order: a pooled gather's (handle, unique rows, restore), or one
+// dense float32 [batch, width] tensor. Attrs: segment_kinds (0 dense, 1 gather), and per gather
+// segment combiners and dims.
+inline constexpr char kTableGatherConcatOp[] = "TableGatherConcat";
 
 // DeclareTableOpAttrSchemas: the attribute schemas of the table ops (table_op_schemas.cc), declared
 // by RegisterTableOps right after it registers them.

@@ -243,6 +243,10 @@ class TableImpl final : public EmbeddingTable {
   Status GatherPooled(absl::Span<const uint32_t> unique_rows, absl::Span<const uint32_t> restore,
                       int64_t batch, int64_t n, Combiner combiner,
                       absl::Span<float> out) const override;
+  Status GatherPooledStrided(absl::Span<const uint32_t> unique_rows,
+                             absl::Span<const uint32_t> restore, int64_t batch, int64_t n,
+                             Combiner combiner, int64_t out_stride,
+                             absl::Span<float> out) const override;
   // CheckSpan: InvalidArgument naming `what` unless it holds `rows` rows of `per_row` floats.
   Status CheckSpan(const char* what, size_t size, size_t rows, size_t per_row) const;
   // CheckRowsAndRestore: every restore index points into unique_rows, and every row id is one

@@ -232,6 +232,15 @@ Status TableImpl::GatherRestored(absl::Span<const uint32_t> unique_rows,
 Status TableImpl::GatherPooled(absl::Span<const uint32_t> unique_rows,
                                absl::Span<const uint32_t> restore, int64_t batch, int64_t n,
                                Combiner combiner, absl::Span<float> out_span) const {
+  RECSDK_RETURN_IF_ERROR(CheckSpan("GatherPooled's output", out_span.size(),
+                                   static_cast<size_t>(std::max<int64_t>(batch, 0)), config_.dim));
+  return GatherPooledStrided(unique_rows, restore, batch, n, combiner, config_.dim, out_span);
+}
+
+Status TableImpl::GatherPooledStrided(absl::Span<const uint32_t> unique_rows,
+                                      absl::Span<const uint32_t> restore, int64_t batch, int64_t n,
+                                      Combiner combiner, int64_t stride,
+                                      absl::Span<float> out_span) const {
   const std::optional<int64_t> positions = batch < 0 || n < 0 ? std::nullopt : CheckedMul(batch, n);
   if (!positions || static_cast<int64_t>(restore.size()) != *positions) {
     return absl::InvalidArgumentError(
@@ -239,15 +248,25 @@ Status TableImpl::GatherPooled(absl::Span<const uint32_t> unique_rows,
                     "batch * n of them",
                     name(), batch, n, restore.size()));
   }
-  RECSDK_RETURN_IF_ERROR(
-      CheckSpan("GatherPooled's output", out_span.size(), static_cast<size_t>(batch), config_.dim));
+  // The last row ends (batch - 1) * stride + dim floats in.
+  std::optional<int64_t> span_end = 0;
+  if (batch > 0) {
+    span_end = CheckedMul(batch - 1, stride);
+    if (span_end) span_end = CheckedAdd(*span_end, int64_t{config_.dim});
+  }
+  if (stride < config_.dim || !span_end || static_cast<int64_t>(out_span.size()) < *span_end) {
+    return absl::InvalidArgumentError(fmt::format(
+        "table \"{}\": pooled output of {} rows {} floats apart needs a stride of at least dim "
+        "{} and {} floats, got {}; pass the [batch, width] output at the table's column offset",
+        name(), batch, stride, config_.dim, span_end.value_or(-1), out_span.size()));
+  }
   RECSDK_RETURN_IF_ERROR(CheckRowsAndRestore(unique_rows, restore));
   float* const out = out_span.data();
   const int dim = config_.dim;
   const float dflt = config_.serving_default_value;
   ParallelChunks(static_cast<size_t>(batch), 64, [&](size_t b0, size_t b1) {
     for (size_t b = b0; b < b1; ++b) {
-      float* o = out + b * static_cast<size_t>(dim);
+      float* o = out + b * static_cast<size_t>(stride);
       std::fill(o, o + dim, 0.0f);
       int64_t valid = 0;
       const uint32_t* idx = restore.data() + b * static_cast<size_t>(n);

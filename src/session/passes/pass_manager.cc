@@ -32,6 +32,10 @@ void RegisterBuiltinPasses(PassRegistry& r) {
   add({"fuse_dense", 400, PassPhase::kSession,
        "MatMul + BiasAdd (+ Relu) become one FusedDense node (enable_scope_fusion_passes)",
        MakeFuseDensePass});
+  add({"fuse_gather_concat", 410, PassPhase::kSession,
+       "pooled TableGathers + Concat become one TableGatherConcat node that pools each table "
+       "into its columns (enable_scope_fusion_passes)",
+       MakeFuseGatherConcatPass});
   add({"modify_graph", 1000, PassPhase::kExplicit,
        "automatic graph modification: lookups built with modify_graph move to the key stage",
        MakeModifyGraphPass});

@@ -16,6 +16,8 @@
 //   300 mixed_precision  low-precision modes: float32 products run in bfloat16 (mixed_precision.cc)
 //   400 fuse_dense       MatMul + BiasAdd (+ Relu) -> FusedDense, when enable_scope_fusion_passes
 //                        names it
+//   410 fuse_gather_concat  Concat of pooled TableGathers (and dense columns) -> one
+//                        TableGatherConcat, when enable_scope_fusion_passes names it
 //
 // Threading: the registry is filled once (RegisterBuiltinPasses, under a once flag) and read
 // concurrently after; running passes is single-threaded per graph, like Graph itself.
@@ -109,6 +111,7 @@ std::unique_ptr<GraphPass> MakeMixedPrecisionPass();
 // MixedPrecisionEnabled: whether the config's precision mode turns the mixed_precision pass on.
 bool MixedPrecisionEnabled(const SessionConfig& config);
 std::unique_ptr<GraphPass> MakeFuseDensePass();
+std::unique_ptr<GraphPass> MakeFuseGatherConcatPass();
 
 // FusionPassEnabled: whether `name` is listed in config.enable_scope_fusion_passes.
 bool FusionPassEnabled(const SessionConfig& config, std::string_view name);
