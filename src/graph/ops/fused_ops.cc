@@ -3,8 +3,9 @@
 //
 // FusedDense(a [m,k], w [k,n], b [n]; activation "none"|"relu") = act(a w + b): MatMul + BiasAdd
 // (+ Relu) in one kernel that applies the bias and activation to each row block of the product
-// while it is still in cache. Its gradient takes the ReLU mask from the output (y > 0 exactly
-// where a w + b > 0), so the pre-activation never has to be kept.
+// while it is still in cache. With bfloat16 a and w (fuse_dense after mixed_precision) the bias is
+// float32 and so is the output, as BF16MatMul's. Its gradient takes the ReLU mask from the output
+// (y > 0 exactly where a w + b > 0), so the pre-activation never has to be kept.
 //
 // Threading: registration runs once, inside OpRegistry::Global()'s initialisation.
 #include "src/graph/ops/op_util.h"
@@ -19,7 +20,13 @@ Status FusedDenseShape(InferenceContext& c) {
   RECSDK_RETURN_IF_ERROR(c.ExpectRank(1, 2));
   RECSDK_RETURN_IF_ERROR(c.ExpectRank(2, 1));
   RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
-  RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 2));
+  // bfloat16 operands (the mixed_precision pass's products) take a float32 bias and give float32.
+  const bool bf16 = c.input_dtype(0) == DType::kBFloat16;
+  if (bf16) {
+    RECSDK_RETURN_IF_ERROR(c.ExpectDType(2, DType::kFloat32));
+  } else {
+    RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 2));
+  }
   const std::string act = c.StringAttr("activation");
   if (!act.empty() && act != "none" && act != "relu") {
     return c.Error("activation \"{}\" is not supported; use \"none\" or \"relu\"", act);
@@ -34,13 +41,19 @@ Status FusedDenseShape(InferenceContext& c) {
     return c.Error("bias {} does not match the {} columns of {}", c.InputDesc(2), w.dim(1),
                    c.InputDesc(1));
   }
-  c.AddOutput(c.input_dtype(0), Shape{a.dim(0), w.dim(1)});
+  c.AddOutput(bf16 ? DType::kFloat32 : c.input_dtype(0), Shape{a.dim(0), w.dim(1)});
   return absl::OkStatus();
 }
 
 Status FusedDenseGrad(const Scope& s, const Node& n, const std::vector<Output>& g,
                       std::vector<Output>* dx) {
   const Output a = n.input(0), w = n.input(1);
+  if (a.dtype() == DType::kBFloat16) {
+    return absl::UnimplementedError(fmt::format(
+        "FusedDense \"{}\" has bfloat16 operands: such nodes come from the session passes, "
+        "which run after autodiff; build the float32 form and let precision_mode lower it",
+        n.name()));
+  }
   Output dz = g[0];
   if (n.StringAttr("activation", "none") == "relu") {
     dz = Out(s.AddNode("ReluGrad", {n.output(0), g[0]}));

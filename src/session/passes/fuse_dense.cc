@@ -46,7 +46,10 @@ Status FuseDense(Graph* graph) {
   for (Node* bias : graph->nodes()) {
     if (bias->type() != "BiasAdd") continue;
     const Node* mm = bias->input(0).node;
-    if (mm->type() != "MatMul" || mm->BoolAttr("transpose_a") || mm->BoolAttr("transpose_b")) {
+    // BF16MatMul: the mixed_precision pass (order 300) ran first; the fused node then takes the
+    // bfloat16 operands and its kernel runs the bfloat16 product.
+    if ((mm->type() != "MatMul" && mm->type() != "BF16MatMul") || mm->BoolAttr("transpose_a") ||
+        mm->BoolAttr("transpose_b")) {
       continue;
     }
     const DType dtype = bias->output_dtype(0);

@@ -87,6 +87,37 @@ TEST(FuseDenseTest, FusedEqualsUnfusedAndOnlyWhenAsked) {
   }
 }
 
+// After mixed_precision (order 300), layer 2's product (k = 32) is a BF16MatMul; fuse_dense
+// (order 400) fuses it with its bias into a FusedDense on bfloat16 operands, which gives the same
+// bits as the unfused BF16MatMul -> BiasAdd.
+TEST(FuseDenseTest, FusesTheBfloat16ProductsOfMixedPrecisionBitForBit) {
+  Model m;
+  Build(&m);
+  SessionConfig mixed;
+  mixed.precision_mode = "allow_mix_precision";
+  SessionConfig fused = mixed;
+  fused.enable_scope_fusion_passes = "fuse_dense";
+  int plain_fused = -1, with_fused = -1;
+  const std::vector<Tensor> plain = RunModel(m, mixed, &plain_fused);
+  const std::vector<Tensor> with = RunModel(m, fused, &with_fused);
+  EXPECT_EQ(plain_fused, 0);
+  EXPECT_EQ(with_fused, 2);
+  auto session = Session::Create(m.g, fused);
+  ASSERT_TRUE(session.ok()) << session.status();
+  int bf16_fused = 0;
+  for (const Node* n : (*session)->graph().nodes()) {
+    bf16_fused += n->type() == "FusedDense" && n->input(0).dtype() == DType::kBFloat16;
+  }
+  EXPECT_EQ(bf16_fused, 1);
+  ASSERT_EQ(plain.size(), with.size());
+  ASSERT_FALSE(plain.empty());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    ASSERT_EQ(plain[i].shape(), with[i].shape()) << i;
+    const auto a = plain[i].flat<float>(), b = with[i].flat<float>();
+    for (size_t j = 0; j < a.size(); ++j) ASSERT_EQ(a[j], b[j]) << "fetch " << i << " " << j;
+  }
+}
+
 TEST(FuseDenseTest, UnknownFusionPassIsRefused) {
   SessionConfig config;
   config.enable_scope_fusion_passes = "fuse_dense, MatMulBiasAdd";
