@@ -3,6 +3,11 @@
 //
 //   BM_Gemm/m/n/k:   the float32 GEMM the MatMul kernel uses (Fast().sgemm) against the bfloat16
 //                    GEMM (Bf16GemmSingleThread, operands already bfloat16), DLRM's shapes.
+//   BM_WeightPacking/k/n: what weights kept pre-packed for the GEMM (variable_format_optimize)
+//                    could save on the product x[m,k] w[k,n]. Both kernels pack w into panels on
+//                    every call; the cost per call of that (and of the other per-call work) is at
+//                    most t(16 rows) - 16/4096 t(4096 rows). Counters pack_share_{fp32,bf16} =
+//                    that bound / t(4096 rows): an upper bound on the saving at batch 4096.
 //   BM_TrainStep/b:  a training step (forward, backward, Adam) of DLRM's top MLP 367-512-256-1
 //                    at batch b in a float32 Session and in a mixed-precision Session; the mixed
 //                    step includes its casts.
@@ -13,6 +18,7 @@
 // counter shows it).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -76,6 +82,51 @@ BENCHMARK(BM_Gemm)
     ->Args({4096, 512, 13})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+void BM_WeightPacking(benchmark::State& state) {
+  using namespace recsdk::internal;
+  const int64_t k = state.range(0), n = state.range(1), big = 4096, small = 16;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist;
+  std::vector<float> a(big * k), b(k * n), c(big * n);
+  for (auto& v : a) v = dist(rng);
+  for (auto& v : b) v = dist(rng);
+  std::vector<uint16_t> a16(a.size()), b16(b.size());
+  ConvertF32ToBf16(a.data(), a16.data(), static_cast<int64_t>(a.size()));
+  ConvertF32ToBf16(b.data(), b16.data(), static_cast<int64_t>(b.size()));
+  double t32[2] = {0, 0}, t16[2] = {0, 0};  // [small, big], CPU seconds
+  constexpr int kSmallReps = 64;
+  for (auto _ : state) {
+    for (int which : {0, 1}) {
+      const int64_t m = which == 0 ? small : big;
+      const int reps = which == 0 ? kSmallReps : 1;
+      double t0 = CpuNow();
+      for (int r = 0; r < reps; ++r) {
+        Fast().sgemm(m, n, k, a.data(), k, false, b.data(), n, false, c.data(), n);
+      }
+      t32[which] += (CpuNow() - t0) / reps;
+      t0 = CpuNow();
+      for (int r = 0; r < reps; ++r) {
+        Bf16GemmSingleThread(m, n, k, a16.data(), k, false, b16.data(), n, false, c.data(), n);
+      }
+      t16[which] += (CpuNow() - t0) / reps;
+      benchmark::DoNotOptimize(c.data());
+    }
+  }
+  auto share = [&](const double* t) {
+    return std::max(0.0, t[0] - static_cast<double>(small) / big * t[1]) / t[1];
+  };
+  state.counters["pack_share_fp32"] = share(t32);
+  state.counters["pack_share_bf16"] = share(t16);
+}
+// The weights of DLRM's MLPs (bottom 13-512-256-16, top 367-512-256-1) with k >= 32.
+BENCHMARK(BM_WeightPacking)
+    ->Args({512, 256})
+    ->Args({256, 16})
+    ->Args({367, 512})
+    ->Args({256, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(20);
 
 struct TopMlp {
   recsdk::Graph g;

@@ -120,7 +120,8 @@ struct SessionConfig {
 
   // variable_format_optimize: variables stored in the backend's preferred layout. Default true.
   // The CPU backend's preferred layout is the row-major one variables already have, so there is
-  // nothing to convert.
+  // nothing to convert: keeping weights pre-packed for the GEMM was measured to save at most
+  // 0.14% (float32) and 1.3% (bfloat16) of a product at batch 4096 (README).
   bool variable_format_optimize = true;
 
   // enable_scope_fusion_passes: comma-separated names of optional fusion passes to run. Default
