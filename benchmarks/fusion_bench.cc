@@ -5,8 +5,9 @@
 // BM_GatherConcatFusion: two Sessions of the same graph, one with "fuse_dense" and one with
 // "fuse_dense,fuse_gather_concat", run in alternating blocks of steps. Arg 0: a training step
 // (forward, backward, updates); arg 1: the forward concat alone (fetching the features tensor,
-// which isolates the fused op). Counter fused_vs_plain = median over blocks of (plain block time
-// / fused block time).
+// which isolates the fused op). BM_DenseFusion: training steps without any fusion against
+// "fuse_dense". Counter fused_vs_plain = median over blocks of (plain block time / fused block
+// time).
 #include <algorithm>
 #include <chrono>
 #include <random>
@@ -91,14 +92,15 @@ std::vector<FeedList> MakeFeeds(int n) {
   return out;
 }
 
-void BM_GatherConcatFusion(benchmark::State& state) {
-  const bool train = state.range(0) == 0;
+// RunPair: alternating blocks of steps of the two configs; sets fused_vs_plain.
+void RunPair(benchmark::State& state, const char* plain_passes, const char* fused_passes,
+             bool train) {
   Model m;
   Build(&m);
   SessionConfig plain;
-  plain.enable_scope_fusion_passes = "fuse_dense";
+  plain.enable_scope_fusion_passes = plain_passes;
   SessionConfig fused;
-  fused.enable_scope_fusion_passes = "fuse_dense,fuse_gather_concat";
+  fused.enable_scope_fusion_passes = fused_passes;
   std::unique_ptr<Session> sessions[2] = {Check(Session::Create(m.g, plain)),
                                           Check(Session::Create(m.g, fused))};
   const std::vector<FeedList> feeds = MakeFeeds(8);
@@ -129,7 +131,14 @@ void BM_GatherConcatFusion(benchmark::State& state) {
   state.counters["fused_vs_plain"] = ratios[ratios.size() / 2];
   state.SetLabel(train ? "training step" : "forward concat only");
 }
+
+void BM_GatherConcatFusion(benchmark::State& state) {
+  RunPair(state, "fuse_dense", "fuse_dense,fuse_gather_concat", state.range(0) == 0);
+}
 BENCHMARK(BM_GatherConcatFusion)->Arg(0)->Arg(1)->Iterations(15)->Unit(benchmark::kMillisecond);
+
+void BM_DenseFusion(benchmark::State& state) { RunPair(state, "", "fuse_dense", true); }
+BENCHMARK(BM_DenseFusion)->Iterations(15)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace recsdk
