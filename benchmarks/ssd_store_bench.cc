@@ -340,10 +340,13 @@ void BM_StoreRandomRead(benchmark::State& state) {
   state.counters["MB_per_s"] = rows_per_s * kRowFloats * 4 / 1e6;
   state.counters["disk_4k_reads_per_s"] = disk_ops;
   state.counters["row_read_vs_random_read"] = rows_per_s / disk_ops;
-  state.SetLabel(store.direct_reads() ? "io_uring + O_DIRECT" : "buffered");
+  state.SetLabel(!store.ring_reads()                 ? "buffered"
+                 : read_path == SsdReadPath::kDirect ? "io_uring + O_DIRECT"
+                                                     : "io_uring, page cache first");
 }
 BENCHMARK(BM_StoreRandomRead)
     ->Args({0, static_cast<int>(SsdReadPath::kAuto)})
+    ->Args({0, static_cast<int>(SsdReadPath::kDirect)})
     ->Args({0, static_cast<int>(SsdReadPath::kBuffered)})
     ->Args({4, static_cast<int>(SsdReadPath::kBuffered)})
     ->ArgNames({"io_threads", "path"})

@@ -96,7 +96,8 @@ struct KeyStageOptions {
   int64_t start_batch = 0;
 };
 
-// KeyStage: the running pipeline of one Session and one Dataset.
+// KeyStage: the running pipeline of one Session and one Dataset. Closing or destroying the
+// Session stops the stage first; Next and AfterStep then answer FailedPrecondition.
 class KeyStage {
  public:
   // Start (the spec's start_asc_pipeline): creates the session's tables if needed and starts the

@@ -7,7 +7,8 @@
 // heads' sigmoid cross-entropies (both heads train); Adam 0.01 for the dense part, LazyAdam 0.01
 // (LazyAdamByAddress under dynamic expansion) for the tables. Train 200 steps, evaluate 10
 // batches every 100 steps, save a checkpoint every 100 steps; at step 50 set_threshold lowers the
-// tables' admission threshold from 2 to 1. Exports the tables as .npy at the end.
+// tables' admission threshold from 2 to 1. Exports the tables as .npy at the end. CACHE_MODE DDR
+// and SSD put the tables on tiers (little_demo.h); they train bitwise as HBM when deterministic.
 //
 // Threading: one thread drives the Estimator (the key stages run their own workers).
 #include "samples/little_demo/little_demo.h"
@@ -115,6 +116,16 @@ ModelFn MakeModelFn(const DemoOptions& o) {
       c.name = name;
       c.dim = dim;
       c.device_vocabulary_size = vocab;
+      if (o.cache_mode != "HBM") {
+        // DDR: the device tier caches a quarter of the keys, host memory holds them all. SSD: host
+        // memory caches another tenth, the files under model_dir/ssd hold them all.
+        c.device_vocabulary_size = vocab / 4;
+        c.host_vocabulary_size = o.cache_mode == "DDR" ? vocab : vocab / 10;
+        if (o.cache_mode == "SSD") {
+          c.ssd_vocabulary_size = vocab;
+          c.ssd_data_path = {o.model_dir + "/ssd"};
+        }
+      }
       c.initializer = Initializer::TruncatedNormal(0, 0.05, 0);
       c.use_dynamic_expansion = o.use_dynamic_expansion;
       c.access_threshold = 2;  // lowered to 1 at threshold_step (SetThresholdHook)
@@ -361,11 +372,9 @@ StatusOr<DemoOptions> ParseOptions(int argc, char** argv) {
     return absl::InvalidArgumentError(fmt::format(
         "little_demo: USE_MODE \"{}\" is not train, load_and_train or predict", o.use_mode));
   }
-  if (o.cache_mode != "HBM") {
-    return absl::UnimplementedError(fmt::format(
-        "little_demo: CACHE_MODE {} keeps rows in host memory or on SSD, which arrives with the "
-        "table tiers work; use CACHE_MODE=HBM (rows in the device's memory) for now",
-        o.cache_mode));
+  if (o.cache_mode != "HBM" && o.cache_mode != "DDR" && o.cache_mode != "SSD") {
+    return absl::InvalidArgumentError(
+        fmt::format("little_demo: CACHE_MODE \"{}\" is not HBM, DDR or SSD", o.cache_mode));
   }
   if (o.multi_lookup_times < 0 || o.multi_lookup_times > 100 || o.key_process_thread_num < 0 ||
       o.train_steps < 1 || o.batch_size < 1 || o.hidden_units.empty()) {
@@ -393,6 +402,7 @@ StatusOr<DemoResult> Run(const DemoOptions& o) {
       o.use_padding_keys, o.batch_size, fmt::join(o.hidden_units, "-")));
   const bool load = o.use_mode != "train";
   if (!load) std::filesystem::remove_all(o.model_dir);
+  if (o.cache_mode == "SSD") std::filesystem::create_directories(o.model_dir + "/ssd");
 
   InitOptions init_options;
   init_options.train_steps = o.train_steps;

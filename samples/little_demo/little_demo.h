@@ -15,8 +15,11 @@ namespace little_demo {
 // DemoOptions: the spec's knobs (environment variables of its run.sh, and flags of the same
 // names in lower case) and the run's sizes.
 struct DemoOptions {
-  std::string use_mode = "train";      // USE_MODE: train, load_and_train, predict
-  std::string cache_mode = "HBM";      // CACHE_MODE: HBM (DDR and SSD arrive with the tiers work)
+  std::string use_mode = "train";  // USE_MODE: train, load_and_train, predict
+  // CACHE_MODE: HBM (every row on the device), DDR (device tier a quarter of each table's keys,
+  // the rest in host memory) or SSD (device a quarter, host a tenth, the rest in files under
+  // model_dir/ssd).
+  std::string cache_mode = "HBM";
   bool use_dynamic = true;             // USE_DYNAMIC: dynamic shapes (else send_count padding)
   bool use_dynamic_expansion = false;  // USE_DYNAMIC_EXPANSION (LazyAdamByAddress)
   bool use_multi_lookup = true;        // USE_MULTI_LOOKUP: look the user table up 1 + times

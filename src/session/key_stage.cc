@@ -217,6 +217,9 @@ struct KeyStage::Impl {
   std::atomic<int64_t> keys{0};
   bool tiered = false;    // the tables have host tiers: batches hold leases on their rows
   bool released = false;  // Stop released the leases
+  // detached: the Session was closed (DetachKeyStages): its tables are gone, so nothing may
+  // touch them; Next and AfterStep answer FailedPrecondition. Set once, after Stop.
+  std::atomic<bool> detached{false};
 
   void Worker();
   Status ProcessKeys(int64_t seq, const Batch& batch, FeedList* feeds);
@@ -403,28 +406,55 @@ std::mutex& RegistryMu() {
   static std::mutex mu;
   return mu;
 }
-std::vector<KeyStage*>& Registry() {
-  static std::vector<KeyStage*> stages;
+struct Tracked {
+  KeyStage* stage;
+  KeyStage::Impl* impl;
+};
+std::vector<Tracked>& Registry() {
+  static std::vector<Tracked> stages;
   return stages;
+}
+void Track(KeyStage* stage, KeyStage::Impl* impl) {
+  std::lock_guard<std::mutex> lock(RegistryMu());
+  Registry().push_back({stage, impl});
 }
 }  // namespace
 
-void internal::TrackKeyStage(KeyStage* stage) {
-  std::lock_guard<std::mutex> lock(RegistryMu());
-  Registry().push_back(stage);
-}
 void internal::UntrackKeyStage(KeyStage* stage) {
   std::lock_guard<std::mutex> lock(RegistryMu());
-  std::erase(Registry(), stage);
+  std::erase_if(Registry(), [&](const Tracked& t) { return t.stage == stage; });
 }
 int internal::StopAllKeyStages() {
   std::lock_guard<std::mutex> lock(RegistryMu());
-  for (KeyStage* s : Registry()) s->Stop();
+  for (const Tracked& t : Registry()) t.stage->Stop();
   return static_cast<int>(Registry().size());
 }
+int internal::DetachKeyStages(const Session* session) {
+  std::lock_guard<std::mutex> lock(RegistryMu());
+  int n = 0;
+  for (const Tracked& t : Registry()) {
+    if (t.impl->session != session || t.impl->detached) continue;
+    // Stop joins the workers (none is inside a Resolve after it) and returns the leases of a
+    // tiered stage while its tables still exist; from now on nothing touches them.
+    t.stage->Stop();
+    t.impl->detached = true;
+    ++n;
+  }
+  return n;
+}
+
+namespace {
+Status DetachedError(const char* what) {
+  return absl::FailedPreconditionError(fmt::format(
+      "KeyStage::{}: the stage's Session was closed (Session::Close or its destruction), and "
+      "its tables with it; stop or destroy a stage before its Session, or start a new stage on "
+      "a live Session",
+      what));
+}
+}  // namespace
 
 KeyStage::KeyStage(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
-  internal::TrackKeyStage(this);
+  Track(this, impl_.get());
 }
 KeyStage::~KeyStage() {
   internal::UntrackKeyStage(this);
@@ -579,6 +609,7 @@ void KeyStage::WaitForWindow() {
 
 StatusOr<bool> KeyStage::Next(FeedList* feeds, Batch* batch) {
   Impl& s = *impl_;
+  if (s.detached) return DetachedError("Next");
   std::unique_lock<std::mutex> lock(s.mu);
   if (s.holding) {  // deterministic: the previous batch leaves the window only now
     s.holding = false;
@@ -632,6 +663,7 @@ StatusOr<int64_t> KeyStage::AfterStep(EvictHook& hook, int64_t global_step) {
         "KeyStage::AfterStep: eviction runs after training steps, and this is an evaluation "
         "stage (KeyStageChannel::kEval); call it on the training stage");
   }
+  if (s.detached) return DetachedError("AfterStep");
   // No Resolve may run while rows are freed.
   std::vector<std::unique_lock<std::shared_mutex>> locks;
   for (TableResource* r : s.all_tables) locks.emplace_back(r->resolve_mu);
@@ -668,9 +700,9 @@ void KeyStage::Stop() {
   for (std::thread& t : impl_->workers) t.join();
   impl_->workers.clear();
   // No batch of this stage runs any more: its rows may move again. Only tiered tables hold
-  // leases, so a stage of flat tables never touches its tables here (they may be gone when a
-  // stage outlives its Session); a stage of tiered tables must stop before its Session goes.
-  if (impl_->tiered && !impl_->released) {
+  // leases. When the Session closes first, DetachKeyStages has already stopped the stage and
+  // released them while the tables existed, so a stage may outlive its Session.
+  if (impl_->tiered && !impl_->released && !impl_->detached) {
     impl_->released = true;
     for (TablePlan& t : impl_->tables) {
       internal::ReleaseLeases(*t.resource->table(), impl_.get(),

@@ -5,15 +5,20 @@
 
 namespace recsdk {
 class KeyStage;
+class Session;
 }  // namespace recsdk
 
 namespace recsdk::internal {
 
-// TrackKeyStage / UntrackKeyStage: called by KeyStage::Start and ~KeyStage.
-void TrackKeyStage(KeyStage* stage);
+// UntrackKeyStage: called by ~KeyStage (the constructor tracks the stage).
 void UntrackKeyStage(KeyStage* stage);
 // StopAllKeyStages: KeyStage::Stop on every live stage; returns how many.
 int StopAllKeyStages();
+// DetachKeyStages: stops every live stage started on `session` (releasing the leases tiered
+// tables hold for it) and marks it detached, so it never touches the session's tables again:
+// Next and AfterStep then answer FailedPrecondition, Stop and destruction are safe. Session::Close
+// calls it before the tables go. Returns how many stages it detached.
+int DetachKeyStages(const Session* session);
 
 }  // namespace recsdk::internal
 

@@ -31,6 +31,7 @@
 #include "src/common/status_macros.h"
 #include "src/device/kernel.h"
 #include "src/graph/op_registry.h"
+#include "src/session/key_stage_registry.h"
 #include "src/session/passes/pass_manager.h"
 #include "src/session/profiler.h"
 #include "src/session/runtime.h"
@@ -579,6 +580,8 @@ StatusOr<std::vector<Tensor>> Session::Run(const FeedList& feeds,
 Status Session::Close() {
   if (impl_ == nullptr || impl_->closed) return absl::OkStatus();
   impl_->closed = true;
+  // Key stages still running on this session stop before its tables go.
+  internal::DetachKeyStages(this);
   // Profiles are written in the background: wait for them (and report a failed write).
   const Status profiles = impl_->profiler != nullptr ? impl_->profiler->Flush() : absl::OkStatus();
   impl_->plans.clear();

@@ -574,6 +574,11 @@ TierStats TableImpl::Stats() const {
   s.demoted = demoted_;
   s.device_hits = device_hits_;
   s.device_lookups = device_lookups_;
+  if (ssd_ != nullptr) {
+    const SsdStore::ReadCounts reads = ssd_->read_counts();
+    s.ssd_cached_reads = static_cast<int64_t>(reads.cached_rows);
+    s.ssd_disk_reads = static_cast<int64_t>(reads.disk_rows);
+  }
   return s;
 }
 

@@ -59,6 +59,8 @@ struct TierStats {
   int64_t promoted = 0;  // rows moved up to the device (host or SSD -> device)
   int64_t demoted = 0;   // rows moved down (device -> host, host -> SSD)
   int64_t device_hits = 0, device_lookups = 0;  // batch keys found on the device / looked up
+  // SSD rows read from the page cache (blocks still cached) and from the disk.
+  int64_t ssd_cached_reads = 0, ssd_disk_reads = 0;
 };
 TierStats GetTierStats(const EmbeddingTable& table);
 

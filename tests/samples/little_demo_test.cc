@@ -90,9 +90,13 @@ TEST(LittleDemoTest, KnobsUseTheSpecsNames) {
   EXPECT_NE(std::string(b.status().message()).find("use_modee"), std::string::npos);
   setenv("CACHE_MODE", "DDR", 1);
   auto ddr = ParseOptions(1, argv);
+  setenv("CACHE_MODE", "NVME", 1);
+  auto nvme = ParseOptions(1, argv);
   unsetenv("CACHE_MODE");
-  EXPECT_EQ(ddr.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(std::string(ddr.status().message()).find("tiers"), std::string::npos);
+  ASSERT_TRUE(ddr.ok()) << ddr.status();
+  EXPECT_EQ(ddr->cache_mode, "DDR");
+  EXPECT_EQ(nvme.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(nvme.status().message()).find("HBM, DDR or SSD"), std::string::npos);
 }
 
 }  // namespace

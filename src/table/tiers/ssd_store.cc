@@ -89,11 +89,12 @@ SsdStore::SsdStore(const SsdStoreOptions& options, uint32_t rows_per_file)
       rows_per_file_(rows_per_file),
       allocated_((uint64_t{options.capacity} + 63) / 64, 0) {
   if (options.io_threads > 0) pool_ = std::make_unique<IoPool>(options.io_threads);
-  if (options.read_path == SsdReadPath::kAuto) {
+  if (options.read_path != SsdReadPath::kBuffered) {
     absl::StatusOr<std::unique_ptr<Uring>> ring = Uring::Create(kDirectDepth);
     if (ring.ok()) {
       uring_ = *std::move(ring);
-      direct_ = true;
+      ring_ = true;
+      o_direct_ = options.read_path == SsdReadPath::kDirect;
     }
   }
 }
@@ -108,10 +109,10 @@ SsdStore::~SsdStore() {
 }
 
 void SsdStore::OpenDirect(File* file) {
-  if (!direct_) return;
+  if (!ring_ || !o_direct_) return;
   file->direct_fd = open(file->path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-  // A file system without O_DIRECT (tmpfs): every read of this store goes through the cache.
-  if (file->direct_fd < 0) direct_ = false;
+  // A file system without O_DIRECT (tmpfs): every read of this store goes through preadv.
+  if (file->direct_fd < 0) ring_ = false;
 }
 
 namespace {
@@ -468,7 +469,19 @@ absl::Status SsdStore::DoIo(std::vector<std::pair<uint32_t, float*>>& rows, bool
     // Writing part of a page that is not cached reads the page first, and buffered writes to one
     // file take its inode lock in turn, so those reads would go one at a time. Start them all now
     // (WILLNEED reads ahead without waiting); the writes then mostly find their pages cached.
-    for (const Run& run : runs) {
+    // Runs whose pages are cached already (most: a swap writes the slots its reads just freed)
+    // need no advice, and finding them costs one io_uring call against a system call a run.
+    std::vector<bool> cached(runs.size(), false);
+    if (ring_) {
+      std::vector<std::pair<uint64_t, uint32_t>> ranges(runs.size());
+      for (size_t r = 0; r < runs.size(); ++r) {
+        ranges[r] = {uint64_t{runs[r].first}, runs[r].count};
+      }
+      CachedRuns(ranges, &cached);
+    }
+    for (size_t r = 0; r < runs.size(); ++r) {
+      if (cached[r]) continue;
+      const Run& run = runs[r];
       const uint64_t begin = kHeaderBytes + uint64_t{run.first % rows_per_file_} * record;
       posix_fadvise(files_[run.first / rows_per_file_].fd, static_cast<off_t>(begin),
                     static_cast<off_t>(uint64_t{run.count} * record), POSIX_FADV_WILLNEED);
@@ -485,11 +498,11 @@ absl::Status SsdStore::Read(absl::Span<const uint32_t> slots, float* out) const 
   RECSDK_RETURN_IF_ERROR(CheckAllocated(slots, "read"));
   std::vector<std::pair<uint32_t, float*>> rows(slots.size());
   for (size_t i = 0; i < slots.size(); ++i) rows[i] = {slots[i], out + i * row_floats()};
-  if (direct_ && !rows.empty()) {
+  if (ring_ && !rows.empty()) {
     std::lock_guard<std::mutex> lock(direct_mu_);
     if (uring_ != nullptr) {
       bool unsupported = false;
-      absl::Status status = ReadDirect(rows, &unsupported);
+      absl::Status status = ReadRing(rows, &unsupported);
       if (!unsupported) return status;
       // The file system took O_DIRECT at open but refuses the reads (EINVAL): read through the
       // page cache from now on.
@@ -499,25 +512,72 @@ absl::Status SsdStore::Read(absl::Span<const uint32_t> slots, float* out) const 
   return DoIo(rows, /*write=*/false);
 }
 
-absl::Status SsdStore::ReadDirect(const std::vector<std::pair<uint32_t, float*>>& unsorted,
-                                  bool* unsupported) const {
+absl::Status SsdStore::MakeBounce() const {
+  const uint64_t buffer_bytes = std::max(kDirectReadBytes, AlignUp(record_bytes()) + kBlock);
+  if (!bounce_.empty()) return absl::OkStatus();
+  for (unsigned i = 0; i < uring_->depth(); ++i) {
+    void* p = nullptr;
+    if (posix_memalign(&p, kBlock, buffer_bytes) != 0) {
+      return absl::ResourceExhaustedError(
+          fmt::format("{}: cannot allocate {} bytes of read buffers", Label(),
+                      uint64_t{uring_->depth()} * buffer_bytes));
+    }
+    bounce_.push_back(static_cast<char*>(p));
+  }
+  return absl::OkStatus();
+}
+
+void SsdStore::CachedRuns(const std::vector<std::pair<uint64_t, uint32_t>>& runs,
+                          std::vector<bool>* cached) const {
+  std::lock_guard<std::mutex> lock(direct_mu_);
+  if (uring_ == nullptr || !probe_cache_ || !MakeBounce().ok()) return;
+  const uint64_t buffer_bytes = std::max(kDirectReadBytes, AlignUp(record_bytes()) + kBlock);
+  std::vector<unsigned> free_buffers;
+  for (unsigned b = uring_->depth(); b-- > 0;) free_buffers.push_back(b);
+  std::vector<unsigned> buffer_of(runs.size());
+  std::vector<uint32_t> want(runs.size());
+  auto complete = [&](uint64_t tag, int32_t res) {
+    free_buffers.push_back(buffer_of[tag]);
+    if (res == -EOPNOTSUPP || res == -EINVAL) probe_cache_ = false;
+    (*cached)[tag] = res >= 0 && static_cast<uint32_t>(res) == want[tag];
+  };
+  size_t next = 0;
+  while (next < runs.size() || uring_->in_flight() > 0) {
+    while (next < runs.size() && !free_buffers.empty()) {
+      const auto [first, count] = runs[next];
+      const uint64_t len = uint64_t{count} * record_bytes();
+      if (len > buffer_bytes) {  // a long run: advise it (one call for many rows anyway)
+        ++next;
+        continue;
+      }
+      const unsigned b = free_buffers.back();
+      const uint64_t offset = kHeaderBytes + first % rows_per_file_ * record_bytes();
+      want[next] = static_cast<uint32_t>(len);
+      if (!uring_->QueueRead(files_[first / rows_per_file_].fd, bounce_[b],
+                             static_cast<uint32_t>(len), offset, next, RWF_NOWAIT)) {
+        break;
+      }
+      free_buffers.pop_back();
+      buffer_of[next++] = b;
+    }
+    if (uring_->in_flight() == 0) break;
+    if (uring_->SubmitAndWait(1) != 0) {
+      uring_.reset();  // as ReadRing: the ring is in an unknown state; the rest are advised
+      return;
+    }
+    uring_->Reap(complete);
+  }
+}
+
+absl::Status SsdStore::ReadRing(const std::vector<std::pair<uint32_t, float*>>& unsorted,
+                                bool* unsupported) const {
   std::vector<std::pair<uint32_t, float*>> rows = unsorted;
   std::sort(rows.begin(), rows.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   const uint64_t bytes = row_bytes();
   const uint64_t record = record_bytes();
   const uint64_t buffer_bytes = std::max(kDirectReadBytes, AlignUp(record) + kBlock);
-  if (bounce_.empty()) {
-    for (unsigned i = 0; i < uring_->depth(); ++i) {
-      void* p = nullptr;
-      if (posix_memalign(&p, kBlock, buffer_bytes) != 0) {
-        return absl::ResourceExhaustedError(
-            fmt::format("{}: cannot allocate {} bytes of read buffers", Label(),
-                        uint64_t{uring_->depth()} * buffer_bytes));
-      }
-      bounce_.push_back(static_cast<char*>(p));
-    }
-  }
+  RECSDK_RETURN_IF_ERROR(MakeBounce());
   // Reads: adjacent slots of one file, as many as fit in one buffer, each read covering the
   // whole blocks its rows touch.
   struct DirectRead {
@@ -551,58 +611,98 @@ absl::Status SsdStore::ReadDirect(const std::vector<std::pair<uint32_t, float*>>
   for (unsigned b = uring_->depth(); b-- > 0;) free_buffers.push_back(b);
   std::vector<unsigned> buffer_of(reads.size());
   absl::Status status;
-  auto complete = [&](uint64_t tag, int32_t res) {
-    const DirectRead& read = reads[tag];
-    const char* buffer = bounce_[buffer_of[tag]];
-    free_buffers.push_back(buffer_of[tag]);
-    const uint64_t need = offset_of(read.first) + uint64_t{read.count} * record - read.start;
-    if (res == -EINVAL) *unsupported = true;
-    if (res < 0 || static_cast<uint64_t>(res) < need) {
-      if (status.ok()) {
-        const std::string& path = files_[read.first / rows_per_file_].path;
-        status = absl::DataLossError(
-            fmt::format("{}: read of {} rows at byte {} of \"{}\" failed: {}", Label(), read.count,
-                        offset_of(read.first), path,
-                        res < 0 ? std::strerror(-res) : "the file ends early (truncated?)"));
+  // ring_pass: the reads listed in `which`, `depth` in flight. `cached`: buffered reads flagged
+  // RWF_NOWAIT, which the kernel answers inline when every page is cached and with -EAGAIN (or
+  // a short count) otherwise; those reads go to *misses. Else from the disk: buffered reads of
+  // the records (the kernel reads the missing pages asynchronously; with POSIX_FADV_RANDOM no
+  // more than those), or with o_direct_ O_DIRECT reads of the whole blocks.
+  auto ring_pass = [&](const std::vector<size_t>& which, bool cached,
+                       std::vector<size_t>* misses) -> absl::Status {
+    const bool whole_blocks = !cached && o_direct_;
+    auto complete = [&](uint64_t tag, int32_t res) {
+      const DirectRead& read = reads[tag];
+      const char* buffer = bounce_[buffer_of[tag]];
+      free_buffers.push_back(buffer_of[tag]);
+      // A read from the disk covers whole blocks; one from the cache only the records, placed
+      // where the blocks would put them.
+      const uint64_t skip = offset_of(read.first) - read.start;
+      const uint64_t need = (whole_blocks ? skip : 0) + uint64_t{read.count} * record;
+      if (cached && (res < 0 || static_cast<uint64_t>(res) < need)) {
+        // Not all cached (or the file ends early: the disk read below reports it). A kernel
+        // without RWF_NOWAIT for buffered reads says so once; the probe then stays off.
+        if (res == -EOPNOTSUPP || res == -EINVAL) probe_cache_ = false;
+        misses->push_back(tag);
+        return;
       }
-      return;
+      if (res == -EINVAL) *unsupported = true;
+      if (res < 0 || static_cast<uint64_t>(res) < need) {
+        if (status.ok()) {
+          const std::string& path = files_[read.first / rows_per_file_].path;
+          status = absl::DataLossError(
+              fmt::format("{}: read of {} rows at byte {} of \"{}\" failed: {}", Label(),
+                          read.count, offset_of(read.first), path,
+                          res < 0 ? std::strerror(-res) : "the file ends early (truncated?)"));
+        }
+        return;
+      }
+      // Rows of the read in slot order (a slot asked twice is copied to both places).
+      for (size_t i = read.row_begin; i < rows.size() && rows[i].first < read.first + read.count;
+           ++i) {
+        const char* at = buffer + (offset_of(rows[i].first) - read.start);
+        std::memcpy(rows[i].second, at, bytes);
+        uint32_t crc;
+        std::memcpy(&crc, at + bytes, sizeof(crc));
+        const absl::Status checked = CheckRecord(rows[i].first, rows[i].second, crc);
+        if (!checked.ok() && status.ok()) status = checked;
+      }
+      (cached ? read_counts_.cached_rows : read_counts_.disk_rows) += read.count;
+    };
+    size_t next = 0;
+    while (next < which.size() || uring_->in_flight() > 0) {
+      while (status.ok() && next < which.size() && !free_buffers.empty()) {
+        const size_t tag = which[next];
+        const DirectRead& read = reads[tag];
+        const unsigned b = free_buffers.back();
+        const File& file = files_[read.first / rows_per_file_];
+        const uint64_t skip = offset_of(read.first) - read.start;
+        const bool queued =
+            whole_blocks ? uring_->QueueRead(file.direct_fd, bounce_[b],
+                                             static_cast<uint32_t>(read.len), read.start, tag)
+                         : uring_->QueueRead(file.fd, bounce_[b] + skip,
+                                             static_cast<uint32_t>(uint64_t{read.count} * record),
+                                             offset_of(read.first), tag, cached ? RWF_NOWAIT : 0);
+        if (!queued) break;
+        free_buffers.pop_back();
+        buffer_of[tag] = b;
+        ++next;
+      }
+      if (uring_->in_flight() == 0) break;  // an error stopped the queueing
+      const int err = uring_->SubmitAndWait(1);
+      if (err != 0) {
+        // The ring is in an unknown state: stop using it (reads go through the cache from now).
+        uring_.reset();
+        return absl::DataLossError(
+            fmt::format("{}: io_uring_enter failed: {}; later reads use the "
+                        "page cache",
+                        Label(), std::strerror(err)));
+      }
+      uring_->Reap(complete);
     }
-    // Rows of the read in slot order (a slot asked twice is copied to both places).
-    for (size_t i = read.row_begin; i < rows.size() && rows[i].first < read.first + read.count;
-         ++i) {
-      const char* at = buffer + (offset_of(rows[i].first) - read.start);
-      std::memcpy(rows[i].second, at, bytes);
-      uint32_t crc;
-      std::memcpy(&crc, at + bytes, sizeof(crc));
-      const absl::Status checked = CheckRecord(rows[i].first, rows[i].second, crc);
-      if (!checked.ok() && status.ok()) status = checked;
-    }
+    return status;
   };
-  size_t next = 0;
-  while (next < reads.size() || uring_->in_flight() > 0) {
-    while (status.ok() && next < reads.size() && !free_buffers.empty()) {
-      const DirectRead& read = reads[next];
-      const unsigned b = free_buffers.back();
-      const int fd = files_[read.first / rows_per_file_].direct_fd;
-      if (!uring_->QueueRead(fd, bounce_[b], static_cast<uint32_t>(read.len), read.start, next)) {
-        break;
-      }
-      free_buffers.pop_back();
-      buffer_of[next++] = b;
-    }
-    if (!status.ok() && uring_->in_flight() == 0) break;
-    const int err = uring_->SubmitAndWait(1);
-    if (err != 0) {
-      // The ring is in an unknown state: stop using it (reads go through the cache from now).
-      uring_.reset();
-      return absl::DataLossError(
-          fmt::format("{}: io_uring_enter failed: {}; later reads use the "
-                      "page cache",
-                      Label(), std::strerror(err)));
-    }
-    uring_->Reap(complete);
+  std::vector<size_t> all(reads.size());
+  for (size_t r = 0; r < reads.size(); ++r) all[r] = r;
+  // Pages still in the page cache (rows written since, or read lately) are copied from there
+  // first, inline. The O_DIRECT path skips this pass: a NOWAIT read of an uncached page starts
+  // the kernel's read of it, which a direct read would then do a second time.
+  std::vector<size_t> misses;
+  if (probe_cache_ && !o_direct_) {
+    RECSDK_RETURN_IF_ERROR(ring_pass(all, /*cached=*/true, &misses));
+  } else {
+    misses = std::move(all);
   }
-  return status;
+  if (misses.empty()) return absl::OkStatus();
+  return ring_pass(misses, /*cached=*/false, nullptr);
 }
 
 absl::Status SsdStore::Write(absl::Span<const uint32_t> slots, const float* in) {

@@ -11,19 +11,25 @@
 // new file is made; slots are never moved, so there is nothing to compact (a table's SSD files are
 // as large as its largest SSD population, at most ssd_vocabulary_size rows).
 //
-// I/O. Reads, where the kernel has io_uring and the file system O_DIRECT (SsdReadPath::kAuto),
-// go around the page cache: the slots are sorted, adjacent rows merged (up to 32 KiB), and each
-// read covers the whole 4 KiB blocks its rows touch, 64 in flight on a raw io_uring ring
-// (uring.h; no liburing needed), the rows copied out of aligned buffers. Elsewhere (tmpfs, no
-// io_uring) and for all writes, the files are buffered and opened POSIX_FADV_RANDOM (a cold row
-// costs one page read, no read-ahead): Read and Write sort the slots, merge adjacent records into
-// one preadv/pwritev straight from or into the caller's rows, first start every run's page reads
-// at once with posix_fadvise(WILLNEED), then do the runs, inline or on `io_threads` threads. The
-// WILLNEED pass matters most for writes: a buffered write to part of an uncached page reads the
-// page first, under the file's inode lock, i.e. one at a time. Writes stay buffered because a
-// row is smaller than a block: direct writes would need our own read-modify-write. Buffered
-// writes and direct reads of the same file are coherent (the kernel writes dirty pages of the
-// range back before a direct read).
+// I/O. Reads, where the kernel has io_uring (SsdReadPath::kAuto): the slots are sorted, adjacent
+// rows merged (up to 32 KiB), and every read goes through the page cache on a raw io_uring ring
+// (uring.h; no liburing needed), 64 in flight, in two passes: first each read flagged
+// RWF_NOWAIT, which the kernel answers inline, in the one submitting system call, when its pages
+// are cached (rows written since, or read lately); then the rest, which the kernel reads from
+// the disk asynchronously. The rows are copied out of per-ring-entry buffers and checked.
+// SsdReadPath::kDirect reads the whole 4 KiB blocks with O_DIRECT instead (the default until
+// stop 20): as fast on cold pages, but a direct read of a block written since first waits for
+// its writeback, which made two thirds of an SSD-tiered Resolve (docs/tiers.md). Elsewhere
+// (tmpfs, no io_uring) and for all writes, the files are buffered and opened POSIX_FADV_RANDOM
+// (a cold row costs one page read, no read-ahead): Read and Write sort the slots, merge adjacent
+// records into one preadv/pwritev straight from or into the caller's rows, first start the page
+// reads of runs not in the page cache at once with posix_fadvise(WILLNEED) (which runs are
+// cached is asked with RWF_NOWAIT reads on the ring, one system call for all), then do the
+// runs, inline or on `io_threads` threads. The WILLNEED pass matters most for writes: a
+// buffered write to part of an uncached page reads the page first, under the file's inode lock,
+// i.e. one at a time. Writes stay buffered because a row is smaller than a block: direct writes
+// would need our own read-modify-write (and ext4 runs buffered writes on io_uring's worker
+// threads, so the ring does not batch them).
 //
 // Host memory per SSD-resident row (the goal is <= 24 bytes): this store keeps 1 bit per
 // slot (allocated or not), 4 bytes per *free* slot and a hash entry per *pinned* slot; the table
@@ -46,7 +52,11 @@
 //                              threads, 44-60k/s on 32 threads, 73-83k/s at depth 64 through
 //                              io_uring with O_DIRECT (the baseline of the ratio below);
 //                              random 4 KiB write: 6-9k/s at depth 1, 28-46k/s on 8-32 threads.
-//   random row reads:          direct path (io_uring + O_DIRECT, the default): 56-130k rows/s,
+//   random row reads, cold:    stop 20, same bench, load 3.5: kAuto 133k rows/s (0.69 of the
+//                              disk's random 4 KiB reads), kDirect 140k (0.97), preadv 84k.
+//   rows written since, cached (a swap's case; 90 rows of 388 bytes out of 30000, after 175
+//                              writes): kAuto 0.6-1.3 us a row, kDirect 19 us (writeback).
+//   random row reads:          direct path (io_uring + O_DIRECT, kDirect): 56-130k rows/s,
 //                              row_read_vs_random_read 0.92-1.03 (goal >= 0.5), level with a
 //                              plain io_uring O_DIRECT loop over the same rows (0.98-1.04x);
 //                              buffered with the WILLNEED pass: 31-52k rows/s inline, 30-63k on
@@ -64,8 +74,8 @@
 //                              write amplification of 2.0 (WAL + flush + the compactions it set
 //                              off; a long run rewrites the levels and raises it), the store
 //                              39-43k rows/s with 6.9-7.1 (a 256-byte row dirties a 4 KiB page).
-// Choice: our own store, reads through io_uring + O_DIRECT, writes buffered with the WILLNEED
-// pass, io_threads 0 (threads measured no faster once reads are asynchronous, and cost a pool per
+// Choice: our own store, reads through io_uring (page cache first; O_DIRECT until stop 20),
+// writes buffered with the WILLNEED pass, io_threads 0 (threads measured no faster once reads are asynchronous, and cost a pool per
 // table). A swap moves about as many rows up (reads) as down (writes), so per row moved up and
 // one down the store costs ~35 us against ~165 us for RocksDB; RocksDB's better writes do not
 // make up for reads 15x slower. RocksDB would give crash consistency per write (its WAL), which
@@ -94,11 +104,17 @@ class Uring;
 
 // SsdReadPath: how the SSD store reads rows.
 enum class SsdReadPath : uint8_t {
-  // kAuto: O_DIRECT reads of the rows' 4 KiB blocks through io_uring when the kernel and the
-  // file system allow both, else kBuffered (see Measurements).
+  // kAuto: through io_uring where the kernel has it, else kBuffered. The records are read
+  // through the page cache: first every read flagged RWF_NOWAIT (pages still cached, e.g. rows
+  // written since, are copied inline in one system call), then the rest, which the kernel reads
+  // from the disk asynchronously, up to 64 in flight (see Measurements).
   kAuto = 0,
   // kBuffered: preadv through the page cache.
   kBuffered = 1,
+  // kDirect: O_DIRECT reads of the rows' 4 KiB blocks through io_uring, around the page cache
+  // (the default until stop 20), else kBuffered. Fastest on cold pages, but a read of a block
+  // written since waits for its writeback first.
+  kDirect = 2,
 };
 
 struct SsdStoreOptions {
@@ -168,9 +184,19 @@ class SsdStore final : public RowStore {
   // FixedHostBytes: the part of HostMemoryBytes that does not grow with the rows (the object,
   // the file table, the direct path's read buffers: 64 x 32 KiB once the first read is made).
   uint64_t FixedHostBytes() const;
-  // direct_reads: whether reads take the io_uring + O_DIRECT path (SsdReadPath::kAuto, where the
-  // kernel and the file system allow it).
-  bool direct_reads() const { return direct_ && uring_ != nullptr; }
+  // ring_reads: whether reads go through io_uring (kAuto or kDirect, where the kernel and, for
+  // kDirect, the file system allow it).
+  bool ring_reads() const { return ring_ && uring_ != nullptr; }
+  // ReadCounts: rows io_uring reads found in the page cache (kAuto's first pass) and rows they
+  // read from the disk, since the store was made (the preadv path counts neither).
+  struct ReadCounts {
+    uint64_t cached_rows = 0;
+    uint64_t disk_rows = 0;
+  };
+  ReadCounts read_counts() const {
+    std::lock_guard<std::mutex> lock(direct_mu_);
+    return read_counts_;
+  }
 
  private:
   struct File {
@@ -199,12 +225,18 @@ class SsdStore final : public RowStore {
   absl::Status MakeFile(uint64_t index, const std::string& folder, File* file) const;
   // DoIo: sorted slot/row pairs -> runs -> preadv/pwritev on the pool.
   absl::Status DoIo(std::vector<std::pair<uint32_t, float*>>& rows, bool write) const;
-  // ReadDirect: reads sorted slot/row pairs through io_uring with O_DIRECT (the store's lock
-  // held).
+  // ReadRing: reads slot/row pairs through io_uring (direct_mu_ held).
   // *unsupported is set when the kernel refused a read with EINVAL (O_DIRECT not really
   // supported); the caller then falls back to the buffered path.
-  absl::Status ReadDirect(const std::vector<std::pair<uint32_t, float*>>& rows,
-                          bool* unsupported) const;
+  absl::Status ReadRing(const std::vector<std::pair<uint32_t, float*>>& rows,
+                        bool* unsupported) const;
+  // MakeBounce: the direct path's read buffers, made on first use (direct_mu_ held).
+  absl::Status MakeBounce() const;
+  // CachedRuns: (*cached)[r] = whether every page of runs[r] (first slot, count; one file) is in
+  // the page cache, asked with RWF_NOWAIT reads through the ring; left false where it cannot
+  // tell (no ring, a run longer than a read buffer).
+  void CachedRuns(const std::vector<std::pair<uint64_t, uint32_t>>& runs,
+                  std::vector<bool>* cached) const;
   // OpenDirect: the O_DIRECT descriptor of a file, or turns the direct path off for good.
   void OpenDirect(File* file);
   void SetAllocated(uint32_t slot, bool on) {
@@ -227,12 +259,16 @@ class SsdStore final : public RowStore {
   uint32_t size_ = 0;
   absl::flat_hash_map<uint32_t, uint32_t> pins_;  // slot -> pin count, pinned slots only
   std::unique_ptr<IoPool> pool_;
-  // The direct read path: on when read_path is kAuto and io_uring and O_DIRECT both work.
-  bool direct_ = false;
+  // The ring read path: on when read_path is not kBuffered and io_uring works (and for kDirect,
+  // O_DIRECT).
+  bool ring_ = false;
+  bool o_direct_ = false;                 // kDirect
   mutable std::mutex direct_mu_;          // guards uring_ and bounce_ (Read is const and may run
                                           // concurrently)
   mutable std::unique_ptr<Uring> uring_;  // dropped if the ring ever fails
   mutable std::vector<char*> bounce_;     // one aligned buffer per ring entry, made on first use
+  mutable bool probe_cache_ = true;       // try the page cache before the disk (RWF_NOWAIT)
+  mutable ReadCounts read_counts_;
 };
 
 }  // namespace recsdk::internal

@@ -71,7 +71,8 @@ Uring::~Uring() {
   if (fd_ >= 0) close(fd_);
 }
 
-bool Uring::QueueRead(int fd, void* buf, uint32_t len, uint64_t offset, uint64_t tag) {
+bool Uring::QueueRead(int fd, void* buf, uint32_t len, uint64_t offset, uint64_t tag,
+                      int rw_flags) {
   // The completion queue has 2x the entries; keeping in_flight_ <= depth_ never overflows it.
   if (in_flight_ >= depth_) return false;
   const unsigned tail = *sq_tail_;
@@ -83,6 +84,7 @@ bool Uring::QueueRead(int fd, void* buf, uint32_t len, uint64_t offset, uint64_t
   sqe->addr = reinterpret_cast<uint64_t>(buf);
   sqe->len = len;
   sqe->off = offset;
+  sqe->rw_flags = rw_flags;
   sqe->user_data = tag;
   sq_array_[index] = index;
   __atomic_store_n(sq_tail_, tail + 1, __ATOMIC_RELEASE);

@@ -24,9 +24,10 @@ class Uring {
   Uring& operator=(const Uring&) = delete;
 
   unsigned depth() const { return depth_; }
-  // QueueRead: queues a read of `len` bytes at `offset` of `fd` into `buf`; false when the
-  // submission queue is full (Submit and reap first).
-  bool QueueRead(int fd, void* buf, uint32_t len, uint64_t offset, uint64_t tag);
+  // QueueRead: queues a read of `len` bytes at `offset` of `fd` into `buf`, with preadv2's
+  // `rw_flags` (e.g. RWF_NOWAIT); false when the submission queue is full (Submit and reap
+  // first).
+  bool QueueRead(int fd, void* buf, uint32_t len, uint64_t offset, uint64_t tag, int rw_flags = 0);
   // SubmitAndWait: hands the queued reads to the kernel and waits for at least `wait` of the
   // reads in flight to complete. Returns an errno (0 on success).
   int SubmitAndWait(unsigned wait);

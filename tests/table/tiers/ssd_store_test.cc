@@ -314,9 +314,10 @@ TEST(SsdStoreTest, BulkIoAcrossFileBoundariesAndLongRuns) {
   EXPECT_EQ(out, RowsFor(slots, kRowFloats, 6));
 }
 
-TEST(SsdStoreTest, DirectAndBufferedReadsReturnTheSameRows) {
-  // 96-byte rows straddle 4 KiB blocks; runs of adjacent slots are longer than one direct read
-  // (32 KiB); slots repeat; files are short so runs end at file boundaries.
+TEST(SsdStoreTest, EveryReadPathReturnsTheSameRowsCachedOrCold) {
+  // 96-byte rows straddle 4 KiB blocks; runs of adjacent slots are longer than one ring read
+  // (32 KiB); slots repeat; files are short so runs end at file boundaries. Each path reads the
+  // rows twice: with the pages cached (just written), then cold (the cache dropped).
   TierTestDir dir;
   SsdStoreOptions o = Options({dir.Sub("a")}, 6000, 2500);
   o.row_floats = 24;
@@ -324,27 +325,45 @@ TEST(SsdStoreTest, DirectAndBufferedReadsReturnTheSameRows) {
   std::vector<uint32_t> slots;
   {
     auto s = *SsdStore::Create(o);
-    if (!s->direct_reads()) {
-      GTEST_SKIP() << "no io_uring or no O_DIRECT here: only the buffered path exists";
-    }
     slots = Alloc(*s, 6000);
     ASSERT_TRUE(s->Write(slots, RowsFor(slots, 24, 3).data()).ok());
-    std::vector<uint32_t> ask;
-    for (uint32_t i = 0; i < 6000; i += 1 + (i % 5 == 0 ? 40 : 0)) ask.push_back(i);
-    ask.push_back(17);
-    ask.push_back(17);
-    ask.push_back(5999);
-    std::vector<float> direct(ask.size() * 24);
-    ASSERT_TRUE(s->Read(ask, direct.data()).ok());
-    EXPECT_EQ(direct, RowsFor(ask, 24, 3));
   }
-  // The same files read through the page cache.
-  o.read_path = SsdReadPath::kBuffered;
-  auto reopened = *SsdStore::Open(o, slots);
-  EXPECT_FALSE(reopened->direct_reads());
-  std::vector<float> buffered(slots.size() * 24);
-  ASSERT_TRUE(reopened->Read(slots, buffered.data()).ok());
-  EXPECT_EQ(buffered, RowsFor(slots, 24, 3));
+  std::vector<uint32_t> ask;
+  for (uint32_t i = 0; i < 6000; i += 1 + (i % 5 == 0 ? 40 : 0)) ask.push_back(i);
+  ask.push_back(17);
+  ask.push_back(17);
+  ask.push_back(5999);
+  const std::vector<float> want = RowsFor(ask, 24, 3);
+  for (SsdReadPath path : {SsdReadPath::kAuto, SsdReadPath::kDirect, SsdReadPath::kBuffered}) {
+    SCOPED_TRACE(static_cast<int>(path));
+    o.read_path = path;
+    auto s = *SsdStore::Open(o, slots);
+    // Rewritten, so the pages are cached (and dirty) again.
+    ASSERT_TRUE(s->Write(slots, RowsFor(slots, 24, 3).data()).ok());
+    std::vector<float> out(ask.size() * 24);
+    ASSERT_TRUE(s->Read(ask, out.data()).ok());
+    EXPECT_EQ(out, want);
+    const SsdStore::ReadCounts cached = s->read_counts();
+    ASSERT_TRUE(s->DropPageCache().ok());
+    std::fill(out.begin(), out.end(), 0.0f);
+    ASSERT_TRUE(s->Read(ask, out.data()).ok());
+    EXPECT_EQ(out, want);
+    const SsdStore::ReadCounts cold = s->read_counts();
+    if (path == SsdReadPath::kBuffered) {
+      EXPECT_FALSE(s->ring_reads());
+      EXPECT_EQ(cold.cached_rows + cold.disk_rows, 0u);
+    } else if (!s->ring_reads()) {
+      continue;  // no io_uring here (or, for kDirect, no O_DIRECT): preadv, as kBuffered
+    } else if (path == SsdReadPath::kAuto) {
+      // Every dirty page is cached: none of the first reads went to the disk.
+      EXPECT_EQ(cached.disk_rows, 0u);
+      EXPECT_GE(cached.cached_rows, ask.size() - 1);  // a slot asked twice is read once
+      EXPECT_GT(cold.disk_rows, 0u);
+    } else {
+      EXPECT_EQ(cold.cached_rows, 0u);  // around the cache, always
+      EXPECT_GT(cached.disk_rows, 0u);
+    }
+  }
 }
 
 class SsdReadPaths : public ::testing::TestWithParam<SsdReadPath> {};
@@ -422,7 +441,8 @@ TEST_P(SsdReadPaths, RecordsCopiedToAnotherSlotFailTheirChecksum) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, SsdReadPaths,
-                         ::testing::Values(SsdReadPath::kAuto, SsdReadPath::kBuffered));
+                         ::testing::Values(SsdReadPath::kAuto, SsdReadPath::kDirect,
+                                           SsdReadPath::kBuffered));
 
 }  // namespace
 }  // namespace recsdk::internal
