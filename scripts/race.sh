@@ -14,7 +14,9 @@
 # Knobs: RECSDK_RACE_ROUNDS (3), RECSDK_RACE_THREADS ("1 2"), RECSDK_RACE_OPTIMIZERS
 # ("sgd adagrad"), RECSDK_RACE_MODES ("dlrm embedding"), RECSDK_RACE_DIR (build-race: the build
 # and the data file), RECSDK_RACE_INTERACTION (fused), RECSDK_RACE_ARGS (extra flags for both
-# sides, e.g. "--windows 5 --window_steps 4").
+# sides, e.g. "--windows 5 --window_steps 4"), RECSDK_RACE_PRECISION (recsdk's precision_mode,
+# e.g. allow_mix_precision for the bfloat16 race; PyTorch stays float32, as the issue's race is
+# against PyTorch at its best in float32; the line then carries "precision").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -25,6 +27,7 @@ optimizers=${RECSDK_RACE_OPTIMIZERS:-sgd adagrad}
 modes=${RECSDK_RACE_MODES:-dlrm embedding}
 interaction=${RECSDK_RACE_INTERACTION:-fused}
 extra=${RECSDK_RACE_ARGS:-}
+precision=${RECSDK_RACE_PRECISION:-}
 py=/usr/bin/python3
 
 if ! "$py" -c 'import torch, numpy' 2>/dev/null || ! dpkg -s libopenblas0-openmp >/dev/null 2>&1; then
@@ -45,7 +48,7 @@ data="$root/$dir/dlrm_race_data.bin"
 
 run_recsdk() {  # mode threads optimizer
   "$dlrm" --data "$data" --mode "$1" --threads "$2" --optimizer "$3" \
-    --interaction "$interaction" $extra
+    --interaction "$interaction" ${precision:+--precision_mode "$precision"} $extra
 }
 run_torch() {  # mode threads optimizer
   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS="$2" \
@@ -78,6 +81,7 @@ ratios = [a[key] / b[key] for a, b in zip(rec, tor)]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 print(json.dumps({
   "model": rec[0]["model"], "threads": rec[0]["threads"], "optimizer": rec[0]["optimizer"],
+  "precision": os.environ.get("RECSDK_RACE_PRECISION") or "float32",
   "interaction": rec[0]["interaction"], "rounds": len(ratios),
   "vs_torch": round(statistics.median(ratios), 3),
   "vs_torch_min": round(min(ratios), 3), "vs_torch_max": round(max(ratios), 3),
