@@ -306,9 +306,24 @@ Status ReduceGradTyped(OpKernelContext& ctx, bool is_max) {
   } else {
     const bool mean = ctx.node().BoolAttr("mean");
     const T scale = mean && count > 0 ? T(1) / static_cast<T>(count) : T(1);
-    ParallelFor(n, kElementwiseGrain, [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i) o[i] = g[offset_of(i)] * scale;
-    });
+    // One offset per row of the last dimension (not per element: its divisions were most of a
+    // step of a model with a summed loss); along the row dy is either one value (the last
+    // dimension was reduced) or a contiguous run.
+    const int64_t inner = rank == 0 ? 1 : x.dim(rank - 1);
+    const int64_t inner_stride = rank == 0 ? 0 : strides[rank - 1];
+    const int64_t rows = inner == 0 ? 0 : n / inner;
+    ParallelFor(rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(inner, 1)),
+                [&](int64_t r0, int64_t r1) {
+                  for (int64_t r = r0; r < r1; ++r) {
+                    const T* src = g + offset_of(r * inner);
+                    T* dst = o + r * inner;
+                    if (inner_stride == 0) {
+                      std::fill_n(dst, inner, src[0] * scale);
+                    } else {
+                      for (int64_t j = 0; j < inner; ++j) dst[j] = src[j * inner_stride] * scale;
+                    }
+                  }
+                });
   }
   return absl::OkStatus();
 }
