@@ -548,11 +548,12 @@ Status TableGatherKernel(OpKernelContext& ctx) {
     const auto idx = absl::Span<const uint32_t>(
         reinterpret_cast<const uint32_t*>(restore.data<int32_t>()), restore.num_elements());
     const int64_t b = restore.dim(0), n = restore.dim(1);
+    // Both gathers write every element of their output: no zero-fill.
     if (!combiner) {
-      RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(f, Shape{b, n, dim}));
+      RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(f, Shape{b, n, dim}));
       RECSDK_RETURN_IF_ERROR(table.GatherRestored(rows, idx, out->flat<float>()));
     } else {
-      RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(f, Shape{b, dim}));
+      RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(f, Shape{b, dim}));
       RECSDK_RETURN_IF_ERROR(table.GatherPooled(rows, idx, b, n, *combiner, out->flat<float>()));
     }
     if (ctx.node().BoolAttr("padding_mask")) {

@@ -264,14 +264,23 @@ Status TableImpl::GatherPooledStrided(absl::Span<const uint32_t> unique_rows,
   float* const out = out_span.data();
   const int dim = config_.dim;
   const float dflt = config_.serving_default_value;
+  // Rows are prefetched kAhead positions ahead across samples, not only within one: with one id
+  // per sample (Criteo's features) a per-sample look-ahead never prefetched at all.
+  constexpr size_t kAhead = 16;
+  const size_t per = static_cast<size_t>(n);
   ParallelChunks(static_cast<size_t>(batch), 64, [&](size_t b0, size_t b1) {
+    const size_t p_end = b1 * per;
+    for (size_t p = b0 * per; p < std::min(p_end, b0 * per + kAhead); ++p) {
+      PrefetchRow(unique_rows[restore[p]]);
+    }
     for (size_t b = b0; b < b1; ++b) {
       float* o = out + b * static_cast<size_t>(stride);
       std::fill(o, o + dim, 0.0f);
       int64_t valid = 0;
-      const uint32_t* idx = restore.data() + b * static_cast<size_t>(n);
+      const uint32_t* idx = restore.data() + b * per;
       for (int64_t j = 0; j < n; ++j) {
-        if (j + 4 < n) PrefetchRow(unique_rows[idx[j + 4]]);
+        const size_t ahead = b * per + static_cast<size_t>(j) + kAhead;
+        if (ahead < p_end) PrefetchRow(unique_rows[restore[ahead]]);
         const uint32_t row = unique_rows[idx[j]];
         if (row == kPaddingRow) continue;
         ++valid;
