@@ -669,20 +669,29 @@ Status TableGradAggregateKernel(OpKernelContext& ctx) {
       }
       continue;
     }
+    // A sum needs no count of the sample's valid ids (its scale is 1, and 1 * g is g exactly).
+    const uint32_t* urows = reinterpret_cast<const uint32_t*>(unique.data<int32_t>());
+    const bool sum = *combiner == Combiner::kSum;
     for (int64_t s = 0; s < b; ++s) {
-      int64_t valid = 0;
-      for (int64_t j = 0; j < n; ++j) valid += RowAt(unique, r[s * n + j]) != kPaddingRow;
-      if (valid == 0) continue;
-      const float scale = *combiner == Combiner::kSum ? 1.0f
-                          : *combiner == Combiner::kMean
-                              ? 1.0f / static_cast<float>(valid)
-                              : 1.0f / std::sqrt(static_cast<float>(valid));
+      const int32_t* rs = r + s * n;
+      float scale = 1.0f;
+      if (!sum) {
+        int64_t valid = 0;
+        for (int64_t j = 0; j < n; ++j) valid += urows[rs[j]] != kPaddingRow;
+        if (valid == 0) continue;
+        scale = *combiner == Combiner::kMean ? 1.0f / static_cast<float>(valid)
+                                             : 1.0f / std::sqrt(static_cast<float>(valid));
+      }
       const float* gs = g + s * dim;
       for (int64_t j = 0; j < n; ++j) {
-        const int32_t u = r[s * n + j];
-        if (RowAt(unique, u) == kPaddingRow) continue;
+        const int32_t u = rs[j];
+        if (urows[u] == kPaddingRow) continue;
         float* o = acc + u * dim;
-        for (int64_t d = 0; d < dim; ++d) o[d] += scale * gs[d];
+        if (sum) {
+          for (int64_t d = 0; d < dim; ++d) o[d] += gs[d];
+        } else {
+          for (int64_t d = 0; d < dim; ++d) o[d] += scale * gs[d];
+        }
       }
     }
   }
