@@ -12,6 +12,13 @@ as recsdk's GlorotUniform/Zeros); the DLRM dot interaction (the 351 dots below t
 the order i = 1..26, j = 0..i-1, then the dense vector first); BCE with logits; SGD or Adagrad
 (initial_accumulator_value 0.1, eps 1e-10) for tables and dense alike, lr 0.01.
 
+--mode little_demo races samples/little_demo's model on the same file, as samples/dlrm --mode
+little_demo reads it (batch 512; user ids = the first 8 tables' ids mod 200,000, item ids = the
+next 16 tables' mod 80,000, the file's label for both heads): EmbeddingBag(200_000, 32, sum) looked
+up three times (1 + MULTI_LOOKUP_TIMES) and EmbeddingBag(80_000, 8, sum), truncated-normal(0.05)
+rows, concatenated into an MLP 1024-512-256-128 (ReLU) and two logit heads, the two heads' BCE
+summed; Adam (dense) and SparseAdam (tables), lr 0.01.
+
 --mode embedding runs the embedding-only race: the 26 tables alone, lookup + pooled gradient
 (the gradient of sum(out * w) for a fixed random w) + sparse Adagrad, reporting ids/s.
 
@@ -163,6 +170,69 @@ def run_embedding(args, batches, batch, vocab):
     return measure(args, batch * TABLES, train_step, losses)
 
 
+DEMO_BATCH, DEMO_USER_IDS, DEMO_ITEM_IDS = 512, 8, 16
+DEMO_USER_VOCAB, DEMO_ITEM_VOCAB = 200_000, 80_000
+
+
+class LittleDemo(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.user = nn.EmbeddingBag(DEMO_USER_VOCAB, 32, mode="sum", sparse=True)
+        self.item = nn.EmbeddingBag(DEMO_ITEM_VOCAB, 8, mode="sum", sparse=True)
+        for e in (self.user, self.item):
+            nn.init.trunc_normal_(e.weight, 0.0, 0.05, -0.1, 0.1)
+        layers, width = [], 32 * 3 + 8
+        for units in (1024, 512, 256, 128):
+            layers += [nn.Linear(width, units), nn.ReLU()]
+            width = units
+        self.tower = nn.Sequential(*layers)
+        self.heads = nn.ModuleList([nn.Linear(128, 1) for _ in range(2)])
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.xavier_uniform_(m.weight)
+                nn.init.zeros_(m.bias)
+
+    def forward(self, user_ids, item_ids):
+        parts = [self.user(user_ids) for _ in range(3)] + [self.item(item_ids)]
+        h = self.tower(torch.cat(parts, dim=1))
+        return [head(h) for head in self.heads]
+
+
+def run_little_demo(args, batches, batch, vocab):
+    del vocab
+    torch.manual_seed(17)
+    model = LittleDemo()
+    dense = list(model.tower.parameters()) + list(model.heads.parameters())
+    opts = [torch.optim.Adam(dense, lr=0.01),
+            torch.optim.SparseAdam(list(model.user.parameters()) + list(model.item.parameters()),
+                                   lr=0.01)]
+    loss_fn = nn.BCEWithLogitsLoss()
+    steps = []
+    for ids, _, labels in batches:
+        for q in range(0, batch - DEMO_BATCH + 1, DEMO_BATCH):
+            user = (ids[:DEMO_USER_IDS, q:q + DEMO_BATCH].t() % DEMO_USER_VOCAB).contiguous()
+            item = (ids[DEMO_USER_IDS:DEMO_USER_IDS + DEMO_ITEM_IDS, q:q + DEMO_BATCH].t()
+                    % DEMO_ITEM_VOCAB).contiguous()
+            steps.append((user, item, labels[q:q + DEMO_BATCH].contiguous()))
+    losses = []
+    step = 0
+
+    def train_step():
+        nonlocal step
+        user, item, label = steps[step % len(steps)]
+        for o in opts:
+            o.zero_grad(set_to_none=True)
+        logits = model(user, item)
+        loss = loss_fn(logits[0], label) + loss_fn(logits[1], label)
+        loss.backward()
+        for o in opts:
+            o.step()
+        losses.append(float(loss))
+        step += 1
+
+    return measure(args, DEMO_BATCH, train_step, losses)
+
+
 def measure(args, per_step, train_step, losses):
     for _ in range(args.warmup):
         train_step()
@@ -183,7 +253,7 @@ def measure(args, per_step, train_step, losses):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", default="dlrm_data.bin")
-    p.add_argument("--mode", choices=["dlrm", "embedding"], default="dlrm")
+    p.add_argument("--mode", choices=["dlrm", "embedding", "little_demo"], default="dlrm")
     p.add_argument("--optimizer", choices=["sgd", "adagrad"], default="sgd")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--warmup", type=int, default=3)
@@ -196,12 +266,17 @@ def main():
     if args.mode == "dlrm":
         rates, first, loss_steps, loss = run_dlrm(args, batches, batch, vocab)
         rate_key = "samples_per_s"
+    elif args.mode == "little_demo":
+        rates, first, loss_steps, loss = run_little_demo(args, batches, batch, vocab)
+        rate_key = "samples_per_s"
+        batch = DEMO_BATCH
     else:
         rates, first, loss_steps, loss = run_embedding(args, batches, batch, vocab)
         rate_key = "ids_per_s"
     print(json.dumps({
         "impl": "torch", "model": args.mode, "threads": args.threads,
-        "optimizer": args.optimizer if args.mode == "dlrm" else "adagrad", "batch": batch,
+        "optimizer": {"dlrm": args.optimizer, "embedding": "adagrad", "little_demo": "adam"}[
+            args.mode], "batch": batch,
         rate_key: round(statistics.median(rates), 1), "windows": [round(r, 1) for r in rates],
         "first_loss": round(first, 6), "loss_steps": loss_steps, "loss": round(loss, 6),
         "torch": torch.__version__, "blas": blas_name()}))

@@ -7,6 +7,12 @@
 // top MLP 367-512-256-1; sigmoid cross-entropy; batch 4096; SGD for tables and dense in one
 // variant, Adagrad for both in the other (initial accumulator 0.1, epsilon 1e-10), lr 0.01.
 //
+// --mode little_demo races the little_demo sample's model (samples/little_demo, built by its own
+// little_demo::MakeModelFn with the lookups in the graph) at its batch of 512: user ids are the
+// first 8 tables' ids mod 200,000, item ids the next 16 tables' mod 80,000, and both heads take
+// the file's label; each file batch gives batch/512 steps. Adam and LazyAdam, lr 0.01, as the
+// sample (the --optimizer flag does not apply).
+//
 // Data: synthetic, Criteo-shaped, generated before timing starts and kept in one binary file that
 // the PyTorch peer (benchmarks/peers/dlrm_torch.py) reads too, so both sides train on the same
 // bytes. Ids are Zipf(1.05) over ranks 0..vocab-1, mapped to rows by a per-table bijective affine
@@ -20,7 +26,7 @@
 // Usage:
 //   dlrm [--data FILE] [--batches N] [--batch B] [--optimizer sgd|adagrad] [--threads T]
 //        [--warmup W] [--windows K] [--window_steps S] [--loss_steps L] [--breakdown]
-//        [--interaction fused|composed] [--mode dlrm|embedding] [--write_data_only]
+//        [--interaction fused|composed] [--mode dlrm|embedding|little_demo] [--write_data_only]
 //        [--precision_mode MODE]  (SessionConfig::precision_mode, e.g. allow_mix_precision)
 //        [--fusion PASSES]  (SessionConfig::enable_scope_fusion_passes; default "fuse_dense",
 //                            "none" for no fusion pass)
@@ -48,6 +54,7 @@
 
 #include "fmt/format.h"
 #include "recsdk/recsdk.h"
+#include "samples/little_demo/little_demo.h"
 
 namespace {
 
@@ -57,6 +64,9 @@ constexpr int64_t kMagic = 0x4d524c44'52434552;  // "RECSDLRM"
 constexpr int kTables = 26;
 constexpr int kDense = 13;
 constexpr int kDim = 16;
+// little_demo's shapes (samples/little_demo/little_demo.cc).
+constexpr int64_t kDemoBatch = 512, kDemoUserIds = 8, kDemoItemIds = 16;
+constexpr int64_t kDemoUserVocab = 200000, kDemoItemVocab = 80000;
 
 template <typename T>
 T Check(StatusOr<T> v, const char* what) {
@@ -88,7 +98,7 @@ struct Flags {
   std::string interaction = "fused";
   std::string fusion = "fuse_dense";
   bool write_data_only = false;
-  std::string mode = "dlrm";   // or "embedding": the sparse path alone
+  std::string mode = "dlrm";   // or "embedding" (the sparse path alone) or "little_demo"
   std::string precision_mode;  // SessionConfig::precision_mode, e.g. allow_mix_precision
 };
 
@@ -217,7 +227,58 @@ struct Model {
   Node* dense_train = nullptr;
   Node* train = nullptr;
   Node* init = nullptr;
+  Output user_ids, item_ids, label_1;  // --mode little_demo (label is label_0)
 };
+
+// BuildLittleDemo: little_demo's model from its own model_fn, its lookups in the graph.
+void BuildLittleDemo(Model* m) {
+  m->graph.set_random_seed(17);
+  Scope s(&m->graph);
+  m->user_ids =
+      ops::Placeholder(s.WithOpName("user_ids"), DType::kInt64, Shape{kDemoBatch, kDemoUserIds});
+  m->item_ids =
+      ops::Placeholder(s.WithOpName("item_ids"), DType::kInt64, Shape{kDemoBatch, kDemoItemIds});
+  m->label = ops::Placeholder(s.WithOpName("label_0"), DType::kFloat32, Shape{kDemoBatch, 1});
+  m->label_1 = ops::Placeholder(s.WithOpName("label_1"), DType::kFloat32, Shape{kDemoBatch, 1});
+  little_demo::DemoOptions o;
+  o.use_modify_graph = false;
+  o.batch_size = kDemoBatch;
+  EstimatorSpec spec =
+      Check(little_demo::MakeModelFn(o)(s, {{"user_ids", m->user_ids}, {"item_ids", m->item_ids}},
+                                        {{"label_0", m->label}, {"label_1", m->label_1}},
+                                        ModeKeys::kTrain, {}),
+            "little_demo's model_fn");
+  m->loss = spec.loss;
+  m->train = spec.train_op;
+  m->dense_train = spec.train_op;
+  m->init = GlobalVariablesInitializer(s);
+  Check(s.status(), "building little_demo's model");
+}
+
+// MakeDemoFeeds: batch/512 little_demo steps per file batch (ids mapped as the file comment says).
+std::vector<FeedList> MakeDemoFeeds(const RaceData& d, const Model& m) {
+  std::vector<FeedList> out;
+  for (int64_t b = 0; b < d.num_batches; ++b) {
+    const int64_t* ids = &d.ids[b * kTables * d.batch];
+    for (int64_t q = 0; q + kDemoBatch <= d.batch; q += kDemoBatch) {
+      Tensor user(DType::kInt64, Shape{kDemoBatch, kDemoUserIds});
+      Tensor item(DType::kInt64, Shape{kDemoBatch, kDemoItemIds});
+      Tensor label(DType::kFloat32, Shape{kDemoBatch, 1});
+      for (int64_t r = 0; r < kDemoBatch; ++r) {
+        for (int64_t i = 0; i < kDemoUserIds; ++i) {
+          user.flat<int64_t>()[r * kDemoUserIds + i] = ids[i * d.batch + q + r] % kDemoUserVocab;
+        }
+        for (int64_t j = 0; j < kDemoItemIds; ++j) {
+          item.flat<int64_t>()[r * kDemoItemIds + j] =
+              ids[(kDemoUserIds + j) * d.batch + q + r] % kDemoItemVocab;
+        }
+        label.flat<float>()[r] = d.labels[b * d.batch + q + r];
+      }
+      out.push_back({{m.user_ids, user}, {m.item_ids, item}, {m.label, label}, {m.label_1, label}});
+    }
+  }
+  return out;
+}
 
 void Build(const Flags& flags, Model* m) {
   m->graph.set_random_seed(17);
@@ -388,15 +449,18 @@ int main(int argc, char** argv) {
   if (flags.batches <= 0 || flags.batch <= 0 || flags.vocab <= 1 || flags.threads <= 0 ||
       flags.warmup < 0 || flags.windows <= 0 || flags.window_steps <= 0 ||
       (flags.optimizer != "sgd" && flags.optimizer != "adagrad") ||
-      (flags.mode != "dlrm" && flags.mode != "embedding") ||
+      (flags.mode != "dlrm" && flags.mode != "embedding" && flags.mode != "little_demo") ||
+      (flags.mode == "little_demo" && flags.batch % kDemoBatch != 0) ||
       (flags.interaction != "fused" && flags.interaction != "composed")) {
     std::fprintf(stderr,
                  "dlrm: --batches, --batch, --threads, --windows, --window_steps must be > 0, "
                  "--vocab > 1, --optimizer sgd|adagrad, --interaction fused|composed, --mode "
-                 "dlrm|embedding\n");
+                 "dlrm|embedding|little_demo (with --batch a multiple of 512)\n");
     return 2;
   }
   if (flags.mode == "embedding") flags.optimizer = "adagrad";
+  if (flags.mode == "little_demo") flags.optimizer = "adam";
+  const bool demo = flags.mode == "little_demo";
   const uint64_t seed = 2026;
   RaceData data;
   if (!ReadData(flags.data, flags.batches, flags.batch, flags.vocab, &data)) {
@@ -406,18 +470,23 @@ int main(int argc, char** argv) {
   if (flags.write_data_only) return 0;
 
   Model m;
-  Build(flags, &m);
+  if (demo) {
+    BuildLittleDemo(&m);
+  } else {
+    Build(flags, &m);
+  }
   SessionConfig config;
   config.intra_op_parallelism = flags.threads;
   config.precision_mode = flags.precision_mode;
   config.enable_scope_fusion_passes = flags.fusion == "none" ? "" : flags.fusion;
   auto session = Check(Session::Create(m.graph, config), "Session::Create");
   Check(session->Run({}, {}, {m.init}).status(), "init");
-  const std::vector<FeedList> feeds = MakeFeeds(data, m);
+  const std::vector<FeedList> feeds = demo ? MakeDemoFeeds(data, m) : MakeFeeds(data, m);
 
   // Samples per step for the model; ids per step for the embedding-only race.
   const double per_step =
-      static_cast<double>(flags.batch) * (flags.mode == "embedding" ? kTables : 1);
+      demo ? static_cast<double>(kDemoBatch)
+           : static_cast<double>(flags.batch) * (flags.mode == "embedding" ? kTables : 1);
   const int total = flags.warmup + flags.windows * flags.window_steps;
   const int loss_steps = flags.loss_steps > 0 ? flags.loss_steps : total;
   std::vector<double> losses;
@@ -425,7 +494,7 @@ int main(int argc, char** argv) {
   int64_t step = 0;
   std::vector<Tensor> out;
   auto run_step = [&]() {
-    Check(session->Run(feeds[step % data.num_batches], {m.loss}, {m.train}, &out), "train step");
+    Check(session->Run(feeds[static_cast<size_t>(step) % feeds.size()], {m.loss}, {m.train}, &out), "train step");
     losses.push_back(out[0].scalar<float>());
     ++step;
   };
@@ -453,7 +522,7 @@ int main(int argc, char** argv) {
   // interaction and loss; + backward and dense update (dense train op alone); + sparse gradient
   // aggregation and table update (the full step). It runs after the measured steps.
   std::string breakdown = "null";
-  if (flags.breakdown) {
+  if (flags.breakdown && !demo) {
     auto time_of = [&](const std::vector<TensorName>& fetches,
                        const std::vector<TensorName>& targets) {
       std::vector<double> t;
@@ -483,7 +552,7 @@ int main(int argc, char** argv) {
       "\"first_loss\":%.6f,\"loss_steps\":%d,\"loss\":%.6f,\"page_faults_per_step\":%.1f,"
       "\"fresh_buffers_per_step\":%.1f,\"breakdown\":%s}\n",
       flags.mode.c_str(), flags.threads, flags.optimizer.c_str(), flags.interaction.c_str(),
-      flags.fusion.c_str(), static_cast<long long>(flags.batch),
+      flags.fusion.c_str(), static_cast<long long>(demo ? kDemoBatch : flags.batch),
       flags.mode == "embedding" ? "ids_per_s" : "samples_per_s", Median(rates), windows.c_str(),
       losses[0], loss_steps, tail, faults_per_step, fresh_per_step, breakdown.c_str());
   return 0;

@@ -105,6 +105,8 @@ InputFn Input(const DemoOptions& o, int64_t rows, uint64_t stream) {
   };
 }
 
+}  // namespace
+
 ModelFn MakeModelFn(const DemoOptions& o) {
   return [o](const Scope& s, const Features& f, const Labels& labels, ModeKeys mode,
              const Params&) -> StatusOr<EstimatorSpec> {
@@ -200,6 +202,8 @@ ModelFn MakeModelFn(const DemoOptions& o) {
     return spec;
   };
 }
+
+namespace {
 
 // TableHook: per step block, each table's size and capacity.
 class TableHook final : public SessionRunHook {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "recsdk/estimator.h"
 #include "recsdk/status.h"
 
 namespace little_demo {
@@ -50,6 +51,12 @@ struct DemoOptions {
 // train", plus --train_steps, --batch_size, --model_dir, --export_dir, --hidden_units=a,b,..).
 // InvalidArgument naming an unknown flag or a bad value.
 recsdk::StatusOr<DemoOptions> ParseOptions(int argc, char** argv);
+
+// MakeModelFn: the little_demo model as an Estimator model_fn. Its features are "user_ids"
+// ([batch, 8] int64) and "item_ids" ([batch, 16]); its labels "label_0" and "label_1" ([batch, 1]
+// float32). Also used by the race harness (samples/dlrm --mode little_demo), with
+// use_modify_graph false so the lookups run in the graph.
+recsdk::ModelFn MakeModelFn(const DemoOptions& options);
 
 // DemoResult: the last evaluation's per-head AUC beside the planted model's.
 struct DemoResult {
