@@ -133,6 +133,9 @@ struct PendingKey {
   int64_t timestamp = 0;
 };
 
+// kNoHistory: the use history of a row no batch has used yet (uses 0, last batch -1).
+constexpr uint64_t kNoHistory = 0xFFFFFFFF00000000ull;
+
 class TableImpl final : public EmbeddingTable {
  public:
   TableImpl(const TableConfig& config, const SparseOptimizerConfig& optimizer);
@@ -207,9 +210,12 @@ class TableImpl final : public EmbeddingTable {
   // ApplyPendingReleases: the releases queued while tier_mu_ was busy (caller holds tier_mu_).
   void ApplyPendingReleases();
   // ReadRowsAt / WriteRowsAt: whole rows (embedding + slots) at packed locations, each tier in
-  // bulk. DataLoss from the SSD tier.
-  Status ReadRowsAt(absl::Span<const uint32_t> packed, float* out) const;
-  Status WriteRowsAt(absl::Span<const uint32_t> packed, const float* in);
+  // bulk, and their use histories (History, or an SSD row's record): ReadRowsAt fills
+  // history[i] when given; WriteRowsAt needs one per row (kNoHistory for a new row, the row's
+  // own from ReadRowsAt to keep it). DataLoss from the SSD tier.
+  Status ReadRowsAt(absl::Span<const uint32_t> packed, float* out,
+                    uint64_t* history = nullptr) const;
+  Status WriteRowsAt(absl::Span<const uint32_t> packed, const float* in, const uint64_t* history);
   // PlaceNew: packed locations for n new rows, in the fastest tier with free slots (no swaps);
   // the caller checked there is room (TierFreeRows). Inserts nothing into the index.
   Status PlaceNew(absl::Span<const int64_t> keys, uint32_t* packed);
@@ -225,6 +231,8 @@ class TableImpl final : public EmbeddingTable {
   int64_t TierFreeRows() const;
   Status TwoBatchesError(size_t needed) const;
   TierStats Stats() const;
+  // History: the use history of the row at a packed location on the device or host tier (an SSD
+  // row's is in its record; this part of the reservation is never touched).
   uint64_t* History(uint32_t packed) const {
     return reinterpret_cast<uint64_t*>(history_.base()) + packed;
   }

@@ -243,13 +243,28 @@ Status TableImpl::LoadSnapshotTiered(const TableSnapshot& snap, int64_t needed) 
       fresh_at.push_back(i);
     }
   }
+  // Rows a delta overwrites keep their use histories (read back first); new rows have none.
+  std::vector<uint64_t> history(n, kNoHistory);
+  if (fresh_keys.size() < n) {
+    std::vector<uint32_t> held;
+    std::vector<size_t> held_at;
+    for (size_t i = 0; i < n; ++i) {
+      if (packed[i] == KeyIndex::kEmpty) continue;
+      held.push_back(packed[i]);
+      held_at.push_back(i);
+    }
+    std::vector<float> scratch(held.size() * static_cast<size_t>(row_floats_));
+    std::vector<uint64_t> held_history(held.size());
+    RECSDK_RETURN_IF_ERROR(ReadRowsAt(held, scratch.data(), held_history.data()));
+    for (size_t h = 0; h < held.size(); ++h) history[held_at[h]] = held_history[h];
+  }
   std::vector<uint32_t> placed(fresh_keys.size());
   RECSDK_RETURN_IF_ERROR(PlaceNew(fresh_keys, placed.data()));
   for (size_t j = 0; j < fresh_keys.size(); ++j) {
     packed[fresh_at[j]] = placed[j];
     index_->Insert(fresh_keys[j], placed[j]);
   }
-  RECSDK_RETURN_IF_ERROR(WriteRowsAt(packed, snap.rows.data()));
+  RECSDK_RETURN_IF_ERROR(WriteRowsAt(packed, snap.rows.data(), history.data()));
   for (size_t i = 0; i < n; ++i) {
     MarkClean(packed[i]);
     if (evicting_) {
