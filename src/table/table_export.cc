@@ -180,7 +180,7 @@ Status TableImpl::ImportRowsTiered(const std::vector<int64_t>& keys, const float
   }
   for (size_t j = 0; j < kept.size(); ++j) {
     std::memcpy(rows.data() + j * rf, values + kept_at[j] * dim, dim * sizeof(float));
-    MarkDirty(packed[j]);
+    SetTierDirty(packed[j], true);
   }
   return WriteRowsAt(packed, rows.data(), history.data());
 }

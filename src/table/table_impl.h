@@ -296,6 +296,23 @@ class TableImpl final : public EmbeddingTable {
   // Change tracking for delta snapshots: one byte per row (set by whatever writes the row) and
   // the keys evicted since the last snapshot.
   uint8_t* Dirty() const { return reinterpret_cast<uint8_t*>(dirty_.base()); }
+  // TierDirty / SetTierDirty: the change-tracking flag at any packed location of a tiered
+  // table: the Dirty() byte of a device or host location, a bit of ssd_dirty_ for an SSD slot
+  // (host bytes per SSD row; that part of the byte reservation is never touched).
+  bool TierDirty(uint32_t packed) const {
+    if (packed < ssd_base_) return Dirty()[packed] != 0;
+    const uint32_t slot = packed - ssd_base_;
+    return (ssd_dirty_[slot >> 6] >> (slot & 63)) & 1;
+  }
+  void SetTierDirty(uint32_t packed, bool dirty) {
+    if (packed < ssd_base_) {
+      Dirty()[packed] = dirty ? 1 : 0;
+      return;
+    }
+    const uint32_t slot = packed - ssd_base_;
+    const uint64_t bit = uint64_t{1} << (slot & 63);
+    ssd_dirty_[slot >> 6] = dirty ? (ssd_dirty_[slot >> 6] | bit) : (ssd_dirty_[slot >> 6] & ~bit);
+  }
   void MarkDirty(uint32_t row) const { Dirty()[row] = 1; }
   void MarkClean(uint32_t row) const { Dirty()[row] = 0; }
   // BindRow: records which key a row holds (untiered tables), so that a delta snapshot finds
@@ -350,7 +367,9 @@ class TableImpl final : public EmbeddingTable {
   std::vector<std::pair<const void*, int64_t>> pending_releases_;
   mutable std::mutex tier_mu_;  // guards the tier state: Resolves of a tiered table take turns
   SlabReservation dirty_;       // one byte per row: changed since the last Snapshot
-  SlabReservation row_keys_;    // untiered: row -> the key it was last bound to (BindRow)
+  uint32_t ssd_base_ = std::numeric_limits<uint32_t>::max();  // first SSD packed location
+  std::vector<uint64_t> ssd_dirty_;       // tiered: one bit per SSD slot, as dirty_ (TierDirty)
+  SlabReservation row_keys_;              // untiered: row -> the key it was last bound to (BindRow)
   absl::flat_hash_set<int64_t> removed_;  // keys evicted since the last Snapshot
 };
 

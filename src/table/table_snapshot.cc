@@ -266,7 +266,7 @@ Status TableImpl::LoadSnapshotTiered(const TableSnapshot& snap, int64_t needed) 
   }
   RECSDK_RETURN_IF_ERROR(WriteRowsAt(packed, snap.rows.data(), history.data()));
   for (size_t i = 0; i < n; ++i) {
-    MarkClean(packed[i]);
+    SetTierDirty(packed[i], false);
     if (evicting_) {
       *Timestamp(packed[i]) = snap.timestamps.empty() ? snap.data_time : snap.timestamps[i];
     }
@@ -338,7 +338,7 @@ KeyRows TableImpl::DirtyEntries() const {
   const uint8_t* dirty = Dirty();
   if (tiered_) {
     index_->ForEach([&](int64_t key, uint32_t row) {
-      if (dirty[row] != 0) entries.emplace_back(key, row);
+      if (TierDirty(row)) entries.emplace_back(key, row);
     });
     return entries;
   }
@@ -375,7 +375,10 @@ KeyRows TableImpl::DirtyEntries() const {
 void TableImpl::ResetTracking() {
   if (tiered_) {
     // Tracking is per packed location, over every tier: clear the bytes of the rows held.
-    index_->ForEach([&](int64_t, uint32_t packed) { MarkClean(packed); });
+    index_->ForEach([&](int64_t, uint32_t packed) {
+      if (packed < ssd_base_) MarkClean(packed);
+    });
+    std::fill(ssd_dirty_.begin(), ssd_dirty_.end(), 0);
     removed_.clear();
     return;
   }

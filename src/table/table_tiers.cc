@@ -64,6 +64,8 @@ Status TableImpl::InitTiers() {
                                           static_cast<uint64_t>(host), static_cast<uint64_t>(ssd)));
   bases_ = TierBases(static_cast<uint32_t>(device_rows_), static_cast<uint32_t>(host),
                      static_cast<uint32_t>(ssd));
+  ssd_base_ = bases_.Pack({Tier::kSsd, 0});
+  ssd_dirty_.assign((static_cast<uint64_t>(ssd) + 63) / 64, 0);
   MemoryStoreOptions h;
   h.tier = Tier::kHost;
   h.row_floats = row_floats_;
@@ -235,7 +237,7 @@ Status TableImpl::PlanTiers(absl::Span<const int64_t> keys, absl::Span<const uin
     for (size_t j = 0; j < pos->size(); ++j) {
       const uint32_t packed = rows[(*pos)[j]];
       plan->arriving_ts.push_back(evicting_ ? *Timestamp(packed) : 0);
-      plan->arriving_dirty.push_back(Dirty()[packed]);
+      plan->arriving_dirty.push_back(TierDirty(packed) ? 1 : 0);
       plan->arriving_hist.push_back(
           pos == &plan->host_pos
               ? *History(packed)
@@ -259,7 +261,7 @@ Status TableImpl::ExecuteTiers(absl::Span<const int64_t> keys, absl::Span<uint32
   // reused (the arriving rows' metadata was saved by PlanTiers).
   auto move_meta = [&](uint32_t from, uint32_t to) {
     if (evicting_) *Timestamp(to) = *Timestamp(from);
-    Dirty()[to] = Dirty()[from];
+    SetTierDirty(to, TierDirty(from));
     if (bases_.Unpack(to).tier != Tier::kSsd) *History(to) = *History(from);
   };
   auto relocate = [&](int64_t key, uint32_t to) {

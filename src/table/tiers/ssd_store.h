@@ -34,9 +34,9 @@
 // Host memory per SSD-resident row (the goal is <= 24 bytes): this store keeps 1 bit per
 // slot (allocated or not), 4 bytes per *free* slot and a hash entry per *pinned* slot; the table
 // adds its key index entry (12.8 bytes per entry at load 0.85 = 15.1 bytes, holding the packed
-// RowLocation), 1 byte of change tracking and, with eviction, 8 of last-access timestamp; a
+// RowLocation), 1 bit of change tracking and, with eviction, 8 bytes of last-access timestamp; a
 // row's use history rides in its SSD record (the table's records are the row and 8 bytes of
-// history). Total: 15.1 + 0.125 + 1 = 16.2 bytes, 24.2 with eviction; ssd_store_bench's
+// history). Total: 15.1 + 0.125 + 0.125 = 15.3 bytes, 23.3 with eviction; ssd_store_bench's
 // `host_bytes_per_ssd_row` counter measures it with the real KeyIndex and this store filled to
 // capacity.
 //
