@@ -231,6 +231,7 @@ class TableImpl final : public EmbeddingTable {
   int64_t TierFreeRows() const;
   Status TwoBatchesError(size_t needed) const;
   TierStats Stats() const;
+  void DropSsdCleanPages();
   // History: the use history of the row at a packed location on the device or host tier (an SSD
   // row's is in its record; this part of the reservation is never touched).
   uint64_t* History(uint32_t packed) const {

@@ -599,6 +599,12 @@ Status TableImpl::ClearTiers() {
   return absl::OkStatus();
 }
 
+void TableImpl::DropSsdCleanPages() {
+  if (!tiered_) return;
+  std::lock_guard<std::mutex> lock(tier_mu_);
+  if (ssd_ != nullptr) ssd_->DropCleanPages();
+}
+
 TierStats TableImpl::Stats() const {
   TierStats s;
   if (!tiered_) {
@@ -637,6 +643,11 @@ Status ResolveWithLease(EmbeddingTable& table, absl::Span<const int64_t> unique_
 void ReleaseLeases(EmbeddingTable& table, const void* owner, int64_t before_batch) {
   auto* impl = dynamic_cast<TableImpl*>(&table);
   if (impl != nullptr) impl->ReleaseLeases(owner, before_batch);
+}
+
+void DropSsdCleanPages(EmbeddingTable& table) {
+  auto* impl = dynamic_cast<TableImpl*>(&table);
+  if (impl != nullptr) impl->DropSsdCleanPages();
 }
 
 int64_t DeviceTierBytes(const EmbeddingTable& table) {

@@ -174,6 +174,9 @@ class SsdStore final : public RowStore {
   // DropPageCache: Sync, then ask the kernel to drop the files' cached pages, so the next reads
   // come from the disk (for benchmarks that measure the disk, not the page cache).
   [[nodiscard]] absl::Status DropPageCache();
+  // DropCleanPages: asks the kernel to drop the files' cached pages that are clean (no Sync: rows
+  // written since stay cached until written back), as if memory were short (benchmarks).
+  void DropCleanPages() const;
 
   uint32_t rows_per_file() const { return rows_per_file_; }
   // record_bytes: bytes of one record on disk (the row and its checksum).
