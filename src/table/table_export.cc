@@ -150,8 +150,9 @@ Status TableImpl::ImportRowsTiered(const std::vector<int64_t>& keys, const float
     }
   }
   std::vector<float> rows(kept.size() * rf);
+  std::vector<uint64_t> history(kept.size(), kNoHistory);  // new rows keep kNoHistory
   {
-    // Read the held rows first (an SSD error then changes nothing).
+    // Read the held rows first (an SSD error then changes nothing), with their histories.
     std::vector<uint32_t> held;
     std::vector<size_t> held_at;
     for (size_t j = 0; j < kept.size(); ++j) {
@@ -160,9 +161,11 @@ Status TableImpl::ImportRowsTiered(const std::vector<int64_t>& keys, const float
       held_at.push_back(j);
     }
     std::vector<float> buf(held.size() * rf);
-    RECSDK_RETURN_IF_ERROR(ReadRowsAt(held, buf.data()));
+    std::vector<uint64_t> held_history(held.size());
+    RECSDK_RETURN_IF_ERROR(ReadRowsAt(held, buf.data(), held_history.data()));
     for (size_t h = 0; h < held.size(); ++h) {
       std::memcpy(rows.data() + held_at[h] * rf, buf.data() + h * rf, rf * sizeof(float));
+      history[held_at[h]] = held_history[h];
     }
   }
   std::vector<uint32_t> placed(fresh_keys.size());
@@ -177,9 +180,9 @@ Status TableImpl::ImportRowsTiered(const std::vector<int64_t>& keys, const float
   }
   for (size_t j = 0; j < kept.size(); ++j) {
     std::memcpy(rows.data() + j * rf, values + kept_at[j] * dim, dim * sizeof(float));
-    MarkDirty(packed[j]);
+    SetTierDirty(packed[j], true);
   }
-  return WriteRowsAt(packed, rows.data());
+  return WriteRowsAt(packed, rows.data(), history.data());
 }
 
 }  // namespace recsdk::internal

@@ -133,6 +133,9 @@ struct PendingKey {
   int64_t timestamp = 0;
 };
 
+// kNoHistory: the use history of a row no batch has used yet (uses 0, last batch -1).
+constexpr uint64_t kNoHistory = 0xFFFFFFFF00000000ull;
+
 class TableImpl final : public EmbeddingTable {
  public:
   TableImpl(const TableConfig& config, const SparseOptimizerConfig& optimizer);
@@ -207,9 +210,12 @@ class TableImpl final : public EmbeddingTable {
   // ApplyPendingReleases: the releases queued while tier_mu_ was busy (caller holds tier_mu_).
   void ApplyPendingReleases();
   // ReadRowsAt / WriteRowsAt: whole rows (embedding + slots) at packed locations, each tier in
-  // bulk. DataLoss from the SSD tier.
-  Status ReadRowsAt(absl::Span<const uint32_t> packed, float* out) const;
-  Status WriteRowsAt(absl::Span<const uint32_t> packed, const float* in);
+  // bulk, and their use histories (History, or an SSD row's record): ReadRowsAt fills
+  // history[i] when given; WriteRowsAt needs one per row (kNoHistory for a new row, the row's
+  // own from ReadRowsAt to keep it). DataLoss from the SSD tier.
+  Status ReadRowsAt(absl::Span<const uint32_t> packed, float* out,
+                    uint64_t* history = nullptr) const;
+  Status WriteRowsAt(absl::Span<const uint32_t> packed, const float* in, const uint64_t* history);
   // PlaceNew: packed locations for n new rows, in the fastest tier with free slots (no swaps);
   // the caller checked there is room (TierFreeRows). Inserts nothing into the index.
   Status PlaceNew(absl::Span<const int64_t> keys, uint32_t* packed);
@@ -225,6 +231,9 @@ class TableImpl final : public EmbeddingTable {
   int64_t TierFreeRows() const;
   Status TwoBatchesError(size_t needed) const;
   TierStats Stats() const;
+  void DropSsdCleanPages();
+  // History: the use history of the row at a packed location on the device or host tier (an SSD
+  // row's is in its record; this part of the reservation is never touched).
   uint64_t* History(uint32_t packed) const {
     return reinterpret_cast<uint64_t*>(history_.base()) + packed;
   }
@@ -292,6 +301,23 @@ class TableImpl final : public EmbeddingTable {
   // Change tracking for delta snapshots: one byte per row (set by whatever writes the row) and
   // the keys evicted since the last snapshot.
   uint8_t* Dirty() const { return reinterpret_cast<uint8_t*>(dirty_.base()); }
+  // TierDirty / SetTierDirty: the change-tracking flag at any packed location of a tiered
+  // table: the Dirty() byte of a device or host location, a bit of ssd_dirty_ for an SSD slot
+  // (host bytes per SSD row; that part of the byte reservation is never touched).
+  bool TierDirty(uint32_t packed) const {
+    if (packed < ssd_base_) return Dirty()[packed] != 0;
+    const uint32_t slot = packed - ssd_base_;
+    return (ssd_dirty_[slot >> 6] >> (slot & 63)) & 1;
+  }
+  void SetTierDirty(uint32_t packed, bool dirty) {
+    if (packed < ssd_base_) {
+      Dirty()[packed] = dirty ? 1 : 0;
+      return;
+    }
+    const uint32_t slot = packed - ssd_base_;
+    const uint64_t bit = uint64_t{1} << (slot & 63);
+    ssd_dirty_[slot >> 6] = dirty ? (ssd_dirty_[slot >> 6] | bit) : (ssd_dirty_[slot >> 6] & ~bit);
+  }
   void MarkDirty(uint32_t row) const { Dirty()[row] = 1; }
   void MarkClean(uint32_t row) const { Dirty()[row] = 0; }
   // BindRow: records which key a row holds (untiered tables), so that a delta snapshot finds
@@ -346,7 +372,9 @@ class TableImpl final : public EmbeddingTable {
   std::vector<std::pair<const void*, int64_t>> pending_releases_;
   mutable std::mutex tier_mu_;  // guards the tier state: Resolves of a tiered table take turns
   SlabReservation dirty_;       // one byte per row: changed since the last Snapshot
-  SlabReservation row_keys_;    // untiered: row -> the key it was last bound to (BindRow)
+  uint32_t ssd_base_ = std::numeric_limits<uint32_t>::max();  // first SSD packed location
+  std::vector<uint64_t> ssd_dirty_;       // tiered: one bit per SSD slot, as dirty_ (TierDirty)
+  SlabReservation row_keys_;              // untiered: row -> the key it was last bound to (BindRow)
   absl::flat_hash_set<int64_t> removed_;  // keys evicted since the last Snapshot
 };
 

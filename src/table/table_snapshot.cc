@@ -243,15 +243,30 @@ Status TableImpl::LoadSnapshotTiered(const TableSnapshot& snap, int64_t needed) 
       fresh_at.push_back(i);
     }
   }
+  // Rows a delta overwrites keep their use histories (read back first); new rows have none.
+  std::vector<uint64_t> history(n, kNoHistory);
+  if (fresh_keys.size() < n) {
+    std::vector<uint32_t> held;
+    std::vector<size_t> held_at;
+    for (size_t i = 0; i < n; ++i) {
+      if (packed[i] == KeyIndex::kEmpty) continue;
+      held.push_back(packed[i]);
+      held_at.push_back(i);
+    }
+    std::vector<float> scratch(held.size() * static_cast<size_t>(row_floats_));
+    std::vector<uint64_t> held_history(held.size());
+    RECSDK_RETURN_IF_ERROR(ReadRowsAt(held, scratch.data(), held_history.data()));
+    for (size_t h = 0; h < held.size(); ++h) history[held_at[h]] = held_history[h];
+  }
   std::vector<uint32_t> placed(fresh_keys.size());
   RECSDK_RETURN_IF_ERROR(PlaceNew(fresh_keys, placed.data()));
   for (size_t j = 0; j < fresh_keys.size(); ++j) {
     packed[fresh_at[j]] = placed[j];
     index_->Insert(fresh_keys[j], placed[j]);
   }
-  RECSDK_RETURN_IF_ERROR(WriteRowsAt(packed, snap.rows.data()));
+  RECSDK_RETURN_IF_ERROR(WriteRowsAt(packed, snap.rows.data(), history.data()));
   for (size_t i = 0; i < n; ++i) {
-    MarkClean(packed[i]);
+    SetTierDirty(packed[i], false);
     if (evicting_) {
       *Timestamp(packed[i]) = snap.timestamps.empty() ? snap.data_time : snap.timestamps[i];
     }
@@ -323,7 +338,7 @@ KeyRows TableImpl::DirtyEntries() const {
   const uint8_t* dirty = Dirty();
   if (tiered_) {
     index_->ForEach([&](int64_t key, uint32_t row) {
-      if (dirty[row] != 0) entries.emplace_back(key, row);
+      if (TierDirty(row)) entries.emplace_back(key, row);
     });
     return entries;
   }
@@ -360,7 +375,10 @@ KeyRows TableImpl::DirtyEntries() const {
 void TableImpl::ResetTracking() {
   if (tiered_) {
     // Tracking is per packed location, over every tier: clear the bytes of the rows held.
-    index_->ForEach([&](int64_t, uint32_t packed) { MarkClean(packed); });
+    index_->ForEach([&](int64_t, uint32_t packed) {
+      if (packed < ssd_base_) MarkClean(packed);
+    });
+    std::fill(ssd_dirty_.begin(), ssd_dirty_.end(), 0);
     removed_.clear();
     return;
   }

@@ -37,12 +37,22 @@ namespace recsdk::internal {
 
 namespace {
 
-constexpr uint64_t kNoHistory = 0xFFFFFFFF00000000ull;  // uses 0, last batch -1
-
 uint32_t Uses(uint64_t h) { return static_cast<uint32_t>(h); }
 int64_t LastBatch(uint64_t h) { return static_cast<int32_t>(static_cast<uint32_t>(h >> 32)); }
 uint64_t MakeHistory(uint32_t uses, int64_t last) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(static_cast<int32_t>(last))) << 32) | uses;
+}
+
+// An SSD record holds the row and, in two more floats' bytes, its use history, so an SSD-resident
+// row costs no history in host memory (issue 14's bytes per SSD row).
+constexpr size_t kHistoryFloats = sizeof(uint64_t) / sizeof(float);
+uint64_t RecordHistory(const float* record, size_t rf) {
+  uint64_t h;
+  std::memcpy(&h, record + rf, sizeof(h));
+  return h;
+}
+void SetRecordHistory(float* record, size_t rf, uint64_t h) {
+  std::memcpy(record + rf, &h, sizeof(h));
 }
 
 }  // namespace
@@ -54,6 +64,8 @@ Status TableImpl::InitTiers() {
                                           static_cast<uint64_t>(host), static_cast<uint64_t>(ssd)));
   bases_ = TierBases(static_cast<uint32_t>(device_rows_), static_cast<uint32_t>(host),
                      static_cast<uint32_t>(ssd));
+  ssd_base_ = bases_.Pack({Tier::kSsd, 0});
+  ssd_dirty_.assign((static_cast<uint64_t>(ssd) + 63) / 64, 0);
   MemoryStoreOptions h;
   h.tier = Tier::kHost;
   h.row_floats = row_floats_;
@@ -62,7 +74,7 @@ Status TableImpl::InitTiers() {
   RECSDK_ASSIGN_OR_RETURN(host_, MemoryStore::Create(h));
   if (ssd > 0) {
     SsdStoreOptions o;
-    o.row_floats = row_floats_;
+    o.row_floats = row_floats_ + static_cast<int>(kHistoryFloats);
     o.capacity = static_cast<uint32_t>(ssd);
     o.folders = config_.ssd_data_path;
     // Table names may hold '/'; file names may not. A table's files replace those an earlier run
@@ -140,7 +152,7 @@ Status TableImpl::PlanTiers(absl::Span<const int64_t> keys, absl::Span<const uin
     RECSDK_RETURN_IF_ERROR(host_->Read(plan->host_slots, plan->host_rows.data()));
   }
   if (!plan->ssd_slots.empty()) {
-    plan->ssd_rows.resize(plan->ssd_slots.size() * rf);
+    plan->ssd_rows.resize(plan->ssd_slots.size() * (rf + kHistoryFloats));
     RECSDK_RETURN_IF_ERROR(ssd_->Read(plan->ssd_slots, plan->ssd_rows.data()));
   }
   const size_t arriving = plan->host_pos.size() + plan->ssd_pos.size() + admits;
@@ -219,13 +231,17 @@ Status TableImpl::PlanTiers(absl::Span<const int64_t> keys, absl::Span<const uin
       }
     }
   }
-  // The arriving rows' metadata, read before their slots can be reused below.
+  // The arriving rows' metadata, read before their slots can be reused below (an SSD row's
+  // history is in its record).
   for (const std::vector<uint32_t>* pos : {&plan->host_pos, &plan->ssd_pos}) {
-    for (uint32_t i : *pos) {
-      const uint32_t packed = rows[i];
+    for (size_t j = 0; j < pos->size(); ++j) {
+      const uint32_t packed = rows[(*pos)[j]];
       plan->arriving_ts.push_back(evicting_ ? *Timestamp(packed) : 0);
-      plan->arriving_dirty.push_back(Dirty()[packed]);
-      plan->arriving_hist.push_back(*History(packed));
+      plan->arriving_dirty.push_back(TierDirty(packed) ? 1 : 0);
+      plan->arriving_hist.push_back(
+          pos == &plan->host_pos
+              ? *History(packed)
+              : RecordHistory(plan->ssd_rows.data() + j * (rf + kHistoryFloats), rf));
     }
   }
   return absl::OkStatus();
@@ -245,8 +261,8 @@ Status TableImpl::ExecuteTiers(absl::Span<const int64_t> keys, absl::Span<uint32
   // reused (the arriving rows' metadata was saved by PlanTiers).
   auto move_meta = [&](uint32_t from, uint32_t to) {
     if (evicting_) *Timestamp(to) = *Timestamp(from);
-    Dirty()[to] = Dirty()[from];
-    *History(to) = *History(from);
+    SetTierDirty(to, TierDirty(from));
+    if (bases_.Unpack(to).tier != Tier::kSsd) *History(to) = *History(from);
   };
   auto relocate = [&](int64_t key, uint32_t to) {
     index_->Erase(key);
@@ -264,9 +280,15 @@ Status TableImpl::ExecuteTiers(absl::Span<const int64_t> keys, absl::Span<uint32
   // 2. The host's coldest rows to SSD.
   if (!plan.cold.empty()) {
     const size_t n = plan.cold.size();
-    std::vector<float> buf(n * rf);
+    const size_t record = rf + kHistoryFloats;
+    std::vector<float> buf(n * record);
     std::vector<uint32_t> to(n);
-    RECSDK_RETURN_IF_ERROR(host_->Read(plan.cold, buf.data()));
+    for (size_t j = 0; j < n; ++j) {
+      // MemoryStore rows are addressable: copied straight into the records.
+      std::memcpy(buf.data() + j * record, host_->RowAddress(plan.cold[j]), row_bytes_);
+      SetRecordHistory(buf.data() + j * record, rf,
+                       *History(bases_.Pack({Tier::kHost, plan.cold[j]})));
+    }
     RECSDK_RETURN_IF_ERROR(ssd_->Allocate(n, to.data()));
     RECSDK_RETURN_IF_ERROR(ssd_->Write(to, buf.data()));
     RECSDK_RETURN_IF_ERROR(host_->Free(plan.cold));
@@ -324,7 +346,8 @@ Status TableImpl::ExecuteTiers(absl::Span<const int64_t> keys, absl::Span<uint32
     RECSDK_RETURN_IF_ERROR(arrive(plan.host_pos[j], plan.host_rows.data() + j * rf));
   }
   for (size_t j = 0; j < plan.ssd_pos.size(); ++j) {
-    RECSDK_RETURN_IF_ERROR(arrive(plan.ssd_pos[j], plan.ssd_rows.data() + j * rf));
+    RECSDK_RETURN_IF_ERROR(
+        arrive(plan.ssd_pos[j], plan.ssd_rows.data() + j * (rf + kHistoryFloats)));
   }
   promoted_ += static_cast<int64_t>(m);
   // 5. New keys: fresh rows on the device.
@@ -407,7 +430,8 @@ void TableImpl::ScrubLeases(const absl::flat_hash_set<uint32_t>& device_slots) {
   for (uint32_t s : device_slots) device_pins_[s] = 0;
 }
 
-Status TableImpl::ReadRowsAt(absl::Span<const uint32_t> packed, float* out) const {
+Status TableImpl::ReadRowsAt(absl::Span<const uint32_t> packed, float* out,
+                             uint64_t* history) const {
   const size_t rf = static_cast<size_t>(row_floats_);
   if (!tiered_) {
     for (size_t i = 0; i < packed.size(); ++i)
@@ -418,6 +442,7 @@ Status TableImpl::ReadRowsAt(absl::Span<const uint32_t> packed, float* out) cons
   std::vector<size_t> where[kNumTiers];
   for (size_t i = 0; i < packed.size(); ++i) {
     const RowLocation loc = bases_.Unpack(packed[i]);
+    if (loc.tier != Tier::kSsd && history != nullptr) history[i] = *History(packed[i]);
     if (loc.tier == Tier::kDevice) {
       std::memcpy(out + i * rf, Row(loc.slot), row_bytes_);
       continue;
@@ -428,18 +453,24 @@ Status TableImpl::ReadRowsAt(absl::Span<const uint32_t> packed, float* out) cons
   for (Tier tier : {Tier::kHost, Tier::kSsd}) {
     const int t = static_cast<int>(tier);
     if (slots[t].empty()) continue;
-    std::vector<float> buf(slots[t].size() * rf);
+    // SSD records carry the row's history after it.
+    const size_t stride = tier == Tier::kSsd ? rf + kHistoryFloats : rf;
+    std::vector<float> buf(slots[t].size() * stride);
     const RowStore* store =
         tier == Tier::kHost ? static_cast<const RowStore*>(host_.get()) : ssd_.get();
     RECSDK_RETURN_IF_ERROR(store->Read(slots[t], buf.data()));
     for (size_t j = 0; j < where[t].size(); ++j) {
-      std::memcpy(out + where[t][j] * rf, buf.data() + j * rf, row_bytes_);
+      std::memcpy(out + where[t][j] * rf, buf.data() + j * stride, row_bytes_);
+      if (tier == Tier::kSsd && history != nullptr) {
+        history[where[t][j]] = RecordHistory(buf.data() + j * stride, rf);
+      }
     }
   }
   return absl::OkStatus();
 }
 
-Status TableImpl::WriteRowsAt(absl::Span<const uint32_t> packed, const float* in) {
+Status TableImpl::WriteRowsAt(absl::Span<const uint32_t> packed, const float* in,
+                              const uint64_t* history) {
   const size_t rf = static_cast<size_t>(row_floats_);
   if (!tiered_) {
     for (size_t i = 0; i < packed.size(); ++i) std::memcpy(Row(packed[i]), in + i * rf, row_bytes_);
@@ -449,6 +480,7 @@ Status TableImpl::WriteRowsAt(absl::Span<const uint32_t> packed, const float* in
   std::vector<float> rows[kNumTiers];
   for (size_t i = 0; i < packed.size(); ++i) {
     const RowLocation loc = bases_.Unpack(packed[i]);
+    if (loc.tier != Tier::kSsd) *History(packed[i]) = history[i];
     if (loc.tier == Tier::kDevice) {
       std::memcpy(Row(loc.slot), in + i * rf, row_bytes_);
       continue;
@@ -456,6 +488,10 @@ Status TableImpl::WriteRowsAt(absl::Span<const uint32_t> packed, const float* in
     const int t = static_cast<int>(loc.tier);
     slots[t].push_back(loc.slot);
     rows[t].insert(rows[t].end(), in + i * rf, in + (i + 1) * rf);
+    if (loc.tier == Tier::kSsd) {
+      rows[t].resize(rows[t].size() + kHistoryFloats);
+      SetRecordHistory(rows[t].data() + rows[t].size() - (rf + kHistoryFloats), rf, history[i]);
+    }
   }
   if (!slots[1].empty()) RECSDK_RETURN_IF_ERROR(host_->Write(slots[1], rows[1].data()));
   if (!slots[2].empty()) RECSDK_RETURN_IF_ERROR(ssd_->Write(slots[2], rows[2].data()));
@@ -492,7 +528,10 @@ Status TableImpl::PlaceNew(absl::Span<const int64_t> keys, uint32_t* packed) {
     RECSDK_RETURN_IF_ERROR(ssd_->Allocate(slots.size(), slots.data()));
     for (size_t j = 0; j < slots.size(); ++j, ++i) packed[i] = bases_.Pack({Tier::kSsd, slots[j]});
   }
-  for (size_t j = 0; j < keys.size(); ++j) *History(packed[j]) = kNoHistory;
+  // (An SSD row's history goes into its record when the row is written: WriteRowsAt.)
+  for (size_t j = 0; j < keys.size(); ++j) {
+    if (bases_.Unpack(packed[j]).tier != Tier::kSsd) *History(packed[j]) = kNoHistory;
+  }
   // Placed rows are not used by any batch: two policy steps take them out of the "current or
   // previous batch" guard, so the next batches can push them down.
   for (int i = 0; i < 2; ++i) {
@@ -560,6 +599,12 @@ Status TableImpl::ClearTiers() {
   return absl::OkStatus();
 }
 
+void TableImpl::DropSsdCleanPages() {
+  if (!tiered_) return;
+  std::lock_guard<std::mutex> lock(tier_mu_);
+  if (ssd_ != nullptr) ssd_->DropCleanPages();
+}
+
 TierStats TableImpl::Stats() const {
   TierStats s;
   if (!tiered_) {
@@ -598,6 +643,11 @@ Status ResolveWithLease(EmbeddingTable& table, absl::Span<const int64_t> unique_
 void ReleaseLeases(EmbeddingTable& table, const void* owner, int64_t before_batch) {
   auto* impl = dynamic_cast<TableImpl*>(&table);
   if (impl != nullptr) impl->ReleaseLeases(owner, before_batch);
+}
+
+void DropSsdCleanPages(EmbeddingTable& table) {
+  auto* impl = dynamic_cast<TableImpl*>(&table);
+  if (impl != nullptr) impl->DropSsdCleanPages();
 }
 
 int64_t DeviceTierBytes(const EmbeddingTable& table) {

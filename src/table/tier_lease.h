@@ -64,6 +64,11 @@ struct TierStats {
 };
 TierStats GetTierStats(const EmbeddingTable& table);
 
+// DropSsdCleanPages: drops the clean cached pages of a tiered table's SSD files
+// (SsdStore::DropCleanPages), so its next SSD reads come from the disk unless the rows were
+// written since (benchmarks: an SSD tier larger than the page cache). No-op without SSD tier.
+void DropSsdCleanPages(EmbeddingTable& table);
+
 }  // namespace recsdk::internal
 
 #endif  // RECSDK_TABLE_TIER_LEASE_H_

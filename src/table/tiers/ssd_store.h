@@ -34,9 +34,11 @@
 // Host memory per SSD-resident row (the goal is <= 24 bytes): this store keeps 1 bit per
 // slot (allocated or not), 4 bytes per *free* slot and a hash entry per *pinned* slot; the table
 // adds its key index entry (12.8 bytes per entry at load 0.85 = 15.1 bytes, holding the packed
-// RowLocation) and the admission count and last-access time (4 + 4 bytes). Total: 15.1 + 8 +
-// 0.125 = 23.2 bytes; ssd_store_bench's `host_bytes_per_ssd_row` counter measures it with the
-// real KeyIndex and this store filled to capacity.
+// RowLocation), 1 bit of change tracking and, with eviction, 8 bytes of last-access timestamp; a
+// row's use history rides in its SSD record (the table's records are the row and 8 bytes of
+// history). Total: 15.1 + 0.125 + 0.125 = 15.3 bytes, 23.3 with eviction; ssd_store_bench's
+// `host_bytes_per_ssd_row` counter measures it with the real KeyIndex and this store filled to
+// capacity.
 //
 // Errors. No room for more rows (the capacity reached, every folder full or gone) is
 // ResourceExhausted naming the tier, the folders and each one's reason, returned before any slot
@@ -75,12 +77,12 @@
 //                              off; a long run rewrites the levels and raises it), the store
 //                              39-43k rows/s with 6.9-7.1 (a 256-byte row dirties a 4 KiB page).
 // Choice: our own store, reads through io_uring (page cache first; O_DIRECT until stop 20),
-// writes buffered with the WILLNEED pass, io_threads 0 (threads measured no faster once reads are asynchronous, and cost a pool per
-// table). A swap moves about as many rows up (reads) as down (writes), so per row moved up and
-// one down the store costs ~35 us against ~165 us for RocksDB; RocksDB's better writes do not
-// make up for reads 15x slower. RocksDB would give crash consistency per write (its WAL), which
-// the store does not (see docs/tiers.md: checkpoints must copy SSD rows). liburing-dev and
-// librocksdb-dev are used only by the bench, when installed.
+// writes buffered with the WILLNEED pass, io_threads 0 (threads measured no faster once reads are
+// asynchronous, and cost a pool per table). A swap moves about as many rows up (reads) as down
+// (writes), so per row moved up and one down the store costs ~35 us against ~165 us for RocksDB;
+// RocksDB's better writes do not make up for reads 15x slower. RocksDB would give crash consistency
+// per write (its WAL), which the store does not (see docs/tiers.md: checkpoints must copy SSD
+// rows). liburing-dev and librocksdb-dev are used only by the bench, when installed.
 //
 // Threading: as RowStore (row_store.h): one thread changes allocation state; Read and Write of
 // distinct slots may be called concurrently (with io_threads > 0 they take turns on the pool).
@@ -172,6 +174,9 @@ class SsdStore final : public RowStore {
   // DropPageCache: Sync, then ask the kernel to drop the files' cached pages, so the next reads
   // come from the disk (for benchmarks that measure the disk, not the page cache).
   [[nodiscard]] absl::Status DropPageCache();
+  // DropCleanPages: asks the kernel to drop the files' cached pages that are clean (no Sync: rows
+  // written since stay cached until written back), as if memory were short (benchmarks).
+  void DropCleanPages() const;
 
   uint32_t rows_per_file() const { return rows_per_file_; }
   // record_bytes: bytes of one record on disk (the row and its checksum).
