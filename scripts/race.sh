@@ -9,10 +9,11 @@
 #   vs_torch (median over rounds of recsdk samples/s / PyTorch samples/s), its min and max, both
 #   sides' median rates and both sides' losses after the same steps on the same data.
 # Configurations: the DLRM reference model at 1 and 2 threads with SGD and with Adagrad, and the
-# embedding-only race (26 tables, lookup + pooled gradient + sparse Adagrad) at 1 and 2 threads.
+# embedding-only race (26 tables, lookup + pooled gradient + sparse Adagrad) at 1 and 2 threads, and
+# the little_demo race (samples/little_demo's model at batch 512, Adam) at 1 and 2 threads.
 #
 # Knobs: RECSDK_RACE_ROUNDS (3), RECSDK_RACE_THREADS ("1 2"), RECSDK_RACE_OPTIMIZERS
-# ("sgd adagrad"), RECSDK_RACE_MODES ("dlrm embedding"), RECSDK_RACE_DIR (build-race: the build
+# ("sgd adagrad"), RECSDK_RACE_MODES ("dlrm embedding little_demo"), RECSDK_RACE_DIR (build-race: the build
 # and the data file), RECSDK_RACE_INTERACTION (fused), RECSDK_RACE_ARGS (extra flags for both
 # sides, e.g. "--windows 5 --window_steps 4"), RECSDK_RACE_PRECISION (recsdk's precision_mode,
 # e.g. allow_mix_precision for the bfloat16 race; PyTorch stays float32, as the race is
@@ -24,7 +25,7 @@ dir=${RECSDK_RACE_DIR:-build-race}
 rounds=${RECSDK_RACE_ROUNDS:-3}
 threads_list=${RECSDK_RACE_THREADS:-1 2}
 optimizers=${RECSDK_RACE_OPTIMIZERS:-sgd adagrad}
-modes=${RECSDK_RACE_MODES:-dlrm embedding}
+modes=${RECSDK_RACE_MODES:-dlrm embedding little_demo}
 interaction=${RECSDK_RACE_INTERACTION:-fused}
 extra=${RECSDK_RACE_ARGS:-}
 precision=${RECSDK_RACE_PRECISION:-}
@@ -59,6 +60,7 @@ run_torch() {  # mode threads optimizer
 for mode in $modes; do
   opts=$optimizers
   [ "$mode" = embedding ] && opts=adagrad
+  [ "$mode" = little_demo ] && opts=adam  # the sample's Adam + LazyAdam / SparseAdam
   for threads in $threads_list; do
     for opt in $opts; do
       results=()

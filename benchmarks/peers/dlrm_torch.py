@@ -254,7 +254,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", default="dlrm_data.bin")
     p.add_argument("--mode", choices=["dlrm", "embedding", "little_demo"], default="dlrm")
-    p.add_argument("--optimizer", choices=["sgd", "adagrad"], default="sgd")
+    # little_demo always trains with Adam + SparseAdam (the sample's optimizers).
+    p.add_argument("--optimizer", choices=["sgd", "adagrad", "adam"], default="sgd")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--windows", type=int, default=3)

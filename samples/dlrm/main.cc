@@ -448,7 +448,8 @@ int main(int argc, char** argv) {
   }
   if (flags.batches <= 0 || flags.batch <= 0 || flags.vocab <= 1 || flags.threads <= 0 ||
       flags.warmup < 0 || flags.windows <= 0 || flags.window_steps <= 0 ||
-      (flags.optimizer != "sgd" && flags.optimizer != "adagrad") ||
+      (flags.optimizer != "sgd" && flags.optimizer != "adagrad" &&
+       !(flags.mode == "little_demo" && flags.optimizer == "adam")) ||
       (flags.mode != "dlrm" && flags.mode != "embedding" && flags.mode != "little_demo") ||
       (flags.mode == "little_demo" && flags.batch % kDemoBatch != 0) ||
       (flags.interaction != "fused" && flags.interaction != "composed")) {
@@ -494,7 +495,8 @@ int main(int argc, char** argv) {
   int64_t step = 0;
   std::vector<Tensor> out;
   auto run_step = [&]() {
-    Check(session->Run(feeds[static_cast<size_t>(step) % feeds.size()], {m.loss}, {m.train}, &out), "train step");
+    Check(session->Run(feeds[static_cast<size_t>(step) % feeds.size()], {m.loss}, {m.train}, &out),
+          "train step");
     losses.push_back(out[0].scalar<float>());
     ++step;
   };
