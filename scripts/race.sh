@@ -47,8 +47,11 @@ dlrm="$root/$dir/samples/dlrm"
 data="$root/$dir/dlrm_race_data.bin"
 "$dlrm" --data "$data" --write_data_only
 
+# recsdk runs up to `threads` ops at once (stream_max_parallel_num DNN_V100:threads) on its
+# `threads` intra-op threads: the same cores, used where the graph has independent ops (the 26
+# tables' lookups and updates).
 run_recsdk() {  # mode threads optimizer
-  "$dlrm" --data "$data" --mode "$1" --threads "$2" --optimizer "$3" \
+  "$dlrm" --data "$data" --mode "$1" --threads "$2" --inter_op "$2" --optimizer "$3" \
     --interaction "$interaction" ${precision:+--precision_mode "$precision"} $extra
 }
 run_torch() {  # mode threads optimizer

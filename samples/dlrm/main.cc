@@ -28,6 +28,7 @@
 //        [--warmup W] [--windows K] [--window_steps S] [--loss_steps L] [--breakdown]
 //        [--interaction fused|composed] [--mode dlrm|embedding|little_demo] [--write_data_only]
 //        [--precision_mode MODE]  (SessionConfig::precision_mode, e.g. allow_mix_precision)
+//        [--inter_op N]  (SessionConfig::stream_max_parallel_num "DNN_V100:N": ops run at once)
 //        [--fusion PASSES]  (SessionConfig::enable_scope_fusion_passes; default "fuse_dense",
 //                            "none" for no fusion pass)
 // It prints one JSON line: samples/s (median of the timing windows after the warm-up), every
@@ -100,6 +101,7 @@ struct Flags {
   bool write_data_only = false;
   std::string mode = "dlrm";   // or "embedding" (the sparse path alone) or "little_demo"
   std::string precision_mode;  // SessionConfig::precision_mode, e.g. allow_mix_precision
+  int inter_op = 1;            // SessionConfig::stream_max_parallel_num DNN_V100:N
 };
 
 // RaceData: the pre-generated batches, as laid out in the file.
@@ -438,6 +440,8 @@ int main(int argc, char** argv) {
       flags.mode = next();
     else if (f == "--precision_mode")
       flags.precision_mode = next();
+    else if (f == "--inter_op")
+      flags.inter_op = std::atoi(next().c_str());
     else if (f == "--write_data_only")
       flags.write_data_only = true;
     else {
@@ -479,6 +483,7 @@ int main(int argc, char** argv) {
   SessionConfig config;
   config.intra_op_parallelism = flags.threads;
   config.precision_mode = flags.precision_mode;
+  config.stream_max_parallel_num = fmt::format("DNN_V100:{}", flags.inter_op);
   config.enable_scope_fusion_passes = flags.fusion == "none" ? "" : flags.fusion;
   auto session = Check(Session::Create(m.graph, config), "Session::Create");
   Check(session->Run({}, {}, {m.init}).status(), "init");
