@@ -27,10 +27,10 @@
 namespace recsdk::internal {
 namespace {
 
-using Consumers = std::map<const Node*, std::vector<std::pair<Node*, int>>>;
+using UsesByNode = std::map<const Node*, std::vector<std::pair<Node*, int>>>;
 
-Consumers ConsumersOf(const Graph& graph) {
-  Consumers out;
+UsesByNode UsesByNodeOf(const Graph& graph) {
+  UsesByNode out;
   for (Node* node : graph.nodes()) {
     for (int i = 0; i < node->num_inputs(); ++i) out[node->input(i).node].push_back({node, i});
   }
@@ -50,7 +50,7 @@ bool IsGradOf(const Node* grad, const Node* concat) {
 
 // FusableGather: a pooled gather without masks whose outputs only `concat` and its gradients
 // read.
-bool FusableGather(const Node* gather, const Node* concat, const Consumers& consumers) {
+bool FusableGather(const Node* gather, const Node* concat, const UsesByNode& consumers) {
   if (gather->type() != kTableGatherOp || gather->BoolAttr("padding_mask")) return false;
   const std::string combiner = gather->StringAttr("combiner");
   if (combiner.empty() || combiner == "none") return false;
@@ -63,7 +63,7 @@ bool FusableGather(const Node* gather, const Node* concat, const Consumers& cons
 }
 
 Status FuseGatherConcat(Graph* graph) {
-  const Consumers consumers = ConsumersOf(*graph);
+  const UsesByNode consumers = UsesByNodeOf(*graph);
   for (Node* concat : graph->nodes()) {
     if (concat->type() != "Concat" || concat->output_dtype(0) != DType::kFloat32) continue;
     const Shape& out_shape = concat->output_shape(0);
