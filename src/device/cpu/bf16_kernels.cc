@@ -57,16 +57,7 @@ Status FusedDenseBf16Kernel(OpKernelContext& ctx) {
   const float* b = bias.data<float>();
   const bool relu = ctx.node().StringAttr("activation", "none") == "relu";
   ParallelFor(m, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(n, 1)),
-              [&](int64_t r0, int64_t r1) {
-                for (int64_t r = r0; r < r1; ++r) {
-                  float* row = c + r * n;
-                  if (relu) {
-                    for (int64_t j = 0; j < n; ++j) row[j] = std::max(row[j] + b[j], 0.0f);
-                  } else {
-                    for (int64_t j = 0; j < n; ++j) row[j] += b[j];
-                  }
-                }
-              });
+              [&](int64_t r0, int64_t r1) { AddBiasRows(c, b, n, r0, r1, relu); });
   return absl::OkStatus();
 }
 

@@ -22,13 +22,17 @@ namespace {
 constexpr char kBankFile[] = "gemm.tsv";
 constexpr int kMaxParts = 8;
 
+// DefaultPlanFor: the plan without tuning (a batch splits across its products, one each).
+GemmPlan DefaultPlanFor(const GemmShape& s) {
+  return s.batch > 0 ? GemmPlan{BestGemmBackend(), 1} : DefaultGemmPlan(s.m, s.n, s.k);
+}
+
 // Candidates: every available backend x {1, 2, 4, 8} blocks of C by rows and {2, 4, 8} by
 // columns (blocks of at least 16 rows or columns); a batch splits across its products, so only
 // the backend varies. The default plan is first.
 std::vector<GemmPlan> Candidates(const GemmShape& s) {
   std::vector<GemmPlan> out;
-  const GemmPlan def =
-      s.batch > 0 ? GemmPlan{BestGemmBackend(), 1} : DefaultGemmPlan(s.m, s.n, s.k);
+  const GemmPlan def = DefaultPlanFor(s);
   out.push_back(def);
   std::vector<GemmBackend> backends = {GemmBackend::kEigen};
   if (OneDnnAvailable()) backends.push_back(GemmBackend::kOneDnn);
@@ -258,9 +262,7 @@ void RunGemmPlan(const GemmPlan& plan, const GemmShape& s, const float* a, const
 void RunGemm(Device* device, const GemmShape& shape, const float* a, const float* b, float* c,
              const GemmEpilogue& epilogue) {
   GemmTuner* tuner = CpuGemmTuner(device);
-  const GemmPlan plan = tuner != nullptr  ? tuner->Plan(shape, a, b, c)
-                        : shape.batch > 0 ? GemmPlan{BestGemmBackend(), 1}
-                                          : DefaultGemmPlan(shape.m, shape.n, shape.k);
+  const GemmPlan plan = tuner != nullptr ? tuner->Plan(shape, a, b, c) : DefaultPlanFor(shape);
   RunGemmPlan(plan, shape, a, b, c, epilogue);
 }
 

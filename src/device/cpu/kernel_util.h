@@ -3,6 +3,7 @@
 #ifndef RECSDK_DEVICE_CPU_KERNEL_UTIL_H_
 #define RECSDK_DEVICE_CPU_KERNEL_UTIL_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -25,6 +26,20 @@ void ParallelFor(int64_t n, int64_t grain, Fn&& fn) {
 }
 
 inline constexpr int64_t kElementwiseGrain = 32768;
+
+// AddBiasRows: rows [r0, r1) of c[m, n] get the bias b[n] added and, with relu, max(., 0): the
+// epilogue of the FusedDense kernels (float32, float64 and the bfloat16-operand form).
+template <typename T>
+void AddBiasRows(T* c, const T* b, int64_t n, int64_t r0, int64_t r1, bool relu) {
+  for (int64_t r = r0; r < r1; ++r) {
+    T* row = c + r * n;
+    if (relu) {
+      for (int64_t j = 0; j < n; ++j) row[j] = std::max(row[j] + b[j], T(0));
+    } else {
+      for (int64_t j = 0; j < n; ++j) row[j] += b[j];
+    }
+  }
+}
 
 // Dispatch on a numeric dtype: calls fn(T{}) with T the element type.
 template <typename Fn>

@@ -117,16 +117,8 @@ Status FusedDenseTyped(OpKernelContext& ctx) {
   T* c = out->data<T>();
   const T* b = bias.data<T>();
   const bool relu = act == "relu";
-  auto epilogue = [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      T* row = c + r * n;
-      if (relu) {
-        for (int64_t j = 0; j < n; ++j) row[j] = std::max(row[j] + b[j], T(0));
-      } else {
-        for (int64_t j = 0; j < n; ++j) row[j] += b[j];
-      }
-    }
-  };
+  auto epilogue = [&](int64_t r0, int64_t r1) { AddBiasRows(c, b, n, r0, r1, relu); };
+
   if (k == 0) {
     std::fill_n(c, m * n, T(0));
     epilogue(0, m);
