@@ -1,8 +1,12 @@
-// random_bench.cc: the normal sampler behind initializers and new table rows.
+// random_bench.cc: the samplers behind initializers and new table rows.
 //
 //   BM_Normal: PhiloxStream::Normal (ziggurat) against BoxMullerNormal (log, sqrt, cos per value)
 //       drawing from the same streams, timed back to back. Counter vs_box_muller = Box-Muller
 //       time / ziggurat time.
+//   BM_UniformRows: the 16 uniform words of 4096 rows (one Philox stream per row, as a table's new
+//       rows of a Uniform initializer draw them): PhiloxStreamBlocks (the streams side by side in
+//       vector lanes) against a PhiloxStream per row, back to back on the same keys. Counter
+//       batched_vs_per_row = per-row time / batched time.
 //   BM_NewRows: Resolve of never-seen keys in a dim-16 TruncatedNormal table (the cost a table
 //       pays per new key: index insert, row initialisation, optimizer slots, and the first
 //       touch of the row's memory). Counter new_keys_per_s.
@@ -53,6 +57,39 @@ void BM_Normal(benchmark::State& state) {
   state.counters["vs_box_muller"] = box / zig;
 }
 BENCHMARK(BM_Normal);
+
+void BM_UniformRows(benchmark::State& state) {
+  constexpr int kPerRow = 16, kRows = 4096;
+  std::vector<uint64_t> keys(kRows);
+  std::vector<uint32_t> words(static_cast<size_t>(kPerRow) * kRows);
+  std::vector<float> out(words.size()), ref(words.size());
+  double batched = 0, per_row = 0;
+  uint64_t batch = 0;
+  for (auto _ : state) {
+    for (int r = 0; r < kRows; ++r) keys[r] = batch * kRows + static_cast<uint64_t>(r);
+    const auto t0 = Clock::now();
+    internal::PhiloxStreamBlocks(keys.data(), kRows, kPerRow / 4, 0, words.data());
+    for (size_t i = 0; i < words.size(); ++i) out[i] = internal::UniformFloat(words[i]);
+    benchmark::ClobberMemory();
+    const auto t1 = Clock::now();
+    for (int r = 0; r < kRows; ++r) {
+      internal::PhiloxStream s(keys[r], 0);
+      for (int i = 0; i < kPerRow; ++i) ref[r * kPerRow + i] = s.Uniform();
+    }
+    benchmark::ClobberMemory();
+    const auto t2 = Clock::now();
+    if (out != ref) {
+      state.SkipWithError("batched streams differ from per-row streams");
+      break;
+    }
+    batched += Seconds(t0, t1);
+    per_row += Seconds(t1, t2);
+    ++batch;
+  }
+  state.counters["batched_rows_per_s"] = static_cast<double>(batch) * kRows / batched;
+  state.counters["batched_vs_per_row"] = per_row / batched;
+}
+BENCHMARK(BM_UniformRows);
 
 void BM_NewRows(benchmark::State& state) {
   tbb::global_control gc(tbb::global_control::max_allowed_parallelism, 1);

@@ -9,7 +9,10 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+
+#include "src/common/cpu_features.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -128,6 +131,16 @@ inline void Philox4x32Blocks<4>(uint64_t key, uint64_t counter_lo, uint64_t coun
   PhiloxSse<1>(key, counter_lo, counter_hi, out);
 }
 #endif
+
+// PhiloxStreamBlocks: the first `blocks` blocks (counters 0 .. blocks - 1, counter_hi `stream`)
+// of each of n streams: out[4 * (i * blocks + b) .. + 3] = block b of the stream under key
+// keys[i], i.e. the first 4 * blocks words PhiloxStream(keys[i], stream) draws. For many short
+// streams at once (a table's new rows, one stream per key): with AVX-512, 16 blocks of different
+// keys go through the rounds side by side in the lanes (~5x the per-row streams); otherwise
+// stream by stream. PhiloxStreamBlocksFor picks the variant (tests compare them).
+void PhiloxStreamBlocks(const uint64_t* keys, size_t n, int blocks, uint64_t stream, uint32_t* out);
+void PhiloxStreamBlocksFor(Isa isa, const uint64_t* keys, size_t n, int blocks, uint64_t stream,
+                           uint32_t* out);
 
 // Uniform in [0, 1) from 24 random bits (exactly representable in float).
 inline float UniformFloat(uint32_t bits) { return static_cast<float>(bits >> 8) * 0x1.0p-24f; }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "fmt/format.h"
 #include "src/common/hash.h"
@@ -127,6 +128,39 @@ void TableImpl::InitRow(uint32_t row, int64_t key) const {
     }
   }
   InitSlots(optimizer_, dim, w + dim);
+}
+
+void TableImpl::InitRows(const uint32_t* at, size_t n, const uint32_t* rows,
+                         const int64_t* keys) const {
+  const Initializer& init = config_.initializer;
+  const bool glorot = init.kind == Initializer::Kind::kGlorotUniform;
+  if (init.kind != Initializer::Kind::kUniform && !glorot) {
+    for (size_t j = 0; j < n; ++j) InitRow(rows[at[j]], keys[at[j]]);
+    return;
+  }
+  // The same expressions as InitRow's, on the same words: a row's stream is (seed, key), and its
+  // first `dim` words are the first blocks of that stream.
+  const int dim = config_.dim;
+  const float limit = std::sqrt(6.0f / (2.0f * static_cast<float>(dim)));
+  const float lo = glorot ? -limit : static_cast<float>(init.min);
+  const float span = glorot ? 2.0f * limit : static_cast<float>(init.max - init.min);
+  const int blocks = (dim + 3) / 4;
+  constexpr size_t kChunk = 64;
+  uint64_t seeds[kChunk];
+  std::vector<uint32_t> words(kChunk * 4 * static_cast<size_t>(blocks));
+  for (size_t j0 = 0; j0 < n; j0 += kChunk) {
+    const size_t m = std::min(kChunk, n - j0);
+    for (size_t j = 0; j < m; ++j) {
+      seeds[j] = CombineSeeds(seed_, static_cast<uint64_t>(keys[at[j0 + j]]));
+    }
+    PhiloxStreamBlocks(seeds, m, blocks, 0, words.data());
+    for (size_t j = 0; j < m; ++j) {
+      float* w = Row(rows[at[j0 + j]]);
+      const uint32_t* u = words.data() + j * 4 * static_cast<size_t>(blocks);
+      for (int i = 0; i < dim; ++i) w[i] = lo + span * UniformFloat(u[i]);
+      InitSlots(optimizer_, dim, w + dim);
+    }
+  }
 }
 
 uint32_t TableImpl::AllocateRow() {

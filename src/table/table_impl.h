@@ -156,6 +156,9 @@ class TableImpl final : public EmbeddingTable {
   }
   // InitRow: embedding from the initializer stream of (seed, key), then fresh slots.
   void InitRow(uint32_t row, int64_t key) const;
+  // InitRows: InitRow(rows[at[j]], keys[at[j]]) for j < n, bitwise the same; uniform
+  // initializers draw the rows' streams side by side (PhiloxStreamBlocks).
+  void InitRows(const uint32_t* at, size_t n, const uint32_t* rows, const int64_t* keys) const;
   int64_t FreeRows() const {
     return static_cast<int64_t>(free_rows_.size()) + (device_rows_ - next_row_);
   }

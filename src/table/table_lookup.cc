@@ -130,7 +130,7 @@ Status TableImpl::ResolveUnguarded(absl::Span<const int64_t> keys,
     }
     index_->InsertBatch(admit_keys.data(), admit_rows.data(), admit.size());
     ParallelChunks(admit.size(), 256, [&](size_t b, size_t e) {
-      for (size_t j = b; j < e; ++j) InitRow(rows[admit[j]], keys[admit[j]]);
+      InitRows(admit.data() + b, e - b, rows.data(), keys.data());
     });
   }
   if (evicting_) {

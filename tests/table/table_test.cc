@@ -21,6 +21,8 @@
 #include "fmt/format.h"
 #include "gtest/gtest.h"
 #include "oneapi/tbb/global_control.h"
+#include "src/common/hash.h"
+#include "src/common/random.h"
 #include "src/table/npy.h"
 #include "src/table/table_impl.h"
 
@@ -207,6 +209,34 @@ TEST(TableTest, LookupInsertsAndInitialRowsAreReproducible) {
   // Found again: same rows, no growth.
   EXPECT_EQ(Resolve(*a, {1, 2, 3}), ra);
   EXPECT_EQ(a->size(), 3);
+}
+
+// A new row's embedding is a pure function of (initializer seed, key): the first dim words of the
+// Philox stream CombineSeeds(seed, key), mapped as the initializer says. Rows initialised many at
+// a time (their streams side by side in vector lanes) must be those of one stream per key, for
+// dims that fill and that do not fill the last block.
+TEST(TableTest, InitialRowsAreTheKeysPhiloxStreams) {
+  for (int dim : {3, 16, 17}) {
+    for (bool glorot : {false, true}) {
+      TableConfig c = Config(dim, 1000);
+      c.initializer = glorot ? Initializer::GlorotUniform(11) : Initializer::Uniform(-0.5, 2, 9);
+      auto t = Make(c, SparseOptimizerConfig::Adagrad(0.1f, 0.25f, 1e-10f));
+      std::vector<int64_t> keys(300);
+      for (size_t i = 0; i < keys.size(); ++i) keys[i] = static_cast<int64_t>(i * 7919) - 5000;
+      Resolve(*t, keys);
+      const float limit = std::sqrt(6.0f / (2.0f * static_cast<float>(dim)));
+      const float lo = glorot ? -limit : -0.5f, span = glorot ? 2.0f * limit : 2.5f;
+      for (int64_t k : keys) {
+        internal::PhiloxStream s(internal::CombineSeeds(glorot ? 11 : 9, static_cast<uint64_t>(k)),
+                                 0);
+        std::vector<float> want(2 * dim, 0.25f);  // the embedding, then Adagrad's accumulator
+        for (int i = 0; i < dim; ++i) want[i] = lo + span * s.Uniform();
+        auto row = t->ReadRow(k);
+        ASSERT_TRUE(row.ok()) << row.status();
+        ASSERT_EQ(*row, want) << "dim " << dim << " glorot " << glorot << " key " << k;
+      }
+    }
+  }
 }
 
 // Gather and GatherRestored (their fast paths copy whole cache lines for dim % 16 == 0) against
