@@ -33,7 +33,8 @@
 //                            "none" for no fusion pass)
 // It prints one JSON line: samples/s (median of the timing windows after the warm-up), every
 // window's rate, the mean loss of the first batch and of the steps (loss_steps-4..loss_steps], the
-// minor page faults and fresh step buffers per timed step (both ~0 in a steady step), and
+// minor page faults and fresh step buffers per timed step (both ~0 in a steady step), the CPU
+// time per timed step (all threads; steadier than wall time on a shared machine), and
 // with --breakdown the step split into parts measured by running sub-graphs (see Breakdown()).
 //
 // Threading: single-threaded driver; the Session uses `--threads` threads inside kernels.
@@ -387,6 +388,15 @@ int64_t MinorFaults() {
   return u.ru_minflt;
 }
 
+// CpuSeconds: user + system CPU time of the process so far, all threads. On a shared machine it
+// moves far less than wall time when other work takes the cores, so A/B runs compare it too.
+double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * t.tv_usec; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
 double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
@@ -509,6 +519,7 @@ int main(int argc, char** argv) {
   // Page faults and fresh buffers of the timed steps: a steady step should make neither.
   const int64_t faults0 = MinorFaults();
   const int64_t fresh0 = session->stats().graph_fresh_allocations;
+  const double cpu0 = CpuSeconds();
   for (int w = 0; w < flags.windows; ++w) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < flags.window_steps; ++i) run_step();
@@ -518,6 +529,7 @@ int main(int argc, char** argv) {
   const double timed_steps = static_cast<double>(flags.windows) * flags.window_steps;
   const double faults_per_step = (MinorFaults() - faults0) / timed_steps;
   const double fresh_per_step = (session->stats().graph_fresh_allocations - fresh0) / timed_steps;
+  const double cpu_ms_per_step = (CpuSeconds() - cpu0) * 1e3 / timed_steps;
   while (step < loss_steps) run_step();
   const int tail_begin = std::max(0, loss_steps - 5);
   double tail = 0;
@@ -557,10 +569,11 @@ int main(int argc, char** argv) {
       "{\"impl\":\"recsdk\",\"model\":\"%s\",\"threads\":%d,\"optimizer\":\"%s\","
       "\"interaction\":\"%s\",\"fusion\":\"%s\",\"batch\":%lld,\"%s\":%.1f,\"windows\":[%s],"
       "\"first_loss\":%.6f,\"loss_steps\":%d,\"loss\":%.6f,\"page_faults_per_step\":%.1f,"
-      "\"fresh_buffers_per_step\":%.1f,\"breakdown\":%s}\n",
+      "\"fresh_buffers_per_step\":%.1f,\"cpu_ms_per_step\":%.2f,\"breakdown\":%s}\n",
       flags.mode.c_str(), flags.threads, flags.optimizer.c_str(), flags.interaction.c_str(),
       flags.fusion.c_str(), static_cast<long long>(demo ? kDemoBatch : flags.batch),
       flags.mode == "embedding" ? "ids_per_s" : "samples_per_s", Median(rates), windows.c_str(),
-      losses[0], loss_steps, tail, faults_per_step, fresh_per_step, breakdown.c_str());
+      losses[0], loss_steps, tail, faults_per_step, fresh_per_step, cpu_ms_per_step,
+      breakdown.c_str());
   return 0;
 }
