@@ -95,28 +95,45 @@ constexpr const MicroFn* kMicro[kRows] = {kMicroRow<1>, kMicroRow<2>, kMicroRow<
 
 // Packed operands of one product: A as rows of k pairs (possibly A itself), B as 16-column panels
 // of k pairs: element (pair p, column j, e) of panel q is B[2p + e, 16q + j], zero outside B.
+// The buffers live in the thread's Scratch, kept across products: a fresh vector per product cost
+// a zero-fill and, past glibc's mmap threshold (a transposed 4096 x 512 A is 4 MiB), fresh pages
+// on every call. A product started on a thread whose scratch is in use (TBB may run another op's
+// task on a thread that waits inside ParallelFor) packs into buffers of its own.
+struct Scratch {
+  std::vector<uint16_t> a, b;
+  bool busy = false;
+};
+
 struct Packed {
   int64_t pairs = 0;
   int64_t panels = 0;
-  std::vector<uint16_t> b;
-  std::vector<uint16_t> a_storage;
+  Scratch* scratch = nullptr;
+  uint16_t* b = nullptr;
   const uint16_t* a = nullptr;
   int64_t lda = 0;
 };
 
+// Grow: v holds at least n values (new ones are written before they are read).
+uint16_t* Grow(std::vector<uint16_t>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
 void PackB(int64_t k, int64_t n, const uint16_t* b, int64_t ldb, bool tb, Packed* pk,
            bool parallel) {
-  pk->b.assign(static_cast<size_t>(pk->panels * pk->pairs * 2 * kPanel), 0);
+  pk->b = Grow(pk->scratch->b, static_cast<size_t>(pk->panels * pk->pairs * 2 * kPanel));
   auto pack = [&](int64_t q0, int64_t q1) {
     for (int64_t q = q0; q < q1; ++q) {
-      uint16_t* out = pk->b.data() + q * pk->pairs * 2 * kPanel;
+      uint16_t* out = pk->b + q * pk->pairs * 2 * kPanel;
       const int64_t cols = std::min<int64_t>(kPanel, n - q * kPanel);
       for (int64_t p = 0; p < pk->pairs; ++p) {
         for (int e = 0; e < 2; ++e) {
           const int64_t kk = 2 * p + e;
-          if (kk >= k) continue;
-          for (int64_t j = 0; j < cols; ++j)
-            out[p * 2 * kPanel + 2 * j + e] = At(b, ldb, tb, kk, q * kPanel + j);
+          uint16_t* o = out + p * 2 * kPanel + e;
+          // Zero outside B: the pad of an odd k and the columns past n of the last panel.
+          const int64_t have = kk < k ? cols : 0;
+          for (int64_t j = 0; j < have; ++j) o[2 * j] = At(b, ldb, tb, kk, q * kPanel + j);
+          for (int64_t j = have; j < kPanel; ++j) o[2 * j] = 0;
         }
       }
     }
@@ -129,19 +146,51 @@ void PackB(int64_t k, int64_t n, const uint16_t* b, int64_t ldb, bool tb, Packed
 }
 
 // PackA: A is used in place when its rows already are runs of k pairs (not transposed, k and lda
-// even); otherwise copied into rows of 2 * pairs values with a zero pad.
-void PackA(int64_t m, int64_t k, const uint16_t* a, int64_t lda, bool ta, Packed* pk) {
+// even); otherwise copied into rows of 2 * pairs values with a zero pad. A transposed A (the
+// weight gradient's X^T) is copied in blocks: kSpan source rows give kRowsAtOnce values each to
+// kRowsAtOnce destination rows, which get two lines each, where a column-by-column copy read a
+// new line for every element (it was 13% of a bfloat16 DLRM step).
+void PackA(int64_t m, int64_t k, const uint16_t* a, int64_t lda, bool ta, Packed* pk,
+           bool parallel) {
   if (!ta && k % 2 == 0 && lda % 2 == 0) {
     pk->a = a;
     pk->lda = lda;
     return;
   }
   const int64_t width = 2 * pk->pairs;
-  pk->a_storage.assign(static_cast<size_t>(m * width), 0);
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t kk = 0; kk < k; ++kk) pk->a_storage[i * width + kk] = At(a, lda, ta, i, kk);
+  uint16_t* out = Grow(pk->scratch->a, static_cast<size_t>(m * width));
+  constexpr int64_t kBlock = 32, kRowsAtOnce = 8, kSpan = 64;
+  auto pack = [&](int64_t b0, int64_t b1) {
+    for (int64_t i0 = b0 * kBlock; i0 < std::min(m, b1 * kBlock); i0 += kBlock) {
+      const int64_t i1 = std::min(m, i0 + kBlock);
+      for (int64_t i = i0; i < i1; ++i) {
+        if (width > k) out[i * width + k] = 0;  // the pad of an odd k
+      }
+      if (!ta) {
+        for (int64_t i = i0; i < i1; ++i) std::copy_n(a + i * lda, k, out + i * width);
+        continue;
+      }
+      // kRowsAtOnce destination rows at a time: rows `width` apart (a power of two for k = 4096)
+      // share one L1 set, and more of them than the cache's ways evict each other.
+      for (int64_t r0 = i0; r0 < i1; r0 += kRowsAtOnce) {
+        const int64_t r1 = std::min(i1, r0 + kRowsAtOnce);
+        for (int64_t k0 = 0; k0 < k; k0 += kSpan) {
+          const int64_t k1 = std::min(k, k0 + kSpan);
+          for (int64_t kk = k0; kk < k1; ++kk) {
+            const uint16_t* src = a + kk * lda;
+            for (int64_t i = r0; i < r1; ++i) out[i * width + kk] = src[i];
+          }
+        }
+      }
+    }
+  };
+  const int64_t blocks = (m + kBlock - 1) / kBlock;
+  if (parallel) {
+    ParallelFor(blocks, 1, pack);
+  } else {
+    pack(0, blocks);
   }
-  pk->a = pk->a_storage.data();
+  pk->a = out;
   pk->lda = width;
 }
 
@@ -154,7 +203,7 @@ void Tile(const Packed& pk, int64_t n, int64_t r0, int64_t r1, int64_t c0, int64
     for (int64_t col = c0; col < c1; col += kPanel * kPanels) {
       const int64_t cols = std::min<int64_t>({kPanel * kPanels, c1 - col, n - col});
       const int panels = static_cast<int>((cols + kPanel - 1) / kPanel);
-      const uint16_t* bp = pk.b.data() + (col / kPanel) * panel_stride + p0 * 2 * kPanel;
+      const uint16_t* bp = pk.b + (col / kPanel) * panel_stride + p0 * 2 * kPanel;
       for (int64_t r = r0; r < r1; r += kRows) {
         const int rows = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
         kMicro[rows - 1][panels - 1](pairs, pk.a + r * pk.lda + 2 * p0, pk.lda, bp, panel_stride,
@@ -166,14 +215,23 @@ void Tile(const Packed& pk, int64_t n, int64_t r0, int64_t r1, int64_t c0, int64
 
 void FastGemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, bool ta,
               const uint16_t* b, int64_t ldb, bool tb, float* c, int64_t ldc, bool parallel) {
+  thread_local Scratch mine;
+  Scratch own;  // when this thread's scratch is in use by a product further up its stack
+  Scratch* scratch = mine.busy ? &own : &mine;
+  scratch->busy = true;
+  struct Release {
+    Scratch* s;
+    ~Release() { s->busy = false; }
+  } release{scratch};
   Packed pk;
+  pk.scratch = scratch;
   pk.pairs = (k + 1) / 2;
   pk.panels = (n + kPanel - 1) / kPanel;
   const double flops =
       2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   parallel = parallel && flops >= 2e6;
   PackB(k, n, b, ldb, tb, &pk, parallel);
-  PackA(m, k, a, lda, ta, &pk);
+  PackA(m, k, a, lda, ta, &pk, parallel);
   const int64_t row_tiles = (m + kTileRows - 1) / kTileRows;
   const int64_t col_tiles = (n + kTileCols - 1) / kTileCols;
   auto run = [&](int64_t t0, int64_t t1) {
