@@ -145,11 +145,58 @@ void PackB(int64_t k, int64_t n, const uint16_t* b, int64_t ldb, bool tb, Packed
   }
 }
 
+// TransposePairs16: out rows i0 .. i0 + 15 (as 32-bit pairs, `pairs` apart) get pairs p0 .. p0 + 15
+// of a transposed A: pair (i, p) = (A^T[i, 2p], A^T[i, 2p + 1]) = (a[2p][i], a[2p + 1][i]). Two
+// source rows make one 16 x 16 matrix row of pairs, and the matrix is transposed in registers
+// (unpacks of 32- and 64-bit elements, then 128-bit lane shuffles), so every load and store is a
+// whole line.
+// GCC 12's AVX-512 headers start several intrinsics from _mm512_undefined_epi32(), a
+// self-initialised variable, which -Wuninitialized reports once they are inlined here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+RECSDK_BF16_TARGET void TransposePairs16(const uint16_t* a, int64_t lda, int64_t i0, int64_t p0,
+                                         uint16_t* out, int64_t pairs) {
+  __m512i r[16], t[16];
+  for (int q = 0; q < 16; ++q) {
+    const uint16_t* lo = a + (2 * (p0 + q)) * lda + i0;
+    const __m512i even =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo)));
+    const __m512i odd =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo + lda)));
+    r[q] = _mm512_or_si512(even, _mm512_slli_epi32(odd, 16));  // lane i: pair (i0 + i, p0 + q)
+  }
+  for (int q = 0; q < 8; ++q) {
+    t[2 * q] = _mm512_unpacklo_epi32(r[2 * q], r[2 * q + 1]);
+    t[2 * q + 1] = _mm512_unpackhi_epi32(r[2 * q], r[2 * q + 1]);
+  }
+  // Now r[4g + j], 128-bit lane l, holds column 4l + j of rows 4g .. 4g + 3.
+  for (int g = 0; g < 4; ++g) {
+    r[4 * g] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+    r[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+    r[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+    r[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+  }
+  uint32_t* o = reinterpret_cast<uint32_t*>(out);
+  for (int j = 0; j < 4; ++j) {
+    const __m512i a01 = _mm512_shuffle_i32x4(r[j], r[4 + j], 0x44);
+    const __m512i a23 = _mm512_shuffle_i32x4(r[j], r[4 + j], 0xEE);
+    const __m512i b01 = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0x44);
+    const __m512i b23 = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0xEE);
+    const __m512i col[4] = {
+        _mm512_shuffle_i32x4(a01, b01, 0x88), _mm512_shuffle_i32x4(a01, b01, 0xDD),
+        _mm512_shuffle_i32x4(a23, b23, 0x88), _mm512_shuffle_i32x4(a23, b23, 0xDD)};
+    for (int l = 0; l < 4; ++l) {
+      _mm512_storeu_si512(o + (i0 + 4 * l + j) * pairs + p0, col[l]);
+    }
+  }
+}
+#pragma GCC diagnostic pop
+
 // PackA: A is used in place when its rows already are runs of k pairs (not transposed, k and lda
 // even); otherwise copied into rows of 2 * pairs values with a zero pad. A transposed A (the
-// weight gradient's X^T) is copied in blocks: kSpan source rows give kRowsAtOnce values each to
-// kRowsAtOnce destination rows, which get two lines each, where a column-by-column copy read a
-// new line for every element (it was 13% of a bfloat16 DLRM step).
+// weight gradient's X^T, read down its columns) is transposed 16 x 16 pairs at a time in
+// registers; a column-by-column copy, reading a new line for every element, was 13% of a
+// bfloat16 DLRM step. Edges that do not fill a block are copied element by element.
 void PackA(int64_t m, int64_t k, const uint16_t* a, int64_t lda, bool ta, Packed* pk,
            bool parallel) {
   if (!ta && k % 2 == 0 && lda % 2 == 0) {
@@ -157,9 +204,10 @@ void PackA(int64_t m, int64_t k, const uint16_t* a, int64_t lda, bool ta, Packed
     pk->lda = lda;
     return;
   }
-  const int64_t width = 2 * pk->pairs;
+  const int64_t pairs = pk->pairs, width = 2 * pairs;
   uint16_t* out = Grow(pk->scratch->a, static_cast<size_t>(m * width));
-  constexpr int64_t kBlock = 32, kRowsAtOnce = 8, kSpan = 64;
+  constexpr int64_t kBlock = 16;
+  const int64_t full_pairs = k / 2 / kBlock * kBlock;  // pairs covered by whole blocks
   auto pack = [&](int64_t b0, int64_t b1) {
     for (int64_t i0 = b0 * kBlock; i0 < std::min(m, b1 * kBlock); i0 += kBlock) {
       const int64_t i1 = std::min(m, i0 + kBlock);
@@ -170,23 +218,22 @@ void PackA(int64_t m, int64_t k, const uint16_t* a, int64_t lda, bool ta, Packed
         for (int64_t i = i0; i < i1; ++i) std::copy_n(a + i * lda, k, out + i * width);
         continue;
       }
-      // kRowsAtOnce destination rows at a time: rows `width` apart (a power of two for k = 4096)
-      // share one L1 set, and more of them than the cache's ways evict each other.
-      for (int64_t r0 = i0; r0 < i1; r0 += kRowsAtOnce) {
-        const int64_t r1 = std::min(i1, r0 + kRowsAtOnce);
-        for (int64_t k0 = 0; k0 < k; k0 += kSpan) {
-          const int64_t k1 = std::min(k, k0 + kSpan);
-          for (int64_t kk = k0; kk < k1; ++kk) {
-            const uint16_t* src = a + kk * lda;
-            for (int64_t i = r0; i < r1; ++i) out[i * width + kk] = src[i];
-          }
+      int64_t done = 0;  // values of k copied for every row of the block
+      if (i1 - i0 == kBlock) {
+        for (int64_t p0 = 0; p0 < full_pairs; p0 += kBlock) {
+          TransposePairs16(a, lda, i0, p0, out, pairs);
         }
+        done = 2 * full_pairs;
+      }
+      for (int64_t kk = done; kk < k; ++kk) {
+        const uint16_t* src = a + kk * lda;
+        for (int64_t i = i0; i < i1; ++i) out[i * width + kk] = src[i];
       }
     }
   };
   const int64_t blocks = (m + kBlock - 1) / kBlock;
   if (parallel) {
-    ParallelFor(blocks, 1, pack);
+    ParallelFor(blocks, 2, pack);
   } else {
     pack(0, blocks);
   }
