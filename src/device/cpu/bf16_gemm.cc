@@ -369,7 +369,40 @@ void Bf16Gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, b
       });
 }
 
+namespace {
+
+// ConvertAvx512: ConvertF32ToBf16's rounding on 16 lanes, for n a multiple of 16 (the library's
+// baseline build only vectorises the scalar loop for SSE2, which has no 32 -> 16-bit narrowing: it
+// was 7% of a bfloat16 DLRM step).
+__attribute__((target("avx512f,avx512bw"))) void ConvertAvx512(const float* x, uint16_t* y,
+                                                               int64_t n) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i inf = _mm512_set1_epi32(0x7f800000);
+  const __m512i bias = _mm512_set1_epi32(0x7fff);
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i quiet_bit = _mm512_set1_epi32(0x40);
+  for (int64_t i = 0; i + 16 <= n; i += 16) {
+    const __m512i f = _mm512_loadu_si512(x + i);
+    const __m512i hi = _mm512_srli_epi32(f, 16);
+    const __m512i rounded = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(f, bias), _mm512_and_si512(hi, one)), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(f, abs_mask), inf);
+    const __m512i v = _mm512_mask_or_epi32(rounded, nan, hi, quiet_bit);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm512_cvtepi32_epi16(v));
+  }
+}
+
+}  // namespace
+
 void ConvertF32ToBf16(const float* x, uint16_t* y, int64_t n) {
+  static const bool avx512 = BestIsa() == Isa::kAvx512;
+  if (avx512) {
+    const int64_t whole = n / 16 * 16;
+    ConvertAvx512(x, y, whole);
+    x += whole;
+    y += whole;
+    n -= whole;
+  }
   // bfloat16::FromFloat's rounding, written branch-free so the loop vectorises.
   for (int64_t i = 0; i < n; ++i) {
     uint32_t f;
