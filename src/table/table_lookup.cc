@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <type_traits>
 
 #include "fmt/format.h"
 #include "src/common/checked_math.h"
@@ -268,6 +269,35 @@ Status TableImpl::GatherPooledStrided(absl::Span<const uint32_t> unique_rows,
   // per sample (Criteo's features) a per-sample look-ahead never prefetched at all.
   constexpr size_t kAhead = 16;
   const size_t per = static_cast<size_t>(n);
+  if (per == 1) {
+    // One id per sample (Criteo's features): every combiner gives 0 + the row (a mean or sqrtn of
+    // one valid row scales by 1), so a sample is one pass over its row, with the row's width a
+    // constant for the common dim 16.
+    auto one = [&](auto dim_c, size_t b0, size_t b1) {
+      const int d_end = dim_c;
+      for (size_t b = b0; b < std::min(b1, b0 + kAhead); ++b) PrefetchRow(unique_rows[restore[b]]);
+      for (size_t b = b0; b < b1; ++b) {
+        if (b + kAhead < b1) PrefetchRow(unique_rows[restore[b + kAhead]]);
+        float* __restrict o = out + b * static_cast<size_t>(stride);
+        const uint32_t row = unique_rows[restore[b]];
+        if (row < kDefaultRow) {
+          const float* __restrict w = Row(row);
+          for (int d = 0; d < d_end; ++d) o[d] = 0.0f + w[d];
+        } else {
+          const float v = row == kDefaultRow ? 0.0f + dflt : 0.0f;
+          for (int d = 0; d < d_end; ++d) o[d] = v;
+        }
+      }
+    };
+    ParallelChunks(static_cast<size_t>(batch), 64, [&](size_t b0, size_t b1) {
+      if (dim == 16) {
+        one(std::integral_constant<int, 16>{}, b0, b1);
+      } else {
+        one(dim, b0, b1);
+      }
+    });
+    return absl::OkStatus();
+  }
   ParallelChunks(static_cast<size_t>(batch), 64, [&](size_t b0, size_t b1) {
     const size_t p_end = b1 * per;
     for (size_t p = b0 * per; p < std::min(p_end, b0 * per + kAhead); ++p) {

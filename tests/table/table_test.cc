@@ -239,9 +239,10 @@ TEST(TableTest, InitialRowsAreTheKeysPhiloxStreams) {
   }
 }
 
-// Gather and GatherRestored (their fast paths copy whole cache lines for dim % 16 == 0) against
-// the reference ReadRow / serving default / zeros, for dims with and without whole lines, with
-// sentinel rows mixed in, bitwise equal on 1 and 2 threads.
+// Gather, GatherRestored (their fast paths copy whole cache lines for dim % 16 == 0) and
+// GatherPooled with one id per sample against the reference ReadRow / serving default / zeros,
+// for dims with and without whole lines, with sentinel rows mixed in, bitwise equal on 1 and 2
+// threads.
 TEST(TableTest, GatherMatchesReadRowForAllDimsAndThreads) {
   for (int dim : {3, 16, 17, 32, 64}) {
     TableConfig c = Config(dim, 20000);
@@ -280,6 +281,15 @@ TEST(TableTest, GatherMatchesReadRowForAllDimsAndThreads) {
       EXPECT_TRUE(t->Gather(flat, absl::MakeSpan(out2)).ok());
       EXPECT_EQ(std::memcmp(out.data(), want.data(), want.size() * 4), 0) << dim << " " << threads;
       EXPECT_EQ(std::memcmp(out2.data(), want.data(), want.size() * 4), 0) << dim << " " << threads;
+      // Pooled with one id per sample (its own path): every combiner gives the row itself.
+      for (Combiner combiner : {Combiner::kSum, Combiner::kMean, Combiner::kSqrtn}) {
+        std::vector<float> pooled(want.size(), -9.0f);
+        EXPECT_TRUE(t->GatherPooled(rows, d.restore_index, static_cast<int64_t>(keys.size()), 1,
+                                    combiner, absl::MakeSpan(pooled))
+                        .ok());
+        EXPECT_EQ(std::memcmp(pooled.data(), want.data(), want.size() * 4), 0)
+            << dim << " " << threads << " combiner " << static_cast<int>(combiner);
+      }
     }
   }
 }
