@@ -20,6 +20,9 @@
 // - BM_StoreOverwrite / BM_RocksDbOverwrite: 64 batches of 2048 random row overwrites (RocksDB:
 //   WAL on, then a flush and the compactions it sets off): rows/s and write_amplification (bytes
 //   sent to the disk, from /proc/self/io, over row bytes written).
+// - BM_StoreSwap/cold:C: a tiered table's swaps (read and free 96 random live rows, allocate 96
+//   slots and write them), warm and with clean pages dropped before each swap: the write part and
+//   the read part in us per row, and write_amplification.
 // - BM_RocksDbRandomRead (when librocksdb-dev is installed): MultiGet of random rows from a
 //   RocksDB holding the same rows (direct I/O, fully compacted) against the store's Read.
 // - BM_UringRandomRead (when liburing-dev is installed): io_uring reads done by the bench itself,
@@ -579,6 +582,83 @@ void BM_StoreOverwrite(benchmark::State& state) {
   state.counters["write_amplification"] = amplification;
 }
 BENCHMARK(BM_StoreOverwrite)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// BM_StoreSwap/cold:C: the shape of a tiered table's swaps (table_tiers.cc): a store of 200000
+// slots of 388-byte records (dim 32 with LazyAdam's two slots and the use history), 120000 live
+// at random slots (all written, then 40% freed at random: free space as fragmented as after a
+// long run); then 400 times: read 96 random live rows (promotions), free their slots, allocate 96
+// and write rows into them (demotions). With cold:1 the files' clean cached pages are dropped
+// before each swap (an SSD tier larger than the page cache, as tier_e2e_bench's cold layout).
+// Counters: the swap's write part per row (Allocate + Write), its read part per row, and
+// write_amplification (bytes sent to the disk by the writeback of the whole run, after a final
+// Sync, over the row bytes written).
+void BM_StoreSwap(benchmark::State& state) {
+  const bool cold = state.range(0) != 0;
+  constexpr uint32_t kCap = 200000, kLive = 120000;
+  constexpr int kFloats = 97, kSwaps = 400;
+  constexpr size_t kMove = 96;
+  const std::string dir = BenchDir() + "/swap";
+  std::filesystem::create_directories(dir);
+  double write_us = 0, read_us = 0, amplification = 0;
+  for (auto _ : state) {
+    SsdStoreOptions o;
+    o.row_floats = kFloats;
+    o.capacity = kCap;
+    o.folders = {dir};
+    o.file_name = "swap";
+    std::unique_ptr<SsdStore> store = *SsdStore::Create(o);
+    // Every slot written, then a random 40% freed: free space as fragmented as a long run's.
+    std::vector<uint32_t> live(kCap);
+    if (!store->Allocate(kCap, live.data()).ok()) std::abort();
+    std::vector<float> rows(size_t{kCap} * kFloats, 1.0f);
+    if (!store->Write(live, rows.data()).ok() || !store->Sync().ok()) std::abort();
+    uint64_t mix = 3;
+    for (size_t j = live.size(); j-- > 1;) std::swap(live[j], live[NextRandom(mix) % (j + 1)]);
+    if (!store->Free({live.data() + kLive, kCap - kLive}).ok()) std::abort();
+    live.resize(kLive);
+    uint64_t rng = 5;
+    std::vector<uint32_t> out(kMove), in(kMove);
+    std::vector<float> buf(kMove * kFloats, 2.0f);
+    double w = 0, r = 0;
+    const uint64_t before = DeviceWriteBytes();
+    for (int i = 0; i < kSwaps; ++i) {
+      if (cold) store->DropCleanPages();
+      std::vector<size_t> pick(kMove);
+      for (size_t j = 0; j < kMove; ++j) {
+        // Distinct live entries: swap each pick to the back, then take it.
+        const size_t at = NextRandom(rng) % (live.size() - j);
+        std::swap(live[at], live[live.size() - 1 - j]);
+        out[j] = live[live.size() - 1 - j];
+      }
+      auto start = std::chrono::steady_clock::now();
+      if (!store->Read(out, buf.data()).ok() || !store->Free(out).ok()) std::abort();
+      r += Seconds(start);
+      live.resize(live.size() - kMove);
+      start = std::chrono::steady_clock::now();
+      if (!store->Allocate(kMove, in.data()).ok() || !store->Write(in, buf.data()).ok()) {
+        std::abort();
+      }
+      w += Seconds(start);
+      live.insert(live.end(), in.begin(), in.end());
+    }
+    if (!store->Sync().ok()) std::abort();
+    amplification =
+        static_cast<double>(DeviceWriteBytes() - before) / (double{kSwaps} * kMove * kFloats * 4.0);
+    write_us = w * 1e6 / (double{kSwaps} * kMove);
+    read_us = r * 1e6 / (double{kSwaps} * kMove);
+    store.reset();
+    std::filesystem::remove_all(dir);
+  }
+  state.counters["write_us_per_row"] = write_us;
+  state.counters["read_us_per_row"] = read_us;
+  state.counters["write_amplification"] = amplification;
+}
+BENCHMARK(BM_StoreSwap)
+    ->Arg(0)
+    ->Arg(1)
+    ->ArgName("cold")
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 
 #ifdef RECSDK_HAVE_ROCKSDB
 // RocksDB holding the same kRows rows (key: the slot, 4 bytes big-endian; value: the row), with

@@ -108,7 +108,9 @@ class RowStore {
 
   // Allocate: n free slots into slots[0, n) (their rows' contents are unspecified until
   // written). ResourceExhausted naming the tier (and the path, for SSD) when fewer than n can be
-  // had; then nothing is allocated. O(n) (plus file creation on SSD when the files grow).
+  // had; then nothing is allocated. O(n) on memory stores (last freed first); the SSD store
+  // allocates by next fit, O(n) plus its scan for free slots (ssd_store.h), plus file creation
+  // when the files grow.
   [[nodiscard]] virtual absl::Status Allocate(size_t n, uint32_t* slots) = 0;
   // Free: returns the slots for reuse. FailedPrecondition when a slot is not allocated, is
   // pinned, or appears twice; then nothing is freed. O(n).

@@ -87,7 +87,8 @@ SsdStore::SsdStore(const SsdStoreOptions& options, uint32_t rows_per_file)
       folders_(options.folders),
       file_name_(options.file_name),
       rows_per_file_(rows_per_file),
-      allocated_((uint64_t{options.capacity} + 63) / 64, 0) {
+      allocated_((uint64_t{options.capacity} + 63) / 64, 0),
+      has_free_((allocated_.size() + 63) / 64, ~uint64_t{0}) {
   if (options.io_threads > 0) pool_ = std::make_unique<IoPool>(options.io_threads);
   if (options.read_path != SsdReadPath::kBuffered) {
     absl::StatusOr<std::unique_ptr<Uring>> ring = Uring::Create(kDirectDepth);
@@ -245,10 +246,6 @@ absl::StatusOr<std::unique_ptr<SsdStore>> SsdStore::Open(const SsdStoreOptions& 
     s.SetAllocated(slot, true);
   }
   s.size_ = static_cast<uint32_t>(live_slots.size());
-  s.next_ = static_cast<uint32_t>(s.file_rows_);
-  for (uint32_t slot = s.next_; slot-- > 0;) {
-    if (!s.IsAllocated(slot)) s.free_.push_back(slot);
-  }
   return store;
 }
 
@@ -344,27 +341,52 @@ absl::Status SsdStore::Grow(uint64_t rows) {
   return absl::OkStatus();
 }
 
+uint64_t SsdStore::NextFree(uint64_t from, uint64_t limit) const {
+  if (from >= limit) return limit;
+  uint64_t w = from >> 6;
+  uint64_t bits = ~allocated_[w] & (~uint64_t{0} << (from & 63));
+  if (bits == 0) {
+    // The next word with a free slot, from the summary (one bit a word).
+    uint64_t next = w + 1;
+    for (;;) {
+      if (next * 64 >= limit) return limit;
+      const uint64_t sw = next >> 6;
+      const uint64_t summary = has_free_[sw] & (~uint64_t{0} << (next & 63));
+      if (summary == 0) {
+        next = (sw + 1) * 64;
+        continue;
+      }
+      w = sw * 64 + static_cast<uint64_t>(__builtin_ctzll(summary));
+      if (w * 64 >= limit) return limit;
+      bits = ~allocated_[w];
+      break;
+    }
+  }
+  return std::min(limit, w * 64 + static_cast<uint64_t>(__builtin_ctzll(bits)));
+}
+
 absl::Status SsdStore::Allocate(size_t n, uint32_t* slots) {
-  const size_t reused = std::min(n, free_.size());
-  const uint64_t fresh = n - reused;
-  if (fresh > uint64_t{capacity()} - next_) {
+  if (n > uint64_t{capacity()} - size_) {
     return absl::ResourceExhaustedError(
         fmt::format("{} is full: {} more rows asked, {} of ssd_vocabulary_size {} rows free; raise "
                     "ssd_vocabulary_size",
-                    Label(), n, free_.size() + (capacity() - next_), capacity()));
+                    Label(), n, capacity() - size_, capacity()));
   }
-  if (next_ + fresh > file_rows_) RECSDK_RETURN_IF_ERROR(Grow(next_ + fresh));
+  // Every allocated slot lies in a file, so the files hold file_rows_ - size_ free slots: make
+  // files only when those are too few (the files stay as large as the largest population).
+  if (size_ + n > file_rows_) RECSDK_RETURN_IF_ERROR(Grow(size_ + n));
+  // Next fit: the free slots in slot order from where the last allocation stopped, wrapping at the
+  // end of the files. A swap's demoted rows then land in runs of adjacent slots (one pwritev a
+  // run, fewer pages dirtied) instead of the scattered slots its promotions just freed.
+  uint64_t at = cursor_ < file_rows_ ? cursor_ : 0;
   for (size_t i = 0; i < n; ++i) {
-    uint32_t slot;
-    if (i < reused) {
-      slot = free_.back();
-      free_.pop_back();
-    } else {
-      slot = next_++;
-    }
-    SetAllocated(slot, true);
-    slots[i] = slot;
+    uint64_t slot = NextFree(at, file_rows_);
+    if (slot == file_rows_) slot = NextFree(0, file_rows_);  // there are n free slots
+    SetAllocated(static_cast<uint32_t>(slot), true);
+    slots[i] = static_cast<uint32_t>(slot);
+    at = slot + 1;
   }
+  cursor_ = at;
   size_ += static_cast<uint32_t>(n);
   return absl::OkStatus();
 }
@@ -383,7 +405,6 @@ absl::Status SsdStore::Free(absl::Span<const uint32_t> slots) {
     }
     SetAllocated(slot, false);
   }
-  free_.insert(free_.end(), slots.begin(), slots.end());
   size_ -= static_cast<uint32_t>(slots.size());
   return absl::OkStatus();
 }
@@ -754,7 +775,7 @@ uint64_t SsdStore::FixedHostBytes() const {
 
 uint64_t SsdStore::HostMemoryBytes() const {
   return FixedHostBytes() + allocated_.capacity() * sizeof(uint64_t) +
-         free_.capacity() * sizeof(uint32_t) +
+         has_free_.capacity() * sizeof(uint64_t) +
          pins_.capacity() * (sizeof(std::pair<uint32_t, uint32_t>) + 1);
 }
 

@@ -7,9 +7,15 @@
 // are created as allocation needs them (whole files, their blocks reserved with posix_fallocate, so
 // a full disk shows up when a file is created, never as a failed row write later), in the first
 // folder of the list that has room. Each file opens with a 4 KiB header (magic, version, row size,
-// rows per file, file index) that Open checks. Freed slots are reused, last freed first, before any
-// new file is made; slots are never moved, so there is nothing to compact (a table's SSD files are
-// as large as its largest SSD population, at most ssd_vocabulary_size rows).
+// rows per file, file index) that Open checks. Allocation is next fit: the free slots in slot
+// order from where the last allocation stopped, wrapping at the end of the files made, so the rows
+// a swap demotes land in runs of adjacent slots (one pwritev a run, few pages dirtied; stop 21,
+// docs/tiers.md) rather than in the scattered slots its promotions just freed, as the earlier
+// last-freed-first reuse did. Freed slots are reused before any new file is made; slots are never
+// moved, so there is nothing to compact (a table's SSD files are as large as its largest SSD
+// population, at most ssd_vocabulary_size rows). Finding a free slot skips full 64-slot words
+// through a summary bitmap; with the files nearly full, one Allocate may scan the whole summary
+// (a bit per 64 slots).
 //
 // I/O. Reads, where the kernel has io_uring (SsdReadPath::kAuto): the slots are sorted, adjacent
 // rows merged (up to 32 KiB), and every read goes through the page cache on a raw io_uring ring
@@ -32,7 +38,8 @@
 // threads, so the ring does not batch them).
 //
 // Host memory per SSD-resident row (the goal is <= 24 bytes): this store keeps 1 bit per
-// slot (allocated or not), 4 bytes per *free* slot and a hash entry per *pinned* slot; the table
+// slot (allocated or not), 1 bit per 64 slots (the summary of words with a free slot) and a hash
+// entry per *pinned* slot (stop 20 and before: 4 bytes per *free* slot, the free list); the table
 // adds its key index entry (12.8 bytes per entry at load 0.85 = 15.1 bytes, holding the packed
 // RowLocation), 1 bit of change tracking and, with eviction, 8 bytes of last-access timestamp; a
 // row's use history rides in its SSD record (the table's records are the row and 8 bytes of
@@ -245,12 +252,17 @@ class SsdStore final : public RowStore {
   // OpenDirect: the O_DIRECT descriptor of a file, or turns the direct path off for good.
   void OpenDirect(File* file);
   void SetAllocated(uint32_t slot, bool on) {
+    const uint32_t w = slot >> 6;
     if (on) {
-      allocated_[slot >> 6] |= uint64_t{1} << (slot & 63);
+      allocated_[w] |= uint64_t{1} << (slot & 63);
+      if (allocated_[w] == ~uint64_t{0}) has_free_[w >> 6] &= ~(uint64_t{1} << (w & 63));
     } else {
-      allocated_[slot >> 6] &= ~(uint64_t{1} << (slot & 63));
+      allocated_[w] &= ~(uint64_t{1} << (slot & 63));
+      has_free_[w >> 6] |= uint64_t{1} << (w & 63);
     }
   }
+  // NextFree: the first free slot in [from, limit), or limit when there is none.
+  uint64_t NextFree(uint64_t from, uint64_t limit) const;
 
   std::vector<std::string> folders_;
   std::string file_name_;
@@ -259,8 +271,10 @@ class SsdStore final : public RowStore {
   std::vector<File> files_;
   uint64_t file_rows_ = 0;  // slots [0, file_rows_) have files
   std::vector<uint64_t> allocated_;
-  std::vector<uint32_t> free_;  // freed slots below next_, reused last freed first
-  uint32_t next_ = 0;           // slots >= next_ were never allocated
+  // has_free_: bit w is set when word w of allocated_ has a free slot (a clear bit), so a scan for
+  // free slots skips full words 64 at a time.
+  std::vector<uint64_t> has_free_;
+  uint64_t cursor_ = 0;  // Allocate's next fit starts here
   uint32_t size_ = 0;
   absl::flat_hash_map<uint32_t, uint32_t> pins_;  // slot -> pin count, pinned slots only
   std::unique_ptr<IoPool> pool_;

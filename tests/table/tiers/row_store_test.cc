@@ -135,7 +135,10 @@ TEST_P(RowStoreContract, FullTierIsResourceExhaustedAndChangesNothing) {
   EXPECT_EQ(again, slots[2]);  // freed slots are reused
 }
 
-TEST_P(RowStoreContract, FreedSlotsAreReusedLastFreedFirstAndCannotBeRead) {
+// Memory stores reuse freed slots last freed first; the SSD store allocates by next fit (the free
+// slots in slot order from where the last allocation stopped, wrapping at the end of its files), so
+// a swap's demoted rows land in adjacent slots.
+TEST_P(RowStoreContract, FreedSlotsAreReusedAndCannotBeRead) {
   auto s = Make();
   std::vector<uint32_t> slots = Alloc(*s, 10);
   ASSERT_TRUE(s->Free({slots[3], slots[7]}).ok());
@@ -146,7 +149,26 @@ TEST_P(RowStoreContract, FreedSlotsAreReusedLastFreedFirstAndCannotBeRead) {
   EXPECT_TRUE(absl::IsFailedPrecondition(read)) << read;
   EXPECT_THAT(std::string(read.message()), HasSubstr("not allocated"));
   std::vector<uint32_t> two = Alloc(*s, 2);
-  EXPECT_EQ(two, (std::vector<uint32_t>{slots[7], slots[3]}));
+  if (s->tier() != Tier::kSsd) {
+    EXPECT_EQ(two, (std::vector<uint32_t>{slots[7], slots[3]}));
+    return;
+  }
+  // Next fit: the slots after the last allocation first, then, wrapping, the freed ones in slot
+  // order; a file is made only when the files made have too few free slots.
+  EXPECT_EQ(two, (std::vector<uint32_t>{10, 11}));
+  if (static_cast<const SsdStore&>(*s).rows_per_file() == 16) {  // one file holds [0, 16)
+    EXPECT_EQ(Alloc(*s, 4), (std::vector<uint32_t>{12, 13, 14, 15}));
+    EXPECT_EQ(Alloc(*s, 2), (std::vector<uint32_t>{3, 7}));
+    EXPECT_EQ(Alloc(*s, 1), (std::vector<uint32_t>{16}));
+    return;
+  }
+  // Files of 7 rows: [0, 14) so far.
+  EXPECT_EQ(Alloc(*s, 4), (std::vector<uint32_t>{12, 13, 3, 7}));
+  EXPECT_EQ(Alloc(*s, 1), (std::vector<uint32_t>{14}));  // a third file
+  ASSERT_TRUE(s->Free({slots[5], 13u, 2u}).ok());
+  EXPECT_EQ(Alloc(*s, 3), (std::vector<uint32_t>{15, 16, 17}));
+  EXPECT_EQ(Alloc(*s, 4), (std::vector<uint32_t>{18, 19, 20, 2}));
+  EXPECT_EQ(Alloc(*s, 2), (std::vector<uint32_t>{5, 13}));
 }
 
 TEST_P(RowStoreContract, FreeOfPinnedOrDuplicateOrFreeSlotRefusesAndFreesNothing) {

@@ -95,6 +95,67 @@ TEST(SsdStoreTest, RowsSurviveReopeningWithTheLiveSlotsAndFreeSlotsAreReused) {
   EXPECT_EQ(s.FilePaths().size(), 4u);
 }
 
+// Next fit against a brute-force model (a flag per slot, a linear scan from the cursor): random
+// allocations and frees over 20000 slots, so the scan crosses many words of the bitmap and of its
+// summary (a bit per 64 slots) and wraps often; files are made only when the files made are full.
+TEST(SsdStoreTest, NextFitMatchesABruteForceModel) {
+  TierTestDir dir;
+  constexpr uint32_t kCap = 20000, kPerFile = 3000;
+  auto s = *SsdStore::Create(Options({dir.Sub("a")}, kCap, kPerFile));
+  std::vector<bool> used(kCap, false);
+  uint64_t files = 0, cursor = 0;
+  uint32_t size = 0;
+  uint64_t state = 12345;
+  auto rand = [&](uint64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (state >> 33) % n;
+  };
+  std::vector<uint32_t> live;
+  for (int round = 0; round < 400; ++round) {
+    // Frees: a random share of the live slots, scattered (a swap's promotions).
+    const size_t frees = live.empty() ? 0 : rand(std::min<size_t>(live.size(), 300));
+    std::vector<uint32_t> freed;
+    for (size_t i = 0; i < frees; ++i) {
+      const size_t j = rand(live.size());
+      freed.push_back(live[j]);
+      live[j] = live.back();
+      live.pop_back();
+    }
+    ASSERT_TRUE(s->Free(freed).ok());
+    for (uint32_t f : freed) used[f] = false;
+    size -= static_cast<uint32_t>(freed.size());
+    const size_t n = std::min<size_t>(rand(400), kCap - size);
+    std::vector<uint32_t> want;
+    while (files * kPerFile < std::min<uint64_t>(kCap, size + n)) ++files;
+    const uint64_t limit = std::min<uint64_t>(kCap, files * kPerFile);
+    uint64_t at = cursor < limit ? cursor : 0;
+    for (size_t i = 0; i < n; ++i) {
+      while (at < limit && used[at]) ++at;
+      if (at == limit) {
+        at = 0;
+        while (used[at]) ++at;
+      }
+      want.push_back(static_cast<uint32_t>(at));
+      used[at] = true;
+      ++at;
+    }
+    cursor = at;
+    size += static_cast<uint32_t>(n);
+    std::vector<uint32_t> got(n);
+    ASSERT_TRUE(s->Allocate(n, got.data()).ok()) << "round " << round;
+    ASSERT_EQ(got, want) << "round " << round;
+    live.insert(live.end(), got.begin(), got.end());
+    ASSERT_EQ(s->size(), size);
+    ASSERT_EQ(s->FilePaths().size(), files);
+  }
+  // Full: every slot allocated, then one more is refused and nothing changes.
+  std::vector<uint32_t> rest(kCap - size);
+  ASSERT_TRUE(s->Allocate(rest.size(), rest.data()).ok());
+  uint32_t one = 0;
+  EXPECT_TRUE(absl::IsResourceExhausted(s->Allocate(1, &one)));
+  EXPECT_EQ(s->size(), kCap);
+}
+
 TEST(SsdStoreTest, TruncatedFileOnOpenIsDataLossNamingTheFile) {
   TierTestDir dir;
   const SsdStoreOptions o = Options({dir.Sub("a")}, 20, 10);
