@@ -196,7 +196,7 @@ StatusOr<TableResource*> GetOrCreateTable(ResourceMgr* resources, const Node& ha
   // Create outside LookupOrCreate so a failure is reported instead of stored.
   RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<EmbeddingTable> table,
                           EmbeddingTable::Create(config, optimizer));
-  // A tiered table's device tier is its own mapping (the slab, committed at creation), counted
+  // A tiered table's device tier is its own mapping (the slab, committed as rows arrive), counted
   // whole against variable_memory_max_size beside the dense variables, as the spec's device memory.
   std::unique_ptr<MemoryCharge> charge;
   if (const int64_t device_bytes = DeviceTierBytes(*table);
