@@ -48,9 +48,8 @@ struct TableConfig {
   // insertion order, batch or thread count. A seed of 0 derives one from `name`. Glorot kinds
   // use fan_in = fan_out = dim. Default TruncatedNormal(0, 0.05).
   Initializer initializer = Initializer::TruncatedNormal(0.0, 0.05);
-  // device_vocabulary_size: rows on the device tier; > 0. No default. Their memory is committed
-  // when the table is created (not with use_dynamic_expansion; see capacity()). With a host tier
-  // the device is a cache of it and must hold the unique keys of two consecutive batches (a Resolve
+  // device_vocabulary_size: rows on the device tier; > 0. No default. With a host tier the
+  // device is a cache of it and must hold the unique keys of two consecutive batches (a Resolve
   // that needs more is FailedPrecondition naming the table, the number and this setting).
   int64_t device_vocabulary_size = 0;
   // host_vocabulary_size: rows in host memory; >= 0, default 0 (device only). With a host tier a
@@ -245,14 +244,12 @@ class EmbeddingTable {
   // Resolve and ImportNpy return ResourceExhausted; fixed for the table's life. Without
   // use_dynamic_expansion it is device + host + ssd vocabulary sizes. With it, it is what the
   // address space reserved at creation holds: min(kMaxRows, 2^40 bytes / (4 * row_floats())).
-  // A fixed-size table commits the memory of its device rows when it is created, as a device
-  // allocation does (Create is ResourceExhausted when the memory is not there); a dynamically
-  // expanding one commits memory as rows are first used, so it grows in size() and
-  // MemoryBytes(), never in capacity().
+  // Memory is committed as rows are first used, so a dynamically expanding table grows in size()
+  // and MemoryBytes(), never in capacity().
   virtual int64_t size() const = 0;
   virtual int64_t capacity() const = 0;
-  // MemoryBytes: bytes the table holds now: committed rows (all device rows of a fixed-size
-  // table), index, timestamps, admission counts, free list. O(1).
+  // MemoryBytes: bytes the table holds now: committed rows, index, timestamps, admission counts,
+  // free list. O(1).
   virtual int64_t MemoryBytes() const = 0;
   // data_time: the largest timestamp seen by training lookups (the "now" of eviction);
   // INT64_MIN before any.

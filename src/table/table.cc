@@ -2,11 +2,8 @@
 // initialisation and allocation, single-key reads; plus the snapshot buffers of recsdk/table.h.
 // Threading: see recsdk/table.h.
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <string>
 #include <vector>
 
 #include "fmt/format.h"
@@ -50,26 +47,6 @@ Status TableImpl::Init() {
         "lower the vocabulary sizes",
         name(), static_cast<uint64_t>(device_rows_) * row_bytes_, device_rows_, row_floats_));
   }
-  // A fixed-size table's device rows are committed now, as a device allocation is: a table that
-  // the memory cannot hold fails here, naming itself, instead of the process dying at a later
-  // first touch, and no training step pays the first touches. Those were a huge-page fault and a
-  // 2 MiB clear per ~16k new rows, in the steps that insert keys: 28% of the embedding-only
-  // race's step here (a VM, where a first touch also faults in the host). Dynamic expansion
-  // reserves far more than it uses and commits as rows arrive.
-  // The kernel would rather kill the process than fail a populate that overcommits, so a slab
-  // larger than the memory available now is refused before.
-  if (!config_.use_dynamic_expansion) {
-    const int64_t available = MemoryAvailableBytes();
-    if ((available >= 0 && slab_.bytes() > static_cast<uint64_t>(available)) ||
-        slab_.Commit() == ENOMEM) {
-      return absl::ResourceExhaustedError(fmt::format(
-          "table \"{}\": cannot commit {} bytes of memory for its {} device rows of {} floats "
-          "({} bytes available); lower device_vocabulary_size, or keep the rest in "
-          "host_vocabulary_size",
-          name(), slab_.bytes(), device_rows_, row_floats_, available));
-    }
-    committed_ = true;
-  }
   dirty_ = SlabReservation(static_cast<uint64_t>(max_rows_));
   if (dirty_.base() == nullptr) {
     return absl::ResourceExhaustedError(
@@ -95,7 +72,7 @@ Status TableImpl::Init() {
 
 int64_t TableImpl::MemoryBytes() const {
   int64_t bytes = static_cast<int64_t>(index_->MemoryBytes());
-  bytes += (committed_ ? device_rows_ : next_row_) * static_cast<int64_t>(row_bytes_);
+  bytes += next_row_ * static_cast<int64_t>(row_bytes_);
   if (evicting_) bytes += next_row_ * static_cast<int64_t>(sizeof(int64_t));
   bytes += static_cast<int64_t>(free_rows_.capacity() * sizeof(uint32_t));
   bytes += static_cast<int64_t>(pending_.capacity() *
@@ -325,22 +302,6 @@ void* MapHugeAligned(uint64_t bytes, int extra_flags) {
   void* p = reinterpret_cast<void*>(aligned);
   madvise(p, len, MADV_HUGEPAGE);
   return p;
-}
-
-int64_t MemoryAvailableBytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string name;
-  int64_t kib = 0;
-  std::string unit;
-  while (meminfo >> name >> kib >> unit) {
-    if (name == "MemAvailable:") return kib * 1024;
-  }
-  return -1;
-}
-
-int SlabReservation::Commit() const {
-  if (base_ == nullptr) return ENOMEM;
-  return madvise(base_, bytes_, MADV_POPULATE_WRITE) == 0 ? 0 : errno;
 }
 
 void* AllocateSnapshotBuffer(size_t bytes) {

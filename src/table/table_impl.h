@@ -101,10 +101,6 @@ void* MapHugeAligned(uint64_t bytes, int extra_flags);
 // copy). No byte is copied and no page zeroed: a restore's rows become the table's slab.
 bool MoveSnapshotPages(void* from, size_t bytes, void* to);
 
-// MemoryAvailableBytes: MemAvailable of /proc/meminfo (memory a process can take without
-// swapping), or -1 when it cannot be read.
-int64_t MemoryAvailableBytes();
-
 // SlabReservation: an anonymous mapping whose pages are committed on first touch, 2 MiB aligned.
 class SlabReservation {
  public:
@@ -126,10 +122,6 @@ class SlabReservation {
     return *this;
   }
   char* base() const { return base_; }
-  // Commit: backs every page now (MADV_POPULATE_WRITE) instead of at its first touch. 0, or the
-  // errno: ENOMEM when the memory is not there; EINVAL before Linux 5.14, where pages are then
-  // committed at first touch as without it.
-  int Commit() const;
 
  private:
   char* base_ = nullptr;
@@ -357,7 +349,6 @@ class TableImpl final : public EmbeddingTable {
   std::vector<uint32_t> free_rows_;
   absl::flat_hash_map<int64_t, PendingKey> pending_;
   int64_t data_time_ = kNoTime;
-  bool committed_ = false;  // the device slab is backed in full (Init; fixed-size tables)
   // Tiers (tiered_ only; see InitTiers).
   bool tiered_ = false;
   int64_t device_rows_ = 0;  // the device tier's rows: all of max_rows_ without tiers

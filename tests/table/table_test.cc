@@ -470,24 +470,6 @@ TEST(TableTest, FullTableIsResourceExhaustedNamingTheTable) {
   EXPECT_EQ(t->capacity(), 2);
 }
 
-// A fixed-size table's device rows are committed at creation (no training step pays their first
-// touch), and MemoryBytes says so; one the memory cannot hold is refused then, naming itself and
-// the setting, before the kernel would kill the process for it.
-TEST(TableTest, DeviceRowsAreCommittedAtCreation) {
-  auto t = Make(Config(16, 100000), SparseOptimizerConfig::Adagrad(0.1f));
-  EXPECT_GE(t->MemoryBytes(), int64_t{100000} * 32 * 4);  // rows of 16 floats + 16 slots
-  const int64_t available = internal::MemoryAvailableBytes();
-  ASSERT_GT(available, 0) << "/proc/meminfo has no MemAvailable";
-  // Rows of 32 KiB, twice the memory available, with a key index of ~1/1000 of it.
-  TableConfig huge = Config(8192, 2 * available / 32768 + 1);
-  auto s = EmbeddingTable::Create(huge, SparseOptimizerConfig::SGD(0.1f));
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted) << s.status();
-  EXPECT_NE(s.status().message().find("user_table"), absl::string_view::npos) << s.status();
-  EXPECT_NE(s.status().message().find("device_vocabulary_size"), absl::string_view::npos)
-      << s.status();
-}
-
 TEST(TableTest, DynamicExpansionGrows) {
   TableConfig c = Config(4, 8);
   c.use_dynamic_expansion = true;
