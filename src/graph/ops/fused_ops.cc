@@ -48,18 +48,20 @@ Status FusedDenseShape(InferenceContext& c) {
 Status FusedDenseGrad(const Scope& s, const Node& n, const std::vector<Output>& g,
                       std::vector<Output>* dx) {
   const Output a = n.input(0), w = n.input(1);
-  if (a.dtype() == DType::kBFloat16) {
-    return absl::UnimplementedError(fmt::format(
-        "FusedDense \"{}\" has bfloat16 operands: such nodes come from the session passes, "
-        "which run after autodiff; build the float32 form and let precision_mode lower it",
-        n.name()));
-  }
   Output dz = g[0];
   if (n.StringAttr("activation", "none") == "relu") {
     dz = Out(s.AddNode("ReluGrad", {n.output(0), g[0]}));
   }
-  (*dx)[0] = ops::MatMul(s, dz, w, {false, true});
-  (*dx)[1] = ops::MatMul(s, a, dz, {true, false});
+  if (a.dtype() == DType::kBFloat16) {
+    // bfloat16 operands (the output and bias are float32): the products run in float32 on the
+    // operands widened exactly, and each operand's gradient is rounded to its own dtype.
+    const Output af = ops::Cast(s, a, DType::kFloat32), wf = ops::Cast(s, w, DType::kFloat32);
+    (*dx)[0] = ops::Cast(s, ops::MatMul(s, dz, wf, {false, true}), DType::kBFloat16);
+    (*dx)[1] = ops::Cast(s, ops::MatMul(s, af, dz, {true, false}), DType::kBFloat16);
+  } else {
+    (*dx)[0] = ops::MatMul(s, dz, w, {false, true});
+    (*dx)[1] = ops::MatMul(s, a, dz, {true, false});
+  }
   (*dx)[2] = Out(s.AddNode("BiasAddGrad", {dz}));
   return absl::OkStatus();
 }

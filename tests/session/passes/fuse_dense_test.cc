@@ -2,7 +2,7 @@
 // on when enable_scope_fusion_passes names it; the fused graph's loss and gradients equal the
 // unfused graph's within float tolerance, through a training step; chains it must not fuse (a
 // pre-activation used elsewhere, a transposed MatMul) keep their ReLU or MatMul; unknown pass
-// names are refused.
+// names are refused; a bfloat16 FusedDense differentiates as its float32 form, rounded.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -115,6 +115,62 @@ TEST(FuseDenseTest, FusesTheBfloat16ProductsOfMixedPrecisionBitForBit) {
     ASSERT_EQ(plain[i].shape(), with[i].shape()) << i;
     const auto a = plain[i].flat<float>(), b = with[i].flat<float>();
     for (size_t j = 0; j < a.size(); ++j) ASSERT_EQ(a[j], b[j]) << "fetch " << i << " " << j;
+  }
+}
+
+// A FusedDense on bfloat16 operands differentiates like its float32 form on the operands widened
+// (exactly) to float32, each operand's gradient rounded to bfloat16: bit for bit without an
+// activation (the upstream gradient does not depend on the forward product), and with ReLU
+// within bfloat16 rounding (the mask comes from each form's own forward product).
+TEST(FuseDenseTest, Bfloat16FusedDenseGradientIsTheFloatGradientRounded) {
+  for (const char* act : {"none", "relu"}) {
+    Graph g;
+    Scope root(&g);
+    const Output a =
+        ops::Cast(root, ops::Const(root, RandomTensor(Shape{16, 12}, 21)), DType::kBFloat16);
+    const Output w =
+        ops::Cast(root, ops::Const(root, RandomTensor(Shape{12, 7}, 22)), DType::kBFloat16);
+    const Output b = ops::Const(root, RandomTensor(Shape{7}, 23));
+    const Output r = ops::Const(root, RandomTensor(Shape{16, 7}, 24));
+    const Output af = ops::Cast(root, a, DType::kFloat32), wf = ops::Cast(root, w, DType::kFloat32);
+    auto dense = [&](Output x, Output y) {
+      return Output(
+          root.AddNode("FusedDense", {x, y, b}, {{"activation", AttrValue(std::string(act))}}), 0);
+    };
+    const Output loss = ops::ReduceSum(root, ops::Mul(root, dense(a, w), r));
+    const Output loss_f = ops::ReduceSum(root, ops::Mul(root, dense(af, wf), r));
+    auto grads = Gradients(root, {loss}, {a, w, b});
+    ASSERT_TRUE(grads.ok()) << grads.status();
+    auto grads_f = Gradients(root, {loss_f}, {af, wf, b});
+    ASSERT_TRUE(grads_f.ok()) << grads_f.status();
+    ASSERT_EQ((*grads)[0].dtype(), DType::kBFloat16);
+    ASSERT_EQ((*grads)[1].dtype(), DType::kBFloat16);
+    std::vector<TensorName> fetches;
+    for (int i = 0; i < 2; ++i) {
+      fetches.push_back(ops::Cast(root, (*grads)[i], DType::kFloat32).name());
+      fetches.push_back(
+          ops::Cast(root, ops::Cast(root, (*grads_f)[i], DType::kBFloat16), DType::kFloat32)
+              .name());
+    }
+    fetches.push_back((*grads)[2].name());
+    fetches.push_back((*grads_f)[2].name());
+    auto session = Session::Create(g, SessionConfig{});
+    ASSERT_TRUE(session.ok()) << session.status();
+    auto out = (*session)->Run({}, fetches);
+    ASSERT_TRUE(out.ok()) << out.status();
+    const bool exact = std::string(act) == "none";
+    for (size_t i = 0; i < out->size(); i += 2) {
+      const auto got = (*out)[i].flat<float>(), want = (*out)[i + 1].flat<float>();
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t j = 0; j < got.size(); ++j) {
+        if (exact) {
+          ASSERT_EQ(got[j], want[j]) << act << " gradient " << i / 2 << " at " << j;
+        } else {
+          ASSERT_NEAR(got[j], want[j], 0.02 * (1 + std::fabs(want[j])))
+              << act << " gradient " << i / 2 << " at " << j;
+        }
+      }
+    }
   }
 }
 
