@@ -16,6 +16,7 @@
 #include <chrono>
 
 #include "benchmark/benchmark.h"
+#include "benchmarks/bench_util.h"
 #include "recsdk/recsdk.h"
 
 namespace recsdk {
@@ -24,14 +25,7 @@ namespace {
 constexpr int kFeatures = 26;
 constexpr int64_t kBatch = 2048;
 
-template <typename T>
-T Check(StatusOr<T> v) {
-  if (!v.ok()) {
-    std::fprintf(stderr, "%s\n", v.status().ToString().c_str());
-    std::abort();
-  }
-  return *std::move(v);
-}
+using bench::Check;
 
 std::vector<Batch> MakeBatches(int64_t num_batches) {
   SyntheticOptions d;

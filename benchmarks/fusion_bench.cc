@@ -13,6 +13,7 @@
 #include <random>
 
 #include "benchmark/benchmark.h"
+#include "benchmarks/bench_util.h"
 #include "recsdk/recsdk.h"
 
 namespace recsdk {
@@ -21,14 +22,7 @@ namespace {
 constexpr int kTables = 26, kDim = 16, kDense = 13;
 constexpr int64_t kBatch = 4096, kVocab = 100000;
 
-template <typename T>
-T Check(StatusOr<T> v) {
-  if (!v.ok()) {
-    std::fprintf(stderr, "%s\n", v.status().ToString().c_str());
-    std::abort();
-  }
-  return *std::move(v);
-}
+using bench::Check;
 
 struct Model {
   Graph g;

@@ -4,23 +4,17 @@
 #include "src/device/cpu/gemm.h"
 
 #include <cmath>
-#include <random>
 #include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "oneapi/tbb/task_arena.h"
+#include "tests/device/cpu/gemm_test_util.h"
 
 namespace recsdk::internal {
 namespace {
 
-std::vector<float> RandomVector(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using gemm_test::RandomVector;
 
 struct Case {
   int64_t m, n, k;

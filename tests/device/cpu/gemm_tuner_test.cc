@@ -14,17 +14,12 @@
 
 #include "gtest/gtest.h"
 #include "recsdk/recsdk.h"
+#include "tests/device/cpu/gemm_test_util.h"
 
 namespace recsdk::internal {
 namespace {
 
-std::vector<float> RandomVector(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using gemm_test::RandomVector;
 
 std::string TempDir(const std::string& name) {
   const std::string dir =
