@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 
 #include "fmt/format.h"
 #include "src/common/file_open.h"
@@ -119,12 +120,13 @@ class PosixRandomAccessFile final : public RandomAccessFile {
 class PosixEnv final : public Env {
  public:
   StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int fd =
+        ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) return ErrnoToStatus(errno, "creating", path);
     return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
   }
   StatusOr<std::unique_ptr<WritableFile>> NewExclusiveFile(const std::string& path) override {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) return ErrnoToStatus(errno, "creating", path);
     return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
   }
@@ -132,7 +134,11 @@ class PosixEnv final : public Env {
       const std::string& path) override {
     // OpenRegularFile (file_open.h): a named pipe or device put where a checkpoint file was
     // expected is refused instead of blocking the restore forever.
-    RECSDK_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, "opening"));
+    RECSDK_ASSIGN_OR_RETURN(
+        const int fd,
+        OpenRegularFile(path, "opening",
+                        "expected a regular file there (a checkpoint, bundle or config file); "
+                        "check the path, or restore from another copy"));
     return std::unique_ptr<RandomAccessFile>(new PosixRandomAccessFile(path, fd));
   }
   bool FileExists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
@@ -167,6 +173,18 @@ class PosixEnv final : public Env {
           fmt::format("\"{}\" exists and is not a directory; choose another path", dir));
     }
     return absl::OkStatus();
+  }
+  Status CreateDirExclusive(const std::string& dir) override {
+    if (::mkdir(dir.c_str(), 0755) != 0) return ErrnoToStatus(errno, "creating directory", dir);
+    return absl::OkStatus();
+  }
+  StatusOr<FileType> GetFileType(const std::string& path) override {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) return ErrnoToStatus(errno, "stat of", path);
+    if (S_ISLNK(st.st_mode)) return FileType::kSymlink;
+    if (S_ISDIR(st.st_mode)) return FileType::kDirectory;
+    if (S_ISREG(st.st_mode)) return FileType::kRegular;
+    return FileType::kOther;
   }
   Status DeleteDir(const std::string& dir) override {
     if (::rmdir(dir.c_str()) != 0) return ErrnoToStatus(errno, "removing directory", dir);
@@ -294,13 +312,60 @@ Status WriteStringToFileSync(Env* env, const std::string& path, std::string_view
 
 Status WriteStringToFileAtomic(Env* env, const std::string& path, std::string_view data) {
   const std::string tmp = path + ".tmp";
-  Status s = WriteStringToFileSync(env, tmp, data);
+  // The temporary is created exclusively: whatever is at its name (a crash's leftover, or a link
+  // planted to redirect the write) is removed first, never written through.
+  RECSDK_RETURN_IF_ERROR(DeleteRecursively(env, tmp));
+  auto f = env->NewExclusiveFile(tmp);
+  Status s = f.status();
+  if (s.ok()) s = (*f)->Append(data);
+  if (s.ok()) s = (*f)->Sync();
+  if (s.ok()) s = (*f)->Close();
   if (s.ok()) s = env->RenameFile(tmp, path);
   if (!s.ok()) {
     env->DeleteFile(tmp).IgnoreError();
     return s;
   }
   return env->SyncDir(Dirname(path));
+}
+
+Status DeleteRecursively(Env* env, const std::string& path) {
+  // Checkpoint and bundle directories are flat; the depth bound keeps a hostile tree (or a
+  // directory loop made with bind mounts) from running the stack out.
+  constexpr int kMaxDepth = 16;
+  std::function<Status(const std::string&, int)> remove = [&](const std::string& p,
+                                                              int depth) -> Status {
+    auto type = env->GetFileType(p);
+    if (!type.ok()) return absl::IsNotFound(type.status()) ? absl::OkStatus() : type.status();
+    if (*type != FileType::kDirectory) return env->DeleteFile(p);  // a link: the link alone
+    if (depth >= kMaxDepth) {
+      return absl::FailedPreconditionError(fmt::format(
+          "deleting \"{}\": directories nest more than {} deep below it; recsdk writes flat "
+          "directories, so this is not one of ours: delete it by hand",
+          p, kMaxDepth));
+    }
+    RECSDK_ASSIGN_OR_RETURN(std::vector<std::string> children, env->GetChildren(p));
+    for (const std::string& c : children) {
+      RECSDK_RETURN_IF_ERROR(remove(p + "/" + c, depth + 1));
+    }
+    return env->DeleteDir(p);
+  };
+  return remove(path, 0);
+}
+
+std::string NormalizeDir(std::string_view path) {
+  std::string out;
+  out.reserve(path.size());
+  for (char c : path) {
+    if (c == '/' && !out.empty() && out.back() == '/') continue;
+    out.push_back(c);
+  }
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
+
+bool IsPlainFileName(std::string_view name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos;
 }
 
 std::string Dirname(const std::string& path) {

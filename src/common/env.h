@@ -41,13 +41,17 @@ class RandomAccessFile {
   [[nodiscard]] virtual StatusOr<uint64_t> Size() const = 0;
 };
 
+// FileType: what is at a path, the path itself (a symbolic link is not followed).
+enum class FileType { kRegular, kDirectory, kSymlink, kOther };
+
 class Env {
  public:
   virtual ~Env() = default;
   // Default: the POSIX file system of this process. Never null; lives for the process.
   static Env* Default();
 
-  // NewWritableFile: creates or truncates `path`.
+  // NewWritableFile: creates or truncates `path`. Never writes through a symbolic link: a link at
+  // `path` is InvalidArgument (O_NOFOLLOW), so a link planted there cannot redirect the write.
   [[nodiscard]] virtual StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
       const std::string& path) = 0;
   // NewExclusiveFile: creates `path` for writing; AlreadyExists when it exists (O_EXCL), so two
@@ -62,6 +66,11 @@ class Env {
   [[nodiscard]] virtual Status DeleteFile(const std::string& path) = 0;
   // CreateDir: creates `dir` and missing parents; OK when it exists.
   [[nodiscard]] virtual Status CreateDir(const std::string& dir) = 0;
+  // CreateDirExclusive: creates `dir` (its parent must exist); AlreadyExists when anything is at
+  // that name, a symbolic link included. For temporaries a writer must own.
+  [[nodiscard]] virtual Status CreateDirExclusive(const std::string& dir) = 0;
+  // GetFileType: what `path` is, without following a symbolic link; NotFound when nothing is.
+  [[nodiscard]] virtual StatusOr<FileType> GetFileType(const std::string& path) = 0;
   // DeleteDir: removes an empty directory.
   [[nodiscard]] virtual Status DeleteDir(const std::string& dir) = 0;
   // RenameFile: atomic replace of `to` by `from` (files, or a directory onto a missing name).
@@ -90,6 +99,10 @@ class EnvWrapper : public Env {
   }
   Status DeleteFile(const std::string& p) override { return target_->DeleteFile(p); }
   Status CreateDir(const std::string& d) override { return target_->CreateDir(d); }
+  Status CreateDirExclusive(const std::string& d) override {
+    return target_->CreateDirExclusive(d);
+  }
+  StatusOr<FileType> GetFileType(const std::string& p) override { return target_->GetFileType(p); }
   Status DeleteDir(const std::string& d) override { return target_->DeleteDir(d); }
   Status RenameFile(const std::string& f, const std::string& t) override {
     return target_->RenameFile(f, t);
@@ -129,6 +142,18 @@ class FaultInjectionEnv final : public EnvWrapper {
 // ErrnoToStatus: the Status of a failed `op` on `path` with errno `err` (the one mapping of
 // file_open.h, with the message "<op> \"<path>\": <reason>; <fix>").
 Status ErrnoToStatus(int err, std::string_view op, const std::string& path);
+
+// DeleteRecursively: deletes `path` and, when it is a directory, everything under it, never
+// following a symbolic link (a link is removed, not its target). OK when nothing is at `path`.
+[[nodiscard]] Status DeleteRecursively(Env* env, const std::string& path);
+
+// NormalizeDir: `path` without trailing and repeated slashes ("a//b/" -> "a/b"; "/" stays), so
+// that names built from it ("<dir>.tmp-<pid>", Dirname) mean what the caller meant.
+std::string NormalizeDir(std::string_view path);
+
+// IsPlainFileName: `name` names an entry of a directory, nothing else: not empty, no '/', not
+// "." or "..", no NUL. Names read from files (an index, a manifest) must pass before use.
+bool IsPlainFileName(std::string_view name);
 
 // ReadFileToString: the whole file through `env`.
 [[nodiscard]] StatusOr<std::string> ReadFileToString(Env* env, const std::string& path);

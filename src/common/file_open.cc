@@ -35,8 +35,12 @@ absl::Status ErrnoToStatus(int err, std::string_view what) {
       return absl::InvalidArgumentError(fmt::format(
           "{}: {}; pass a regular file, or the directory itself as a pattern", what, reason));
     case ENAMETOOLONG:
-    case ELOOP:
       return absl::InvalidArgumentError(fmt::format("{}: {}; fix the path", what, reason));
+    case ELOOP:
+      return absl::InvalidArgumentError(fmt::format(
+          "{}: {} (a symbolic link where a file is written, or a loop of links); recsdk never "
+          "writes through a link: remove it or fix the path",
+          what, reason));
     case EMFILE:
     case ENFILE:
     case ENOMEM:
@@ -50,7 +54,8 @@ absl::Status ErrnoToStatus(int err, std::string_view what) {
   }
 }
 
-absl::StatusOr<int> OpenRegularFile(const std::string& path, std::string_view who) {
+absl::StatusOr<int> OpenRegularFile(const std::string& path, std::string_view who,
+                                    std::string_view fix) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     return ErrnoToStatus(errno, fmt::format("{}: cannot open \"{}\"", who, path));
@@ -69,9 +74,7 @@ absl::StatusOr<int> OpenRegularFile(const std::string& path, std::string_view wh
                        : S_ISBLK(st.st_mode)  ? "a block device"
                        : S_ISSOCK(st.st_mode) ? "a socket"
                                               : "not a regular file";
-    return absl::InvalidArgumentError(fmt::format(
-        "{}: \"{}\" is {}; inputs must be regular files (copy the data into a file first)", who,
-        path, kind));
+    return absl::InvalidArgumentError(fmt::format("{}: \"{}\" is {}; {}", who, path, kind, fix));
   }
   // Regular files never block; clear the flag so reads behave as usual.
   const int flags = ::fcntl(fd, F_GETFL);

@@ -21,9 +21,12 @@ absl::Status ErrnoToStatus(int err, std::string_view what);
 
 // OpenRegularFile: a read-only, close-on-exec descriptor of `path`, blocking reads restored,
 // after checking (fstat on the open descriptor, so nothing can swap the file in between) that
-// it is a regular file. `who` starts the message ("TFRecord file", "ReadNpy"). The caller owns
-// the descriptor.
-absl::StatusOr<int> OpenRegularFile(const std::string& path, std::string_view who);
+// it is a regular file. `who` starts the message ("TFRecord file", "ReadNpy"); `fix` ends the
+// message for anything but a regular file (the default suits data readers). The caller owns the
+// descriptor.
+absl::StatusOr<int> OpenRegularFile(
+    const std::string& path, std::string_view who,
+    std::string_view fix = "inputs must be regular files (copy the data into a file first)");
 
 }  // namespace recsdk::internal
 

@@ -90,7 +90,8 @@ absl::StatusOr<nlohmann::json> ParseJson(std::string_view text, std::string_view
     return MakeError(code, fmt::format("{} is not valid JSON: line {}, column {}: {}", what,
                                        lc.line, lc.column, QuoteBounded(reason, 160)));
   } catch (const std::exception& e) {
-    return MakeError(code, fmt::format("{} is not valid JSON: {}", what, QuoteBounded(e.what(), 160)));
+    return MakeError(code,
+                     fmt::format("{} is not valid JSON: {}", what, QuoteBounded(e.what(), 160)));
   }
 }
 
