@@ -14,6 +14,7 @@
 #include "recsdk/graph.h"
 #include "src/common/checked_math.h"
 #include "src/common/json_number.h"
+#include "src/common/json_parse.h"
 #include "src/common/status_macros.h"
 
 namespace recsdk {
@@ -268,9 +269,11 @@ std::string Graph::ToJson(int indent) const {
 }
 
 StatusOr<std::unique_ptr<Graph>> Graph::FromJson(std::string_view text) {
+  absl::StatusOr<json> parsed = internal::ParseJson(text, "graph JSON");
+  if (!parsed.ok()) return parsed.status();
   try {
-    const json j = json::parse(text);
-    if (j.value("format", "") != "recsdk.graph") {
+    const json& j = *parsed;
+    if (!j.is_object() || j.value("format", "") != "recsdk.graph") {
       return absl::InvalidArgumentError(
           "not a recsdk graph: the \"format\" field is missing or wrong");
     }

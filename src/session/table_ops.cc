@@ -25,6 +25,7 @@
 #include "recsdk/ops.h"
 #include "recsdk/pipeline.h"
 #include "src/common/json_number.h"
+#include "src/common/json_parse.h"
 #include "src/common/status_macros.h"
 #include "src/device/cpu/kernel_util.h"
 #include "src/device/kernel.h"
@@ -116,8 +117,7 @@ std::string TableConfigToJson(const TableConfig& c) {
 }
 
 StatusOr<TableConfig> TableConfigFromJson(const std::string& text) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return absl::InvalidArgumentError("table config attribute is not JSON");
+  RECSDK_ASSIGN_OR_RETURN(json j, ParseJson(text, "table config attribute"));
   try {
     TableConfig c;
     c.name = j.at("name").get<std::string>();
@@ -162,8 +162,7 @@ std::string OptimizerConfigToJson(const SparseOptimizerConfig& o) {
 }
 
 StatusOr<SparseOptimizerConfig> OptimizerConfigFromJson(const std::string& text) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return absl::InvalidArgumentError("optimizer config attribute is not JSON");
+  RECSDK_ASSIGN_OR_RETURN(json j, ParseJson(text, "optimizer config attribute"));
   try {
     SparseOptimizerConfig o;
     o.kind = JsonEnum(j.at("kind"), SparseOptimizerKind::kFTRL);
