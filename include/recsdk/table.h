@@ -392,6 +392,13 @@ class EmbeddingTable {
   // copy, and no fresh pages for the kernel to zero); the snapshot's rows then read as zeros, and
   // its other fields are unchanged. Same checks, errors and guarantees as LoadSnapshot.
   [[nodiscard]] virtual Status AdoptSnapshot(TableSnapshot&& snapshot) = 0;
+  // CheckSnapshots: every check LoadSnapshot makes, for `chain` (a kFull snapshot then deltas,
+  // or deltas alone on the current contents) loaded in that order, without changing a row: OK
+  // means that loading each in turn can then fail only on an I/O error of a tier. On a tiered
+  // table it also makes the SSD files the rows will need (so a full disk is found here, before
+  // anything changed). A restore of several tables checks them all before loading any.
+  // O(keys of the chain). Exclusive access.
+  [[nodiscard]] virtual Status CheckSnapshots(absl::Span<const TableSnapshot> chain) = 0;
 
   // Save / Restore of a single table moved to the checkpoint layer: SaveTable / RestoreTable in
   // recsdk/checkpoint.h (same directory layout as a checkpoint's table payloads, CRC32C-checked).

@@ -14,6 +14,8 @@
 #include "src/common/crc32c.h"
 #include "src/common/huge_pages.h"
 #include "src/common/json_number.h"
+#include "src/common/json_parse.h"
+#include "src/common/memory_limit.h"
 #include "src/common/status_macros.h"
 #include "src/table/npy.h"
 
@@ -58,9 +60,14 @@ StatusOr<PayloadInfo> PayloadInfo::FromJson(const nlohmann::json& j, const std::
   } catch (const std::exception& e) {
     return Corrupt(where, fmt::format("a payload entry is malformed ({})", e.what()));
   }
-  if (ItemSizeOf(p.descr) == 0 || p.file.empty() || p.file.find('/') != std::string::npos ||
-      p.file.find("..") != std::string::npos) {
-    return Corrupt(where, fmt::format("payload \"{}\" has dtype \"{}\"", p.file, p.descr));
+  if (!IsPlainFileName(p.file)) {
+    return Corrupt(where, fmt::format("it names payload file \"{}\", which is not a plain file "
+                                      "name of the checkpoint directory (no '/' or \"..\")",
+                                      QuoteBounded(p.file)));
+  }
+  if (ItemSizeOf(p.descr) == 0) {
+    return Corrupt(where, fmt::format("payload \"{}\" has dtype \"{}\" (not <f4, <f8, <i4 or <i8)",
+                                      p.file, QuoteBounded(p.descr)));
   }
   for (int64_t d : p.shape) {
     if (d < 0 || d > (int64_t{1} << 40)) {
@@ -180,6 +187,10 @@ Status ReadPayload(Env* env, const std::string& dir, const PayloadInfo& info,
   };
   std::string head(header.size(), '\0');
   RECSDK_RETURN_IF_ERROR(read_fully(0, head.size(), head.data()));
+  // A sparse file can claim any size at no cost to its writer: check the bytes fit this process
+  // before asking for them.
+  RECSDK_RETURN_IF_ERROR(
+      CheckAllocation(elements * sizeof(T), fmt::format("checkpoint file \"{}\"", path)));
   uint32_t crc = Crc32c(head);
   ResizeOnHugePages(*out, static_cast<size_t>(elements));
   char* dst = reinterpret_cast<char*>(out->data());
@@ -376,10 +387,28 @@ Status CheckTableCompatible(const nlohmann::json& entry, const EmbeddingTable& t
   return absl::OkStatus();
 }
 
+namespace {
+StatusOr<TableSnapshot> ReadTableFiles(Env* env, const std::string& dir,
+                                       const nlohmann::json& entry, const TableHeader& h);
+}  // namespace
+
 StatusOr<TableSnapshot> ReadTablePayloads(Env* env, const std::string& dir,
                                           const nlohmann::json& entry) {
   const std::string where = JoinPath(dir, kManifestFile);
   RECSDK_ASSIGN_OR_RETURN(TableHeader h, ParseTableHeader(entry, where));
+  StatusOr<TableSnapshot> read = ReadTableFiles(env, dir, entry, h);
+  if (!read.ok() && absl::IsResourceExhausted(read.status())) {
+    return absl::ResourceExhaustedError(
+        fmt::format("table \"{}\": {}", h.name, read.status().message()));
+  }
+  return read;
+}
+
+namespace {
+
+StatusOr<TableSnapshot> ReadTableFiles(Env* env, const std::string& dir,
+                                       const nlohmann::json& entry, const TableHeader& h) {
+  const std::string where = JoinPath(dir, kManifestFile);
   TableSnapshot s;
   s.table_name = h.name;
   s.dim = h.dim;
@@ -428,8 +457,20 @@ StatusOr<TableSnapshot> ReadTablePayloads(Env* env, const std::string& dir,
   const Status rows_status = rows.get();  // always joined, even after an error above
   RECSDK_RETURN_IF_ERROR(rest_status);
   RECSDK_RETURN_IF_ERROR(rows_status);
+  // Keys are written sorted and unique: name the file and the first key that is not, so a
+  // hand-made or damaged file can be found (the table would refuse it without saying where).
+  const auto bad = std::adjacent_find(s.keys.begin(), s.keys.end(), std::greater_equal<int64_t>());
+  if (bad != s.keys.end()) {
+    return Corrupt(JoinPath(dir, keys_info.file),
+                   fmt::format("the keys of table \"{}\" are not sorted and unique: key {} at "
+                               "position {} is {} key {}",
+                               h.name, *bad, bad - s.keys.begin(),
+                               *bad == *(bad + 1) ? "repeated as" : "followed by", *(bad + 1)));
+  }
   return s;
 }
+
+}  // namespace
 
 Status WriteJsonDocument(Env* env, const std::string& path, nlohmann::json doc, bool atomic) {
   doc.erase("crc32c");
@@ -444,8 +485,14 @@ Status WriteJsonDocument(Env* env, const std::string& path, nlohmann::json doc, 
 
 StatusOr<nlohmann::json> ReadJsonDocument(Env* env, const std::string& path) {
   RECSDK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, path));
-  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) return Corrupt(path, "it is not a JSON object");
+  auto parsed =
+      ParseJson(text, fmt::format("checkpoint file \"{}\"", path), absl::StatusCode::kDataLoss);
+  if (!parsed.ok()) {
+    return absl::DataLossError(
+        fmt::format("{}; restore from another checkpoint", parsed.status().message()));
+  }
+  nlohmann::json doc = std::move(*parsed);
+  if (!doc.is_object()) return Corrupt(path, "it is not a JSON object");
   if (doc.dump(1) != text) return Corrupt(path, "its text differs from what was written");
   if (!doc.contains("crc32c") || !doc["crc32c"].is_number_unsigned()) {
     return Corrupt(path, "it has no crc32c");

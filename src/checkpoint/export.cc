@@ -152,8 +152,10 @@ TableSnapshot ServingRows(TableSnapshot s, bool by_address) {
 using internal::Env;
 using internal::JoinPath;
 
-Status ExportSavedModel(Session& session, const std::string& export_dir,
+Status ExportSavedModel(Session& session, const std::string& export_path,
                         const ServingSignature& signature) {
+  // "dir/bundle/" means "dir/bundle": the temporary "<dir>.tmp-<pid>" must be its sibling.
+  const std::string export_dir = internal::NormalizeDir(export_path);
   if (signature.outputs.empty()) {
     return absl::InvalidArgumentError(
         "ExportSavedModel: ServingSignature.outputs is empty; list the tensors to serve");
@@ -197,8 +199,10 @@ Status ExportSavedModel(Session& session, const std::string& export_dir,
   const std::string parent = internal::Dirname(export_dir);
   RECSDK_RETURN_IF_ERROR(env->CreateDir(parent));
   const std::string tmp = fmt::format("{}.tmp-{}", export_dir, static_cast<int>(getpid()));
-  if (env->FileExists(tmp)) RECSDK_RETURN_IF_ERROR(internal::DeleteDirRecursively(env, tmp));
-  RECSDK_RETURN_IF_ERROR(env->CreateDir(tmp));
+  // Whatever is at the temporary name goes, never followed (a planted link must not get its
+  // target's files deleted or written); the directory is then made exclusively.
+  RECSDK_RETURN_IF_ERROR(internal::DeleteRecursively(env, tmp));
+  RECSDK_RETURN_IF_ERROR(env->CreateDirExclusive(tmp));
   auto write = [&]() -> Status {
     const std::string graph_json = graph->ToJson();
     RECSDK_RETURN_IF_ERROR(
@@ -217,12 +221,12 @@ Status ExportSavedModel(Session& session, const std::string& export_dir,
                               {"graph_crc32c", internal::Crc32c(graph_json)}};
     RECSDK_RETURN_IF_ERROR(internal::WriteJsonDocument(env, JoinPath(tmp, internal::kServingFile),
                                                        std::move(serving), /*atomic=*/false));
-    RECSDK_RETURN_IF_ERROR(internal::WriteCheckpointFiles(env, tmp, job));
+    RECSDK_RETURN_IF_ERROR(internal::WriteCheckpointFiles(env, tmp, job).status());
     RECSDK_RETURN_IF_ERROR(env->RenameFile(tmp, export_dir));
     return env->SyncDir(parent);
   };
   if (Status s = write(); !s.ok()) {
-    if (env->FileExists(tmp)) internal::DeleteDirRecursively(env, tmp).IgnoreError();
+    internal::DeleteRecursively(env, tmp).IgnoreError();
     return s;
   }
   return absl::OkStatus();
@@ -239,52 +243,61 @@ Predictor::~Predictor() = default;
 
 const ServingSignature& Predictor::signature() const { return impl_->signature; }
 
-StatusOr<std::unique_ptr<Predictor>> Predictor::Load(const std::string& export_dir,
+StatusOr<std::unique_ptr<Predictor>> Predictor::Load(const std::string& bundle_dir,
                                                      const SessionConfig& config) {
-  Env* env = Env::Default();
-  const std::string serving_path = JoinPath(export_dir, internal::kServingFile);
-  auto serving = internal::ReadJsonDocument(env, serving_path);
-  if (!serving.ok()) {
-    if (absl::IsNotFound(serving.status())) {
-      return absl::NotFoundError(fmt::format(
-          "Predictor: \"{}\" is not an exported model (no {}); export one with ExportSavedModel",
-          export_dir, internal::kServingFile));
+  const std::string export_dir = internal::NormalizeDir(bundle_dir);
+  auto load = [&]() -> StatusOr<std::unique_ptr<Predictor>> {
+    Env* env = Env::Default();
+    const std::string serving_path = JoinPath(export_dir, internal::kServingFile);
+    auto serving = internal::ReadJsonDocument(env, serving_path);
+    if (!serving.ok()) {
+      if (absl::IsNotFound(serving.status())) {
+        return absl::NotFoundError(fmt::format(
+            "Predictor: \"{}\" is not an exported model (no {}); export one with ExportSavedModel",
+            export_dir, internal::kServingFile));
+      }
+      return serving.status();
     }
-    return serving.status();
-  }
-  auto impl = std::make_unique<Impl>();
-  uint64_t graph_bytes = 0;
-  uint32_t graph_crc = 0;
+    auto impl = std::make_unique<Impl>();
+    uint64_t graph_bytes = 0;
+    uint32_t graph_crc = 0;
+    try {
+      for (const auto& in : serving->at("inputs")) {
+        impl->signature.inputs.push_back(in.at("name").get<std::string>());
+      }
+      impl->signature.outputs = serving->at("outputs").get<std::vector<std::string>>();
+      graph_bytes = internal::JsonNumber<uint64_t>(serving->at("graph_bytes"));
+      graph_crc = internal::JsonNumber<uint32_t>(serving->at("graph_crc32c"));
+    } catch (const std::exception& e) {
+      return absl::DataLossError(fmt::format(
+          "Predictor: \"{}\" is malformed ({}); export the model again", serving_path, e.what()));
+    }
+    const std::string graph_path = JoinPath(export_dir, internal::kGraphFile);
+    auto graph_json = internal::ReadFileToString(env, graph_path);
+    if (!graph_json.ok() || graph_json->size() != graph_bytes ||
+        internal::Crc32c(*graph_json) != graph_crc) {
+      return absl::DataLossError(fmt::format(
+          "Predictor: \"{}\" is missing, truncated or corrupt (size or CRC32C differ from {}); "
+          "export the model again",
+          graph_path, serving_path));
+    }
+    internal::RegisterTableOps();
+    RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<Graph> graph, Graph::FromJson(*graph_json));
+    RECSDK_ASSIGN_OR_RETURN(impl->session, Session::Create(*graph, config));
+    RECSDK_ASSIGN_OR_RETURN(internal::SessionState state,
+                            internal::CollectSessionState(*impl->session, false));
+    RECSDK_ASSIGN_OR_RETURN(internal::LoadedCheckpoint ckpt,
+                            internal::LoadCheckpoint(env, export_dir));
+    RECSDK_RETURN_IF_ERROR(internal::ApplyCheckpoint(*impl->session, state, ckpt));
+    for (const std::string& o : impl->signature.outputs) impl->fetches.emplace_back(o);
+    return std::unique_ptr<Predictor>(new Predictor(std::move(impl)));
+  };
   try {
-    for (const auto& in : serving->at("inputs")) {
-      impl->signature.inputs.push_back(in.at("name").get<std::string>());
-    }
-    impl->signature.outputs = serving->at("outputs").get<std::vector<std::string>>();
-    graph_bytes = internal::JsonNumber<uint64_t>(serving->at("graph_bytes"));
-    graph_crc = internal::JsonNumber<uint32_t>(serving->at("graph_crc32c"));
-  } catch (const std::exception& e) {
-    return absl::DataLossError(fmt::format(
-        "Predictor: \"{}\" is malformed ({}); export the model again", serving_path, e.what()));
+    return load();
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(fmt::format(
+        "Predictor: out of memory loading \"{}\"; raise the process's memory limit", export_dir));
   }
-  const std::string graph_path = JoinPath(export_dir, internal::kGraphFile);
-  auto graph_json = internal::ReadFileToString(env, graph_path);
-  if (!graph_json.ok() || graph_json->size() != graph_bytes ||
-      internal::Crc32c(*graph_json) != graph_crc) {
-    return absl::DataLossError(fmt::format(
-        "Predictor: \"{}\" is missing, truncated or corrupt (size or CRC32C differ from {}); "
-        "export the model again",
-        graph_path, serving_path));
-  }
-  internal::RegisterTableOps();
-  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<Graph> graph, Graph::FromJson(*graph_json));
-  RECSDK_ASSIGN_OR_RETURN(impl->session, Session::Create(*graph, config));
-  RECSDK_ASSIGN_OR_RETURN(internal::SessionState state,
-                          internal::CollectSessionState(*impl->session, false));
-  RECSDK_ASSIGN_OR_RETURN(internal::LoadedCheckpoint ckpt,
-                          internal::LoadCheckpoint(env, export_dir));
-  RECSDK_RETURN_IF_ERROR(internal::ApplyCheckpoint(*impl->session, state, ckpt));
-  for (const std::string& o : impl->signature.outputs) impl->fetches.emplace_back(o);
-  return std::unique_ptr<Predictor>(new Predictor(std::move(impl)));
 }
 
 StatusOr<std::vector<Tensor>> Predictor::Predict(const FeedList& inputs) {

@@ -33,6 +33,7 @@
 #include "recsdk/variables.h"
 #include "src/checkpoint/checkpoint_io.h"
 #include "src/checkpoint/session_state.h"
+#include "src/common/json_parse.h"
 #include "src/common/logging.h"
 #include "src/common/status_macros.h"
 #include "src/device/resource_mgr.h"
@@ -70,7 +71,43 @@ StatusOr<Index> ReadIndex(Env* env, const std::string& model_dir) {
         fmt::format("checkpoint index \"{}\" is corrupt: {}; restore a checkpoint by its directory",
                     path, ex.what()));
   }
+  // Names in the index are the names of checkpoint directories inside model_dir, nothing else:
+  // "../other/ckpt-9" would restore from, and let retention delete, files outside model_dir.
+  for (const IndexEntry& e : index.checkpoints) {
+    std::vector<std::string> names = e.chain;
+    names.push_back(e.name);
+    for (const std::string& name : names) {
+      if (!IsPlainFileName(name) || name.rfind(kCheckpointPrefix, 0) != 0) {
+        return absl::DataLossError(fmt::format(
+            "checkpoint index \"{}\" names \"{}\", which is not a checkpoint directory of this "
+            "model_dir (names there are plain \"{}<step>\" names, no '/' or \"..\"); the index was "
+            "edited or is not ours: restore a checkpoint by its directory",
+            path, QuoteBounded(name), kCheckpointPrefix));
+      }
+    }
+  }
   return index;
+}
+
+// NoIndexError: DataLoss when model_dir holds checkpoint directories but no index (the index
+// was lost, so which checkpoint is the latest is unknown); NotFound when it holds none.
+Status NoIndexError(Env* env, const std::string& model_dir) {
+  const std::string index_path = JoinPath(model_dir, kIndexFile);
+  auto children = env->GetChildren(model_dir);
+  if (children.ok()) {
+    std::sort(children->begin(), children->end());
+    for (const std::string& c : *children) {
+      if (c.rfind(kCheckpointPrefix, 0) == 0) {
+        return absl::DataLossError(fmt::format(
+            "checkpoint index \"{}\" is missing but \"{}\" holds checkpoints (e.g. \"{}\"): "
+            "restore one by name, or start fresh in an empty model_dir (move the ckpt-* "
+            "directories away)",
+            index_path, model_dir, c));
+      }
+    }
+  }
+  return absl::NotFoundError(
+      fmt::format("no checkpoint in \"{}\" (it has no \"{}\" index file)", model_dir, kIndexFile));
 }
 
 Status WriteIndex(Env* env, const std::string& model_dir, const Index& index) {
@@ -101,12 +138,17 @@ struct Saver::Impl {
   // With async_write it already names a checkpoint being written; WaitPending clears it if that
   // write fails.
   mutable std::vector<std::string> chain;
+  // chain_ids: the ids of `chain` (WriteCheckpointFiles). With async_write the last one is
+  // filled in by WaitPending once the write has finished (pending_id).
+  mutable std::vector<std::string> chain_ids;
+  mutable std::shared_ptr<std::string> pending_id;
   // pending: the background write of the last Save (async_write), if any.
   mutable std::future<Status> pending;
 
   Status WaitPending() const;
-  StatusOr<std::string> Write(const internal::SaveJob& job);
-  StatusOr<std::string> WriteOrCleanUp(const internal::SaveJob& job);
+  // Write: the checkpoint of `job`; `id` receives its id (WriteCheckpointFiles).
+  StatusOr<std::string> Write(const internal::SaveJob& job, std::string* id);
+  StatusOr<std::string> WriteOrCleanUp(const internal::SaveJob& job, std::string* id);
   StatusOr<std::string> SaveImpl(int64_t step, bool delta);
   StatusOr<std::string> ResolveCheckpoint(std::string_view checkpoint) const;
 };
@@ -121,7 +163,13 @@ Saver::~Saver() {
 Status Saver::Impl::WaitPending() const {
   if (!pending.valid()) return absl::OkStatus();
   Status s = pending.get();
-  if (!s.ok()) chain.clear();
+  if (!s.ok()) {
+    chain.clear();
+    chain_ids.clear();
+  } else if (pending_id != nullptr && chain_ids.size() + 1 == chain.size()) {
+    chain_ids.push_back(*pending_id);
+  }
+  pending_id.reset();
   return s;
 }
 
@@ -146,6 +194,7 @@ StatusOr<std::unique_ptr<Saver>> Saver::Create(Session& session, const SaverOpti
   auto impl = std::make_unique<Impl>();
   impl->session = &session;
   impl->options = options;
+  impl->options.model_dir = internal::NormalizeDir(options.model_dir);
   impl->env = options.env != nullptr ? options.env : Env::Default();
   RECSDK_ASSIGN_OR_RETURN(impl->state,
                           internal::CollectSessionState(session, /*saved_tables_only=*/true));
@@ -153,17 +202,19 @@ StatusOr<std::unique_ptr<Saver>> Saver::Create(Session& session, const SaverOpti
   return std::unique_ptr<Saver>(new Saver(std::move(impl)));
 }
 
-StatusOr<std::string> Saver::Impl::Write(const internal::SaveJob& job) {
+StatusOr<std::string> Saver::Impl::Write(const internal::SaveJob& job, std::string* id) {
   const std::string& model_dir = options.model_dir;
   const std::string name = internal::CheckpointName(job.step);
   const std::string final_dir = JoinPath(model_dir, name);
   const std::string tmp = JoinPath(model_dir, fmt::format("{}{}-{}", internal::kTmpPrefix, job.step,
                                                           static_cast<int>(getpid())));
-  // Leftovers of an earlier crash of this step: start clean.
-  if (env->FileExists(tmp)) RECSDK_RETURN_IF_ERROR(internal::DeleteDirRecursively(env, tmp));
-  RECSDK_RETURN_IF_ERROR(env->CreateDir(tmp));
+  // Leftovers of an earlier crash of this step: start clean. Whatever is at the temporary name is
+  // removed without following a link (a link planted there must not get its target's files
+  // deleted or written), and the directory is then made exclusively.
+  RECSDK_RETURN_IF_ERROR(internal::DeleteRecursively(env, tmp));
+  RECSDK_RETURN_IF_ERROR(env->CreateDirExclusive(tmp));
 
-  RECSDK_RETURN_IF_ERROR(internal::WriteCheckpointFiles(env, tmp, job));
+  RECSDK_ASSIGN_OR_RETURN(*id, internal::WriteCheckpointFiles(env, tmp, job));
 
   // The index, read before anything is renamed: a corrupt index is rebuilt from this save on.
   internal::Index index;
@@ -210,26 +261,26 @@ StatusOr<std::string> Saver::Impl::Write(const internal::SaveJob& job) {
   }
   RECSDK_RETURN_IF_ERROR(internal::WriteIndex(env, model_dir, index));
   if (!aside.empty()) {
-    if (Status s = internal::DeleteDirRecursively(env, aside); !s.ok()) {
+    if (Status s = internal::DeleteRecursively(env, aside); !s.ok()) {
       internal::LogWarning("Saver: could not delete the replaced checkpoint: {}", s.message());
     }
   }
   for (const std::string& d : doomed) {
-    if (Status s = internal::DeleteDirRecursively(env, JoinPath(model_dir, d)); !s.ok()) {
+    if (Status s = internal::DeleteRecursively(env, JoinPath(model_dir, d)); !s.ok()) {
       internal::LogWarning("Saver: could not delete old checkpoint \"{}\": {}", d, s.message());
     }
   }
   return final_dir;
 }
 
-StatusOr<std::string> Saver::Impl::WriteOrCleanUp(const internal::SaveJob& job) {
-  auto dir = Write(job);
+StatusOr<std::string> Saver::Impl::WriteOrCleanUp(const internal::SaveJob& job, std::string* id) {
+  auto dir = Write(job, id);
   if (!dir.ok()) {
     // Remove this save's temporary directory; the previous checkpoint stays the latest.
     const std::string tmp = JoinPath(
         options.model_dir,
         fmt::format("{}{}-{}", internal::kTmpPrefix, job.step, static_cast<int>(getpid())));
-    if (env->FileExists(tmp)) internal::DeleteDirRecursively(env, tmp).IgnoreError();
+    internal::DeleteRecursively(env, tmp).IgnoreError();
   }
   return dir;
 }
@@ -264,7 +315,9 @@ StatusOr<std::string> Saver::Impl::SaveImpl(int64_t step, bool delta) {
   // Whatever happens from here, a failure breaks the delta chain: the tables' change tracking
   // restarts at the snapshot, so a later delta would miss this one's rows.
   std::vector<std::string> previous = std::move(chain);
+  std::vector<std::string> previous_ids = std::move(chain_ids);
   chain.clear();
+  chain_ids.clear();
   auto job = internal::SnapshotSession(
       *session, state,
       delta ? EmbeddingTable::SnapshotKind::kDelta : EmbeddingTable::SnapshotKind::kFull,
@@ -272,18 +325,34 @@ StatusOr<std::string> Saver::Impl::SaveImpl(int64_t step, bool delta) {
   if (!job.ok()) return job.status();
   job->step = step;
   if (key_stage != nullptr) job->dataset_batches = key_stage->batches_consumed();
-  if (delta) job->chain = previous;
+  if (delta) {
+    if (previous_ids.size() != previous.size()) {
+      return absl::FailedPreconditionError(
+          "Saver::SaveDelta: the checkpoint to build on has no id (it was written before "
+          "checkpoints recorded one); call Save first");
+    }
+    job->chain = previous;
+    job->chain_ids = previous_ids;
+  }
   std::vector<std::string> next = job->chain;
+  std::vector<std::string> next_ids = job->chain_ids;
   next.push_back(internal::CheckpointName(step));
   if (options.async_write) {
     chain = std::move(next);
+    chain_ids = std::move(next_ids);
     auto shared = std::make_shared<internal::SaveJob>(std::move(*job));
-    pending = std::async(std::launch::async,
-                         [this, shared]() -> Status { return WriteOrCleanUp(*shared).status(); });
+    auto id = std::make_shared<std::string>();
+    pending_id = id;
+    pending = std::async(std::launch::async, [this, shared, id]() -> Status {
+      return WriteOrCleanUp(*shared, id.get()).status();
+    });
     return JoinPath(options.model_dir, internal::CheckpointName(step));
   }
-  RECSDK_ASSIGN_OR_RETURN(std::string dir, WriteOrCleanUp(*job));
+  std::string id;
+  RECSDK_ASSIGN_OR_RETURN(std::string dir, WriteOrCleanUp(*job, &id));
   chain = std::move(next);
+  chain_ids = std::move(next_ids);
+  chain_ids.push_back(id);
   return dir;
 }
 
@@ -292,6 +361,7 @@ StatusOr<std::string> Saver::Save(int64_t global_step) {
     return impl_->SaveImpl(global_step, /*delta=*/false);
   } catch (const std::bad_alloc&) {
     impl_->chain.clear();
+    impl_->chain_ids.clear();
     return absl::ResourceExhaustedError(
         fmt::format("Saver: out of memory taking the snapshot of step {}", global_step));
   }
@@ -306,6 +376,7 @@ StatusOr<std::string> Saver::SaveDelta(int64_t global_step) {
     return impl_->SaveImpl(global_step, /*delta=*/true);
   } catch (const std::bad_alloc&) {
     impl_->chain.clear();
+    impl_->chain_ids.clear();
     return absl::ResourceExhaustedError(
         fmt::format("Saver: out of memory taking the delta snapshot of step {}", global_step));
   }
@@ -315,8 +386,7 @@ StatusOr<std::string> Saver::LatestCheckpoint() const {
   RECSDK_RETURN_IF_ERROR(impl_->WaitPending());
   const std::string& model_dir = impl_->options.model_dir;
   if (!impl_->env->FileExists(JoinPath(model_dir, internal::kIndexFile))) {
-    return absl::NotFoundError(fmt::format("no checkpoint in \"{}\" (it has no \"{}\" index file)",
-                                           model_dir, internal::kIndexFile));
+    return internal::NoIndexError(impl_->env, model_dir);
   }
   RECSDK_ASSIGN_OR_RETURN(internal::Index index, internal::ReadIndex(impl_->env, model_dir));
   if (index.checkpoints.empty()) {
@@ -339,29 +409,14 @@ StatusOr<std::string> Saver::Impl::ResolveCheckpoint(std::string_view checkpoint
       return dir;
     }
     const std::string index_path = JoinPath(model_dir, internal::kIndexFile);
-    if (!env->FileExists(index_path)) {
-      // No index: NotFound when there is no checkpoint at all, DataLoss when there are some
-      // (the index was lost, so which one is the latest is unknown).
-      auto children = env->GetChildren(model_dir);
-      if (children.ok()) {
-        for (const std::string& c : *children) {
-          if (c.rfind(internal::kCheckpointPrefix, 0) == 0) {
-            return absl::DataLossError(fmt::format(
-                "checkpoint index \"{}\" is missing but \"{}\" holds checkpoints (e.g. \"{}\"); "
-                "restore one by name",
-                index_path, model_dir, c));
-          }
-        }
-      }
-      return absl::NotFoundError(fmt::format("no checkpoint in \"{}\"", model_dir));
-    }
+    if (!env->FileExists(index_path)) return internal::NoIndexError(env, model_dir);
     RECSDK_ASSIGN_OR_RETURN(internal::Index index, internal::ReadIndex(env, model_dir));
     if (index.checkpoints.empty()) {
       return absl::NotFoundError(fmt::format("the checkpoint index \"{}\" is empty", index_path));
     }
     return JoinPath(model_dir, index.checkpoints.back().name);
   }
-  std::string dir(checkpoint);
+  std::string dir = internal::NormalizeDir(checkpoint);
   if (dir.find('/') == std::string::npos) dir = JoinPath(model_dir, dir);
   if (!env->FileExists(dir)) {
     return absl::NotFoundError(fmt::format("checkpoint \"{}\" does not exist", dir));
@@ -392,15 +447,18 @@ StatusOr<int64_t> Saver::Restore(std::string_view checkpoint) {
                       loaded.status().message(), im.options.model_dir, fmt::join(others, ", ")));
     }
     ckpt = std::move(*loaded);
+    RECSDK_RETURN_IF_ERROR(internal::ApplyCheckpoint(*im.session, im.state, ckpt));
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
         fmt::format("Saver: out of memory reading checkpoint \"{}\"", dir));
   }
-  RECSDK_RETURN_IF_ERROR(internal::ApplyCheckpoint(*im.session, im.state, ckpt));
   if (ckpt.run_count >= 0) im.session->SetRunCount(ckpt.run_count);
   im.restored_dataset_batches = ckpt.dataset_batches;
   im.chain = ckpt.chain;
   im.chain.push_back(dir.substr(dir.find_last_of('/') + 1));
+  im.chain_ids = ckpt.chain_ids;
+  im.chain_ids.push_back(ckpt.id);
+  if (ckpt.id.empty() || im.chain_ids.size() != im.chain.size()) im.chain_ids.clear();
   internal::LogInfo("Saver: restored checkpoint \"{}\" (step {})", dir, ckpt.step);
   return ckpt.step;
 }
@@ -409,8 +467,9 @@ void Saver::AttachKeyStage(KeyStage* stage) { impl_->key_stage = stage; }
 
 int64_t Saver::restored_dataset_batches() const { return impl_->restored_dataset_batches; }
 
-Status SaveTable(EmbeddingTable& table, const std::string& dir) {
+Status SaveTable(EmbeddingTable& table, const std::string& table_dir) {
   Env* env = Env::Default();
+  const std::string dir = internal::NormalizeDir(table_dir);
   RECSDK_RETURN_IF_ERROR(env->CreateDir(dir));
   // Synchronous: the rows stream from the table to their file, never copied whole.
   RECSDK_ASSIGN_OR_RETURN(
@@ -422,7 +481,9 @@ Status SaveTable(EmbeddingTable& table, const std::string& dir) {
                                      std::move(manifest), /*atomic=*/true);
 }
 
-Status RestoreTable(EmbeddingTable& table, const std::string& dir) {
+namespace {
+
+Status RestoreTableImpl(EmbeddingTable& table, const std::string& dir) {
   Env* env = Env::Default();
   const std::string path = JoinPath(dir, internal::kManifestFile);
   auto manifest = internal::ReadJsonDocument(env, path);
@@ -441,6 +502,19 @@ Status RestoreTable(EmbeddingTable& table, const std::string& dir) {
   RECSDK_ASSIGN_OR_RETURN(TableSnapshot s,
                           internal::ReadTablePayloads(env, dir, (*manifest)["table"]));
   return table.AdoptSnapshot(std::move(s));  // the rows' pages become the table's
+}
+
+}  // namespace
+
+Status RestoreTable(EmbeddingTable& table, const std::string& dir) {
+  try {
+    return RestoreTableImpl(table, internal::NormalizeDir(dir));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(fmt::format(
+        "table \"{}\": out of memory restoring from \"{}\" (the table is unchanged); raise the "
+        "process's memory limit",
+        table.name(), dir));
+  }
 }
 
 }  // namespace recsdk

@@ -4,11 +4,13 @@
 
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 
 #include "fmt/format.h"
 #include "recsdk/variables.h"
 #include "src/checkpoint/checkpoint_io.h"
+#include "src/common/crc32c.h"
 #include "src/common/json_number.h"
 #include "src/common/status_macros.h"
 #include "src/device/resource_mgr.h"
@@ -35,13 +37,6 @@ StatusOr<std::string_view> NpyDescr(DType dtype, const std::string& var) {
 }
 
 }  // namespace
-
-// Deletes a checkpoint directory (its files, then itself). Best effort for leftovers.
-Status DeleteDirRecursively(Env* env, const std::string& dir) {
-  RECSDK_ASSIGN_OR_RETURN(std::vector<std::string> children, env->GetChildren(dir));
-  for (const std::string& c : children) RECSDK_RETURN_IF_ERROR(env->DeleteFile(JoinPath(dir, c)));
-  return env->DeleteDir(dir);
-}
 
 StatusOr<SessionState> CollectSessionState(Session& session, bool saved_tables_only) {
   SessionState state;
@@ -101,7 +96,7 @@ StatusOr<SaveJob> SnapshotSession(Session& session, const SessionState& state,
   return job;
 }
 
-Status WriteCheckpointFiles(Env* env, const std::string& tmp, const SaveJob& job) {
+StatusOr<std::string> WriteCheckpointFiles(Env* env, const std::string& tmp, const SaveJob& job) {
   nlohmann::json vars = nlohmann::json::array();
   for (size_t i = 0; i < job.vars.size(); ++i) {
     const VarSnapshot& v = job.vars[i];
@@ -139,10 +134,13 @@ Status WriteCheckpointFiles(Env* env, const std::string& tmp, const SaveJob& job
   if (job.dataset_batches >= 0) {
     manifest["dataset"] = {{"batches_consumed", job.dataset_batches}};
   }
+  if (job.delta) manifest["chain_ids"] = job.chain_ids;
+  const std::string id = fmt::format("{:08x}", Crc32c(manifest.dump()));
+  manifest["id"] = id;
   RECSDK_RETURN_IF_ERROR(
       WriteJsonDocument(env, JoinPath(tmp, kManifestFile), manifest, /*atomic=*/false));
   RECSDK_RETURN_IF_ERROR(env->SyncDir(tmp));
-  return absl::OkStatus();
+  return id;
 }
 
 StatusOr<nlohmann::json> ReadManifest(Env* env, const std::string& dir) {
@@ -189,7 +187,20 @@ StatusOr<VarSnapshot> ReadVariable(Env* env, const std::string& dir, const nlohm
         "checkpoint manifest \"{}\": variable \"{}\" has dtype \"{}\"", where, v.name, dtype));
   }
   v.dtype = *dt;
+  if (!e.contains("payload")) {
+    return absl::DataLossError(
+        fmt::format("checkpoint manifest \"{}\": variable \"{}\" lists no payload", where, v.name));
+  }
   RECSDK_ASSIGN_OR_RETURN(PayloadInfo info, PayloadInfo::FromJson(e.at("payload"), where));
+  // The payload's element type must be the variable's: an int32 payload read as float32 bits
+  // would restore numbers that never existed.
+  auto descr = NpyDescr(v.dtype, v.name);
+  if (!descr.ok() || info.descr != *descr) {
+    return absl::DataLossError(fmt::format(
+        "checkpoint manifest \"{}\": variable \"{}\" is {} but its payload \"{}\" holds \"{}\" "
+        "items; restore from another checkpoint",
+        where, v.name, dtype, info.file, info.descr));
+  }
   v.shape = Shape(absl::MakeConstSpan(info.shape));
   auto read = [&](auto tag) -> Status {
     std::vector<decltype(tag)> data;
@@ -244,26 +255,70 @@ StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir) {
   }
   for (const auto& e : manifest["variables"]) {
     RECSDK_ASSIGN_OR_RETURN(VarSnapshot v, ReadVariable(env, dir, e, out.manifest_path));
-    out.vars[v.name] = std::move(v);
+    if (out.vars.contains(v.name)) {
+      return absl::DataLossError(fmt::format(
+          "checkpoint manifest \"{}\" lists variable \"{}\" twice; restore from another "
+          "checkpoint",
+          out.manifest_path, v.name));
+    }
+    const std::string name = v.name;
+    out.vars.emplace(name, std::move(v));
+  }
+  try {
+    out.id = manifest.value("id", "");
+    if (manifest.contains("chain_ids")) {
+      out.chain_ids = manifest["chain_ids"].get<std::vector<std::string>>();
+    }
+  } catch (const std::exception&) {
+    return absl::DataLossError(fmt::format(
+        "checkpoint manifest \"{}\" is corrupt: its id or chain_ids is not text; restore from "
+        "another checkpoint",
+        out.manifest_path));
+  }
+  if (!out.chain_ids.empty() && out.chain_ids.size() != out.chain.size()) {
+    return absl::DataLossError(fmt::format(
+        "checkpoint manifest \"{}\" is corrupt: its chain names {} checkpoints but lists {} ids",
+        out.manifest_path, out.chain.size(), out.chain_ids.size()));
   }
   const std::string parent = Dirname(dir);
   std::vector<std::string> dirs;
   for (const std::string& name : out.chain) {
-    if (name.empty() || name.find('/') != std::string::npos || name == "..") {
+    if (!IsPlainFileName(name)) {
       return absl::DataLossError(fmt::format("checkpoint manifest \"{}\" names \"{}\" in its chain",
                                              out.manifest_path, name));
     }
     dirs.push_back(JoinPath(parent, name));
   }
   dirs.push_back(dir);
+  int64_t previous_step = -1;
   for (size_t i = 0; i < dirs.size(); ++i) {
     nlohmann::json m;
     if (i + 1 == dirs.size()) {
       m = manifest;
     } else {
       RECSDK_ASSIGN_OR_RETURN(m, ReadManifest(env, dirs[i]));
+      // Every link is the checkpoint the delta was built on: its recorded identity (a hash of
+      // its manifest) must match, so a base replaced by a later save of the same step, or a
+      // chain listed out of order, is refused instead of restoring a state that never existed.
+      const std::string link_id = m.value("id", "");
+      if (!out.chain_ids.empty() && link_id != out.chain_ids[i]) {
+        return absl::DataLossError(fmt::format(
+            "checkpoint \"{}\" builds on \"{}\" with id \"{}\", but that checkpoint now has "
+            "id \"{}\" (it was replaced by a later save, or the chain is out of order); restore "
+            "a full checkpoint",
+            dir, dirs[i], out.chain_ids[i], link_id.empty() ? "none" : link_id));
+      }
     }
+    const int64_t step = JsonNumber<int64_t>(m["step"]);
+    if (step <= previous_step && i > 0) {
+      return absl::DataLossError(fmt::format(
+          "checkpoint \"{}\": its chain is out of order: \"{}\" (step {}) follows a checkpoint "
+          "of step {}; restore a full checkpoint",
+          dir, dirs[i], step, previous_step));
+    }
+    previous_step = step;
     const bool want_delta = i > 0;
+    std::set<std::string> listed;
     for (const auto& e : m["tables"]) {
       RECSDK_ASSIGN_OR_RETURN(TableSnapshot s, ReadTablePayloads(env, dirs[i], e));
       if (s.is_delta != want_delta) {
@@ -271,6 +326,12 @@ StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir) {
             fmt::format("checkpoint manifest \"{}\": table \"{}\" is {} where the chain needs a {}",
                         JoinPath(dirs[i], kManifestFile), s.table_name,
                         s.is_delta ? "a delta" : "full", want_delta ? "delta" : "full snapshot"));
+      }
+      if (!listed.insert(s.table_name).second) {
+        return absl::DataLossError(
+            fmt::format("checkpoint manifest \"{}\" lists table \"{}\" twice; restore from another "
+                        "checkpoint",
+                        JoinPath(dirs[i], kManifestFile), s.table_name));
       }
       if (i == 0) out.table_entries[s.table_name] = e;
       auto& list = out.tables[s.table_name];
@@ -293,7 +354,7 @@ StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir) {
 }
 
 Status ApplyCheckpoint(Session& session, const SessionState& state, LoadedCheckpoint& ckpt) {
-  // Check everything against the session before changing anything.
+  // Stage: check everything against the session before changing anything.
   ResourceMgr* rm = session.resource_mgr();
   const Graph& graph = session.graph();
   for (const std::string& name : state.var_names) {
@@ -314,6 +375,10 @@ Status ApplyCheckpoint(Session& session, const SessionState& state, LoadedCheckp
                       name, DTypeName(it->second.dtype), it->second.shape.ToString(), ckpt.dir,
                       DTypeName(dtype), shape.ToString()));
     }
+    if (rm->Lookup(name) != nullptr &&
+        dynamic_cast<VariableResource*>(rm->Lookup(name)) == nullptr) {
+      return absl::InternalError(fmt::format("resource \"{}\" is not a variable", name));
+    }
   }
   for (const TableRef& t : state.tables) {
     auto it = ckpt.table_entries.find(t.name);
@@ -325,8 +390,20 @@ Status ApplyCheckpoint(Session& session, const SessionState& state, LoadedCheckp
     }
     RECSDK_RETURN_IF_ERROR(
         CheckTableCompatible(it->second, *t.resource->table(), ckpt.manifest_path));
+    std::unique_lock<std::shared_mutex> lock(t.resource->resolve_mu);
+    if (Status s = t.resource->table()->CheckSnapshots(ckpt.tables[t.name]); !s.ok()) {
+      return absl::Status(s.code(),
+                          fmt::format("restoring checkpoint \"{}\": {}", ckpt.dir, s.message()));
+    }
   }
-  // Apply.
+  // Commit: the tables (only an I/O error of a tier can fail now), then the variables.
+  for (const TableRef& t : state.tables) {
+    std::unique_lock<std::shared_mutex> lock(t.resource->resolve_mu);
+    // Adopted: the full snapshot's row pages become the table's (no copy); `ckpt` is spent.
+    for (TableSnapshot& s : ckpt.tables[t.name]) {
+      RECSDK_RETURN_IF_ERROR(t.resource->table()->AdoptSnapshot(std::move(s)));
+    }
+  }
   for (const std::string& name : state.var_names) {
     const VarSnapshot& v = ckpt.vars[name];
     auto* res = dynamic_cast<VariableResource*>(rm->LookupOrCreate(
@@ -338,13 +415,6 @@ Status ApplyCheckpoint(Session& session, const SessionState& state, LoadedCheckp
     if (!v.bytes.empty()) std::memcpy(value.raw_data(), v.bytes.data(), v.bytes.size());
     std::lock_guard<std::mutex> lock(res->mu);
     res->value = std::move(value);
-  }
-  for (const TableRef& t : state.tables) {
-    std::unique_lock<std::shared_mutex> lock(t.resource->resolve_mu);
-    // Adopted: the full snapshot's row pages become the table's (no copy); `ckpt` is spent.
-    for (TableSnapshot& s : ckpt.tables[t.name]) {
-      RECSDK_RETURN_IF_ERROR(t.resource->table()->AdoptSnapshot(std::move(s)));
-    }
   }
   return absl::OkStatus();
 }

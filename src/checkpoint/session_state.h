@@ -46,7 +46,8 @@ struct SessionState {
 struct SaveJob {
   int64_t step = 0;
   bool delta = false;
-  std::vector<std::string> chain;  // the full checkpoint and deltas this one builds on
+  std::vector<std::string> chain;      // the full checkpoint and deltas this one builds on
+  std::vector<std::string> chain_ids;  // their ids (LoadedCheckpoint::id), in the same order
   // The session's RNG state (Session::SetRunCount) and the batches training consumed from its
   // dataset (KeyStage::batches_consumed; -1 when no key stage is attached).
   int64_t run_count = 0;
@@ -66,14 +67,20 @@ struct SaveJob {
                                                 EmbeddingTable::SnapshotKind kind,
                                                 bool stream_tables = false);
 // WriteCheckpointFiles: the payloads and manifest.json of `job` into the existing directory
-// `dir`, each synced, then the directory synced.
-[[nodiscard]] Status WriteCheckpointFiles(Env* env, const std::string& dir, const SaveJob& job);
+// `dir`, each synced, then the directory synced. Returns the checkpoint's id: the CRC32C of its
+// manifest's text (which holds every payload's CRC32C) as 8 hex digits, recorded in the
+// manifest as "id"; a delta records its chain's ids ("chain_ids"), which a restore checks
+// link by link. Derived from the contents, so deterministic runs still write identical files.
+[[nodiscard]] StatusOr<std::string> WriteCheckpointFiles(Env* env, const std::string& dir,
+                                                         const SaveJob& job);
 
 // LoadedCheckpoint: a checkpoint read and verified, with its chain.
 struct LoadedCheckpoint {
   int64_t step = 0;
   std::string dir;
   std::vector<std::string> chain;
+  std::string id;                      // "" for checkpoints written before ids were recorded
+  std::vector<std::string> chain_ids;  // empty likewise
   int64_t run_count = -1;        // -1: the checkpoint holds none (written before it was saved)
   int64_t dataset_batches = -1;  // -1: none recorded
   std::map<std::string, VarSnapshot> vars;  // from the checkpoint itself (deltas hold all vars)
@@ -84,14 +91,14 @@ struct LoadedCheckpoint {
 };
 // LoadCheckpoint: reads and verifies `dir` and (for a delta) its chain, siblings of `dir`.
 [[nodiscard]] StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir);
-// ApplyCheckpoint: checks every variable and table of `state` against `ckpt` (NotFound when one is
-// missing, FailedPrecondition naming it and both values when they differ), then replaces them.
-// The tables' snapshots are moved out of `ckpt` (EmbeddingTable::AdoptSnapshot).
+// ApplyCheckpoint: all or nothing: checks every variable and table of `state` against `ckpt`
+// (NotFound when one is missing, FailedPrecondition naming it and both values when they differ)
+// and every table's snapshots against the table (EmbeddingTable::CheckSnapshots: sizes, keys,
+// room, the SSD tier's files), and only then replaces them, the tables first. After the checks
+// only an I/O error of a table's host or SSD tier can still fail (named, with that table
+// unchanged only up to the failed write). The tables' snapshots are moved out of `ckpt`.
 [[nodiscard]] Status ApplyCheckpoint(Session& session, const SessionState& state,
                                      LoadedCheckpoint& ckpt);
-
-// DeleteDirRecursively: deletes the files of `dir`, then `dir` (checkpoint directories are flat).
-[[nodiscard]] Status DeleteDirRecursively(Env* env, const std::string& dir);
 
 }  // namespace recsdk::internal
 

@@ -149,6 +149,9 @@ class ProtectedEvictTable final : public EmbeddingTable {
   }
   Status LoadSnapshot(const TableSnapshot& s) override { return inner_->LoadSnapshot(s); }
   Status AdoptSnapshot(TableSnapshot&& s) override { return inner_->AdoptSnapshot(std::move(s)); }
+  Status CheckSnapshots(absl::Span<const TableSnapshot> c) override {
+    return inner_->CheckSnapshots(c);
+  }
 
  private:
   EmbeddingTable* inner_;

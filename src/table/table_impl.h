@@ -301,6 +301,10 @@ class TableImpl final : public EmbeddingTable {
   Status AdoptSnapshot(TableSnapshot&& snap) override;
   // LoadSnapshotImpl: both of the above; `adopt` (snap's rows) may be moved into the slab.
   Status LoadSnapshotImpl(const TableSnapshot& snap, RowBuffer* adopt);
+  Status CheckSnapshots(absl::Span<const TableSnapshot> chain) override;
+  // CheckSnapshotContent: the checks of one snapshot that need none of the table's contents
+  // (identity, array lengths, sorted unique keys, key range).
+  Status CheckSnapshotContent(const TableSnapshot& snap) const;
   // Change tracking for delta snapshots: one byte per row (set by whatever writes the row) and
   // the keys evicted since the last snapshot.
   uint8_t* Dirty() const { return reinterpret_cast<uint8_t*>(dirty_.base()); }

@@ -1,8 +1,10 @@
 // table_snapshot.cc: TableImpl's Snapshot / LoadSnapshot and the change tracking of delta
 // snapshots (src/checkpoint/ owns the file format). Exclusive access.
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/numeric/bits.h"
 #include "fmt/format.h"
@@ -124,7 +126,7 @@ Status TableImpl::LoadSnapshot(const TableSnapshot& snap) {
 
 Status TableImpl::AdoptSnapshot(TableSnapshot&& snap) { return LoadSnapshotImpl(snap, &snap.rows); }
 
-Status TableImpl::LoadSnapshotImpl(const TableSnapshot& snap, RowBuffer* adopt) {
+Status TableImpl::CheckSnapshotContent(const TableSnapshot& snap) const {
   auto differs = [&](std::string_view what, std::string_view theirs, std::string_view ours) {
     return absl::FailedPreconditionError(fmt::format(
         "table \"{}\": the snapshot (of table \"{}\") has {} {} but the table has {} {}; restore "
@@ -166,32 +168,98 @@ Status TableImpl::LoadSnapshotImpl(const TableSnapshot& snap, RowBuffer* adopt) 
   if (!snap.is_delta && !snap.removed_keys.empty()) {
     return corrupt("a full snapshot lists removed keys");
   }
-  auto strictly_sorted = [](const std::vector<int64_t>& v) {
-    return std::adjacent_find(v.begin(), v.end(), std::greater_equal<int64_t>()) == v.end();
+  // The first key out of order or repeated, named, so a hand-made file can be fixed.
+  auto check_sorted = [&](const std::vector<int64_t>& v, std::string_view what) -> Status {
+    const auto at = std::adjacent_find(v.begin(), v.end(), std::greater_equal<int64_t>());
+    if (at == v.end()) return absl::OkStatus();
+    return corrupt(fmt::format(
+        "its {} are not sorted and unique: key {} at position {} is {} by "
+        "key {}",
+        what, *at, at - v.begin(), *at == *(at + 1) ? "repeated" : "followed", *(at + 1)));
   };
-  if (!strictly_sorted(snap.keys)) return corrupt("keys are not sorted and unique");
-  if (!strictly_sorted(snap.pending_keys)) return corrupt("pending keys are not unique");
-  if (!strictly_sorted(snap.removed_keys)) return corrupt("removed keys are not unique");
+  RECSDK_RETURN_IF_ERROR(check_sorted(snap.keys, "keys"));
+  RECSDK_RETURN_IF_ERROR(check_sorted(snap.pending_keys, "pending keys"));
+  RECSDK_RETURN_IF_ERROR(check_sorted(snap.removed_keys, "removed keys"));
   if (Status s = CheckKeyRange(snap.keys); !s.ok()) {
     return absl::DataLossError(fmt::format("{} (in the snapshot)", s.message()));
   }
   if (Status s = CheckKeyRange(snap.pending_keys); !s.ok()) {
     return absl::DataLossError(fmt::format("{} (in the snapshot's pending keys)", s.message()));
   }
+  return absl::OkStatus();
+}
+
+Status TableImpl::CheckSnapshots(absl::Span<const TableSnapshot> chain) {
+  for (const TableSnapshot& s : chain) RECSDK_RETURN_IF_ERROR(CheckSnapshotContent(s));
+  // Which keys are held after each snapshot, without touching the index: a full snapshot's
+  // sorted keys (binary search), or the index for a chain that starts with a delta, overridden
+  // by what the deltas since changed. Only the deltas' keys enter the overlay.
+  const TableSnapshot* base = nullptr;
+  absl::flat_hash_map<int64_t, bool> overlay;
+  int64_t held = static_cast<int64_t>(index_->size());
+  auto holds = [&](int64_t k) {
+    if (auto it = overlay.find(k); it != overlay.end()) return it->second;
+    if (base != nullptr) return std::binary_search(base->keys.begin(), base->keys.end(), k);
+    return index_->Find(k) != KeyIndex::kEmpty;
+  };
+  // The most rows the SSD tier will hold: new rows go to the device tier first, then the host
+  // tier, so the SSD tier grows only while both are full.
+  const int64_t upper_tiers = tiered_ ? device_rows_ + config_.host_vocabulary_size : max_rows_;
+  int64_t ssd_rows = tiered_ && ssd_ != nullptr ? static_cast<int64_t>(ssd_->size()) : 0;
+  for (const TableSnapshot& s : chain) {
+    int64_t needed = 0;
+    if (!s.is_delta) {
+      base = &s;
+      overlay.clear();
+      held = needed = static_cast<int64_t>(s.keys.size());
+      ssd_rows = 0;
+    } else {
+      for (int64_t k : s.removed_keys) {
+        if (holds(k)) {
+          overlay[k] = false;
+          --held;
+        }
+      }
+      for (int64_t k : s.keys) {
+        if (!holds(k)) {
+          overlay[k] = true;
+          ++held;
+          ++needed;
+        }
+      }
+    }
+    if (held > max_rows_) {
+      if (s.is_delta) return FullError(needed);
+      return absl::ResourceExhaustedError(fmt::format(
+          "table \"{}\": the snapshot needs {} rows but the table holds at most {} "
+          "(device_vocabulary_size {} + host_vocabulary_size {} + ssd_vocabulary_size {}); "
+          "restore into a table created with larger vocabulary sizes",
+          name(), held, max_rows_, config_.device_vocabulary_size, config_.host_vocabulary_size,
+          config_.ssd_vocabulary_size));
+    }
+    ssd_rows = std::max(ssd_rows, held - upper_tiers);
+  }
+  if (tiered_ && ssd_ != nullptr && ssd_rows > 0) {
+    std::lock_guard<std::mutex> tier_lock(tier_mu_);
+    RECSDK_RETURN_IF_ERROR(ssd_->Reserve(static_cast<uint64_t>(ssd_rows)));
+  }
+  return absl::OkStatus();
+}
+
+Status TableImpl::LoadSnapshotImpl(const TableSnapshot& snap, RowBuffer* adopt) {
+  // Everything is checked (and the SSD tier's files made) before anything changes.
+  RECSDK_RETURN_IF_ERROR(CheckSnapshots(absl::MakeConstSpan(&snap, 1)));
+  const size_t n = snap.keys.size();
+  const size_t pn = snap.pending_keys.size();
   // Rows needed after applying: a full snapshot replaces everything; a delta frees the rows of
   // its removed keys and needs one for each of its keys not held after that.
   int64_t needed = static_cast<int64_t>(n);
   if (snap.is_delta) {
     absl::flat_hash_set<int64_t> removed(snap.removed_keys.begin(), snap.removed_keys.end());
-    int64_t freed = 0;
-    for (int64_t k : snap.removed_keys) freed += index_->Find(k) != KeyIndex::kEmpty ? 1 : 0;
     needed = 0;
     for (int64_t k : snap.keys) {
       if (removed.contains(k) || index_->Find(k) == KeyIndex::kEmpty) ++needed;
     }
-    if (needed > (tiered_ ? TierFreeRows() : FreeRows()) + freed) return FullError(needed);
-  } else if (needed > max_rows_) {
-    return FullError(needed);
   }
   if (tiered_) {
     std::lock_guard<std::mutex> tier_lock(tier_mu_);

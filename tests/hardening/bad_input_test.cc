@@ -18,6 +18,7 @@
 #include <functional>
 #include <limits>
 #include <new>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -28,17 +29,22 @@
 #include "recsdk/checkpoint.h"
 #include "recsdk/dataset.h"
 #include "recsdk/embedding.h"
+#include "recsdk/export.h"
 #include "recsdk/graph.h"
 #include "recsdk/ops.h"
 #include "recsdk/scope.h"
 #include "recsdk/session.h"
 #include "recsdk/table.h"
+#include "recsdk/variables.h"
+#include "src/checkpoint/checkpoint_io.h"
 #include "src/common/checked_math.h"
+#include "src/common/env.h"
 #include "src/common/file_open.h"
 #include "src/common/status_macros.h"
 #include "src/pipeline/crc32c.h"
 #include "src/pipeline/tfrecord.h"
 #include "src/session/table_ops.h"
+#include "src/table/npy.h"
 #include "tests/pipeline/pipeline_test_util.h"
 
 namespace recsdk {
@@ -156,9 +162,349 @@ Status SparseLookupWithOption(bool bad_mask) {
   return sparse_lookup(s, *table, ids, o).status();
 }
 
+// --- Issue 30: checkpoints, bundles and configs as hostile input.
+
+// CkptModel: a session with a float32 variable "w" [2] (constant `w`) and a table "t" (dim 4,
+// SGD, `vocab` rows) holding keys 0..`keys`-1, for checkpoints to be saved from and restored into.
+struct CkptModel {
+  Graph graph;
+  std::unique_ptr<Session> session;
+  EmbeddingTable* table = nullptr;
+  Output ids, lookup, w;
+};
+
+StatusOr<std::unique_ptr<CkptModel>> MakeCkptModel(int64_t vocab, int64_t keys, float w) {
+  auto m = std::make_unique<CkptModel>();
+  Scope s(&m->graph);
+  TableConfig c = SmallTable();
+  c.device_vocabulary_size = vocab;
+  RECSDK_ASSIGN_OR_RETURN(SparseTable table, create_table(s, c, SparseOptimizerConfig::SGD(0.1f)));
+  m->ids = ops::Placeholder(s.WithOpName("ids"), DType::kInt64, Shape{2, 1});
+  RECSDK_ASSIGN_OR_RETURN(m->lookup, sparse_lookup(s, table, m->ids));
+  VariableOptions vo;
+  vo.initializer = Initializer::Constant(w);
+  m->w = Variable::Make(s, "w", Shape{2}, vo).value();
+  ops::Identity(s.WithOpName("out"), m->lookup);
+  GlobalVariablesInitializer(s);
+  RECSDK_RETURN_IF_ERROR(s.status());
+  RECSDK_ASSIGN_OR_RETURN(m->session, Session::Create(m->graph, SessionConfig()));
+  RECSDK_RETURN_IF_ERROR(m->session->Run({}, {}, {"init"}).status());
+  RECSDK_ASSIGN_OR_RETURN(m->table, LookupTable(*m->session, "t"));
+  TableSnapshot snap = *m->table->Snapshot(EmbeddingTable::SnapshotKind::kFull);
+  snap.keys.resize(static_cast<size_t>(keys));
+  std::iota(snap.keys.begin(), snap.keys.end(), 0);
+  snap.rows.assign(static_cast<size_t>(keys) * 4, 0.5f);
+  RECSDK_RETURN_IF_ERROR(m->table->LoadSnapshot(snap));
+  return m;
+}
+
+// WValue: the model's variable "w"[0].
+float WValue(CkptModel& m) {
+  auto out = m.session->Run({}, {m.w});
+  return out.ok() ? (*out)[0].data<float>()[0] : -1.0f;
+}
+
+// SavedModelDir: a model of 50 keys and w = 1 saved (full) at step 1 in `dir`.
+Status SaveCkptModel(const std::string& dir, SaverOptions o = {}) {
+  RECSDK_ASSIGN_OR_RETURN(auto m, MakeCkptModel(100, 50, 1.0f));
+  o.model_dir = dir;
+  RECSDK_ASSIGN_OR_RETURN(auto saver, Saver::Create(*m->session, o));
+  return saver->Save(1).status();
+}
+
+// EditDocument: rewrites the checksummed JSON document at `path` (a manifest, the index,
+// serving.json) after `edit`, with a valid checksum, as a hostile writer would.
+void EditDocument(const std::string& path, const std::function<void(nlohmann::json&)>& edit) {
+  auto doc = internal::ReadJsonDocument(internal::Env::Default(), path);
+  ASSERT_TRUE(doc.ok()) << doc.status();
+  edit(*doc);
+  ASSERT_TRUE(internal::WriteJsonDocument(internal::Env::Default(), path, *doc, false).ok());
+}
+
+// Nested: `depth` arrays around 1, as JSON text.
+std::string Nested(int depth) { return std::string(depth, '[') + "1" + std::string(depth, ']'); }
+
+// RestoreInto: a fresh model (vocab rows, w = 2) restored from `dir`; the status, and Internal
+// when the restore failed but changed the variable or the table anyway.
+Status RestoreFresh(const std::string& dir, int64_t vocab = 100, std::string_view which = "") {
+  RECSDK_ASSIGN_OR_RETURN(auto m, MakeCkptModel(vocab, 3, 2.0f));
+  SaverOptions o;
+  o.model_dir = dir;
+  RECSDK_ASSIGN_OR_RETURN(auto saver, Saver::Create(*m->session, o));
+  Status s = saver->Restore(which).status();
+  if (!s.ok() && (WValue(*m) != 2.0f || m->table->size() != 3)) {
+    return absl::InternalError(
+        fmt::format("the failed restore changed the session: {}", s.message()));
+  }
+  return s;
+}
+
+std::vector<BadInput> CheckpointCases() {
+  using C = absl::StatusCode;
+  std::vector<BadInput> v;
+  // Before: the dense variables were replaced, then the table refused its 50 rows.
+  v.push_back({"saver_restore/table_too_small_changes_nothing",
+               [](const TestDir& d) {
+                 RECSDK_RETURN_IF_ERROR(SaveCkptModel(d.File("m")));
+                 return RestoreFresh(d.File("m"), /*vocab=*/10);
+               },
+               C::kResourceExhausted,
+               {"table \"t\"", "needs 50 rows", "at most 10", "ckpt-1"}});
+  // Before: last wins.
+  v.push_back({"saver_restore/variable_listed_twice",
+               [](const TestDir& d) {
+                 RECSDK_RETURN_IF_ERROR(SaveCkptModel(d.File("m")));
+                 EditDocument(d.File("m/ckpt-1/manifest.json"), [](nlohmann::json& j) {
+                   j["variables"].push_back(j["variables"][0]);
+                 });
+                 return RestoreFresh(d.File("m"));
+               },
+               C::kDataLoss,
+               {"lists variable \"w\" twice"}});
+  // Before: the int32 bits were read as floats.
+  v.push_back({"saver_restore/float32_variable_with_int32_payload",
+               [](const TestDir& d) {
+                 RECSDK_RETURN_IF_ERROR(SaveCkptModel(d.File("m")));
+                 const int32_t bits[2] = {7, 9};
+                 RECSDK_ASSIGN_OR_RETURN(
+                     internal::PayloadInfo info,
+                     internal::WritePayload(internal::Env::Default(), d.File("m/ckpt-1"), "int.npy",
+                                            "<i4", {2}, bits, sizeof(bits)));
+                 EditDocument(d.File("m/ckpt-1/manifest.json"), [&](nlohmann::json& j) {
+                   for (auto& var : j["variables"]) {
+                     if (var["name"] == "w") var["payload"] = info.ToJson();
+                   }
+                 });
+                 return RestoreFresh(d.File("m"));
+               },
+               C::kDataLoss,
+               {"variable \"w\" is float32", "\"int.npy\"", "<i4"}});
+  // Before: "missing from an earlier checkpoint of its chain".
+  v.push_back({"saver_restore/table_listed_twice",
+               [](const TestDir& d) {
+                 RECSDK_RETURN_IF_ERROR(SaveCkptModel(d.File("m")));
+                 EditDocument(d.File("m/ckpt-1/manifest.json"),
+                              [](nlohmann::json& j) { j["tables"].push_back(j["tables"][0]); });
+                 return RestoreFresh(d.File("m"));
+               },
+               C::kDataLoss,
+               {"lists table \"t\" twice"}});
+  // Before: "payload ... has dtype" for a payload whose file name leaves the directory.
+  v.push_back({"saver_restore/payload_file_name_with_a_path",
+               [](const TestDir& d) {
+                 RECSDK_RETURN_IF_ERROR(SaveCkptModel(d.File("m")));
+                 EditDocument(d.File("m/ckpt-1/manifest.json"), [](nlohmann::json& j) {
+                   j["variables"][0]["payload"]["file"] = "../../etc/passwd";
+                 });
+                 return RestoreFresh(d.File("m"));
+               },
+               C::kDataLoss,
+               {"\"../../etc/passwd\"", "not a plain file name"}});
+  // Before: the delta was applied on the new base, a state that never existed.
+  v.push_back({"saver_restore/delta_whose_base_was_replaced",
+               [](const TestDir& d) {
+                 RECSDK_ASSIGN_OR_RETURN(auto m, MakeCkptModel(100, 50, 1.0f));
+                 RECSDK_ASSIGN_OR_RETURN(
+                     auto saver, Saver::Create(*m->session, {.model_dir = d.File("m"),
+                                                             .is_incremental_checkpoint = true}));
+                 RECSDK_RETURN_IF_ERROR(saver->Save(1).status());
+                 RECSDK_RETURN_IF_ERROR(saver->SaveDelta(2).status());
+                 TableSnapshot more = *m->table->Snapshot(EmbeddingTable::SnapshotKind::kFull);
+                 more.keys.push_back(77);
+                 more.rows.resize(more.rows.size() + 4, 1.0f);
+                 RECSDK_RETURN_IF_ERROR(m->table->LoadSnapshot(more));
+                 RECSDK_RETURN_IF_ERROR(saver->Save(1).status());  // replaces ckpt-1
+                 return RestoreFresh(d.File("m"), 100, "ckpt-2");
+               },
+               C::kDataLoss,
+               {"ckpt-2", "builds on", "ckpt-1", "replaced"}});
+  v.push_back({"saver_restore/chain_listed_out_of_order",
+               [](const TestDir& d) {
+                 RECSDK_ASSIGN_OR_RETURN(auto m, MakeCkptModel(100, 50, 1.0f));
+                 RECSDK_ASSIGN_OR_RETURN(
+                     auto saver, Saver::Create(*m->session, {.model_dir = d.File("m"),
+                                                             .is_incremental_checkpoint = true}));
+                 RECSDK_RETURN_IF_ERROR(saver->Save(1).status());
+                 RECSDK_RETURN_IF_ERROR(saver->SaveDelta(2).status());
+                 RECSDK_RETURN_IF_ERROR(saver->SaveDelta(3).status());
+                 RECSDK_RETURN_IF_ERROR(saver->SaveDelta(4).status());
+                 EditDocument(d.File("m/ckpt-4/manifest.json"), [](nlohmann::json& j) {
+                   j.erase("chain_ids");  // as a checkpoint written before ids would have it
+                   j["chain"] = {"ckpt-1", "ckpt-3", "ckpt-2"};
+                 });
+                 return RestoreFresh(d.File("m"), 100, "ckpt-4");
+               },
+               C::kDataLoss,
+               {"ckpt-4", "chain is out of order", "ckpt-2\" (step 2)"}});
+  // Before: restored from outside model_dir, and retention then deleted files there.
+  v.push_back({"saver_restore/index_names_a_path_outside_model_dir",
+               [](const TestDir& d) {
+                 RECSDK_RETURN_IF_ERROR(SaveCkptModel(d.File("other")));
+                 RECSDK_RETURN_IF_ERROR(SaveCkptModel(d.File("m")));
+                 EditDocument(d.File("m/checkpoint"), [](nlohmann::json& j) {
+                   j["checkpoints"][0]["name"] = "../other/ckpt-1";
+                 });
+                 return RestoreFresh(d.File("m"));
+               },
+               C::kDataLoss,
+               {"names \"../other/ckpt-1\"", "not a checkpoint directory"}});
+  v.push_back({"saver_save/index_naming_outside_never_deletes_there",
+               [](const TestDir& d) {
+                 RECSDK_RETURN_IF_ERROR(SaveCkptModel(d.File("other")));
+                 RECSDK_RETURN_IF_ERROR(SaveCkptModel(d.File("m")));
+                 EditDocument(d.File("m/checkpoint"), [](nlohmann::json& j) {
+                   j["checkpoints"][0]["name"] = "../other/ckpt-1";
+                 });
+                 RECSDK_ASSIGN_OR_RETURN(auto m, MakeCkptModel(100, 5, 1.0f));
+                 SaverOptions o;
+                 o.model_dir = d.File("m");
+                 o.keep_checkpoint_max = 1;
+                 RECSDK_ASSIGN_OR_RETURN(auto saver, Saver::Create(*m->session, o));
+                 RECSDK_RETURN_IF_ERROR(saver->Save(2).status());
+                 RECSDK_RETURN_IF_ERROR(saver->Save(3).status());
+                 if (!std::filesystem::exists(d.File("other/ckpt-1/manifest.json"))) {
+                   return absl::InternalError("retention deleted a checkpoint outside model_dir");
+                 }
+                 return saver->LatestCheckpoint().status();
+               },
+               C::kOk,
+               {}});
+  // Before: Save deleted the files of the link's target, then wrote into it.
+  v.push_back({"saver_save/symlink_at_the_temporary_name",
+               [](const TestDir& d) {
+                 std::filesystem::create_directories(d.File("victim"));
+                 WriteFile(d.File("victim/precious"), "data");
+                 std::filesystem::create_directories(d.File("m"));
+                 std::filesystem::create_directory_symlink(
+                     d.File("victim"), d.File(fmt::format("m/.tmp-ckpt-1-{}", getpid())));
+                 WriteFile(d.File("victim2"), "data");
+                 std::filesystem::create_symlink(d.File("victim2"), d.File("m/checkpoint.tmp"));
+                 RECSDK_RETURN_IF_ERROR(SaveCkptModel(d.File("m")));
+                 if (!std::filesystem::exists(d.File("victim/precious")) ||
+                     std::filesystem::file_size(d.File("victim2")) != 4) {
+                   return absl::InternalError("Save followed a planted link");
+                 }
+                 return RestoreFresh(d.File("m"));
+               },
+               C::kOk,
+               {}});
+  // Before: ALREADY_EXISTS (the temporary was made inside the bundle's own directory).
+  v.push_back({"export/trailing_slash",
+               [](const TestDir& d) {
+                 RECSDK_ASSIGN_OR_RETURN(auto m, MakeCkptModel(100, 5, 1.0f));
+                 ServingSignature sig;
+                 sig.inputs = {"ids"};
+                 sig.outputs = {"out:0"};
+                 RECSDK_RETURN_IF_ERROR(ExportSavedModel(*m->session, d.File("b/bundle/"), sig));
+                 return Predictor::Load(d.File("b/bundle//")).status();
+               },
+               C::kOk,
+               {}});
+  // Before: a stack overflow in nlohmann's dump() or our walk, for each of these documents.
+  v.push_back({"saver_restore/manifest_nested_a_million_deep",
+               [](const TestDir& d) {
+                 RECSDK_RETURN_IF_ERROR(SaveCkptModel(d.File("m")));
+                 WriteFile(d.File("m/ckpt-1/manifest.json"), Nested(1000000));
+                 return RestoreFresh(d.File("m"));
+               },
+               C::kDataLoss,
+               {"manifest.json", "more than 64 levels", "line 1, column 65"}});
+  v.push_back({"saver_restore/index_nested_a_million_deep",
+               [](const TestDir& d) {
+                 RECSDK_RETURN_IF_ERROR(SaveCkptModel(d.File("m")));
+                 WriteFile(d.File("m/checkpoint"), "{\"a\":" + Nested(1000000) + "}");
+                 return RestoreFresh(d.File("m"));
+               },
+               C::kDataLoss,
+               {"m/checkpoint", "more than 64 levels"}});
+  v.push_back({"predictor/serving_json_nested_a_million_deep",
+               [](const TestDir& d) {
+                 RECSDK_ASSIGN_OR_RETURN(auto m, MakeCkptModel(100, 5, 1.0f));
+                 ServingSignature sig;
+                 sig.inputs = {"ids"};
+                 sig.outputs = {"out:0"};
+                 RECSDK_RETURN_IF_ERROR(ExportSavedModel(*m->session, d.File("b"), sig));
+                 WriteFile(d.File("b/serving.json"), Nested(1000000));
+                 return Predictor::Load(d.File("b")).status();
+               },
+               C::kDataLoss,
+               {"serving.json", "more than 64 levels"}});
+  v.push_back({"graph_json/nested_a_million_deep",
+               [](const TestDir&) { return Graph::FromJson(Nested(1000000)).status(); },
+               C::kInvalidArgument,
+               {"graph JSON", "more than 64 levels"}});
+  v.push_back({"graph_json/table_attribute_nested_deep",
+               [](const TestDir&) {
+                 return internal::TableConfigFromJson("{\"name\":" + Nested(100000) + "}").status();
+               },
+               C::kInvalidArgument,
+               {"table config attribute", "more than 64 levels"}});
+  v.push_back({"graph_json/syntax_error_has_line_and_column",
+               [](const TestDir&) { return Graph::FromJson("{\n  \"format\": x\n}").status(); },
+               C::kInvalidArgument,
+               {"graph JSON", "line 2, column"}});
+  // Before: "not valid JSON" for a directory where the manifest belongs.
+  v.push_back({"saver_restore/manifest_is_a_directory",
+               [](const TestDir& d) {
+                 RECSDK_RETURN_IF_ERROR(SaveCkptModel(d.File("m")));
+                 std::filesystem::remove(d.File("m/ckpt-1/manifest.json"));
+                 std::filesystem::create_directory(d.File("m/ckpt-1/manifest.json"));
+                 return RestoreFresh(d.File("m"));
+               },
+               C::kInvalidArgument,
+               {"manifest.json\" is a directory", "expected a regular file"}});
+  // Before: an uncaught std::bad_alloc (a sparse file costs nothing to plant).
+  v.push_back({"restore_table/payload_claims_64_gib",
+               [](const TestDir& d) {
+                 RECSDK_ASSIGN_OR_RETURN(auto m, MakeCkptModel(100, 5, 1.0f));
+                 RECSDK_RETURN_IF_ERROR(SaveTable(*m->table, d.File("t")));
+                 // 2^33 keys: 64 GiB of keys, 128 GiB of rows, as sparse files.
+                 const int64_t rows = int64_t{1} << 33;
+                 const std::string keys_header = internal::NpyHeader("<i8", {rows});
+                 const std::string rows_header = internal::NpyHeader("<f4", {rows, 4});
+                 EditDocument(d.File("t/manifest.json"), [&](nlohmann::json& j) {
+                   auto& k = j["table"]["files"]["keys"];
+                   k["shape"] = {rows};
+                   k["bytes"] = keys_header.size() + static_cast<uint64_t>(rows) * 8;
+                   auto& r = j["table"]["files"]["rows"];
+                   r["shape"] = {rows, 4};
+                   r["bytes"] = rows_header.size() + static_cast<uint64_t>(rows) * 16;
+                 });
+                 std::filesystem::resize_file(d.File("t/keys.npy"),
+                                              keys_header.size() + static_cast<uint64_t>(rows) * 8);
+                 std::filesystem::resize_file(
+                     d.File("t/rows.npy"), rows_header.size() + static_cast<uint64_t>(rows) * 16);
+                 const int64_t before = m->table->size();
+                 Status s = RestoreTable(*m->table, d.File("t"));
+                 if (m->table->size() != before) return absl::InternalError("the table changed");
+                 return s;
+               },
+               C::kResourceExhausted,
+               {"table \"t\"", "keys.npy", "68719476736 bytes", "at most"}});
+  // Before: "keys are not sorted and unique", without the file or the key.
+  v.push_back({"restore_table/duplicate_key_in_the_keys_file",
+               [](const TestDir& d) {
+                 RECSDK_ASSIGN_OR_RETURN(auto m, MakeCkptModel(100, 5, 1.0f));
+                 RECSDK_RETURN_IF_ERROR(SaveTable(*m->table, d.File("t")));
+                 const int64_t keys[5] = {0, 1, 1, 3, 4};
+                 RECSDK_ASSIGN_OR_RETURN(
+                     internal::PayloadInfo info,
+                     internal::WritePayload(internal::Env::Default(), d.File("t"), "keys.npy",
+                                            "<i8", {5}, keys, sizeof(keys)));
+                 EditDocument(d.File("t/manifest.json"), [&](nlohmann::json& j) {
+                   j["table"]["files"]["keys"] = info.ToJson();
+                 });
+                 return RestoreTable(*m->table, d.File("t"));
+               },
+               C::kDataLoss,
+               {"t/keys.npy", "table \"t\"", "key 1 at position 1 is repeated"}});
+  return v;
+}
+
 std::vector<BadInput> Cases() {
   using C = absl::StatusCode;
   std::vector<BadInput> v;
+  v = CheckpointCases();
   // --- Integer overflow in a length or size check.
   // Before: len + 4 wrapped to 2, the bounds check passed and the read ran off the buffer.
   v.push_back({"tfrecord/length_field_near_2_64",

@@ -2,8 +2,11 @@
 // on the device: the same lookups, updates, admission, eviction, export and snapshots give
 // bitwise the same rows (src/table/table_tiers.cc); and the tiers' own rules: the "two
 // consecutive batches" error, full tiers, and rows of batches in flight never moving.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -229,6 +232,45 @@ TEST(TieredTable, SnapshotsMoveBetweenFlatAndTieredTables) {
   ASSERT_TRUE(tiered->LoadSnapshot(*from_flat).ok());
   ASSERT_TRUE(tiered->LoadSnapshot(*delta).ok());
   ExpectSameSnapshot(*flat, *tiered);
+}
+
+// Issue 30: a snapshot whose rows need SSD files the disk cannot take (here the file-size limit
+// refuses them; a full disk does the same) fails before anything changes: the table keeps its
+// rows. It used to be emptied first and then fail.
+TEST(TieredTable, LoadSnapshotThatCannotMakeItsSsdFilesChangesNothing) {
+  testing::TierTestDir dir;
+  const auto opt = SparseOptimizerConfig::Adagrad(0.1f);
+  auto source = Make(Flat(3000), opt);
+  std::mt19937_64 rng(9);
+  for (int step = 1; step <= 100; ++step) Step(*source, Batch(rng, 10, 100000), step, step, false);
+  auto big = source->Snapshot(EmbeddingTable::SnapshotKind::kFull);
+  ASSERT_TRUE(big.ok()) << big.status();
+  ASSERT_GT(big->keys.size(), 24u + 16u);  // past the device and host tiers: SSD rows
+  auto table = Make(Tiered(24, 16, 3000, dir.Sub("ssd")), opt);
+  for (int step = 1; step <= 2; ++step) Step(*table, Batch(rng, 10, 1000), step, step, false);
+  auto before = table->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+  ASSERT_TRUE(before.ok());
+
+  struct rlimit old_limit;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  struct rlimit small = old_limit;
+  small.rlim_cur = 4096;
+  void (*old_handler)(int) = std::signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  const Status loaded = table->LoadSnapshot(*big);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  std::signal(SIGXFSZ, old_handler);
+
+  EXPECT_EQ(loaded.code(), absl::StatusCode::kResourceExhausted) << loaded;
+  EXPECT_NE(std::string(loaded.message()).find("ssd_data_path"), std::string::npos) << loaded;
+  auto after = table->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->keys, before->keys);
+  ASSERT_EQ(after->rows.size(), before->rows.size());
+  EXPECT_EQ(std::memcmp(after->rows.data(), before->rows.data(), after->rows.size() * 4), 0);
+  // With room again, the same snapshot loads.
+  ASSERT_TRUE(table->LoadSnapshot(*big).ok());
+  EXPECT_EQ(table->size(), static_cast<int64_t>(big->keys.size()));
 }
 
 TEST(TieredTable, ExportAndImportCoverEveryTier) {

@@ -365,6 +365,16 @@ uint64_t SsdStore::NextFree(uint64_t from, uint64_t limit) const {
   return std::min(limit, w * 64 + static_cast<uint64_t>(__builtin_ctzll(bits)));
 }
 
+absl::Status SsdStore::Reserve(uint64_t rows) {
+  if (rows > capacity()) {
+    return absl::ResourceExhaustedError(
+        fmt::format("{} is full: {} rows asked of ssd_vocabulary_size {}; raise "
+                    "ssd_vocabulary_size",
+                    Label(), rows, capacity()));
+  }
+  return Grow(rows);
+}
+
 absl::Status SsdStore::Allocate(size_t n, uint32_t* slots) {
   if (n > uint64_t{capacity()} - size_) {
     return absl::ResourceExhaustedError(

@@ -177,6 +177,11 @@ class SsdStore final : public RowStore {
   }
 
   // Sync: fdatasync every file (a checkpoint calls it before it refers to the files).
+  // Reserve: makes the files `rows` slots need now (no slot is allocated), so that a later
+  // Allocate of up to `rows` rows in all makes no file and cannot find the disk full.
+  // ResourceExhausted naming the folders when a file cannot be made, or when `rows` is above
+  // the capacity; nothing is lost either way.
+  [[nodiscard]] absl::Status Reserve(uint64_t rows);
   [[nodiscard]] absl::Status Sync();
   // DropPageCache: Sync, then ask the kernel to drop the files' cached pages, so the next reads
   // come from the disk (for benchmarks that measure the disk, not the page cache).
