@@ -284,6 +284,20 @@ Status Estimator::Impl::ShortBatchHint(const Status& s, const Batch& batch) cons
                   s.message(), batch.num_rows(), schema_rows));
 }
 
+namespace {
+
+// InputError: an error of the input (the input_fn's dataset, its reader or a Map) with where it
+// happened, so "bad block" says which call, step and batch it stopped.
+Status InputError(const Status& s, std::string_view call, int64_t global_step,
+                  int64_t batches_read) {
+  return absl::Status(
+      s.code(), fmt::format("Estimator::{}: the input_fn's data failed at global step {}, reading "
+                            "batch {} of this call's input (after {} batches): {}",
+                            call, global_step, batches_read + 1, batches_read, s.message()));
+}
+
+}  // namespace
+
 Status Estimator::Impl::TrainLoop(KeyStage* stage, int64_t last_step, const HookList& hooks) {
   const EstimatorSpec& train = spec(ModeKeys::kTrain);
   RECSDK_ASSIGN_OR_RETURN(const int64_t start, GlobalStep());
@@ -340,12 +354,14 @@ Status Estimator::Impl::TrainLoop(KeyStage* stage, int64_t last_step, const Hook
   Status status;
   FeedList feeds;
   Batch batch;
+  int64_t batches = 0;
   while (status.ok() && !ms->ShouldStop()) {
     StatusOr<bool> got = stage->Next(&feeds, &batch);
     if (!got.ok()) {
-      status = got.status();
+      status = InputError(got.status(), "Train", start + batches, batches);
       break;
     }
+    ++batches;
     if (!*got) break;
     status = ms->Run(feeds, {}, {train.train_op}, nullptr, batch.num_valid());
     if (!status.ok()) status = ShortBatchHint(status, batch);
@@ -383,9 +399,11 @@ StatusOr<EvalResult> Estimator::Impl::EvaluateLoop(const InputFn& input_fn, int6
   FeedList feeds;
   Batch batch;
   std::vector<Tensor> out;
+  RECSDK_ASSIGN_OR_RETURN(const int64_t eval_step, GlobalStep());
   while ((steps < 0 || batches < steps) && !ms->ShouldStop()) {
-    RECSDK_ASSIGN_OR_RETURN(bool got, stage->Next(&feeds, &batch));
-    if (!got) break;
+    StatusOr<bool> got = stage->Next(&feeds, &batch);
+    if (!got.ok()) return InputError(got.status(), "Evaluate", eval_step, batches);
+    if (!*got) break;
     Status s = ms->Run(feeds, fetches, {}, &out, batch.num_valid());
     if (!s.ok()) return ShortBatchHint(s, batch);
     loss_sum += out[0].scalar<float>();
@@ -511,9 +529,13 @@ Status Estimator::Predict(const InputFn& input_fn, const PredictFn& consumer, Ho
   FeedList feeds;
   Batch batch;
   std::vector<Tensor> out;
+  RECSDK_ASSIGN_OR_RETURN(const int64_t predict_step, s.GlobalStep());
+  int64_t batches = 0;
   while (!ms->ShouldStop()) {
-    RECSDK_ASSIGN_OR_RETURN(bool got, stage->Next(&feeds, &batch));
-    if (!got) break;
+    StatusOr<bool> got = stage->Next(&feeds, &batch);
+    if (!got.ok()) return InputError(got.status(), "Predict", predict_step, batches);
+    if (!*got) break;
+    ++batches;
     Status st = ms->Run(feeds, fetches, {}, &out, batch.num_valid());
     if (!st.ok()) return s.ShortBatchHint(st, batch);
     std::map<std::string, Tensor> predictions;

@@ -317,6 +317,49 @@ TEST(EstimatorTest, AShortLastBatchErrorSaysToDropOrPadIt) {
   EXPECT_EQ(*ok->global_step(), 7);
 }
 
+// Issue 30: a model_dir holding ckpt-* directories but no index is refused, as Saver::Restore
+// refuses it, instead of training from step 0 beside (and later over) those checkpoints.
+TEST(EstimatorTest, ModelDirWithCheckpointsButNoIndexIsRefusedSayingHowToStartFresh) {
+  const std::string dir = TempDir("no_index");
+  {
+    auto est = *Estimator::Create(Model(), Config(dir));
+    ASSERT_TRUE(est->Train(Input(10 * 128, 0, 128), 10).ok());
+  }
+  ASSERT_TRUE(std::filesystem::remove(dir + "/checkpoint"));
+  auto est = *Estimator::Create(Model(), Config(dir));
+  const Status s = est->Train(Input(10 * 128, 0, 128), 10);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(std::string(s.message()).find("index"), std::string::npos) << s;
+  EXPECT_NE(std::string(s.message()).find("start fresh"), std::string::npos) << s;
+}
+
+// Issue 30: an error of the input during training says which call, step and batch it stopped
+// at, instead of the reader's bare words.
+TEST(EstimatorTest, AnInputErrorNamesTheCallTheStepAndTheBatch) {
+  auto failing = [](int64_t fail_at) -> InputFn {
+    return [fail_at]() -> StatusOr<std::unique_ptr<Dataset>> {
+      auto data = Input(10 * 128, 0, 128)();
+      if (!data.ok()) return data.status();
+      auto seen = std::make_shared<int64_t>(0);
+      return Map(*std::move(data), [seen, fail_at](Batch b) -> StatusOr<Batch> {
+        if ((*seen)++ == fail_at) return absl::DataLossError("bad block");
+        return b;
+      });
+    };
+  };
+  auto est = *Estimator::Create(Model(), Config(""));
+  const Status s = est->Train(failing(3), 8);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(std::string(s.message()).find("Estimator::Train"), std::string::npos) << s;
+  EXPECT_NE(std::string(s.message()).find("global step 3"), std::string::npos) << s;
+  EXPECT_NE(std::string(s.message()).find("batch 4"), std::string::npos) << s;
+  EXPECT_NE(std::string(s.message()).find("bad block"), std::string::npos) << s;
+  const auto e = est->Evaluate(failing(1));
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kDataLoss) << e.status();
+  EXPECT_NE(std::string(e.status().message()).find("Estimator::Evaluate"), std::string::npos)
+      << e.status();
+}
+
 TEST(EstimatorTest, ModelFnMistakesAreNamed) {
   ModelOptions bad;
   bad.eval_lookup_trains = true;
