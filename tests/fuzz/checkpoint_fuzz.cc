@@ -3,8 +3,10 @@
 // it (manifests, dense variable and table payloads). Input: byte 0 picks which file (every
 // regular file under the model directory, sorted by relative path) the rest replaces, in a fresh
 // copy of a valid model directory; byte 1's low bit restores the latest (the delta chain) or
-// ckpt-1 alone. Restore must return a Status; on error the session's variable and table must be
-// unchanged (Restore verifies everything before it changes anything).
+// ckpt-1 alone, and its second bit reseals a JSON document (the index or a manifest) past its
+// CRC32C (fuzz_util.h Reseal), so the index's names, the chains and ids, and every manifest
+// field are fuzzed too, not only the checksum. Restore must return a Status; on error the session's
+// variable and table must be unchanged (Restore verifies everything before it changes anything).
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -39,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   using namespace recsdk;
   const std::string& good = GoodModelDir();
-  const std::string dir = fuzz::CopyWithOneFileReplaced(good, data, size, 2);
+  const std::string dir = fuzz::CopyWithOneFileReplaced(good, data, size, 2, (data[1] & 2) != 0);
   static auto m = fuzz::BuildFuzzModel();
   static const std::vector<float> w0 = fuzz::WeightValues(*m);
   SaverOptions o;

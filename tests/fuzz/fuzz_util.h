@@ -1,8 +1,8 @@
 // fuzz_util.h: shared pieces of the libFuzzer targets in tests/fuzz/: a per-process scratch path,
-// writing the input to a file, and draining a dataset. Every target is one binary, runnable on
-// its own: `./<target> -max_total_time=N corpus_dir [seed_dir]` (scripts/fuzz.sh runs them all).
-// Threading: libFuzzer calls a target from one thread; these helpers keep no shared state beyond
-// the process-wide scratch directory.
+// writing the input to a file (resealed past its checksum when asked), and draining a dataset.
+// Every target is one binary, runnable on its own: `./<target> -max_total_time=N corpus_dir
+// [seed_dir]` (scripts/fuzz.sh runs them all). Threading: libFuzzer calls a target from one thread;
+// these helpers keep no shared state beyond the process-wide scratch directory.
 #ifndef RECSDK_TESTS_FUZZ_FUZZ_UTIL_H_
 #define RECSDK_TESTS_FUZZ_FUZZ_UTIL_H_
 
@@ -18,6 +18,10 @@
 #include <vector>
 
 #include "recsdk/dataset.h"
+#include "src/checkpoint/checkpoint_io.h"
+#include "src/common/crc32c.h"
+#include "src/common/env.h"
+#include "src/common/json_parse.h"
 
 namespace recsdk::fuzz {
 
@@ -71,13 +75,45 @@ inline std::vector<std::string> FilesUnder(const std::string& dir) {
 // CopyWithOneFileReplaced: the restore targets' input layout. A fresh copy of the valid directory
 // `good` at ScratchDir()/in, in which file number data[0] (of FilesUnder(good), modulo their
 // count) holds the input's bytes from `header` on. Returns the copy's path; size > header.
+// With `reseal`, the replaced file is then made to pass its checksum (Reseal).
 inline std::string CopyWithOneFileReplaced(const std::string& good, const uint8_t* data,
-                                           size_t size, size_t header) {
+                                           size_t size, size_t header, bool reseal = false) {
   const std::vector<std::string> names = FilesUnder(good);
   const std::string dir = ScratchDir() + "/in";
   CopyTree(good, dir);
-  WriteInput("in/" + names[data[0] % names.size()], data + header, size - header);
+  const std::string& rel = names[data[0] % names.size()];
+  WriteInput("in/" + rel, data + header, size - header);
+  if (reseal) Reseal(dir, rel);
   return dir;
+}
+
+// Reseal: makes the file `rel` of the copy `dir` pass its checksum, so an input reaches the code
+// behind the checksum instead of stopping at it (a random edit fails the CRC32C nearly always).
+// A checksummed JSON document (a manifest.json, the `checkpoint` index, serving.json) whose
+// input text parses as a JSON object is rewritten with its CRC32C (the writer's own format);
+// a bundle's graph.json gets serving.json's graph_bytes and graph_crc32c updated. Other files,
+// and inputs that do not parse, stay as they are.
+inline void Reseal(const std::string& dir, const std::string& rel) {
+  internal::Env* env = internal::Env::Default();
+  const std::string path = dir + "/" + rel;
+  const std::string name = std::filesystem::path(rel).filename().string();
+  auto text = internal::ReadFileToString(env, path);
+  if (!text.ok()) return;
+  if (name == "manifest.json" || name == "checkpoint" || name == "serving.json") {
+    auto doc = internal::ParseJson(*text, "fuzz input");
+    if (doc.ok() && doc->is_object()) {
+      (void)internal::WriteJsonDocument(env, path, *std::move(doc), /*atomic=*/false);
+    }
+    return;
+  }
+  if (name == "graph.json") {
+    const std::string serving = dir + "/serving.json";
+    auto doc = internal::ReadJsonDocument(env, serving);
+    if (!doc.ok()) return;
+    (*doc)["graph_bytes"] = text->size();
+    (*doc)["graph_crc32c"] = internal::Crc32c(*text);
+    (void)internal::WriteJsonDocument(env, serving, *std::move(doc), /*atomic=*/false);
+  }
 }
 
 // DrainAll reads up to `limit` batches; any Status is a fine outcome, a crash is not. Each

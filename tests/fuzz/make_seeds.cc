@@ -189,18 +189,22 @@ int main(int argc, char** argv) {
     Check(saver->SaveDelta(2).status(), "Saver::SaveDelta");
     const std::vector<std::string> files = fuzz::FilesUnder(o.model_dir);
     for (size_t i = 0; i < files.size(); ++i) {
-      for (char version : {'\0', '\1'}) {
-        Write(
-            out, "checkpoint_fuzz", static_cast<int>(2 * i + (version == '\1' ? 1 : 0)),
-            std::string(1, static_cast<char>(i)) + version + ReadAll(o.model_dir + "/" + files[i]));
+      // Byte 1: bit 0 restores ckpt-1 alone, bit 1 reseals the file past its checksum.
+      for (char flags : {'\0', '\1', '\2', '\3'}) {
+        Write(out, "checkpoint_fuzz", static_cast<int>(4 * i + static_cast<size_t>(flags)),
+              std::string(1, static_cast<char>(i)) + flags + ReadAll(o.model_dir + "/" + files[i]));
       }
     }
     const std::string bundle = tmp + "/bundle";
     Check(ExportSavedModel(*m->session, bundle, {{"ids"}, {"out"}}), "ExportSavedModel");
     const std::vector<std::string> bundle_files = fuzz::FilesUnder(bundle);
     for (size_t i = 0; i < bundle_files.size(); ++i) {
-      Write(out, "predictor_fuzz", static_cast<int>(i),
-            std::string(1, static_cast<char>(i)) + ReadAll(bundle + "/" + bundle_files[i]));
+      // Byte 0: the file, and its high bit reseals it past its checksum.
+      for (int reseal : {0, 0x80}) {
+        Write(out, "predictor_fuzz", static_cast<int>(2 * i) + (reseal != 0 ? 1 : 0),
+              std::string(1, static_cast<char>(i | static_cast<size_t>(reseal))) +
+                  ReadAll(bundle + "/" + bundle_files[i]));
+      }
     }
   }
   // Session config JSON: the defaults, and a few options set.
