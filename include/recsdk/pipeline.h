@@ -146,8 +146,9 @@ class KeyStage {
   // when the stage has read past it): a checkpoint planned for a known step (save_steps) then
   // costs no prefetching at all. Thread-safe.
   void Quiesce(int64_t at_batches_consumed = -1);
-  // Quiescent: Quiesce was called, batches_consumed() reached its limit (or the data ended) and
-  // no batch is being read, prepared, or waiting for Next.
+  // Quiescent: no batch is being read, prepared, or waiting for Next, because Quiesce was called
+  // and batches_consumed() reached its limit, or because the data ended and Next handed out
+  // every batch (a run to the end of its input needs no Quiesce).
   bool Quiescent() const;
   // batches_consumed: start_batch plus the batches Next has handed out: the dataset position a
   // checkpoint records. Thread-safe.

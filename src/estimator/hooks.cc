@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -347,10 +348,18 @@ Status CheckpointSaverHook::End(Session&) {
     // No later step will let the stage catch up. Saving the final model matters more than the
     // batches the stage prepared ahead: their key effects (inserted rows, admission counts) are
     // in this checkpoint, and it records no dataset position.
-    internal::LogWarning(
-        "CheckpointSaverHook: the final checkpoint (step {}) also holds the key stage's changes "
-        "for batches prepared but not trained, and no dataset position",
-        last_step_);
+    // Said once a process: it repeats for every Train call stopped this way, and the fix is
+    // the same each time.
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      internal::LogWarning(
+          "CheckpointSaverHook: training stopped at step {} while the key stage had prepared "
+          "later batches, so the final checkpoint also holds their key effects (inserted rows, "
+          "admission counts) and no dataset position; to make it exact, give Train a step limit "
+          "(steps or max_steps, or CheckpointSaverOptions::last_step) so the stage stops reading "
+          "there, or let the input run to its end (said once per process)",
+          last_step_);
+    }
     saver_->AttachKeyStage(nullptr);
     key_stage_ = nullptr;
   }

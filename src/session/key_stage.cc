@@ -727,8 +727,11 @@ void KeyStage::Quiesce(int64_t at_batches_consumed) {
 bool KeyStage::Quiescent() const {
   Impl& s = *impl_;
   std::lock_guard<std::mutex> lock(s.mu);
-  return s.read_limit != std::numeric_limits<int64_t>::max() &&
-         (s.next_consume >= s.read_limit || (s.ended && s.in_flight() == 0));
+  // The data's end needs no Quiesce: every batch read was handed out, so the tables hold
+  // exactly the effects of the batches trained on (a Train to the end of its input would
+  // otherwise warn at its final checkpoint, with nothing the user could do about it).
+  if (s.ended && s.in_flight() == 0) return true;
+  return s.read_limit != std::numeric_limits<int64_t>::max() && s.next_consume >= s.read_limit;
 }
 
 int64_t KeyStage::batches_consumed() const {

@@ -197,6 +197,18 @@ TEST(ResumeKeyStageTest, MidTrainingCheckpointWithTheKeyStageRunningAheadResumes
     // Training goes on after the save, unchanged by the pause.
     while (Step(*m, *stage, &losses)) {
     }
+    // The input ran to its end and every batch was trained on: the tables are one consistent
+    // moment without any Quiesce, so a save with the stage attached is accepted (issue 30: the
+    // Estimator's final save warned after every Train to the end of its input).
+    EXPECT_TRUE(stage->Quiescent());
+    {
+      SaverOptions end;
+      end.model_dir = testing::TempDir() + "/resume_key_stage_end";
+      std::filesystem::remove_all(end.model_dir);
+      auto end_saver = ValueOrDie(Saver::Create(*m->session, end));
+      end_saver->AttachKeyStage(stage.get());
+      EXPECT_TRUE(end_saver->Save(99).ok());
+    }
     stage->Stop();
     EXPECT_TRUE(TableBytes(*m) == full_table) << "quiescing changed the run";
   }
