@@ -13,6 +13,7 @@
 
 #include "fmt/format.h"
 #include "src/common/file_open.h"
+#include "src/common/memory_limit.h"
 #include "src/common/status_macros.h"
 
 namespace recsdk::internal {
@@ -289,6 +290,7 @@ Status FaultInjectionEnv::RenameFile(const std::string& from, const std::string&
 StatusOr<std::string> ReadFileToString(Env* env, const std::string& path) {
   RECSDK_ASSIGN_OR_RETURN(auto f, env->NewRandomAccessFile(path));
   RECSDK_ASSIGN_OR_RETURN(const uint64_t size, f->Size());
+  RECSDK_RETURN_IF_ERROR(CheckAllocation(size, fmt::format("reading \"{}\"", path)));
   std::string out(size, '\0');
   uint64_t done = 0;
   while (done < size) {

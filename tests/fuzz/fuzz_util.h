@@ -72,21 +72,6 @@ inline std::vector<std::string> FilesUnder(const std::string& dir) {
   return names;
 }
 
-// CopyWithOneFileReplaced: the restore targets' input layout. A fresh copy of the valid directory
-// `good` at ScratchDir()/in, in which file number data[0] (of FilesUnder(good), modulo their
-// count) holds the input's bytes from `header` on. Returns the copy's path; size > header.
-// With `reseal`, the replaced file is then made to pass its checksum (Reseal).
-inline std::string CopyWithOneFileReplaced(const std::string& good, const uint8_t* data,
-                                           size_t size, size_t header, bool reseal = false) {
-  const std::vector<std::string> names = FilesUnder(good);
-  const std::string dir = ScratchDir() + "/in";
-  CopyTree(good, dir);
-  const std::string& rel = names[data[0] % names.size()];
-  WriteInput("in/" + rel, data + header, size - header);
-  if (reseal) Reseal(dir, rel);
-  return dir;
-}
-
 // Reseal: makes the file `rel` of the copy `dir` pass its checksum, so an input reaches the code
 // behind the checksum instead of stopping at it (a random edit fails the CRC32C nearly always).
 // A checksummed JSON document (a manifest.json, the `checkpoint` index, serving.json) whose
@@ -114,6 +99,21 @@ inline void Reseal(const std::string& dir, const std::string& rel) {
     (*doc)["graph_crc32c"] = internal::Crc32c(*text);
     (void)internal::WriteJsonDocument(env, serving, *std::move(doc), /*atomic=*/false);
   }
+}
+
+// CopyWithOneFileReplaced: the restore targets' input layout. A fresh copy of the valid directory
+// `good` at ScratchDir()/in, in which file number data[0] (of FilesUnder(good), modulo their
+// count) holds the input's bytes from `header` on. Returns the copy's path; size > header.
+// With `reseal`, the replaced file is then made to pass its checksum (Reseal).
+inline std::string CopyWithOneFileReplaced(const std::string& good, const uint8_t* data,
+                                           size_t size, size_t header, bool reseal = false) {
+  const std::vector<std::string> names = FilesUnder(good);
+  const std::string dir = ScratchDir() + "/in";
+  CopyTree(good, dir);
+  const std::string& rel = names[data[0] % names.size()];
+  WriteInput("in/" + rel, data + header, size - header);
+  if (reseal) Reseal(dir, rel);
+  return dir;
 }
 
 // DrainAll reads up to `limit` batches; any Status is a fine outcome, a crash is not. Each

@@ -239,6 +239,13 @@ Status RestoreFresh(const std::string& dir, int64_t vocab = 100, std::string_vie
   return s;
 }
 
+// RestoreEdited: a model saved in d/m, its manifest changed by `edit`, restored into a fresh one.
+Status RestoreEdited(const TestDir& d, const std::function<void(nlohmann::json&)>& edit) {
+  RECSDK_RETURN_IF_ERROR(SaveCkptModel(d.File("m")));
+  EditDocument(d.File("m/ckpt-1/manifest.json"), edit);
+  return RestoreFresh(d.File("m"));
+}
+
 std::vector<BadInput> CheckpointCases() {
   using C = absl::StatusCode;
   std::vector<BadInput> v;
@@ -253,11 +260,8 @@ std::vector<BadInput> CheckpointCases() {
   // Before: last wins.
   v.push_back({"saver_restore/variable_listed_twice",
                [](const TestDir& d) {
-                 RECSDK_RETURN_IF_ERROR(SaveCkptModel(d.File("m")));
-                 EditDocument(d.File("m/ckpt-1/manifest.json"), [](nlohmann::json& j) {
-                   j["variables"].push_back(j["variables"][0]);
-                 });
-                 return RestoreFresh(d.File("m"));
+                 return RestoreEdited(
+                     d, [](nlohmann::json& j) { j["variables"].push_back(j["variables"][0]); });
                },
                C::kDataLoss,
                {"lists variable \"w\" twice"}});
@@ -282,21 +286,17 @@ std::vector<BadInput> CheckpointCases() {
   // Before: "missing from an earlier checkpoint of its chain".
   v.push_back({"saver_restore/table_listed_twice",
                [](const TestDir& d) {
-                 RECSDK_RETURN_IF_ERROR(SaveCkptModel(d.File("m")));
-                 EditDocument(d.File("m/ckpt-1/manifest.json"),
-                              [](nlohmann::json& j) { j["tables"].push_back(j["tables"][0]); });
-                 return RestoreFresh(d.File("m"));
+                 return RestoreEdited(
+                     d, [](nlohmann::json& j) { j["tables"].push_back(j["tables"][0]); });
                },
                C::kDataLoss,
                {"lists table \"t\" twice"}});
   // Before: "payload ... has dtype" for a payload whose file name leaves the directory.
   v.push_back({"saver_restore/payload_file_name_with_a_path",
                [](const TestDir& d) {
-                 RECSDK_RETURN_IF_ERROR(SaveCkptModel(d.File("m")));
-                 EditDocument(d.File("m/ckpt-1/manifest.json"), [](nlohmann::json& j) {
+                 return RestoreEdited(d, [](nlohmann::json& j) {
                    j["variables"][0]["payload"]["file"] = "../../etc/passwd";
                  });
-                 return RestoreFresh(d.File("m"));
                },
                C::kDataLoss,
                {"\"../../etc/passwd\"", "not a plain file name"}});
@@ -481,6 +481,15 @@ std::vector<BadInput> CheckpointCases() {
                },
                C::kResourceExhausted,
                {"table \"t\"", "keys.npy", "68719476736 bytes", "at most"}});
+  // Before: an uncaught std::bad_alloc reading the whole "manifest" into a string.
+  v.push_back({"saver_restore/manifest_of_64_gib",
+               [](const TestDir& d) {
+                 RECSDK_RETURN_IF_ERROR(SaveCkptModel(d.File("m")));
+                 std::filesystem::resize_file(d.File("m/ckpt-1/manifest.json"), uint64_t{1} << 36);
+                 return RestoreFresh(d.File("m"));
+               },
+               C::kResourceExhausted,
+               {"manifest.json", "68719476736 bytes", "at most"}});
   // Before: "keys are not sorted and unique", without the file or the key.
   v.push_back({"restore_table/duplicate_key_in_the_keys_file",
                [](const TestDir& d) {
