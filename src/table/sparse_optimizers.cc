@@ -286,7 +286,9 @@ void UpdateFtrl(float* __restrict w, float* __restrict acc, float* __restrict li
     const float l = lin[i] + gs - (pow_new - pow_old) / lr * w[i];
     lin[i] = l;
     const float quadratic = pow_new / lr + two_l2;
-    w[i] = std::fabs(l) > c.l1 ? ((l > 0 ? c.l1 : -c.l1) - l) / quadratic : 0.0f;
+    // Zero inside the L1 ball; written as !(|l| <= l1) so that a NaN gradient (hence a NaN l)
+    // makes the weight NaN, where `|l| > l1 ? ... : 0` reset it to 0 and hid the NaN (issue 30).
+    w[i] = !(std::fabs(l) <= c.l1) ? ((l > 0 ? c.l1 : -c.l1) - l) / quadratic : 0.0f;
     acc[i] = a_new;
   }
 }
