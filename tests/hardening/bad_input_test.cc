@@ -13,6 +13,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -26,13 +27,23 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "recsdk/checkpoint.h"
+#include "recsdk/config.h"
 #include "recsdk/dataset.h"
 #include "recsdk/embedding.h"
+#include "recsdk/gradients.h"
 #include "recsdk/graph.h"
+#include "recsdk/hooks.h"
+#include "recsdk/initialize.h"
+#include "recsdk/layers.h"
+#include "recsdk/loss_scale.h"
+#include "recsdk/metrics.h"
 #include "recsdk/ops.h"
+#include "recsdk/optimizers.h"
+#include "recsdk/run_config.h"
 #include "recsdk/scope.h"
 #include "recsdk/session.h"
 #include "recsdk/table.h"
+#include "recsdk/variables.h"
 #include "src/common/checked_math.h"
 #include "src/common/file_open.h"
 #include "src/common/status_macros.h"
@@ -601,6 +612,55 @@ std::vector<BadInput> Cases() {
                },
                C::kInvalidArgument,
                {"outputs is null", "1 fetches"}});
+  // --- Issue 30: numerics and options.
+  // NaN propagation: a NaN input reaches the loss, so NanTensorHook stops training. Before: Relu,
+  // Maximum (NaN first) and ReduceMax turned the NaN into a number and ReluGrad into a zero
+  // gradient: the loss stayed finite and the hook never fired.
+  const auto nan_loss = [](const std::function<Output(const Scope&, Output)>& model) -> Status {
+    Graph g;
+    Scope s(&g);
+    const Output x = ops::Placeholder(s.WithOpName("x"), DType::kFloat32, Shape{2, 3});
+    ops::Identity(s.WithOpName("loss"), model(s, x));
+    RECSDK_RETURN_IF_ERROR(s.status());
+    RECSDK_ASSIGN_OR_RETURN(auto session, Session::Create(g));
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    RECSDK_ASSIGN_OR_RETURN(Tensor value,
+                            Tensor::FromValues<float>(Shape{2, 3}, {1, nan, -1, 2, 3, 4}));
+    RECSDK_ASSIGN_OR_RETURN(std::vector<Tensor> loss, session->Run({{"x", value}}, {"loss"}));
+    NanTensorHook hook("loss");
+    SessionRunContext context;
+    return hook.AfterRun(context, loss);
+  };
+  v.push_back({"NanTensorHook/nan_input_through_relu",
+               [nan_loss](const TestDir&) {
+                 return nan_loss(
+                     [](const Scope& s, Output x) { return ops::ReduceSum(s, ops::Relu(s, x)); });
+               },
+               C::kInvalidArgument,
+               {"NaN or Inf loss", "\"loss\" = nan"}});
+  v.push_back({"NanTensorHook/nan_input_through_maximum",
+               [nan_loss](const TestDir&) {
+                 return nan_loss([](const Scope& s, Output x) {
+                   return ops::ReduceSum(s, ops::Maximum(s, x, ops::ZerosLike(s, x)));
+                 });
+               },
+               C::kInvalidArgument,
+               {"NaN or Inf loss", "\"loss\" = nan"}});
+  v.push_back({"NanTensorHook/nan_input_through_reduce_max",
+               [nan_loss](const TestDir&) {
+                 return nan_loss([](const Scope& s, Output x) { return ops::ReduceMax(s, x); });
+               },
+               C::kInvalidArgument,
+               {"NaN or Inf loss", "\"loss\" = nan"}});
+  v.push_back({"NanTensorHook/nan_input_through_relu_gradient",
+               [nan_loss](const TestDir&) {
+                 return nan_loss([](const Scope& s, Output x) {
+                   auto dx = Gradients(s, {ops::ReduceSum(s, ops::Relu(s, x))}, {x});
+                   return dx.ok() ? ops::ReduceSum(s, (*dx)[0]) : Output();
+                 });
+               },
+               C::kInvalidArgument,
+               {"NaN or Inf loss", "\"loss\" = nan"}});
   return v;
 }
 
