@@ -661,6 +661,16 @@ std::vector<BadInput> Cases() {
                },
                C::kInvalidArgument,
                {"NaN or Inf loss", "\"loss\" = nan"}});
+  // Before: a NaN score never equalled itself, so Auc's tie loop made no progress: a hang.
+  v.push_back(
+      {"Auc/nan_score",
+       [](const TestDir&) {
+         const std::vector<float> scores = {0.5f, std::numeric_limits<float>::quiet_NaN(), 0.25f};
+         const std::vector<float> labels = {1, 0, 0};
+         return Auc(scores, labels).status();
+       },
+       C::kInvalidArgument,
+       {"Auc: score nan at position 1 is not a number"}});
   return v;
 }
 
