@@ -4,6 +4,7 @@
 #include "recsdk/sparse_optimizers.h"
 
 #include <cmath>
+#include <utility>
 
 #include "fmt/format.h"
 #include "src/table/sparse_optimizers_impl.h"
@@ -150,6 +151,24 @@ Status SparseOptimizerConfig::Validate() const {
   };
   if (!std::isfinite(learning_rate) || learning_rate <= 0) {
     return fail("learning_rate", learning_rate, "it must be a finite number > 0");
+  }
+  // Every field must be finite, also those this kind ignores: the whole config is saved with the
+  // graph, where a NaN or an infinity becomes JSON null and the graph no longer loads.
+  for (const auto& [option, value] : {std::pair<const char*, float>{"weight_decay", weight_decay},
+                                      {"initial_accumulator_value", initial_accumulator_value},
+                                      {"adagrad_epsilon", adagrad_epsilon},
+                                      {"beta1", beta1},
+                                      {"beta2", beta2},
+                                      {"epsilon", epsilon},
+                                      {"learning_rate_power", learning_rate_power},
+                                      {"l1", l1},
+                                      {"l2", l2},
+                                      {"l2_shrinkage", l2_shrinkage}}) {
+    if (!std::isfinite(value)) {
+      return fail(option, value,
+                  "it must be a finite number, even where this optimizer does not use it (the "
+                  "config is saved with the graph); leave it at its default");
+    }
   }
   switch (kind) {
     case SparseOptimizerKind::kSGD:

@@ -5,8 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <limits>
 #include <string>
+#include <vector>
 
+#include "fmt/format.h"
 #include "recsdk/initialize.h"
 #include "recsdk/recsdk.h"
 #include "src/estimator/initialize_internal.h"
@@ -67,6 +71,18 @@ TEST(RunConfigTest, SessionOptionsAreForwardedAndValidatedAndContradictionsAreEr
   RunConfig d;
   d.keep_checkpoint_max = 0;
   ExpectMentions(d.Validate(), "keep_checkpoint_max");
+}
+
+// NaN fails every comparison, so it passed `save_checkpoints_steps > 0 && secs > 0`; an infinity
+// was an accidental "never".
+TEST(RunConfigTest, NonFiniteSaveCheckpointsSecsIsRejected) {
+  for (double secs :
+       {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+        -std::numeric_limits<double>::infinity()}) {
+    RunConfig c;
+    c.save_checkpoints_secs = secs;
+    ExpectMentions(c.Validate(), fmt::format("save_checkpoints_secs {} is not a finite", secs));
+  }
 }
 
 TEST(InitTest, UnknownAndContradictorySettingsNameTheSetting) {

@@ -671,6 +671,124 @@ std::vector<BadInput> Cases() {
        },
        C::kInvalidArgument,
        {"Auc: score nan at position 1 is not a number"}});
+  // Float options: NaN fails every comparison, so each rule written as one passed it. Before:
+  // each of these was accepted.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  v.push_back({"RunConfig/save_checkpoints_secs_nan",
+               [nan](const TestDir&) {
+                 RunConfig c;
+                 c.save_checkpoints_secs = nan;
+                 return c.Validate();
+               },
+               C::kInvalidArgument,
+               {"RunConfig", "save_checkpoints_secs nan is not a finite number", "default 600"}});
+  v.push_back({"RunConfig/save_checkpoints_secs_inf",
+               [inf](const TestDir&) {
+                 RunConfig c;
+                 c.save_checkpoints_secs = inf;
+                 return c.Validate();
+               },
+               C::kInvalidArgument,
+               {"save_checkpoints_secs inf is not a finite number"}});
+  v.push_back({"CheckpointSaverHook/save_secs_nan",
+               [nan](const TestDir& d) {
+                 CheckpointSaverOptions o;
+                 o.model_dir = d.path();
+                 o.save_secs = nan;
+                 return CheckpointSaverHook(o).Begin(nullptr);
+               },
+               C::kInvalidArgument,
+               {"CheckpointSaverHook", "save_secs nan is not a finite number"}});
+  v.push_back({"CheckpointSaverHook/save_delta_checkpoints_secs_inf",
+               [inf](const TestDir& d) {
+                 CheckpointSaverOptions o;
+                 o.model_dir = d.path();
+                 o.is_incremental_checkpoint = true;
+                 o.save_delta_checkpoints_secs = inf;
+                 return CheckpointSaverHook(o).Begin(nullptr);
+               },
+               C::kInvalidArgument,
+               {"save_delta_checkpoints_secs inf is not a finite number"}});
+  const auto minimize = [](Optimizer& optimizer) -> Status {
+    Graph g;
+    Scope s(&g);
+    VariableOptions vo;
+    vo.initializer = Initializer::Constant(1.0);
+    Variable w = Variable::Make(s, "w", Shape{2}, vo);
+    return optimizer.Minimize(s, ops::ReduceSum(s, ops::Square(s, w.value()))).status();
+  };
+  v.push_back({"Optimizer/sgd_learning_rate_nan",
+               [nan, minimize](const TestDir&) {
+                 SgdOptimizer sgd(SgdOptions{nan});
+                 return minimize(sgd);
+               },
+               C::kInvalidArgument,
+               {"SGD: learning_rate nan is not a finite number", "default 0.01"}});
+  v.push_back({"Optimizer/adam_epsilon_inf",
+               [inf, minimize](const TestDir&) {
+                 AdamOptions o;
+                 o.epsilon = inf;
+                 AdamOptimizer adam(o);
+                 return minimize(adam);
+               },
+               C::kInvalidArgument,
+               {"Adam: epsilon inf is not a finite number"}});
+  v.push_back({"SparseOptimizerConfig/nan_in_a_field_the_kind_ignores",
+               [](const TestDir&) {
+                 SparseOptimizerConfig c = SparseOptimizerConfig::SGD(0.1f);
+                 c.l2 = std::numeric_limits<float>::quiet_NaN();
+                 return EmbeddingTable::Create(SmallTable(), c).status();
+               },
+               C::kInvalidArgument,
+               {"l2 nan", "must be a finite number", "saved with the graph"}});
+  v.push_back({"LossScaleOptions/static_scale_with_nan_decr_ratio",
+               [nan](const TestDir&) {
+                 LossScaleOptions o;
+                 o.decr_ratio = nan;
+                 return o.Validate();
+               },
+               C::kInvalidArgument,
+               {"decr_ratio nan is not a finite number"}});
+  v.push_back({"CriteoDataset/default_dense_nan",
+               [nan](const TestDir& d) {
+                 WriteFile(d.File("a.tsv"), "1\n");
+                 CriteoOptions o;
+                 o.default_dense = static_cast<float>(nan);
+                 return CriteoDataset({d.File("a.tsv")}, o).status();
+               },
+               C::kInvalidArgument,
+               {"CriteoDataset", "default_dense nan is not a finite number"}});
+  v.push_back({"DelimitedDataset/default_value_inf",
+               [inf](const TestDir& d) {
+                 WriteFile(d.File("a.csv"), "1,\n");
+                 DelimitedOptions o;
+                 o.schema = {{"label", ColumnKind::kLabel}, {"x", ColumnKind::kDense}};
+                 o.schema[1].default_value = static_cast<float>(inf);
+                 return DelimitedDataset({d.File("a.csv")}, o).status();
+               },
+               C::kInvalidArgument,
+               {"column \"x\" has default_value inf, not a finite number"}});
+  v.push_back({"SyntheticDataset/bias_nan",
+               [nan](const TestDir&) {
+                 SyntheticOptions o;
+                 o.bias = static_cast<float>(nan);
+                 return SyntheticDataset(o).status();
+               },
+               C::kInvalidArgument,
+               {"SyntheticDataset", "bias nan is not a finite number"}});
+  v.push_back({"Mlp/dropout_rate_nan",
+               [nan](const TestDir&) {
+                 Graph g;
+                 Scope s(&g);
+                 layers::MlpOptions o;
+                 o.hidden_units = {4};
+                 o.dropout_rate = static_cast<float>(nan);
+                 layers::Mlp(s, ops::Placeholder(s, DType::kFloat32, Shape{2, 3}), o);
+                 return s.status();
+               },
+               C::kInvalidArgument,
+               {"Mlp \"mlp\"", "dropout_rate nan is not a finite number"}});
   return v;
 }
 

@@ -255,6 +255,15 @@ TEST(SparseOptimizerConfigTest, Validation) {
                  SparseOptimizerConfig::LazyAdam(), SparseOptimizerConfig::FTRL()}) {
     EXPECT_TRUE(c.Validate().ok()) << c.ToString();
   }
+  // Non-finite values, also in fields the kind does not use (the config is saved whole).
+  expect_error(SparseOptimizerConfig::SGD(std::nanf("")), "learning_rate nan");
+  expect_error(SparseOptimizerConfig::LazyAdam(0.1f, std::nanf("")), "beta1 nan");
+  SparseOptimizerConfig sgd = SparseOptimizerConfig::SGD(0.1f);
+  sgd.l1 = std::nanf("");
+  expect_error(sgd, "l1 nan");
+  sgd.l1 = 0;
+  sgd.epsilon = -std::numeric_limits<float>::infinity();
+  expect_error(sgd, "epsilon -inf");
 }
 
 // A NaN gradient makes the updated row NaN under every optimizer. FTRL's `|l| > l1 ? ... : 0`
