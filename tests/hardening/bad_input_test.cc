@@ -789,6 +789,25 @@ std::vector<BadInput> Cases() {
                },
                C::kInvalidArgument,
                {"Mlp \"mlp\"", "dropout_rate nan is not a finite number"}});
+  // Rank variables that do not parse. Before: LOCAL_RANK=abc was rank 0 without a word.
+  const auto init_with_env = [](const char* name, const char* value) -> Status {
+    ::setenv(name, value, 1);
+    InitOptions o;
+    o.bind_cpu = true;
+    const Status s = init(o);
+    ::unsetenv(name);
+    terminate_config_initializer();
+    return s;
+  };
+  v.push_back({"init/local_rank_not_a_number",
+               [init_with_env](const TestDir&) { return init_with_env("LOCAL_RANK", "abc"); },
+               C::kInvalidArgument,
+               {"environment variable LOCAL_RANK=\"abc\" is not a local rank", "decimal integer"}});
+  v.push_back(
+      {"init/ompi_local_size_zero",
+       [init_with_env](const TestDir&) { return init_with_env("OMPI_COMM_WORLD_LOCAL_SIZE", "0"); },
+       C::kInvalidArgument,
+       {"OMPI_COMM_WORLD_LOCAL_SIZE=\"0\"", ">= 1"}});
   return v;
 }
 
