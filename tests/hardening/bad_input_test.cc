@@ -808,6 +808,26 @@ std::vector<BadInput> Cases() {
        [init_with_env](const TestDir&) { return init_with_env("OMPI_COMM_WORLD_LOCAL_SIZE", "0"); },
        C::kInvalidArgument,
        {"OMPI_COMM_WORLD_LOCAL_SIZE=\"0\"", ">= 1"}});
+  // One tensor fed under two spellings. Before: both were accepted and the last won.
+  const auto feed_twice = [](const char* first, const char* second) -> Status {
+    Graph g;
+    Scope s(&g);
+    const Output x = ops::Placeholder(s.WithOpName("x"), DType::kFloat32, Shape{});
+    ops::Identity(s.WithOpName("y"), x);
+    RECSDK_RETURN_IF_ERROR(s.status());
+    RECSDK_ASSIGN_OR_RETURN(auto session, Session::Create(g));
+    return session
+        ->Run({{first, Tensor::Scalar<float>(1.0f)}, {second, Tensor::Scalar<float>(2.0f)}}, {"y"})
+        .status();
+  };
+  v.push_back({"Session::Run/feeds_x_and_x0",
+               [feed_twice](const TestDir&) { return feed_twice("x", "x:0"); },
+               C::kInvalidArgument,
+               {"Session::Run: input \"x:0\" is fed twice (first as \"x\")"}});
+  v.push_back({"Session::Run/feeds_x_twice",
+               [feed_twice](const TestDir&) { return feed_twice("x", "x"); },
+               C::kInvalidArgument,
+               {"Session::Run: input \"x\" is fed twice; feed each tensor once"}});
   return v;
 }
 
