@@ -828,6 +828,60 @@ std::vector<BadInput> Cases() {
                [feed_twice](const TestDir&) { return feed_twice("x", "x"); },
                C::kInvalidArgument,
                {"Session::Run: input \"x\" is fed twice; feed each tensor once"}});
+  // Session configs from JSON (SessionConfig::FromJson; `recsdk validate-config`).
+  // Before: "not valid JSON" without where.
+  v.push_back({"SessionConfig::FromJson/syntax_error_names_line_and_column",
+               [](const TestDir&) {
+                 return SessionConfig::FromJson(
+                            "{\n  \"graph_run_mode\": 1,\n  \"device\" \"cpu\"\n}")
+                     .status();
+               },
+               C::kInvalidArgument,
+               {"session config is not valid JSON", "line 3, column 16", "expected ':'"}});
+  // Before: parsed, then the value was printed recursively into the message: a stack overflow.
+  v.push_back({"SessionConfig::FromJson/value_nested_a_million_deep",
+               [](const TestDir&) {
+                 return SessionConfig::FromJson("{\"device\": " + std::string(1000000, '[') +
+                                                std::string(1000000, ']') + "}")
+                     .status();
+               },
+               C::kInvalidArgument,
+               {"session config", "more than 64 levels deep"}});
+  // Before: `unknown option ""; did you mean "device"?`.
+  v.push_back({"SessionConfig::FromJson/empty_key",
+               [](const TestDir&) { return SessionConfig::FromJson("{\"\": 1}").status(); },
+               C::kInvalidArgument,
+               {"an option name is empty", "recsdk/config.h"}});
+  v.push_back(
+      {"SessionConfig::FromJson/key_far_from_every_option",
+       [](const TestDir&) { return SessionConfig::FromJson("{\"zzzzzzzzzz\": 1}").status(); },
+       C::kInvalidArgument,
+       {"unknown option \"zzzzzzzzzz\"; the options are documented in recsdk/config.h"}});
+  // Before: the 1 MiB key was compared in full against every option and quoted whole.
+  v.push_back(
+      {"SessionConfig::FromJson/huge_key",
+       [](const TestDir&) {
+         return SessionConfig::FromJson("{\"" + std::string(1 << 20, 'k') + "\": 1}").status();
+       },
+       C::kInvalidArgument,
+       {"unknown option \"kkkkkkkkkk", "...\" (1048576 bytes in all)"}});
+  v.push_back({"SessionConfig::FromJson/huge_value",
+               [](const TestDir&) {
+                 return SessionConfig::FromJson("{\"dump_mode\": \"" + std::string(1 << 20, 'v') +
+                                                "\"}")
+                     .status();
+               },
+               C::kInvalidArgument,
+               {"dump_mode: \"vvvvvvvvvv", "...\" (1048576 bytes in all) is not one of"}});
+  v.push_back(
+      {"SessionConfig::FromJson/huge_value_of_the_wrong_type",
+       [](const TestDir&) {
+         return SessionConfig::FromJson("{\"graph_run_mode\": \"" + std::string(1 << 20, 'v') +
+                                        "\"}")
+             .status();
+       },
+       C::kInvalidArgument,
+       {"option \"graph_run_mode\": \"vvvvvvvvvv", "(1048576 bytes in all) is not an integer"}});
   return v;
 }
 
