@@ -8,7 +8,8 @@
 // table says which).
 //
 // FromJson / ToJson load and save the config as a JSON object keyed by these names; an unknown key
-// is an error naming the nearest valid one. `recsdk validate-config FILE.json` runs both.
+// is an error naming the nearest valid one when one is close. `recsdk validate-config FILE.json`
+// runs both.
 //
 // Threading: a plain value; copy it freely.
 #ifndef RECSDK_CONFIG_H_
@@ -198,8 +199,10 @@ struct SessionConfig {
   std::vector<std::string> ProfilingOptions() const;
 
   // FromJson parses a JSON object of option names to values (missing options keep their
-  // defaults) and validates the result. InvalidArgument names an unknown key and the nearest valid
-  // one, or a value of the wrong JSON type.
+  // defaults) and validates the result. InvalidArgument for a syntax error (with its line and
+  // column), nesting deeper than 64 levels, an unknown key (with the nearest valid one when one is
+  // close, and where the options are documented), or a value of the wrong JSON type. Messages
+  // quote at most 80 bytes of a key or value.
   static StatusOr<SessionConfig> FromJson(std::string_view json);
   // ToJson: every option, defaults included, as a JSON object (pretty-printed).
   std::string ToJson() const;

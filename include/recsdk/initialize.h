@@ -41,7 +41,9 @@ struct InitOptions {
   bool use_dynamic_expansion = false;
   // bind_cpu: pin the process's threads to the cores of its local rank (LOCAL_RANK /
   // OMPI_COMM_WORLD_LOCAL_RANK among LOCAL_SIZE / OMPI_COMM_WORLD_LOCAL_SIZE ranks, 0 of 1 by
-  // default), NUMA node by NUMA node; where the OS refuses, a logged no-op. Default false.
+  // default), NUMA node by NUMA node; where the OS refuses, a logged no-op. A rank variable that
+  // is set but is not a decimal integer (a rank >= 0, a size >= 1), or a rank not below the size,
+  // makes init an InvalidArgument naming the variable and its value. Default false.
   bool bind_cpu = false;
   // is_incremental_checkpoint: also save delta checkpoints every save_delta_checkpoints_secs
   // (> 0 needed then; > 0 needs it). Default false.

@@ -30,7 +30,7 @@ struct MlpOptions {
   Activation activation = Activation::kRelu;
   // output_units > 0 adds a final linear layer "<name>/logits" without activation.
   int64_t output_units = 0;
-  float dropout_rate = 0;  // applied after each hidden layer when > 0
+  float dropout_rate = 0;  // applied after each hidden layer when > 0; finite, below 1
   // kernel_initializer, bias_initializer: used for every layer's kernel and bias (the logits
   // layer's too). Defaults as DenseOptions: GlorotUniform kernels, zero biases.
   Initializer kernel_initializer = Initializer::GlorotUniform();

@@ -56,7 +56,8 @@ struct LossScaleOptions {
   // "sparse_loss_scale" for the sparse one (set by their constructors when left empty).
   std::string name;
 
-  // Validate: InvalidArgument naming the option, its value, the rule and the fix.
+  // Validate: InvalidArgument naming the option, its value, the rule and the fix. Every float
+  // option must be finite, also those a static scale does not use.
   Status Validate() const;
 };
 

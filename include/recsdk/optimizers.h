@@ -42,6 +42,9 @@ class Optimizer {
  protected:
   // ApplyDense: the update op of one variable. Called once per variable by ApplyGradients.
   virtual StatusOr<Node*> ApplyDense(const Scope& scope, Output grad, const Variable& var) = 0;
+  // ValidateOptions: InvalidArgument naming the first option that breaks its rule (every float
+  // option must be finite); ApplyGradients calls it before it builds anything.
+  virtual Status ValidateOptions() const { return Status(); }
   // Prepare runs once per ApplyGradients before the updates; FinishUpdates after them, with
   // every update op (Adam advances its step count there).
   virtual Status Prepare(const Scope& /*scope*/) { return Status(); }
@@ -63,6 +66,7 @@ class SgdOptimizer : public Optimizer {
 
  protected:
   StatusOr<Node*> ApplyDense(const Scope& scope, Output grad, const Variable& var) override;
+  Status ValidateOptions() const override;
 
  private:
   SgdOptions options_;
@@ -82,6 +86,7 @@ class MomentumOptimizer : public Optimizer {
 
  protected:
   StatusOr<Node*> ApplyDense(const Scope& scope, Output grad, const Variable& var) override;
+  Status ValidateOptions() const override;
 
  private:
   MomentumOptions options_;
@@ -100,6 +105,7 @@ class AdagradOptimizer : public Optimizer {
 
  protected:
   StatusOr<Node*> ApplyDense(const Scope& scope, Output grad, const Variable& var) override;
+  Status ValidateOptions() const override;
 
  private:
   AdagradOptions options_;
@@ -123,6 +129,7 @@ class AdamOptimizer : public Optimizer {
 
  protected:
   StatusOr<Node*> ApplyDense(const Scope& scope, Output grad, const Variable& var) override;
+  Status ValidateOptions() const override;
   Status Prepare(const Scope& scope) override;
   StatusOr<std::vector<Node*>> FinishUpdates(const Scope& scope,
                                              std::vector<Node*> updates) override;
@@ -161,6 +168,7 @@ class RmsPropOptimizer : public Optimizer {
 
  protected:
   StatusOr<Node*> ApplyDense(const Scope& scope, Output grad, const Variable& var) override;
+  Status ValidateOptions() const override;
 
  private:
   RmsPropOptions options_;

@@ -15,6 +15,7 @@
 #include "recsdk/embedding.h"
 #include "recsdk/pipeline.h"
 #include "src/common/clock.h"
+#include "src/common/finite_option.h"
 #include "src/common/logging.h"
 #include "src/common/status_macros.h"
 
@@ -254,6 +255,12 @@ Status CheckpointSaverHook::Begin(Graph*) {
     return absl::InvalidArgumentError(
         "CheckpointSaverHook: model_dir is empty; give the directory checkpoints go to");
   }
+  RECSDK_RETURN_IF_ERROR(internal::CheckFiniteOption(
+      "CheckpointSaverHook", "save_secs", options_.save_secs,
+      "give a period in seconds, or 0 to save by save_steps or only at End"));
+  RECSDK_RETURN_IF_ERROR(internal::CheckFiniteOption(
+      "CheckpointSaverHook", "save_delta_checkpoints_secs", options_.save_delta_checkpoints_secs,
+      "give a period in seconds, or 0 for no delta checkpoints"));
   if (options_.save_steps > 0 && options_.save_secs > 0) {
     return absl::InvalidArgumentError(
         fmt::format("CheckpointSaverHook: save_steps {} and save_secs {}: set at most one of them",

@@ -11,11 +11,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "fmt/format.h"
+#include "fmt/ranges.h"
 #include "recsdk/initialize.h"
 #include "src/common/logging.h"
 #include "src/common/status_macros.h"
@@ -42,16 +45,32 @@ Status CheckSteps(const char* name, int64_t v) {
   return absl::OkStatus();
 }
 
-int EnvInt(const char* a, const char* b, int fallback) {
-  for (const char* name : {a, b}) {
-    if (const char* v = std::getenv(name)) {
-      int out = 0;
-      const std::string_view text(v);
-      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-      if (ec == std::errc() && end == text.data() + text.size()) return out;
+// EnvRank: a rank variable's value and the variable it came from (null: none was set).
+struct EnvRank {
+  int value = 0;
+  const char* name = nullptr;
+};
+
+// ReadEnvRank: the first of `names` that is set, parsed as a decimal integer >= `min`; `fallback`
+// when none is set. A set variable that does not parse is an error naming it and its value:
+// LOCAL_RANK=abc was taken as rank 0, so every process of a node pinned itself to the same cores.
+StatusOr<EnvRank> ReadEnvRank(std::initializer_list<const char*> names, int fallback, int min,
+                              std::string_view meaning) {
+  for (const char* name : names) {
+    const char* v = std::getenv(name);
+    if (v == nullptr) continue;
+    int out = 0;
+    const std::string_view text(v);
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+    if (ec != std::errc() || end != text.data() + text.size() || out < min) {
+      return absl::InvalidArgumentError(fmt::format(
+          "init: bind_cpu: environment variable {}=\"{}\" is not {}: it must be a decimal "
+          "integer >= {}; fix the launcher's environment, or unset it ({} when none of {} is set)",
+          name, text, meaning, min, fallback, fmt::join(names, ", ")));
     }
+    return EnvRank{out, name};
   }
-  return fallback;
+  return EnvRank{fallback, nullptr};
 }
 
 #if defined(__linux__)
@@ -256,8 +275,20 @@ Status init(const InitOptions& options) {
   auto instance = std::make_unique<ConfigInitializer>(options);
   if (options.bind_cpu) {
 #if defined(__linux__)
-    const int rank = EnvInt("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", 0);
-    const int size = EnvInt("LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", 1);
+    RECSDK_ASSIGN_OR_RETURN(
+        const EnvRank local_rank,
+        ReadEnvRank({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"}, 0, 0, "a local rank"));
+    RECSDK_ASSIGN_OR_RETURN(
+        const EnvRank local_size,
+        ReadEnvRank({"LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}, 1, 1, "a count of local ranks"));
+    const int rank = local_rank.value, size = local_size.value;
+    if (rank >= size) {
+      return absl::InvalidArgumentError(fmt::format(
+          "init: bind_cpu: local rank {} ({}) is not below the local size {} ({}); fix the "
+          "launcher's environment",
+          rank, local_rank.name != nullptr ? local_rank.name : "default", size,
+          local_size.name != nullptr ? local_size.name : "default"));
+    }
     std::vector<int> cpus = internal::CpusForLocalRank(NumaNodes(), rank, size);
     std::string why;
     if (cpus.empty()) {

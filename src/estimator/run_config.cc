@@ -2,6 +2,7 @@
 #include "recsdk/run_config.h"
 
 #include "fmt/format.h"
+#include "src/common/finite_option.h"
 #include "src/common/status_macros.h"
 
 namespace recsdk {
@@ -24,6 +25,10 @@ Status RunConfig::Validate() const {
   RECSDK_RETURN_IF_ERROR(Unsupported("protocol", protocol));
   RECSDK_RETURN_IF_ERROR(Unsupported("eval_distribute", eval_distribute));
   RECSDK_RETURN_IF_ERROR(Unsupported("experimental_distribute", experimental_distribute));
+  // Before the comparisons below, which are all false for NaN.
+  RECSDK_RETURN_IF_ERROR(internal::CheckFiniteOption(
+      "RunConfig", "save_checkpoints_secs", save_checkpoints_secs,
+      "give a period in seconds (default 600), or 0 to save only at the end of Train"));
   if (save_checkpoints_steps > 0 && save_checkpoints_secs > 0) {
     return absl::InvalidArgumentError(fmt::format(
         "RunConfig: save_checkpoints_steps {} and save_checkpoints_secs {} are both set; set at "

@@ -3,6 +3,7 @@
 
 #include "fmt/format.h"
 #include "recsdk/ops.h"
+#include "src/common/finite_option.h"
 #include "src/common/status_macros.h"
 
 namespace recsdk::layers {
@@ -54,6 +55,14 @@ Output Dense(const Scope& scope, Output x, const DenseOptions& options) {
 }
 
 Output Mlp(const Scope& scope, Output x, const MlpOptions& options) {
+  // NaN failed `dropout_rate > 0` and silently trained without dropout.
+  if (Status st = internal::CheckFiniteOption(
+          fmt::format("Mlp \"{}\"", scope.FullName(options.name)), "dropout_rate",
+          options.dropout_rate, "use a rate in [0, 1), 0 for no dropout");
+      !st.ok()) {
+    scope.graph()->RecordError(st);
+    return Output();
+  }
   const Scope s = scope.NewSubScope(options.name);
   Output h = x;
   for (size_t i = 0; i < options.hidden_units.size(); ++i) {

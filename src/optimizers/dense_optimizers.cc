@@ -1,9 +1,14 @@
 // dense_optimizers.cc: the graph side of the dense optimizers. Each update is one fused Apply*
 // op whose CPU kernel lives in src/device/cpu/kernels/training_kernels.cc.
+#include <initializer_list>
+#include <string>
+#include <tuple>
+
 #include "fmt/format.h"
 #include "recsdk/gradients.h"
 #include "recsdk/ops.h"
 #include "recsdk/optimizers.h"
+#include "src/common/finite_option.h"
 #include "src/common/status_macros.h"
 
 namespace recsdk {
@@ -26,6 +31,7 @@ StatusOr<GradsAndVars> Optimizer::ComputeGradients(const Scope& scope, Output lo
 
 StatusOr<Node*> Optimizer::ApplyGradients(const Scope& scope, const GradsAndVars& grads_and_vars,
                                           const Variable* global_step) {
+  if (Status st = ValidateOptions(); !st.ok()) return st;
   const Scope s = scope.NewSubScope(name());
   if (Status st = Prepare(s); !st.ok()) return st;
   std::vector<Node*> updates;
@@ -76,6 +82,18 @@ Variable Optimizer::Slot(const Scope& scope, const Variable& var, const std::str
 }
 
 namespace {
+
+// FiniteOptions: the first of `options` (name, value, default) that is not finite, as an error
+// naming the optimizer; a NaN learning rate or epsilon otherwise trained the model into NaN.
+Status FiniteOptions(const std::string& optimizer,
+                     std::initializer_list<std::tuple<const char*, double, double>> options) {
+  for (const auto& [option, value, default_value] : options) {
+    RECSDK_RETURN_IF_ERROR(internal::CheckFiniteOption(
+        optimizer, option, value, fmt::format("set a finite value (default {})", default_value)));
+  }
+  return absl::OkStatus();
+}
+
 StatusOr<Node*> Checked(const Scope& s, Node* n) {
   if (n == nullptr)
     return s.status().ok() ? absl::InternalError("update op was not built") : s.status();
@@ -146,6 +164,42 @@ StatusOr<Node*> RmsPropOptimizer::ApplyDense(const Scope& s, Output grad, const 
                     {"momentum", options_.momentum},
                     {"epsilon", options_.epsilon},
                     {"centered", options_.centered}}));
+}
+
+Status SgdOptimizer::ValidateOptions() const {
+  const SgdOptions d;
+  return FiniteOptions(name(), {{"learning_rate", options_.learning_rate, d.learning_rate}});
+}
+
+Status MomentumOptimizer::ValidateOptions() const {
+  const MomentumOptions d;
+  return FiniteOptions(name(), {{"learning_rate", options_.learning_rate, d.learning_rate},
+                                {"momentum", options_.momentum, d.momentum}});
+}
+
+Status AdagradOptimizer::ValidateOptions() const {
+  const AdagradOptions d;
+  return FiniteOptions(name(), {{"learning_rate", options_.learning_rate, d.learning_rate},
+                                {"initial_accumulator_value", options_.initial_accumulator_value,
+                                 d.initial_accumulator_value},
+                                {"epsilon", options_.epsilon, d.epsilon}});
+}
+
+Status AdamOptimizer::ValidateOptions() const {
+  const AdamOptions d = name() == "AdamW" ? AdamWOptimizer::DefaultOptions() : AdamOptions{};
+  return FiniteOptions(name(), {{"learning_rate", options_.learning_rate, d.learning_rate},
+                                {"beta1", options_.beta1, d.beta1},
+                                {"beta2", options_.beta2, d.beta2},
+                                {"epsilon", options_.epsilon, d.epsilon},
+                                {"weight_decay", options_.weight_decay, d.weight_decay}});
+}
+
+Status RmsPropOptimizer::ValidateOptions() const {
+  const RmsPropOptions d;
+  return FiniteOptions(name(), {{"learning_rate", options_.learning_rate, d.learning_rate},
+                                {"rho", options_.rho, d.rho},
+                                {"momentum", options_.momentum, d.momentum},
+                                {"epsilon", options_.epsilon, d.epsilon}});
 }
 
 }  // namespace recsdk

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <utility>
 
 #include "fmt/format.h"
 #include "recsdk/ops.h"
@@ -150,6 +151,18 @@ Status LossScaleOptions::Validate() const {
   auto bad = [&](const std::string& what) {
     return absl::InvalidArgumentError(fmt::format("loss scaling \"{}\": {}", name, what));
   };
+  // Every float option must be finite, also those a static scale does not use.
+  for (const auto& [option, value] : {std::pair<const char*, double>{"incr_ratio", incr_ratio},
+                                      {"decr_ratio", decr_ratio},
+                                      {"min_loss_scale", min_loss_scale},
+                                      {"max_loss_scale", max_loss_scale}}) {
+    if (!std::isfinite(value)) {
+      return bad(
+          fmt::format("{} {} is not a finite number; leave it at its default or set a "
+                      "finite value",
+                      option, value));
+    }
+  }
   if (!std::isfinite(loss_scale) || loss_scale < 1.0 || loss_scale > 18446744073709551616.0) {
     return bad(fmt::format("loss_scale {} must be finite and in [1, 2^64]; 65536 is the spec's",
                            loss_scale));

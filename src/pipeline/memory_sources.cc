@@ -2,10 +2,12 @@
 // SyntheticTrueLogit is a pure function.
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "fmt/format.h"
 #include "recsdk/dataset.h"
 #include "src/common/exception_guard.h"
+#include "src/common/finite_option.h"
 #include "src/common/hash.h"
 #include "src/common/random.h"
 #include "src/common/status_macros.h"
@@ -273,6 +275,14 @@ StatusOr<std::unique_ptr<Dataset>> SyntheticDataset(const SyntheticOptions& o) {
     return bad(fmt::format("ids_per_feature {} is below 1", o.ids_per_feature));
   }
   if (o.num_dense < 0) return bad(fmt::format("num_dense {} is negative", o.num_dense));
+  for (const auto& [option, value] :
+       {std::pair<const char*, float>{"id_weight_scale", o.id_weight_scale},
+        {"dense_weight_scale", o.dense_weight_scale},
+        {"bias", o.bias}}) {
+    RECSDK_RETURN_IF_ERROR(internal::CheckFiniteOption(
+        "SyntheticDataset", option, value,
+        "the planted logit would be NaN and every label the same; use a finite value"));
+  }
   if (!(o.zipf_exponent > 0) || !std::isfinite(o.zipf_exponent)) {
     return bad(
         fmt::format("zipf_exponent {} must be > 0 (1.05 resembles click logs)", o.zipf_exponent));

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "fmt/format.h"
+#include "src/common/finite_option.h"
 #include "src/common/status_macros.h"
 #include "src/pipeline/chunked_source.h"
 #include "src/pipeline/criteo_parse.h"
@@ -269,6 +270,13 @@ Status ValidateSchema(const std::vector<SchemaColumn>& schema, std::string_view 
           "others width 1",
           who, c.name, c.width));
     }
+    if ((c.kind == ColumnKind::kDense || c.kind == ColumnKind::kLabel) &&
+        !std::isfinite(c.default_value)) {
+      return absl::InvalidArgumentError(fmt::format(
+          "{}: column \"{}\" has default_value {}, not a finite number: every empty field would "
+          "feed it to the model; use a finite default such as 0",
+          who, c.name, c.default_value));
+    }
     labels += c.kind == ColumnKind::kLabel;
     timestamps += c.kind == ColumnKind::kTimestamp;
   }
@@ -290,6 +298,9 @@ StatusOr<std::unique_ptr<Dataset>> CriteoDataset(const std::vector<std::string>&
         "CriteoDataset: id_modulus {} is negative; use 0 (no modulus) or a positive size",
         options.id_modulus));
   }
+  RECSDK_RETURN_IF_ERROR(internal::CheckFiniteOption(
+      "CriteoDataset", "default_dense", options.default_dense,
+      "every empty integer field would feed it to the model; use a finite value such as 0"));
   RECSDK_ASSIGN_OR_RETURN(auto sorted, ExpandFilePatterns(files));
   return std::unique_ptr<Dataset>(new internal::CriteoSource(std::move(sorted), options));
 }

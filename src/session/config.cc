@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
+#include "src/common/json_parse.h"
 #include "src/common/status_macros.h"
 
 namespace recsdk {
@@ -33,6 +34,20 @@ constexpr int64_t kMaxDumpStep = int64_t{1} << 40;
 
 Status Invalid(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
 
+// kQuoteBytes: what a message quotes of a user's string at most; a 100 MB key or value was
+// copied whole into the error.
+constexpr size_t kQuoteBytes = 80;
+
+// Quoted: `s` in double quotes for a message, cut past kQuoteBytes by QuoteBounded (which then
+// closes the quote itself and adds the length).
+std::string Quoted(std::string_view s) {
+  const std::string bounded = internal::QuoteBounded(s, kQuoteBytes);
+  return s.size() <= kQuoteBytes ? fmt::format("\"{}\"", bounded) : "\"" + bounded;
+}
+std::string Quoted(const std::string& s) { return Quoted(std::string_view(s)); }
+// Debian's Abseil has its own string_view (absl::StrSplit's pieces).
+std::string Quoted(absl::string_view s) { return Quoted(std::string_view(s.data(), s.size())); }
+
 StatusOr<std::map<std::string, int>> ParseStreams(const std::string& text) {
   std::map<std::string, int> out;
   if (text.empty()) return out;
@@ -41,19 +56,19 @@ StatusOr<std::map<std::string, int>> ParseStreams(const std::string& text) {
     int n = 0;
     if (kv.size() != 2 || !absl::SimpleAtoi(kv[1], &n)) {
       return Invalid(fmt::format(
-          "stream_max_parallel_num: \"{}\" is not ENGINE:N; write e.g. \"DNN_VM_TF:1,DNN_V100:2\"",
-          part));
+          "stream_max_parallel_num: {} is not ENGINE:N; write e.g. \"DNN_VM_TF:1,DNN_V100:2\"",
+          Quoted(part)));
     }
     if (kv[0] != "DNN_V100" && kv[0] != "DNN_VM_TF") {
       return Invalid(
-          fmt::format("stream_max_parallel_num: engine \"{}\" is unknown; use DNN_V100 (device "
+          fmt::format("stream_max_parallel_num: engine {} is unknown; use DNN_V100 (device "
                       "ops) or DNN_VM_TF (host ops)",
-                      kv[0]));
+                      Quoted(kv[0])));
     }
     if (out.contains(kv[0])) {
       return Invalid(
-          fmt::format("stream_max_parallel_num: engine {} is listed twice in \"{}\"; list it once",
-                      kv[0], text));
+          fmt::format("stream_max_parallel_num: engine {} is listed twice in {}; list it once",
+                      kv[0], Quoted(text)));
     }
     if (n < 1 || n > 13) {
       return Invalid(
@@ -73,7 +88,7 @@ Status OneOf(std::string_view option, const std::string& value,
   std::vector<std::string> quoted;
   for (const char* a : allowed) quoted.push_back(fmt::format("\"{}\"", a));
   return Invalid(
-      fmt::format("{}: \"{}\" is not one of {}", option, value, fmt::join(quoted, ", ")));
+      fmt::format("{}: {} is not one of {}", option, Quoted(value), fmt::join(quoted, ", ")));
 }
 
 // ValidateDumpStep: "" or `N|A-B|...`, steps in [0, 2^40], ranges with A <= B.
@@ -89,15 +104,16 @@ Status ValidateDumpStep(const std::string& text) {
     });
     if (ends.size() > 2 || !digits || !absl::SimpleAtoi(ends[0], &lo) ||
         !absl::SimpleAtoi(ends.back(), &hi)) {
-      return Invalid(
-          fmt::format("dump_step: \"{}\" has the malformed part \"{}\"; {}", text, part, rule));
+      return Invalid(fmt::format("dump_step: {} has the malformed part {}; {}", Quoted(text),
+                                 Quoted(part), rule));
     }
     if (lo > kMaxDumpStep || hi > kMaxDumpStep) {
       return Invalid(
-          fmt::format("dump_step: step in \"{}\" is above {}; {}", part, kMaxDumpStep, rule));
+          fmt::format("dump_step: step in {} is above {}; {}", Quoted(part), kMaxDumpStep, rule));
     }
     if (lo > hi) {
-      return Invalid(fmt::format("dump_step: range \"{}\" ends before it starts; {}", part, rule));
+      return Invalid(
+          fmt::format("dump_step: range {} ends before it starts; {}", Quoted(part), rule));
     }
   }
   return absl::OkStatus();
@@ -122,10 +138,10 @@ Status SessionConfig::Validate() const {
   if (auto s = ParseStreams(stream_max_parallel_num); !s.ok()) return s.status();
   if (mix_compile_mode && device != "cpu") {
     return Invalid(fmt::format(
-        "mix_compile_mode: true asks device \"{}\" to run ops it lacks on the host, but host "
+        "mix_compile_mode: true asks device {} to run ops it lacks on the host, but host "
         "fallback with copies is not built yet; set it false (with \"cpu\" the device is the host "
         "and true is accepted)",
-        device));
+        Quoted(device)));
   }
   if (intra_op_parallelism < 0 || intra_op_parallelism > kMaxIntraOpThreads) {
     return Invalid(fmt::format(
@@ -188,9 +204,9 @@ Status SessionConfig::Validate() const {
         OneOf("precision_mode_v2", precision_mode_v2,
               {"origin", "fp16", "mixed_float16", "mixed_bfloat16", "cube_fp16in_fp32out"}));
     if (!precision_mode.empty()) {
-      return Invalid(fmt::format(
-          "precision_mode \"{}\" and precision_mode_v2 \"{}\" are both set; set only one",
-          precision_mode, precision_mode_v2));
+      return Invalid(
+          fmt::format("precision_mode {} and precision_mode_v2 {} are both set; set only one",
+                      Quoted(precision_mode), Quoted(precision_mode_v2)));
     }
   }
   if (enable_reduce_precision) {
@@ -208,10 +224,10 @@ Status SessionConfig::Validate() const {
     name.erase(0, name.find_first_not_of(' '));
     name.erase(name.find_last_not_of(' ') + 1);
     if (name != "fuse_dense" && name != "fuse_gather_concat") {
-      return Invalid(fmt::format(
-          "enable_scope_fusion_passes: \"{}\" is not a fusion pass of this runtime (known: "
-          "fuse_dense, fuse_gather_concat); remove it",
-          name));
+      return Invalid(
+          fmt::format("enable_scope_fusion_passes: {} is not a fusion pass of this runtime (known: "
+                      "fuse_dense, fuse_gather_concat); remove it",
+                      Quoted(name)));
     }
   }
   if (!auto_tune_mode.empty()) {
@@ -220,10 +236,10 @@ Status SessionConfig::Validate() const {
     }
     if (deterministic) {
       return Invalid(fmt::format(
-          "auto_tune_mode: \"{}\" with deterministic: tuning picks GEMM plans by timing, which "
+          "auto_tune_mode: {} with deterministic: tuning picks GEMM plans by timing, which "
           "changes result bits between runs and thread counts; clear auto_tune_mode or "
           "deterministic",
-          auto_tune_mode));
+          Quoted(auto_tune_mode)));
     }
     if (tune_bank_path.empty()) {
       return Invalid("tune_bank_path: empty with auto_tune_mode set; give a directory");
@@ -253,9 +269,9 @@ Status SessionConfig::Validate() const {
   };
   if (has("op_trace") && (has("training_trace") || has("task_trace"))) {
     return Invalid(fmt::format(
-        "profiling_options: \"{}\": op_trace is exclusive with training_trace and task_trace; "
+        "profiling_options: {}: op_trace is exclusive with training_trace and task_trace; "
         "choose op_trace alone or the others",
-        profiling_options));
+        Quoted(profiling_options)));
   }
   if (profiling_mode && profiling.empty()) {
     return Invalid(
@@ -264,9 +280,9 @@ Status SessionConfig::Validate() const {
   }
   if (profiling_mode && has("training_trace") && (fp_point.empty() || bp_point.empty())) {
     return Invalid(fmt::format(
-        "fp_point \"{}\" / bp_point \"{}\": both are required with training_trace; name the first "
+        "fp_point {} / bp_point {}: both are required with training_trace; name the first "
         "forward node and the last backward node",
-        fp_point, bp_point));
+        Quoted(fp_point), Quoted(bp_point)));
   }
 
   // Dumps and overflow detection.
@@ -319,6 +335,16 @@ struct OptionIo {
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+// ValueText: a JSON value for a message, bounded: a string Quoted, an array or object by its
+// size (its text can be any length), a number, boolean or null as JSON.
+std::string ValueText(const json& j) {
+  if (j.is_string()) return Quoted(j.get_ref<const std::string&>());
+  if (j.is_array() || j.is_object()) {
+    return fmt::format("an {} of {} entries", j.type_name(), j.size());
+  }
+  return Dump(j);
+}
+
 template <typename T>
 OptionIo Field(const char* name, T SessionConfig::*member) {
   OptionIo io;
@@ -335,25 +361,25 @@ OptionIo Field(const char* name, T SessionConfig::*member) {
         c.*member = j.get<int64_t>() == 1;
         return absl::OkStatus();
       }
-      return Invalid(
-          fmt::format("option \"{}\": {} is not a boolean (true/false or 0/1)", name, Dump(j)));
+      return Invalid(fmt::format("option \"{}\": {} is not a boolean (true/false or 0/1)", name,
+                                 ValueText(j)));
     } else if constexpr (std::is_integral_v<T>) {
       if (!j.is_number_integer()) {
-        return Invalid(fmt::format("option \"{}\": {} is not an integer", name, Dump(j)));
+        return Invalid(fmt::format("option \"{}\": {} is not an integer", name, ValueText(j)));
       }
       if (j.is_number_unsigned() &&
           j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
-        return Invalid(fmt::format("option \"{}\": {} is too large", name, Dump(j)));
+        return Invalid(fmt::format("option \"{}\": {} is too large", name, ValueText(j)));
       }
       const int64_t v = j.get<int64_t>();
       if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max()) {
-        return Invalid(fmt::format("option \"{}\": {} does not fit its type", name, Dump(j)));
+        return Invalid(fmt::format("option \"{}\": {} does not fit its type", name, ValueText(j)));
       }
       c.*member = static_cast<T>(v);
       return absl::OkStatus();
     } else {
       if (!j.is_string()) {
-        return Invalid(fmt::format("option \"{}\": {} is not a string", name, Dump(j)));
+        return Invalid(fmt::format("option \"{}\": {} is not a string", name, ValueText(j)));
       }
       c.*member = j.get<std::string>();
       return absl::OkStatus();
@@ -404,19 +430,58 @@ const std::vector<OptionIo>& Options() {
   return *options;
 }
 
-size_t EditDistance(std::string_view a, std::string_view b) {
+// EditDistance: the Levenshtein distance of a and b when it is at most `limit`, else limit + 1.
+// Keys whose lengths differ by more than `limit` cost nothing (a 100 MB key made the full
+// O(|a| |b|) search run for minutes), and the rows stop once every entry is past the limit.
+size_t EditDistance(std::string_view a, std::string_view b, size_t limit) {
+  const size_t longer = std::max(a.size(), b.size()), shorter = std::min(a.size(), b.size());
+  if (longer - shorter > limit) return limit + 1;
   std::vector<size_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
     size_t diag = row[0];
     row[0] = i;
+    size_t best = row[0];
     for (size_t j = 1; j <= b.size(); ++j) {
       const size_t up = row[j];
       row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
       diag = up;
+      best = std::min(best, row[j]);
+    }
+    if (best > limit) return limit + 1;
+  }
+  return std::min(row[b.size()], limit + 1);
+}
+
+// SuggestionLimit: the largest edit distance at which `name` is offered as "did you mean": a
+// third of its length, at least 2. Farther keys ("" against "device") get no suggestion: a guess
+// that far off misleads more than it helps.
+size_t SuggestionLimit(std::string_view name) { return std::max<size_t>(2, name.size() / 3); }
+
+// UnknownOption: the error for a key that names no option, with the nearest option when one is
+// close enough, and where the options are documented.
+Status UnknownOption(const std::string& key) {
+  constexpr char kWhere[] =
+      "the options are documented in recsdk/config.h (SessionConfig) and listed by "
+      "SessionConfig::OptionNames()";
+  if (key.empty()) {
+    return Invalid(fmt::format("session config: an option name is empty (\"\"); {}", kWhere));
+  }
+  const char* nearest = nullptr;
+  size_t nearest_distance = 0;
+  for (const OptionIo& o : Options()) {
+    const size_t limit = SuggestionLimit(o.name);
+    const size_t d = EditDistance(key, o.name, limit);
+    if (d <= limit && (nearest == nullptr || d < nearest_distance)) {
+      nearest = o.name;
+      nearest_distance = d;
     }
   }
-  return row[b.size()];
+  if (nearest == nullptr) {
+    return Invalid(fmt::format("session config: unknown option {}; {}", Quoted(key), kWhere));
+  }
+  return Invalid(
+      fmt::format("session config: unknown option {}; did you mean \"{}\"?", Quoted(key), nearest));
 }
 
 }  // namespace
@@ -430,12 +495,9 @@ std::vector<std::string> SessionConfig::OptionNames() {
 namespace {
 
 StatusOr<SessionConfig> FromJsonImpl(std::string_view text) {
-  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    return Invalid(
-        "session config: not valid JSON; write an object such as "
-        "{\"graph_run_mode\": 1}");
-  }
+  // ParseJson bounds the nesting depth and reports a syntax error with its line and column.
+  RECSDK_ASSIGN_OR_RETURN(const json j, internal::ParseJson(text, "session config",
+                                                            absl::StatusCode::kInvalidArgument));
   if (!j.is_object()) {
     return Invalid(
         fmt::format("session config: the JSON is a {}, not an object of options", j.type_name()));
@@ -446,14 +508,7 @@ StatusOr<SessionConfig> FromJsonImpl(std::string_view text) {
     for (const OptionIo& o : Options()) {
       if (key == o.name) io = &o;
     }
-    if (io == nullptr) {
-      const OptionIo* nearest = &Options().front();
-      for (const OptionIo& o : Options()) {
-        if (EditDistance(key, o.name) < EditDistance(key, nearest->name)) nearest = &o;
-      }
-      return Invalid(fmt::format("session config: unknown option \"{}\"; did you mean \"{}\"?", key,
-                                 nearest->name));
-    }
+    if (io == nullptr) return UnknownOption(key);
     RECSDK_RETURN_IF_ERROR(io->read(value, config));
   }
   RECSDK_RETURN_IF_ERROR(config.Validate());

@@ -17,6 +17,16 @@ StatusOr<double> Auc(absl::Span<const float> scores, absl::Span<const float> lab
     return absl::InvalidArgumentError(fmt::format(
         "Auc: {} scores but {} labels; pass one score per label", scores.size(), labels.size()));
   }
+  // A NaN score breaks the sort's ordering (undefined behaviour) and never equals itself, so the
+  // tie loop below made no progress and Auc hung: refuse it (issue 30).
+  for (size_t i = 0; i < scores.size(); ++i) {
+    if (std::isnan(scores[i])) {
+      return absl::InvalidArgumentError(fmt::format(
+          "Auc: score {} at position {} is not a number; check the model's output for NaN "
+          "(NanTensorHook stops training at the first NaN loss)",
+          scores[i], i));
+    }
+  }
   std::vector<size_t> order(scores.size());
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] < scores[b]; });

@@ -20,8 +20,11 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <set>
+#include <string_view>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_split.h"
@@ -256,11 +259,20 @@ StatusOr<std::shared_ptr<Plan>> Session::Impl::GetPlan(const FeedList& feeds,
   auto plan = std::make_shared<Plan>();
   const int n = graph->num_nodes();
   std::vector<char> fed(n, 0);
+  // The spelling each fed tensor was first given under: "x" and "x:0" are one tensor, and the
+  // second feed silently replaced the first (the Predictor's rule, same words).
+  std::map<std::pair<int, int>, std::string_view> fed_as;
   for (const auto& [name, tensor] : feeds) {
     auto out = graph->FindOutput(name.name);
     if (!out.ok())
       return absl::InvalidArgumentError(
           fmt::format("feed \"{}\": {}", name.name, out.status().message()));
+    const auto [first, inserted] = fed_as.try_emplace({out->node->id(), out->index}, name.name);
+    if (!inserted) {
+      return absl::InvalidArgumentError(fmt::format(
+          "Session::Run: input \"{}\" is fed twice{}; feed each tensor once", name.name,
+          first->second == name.name ? "" : fmt::format(" (first as \"{}\")", first->second)));
+    }
     plan->feeds.push_back(*out);
     fed[out->node->id()] = 1;
   }

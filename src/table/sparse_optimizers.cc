@@ -4,6 +4,7 @@
 #include "recsdk/sparse_optimizers.h"
 
 #include <cmath>
+#include <utility>
 
 #include "fmt/format.h"
 #include "src/table/sparse_optimizers_impl.h"
@@ -151,6 +152,24 @@ Status SparseOptimizerConfig::Validate() const {
   if (!std::isfinite(learning_rate) || learning_rate <= 0) {
     return fail("learning_rate", learning_rate, "it must be a finite number > 0");
   }
+  // Every field must be finite, also those this kind ignores: the whole config is saved with the
+  // graph, where a NaN or an infinity becomes JSON null and the graph no longer loads.
+  for (const auto& [option, value] : {std::pair<const char*, float>{"weight_decay", weight_decay},
+                                      {"initial_accumulator_value", initial_accumulator_value},
+                                      {"adagrad_epsilon", adagrad_epsilon},
+                                      {"beta1", beta1},
+                                      {"beta2", beta2},
+                                      {"epsilon", epsilon},
+                                      {"learning_rate_power", learning_rate_power},
+                                      {"l1", l1},
+                                      {"l2", l2},
+                                      {"l2_shrinkage", l2_shrinkage}}) {
+    if (!std::isfinite(value)) {
+      return fail(option, value,
+                  "it must be a finite number, even where this optimizer does not use it (the "
+                  "config is saved with the graph); leave it at its default");
+    }
+  }
   switch (kind) {
     case SparseOptimizerKind::kSGD:
     case SparseOptimizerKind::kSGDByAddr:
@@ -286,7 +305,9 @@ void UpdateFtrl(float* __restrict w, float* __restrict acc, float* __restrict li
     const float l = lin[i] + gs - (pow_new - pow_old) / lr * w[i];
     lin[i] = l;
     const float quadratic = pow_new / lr + two_l2;
-    w[i] = std::fabs(l) > c.l1 ? ((l > 0 ? c.l1 : -c.l1) - l) / quadratic : 0.0f;
+    // Zero inside the L1 ball; written as !(|l| <= l1) so that a NaN gradient (hence a NaN l)
+    // makes the weight NaN, where `|l| > l1 ? ... : 0` reset it to 0 and hid the NaN (issue 30).
+    w[i] = !(std::fabs(l) <= c.l1) ? ((l > 0 ? c.l1 : -c.l1) - l) / quadratic : 0.0f;
     acc[i] = a_new;
   }
 }

@@ -1,10 +1,12 @@
 // recsdk_main.cc: the `recsdk` command line.
 //
 //   recsdk validate-config FILE.json   prints the session config with every default filled in, or
-//                                      the first error (exit status 1)
+//                                      the first error (exit status 1): a syntax error with its
+//                                      line and column, an unknown option with the nearest one
 //
 // Exit status: 0 success, 1 the input is invalid, 2 usage error. Single-threaded.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -20,6 +22,16 @@ constexpr char kUsage[] =
     "  validate-config FILE.json   check a SessionConfig JSON file; print it with defaults\n";
 
 int ValidateConfig(const std::string& path) {
+  // A directory opens as a stream that reads nothing, and was then reported as an empty or
+  // invalid config.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    std::fprintf(stderr,
+                 "recsdk validate-config: \"%s\" is a directory; give the session config's JSON "
+                 "file\n",
+                 path.c_str());
+    return 1;
+  }
   std::ifstream f(path, std::ios::binary);
   if (!f) {
     std::fprintf(stderr, "recsdk validate-config: cannot open \"%s\"\n", path.c_str());
@@ -27,6 +39,10 @@ int ValidateConfig(const std::string& path) {
   }
   std::stringstream text;
   text << f.rdbuf();
+  if (f.bad()) {
+    std::fprintf(stderr, "recsdk validate-config: cannot read \"%s\"\n", path.c_str());
+    return 1;
+  }
   auto config = recsdk::SessionConfig::FromJson(text.str());
   if (!config.ok()) {
     std::fprintf(stderr, "recsdk validate-config: %s: %s\n", path.c_str(),

@@ -5,8 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <limits>
 #include <string>
+#include <vector>
 
+#include "fmt/format.h"
 #include "recsdk/initialize.h"
 #include "recsdk/recsdk.h"
 #include "src/estimator/initialize_internal.h"
@@ -69,6 +73,18 @@ TEST(RunConfigTest, SessionOptionsAreForwardedAndValidatedAndContradictionsAreEr
   ExpectMentions(d.Validate(), "keep_checkpoint_max");
 }
 
+// NaN fails every comparison, so it passed `save_checkpoints_steps > 0 && secs > 0`; an infinity
+// was an accidental "never".
+TEST(RunConfigTest, NonFiniteSaveCheckpointsSecsIsRejected) {
+  for (double secs :
+       {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+        -std::numeric_limits<double>::infinity()}) {
+    RunConfig c;
+    c.save_checkpoints_secs = secs;
+    ExpectMentions(c.Validate(), fmt::format("save_checkpoints_secs {} is not a finite", secs));
+  }
+}
+
 TEST(InitTest, UnknownAndContradictorySettingsNameTheSetting) {
   ExpectMentions(InitOptions::FromSettings({{"train_step", "10"}}).status(), "\"train_step\"");
   ExpectMentions(InitOptions::FromSettings({{"if_load", "yes"}}).status(), "if_load");
@@ -128,6 +144,62 @@ TEST(InitTest, BindCpuPinsOrLogsANoOp) {
     ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
     EXPECT_EQ(CPU_COUNT(&set), static_cast<int>(c->bound_cpus().size()));
   }
+  terminate_config_initializer();
+}
+
+// ScopedEnv: sets an environment variable (unsets it for nullptr) for the scope, then unsets it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (value == nullptr) {
+      ::unsetenv(name);
+    } else {
+      ::setenv(name, value, 1);
+    }
+  }
+  ~ScopedEnv() { ::unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+
+// A rank variable that is set but does not parse was taken as rank 0 (every process of a node
+// pinned to the same cores); now init refuses it, naming the variable and its value, and records
+// nothing.
+TEST(InitTest, RankVariablesThatDoNotParseAreErrors) {
+  InitOptions o;
+  o.bind_cpu = true;
+  struct Case {
+    const char* rank;
+    const char* size;
+    const char* ompi_rank;
+    std::vector<std::string> words;
+  };
+  const Case cases[] = {
+      {"abc", nullptr, nullptr, {"LOCAL_RANK=\"abc\"", "decimal integer >= 0"}},
+      {"", nullptr, nullptr, {"LOCAL_RANK=\"\""}},
+      {"1x", "4", nullptr, {"LOCAL_RANK=\"1x\""}},
+      {"-1", "4", nullptr, {"LOCAL_RANK=\"-1\""}},
+      {nullptr, "0", nullptr, {"LOCAL_SIZE=\"0\"", ">= 1"}},
+      {nullptr, nullptr, "two", {"OMPI_COMM_WORLD_LOCAL_RANK=\"two\""}},
+      {"99999999999", nullptr, nullptr, {"LOCAL_RANK=\"99999999999\""}},
+      {"2", "2", nullptr, {"local rank 2 (LOCAL_RANK)", "local size 2 (LOCAL_SIZE)"}},
+      {"1", nullptr, nullptr, {"local rank 1 (LOCAL_RANK)", "local size 1 (default)"}},
+  };
+  for (const Case& c : cases) {
+    ScopedEnv rank("LOCAL_RANK", c.rank), size("LOCAL_SIZE", c.size),
+        ompi_rank("OMPI_COMM_WORLD_LOCAL_RANK", c.ompi_rank),
+        ompi_size("OMPI_COMM_WORLD_LOCAL_SIZE", nullptr);
+    const Status s = init(o);
+    for (const std::string& w : c.words) ExpectMentions(s, w);
+    EXPECT_EQ(ConfigInitializer::Get(), nullptr);
+    terminate_config_initializer();
+  }
+  // Set and valid: the launcher's values are used.
+  ScopedEnv rank("LOCAL_RANK", "0"), size("OMPI_COMM_WORLD_LOCAL_SIZE", "1");
+  EXPECT_TRUE(init(o).ok());
   terminate_config_initializer();
 }
 

@@ -13,6 +13,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -27,11 +28,20 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "recsdk/checkpoint.h"
+#include "recsdk/config.h"
 #include "recsdk/dataset.h"
 #include "recsdk/embedding.h"
 #include "recsdk/export.h"
+#include "recsdk/gradients.h"
 #include "recsdk/graph.h"
+#include "recsdk/hooks.h"
+#include "recsdk/initialize.h"
+#include "recsdk/layers.h"
+#include "recsdk/loss_scale.h"
+#include "recsdk/metrics.h"
 #include "recsdk/ops.h"
+#include "recsdk/optimizers.h"
+#include "recsdk/run_config.h"
 #include "recsdk/scope.h"
 #include "recsdk/session.h"
 #include "recsdk/table.h"
@@ -956,6 +966,276 @@ std::vector<BadInput> Cases() {
                },
                C::kInvalidArgument,
                {"outputs is null", "1 fetches"}});
+  // --- Issue 30: numerics and options.
+  // NaN propagation: a NaN input reaches the loss, so NanTensorHook stops training. Before: Relu,
+  // Maximum (NaN first) and ReduceMax turned the NaN into a number and ReluGrad into a zero
+  // gradient: the loss stayed finite and the hook never fired.
+  const auto nan_loss = [](const std::function<Output(const Scope&, Output)>& model) -> Status {
+    Graph g;
+    Scope s(&g);
+    const Output x = ops::Placeholder(s.WithOpName("x"), DType::kFloat32, Shape{2, 3});
+    ops::Identity(s.WithOpName("loss"), model(s, x));
+    RECSDK_RETURN_IF_ERROR(s.status());
+    RECSDK_ASSIGN_OR_RETURN(auto session, Session::Create(g));
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    RECSDK_ASSIGN_OR_RETURN(Tensor value,
+                            Tensor::FromValues<float>(Shape{2, 3}, {1, nan, -1, 2, 3, 4}));
+    RECSDK_ASSIGN_OR_RETURN(std::vector<Tensor> loss, session->Run({{"x", value}}, {"loss"}));
+    NanTensorHook hook("loss");
+    SessionRunContext context;
+    return hook.AfterRun(context, loss);
+  };
+  v.push_back({"NanTensorHook/nan_input_through_relu",
+               [nan_loss](const TestDir&) {
+                 return nan_loss(
+                     [](const Scope& s, Output x) { return ops::ReduceSum(s, ops::Relu(s, x)); });
+               },
+               C::kInvalidArgument,
+               {"NaN or Inf loss", "\"loss\" = nan"}});
+  v.push_back({"NanTensorHook/nan_input_through_maximum",
+               [nan_loss](const TestDir&) {
+                 return nan_loss([](const Scope& s, Output x) {
+                   return ops::ReduceSum(s, ops::Maximum(s, x, ops::ZerosLike(s, x)));
+                 });
+               },
+               C::kInvalidArgument,
+               {"NaN or Inf loss", "\"loss\" = nan"}});
+  v.push_back({"NanTensorHook/nan_input_through_reduce_max",
+               [nan_loss](const TestDir&) {
+                 return nan_loss([](const Scope& s, Output x) { return ops::ReduceMax(s, x); });
+               },
+               C::kInvalidArgument,
+               {"NaN or Inf loss", "\"loss\" = nan"}});
+  v.push_back({"NanTensorHook/nan_input_through_relu_gradient",
+               [nan_loss](const TestDir&) {
+                 return nan_loss([](const Scope& s, Output x) {
+                   auto dx = Gradients(s, {ops::ReduceSum(s, ops::Relu(s, x))}, {x});
+                   return dx.ok() ? ops::ReduceSum(s, (*dx)[0]) : Output();
+                 });
+               },
+               C::kInvalidArgument,
+               {"NaN or Inf loss", "\"loss\" = nan"}});
+  // Before: a NaN score never equalled itself, so Auc's tie loop made no progress: a hang.
+  v.push_back(
+      {"Auc/nan_score",
+       [](const TestDir&) {
+         const std::vector<float> scores = {0.5f, std::numeric_limits<float>::quiet_NaN(), 0.25f};
+         const std::vector<float> labels = {1, 0, 0};
+         return Auc(scores, labels).status();
+       },
+       C::kInvalidArgument,
+       {"Auc: score nan at position 1 is not a number"}});
+  // Float options: NaN fails every comparison, so each rule written as one passed it. Before:
+  // each of these was accepted.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  v.push_back({"RunConfig/save_checkpoints_secs_nan",
+               [nan](const TestDir&) {
+                 RunConfig c;
+                 c.save_checkpoints_secs = nan;
+                 return c.Validate();
+               },
+               C::kInvalidArgument,
+               {"RunConfig", "save_checkpoints_secs nan is not a finite number", "default 600"}});
+  v.push_back({"RunConfig/save_checkpoints_secs_inf",
+               [inf](const TestDir&) {
+                 RunConfig c;
+                 c.save_checkpoints_secs = inf;
+                 return c.Validate();
+               },
+               C::kInvalidArgument,
+               {"save_checkpoints_secs inf is not a finite number"}});
+  v.push_back({"CheckpointSaverHook/save_secs_nan",
+               [nan](const TestDir& d) {
+                 CheckpointSaverOptions o;
+                 o.model_dir = d.path();
+                 o.save_secs = nan;
+                 return CheckpointSaverHook(o).Begin(nullptr);
+               },
+               C::kInvalidArgument,
+               {"CheckpointSaverHook", "save_secs nan is not a finite number"}});
+  v.push_back({"CheckpointSaverHook/save_delta_checkpoints_secs_inf",
+               [inf](const TestDir& d) {
+                 CheckpointSaverOptions o;
+                 o.model_dir = d.path();
+                 o.is_incremental_checkpoint = true;
+                 o.save_delta_checkpoints_secs = inf;
+                 return CheckpointSaverHook(o).Begin(nullptr);
+               },
+               C::kInvalidArgument,
+               {"save_delta_checkpoints_secs inf is not a finite number"}});
+  const auto minimize = [](Optimizer& optimizer) -> Status {
+    Graph g;
+    Scope s(&g);
+    VariableOptions vo;
+    vo.initializer = Initializer::Constant(1.0);
+    Variable w = Variable::Make(s, "w", Shape{2}, vo);
+    return optimizer.Minimize(s, ops::ReduceSum(s, ops::Square(s, w.value()))).status();
+  };
+  v.push_back({"Optimizer/sgd_learning_rate_nan",
+               [nan, minimize](const TestDir&) {
+                 SgdOptimizer sgd(SgdOptions{nan});
+                 return minimize(sgd);
+               },
+               C::kInvalidArgument,
+               {"SGD: learning_rate nan is not a finite number", "default 0.01"}});
+  v.push_back({"Optimizer/adam_epsilon_inf",
+               [inf, minimize](const TestDir&) {
+                 AdamOptions o;
+                 o.epsilon = inf;
+                 AdamOptimizer adam(o);
+                 return minimize(adam);
+               },
+               C::kInvalidArgument,
+               {"Adam: epsilon inf is not a finite number"}});
+  v.push_back({"SparseOptimizerConfig/nan_in_a_field_the_kind_ignores",
+               [](const TestDir&) {
+                 SparseOptimizerConfig c = SparseOptimizerConfig::SGD(0.1f);
+                 c.l2 = std::numeric_limits<float>::quiet_NaN();
+                 return EmbeddingTable::Create(SmallTable(), c).status();
+               },
+               C::kInvalidArgument,
+               {"l2 nan", "must be a finite number", "saved with the graph"}});
+  v.push_back({"LossScaleOptions/static_scale_with_nan_decr_ratio",
+               [nan](const TestDir&) {
+                 LossScaleOptions o;
+                 o.decr_ratio = nan;
+                 return o.Validate();
+               },
+               C::kInvalidArgument,
+               {"decr_ratio nan is not a finite number"}});
+  v.push_back({"CriteoDataset/default_dense_nan",
+               [nan](const TestDir& d) {
+                 WriteFile(d.File("a.tsv"), "1\n");
+                 CriteoOptions o;
+                 o.default_dense = static_cast<float>(nan);
+                 return CriteoDataset({d.File("a.tsv")}, o).status();
+               },
+               C::kInvalidArgument,
+               {"CriteoDataset", "default_dense nan is not a finite number"}});
+  v.push_back({"DelimitedDataset/default_value_inf",
+               [inf](const TestDir& d) {
+                 WriteFile(d.File("a.csv"), "1,\n");
+                 DelimitedOptions o;
+                 o.schema = {{"label", ColumnKind::kLabel}, {"x", ColumnKind::kDense}};
+                 o.schema[1].default_value = static_cast<float>(inf);
+                 return DelimitedDataset({d.File("a.csv")}, o).status();
+               },
+               C::kInvalidArgument,
+               {"column \"x\" has default_value inf, not a finite number"}});
+  v.push_back({"SyntheticDataset/bias_nan",
+               [nan](const TestDir&) {
+                 SyntheticOptions o;
+                 o.bias = static_cast<float>(nan);
+                 return SyntheticDataset(o).status();
+               },
+               C::kInvalidArgument,
+               {"SyntheticDataset", "bias nan is not a finite number"}});
+  v.push_back({"Mlp/dropout_rate_nan",
+               [nan](const TestDir&) {
+                 Graph g;
+                 Scope s(&g);
+                 layers::MlpOptions o;
+                 o.hidden_units = {4};
+                 o.dropout_rate = static_cast<float>(nan);
+                 layers::Mlp(s, ops::Placeholder(s, DType::kFloat32, Shape{2, 3}), o);
+                 return s.status();
+               },
+               C::kInvalidArgument,
+               {"Mlp \"mlp\"", "dropout_rate nan is not a finite number"}});
+  // Rank variables that do not parse. Before: LOCAL_RANK=abc was rank 0 without a word.
+  const auto init_with_env = [](const char* name, const char* value) -> Status {
+    ::setenv(name, value, 1);
+    InitOptions o;
+    o.bind_cpu = true;
+    const Status s = init(o);
+    ::unsetenv(name);
+    terminate_config_initializer();
+    return s;
+  };
+  v.push_back({"init/local_rank_not_a_number",
+               [init_with_env](const TestDir&) { return init_with_env("LOCAL_RANK", "abc"); },
+               C::kInvalidArgument,
+               {"environment variable LOCAL_RANK=\"abc\" is not a local rank", "decimal integer"}});
+  v.push_back(
+      {"init/ompi_local_size_zero",
+       [init_with_env](const TestDir&) { return init_with_env("OMPI_COMM_WORLD_LOCAL_SIZE", "0"); },
+       C::kInvalidArgument,
+       {"OMPI_COMM_WORLD_LOCAL_SIZE=\"0\"", ">= 1"}});
+  // One tensor fed under two spellings. Before: both were accepted and the last won.
+  const auto feed_twice = [](const char* first, const char* second) -> Status {
+    Graph g;
+    Scope s(&g);
+    const Output x = ops::Placeholder(s.WithOpName("x"), DType::kFloat32, Shape{});
+    ops::Identity(s.WithOpName("y"), x);
+    RECSDK_RETURN_IF_ERROR(s.status());
+    RECSDK_ASSIGN_OR_RETURN(auto session, Session::Create(g));
+    return session
+        ->Run({{first, Tensor::Scalar<float>(1.0f)}, {second, Tensor::Scalar<float>(2.0f)}}, {"y"})
+        .status();
+  };
+  v.push_back({"Session::Run/feeds_x_and_x0",
+               [feed_twice](const TestDir&) { return feed_twice("x", "x:0"); },
+               C::kInvalidArgument,
+               {"Session::Run: input \"x:0\" is fed twice (first as \"x\")"}});
+  v.push_back({"Session::Run/feeds_x_twice",
+               [feed_twice](const TestDir&) { return feed_twice("x", "x"); },
+               C::kInvalidArgument,
+               {"Session::Run: input \"x\" is fed twice; feed each tensor once"}});
+  // Session configs from JSON (SessionConfig::FromJson; `recsdk validate-config`).
+  // Before: "not valid JSON" without where.
+  v.push_back({"SessionConfig::FromJson/syntax_error_names_line_and_column",
+               [](const TestDir&) {
+                 return SessionConfig::FromJson(
+                            "{\n  \"graph_run_mode\": 1,\n  \"device\" \"cpu\"\n}")
+                     .status();
+               },
+               C::kInvalidArgument,
+               {"session config is not valid JSON", "line 3, column 16", "expected ':'"}});
+  // Before: parsed, then the value was printed recursively into the message: a stack overflow.
+  v.push_back({"SessionConfig::FromJson/value_nested_a_million_deep",
+               [](const TestDir&) {
+                 return SessionConfig::FromJson("{\"device\": " + std::string(1000000, '[') +
+                                                std::string(1000000, ']') + "}")
+                     .status();
+               },
+               C::kInvalidArgument,
+               {"session config", "more than 64 levels deep"}});
+  // Before: `unknown option ""; did you mean "device"?`.
+  v.push_back({"SessionConfig::FromJson/empty_key",
+               [](const TestDir&) { return SessionConfig::FromJson("{\"\": 1}").status(); },
+               C::kInvalidArgument,
+               {"an option name is empty", "recsdk/config.h"}});
+  v.push_back(
+      {"SessionConfig::FromJson/key_far_from_every_option",
+       [](const TestDir&) { return SessionConfig::FromJson("{\"zzzzzzzzzz\": 1}").status(); },
+       C::kInvalidArgument,
+       {"unknown option \"zzzzzzzzzz\"; the options are documented in recsdk/config.h"}});
+  // Before: the 1 MiB key was compared in full against every option and quoted whole.
+  v.push_back(
+      {"SessionConfig::FromJson/huge_key",
+       [](const TestDir&) {
+         return SessionConfig::FromJson("{\"" + std::string(1 << 20, 'k') + "\": 1}").status();
+       },
+       C::kInvalidArgument,
+       {"unknown option \"kkkkkkkkkk", "...\" (1048576 bytes in all)"}});
+  v.push_back({"SessionConfig::FromJson/huge_value",
+               [](const TestDir&) {
+                 return SessionConfig::FromJson("{\"dump_mode\": \"" + std::string(1 << 20, 'v') +
+                                                "\"}")
+                     .status();
+               },
+               C::kInvalidArgument,
+               {"dump_mode: \"vvvvvvvvvv", "...\" (1048576 bytes in all) is not one of"}});
+  v.push_back(
+      {"SessionConfig::FromJson/huge_value_of_the_wrong_type",
+       [](const TestDir&) {
+         return SessionConfig::FromJson("{\"graph_run_mode\": \"" + std::string(1 << 20, 'v') +
+                                        "\"}")
+             .status();
+       },
+       C::kInvalidArgument,
+       {"option \"graph_run_mode\": \"vvvvvvvvvv", "(1048576 bytes in all) is not an integer"}});
   return v;
 }
 

@@ -1,6 +1,11 @@
 // config_test.cc: SessionConfig rules (Validate) and JSON load/save (src/session/config.cc).
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <string>
+#include <string_view>
+
+#include "fmt/format.h"
 #include "recsdk/recsdk.h"
 
 namespace recsdk {
@@ -238,6 +243,72 @@ TEST(SessionConfigTest, JsonErrors) {
   ASSERT_TRUE(det.ok()) << det.status();
   EXPECT_TRUE(det->deterministic);
   EXPECT_FALSE(SessionConfig::FromJson(R"({"deterministic": 2})").ok());
+}
+
+// ExpectJsonError: FromJson fails with InvalidArgument and its message holds every fragment.
+void ExpectJsonError(std::string_view text, std::initializer_list<std::string> fragments) {
+  auto c = SessionConfig::FromJson(text);
+  ASSERT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << c.status();
+  for (const std::string& f : fragments) {
+    EXPECT_NE(Msg(c.status()).find(f), std::string::npos) << f << " in " << c.status();
+  }
+}
+
+// A syntax error says where (it said "not valid JSON" and nothing else).
+TEST(SessionConfigTest, SyntaxErrorsNameTheLineAndColumn) {
+  ExpectJsonError("{\n  \"graph_run_mode\": 1,\n  \"deterministic\": tru\n}",
+                  {"session config is not valid JSON", "line 3"});
+  ExpectJsonError("{", {"session config is not valid JSON", "line 1, column 2"});
+  ExpectJsonError("", {"session config is empty"});
+  // Nesting past 64 levels is refused before it is parsed or walked: printing a value nested a
+  // million levels deep in the error ran the stack out.
+  const std::string deep =
+      "{\"device\": " + std::string(1000000, '[') + std::string(1000000, ']') + "}";
+  ExpectJsonError(deep, {"session config", "more than 64 levels", "line 1"});
+}
+
+// An empty key, or one far from every option, gets no "did you mean" (the empty key was answered
+// with "device"), and the message says where the options are documented.
+TEST(SessionConfigTest, UnknownKeysFarFromEveryOptionGetNoSuggestion) {
+  for (const char* text : {R"({"": 1})", R"({"zzzzzzzzzzzzzz": 1})", R"({"x": 1})"}) {
+    SCOPED_TRACE(text);
+    auto c = SessionConfig::FromJson(text);
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(Msg(c.status()).find("did you mean"), std::string::npos) << c.status();
+    EXPECT_NE(Msg(c.status()).find("recsdk/config.h"), std::string::npos) << c.status();
+  }
+  ExpectJsonError(R"({"": 1})", {"an option name is empty"});
+  ExpectJsonError(R"({"devise": "cpu"})", {"did you mean \"device\""});
+  ExpectJsonError(R"({"op_select_impl_mode": "high_precision"})",
+                  {"did you mean \"op_select_implmode\""});
+  ExpectJsonError(R"({"Deterministic": 1})", {"did you mean \"deterministic\""});
+}
+
+// A 16 MB key or value: the "did you mean" search compared it in full against every option (16 MB
+// took tens of seconds, 100 MB minutes) and the message quoted it whole. Now the search skips
+// keys far longer than any option and the message quotes 80 bytes and the length.
+TEST(SessionConfigTest, HugeKeysAndValuesAreBoundedInTimeAndInTheMessage) {
+  const std::string huge(16 << 20, 'k');
+  const auto start = std::chrono::steady_clock::now();
+  auto c = SessionConfig::FromJson("{\"" + huge + "\": 1}");
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(c.ok());
+  EXPECT_LT(Msg(c.status()).size(), 400u) << Msg(c.status()).substr(0, 400);
+  EXPECT_NE(Msg(c.status()).find("(16777216 bytes in all)"), std::string::npos);
+  EXPECT_LT(secs, 5.0);  // parsing 16 MB takes well under a second; the old search took minutes
+  for (const char* option : {"dump_mode", "graph_run_mode", "precision_mode", "dump_step"}) {
+    SCOPED_TRACE(option);
+    auto v = SessionConfig::FromJson(fmt::format("{{\"{}\": \"{}\"}}", option, huge));
+    ASSERT_FALSE(v.ok());
+    EXPECT_LT(Msg(v.status()).size(), 600u) << Msg(v.status()).substr(0, 600);
+    EXPECT_NE(Msg(v.status()).find("bytes in all"), std::string::npos) << v.status();
+  }
+  auto array = SessionConfig::FromJson("{\"device\": [\"" + std::string(1 << 20, 'a') + "\", \"" +
+                                       std::string(1 << 20, 'b') + "\"]}");
+  ASSERT_FALSE(array.ok());
+  EXPECT_NE(Msg(array.status()).find("an array of 2 entries is not a string"), std::string::npos)
+      << Msg(array.status()).substr(0, 600);
 }
 
 }  // namespace

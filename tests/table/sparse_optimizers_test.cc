@@ -4,6 +4,7 @@
 #include "recsdk/sparse_optimizers.h"
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <vector>
@@ -58,7 +59,7 @@ struct Reference {
             const float p = -c.learning_rate_power;
             b[i] += gs - (std::pow(an, p) - std::pow(a[i], p)) / c.learning_rate * x[i];
             const float quad = std::pow(an, p) / c.learning_rate + 2 * c.l2;
-            x[i] = std::fabs(b[i]) > c.l1 ? ((b[i] > 0 ? c.l1 : -c.l1) - b[i]) / quad : 0.0f;
+            x[i] = !(std::fabs(b[i]) <= c.l1) ? ((b[i] > 0 ? c.l1 : -c.l1) - b[i]) / quad : 0.0f;
             a[i] = an;
             break;
           }
@@ -253,6 +254,44 @@ TEST(SparseOptimizerConfigTest, Validation) {
   for (auto c : {SparseOptimizerConfig::SGD(0.1f), SparseOptimizerConfig::Adagrad(),
                  SparseOptimizerConfig::LazyAdam(), SparseOptimizerConfig::FTRL()}) {
     EXPECT_TRUE(c.Validate().ok()) << c.ToString();
+  }
+  // Non-finite values, also in fields the kind does not use (the config is saved whole).
+  expect_error(SparseOptimizerConfig::SGD(std::nanf("")), "learning_rate nan");
+  expect_error(SparseOptimizerConfig::LazyAdam(0.1f, std::nanf("")), "beta1 nan");
+  SparseOptimizerConfig sgd = SparseOptimizerConfig::SGD(0.1f);
+  sgd.l1 = std::nanf("");
+  expect_error(sgd, "l1 nan");
+  sgd.l1 = 0;
+  sgd.epsilon = -std::numeric_limits<float>::infinity();
+  expect_error(sgd, "epsilon -inf");
+}
+
+// A NaN gradient makes the updated row NaN under every optimizer. FTRL's `|l| > l1 ? ... : 0`
+// set the weight to 0 instead, so a diverged key trained on silently as a zero embedding.
+TEST(SparseOptimizerNanTest, NanGradientMakesTheRowNaN) {
+  for (const SparseOptimizerConfig& opt :
+       {SparseOptimizerConfig::SGD(0.05f), SparseOptimizerConfig::Adagrad(0.05f),
+        SparseOptimizerConfig::LazyAdam(0.05f), SparseOptimizerConfig::FTRL(0.05f),
+        SparseOptimizerConfig::FTRL(0.05f, -0.7f, 0.1f, 0.01f, 0.02f, 0.03f)}) {
+    SCOPED_TRACE(opt.ToString());
+    TableConfig tc;
+    tc.name = "nan_table";
+    tc.dim = 4;
+    tc.device_vocabulary_size = 8;
+    tc.initializer = Initializer::Normal(0, 0.1, 3);
+    auto table = EmbeddingTable::Create(tc, opt);
+    ASSERT_TRUE(table.ok()) << table.status();
+    std::vector<uint32_t> rows(2);
+    ASSERT_TRUE((*table)->Resolve({1, 2}, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const std::vector<float> grads = {nan, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
+    ASSERT_TRUE((*table)->ApplyGradients(rows, grads, 1).ok());
+    auto nan_row = (*table)->ReadRow(1);
+    auto other_row = (*table)->ReadRow(2);
+    ASSERT_TRUE(nan_row.ok() && other_row.ok());
+    EXPECT_TRUE(std::isnan((*nan_row)[0])) << (*nan_row)[0];
+    for (int i = 1; i < 4; ++i) EXPECT_FALSE(std::isnan((*nan_row)[i])) << i;
+    for (int i = 0; i < 4; ++i) EXPECT_FALSE(std::isnan((*other_row)[i])) << i;
   }
 }
 

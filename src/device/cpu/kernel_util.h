@@ -4,7 +4,9 @@
 #define RECSDK_DEVICE_CPU_KERNEL_UTIL_H_
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "oneapi/tbb/blocked_range.h"
@@ -27,14 +29,56 @@ void ParallelFor(int64_t n, int64_t grain, Fn&& fn) {
 
 inline constexpr int64_t kElementwiseGrain = 32768;
 
-// AddBiasRows: rows [r0, r1) of c[m, n] get the bias b[n] added and, with relu, max(., 0): the
-// epilogue of the FusedDense kernels (float32, float64 and the bfloat16-operand form).
+// NaN-propagating scalar forms shared by the kernels, as TensorFlow's ops behave. A plain compare
+// is false for NaN, so `x > 0 ? x : 0` turned a NaN into 0 and `x > y ? x : y` kept a NaN only
+// when it was the second operand: a NaN input left the loss finite while the weights went NaN,
+// and NanTensorHook never fired (issue 30). Each is branch-free (compares and selects), so loops
+// over them still vectorise. For integer T the NaN tests fold away.
+
+// IsNaN: std::isnan for floating-point T, false for integers.
+template <typename T>
+inline bool IsNaN(T x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::isnan(x);
+  } else {
+    return false;
+  }
+}
+
+// MaxNaN / MinNaN: the larger / smaller of x and y, NaN when either is (TensorFlow's Maximum and
+// Minimum). Between 0 and -0 either may be returned, as with std::max.
+template <typename T>
+inline T MaxNaN(T x, T y) {
+  return (x > y || IsNaN(x)) ? x : y;
+}
+template <typename T>
+inline T MinNaN(T x, T y) {
+  return (x < y || IsNaN(x)) ? x : y;
+}
+
+// ReluValue: x where x > 0, NaN where x is NaN, else +0.
+template <typename T>
+inline T ReluValue(T x) {
+  return (x > T(0) || IsNaN(x)) ? x : T(0);
+}
+
+// ReluGradValue: dy where x > 0, else 0; NaN where x or dy is NaN (TensorFlow's dy * (x > 0) is
+// NaN for a NaN dy on either side of the kink, and a NaN input must not become a zero gradient).
+template <typename T>
+inline T ReluGradValue(T x, T dy) {
+  if (x > T(0)) return dy;
+  return IsNaN(x) ? x : (IsNaN(dy) ? dy : T(0));
+}
+
+// AddBiasRows: rows [r0, r1) of c[m, n] get the bias b[n] added and, with relu, ReluValue: the
+// epilogue of the FusedDense kernels (float32, float64 and the bfloat16-operand form), the same
+// function as the unfused Relu so that both give the same bits (NaN and -0 included).
 template <typename T>
 void AddBiasRows(T* c, const T* b, int64_t n, int64_t r0, int64_t r1, bool relu) {
   for (int64_t r = r0; r < r1; ++r) {
     T* row = c + r * n;
     if (relu) {
-      for (int64_t j = 0; j < n; ++j) row[j] = std::max(row[j] + b[j], T(0));
+      for (int64_t j = 0; j < n; ++j) row[j] = ReluValue(row[j] + b[j]);
     } else {
       for (int64_t j = 0; j < n; ++j) row[j] += b[j];
     }

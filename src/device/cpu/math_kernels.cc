@@ -230,9 +230,13 @@ Status ReduceTyped(OpKernelContext& ctx, int kind) {
   T* o = out->data<T>();
   const T* in = x.data<T>();
   const int64_t n_out = out->num_elements();
+  // ReduceMax starts from -Inf (a row of -Inf reduces to -Inf, not to the lowest finite value)
+  // and keeps a NaN once it meets one, as TensorFlow's does.
+  constexpr T kMaxStart = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                               : std::numeric_limits<T>::lowest();
   if (kind == 2) {
     if (count == 0) return ctx.Error("ReduceMax over an empty axis of {}", x.shape().ToString());
-    for (int64_t i = 0; i < n_out; ++i) o[i] = std::numeric_limits<T>::lowest();
+    for (int64_t i = 0; i < n_out; ++i) o[i] = kMaxStart;
   }
   if (x.num_elements() == 0) return absl::OkStatus();
   // Fast path: reducing only the last axes -> contiguous inner blocks.
@@ -246,8 +250,8 @@ Status ReduceTyped(OpKernelContext& ctx, int kind) {
                   for (int64_t i = s; i < e; ++i) {
                     const T* row = in + i * count;
                     if (kind == 2) {
-                      T m = std::numeric_limits<T>::lowest();
-                      for (int64_t j = 0; j < count; ++j) m = std::max(m, row[j]);
+                      T m = kMaxStart;
+                      for (int64_t j = 0; j < count; ++j) m = MaxNaN(m, row[j]);
                       o[i] = m;
                     } else {
                       o[i] = SumRun(row, count);
@@ -269,7 +273,7 @@ Status ReduceTyped(OpKernelContext& ctx, int kind) {
       const int64_t st = strides[rank - 1];
       for (int64_t j = 0; j < inner; ++j) {
         T& dst = o[off + j * st];
-        dst = kind == 2 ? std::max(dst, row[j]) : dst + row[j];
+        dst = kind == 2 ? MaxNaN(dst, row[j]) : dst + row[j];
       }
     }
   }
@@ -317,9 +321,11 @@ Status ReduceGradTyped(OpKernelContext& ctx, bool is_max) {
       const int64_t off = offset_of(i);
       if (in[i] == y[off]) ties[off] += 1;
     }
+    // A NaN maximum (its slice held a NaN) matches no input: its whole slice gets NaN, as
+    // TensorFlow's 0/0 tie count gives, instead of a silent zero gradient.
     for (int64_t i = 0; i < n; ++i) {
       const int64_t off = offset_of(i);
-      o[i] = in[i] == y[off] ? g[off] / ties[off] : T(0);
+      o[i] = IsNaN(y[off]) ? y[off] : (in[i] == y[off] ? g[off] / ties[off] : T(0));
     }
   } else {
     const bool mean = ctx.node().BoolAttr("mean");
@@ -474,8 +480,8 @@ void RegisterCpuMathKernels(KernelRegistry& r) {
       return x / y;
     }
   });
-  RegisterBinary(r, "Maximum", kNumericTypes, [](auto x, auto y) { return x > y ? x : y; });
-  RegisterBinary(r, "Minimum", kNumericTypes, [](auto x, auto y) { return x < y ? x : y; });
+  RegisterBinary(r, "Maximum", kNumericTypes, [](auto x, auto y) { return MaxNaN(x, y); });
+  RegisterBinary(r, "Minimum", kNumericTypes, [](auto x, auto y) { return MinNaN(x, y); });
   RegisterBinary(r, "Pow", kNumericTypes, [](auto x, auto y) {
     using T = decltype(x);
     return static_cast<T>(std::pow(x, y));
@@ -522,14 +528,13 @@ void RegisterCpuMathKernels(KernelRegistry& r) {
   RegisterUnary(r, "Abs", kNumericTypes, [](auto x, auto, bool) { return x < 0 ? -x : x; });
   RegisterUnary(r, "Sign", kNumericTypes, [](auto x, auto, bool) {
     using T = decltype(x);
-    return static_cast<T>((x > T(0)) - (x < T(0)));
+    return IsNaN(x) ? x : static_cast<T>((x > T(0)) - (x < T(0)));
   });
   RegisterUnary(r, "Sqrt", kFloatTypes, [](auto x, auto, bool) { return std::sqrt(x); });
   RegisterUnary(r, "Rsqrt", kFloatTypes, [](auto x, auto, bool) { return 1 / std::sqrt(x); });
   RegisterUnary(r, "Exp", kFloatTypes, [](auto x, auto, bool) { return std::exp(x); });
   RegisterUnary(r, "Log", kFloatTypes, [](auto x, auto, bool) { return std::log(x); });
-  RegisterUnary(r, "Relu", kFloatTypes,
-                [](auto x, auto, bool) { return x > 0 ? x : decltype(x)(0); });
+  RegisterUnary(r, "Relu", kFloatTypes, [](auto x, auto, bool) { return ReluValue(x); });
   RegisterUnary(r, "LeakyRelu", kFloatTypes,
                 [](auto x, auto alpha, bool) { return x > 0 ? x : alpha * x; });
   RegisterUnary(r, "Sigmoid", kFloatTypes, [](auto x, auto, bool) { return SigmoidValue(x); });
@@ -541,10 +546,10 @@ void RegisterCpuMathKernels(KernelRegistry& r) {
                     [](auto y, auto g, auto, bool) { return g * decltype(y)(0.5) / y; });
   RegisterUnaryGrad(r, "RsqrtGrad",
                     [](auto y, auto g, auto, bool) { return decltype(y)(-0.5) * g * y * y * y; });
-  RegisterUnaryGrad(r, "ReluGrad",
-                    [](auto x, auto g, auto, bool) { return x > 0 ? g : decltype(x)(0); });
-  RegisterUnaryGrad(r, "LeakyReluGrad",
-                    [](auto x, auto g, auto alpha, bool) { return x > 0 ? g : alpha * g; });
+  RegisterUnaryGrad(r, "ReluGrad", [](auto x, auto g, auto, bool) { return ReluGradValue(x, g); });
+  RegisterUnaryGrad(r, "LeakyReluGrad", [](auto x, auto g, auto alpha, bool) {
+    return x > 0 ? g : (IsNaN(x) ? x : alpha * g);
+  });
   RegisterUnaryGrad(r, "SigmoidGrad", [](auto y, auto g, auto, bool) { return g * y * (1 - y); });
   RegisterUnaryGrad(r, "TanhGrad", [](auto y, auto g, auto, bool) { return g * (1 - y * y); });
   RegisterUnaryGrad(r, "GeluGrad", [](auto x, auto g, auto, bool approx) {
