@@ -61,12 +61,12 @@ StatusOr<PayloadInfo> PayloadInfo::FromJson(const nlohmann::json& j, const std::
     return Corrupt(where, fmt::format("a payload entry is malformed ({})", e.what()));
   }
   if (!IsPlainFileName(p.file)) {
-    return Corrupt(where, fmt::format("it names payload file \"{}\", which is not a plain file "
+    return Corrupt(where, fmt::format("it names payload file {}, which is not a plain file "
                                       "name of the checkpoint directory (no '/' or \"..\")",
                                       QuoteBounded(p.file)));
   }
   if (ItemSizeOf(p.descr) == 0) {
-    return Corrupt(where, fmt::format("payload \"{}\" has dtype \"{}\" (not <f4, <f8, <i4 or <i8)",
+    return Corrupt(where, fmt::format("payload \"{}\" has dtype {} (not <f4, <f8, <i4 or <i8)",
                                       p.file, QuoteBounded(p.descr)));
   }
   for (int64_t d : p.shape) {

@@ -79,7 +79,7 @@ StatusOr<Index> ReadIndex(Env* env, const std::string& model_dir) {
     for (const std::string& name : names) {
       if (!IsPlainFileName(name) || name.rfind(kCheckpointPrefix, 0) != 0) {
         return absl::DataLossError(fmt::format(
-            "checkpoint index \"{}\" names \"{}\", which is not a checkpoint directory of this "
+            "checkpoint index \"{}\" names {}, which is not a checkpoint directory of this "
             "model_dir (names there are plain \"{}<step>\" names, no '/' or \"..\"); the index was "
             "edited or is not ours: restore a checkpoint by its directory",
             path, QuoteBounded(name), kCheckpointPrefix));

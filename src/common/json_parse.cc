@@ -32,11 +32,17 @@ absl::Status MakeError(absl::StatusCode code, std::string message) {
   return absl::Status(code, message);
 }
 
+// Bounded: `s`, cut to `limit` bytes with "..." (the parser's reason may quote a long token).
+std::string Bounded(std::string_view s, size_t limit) {
+  if (s.size() <= limit) return std::string(s);
+  return fmt::format("{}...", s.substr(0, limit));
+}
+
 }  // namespace
 
 std::string QuoteBounded(std::string_view s, size_t limit) {
-  if (s.size() <= limit) return std::string(s);
-  return fmt::format("{}...\" ({} bytes in all)", s.substr(0, limit), s.size());
+  if (s.size() <= limit) return fmt::format("\"{}\"", s);
+  return fmt::format("\"{}...\" ({} bytes in all)", s.substr(0, limit), s.size());
 }
 
 absl::Status CheckJsonDepth(std::string_view text, std::string_view what, absl::StatusCode code,
@@ -88,10 +94,9 @@ absl::StatusOr<nlohmann::json> ParseJson(std::string_view text, std::string_view
       reason.remove_prefix(colon + 2);
     }
     return MakeError(code, fmt::format("{} is not valid JSON: line {}, column {}: {}", what,
-                                       lc.line, lc.column, QuoteBounded(reason, 160)));
+                                       lc.line, lc.column, Bounded(reason, 160)));
   } catch (const std::exception& e) {
-    return MakeError(code,
-                     fmt::format("{} is not valid JSON: {}", what, QuoteBounded(e.what(), 160)));
+    return MakeError(code, fmt::format("{} is not valid JSON: {}", what, Bounded(e.what(), 160)));
   }
 }
 

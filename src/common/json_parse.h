@@ -37,8 +37,9 @@ inline constexpr int kMaxJsonDepth = 64;
 [[nodiscard]] absl::Status CheckJsonDepth(std::string_view text, std::string_view what,
                                           absl::StatusCode code, int max_depth = kMaxJsonDepth);
 
-// QuoteBounded: `s` for an error message: whole when short, else its first `limit` bytes, "...",
-// and its length, so a hostile 100 MB key or value is never copied into a message.
+// QuoteBounded: `s` in double quotes for an error message: "s" when at most `limit` bytes,
+// else "<its first `limit` bytes>..." (N bytes in all), so a hostile 100 MB key or value is
+// never copied into a message. Callers write it without quotes of their own.
 std::string QuoteBounded(std::string_view s, size_t limit = 80);
 
 }  // namespace recsdk::internal

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
@@ -552,10 +553,11 @@ StatusOr<EvalResult> Estimator::TrainAndEvaluate(const TrainSpec& train_spec,
                                                  const EvalSpec& eval_spec) {
   Impl& s = *impl_;
   if (train_spec.max_steps == 0 || train_spec.max_steps < -1 || eval_spec.every_n_steps < 0 ||
-      eval_spec.throttle_secs < 0 || eval_spec.start_delay_secs < 0) {
+      !(eval_spec.throttle_secs >= 0) || !(eval_spec.start_delay_secs >= 0) ||
+      !std::isfinite(eval_spec.throttle_secs) || !std::isfinite(eval_spec.start_delay_secs)) {
     return absl::InvalidArgumentError(fmt::format(
         "Estimator::TrainAndEvaluate: max_steps {} (> 0 or -1), every_n_steps {}, throttle_secs "
-        "{}, start_delay_secs {} (each >= 0)",
+        "{}, start_delay_secs {} (each finite and >= 0)",
         train_spec.max_steps, eval_spec.every_n_steps, eval_spec.throttle_secs,
         eval_spec.start_delay_secs));
   }

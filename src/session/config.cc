@@ -38,12 +38,8 @@ Status Invalid(std::string message) { return absl::InvalidArgumentError(std::mov
 // copied whole into the error.
 constexpr size_t kQuoteBytes = 80;
 
-// Quoted: `s` in double quotes for a message, cut past kQuoteBytes by QuoteBounded (which then
-// closes the quote itself and adds the length).
-std::string Quoted(std::string_view s) {
-  const std::string bounded = internal::QuoteBounded(s, kQuoteBytes);
-  return s.size() <= kQuoteBytes ? fmt::format("\"{}\"", bounded) : "\"" + bounded;
-}
+// Quoted: `s` in double quotes for a message, cut past kQuoteBytes (QuoteBounded).
+std::string Quoted(std::string_view s) { return internal::QuoteBounded(s, kQuoteBytes); }
 std::string Quoted(const std::string& s) { return Quoted(std::string_view(s)); }
 // Debian's Abseil has its own string_view (absl::StrSplit's pieces).
 std::string Quoted(absl::string_view s) { return Quoted(std::string_view(s.data(), s.size())); }
