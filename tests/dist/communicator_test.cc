@@ -1,10 +1,11 @@
 // Tests of the Communicator rules that hold without MPI: the LocalCommunicator (a world of one),
 // the argument checks every communicator shares, the cross-rank header checks (with headers
-// made up for several ranks).
+// made up for several ranks), the launcher's environment and CreateCommunicator's choice.
 #include "src/dist/communicator.h"
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/dist/collective_header.h"
+#include "src/dist/create_communicator.h"
+#include "src/dist/launch_env.h"
 #include "src/dist/local_communicator.h"
 
 namespace recsdk::dist {
@@ -374,6 +377,133 @@ TEST(CollectiveHeaderTest, AllToAllVPairsThatDisagreeFailEveryRankAndThePairName
   EXPECT_THAT(Message(v[0]), HasSubstr(pair));
   EXPECT_THAT(Message(v[1]), HasSubstr(pair));
   EXPECT_THAT(Message(v[2]), HasSubstr("the send and receive counts of other ranks disagree"));
+}
+
+TEST(LaunchEnvironmentTest, NoLauncherIsAWorldOfOne) {
+  const absl::StatusOr<LaunchEnvironment> env =
+      ReadLaunchEnvironment([](const char*) -> const char* { return nullptr; });
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_FALSE(env->under_launcher());
+  EXPECT_EQ(env->size, 1);
+  EXPECT_EQ(env->rank, 0);
+}
+
+// Lookup: an environment made of `vars`.
+struct Lookup {
+  std::map<std::string, std::string> vars;
+  const char* operator()(const char* name) const {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  }
+};
+
+TEST(LaunchEnvironmentTest, ReadsOpenMpi) {
+  const Lookup lookup{{{"OMPI_COMM_WORLD_SIZE", "4"},
+                       {"OMPI_COMM_WORLD_RANK", "3"},
+                       {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                       {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}}};
+  const absl::StatusOr<LaunchEnvironment> env = ReadLaunchEnvironment(lookup);
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->launcher, "Open MPI");
+  EXPECT_EQ(env->size, 4);
+  EXPECT_EQ(env->rank, 3);
+  EXPECT_EQ(env->local_size, 2);
+  EXPECT_EQ(env->local_rank, 1);
+}
+
+TEST(LaunchEnvironmentTest, ReadsPmiAndAssumesOneHostWithoutLocalVariables) {
+  const Lookup lookup{{{"PMI_SIZE", "3"}, {"PMI_RANK", "2"}}};
+  const absl::StatusOr<LaunchEnvironment> env = ReadLaunchEnvironment(lookup);
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->launcher, "MPICH/Intel MPI");
+  EXPECT_EQ(env->rank, 2);
+  EXPECT_EQ(env->local_rank, 2);
+  EXPECT_EQ(env->local_size, 3);
+}
+
+TEST(LaunchEnvironmentTest, ValuesThatDoNotParseNameTheVariable) {
+  struct Case {
+    std::map<std::string, std::string> vars;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {{{"OMPI_COMM_WORLD_SIZE", "two"}, {"OMPI_COMM_WORLD_RANK", "0"}},
+       "OMPI_COMM_WORLD_SIZE=\"two\" is not a whole number"},
+      {{{"OMPI_COMM_WORLD_SIZE", ""}, {"OMPI_COMM_WORLD_RANK", "0"}},
+       "OMPI_COMM_WORLD_SIZE=\"\" is not a whole number"},
+      {{{"OMPI_COMM_WORLD_SIZE", "2 "}, {"OMPI_COMM_WORLD_RANK", "0"}},
+       "OMPI_COMM_WORLD_SIZE=\"2 \" is not a whole number"},
+      {{{"OMPI_COMM_WORLD_SIZE", "0"}, {"OMPI_COMM_WORLD_RANK", "0"}},
+       "OMPI_COMM_WORLD_SIZE=0 is out of range"},
+      {{{"OMPI_COMM_WORLD_SIZE", "99999999999"}, {"OMPI_COMM_WORLD_RANK", "0"}},
+       "OMPI_COMM_WORLD_SIZE=\"99999999999\" is not a whole number"},
+      {{{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "2"}},
+       "OMPI_COMM_WORLD_RANK=2 is out of range; it must be this process's rank, in [0, 1]"},
+      {{{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "-1"}},
+       "OMPI_COMM_WORLD_RANK=-1 is out of range"},
+      {{{"OMPI_COMM_WORLD_SIZE", "2"}},
+       "OMPI_COMM_WORLD_SIZE=2 is set but OMPI_COMM_WORLD_RANK is not"},
+      {{{"PMI_SIZE", "2"}, {"PMI_RANK", "1"}, {"MPI_LOCALNRANKS", "3"}, {"MPI_LOCALRANKID", "0"}},
+       "MPI_LOCALNRANKS=3 is out of range"},
+      {{{"MV2_COMM_WORLD_SIZE", "4"},
+        {"MV2_COMM_WORLD_RANK", "1"},
+        {"MV2_COMM_WORLD_LOCAL_SIZE", "2"},
+        {"MV2_COMM_WORLD_LOCAL_RANK", "x"}},
+       "MV2_COMM_WORLD_LOCAL_RANK=\"x\" is not a whole number"},
+  };
+  for (const Case& c : cases) {
+    const absl::StatusOr<LaunchEnvironment> env = ReadLaunchEnvironment(Lookup{c.vars});
+    EXPECT_EQ(env.status().code(), absl::StatusCode::kInvalidArgument) << c.expected;
+    EXPECT_THAT(Message(env.status()), HasSubstr(c.expected));
+  }
+}
+
+LaunchEnvironment Launched(int rank, int size) {
+  LaunchEnvironment env;
+  env.launcher = "Open MPI";
+  env.size_variable = "OMPI_COMM_WORLD_SIZE";
+  env.rank_variable = "OMPI_COMM_WORLD_RANK";
+  env.rank = rank;
+  env.size = size;
+  return env;
+}
+
+TEST(CreateCommunicatorTest, APlainProgramGetsTheLocalCommunicator) {
+  SetMultiProcessCommunicator("", nullptr);
+  absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      CreateCommunicator(LaunchEnvironment{}, Soon());
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  EXPECT_EQ((*comm)->name(), "local");
+  // One rank under a launcher, without MPI in the program: still a world of one.
+  comm = CreateCommunicator(Launched(0, 1), Soon());
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  EXPECT_EQ((*comm)->name(), "local");
+}
+
+TEST(CreateCommunicatorTest, SeveralRanksWithoutMpiAreRefused) {
+  SetMultiProcessCommunicator("", nullptr);
+  const absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      CreateCommunicator(Launched(1, 2), Soon());
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(Message(comm.status()),
+              AllOf(HasSubstr("launched as rank 1 of 2 (Open MPI set OMPI_COMM_WORLD_SIZE=2)"),
+                    HasSubstr("RegisterMpiCommunicator()")));
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> FakeMultiProcess(const LaunchEnvironment& env,
+                                                               Deadline) {
+  return absl::UnavailableError("fake factory for rank " + std::to_string(env.rank));
+}
+
+TEST(CreateCommunicatorTest, ARegisteredFactoryServesEveryLaunchOnly) {
+  SetMultiProcessCommunicator("fake", &FakeMultiProcess);
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateCommunicator(Launched(1, 1), Soon());
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(Message(comm.status()), HasSubstr("fake factory for rank 1"));
+  comm = CreateCommunicator(LaunchEnvironment{}, Soon());
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  EXPECT_EQ((*comm)->name(), "local");
+  SetMultiProcessCommunicator("", nullptr);
 }
 
 }  // namespace
