@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Builds recsdk and runs its tests. Does its own set-up (installs missing Debian packages).
 #
-#   scripts/test.sh              quick suite + consumer-project check + one clang ASan/UBSan build
+#   scripts/test.sh              quick suite + MPI suite (label mpi, under mpirun at 2 and 3 ranks)
+#                                + consumer-project check + one clang ASan/UBSan build
 #                                (build-fuzz) that runs the quick suite and then a short libFuzzer
 #                                run of every reader (scripts/fuzz.sh) + ThreadSanitizer build of
 #                                the threaded tests (label tsan)
 #   RECSDK_TEST_LABELS='quick|slow' scripts/test.sh     choose CTest labels
+#   RECSDK_SKIP_MPI=1 scripts/test.sh                   skip the MPI suite (label mpi)
 #   RECSDK_SKIP_SANITIZE=1 scripts/test.sh              skip the quick suite under ASan/UBSan
 #   RECSDK_SKIP_TSAN=1 scripts/test.sh                  skip the ThreadSanitizer build (label tsan)
 #   RECSDK_SKIP_FUZZ=1 scripts/test.sh                  skip the fuzz build and run
@@ -30,13 +32,22 @@ cmake --build build -j "$jobs"
 stage "tests (labels: $labels)"
 (cd build && ctest -L "$labels" --output-on-failure -j "$jobs" --timeout 600)
 
-stage "consumer project: install, then find_package(recsdk) from outside the tree"
+# The MPI communicator's tests run under mpirun (tests/dist/CMakeLists.txt), in the Release tree.
+# install_deps.sh installed Open MPI, so no test found is an error here, not a skip.
+if [ "${RECSDK_SKIP_MPI:-0}" != "1" ]; then
+  stage "tests (label mpi: the MPI communicator under mpirun, 2 and 3 ranks)"
+  (cd build && ctest -L mpi --no-tests=error --output-on-failure -j "$jobs" --timeout 600)
+fi
+
+stage "consumer project: install, then find_package(recsdk COMPONENTS mpi) from outside the tree"
 prefix="$root/build/install"
 rm -rf "$prefix" build/consumer
 cmake --install build --prefix "$prefix" >/dev/null
-cmake -S tests/consumer -B build/consumer "${generator[@]}" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake -S tests/consumer -B build/consumer "${generator[@]}" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DRECSDK_CONSUMER_MPI=ON >/dev/null
 cmake --build build/consumer -j "$jobs"
 build/consumer/consumer
+build/consumer/consumer_mpi
 
 if [ "${RECSDK_SKIP_TSAN:-0}" != "1" ]; then
   stage "ThreadSanitizer build, label tsan (pipeline threads, key stage, inter-op parallelism)"
