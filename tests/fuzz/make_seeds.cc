@@ -212,6 +212,13 @@ int main(int argc, char** argv) {
     SessionConfig c;
     Write(out, "config_json_fuzz", 0, c.ToJson());
     Write(out, "config_json_fuzz", 1, "{\"intra_op_parallelism\": 4, \"deterministic\": true}");
+    // Issue 30's shapes: nesting at the depth bound, a long unknown key (the suggestion search),
+    // a long value quoted in an error, a syntax error on a later line.
+    Write(out, "config_json_fuzz", 2,
+          "{\"dump_step\": " + std::string(63, '[') + "1" + std::string(63, ']') + "}");
+    Write(out, "config_json_fuzz", 3, "{\"" + std::string(4096, 'k') + "\": 1}");
+    Write(out, "config_json_fuzz", 4, "{\"dump_mode\": \"" + std::string(4096, 'v') + "\"}");
+    Write(out, "config_json_fuzz", 5, "{\n  \"deterministic\": true,\n  \"device\": cpu\n}");
   }
   fs::remove_all(tmp);
   return 0;
