@@ -71,7 +71,10 @@ function(recsdk_isa_variants out_var source symbol_prefix)
       COMMAND ${RECSDK_GNU_LD} -r --force-group-allocation $<TARGET_OBJECTS:${lib}> -o ${local_obj}.tmp
       COMMAND ${RECSDK_GNU_OBJCOPY} -w --keep-global-symbol=${symbol_prefix}${isa}* ${local_obj}.tmp ${local_obj}
       COMMAND ${CMAKE_COMMAND} -E remove ${local_obj}.tmp
-      DEPENDS $<TARGET_OBJECTS:${lib}>
+      # The target name makes a target-level dependency (the objects alone are only file-level:
+      # with the Makefile generator the consumer's rule could run before the object library was
+      # built, a nondeterministic "No rule to make target ...isa.cc.o" at -j2).
+      DEPENDS ${lib} $<TARGET_OBJECTS:${lib}>
       COMMAND_EXPAND_LISTS
       COMMENT "Localising ${isa} kernel symbols of ${stem}")
     list(APPEND objects ${local_obj})

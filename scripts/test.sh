@@ -55,7 +55,14 @@ if [ "${RECSDK_SKIP_TSAN:-0}" != "1" ]; then
   # are built. oneTBB is not instrumented: tests/tsan_suppressions.txt says why each entry is there.
   # A unity build of the library (its -O1 compile is mostly headers) and the tests' own code
   # at -O0 (RECSDK_TEST_OPT): the time a test runs is the library's.
-  cmake -S . -B build-tsan "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
+  # This tree is built with the Unix Makefiles generator (the others with Ninja when present):
+  # every generator must build at -j2, and Makefiles once missed a target-level dependency that
+  # Ninja did not (the ISA objects, issue 28). A tree made by another generator is remade.
+  if [ -f build-tsan/CMakeCache.txt ] &&
+    ! grep -q '^CMAKE_GENERATOR:INTERNAL=Unix Makefiles$' build-tsan/CMakeCache.txt; then
+    rm -rf build-tsan
+  fi
+  cmake -S . -B build-tsan -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
     -DRECSDK_TSAN=ON -DRECSDK_WERROR=ON -DRECSDK_UNITY_BUILD=ON -DRECSDK_TEST_OPT=-O0 \
     -DRECSDK_BUILD_BENCHMARKS=OFF -DRECSDK_BUILD_SAMPLES=OFF >/dev/null
   tsan_tests=$(sed -n 's/^set(RECSDK_TSAN_TESTS \([^)]*\))$/\1/p' tests/CMakeLists.txt)
