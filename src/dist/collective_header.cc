@@ -67,7 +67,11 @@ CollectiveHeader MakeCollectiveHeader(const CollectiveCall& call, int sender, in
   h.step = call.tag.step;
   h.label_fingerprint = Fingerprint64(call.tag.label);
   h.label_size = static_cast<int64_t>(call.tag.label.size());
-  std::memcpy(h.label, call.tag.label.data(), std::min(call.tag.label.size(), sizeof(h.label) - 1));
+  // An empty label's data() may be null, which memcpy may not be given even for 0 bytes (UBSan).
+  if (!call.tag.label.empty()) {
+    std::memcpy(h.label, call.tag.label.data(),
+                std::min(call.tag.label.size(), sizeof(h.label) - 1));
+  }
   h.elem_size = call.elem_size;
   h.dtype = static_cast<int32_t>(call.dtype);
   h.op = static_cast<int32_t>(call.op);
