@@ -63,8 +63,10 @@ struct DenseNet {
   std::unique_ptr<Session> session;
 
   // DenseNet: the model for batches of `rows` rows, trained by `opt`, initialised from `seed`.
-  // Creates the session and runs the init op.
-  DenseNet(const std::shared_ptr<Optimizer>& opt, int64_t seed, int64_t rows) {
+  // Creates the session and runs the init op unless `create_session` is false (the graph alone,
+  // for a MonitoredSession).
+  DenseNet(const std::shared_ptr<Optimizer>& opt, int64_t seed, int64_t rows,
+           bool create_session = true) {
     g.set_random_seed(seed);
     Output x = ops::Placeholder(s.WithOpName("x"), DType::kFloat32, Shape{rows, kIn});
     Output y = ops::Placeholder(s.WithOpName("y"), DType::kFloat32, Shape{rows, 1});
@@ -82,7 +84,7 @@ struct DenseNet {
     train = t.ok() ? *t : nullptr;
     init = GlobalVariablesInitializer(s);
     EXPECT_TRUE(s.ok()) << s.status();
-    if (!s.ok()) return;
+    if (!s.ok() || !create_session) return;
     StatusOr<std::unique_ptr<Session>> created = Session::Create(g, SessionConfig{});
     EXPECT_TRUE(created.ok()) << created.status();
     if (!created.ok()) return;
@@ -101,11 +103,13 @@ struct DenseNet {
     return out[0].scalar<float>();
   }
 
-  // Weights: every trainable variable's values, in creation order, one vector each.
-  std::vector<std::vector<float>> Weights() {
+  // Weights: every trainable variable's values, in creation order, one vector each, read
+  // through `other` when given, else through this net's session.
+  std::vector<std::vector<float>> Weights(Session* other = nullptr) {
+    Session* from = other != nullptr ? other : session.get();
     std::vector<std::vector<float>> all;
     for (const Variable& v : TrainableVariables(g)) {
-      StatusOr<std::vector<Tensor>> out = session->Run({}, {v.name() + "/read"});
+      StatusOr<std::vector<Tensor>> out = from->Run({}, {v.name() + "/read"});
       EXPECT_TRUE(out.ok()) << v.name() << ": " << out.status();
       if (!out.ok()) return {};
       const Tensor& t = (*out)[0];
