@@ -28,7 +28,7 @@ namespace recsdk::dist {
     absl::FunctionRef<absl::Status(Communicator&, const DistributedOptions&)> fn);
 
 // ProcessWorld: rank and size of the process communicator when one exists; false otherwise
-// (then nothing is created).
+// (then nothing is created). Does not wait for a collective in flight (an atomic read).
 bool ProcessWorld(int* rank, int* size);
 
 // SetProcessCommunicatorForTesting: installs `comm` (a fake that fails, a local one) as the
