@@ -364,6 +364,22 @@ class CheckpointSaverHook final : public SessionRunHook {
   std::vector<std::string> saved_;
 };
 
+// BroadcastGlobalVariablesHook (the spec's NPUBroadcastGlobalVariablesHook): in
+// AfterCreateSession, after the init op (and after_init's restore) ran, copies every global
+// variable from rank `root_rank` to the other ranks (broadcast_global_variables,
+// recsdk/distributed.h), so that all ranks start training from the same values. A no-op copy at
+// world size 1. Every rank must use it (it is a collective); its errors are
+// broadcast_global_variables'. The Estimator does not add it by itself yet: add it to the hooks.
+class BroadcastGlobalVariablesHook final : public SessionRunHook {
+ public:
+  explicit BroadcastGlobalVariablesHook(int root_rank = 0) : root_rank_(root_rank) {}
+  Status AfterCreateSession(Session& session) override;
+  int root_rank() const { return root_rank_; }
+
+ private:
+  int root_rank_;
+};
+
 }  // namespace recsdk
 
 #endif  // RECSDK_HOOKS_H_

@@ -5,6 +5,7 @@
 #include "recsdk/checkpoint.h"
 #include "recsdk/config.h"
 #include "recsdk/dataset.h"
+#include "recsdk/distributed.h"
 #include "recsdk/dtype.h"
 #include "recsdk/embedding.h"
 #include "recsdk/estimator.h"

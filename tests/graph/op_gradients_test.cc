@@ -255,5 +255,27 @@ TEST(OpGradientsTest, FusedDense) {
   }
 }
 
+// AllReduceMean (recsdk/distributed.h) is the identity in a world of one rank, and so is its
+// gradient. It averages float32 only, so the check runs through casts, with a step and a
+// tolerance that float32 rounding allows; the two outputs of one node get their gradients from
+// one backward node. The multi-rank gradient (the mean of the ranks' gradients) is exercised by
+// tests/dist/mpi_data_parallel_test.cc.
+TEST(OpGradientsTest, AllReduceMeanOnOneRank) {
+  GradCheckOptions o;
+  o.delta = 1e-2;
+  o.tolerance = 1e-4;
+  EXPECT_GRAD_OK(CheckGradients(
+      {Shape{3, 4}, Shape{5}},
+      [](const Scope& s, V in) {
+        const std::vector<Output> r = AllReduceMean(
+            s, {ops::Cast(s, in[0], DType::kFloat32), ops::Cast(s, in[1], DType::kFloat32)});
+        // Both outputs reach y: 2 * a + sum(b) broadcast over a.
+        Output a = ops::Cast(s, r[0], DType::kFloat64);
+        Output b = ops::Cast(s, r[1], DType::kFloat64);
+        return ops::Add(s, ops::Mul(s, a, ops::Const(s, 2.0)), ops::ReduceSum(s, b));
+      },
+      o));
+}
+
 }  // namespace
 }  // namespace recsdk

@@ -1,0 +1,160 @@
+// recsdk/distributed.h: data-parallel training on several processes (ranks), the spec's
+// distributed API.
+//
+// A job is N copies of one program started by an MPI launcher (`mpirun -np N ./train`); a
+// program started without one is a world of one rank, and every call below is then the N = 1
+// case of the same code (the all-reduce is the identity, the broadcast a no-op), not a second
+// path. Each rank trains on its own part of every global batch (Shard below) and keeps the
+// dense variables equal to the other ranks' by averaging the gradients (DistributedOptimizer)
+// after starting from the same values (broadcast_global_variables).
+//
+// The spec's names and ours:
+//   get_rank_id(), get_rank_size(),          the same names (StatusOr: a launcher variable that
+//   get_local_rank_id(), get_local_rank_size()  does not parse is an error, not rank 0)
+//   npu_allreduce(tensors)                   allreduce() / AllReduceMean(): the mean, op type
+//                                            "AllReduceMean"
+//   npu_distributed_optimizer_wrapper(opt)   DistributedOptimizer
+//   (npu_distributed_optimizer_wrapper
+//                                            returns one)
+//   hccl_ops.broadcast recipe                broadcast_global_variables(session, root_rank)
+//   NPUBroadcastGlobalVariablesHook          BroadcastGlobalVariablesHook (recsdk/hooks.h)
+//   dataset.shard(rank_size, rank_id)        Shard(dataset, size, rank) (recsdk/dataset.h):
+//
+//     StatusOr<int> size = get_rank_size(), rank = get_rank_id();
+//     if (!size.ok() || !rank.ok()) return ...;
+//     auto shard = Shard(std::move(dataset), *size, *rank);
+//
+// Multi-process runs need the MPI communicator: link recsdk::mpi
+// (find_package(recsdk COMPONENTS mpi)) and call recsdk::dist::RegisterMpiCommunicator() at
+// start; under mpirun with several ranks and without it, InitDistributed fails saying so rather
+// than letting N processes each train alone.
+//
+// Not yet (issue 24): sparse tables are NOT kept in sync across ranks. Each rank has its own
+// replica of every table and updates it with its own gradients only; sharded tables come next.
+//
+// Threading: the functions here may be called from any thread. Collectives of one process are
+// serialised (one at a time, in the order their callers reach them), so every rank must reach
+// them in the same order; the graph op does that for one Session (see AllReduceMean).
+#ifndef RECSDK_DISTRIBUTED_H_
+#define RECSDK_DISTRIBUTED_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "recsdk/optimizers.h"
+#include "recsdk/scope.h"
+#include "recsdk/session.h"
+#include "recsdk/status.h"
+
+namespace recsdk {
+
+// DistributedOptions: how this process joins the job.
+struct DistributedOptions {
+  // collective_timeout_s: the longest any one collective (an all-reduce of a step's gradients, a
+  // broadcast of the variables) waits for the other ranks, in seconds; then it fails with
+  // DeadlineExceeded naming the ranks that did not come. Finite and > 0. Default 300 (NCCL's and
+  // HCCL's 10-30 minutes hide a stopped rank for too long; a step of a recommender model takes
+  // well under a second, and the first collective also waits for the slowest rank's start-up).
+  double collective_timeout_s = 300.0;
+
+  // Validate: InvalidArgument naming the option, its value, the rule and the fix.
+  Status Validate() const;
+};
+
+// InitDistributed: creates this process's communicator, once: the MPI one under an MPI launcher
+// when the program registered it, else the local one (a world of one). Collective under MPI:
+// every rank calls it, and it waits for them up to collective_timeout_s. A second call with the
+// same options returns OK and changes nothing; with other options it is FailedPrecondition
+// (call ShutdownDistributed first). Errors: InvalidArgument for bad options or launcher
+// variables, FailedPrecondition for a multi-rank launch without MPI in the program.
+// Optional for a single process: the all-reduce op initialises with default options on first
+// use.
+[[nodiscard]] Status InitDistributed(const DistributedOptions& options = {});
+
+// ShutdownDistributed: drops this process's communicator (MPI itself is finalised at exit), so
+// that InitDistributed may run again. Not while a collective is running (it waits for it).
+void ShutdownDistributed();
+
+// get_rank_id / get_rank_size / get_local_rank_id / get_local_rank_size (the spec's): this
+// process's rank in the job, the number of ranks, its rank among the ranks on this host, and
+// how many those are. From the communicator once InitDistributed ran, else from the launcher's
+// environment (OMPI_COMM_WORLD_RANK, ...); 0 and 1 for a plain process. InvalidArgument naming
+// the variable when a launcher variable does not parse or is out of range. Cheap (a read of a
+// few environment variables at most); not safe beside a setenv in another thread.
+[[nodiscard]] StatusOr<int> get_rank_id();
+[[nodiscard]] StatusOr<int> get_rank_size();
+[[nodiscard]] StatusOr<int> get_local_rank_id();
+[[nodiscard]] StatusOr<int> get_local_rank_size();
+
+// AllReduceMean: one node (op type "AllReduceMean") whose outputs are the element-wise means
+// over all ranks of its float32 inputs, each output shaped like its input; the identity on one
+// rank. Its kernel packs the inputs into one buffer and makes one all-reduce through this
+// process's communicator with the deadline collective_timeout_s, so a list of gradients costs
+// one collective. A rank that does not take part makes the others' Session::Run fail with
+// DeadlineExceeded naming the op and that rank; after such a failure the MPI communicator is
+// unusable (every later collective fails): end the process.
+// Order: each AllReduceMean node of a graph takes a control input from the previous one, so in
+// one Session the collectives run in build order. Every rank must build the same graph and run
+// the same fetches (a rank that skips the node leaves the others waiting until the deadline).
+// Gradient: the mean over the ranks of the outputs' gradients (another AllReduceMean): the
+// gradient, with respect to this rank's input, of the sum of every rank's loss; at N = 1 the
+// identity. Stateful: never constant-folded or merged.
+// An error (a non-float32 input, no inputs) is recorded in the graph and the returned outputs
+// are invalid, like every builder of recsdk/ops.h.
+std::vector<Output> AllReduceMean(const Scope& scope, const std::vector<Output>& tensors);
+
+// allreduce: the spec's npu_allreduce on a list of gradients (mean): AllReduceMean.
+inline std::vector<Output> allreduce(const Scope& scope, const std::vector<Output>& tensors) {
+  return AllReduceMean(scope, tensors);
+}
+
+// DistributedOptimizer (the spec's npu_distributed_optimizer_wrapper): wraps a dense optimizer.
+// ComputeGradients asks the inner optimizer for the gradients, then replaces every valid one by
+// its mean over the ranks with one AllReduceMean node; ApplyGradients (and Minimize) apply them
+// through the inner optimizer, so its slots and names are the inner optimizer's. With a mean
+// loss over equal-size shards of a global batch, the averaged gradient is the full batch's, so
+// N ranks train as one process on the global batches. At N = 1 training is bitwise the inner
+// optimizer's (the mean of one value is that value).
+// The reduction runs after the whole backward pass (the spec's hcom_parallel off); overlapping
+// it with backward in buckets is not there yet.
+// Sparse tables are untouched: their gradients (ComputeSparseGradients) are not reduced, and
+// each rank's replica of a table drifts apart from the others' (issue 24: sharded tables next).
+// Threading: build-time, like Scope.
+class DistributedOptimizer : public Optimizer {
+ public:
+  explicit DistributedOptimizer(std::shared_ptr<Optimizer> inner);
+  std::string name() const override;
+
+  StatusOr<GradsAndVars> ComputeGradients(const Scope& scope, Output loss,
+                                          const std::vector<Variable>& var_list = {}) override;
+  StatusOr<Node*> ApplyGradients(const Scope& scope, const GradsAndVars& grads_and_vars,
+                                 const Variable* global_step = nullptr) override;
+
+ protected:
+  StatusOr<Node*> ApplyDense(const Scope& scope, Output grad, const Variable& var) override;
+
+ private:
+  std::shared_ptr<Optimizer> inner_;
+};
+
+// npu_distributed_optimizer_wrapper: the spec's name for DistributedOptimizer.
+inline std::shared_ptr<Optimizer> npu_distributed_optimizer_wrapper(
+    std::shared_ptr<Optimizer> inner) {
+  return std::make_shared<DistributedOptimizer>(std::move(inner));
+}
+
+// broadcast_global_variables (the spec's hccl_ops.broadcast recipe): copies the value of every
+// global variable of `session`'s graph (GlobalVariables: weights, optimizer slots, the global
+// step) from rank `root_rank` to every other rank, in one broadcast of all their bytes, so that
+// ranks that initialised with different random values start equal. Collective: every rank calls
+// it after its variables are initialised; cost O(total variable bytes) per rank. Errors:
+// InvalidArgument for root_rank outside [0, size); FailedPrecondition naming a variable that is
+// not initialised (the other ranks then fail with DeadlineExceeded naming this rank); a
+// mismatch of the variables' total size across ranks fails every rank at once; DeadlineExceeded
+// as for AllReduceMean. Not while a Run of the same session is in progress.
+[[nodiscard]] Status broadcast_global_variables(Session& session, int root_rank = 0);
+
+}  // namespace recsdk
+
+#endif  // RECSDK_DISTRIBUTED_H_

@@ -1,0 +1,41 @@
+// process_communicator.h: the one communicator of this process, shared by the distributed API
+// (recsdk/distributed.h), the AllReduceMean kernel and broadcast_global_variables.
+//
+// InitDistributed creates it; the kernel creates it with default options on first use when the
+// program did not (so a single-process program needs no ceremony). Every use holds one mutex
+// for the whole collective: Communicator is not thread-safe, and the Session runs independent
+// nodes on several threads. Holding the mutex does not order collectives across ranks; the
+// graph does that (AllReduceMean nodes are chained by control inputs).
+//
+// Threading: every function is thread-safe. A collective running under WithProcessCommunicator
+// blocks the others (and ShutdownDistributed) until it ends or its deadline passes.
+#ifndef RECSDK_DIST_PROCESS_COMMUNICATOR_H_
+#define RECSDK_DIST_PROCESS_COMMUNICATOR_H_
+
+#include <memory>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "recsdk/distributed.h"
+#include "src/dist/communicator.h"
+
+namespace recsdk::dist {
+
+// WithProcessCommunicator: runs `fn` with the process communicator and its options, under the
+// process mutex, and returns what `fn` returns. Creates the communicator with default options
+// when InitDistributed has not run (and returns that creation's error, if any).
+[[nodiscard]] absl::Status WithProcessCommunicator(
+    absl::FunctionRef<absl::Status(Communicator&, const DistributedOptions&)> fn);
+
+// ProcessWorld: rank and size of the process communicator when one exists; false otherwise
+// (then nothing is created). Does not wait for a collective in flight (an atomic read).
+bool ProcessWorld(int* rank, int* size);
+
+// SetProcessCommunicatorForTesting: installs `comm` (a fake that fails, a local one) as the
+// process communicator with `options`, replacing any; nullptr removes it.
+void SetProcessCommunicatorForTesting(std::unique_ptr<Communicator> comm,
+                                      const DistributedOptions& options = {});
+
+}  // namespace recsdk::dist
+
+#endif  // RECSDK_DIST_PROCESS_COMMUNICATOR_H_

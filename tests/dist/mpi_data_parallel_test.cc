@@ -1,0 +1,196 @@
+// Data-parallel training under mpirun at 2 and 3 ranks (tests/dist/CMakeLists.txt): the rank
+// functions agree with the launcher; N ranks each training on their shard of every global batch
+// with DistributedOptimizer end with the dense weights of one process trained on the full global
+// batches (computed on every rank, in the same test, by a plain optimizer that makes no
+// collective); broadcast_global_variables and BroadcastGlobalVariablesHook make ranks that
+// initialised differently equal to the root; and a rank that skips the all-reduce makes the
+// others' Session::Run fail with DeadlineExceeded naming the op and that rank, within the
+// timeout. Every wait has a deadline, and CTest a TIMEOUT.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "recsdk/recsdk.h"
+#include "src/dist/create_communicator.h"
+#include "src/dist/launch_env.h"
+#include "src/dist/mpi/mpi_communicator.h"
+#include "tests/dist/dense_model_util.h"
+
+namespace recsdk {
+namespace {
+
+using ::testing::AllOf;
+using testing::DenseNet;
+using testing::GlobalBatch;
+using ::testing::HasSubstr;
+using testing::ShardOf;
+
+// Generous: the ranks share 2 cores with each other and with whatever else CI runs.
+constexpr double kGenerousS = 60;
+
+class DataParallelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DistributedOptions o;
+    o.collective_timeout_s = kGenerousS;
+    ASSERT_TRUE(InitDistributed(o).ok());
+    rank_ = get_rank_id().value_or(-1);
+    size_ = get_rank_size().value_or(-1);
+    ASSERT_GE(size_, 2) << "run this test under mpirun -np 2 or more";
+  }
+
+  int rank_ = -1;
+  int size_ = -1;
+};
+
+// Close: |a - b| <= 1e-5 relative to the larger, with a floor for values near 0.
+void ExpectClose(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b,
+                 const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t v = 0; v < a.size(); ++v) {
+    ASSERT_EQ(a[v].size(), b[v].size()) << what;
+    for (size_t i = 0; i < a[v].size(); ++i) {
+      const float scale = std::max({std::fabs(a[v][i]), std::fabs(b[v][i]), 1e-2f});
+      EXPECT_LE(std::fabs(a[v][i] - b[v][i]), 1e-5f * scale)
+          << what << ": variable " << v << " element " << i << ": " << a[v][i] << " vs " << b[v][i];
+    }
+  }
+}
+
+TEST_F(DataParallelTest, RankFunctionsAgreeWithTheLauncher) {
+  const StatusOr<dist::LaunchEnvironment> env = dist::ReadLaunchEnvironment();
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(rank_, env->rank);
+  EXPECT_EQ(size_, env->size);
+  EXPECT_EQ(get_local_rank_id().value_or(-1), env->local_rank);
+  EXPECT_EQ(get_local_rank_size().value_or(-1), env->local_size);
+  EXPECT_EQ(env->local_size, size_) << "the test runs every rank on this host";
+}
+
+TEST_F(DataParallelTest, ShardsOfEveryGlobalBatchTrainLikeOneProcessOnTheGlobalBatches) {
+  // 12 rows: equal shards at 2, 3, 4 and 6 ranks, so the mean over the ranks of the shards' mean
+  // gradients is the global batch's mean gradient.
+  constexpr int64_t kGlobalRows = 12;
+  constexpr int kSteps = 20;
+  ASSERT_EQ(kGlobalRows % size_, 0);
+  auto sgd = [] { return std::make_shared<SgdOptimizer>(SgdOptions{0.1}); };
+  DenseNet ranks(npu_distributed_optimizer_wrapper(sgd()), 11, kGlobalRows / size_);
+  DenseNet one(sgd(), 11, kGlobalRows);
+  ASSERT_NE(ranks.session, nullptr);
+  ASSERT_NE(one.session, nullptr);
+  const auto initial = one.Weights();
+  for (int step = 0; step < kSteps; ++step) {
+    const testing::ModelBatch global = GlobalBatch(step, kGlobalRows);
+    const StatusOr<float> a = ranks.Step(ShardOf(global, size_, rank_));
+    ASSERT_TRUE(a.ok()) << a.status();
+    const StatusOr<float> b = one.Step(global);
+    ASSERT_TRUE(b.ok()) << b.status();
+  }
+  const auto trained = one.Weights();
+  ExpectClose(ranks.Weights(), trained, "rank " + std::to_string(rank_) + " vs one process");
+  // The comparison can fail: training moved the weights well beyond the tolerance.
+  float moved = 0;
+  for (size_t v = 0; v < trained.size(); ++v) {
+    for (size_t i = 0; i < trained[v].size(); ++i) {
+      moved = std::max(moved, std::fabs(trained[v][i] - initial[v][i]));
+    }
+  }
+  EXPECT_GT(moved, 1e-2f);
+}
+
+TEST_F(DataParallelTest, BroadcastMakesRanksThatInitialisedDifferentlyEqualToTheRoot) {
+  auto sgd = [] { return std::make_shared<SgdOptimizer>(); };
+  // broadcast_global_variables from rank 0.
+  DenseNet net(sgd(), 100 + rank_, 4);
+  DenseNet root(sgd(), 100, 4);  // what rank 0 initialised, rebuilt here
+  ASSERT_NE(net.session, nullptr);
+  ASSERT_NE(root.session, nullptr);
+  if (rank_ != 0) {
+    ASSERT_NE(net.Weights(), root.Weights()) << "the seeds differ";
+  }
+  ASSERT_TRUE(broadcast_global_variables(*net.session, 0).ok());
+  EXPECT_EQ(net.Weights(), root.Weights());
+
+  // BroadcastGlobalVariablesHook from the last rank, after a MonitoredSession's init op.
+  const int last = size_ - 1;
+  DenseNet graph_only(sgd(), 200 + rank_, 4, /*create_session=*/false);
+  DenseNet last_root(sgd(), 200 + last, 4);
+  MonitoredSessionOptions options;
+  options.hooks = {std::make_shared<BroadcastGlobalVariablesHook>(last)};
+  StatusOr<std::unique_ptr<MonitoredSession>> ms =
+      MonitoredSession::Create(&graph_only.g, std::move(options));
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  EXPECT_EQ(graph_only.Weights(&(*ms)->session()), last_root.Weights());
+}
+
+// Last: it leaves the process communicator unusable (MPI cannot cancel a collective).
+TEST_F(DataParallelTest, ARankThatSkipsTheAllReduceIsNamedAtTheDeadline) {
+  // A communicator of its own to meet on after the process one is left unusable.
+  StatusOr<std::unique_ptr<dist::Communicator>> after =
+      dist::CreateCommunicator(dist::DeadlineAfterSeconds(kGenerousS));
+  ASSERT_TRUE(after.ok()) << after.status();
+  ShutdownDistributed();
+  DistributedOptions o;
+  o.collective_timeout_s = 1;
+  ASSERT_TRUE(InitDistributed(o).ok());
+  DenseNet net(npu_distributed_optimizer_wrapper(std::make_shared<SgdOptimizer>()), 5, 4);
+  ASSERT_NE(net.session, nullptr);
+  const int silent = size_ - 1;
+  if (rank_ != silent) {
+    const auto start = std::chrono::steady_clock::now();
+    const StatusOr<float> loss = net.Step(GlobalBatch(0, 4));
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_FALSE(loss.ok());
+    EXPECT_EQ(loss.status().code(), absl::StatusCode::kDeadlineExceeded) << loss.status();
+    EXPECT_THAT(std::string(loss.status().message()),
+                AllOf(HasSubstr("distributed/AllReduceMean"), HasSubstr("(AllReduceMean)"),
+                      HasSubstr("rank " + std::to_string(silent) + " did not join"),
+                      HasSubstr("Session::Run #")));
+    // Bounds, not a timing: the run waits for the deadline and returns soon after it.
+    EXPECT_GE(waited, 1.0);
+    EXPECT_LT(waited, 11.0);
+  }
+  // The silent rank meets the others here, after their deadline.
+  ASSERT_TRUE((*after)->Barrier(dist::DeadlineAfterSeconds(kGenerousS), {-1, "after"}).ok());
+  ShutdownDistributed();
+}
+
+// On ranks other than 0, print only failures (with the rank), not gtest's whole report thrice.
+class FailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit FailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& result) override {
+    if (!result.failed()) return;
+    std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_,
+                 result.file_name() ? result.file_name() : "?", result.line_number(),
+                 result.message());
+  }
+
+ private:
+  int rank_;
+};
+
+}  // namespace
+}  // namespace recsdk
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  recsdk::dist::RegisterMpiCommunicator();
+  const absl::StatusOr<recsdk::dist::LaunchEnvironment> env = recsdk::dist::ReadLaunchEnvironment();
+  if (!env.ok() || !env->under_launcher()) {
+    std::fprintf(stderr, "run this test under mpirun (e.g. mpirun -np 2 %s)\n", argv[0]);
+    return 1;
+  }
+  if (env->rank != 0) {
+    ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new recsdk::FailurePrinter(env->rank));
+  }
+  return RUN_ALL_TESTS();
+}
