@@ -278,7 +278,8 @@ uint32_t SsdStore::FileRows(uint64_t index) const {
 absl::Status SsdStore::MakeFile(uint64_t index, const std::string& folder, File* file) const {
   const std::string path = folder + "/" + FileName(index);
   const uint64_t bytes = kHeaderBytes + uint64_t{FileRows(index)} * record_bytes();
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // O_NOFOLLOW: a link planted at a tier file's name must not get its target truncated.
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return absl::ErrnoToStatus(errno, path);
   // Reserve every block now, so that a full disk is found here and never by a row write.
   int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
