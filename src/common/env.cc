@@ -216,7 +216,10 @@ class FaultWritableFile final : public WritableFile {
     RECSDK_RETURN_IF_ERROR(env_->BeforeAppend(path_, data.size()));
     return f_->Append(data);
   }
-  Status Sync() override { return f_->Sync(); }
+  Status Sync() override {
+    if (env_->fail_sync.load()) return ErrnoToStatus(EIO, "syncing", path_);
+    return f_->Sync();
+  }
   Status Close() override { return f_->Close(); }
 
  private:
@@ -313,13 +316,20 @@ Status WriteStringToFileSync(Env* env, const std::string& path, std::string_view
 }
 
 Status WriteStringToFileAtomic(Env* env, const std::string& path, std::string_view data) {
+  return WritePiecesToFileAtomic(env, path, {data});
+}
+
+Status WritePiecesToFileAtomic(Env* env, const std::string& path,
+                               std::initializer_list<std::string_view> pieces) {
   const std::string tmp = path + ".tmp";
   // The temporary is created exclusively: whatever is at its name (a crash's leftover, or a link
   // planted to redirect the write) is removed first, never written through.
   RECSDK_RETURN_IF_ERROR(DeleteRecursively(env, tmp));
   auto f = env->NewExclusiveFile(tmp);
   Status s = f.status();
-  if (s.ok()) s = (*f)->Append(data);
+  for (std::string_view piece : pieces) {
+    if (s.ok()) s = (*f)->Append(piece);
+  }
   if (s.ok()) s = (*f)->Sync();
   if (s.ok()) s = (*f)->Close();
   if (s.ok()) s = env->RenameFile(tmp, path);

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -121,6 +122,7 @@ class EnvWrapper : public Env {
 //   short_read_bytes: every Read returns at most this many bytes (a truncated read).
 //   fail_rename: RenameFile fails with Internal without renaming (a crash between write and
 //     rename, as far as the files on disk show).
+//   fail_sync: every Sync fails with Internal (EIO), as fsync does when writeback failed.
 class FaultInjectionEnv final : public EnvWrapper {
  public:
   explicit FaultInjectionEnv(Env* target) : EnvWrapper(target) {}
@@ -128,6 +130,7 @@ class FaultInjectionEnv final : public EnvWrapper {
   std::atomic<int64_t> disk_full_after_bytes{-1};
   std::atomic<int64_t> short_read_bytes{-1};
   std::atomic<bool> fail_rename{false};
+  std::atomic<bool> fail_sync{false};
   std::atomic<int64_t> renames{0};  // renames done (counted, for tests)
 
   StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
@@ -161,9 +164,14 @@ bool IsPlainFileName(std::string_view name);
 [[nodiscard]] Status WriteStringToFileSync(Env* env, const std::string& path,
                                            std::string_view data);
 // WriteStringToFileAtomic: writes `path`.tmp, syncs, renames onto `path` and syncs the directory,
-// so `path` holds either its old or its new contents after a crash.
+// so `path` holds either its old or its new contents after a crash. Whatever is at `path`.tmp
+// (a leftover, or a planted link) is removed first, never written through.
 [[nodiscard]] Status WriteStringToFileAtomic(Env* env, const std::string& path,
                                              std::string_view data);
+// WritePiecesToFileAtomic: WriteStringToFileAtomic of the pieces one after the other, without
+// joining them (a table's rows are written straight from the caller's buffer).
+[[nodiscard]] Status WritePiecesToFileAtomic(Env* env, const std::string& path,
+                                             std::initializer_list<std::string_view> pieces);
 // Dirname: the part of `path` before its last '/' ("." when none).
 std::string Dirname(const std::string& path);
 

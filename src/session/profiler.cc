@@ -5,11 +5,12 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 
 #include "absl/strings/match.h"
 #include "fmt/format.h"
+#include "src/common/env.h"
+#include "src/common/status_macros.h"
 #include "src/session/table_ops.h"
 
 namespace recsdk::internal {
@@ -287,12 +288,13 @@ Status Profiler::Write(RunTrace& t) {
                     ec.message()));
   }
   const std::string path = fmt::format("{}/trace_{}_{}.json", dir_, tag_, t.step);
-  std::ofstream f(path, std::ios::trunc | std::ios::binary);
-  f.write(b.data(), static_cast<std::streamsize>(b.size()));
-  f.close();
-  if (!f) {
-    return absl::DataLossError(
-        fmt::format("profiling: writing \"{}\" failed; check the disk and profiling_dir", path));
+  // Through the Env, atomically: a trace is whole or absent, never followed through a link.
+  if (Status s = internal::WriteStringToFileAtomic(internal::Env::Default(), path,
+                                                   std::string_view(b.data(), b.size()));
+      !s.ok()) {
+    return absl::Status(s.code(), fmt::format("profiling: writing the trace failed: {}; check the "
+                                              "disk and profiling_dir",
+                                              s.message()));
   }
   std::fputs(summary.c_str(), stderr);
   std::lock_guard<std::mutex> lock(mu_);

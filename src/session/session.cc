@@ -18,7 +18,6 @@
 #include <atomic>
 #include <deque>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -31,6 +30,7 @@
 #include "fmt/format.h"
 #include "oneapi/tbb/task_arena.h"
 #include "oneapi/tbb/task_group.h"
+#include "src/common/env.h"
 #include "src/common/status_macros.h"
 #include "src/device/kernel.h"
 #include "src/graph/op_registry.h"
@@ -148,12 +148,10 @@ Status WriteKernelMeta(const SessionConfig& config, const Graph& graph,
   for (auto [file, text] : {std::pair<const char*, const std::string*>{"passes.txt", &passes_text},
                             std::pair<const char*, const std::string*>{"ops.txt", &ops_text}}) {
     const std::string path = config.kernel_meta_dir + "/" + file;
-    std::ofstream f(path, std::ios::trunc);
-    f << *text;
-    f.close();
-    if (!f) {
-      return absl::DataLossError(
-          fmt::format("op_debug_level {}: writing \"{}\" failed", config.op_debug_level, path));
+    if (Status s = internal::WriteStringToFileAtomic(internal::Env::Default(), path, *text);
+        !s.ok()) {
+      return absl::Status(s.code(),
+                          fmt::format("op_debug_level {}: {}", config.op_debug_level, s.message()));
     }
   }
   if (config.op_debug_level == 1 || config.op_debug_level == 2) {

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "fmt/format.h"
+#include "src/common/env.h"
 #include "src/common/file_open.h"
 #include "src/common/hash.h"
 
@@ -97,18 +98,13 @@ std::string NpyHeader(std::string_view descr, const std::vector<int64_t>& shape)
 }
 
 Status WriteNpy(const std::string& path, std::string_view descr, const std::vector<int64_t>& shape,
-                const void* data, uint64_t bytes) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
-  if (!f) {
-    return ErrnoToStatus(errno, fmt::format("cannot open \"{}\" for writing", path));
-  }
+                const void* data, uint64_t bytes, Env* env) {
+  // Through the Env, atomically: a failed export (a full disk, a failed sync) leaves the previous
+  // file whole, and a link planted at the name is never written through.
   const std::string header = NpyHeader(descr, shape);
-  if (std::fwrite(header.data(), 1, header.size(), f.get()) != header.size() ||
-      (bytes > 0 && std::fwrite(data, 1, bytes, f.get()) != bytes) || std::fflush(f.get()) != 0) {
-    return absl::InternalError(fmt::format("writing \"{}\" failed: {}; check free disk space", path,
-                                           std::strerror(errno)));
-  }
-  return absl::OkStatus();
+  return WritePiecesToFileAtomic(
+      env != nullptr ? env : Env::Default(), path,
+      {header, std::string_view(static_cast<const char*>(data), static_cast<size_t>(bytes))});
 }
 
 StatusOr<std::string> ReadFile(const std::string& path) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "recsdk/status.h"
+#include "src/common/env.h"
 
 namespace recsdk::internal {
 
@@ -24,9 +25,10 @@ struct NpyArray {
 // NpyHeader: the bytes of a v1.0 header (magic, version, length, dict, padding to 64 bytes).
 std::string NpyHeader(std::string_view descr, const std::vector<int64_t>& shape);
 
-// WriteNpy: writes header + `bytes` payload bytes to `path`. Internal on I/O errors.
+// WriteNpy: writes header + `bytes` payload bytes to `path` through `env` (null: the process's),
+// atomically (WritePiecesToFileAtomic): on an error the previous file is intact.
 Status WriteNpy(const std::string& path, std::string_view descr, const std::vector<int64_t>& shape,
-                const void* data, uint64_t bytes);
+                const void* data, uint64_t bytes, Env* env = nullptr);
 
 // ReadNpy: parses a file. NotFound when missing; DataLoss for a bad header, an unsupported
 // layout or a payload size that does not match the shape (truncated file).

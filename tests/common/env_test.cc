@@ -104,5 +104,44 @@ TEST(FaultInjectionEnvTest, FailedWriteDiskFullShortReadAndFailedRename) {
   EXPECT_EQ(*ReadFileToString(&env, dir + "/f"), "old contents");
 }
 
+// Issue 28 item 4 / issue 30: every writer that keeps a file (checkpoint documents, npy export,
+// profiler traces, kernel_meta dumps) writes through WritePiecesToFileAtomic: a failed sync
+// leaves the previous file, and neither a link at the name nor one at the temporary is followed.
+TEST(FaultInjectionEnvTest, AtomicWritesSurviveAFailedSyncAndNeverFollowLinks) {
+  FaultInjectionEnv env(Env::Default());
+  const std::string dir = Dir("sync_links");
+  ASSERT_TRUE(WritePiecesToFileAtomic(&env, dir + "/f", {"old ", "contents"}).ok());
+  EXPECT_EQ(*ReadFileToString(&env, dir + "/f"), "old contents");
+  env.fail_sync = true;
+  const Status failed = WritePiecesToFileAtomic(&env, dir + "/f", {"new"});
+  EXPECT_EQ(failed.code(), absl::StatusCode::kInternal) << failed;
+  EXPECT_TRUE(Mentions(failed, dir + "/f.tmp")) << failed;
+  EXPECT_EQ(*ReadFileToString(&env, dir + "/f"), "old contents");
+  EXPECT_FALSE(env.FileExists(dir + "/f.tmp"));
+  env.fail_sync = false;
+
+  ASSERT_TRUE(WriteStringToFileAtomic(&env, dir + "/victim", "precious").ok());
+  std::filesystem::create_symlink(dir + "/victim", dir + "/g.tmp");
+  ASSERT_TRUE(WriteStringToFileAtomic(&env, dir + "/g", "mine").ok());
+  EXPECT_EQ(*ReadFileToString(&env, dir + "/victim"), "precious");
+  EXPECT_EQ(*ReadFileToString(&env, dir + "/g"), "mine");
+  // A link at the final name is replaced by the rename, its target untouched.
+  std::filesystem::create_symlink(dir + "/victim", dir + "/h");
+  ASSERT_TRUE(WriteStringToFileAtomic(&env, dir + "/h", "mine").ok());
+  EXPECT_EQ(*ReadFileToString(&env, dir + "/victim"), "precious");
+  EXPECT_EQ(*env.GetFileType(dir + "/h"), FileType::kRegular);
+  // A plain writable file refuses a link (O_NOFOLLOW).
+  std::filesystem::create_symlink(dir + "/victim", dir + "/k");
+  EXPECT_EQ(env.NewWritableFile(dir + "/k").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*ReadFileToString(&env, dir + "/victim"), "precious");
+  // DeleteRecursively removes a link to a directory, not the directory's files.
+  ASSERT_TRUE(env.CreateDir(dir + "/d").ok());
+  ASSERT_TRUE(WriteStringToFileAtomic(&env, dir + "/d/x", "kept").ok());
+  std::filesystem::create_directory_symlink(dir + "/d", dir + "/link");
+  ASSERT_TRUE(DeleteRecursively(&env, dir + "/link").ok());
+  EXPECT_EQ(*ReadFileToString(&env, dir + "/d/x"), "kept");
+  EXPECT_FALSE(env.GetFileType(dir + "/link").ok());
+}
+
 }  // namespace
 }  // namespace recsdk::internal

@@ -21,6 +21,7 @@
 #include "fmt/format.h"
 #include "gtest/gtest.h"
 #include "oneapi/tbb/global_control.h"
+#include "src/common/env.h"
 #include "src/common/hash.h"
 #include "src/common/random.h"
 #include "src/table/npy.h"
@@ -546,6 +547,42 @@ TEST(TableTest, ExportNpyHeaderAndImportRoundTrip) {
                             "/v.npy'); assert list(k)==[-4,7,30] and v.shape==(3,4)\"";
     EXPECT_EQ(std::system(cmd.c_str()), 0);
   }
+}
+
+// Issue 28 item 4: the npy writer goes through the Env, atomically: a full disk, a failed write
+// or a failed sync leaves the previous export whole and readable.
+TEST(TableTest, NpyWriterFaultsLeaveThePreviousFileWhole) {
+  const std::string dir = fmt::format("/tmp/npy_faults_{}", getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  internal::FaultInjectionEnv env(internal::Env::Default());
+  const std::vector<float> old_rows = {1, 2, 3, 4, 5, 6};
+  ASSERT_TRUE(internal::WriteNpy(dir + "/v.npy", "<f4", {2, 3}, old_rows.data(), 24, &env).ok());
+  const std::vector<float> new_rows(3000, 7.0f);
+  auto expect_old = [&](const Status& s, absl::StatusCode code) {
+    EXPECT_EQ(s.code(), code) << s;
+    auto a = internal::ReadNpy(dir + "/v.npy");
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->shape, (std::vector<int64_t>{2, 3}));
+    EXPECT_EQ(std::memcmp(a->data.data(), old_rows.data(), 24), 0);
+    EXPECT_FALSE(std::filesystem::exists(dir + "/v.npy.tmp"));
+  };
+  env.disk_full_after_bytes = 1000;
+  expect_old(internal::WriteNpy(dir + "/v.npy", "<f4", {1000, 3}, new_rows.data(), 12000, &env),
+             absl::StatusCode::kResourceExhausted);
+  env.disk_full_after_bytes = -1;
+  env.fail_write_after = 1;  // the header goes, the rows fail: a short write
+  expect_old(internal::WriteNpy(dir + "/v.npy", "<f4", {1000, 3}, new_rows.data(), 12000, &env),
+             absl::StatusCode::kInternal);
+  env.fail_write_after = -1;
+  env.fail_sync = true;
+  expect_old(internal::WriteNpy(dir + "/v.npy", "<f4", {1000, 3}, new_rows.data(), 12000, &env),
+             absl::StatusCode::kInternal);
+  env.fail_sync = false;
+  ASSERT_TRUE(
+      internal::WriteNpy(dir + "/v.npy", "<f4", {1000, 3}, new_rows.data(), 12000, &env).ok());
+  EXPECT_EQ(internal::ReadNpy(dir + "/v.npy")->shape, (std::vector<int64_t>{1000, 3}));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(TableTest, ImportNpyMissingIsNotFoundCorruptIsDataLossAndChangesNothing) {
