@@ -19,6 +19,7 @@
 #include "src/dist/communicator.h"
 #include "src/dist/create_communicator.h"
 #include "src/dist/launch_env.h"
+#include "tests/dist/mpi_test_main.h"  // main(): the MPI tests' entry point
 
 namespace recsdk::dist {
 namespace {
@@ -304,36 +305,5 @@ TEST_F(MpiCommunicatorTest, ARankThatNeverJoinsIsNamedAtTheDeadline) {
   ASSERT_TRUE(after->Barrier(Generous(), {-1, "after the deadline"}).ok());
 }
 
-// On ranks other than 0, print only failures (with the rank), not gtest's whole report thrice.
-class FailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit FailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& result) override {
-    if (!result.failed()) return;
-    std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_,
-                 result.file_name() ? result.file_name() : "?", result.line_number(),
-                 result.message());
-  }
-
- private:
-  int rank_;
-};
-
 }  // namespace
 }  // namespace recsdk::dist
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  recsdk::dist::RegisterMpiCommunicator();
-  const absl::StatusOr<recsdk::dist::LaunchEnvironment> env = recsdk::dist::ReadLaunchEnvironment();
-  if (!env.ok() || !env->under_launcher()) {
-    std::fprintf(stderr, "run this test under mpirun (e.g. mpirun -np 2 %s)\n", argv[0]);
-    return 1;
-  }
-  if (env->rank != 0) {
-    ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new recsdk::dist::FailurePrinter(env->rank));
-  }
-  return RUN_ALL_TESTS();
-}
