@@ -320,18 +320,21 @@ StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir) {
     const bool want_delta = i > 0;
     std::set<std::string> listed;
     for (const auto& e : m["tables"]) {
+      // A name listed twice is refused before its payloads are read (they may be most of the
+      // checkpoint); a malformed entry is ReadTablePayloads' to report.
+      if (e.is_object() && e.contains("name") && e["name"].is_string() &&
+          !listed.insert(e["name"].get<std::string>()).second) {
+        return absl::DataLossError(
+            fmt::format("checkpoint manifest \"{}\" lists table \"{}\" twice; restore from another "
+                        "checkpoint",
+                        JoinPath(dirs[i], kManifestFile), e["name"].get<std::string>()));
+      }
       RECSDK_ASSIGN_OR_RETURN(TableSnapshot s, ReadTablePayloads(env, dirs[i], e));
       if (s.is_delta != want_delta) {
         return absl::DataLossError(
             fmt::format("checkpoint manifest \"{}\": table \"{}\" is {} where the chain needs a {}",
                         JoinPath(dirs[i], kManifestFile), s.table_name,
                         s.is_delta ? "a delta" : "full", want_delta ? "delta" : "full snapshot"));
-      }
-      if (!listed.insert(s.table_name).second) {
-        return absl::DataLossError(
-            fmt::format("checkpoint manifest \"{}\" lists table \"{}\" twice; restore from another "
-                        "checkpoint",
-                        JoinPath(dirs[i], kManifestFile), s.table_name));
       }
       if (i == 0) out.table_entries[s.table_name] = e;
       auto& list = out.tables[s.table_name];
@@ -375,8 +378,9 @@ Status ApplyCheckpoint(Session& session, const SessionState& state, LoadedCheckp
                       name, DTypeName(it->second.dtype), it->second.shape.ToString(), ckpt.dir,
                       DTypeName(dtype), shape.ToString()));
     }
-    if (rm->Lookup(name) != nullptr &&
-        dynamic_cast<VariableResource*>(rm->Lookup(name)) == nullptr) {
+    // Checked here, not at commit: a resource of that name that is not a variable would fail
+    // the commit after the tables were already loaded.
+    if (auto* r = rm->Lookup(name); r != nullptr && dynamic_cast<VariableResource*>(r) == nullptr) {
       return absl::InternalError(fmt::format("resource \"{}\" is not a variable", name));
     }
   }

@@ -140,7 +140,8 @@ TEST_F(DistributedTest, AllReduceMeanOfANonFloatTensorIsAnErrorNamingIt) {
 }
 
 // SilentPeer: a world of two whose rank 1 never answers: every all-reduce fails as MPI's does at
-// its deadline.
+// its deadline. The test's graph issues all-reduces only; any other collective reaching this
+// fake is a failure of the test itself (OtherCollective says which fake refused it).
 class SilentPeer final : public dist::Communicator {
  public:
   int rank() const override { return 0; }
@@ -155,20 +156,27 @@ class SilentPeer final : public dist::Communicator {
   Status DoBroadcast(const dist::CollectiveCall& call, void*) override {
     return DoAllReduce(call, nullptr);
   }
-  Status DoAllGather(const dist::CollectiveCall&, const void*, void*) override { return Nope(); }
+  Status DoAllGather(const dist::CollectiveCall&, const void*, void*) override {
+    return OtherCollective();
+  }
   Status DoAllGatherV(const dist::CollectiveCall&, const void*, void*,
                       absl::Span<const int64_t>) override {
-    return Nope();
+    return OtherCollective();
   }
-  Status DoAllToAll(const dist::CollectiveCall&, const void*, void*) override { return Nope(); }
+  Status DoAllToAll(const dist::CollectiveCall&, const void*, void*) override {
+    return OtherCollective();
+  }
   Status DoAllToAllV(const dist::CollectiveCall&, const void*, absl::Span<const int64_t>, void*,
                      absl::Span<const int64_t>) override {
-    return Nope();
+    return OtherCollective();
   }
-  Status DoBarrier(const dist::CollectiveCall&) override { return Nope(); }
+  Status DoBarrier(const dist::CollectiveCall&) override { return OtherCollective(); }
 
  private:
-  static Status Nope() { return absl::UnimplementedError("not in this test"); }
+  static Status OtherCollective() {
+    return absl::FailedPreconditionError(
+        "SilentPeer answers AllReduce only; the graph under test issued another collective");
+  }
 };
 
 TEST_F(DistributedTest, ACollectiveFailureComesBackFromRunNamingTheOpAndTheRank) {
