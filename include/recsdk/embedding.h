@@ -24,9 +24,12 @@
 // gradients per unique key (TableGradAggregate) and applies the table's sparse optimizer to those
 // rows only (TableApply, once per table and step, whatever the number of lookups of the table).
 //
-// Threading: graph building is single-threaded, like Graph. LookupTable's table may be used from
-// the training loop between Session::Run calls (export, save, eviction); see table.h for what may
-// overlap a step.
+// Threading: graph building is single-threaded, like Graph. The tables LookupTable and
+// SessionTables return take the locks table.h asks of callers themselves, so any thread may call
+// them while steps run and the key stage resolves ahead: an ExportNpy, ReadRow or size() from a
+// monitoring thread waits for the key work or the row update in flight and sees whole rows.
+// Eviction is the exception: it must not free rows of a step in flight, so evict between
+// Session::Run calls (EvictHook in the training loop) or through KeyStage::AfterStep.
 #ifndef RECSDK_EMBEDDING_H_
 #define RECSDK_EMBEDDING_H_
 
@@ -225,10 +228,11 @@ StatusOr<Node*> SparseMinimize(const Scope& scope, Output loss,
                                const SparseApplyOptions& options = {});
 
 // LookupTable: the table `name` of a Session, created from its graph's TableHandle if no step has
-// run yet. NotFound naming the tables that exist. The pointer lives as long as the Session.
+// run yet. NotFound naming the tables that exist. The pointer lives as long as the Session; the
+// table locks itself (see Threading above).
 StatusOr<EmbeddingTable*> LookupTable(Session& session, std::string_view name);
 // set_threshold: changes the admission threshold of the session's table `table_name` during
-// training (EmbeddingTable::SetAccessThreshold), under the table's resolve lock, so a key stage
+// training (EmbeddingTable::SetAccessThreshold), under the table's key lock, so a key stage
 // resolving ahead sees the old threshold for the batches it already resolved and the new one for
 // every later batch. Errors as SetAccessThreshold's, and NotFound for an unknown table. Call it
 // between Session::Run calls (SetThresholdHook in hooks.h does it at a given step).

@@ -2,14 +2,14 @@
 // tables, written as checkpoint directories with a manifest, an index naming the latest, delta
 // chains and retention; and SaveTable / RestoreTable for one table.
 //
-// A save is two phases. Snapshot: with the tables' resolve locks held exclusively (the key stage
-// may be resolving a later batch), copy every variable's bytes and every table's rows; this is
-// the only part that must not overlap a step. Write: payloads into model_dir/.tmp-ckpt-<step>,
+// A save is two phases. Snapshot: with each table's locks held exclusively (LockedTable; the key
+// stage may be resolving a later batch), copy every variable's bytes and every table's rows; this
+// is the only part that must not overlap a step. Write: payloads into model_dir/.tmp-ckpt-<step>,
 // each synced; manifest.json last; the directory synced and renamed to ckpt-<step>; model_dir
 // synced; then the index rewritten atomically; then old checkpoints deleted. A crash before the
 // index rename leaves the previous index (and so the previous checkpoint) the latest.
 // Only async_write needs the tables' rows copied in the snapshot phase. A synchronous save copies
-// the variables, then writes each table straight from the table under its resolve lock
+// the variables, then writes each table straight from the table under its locks
 // (SnapshotAndWriteTable: a few MiB at a time), which is the same moment since no step runs
 // until Save returns, and needs no second copy of the rows in memory.
 //

@@ -89,7 +89,6 @@ StatusOr<SaveJob> SnapshotSession(Session& session, const SessionState& state,
     return job;
   }
   for (const TableRef& t : state.tables) {
-    std::unique_lock<std::shared_mutex> lock(t.resource->resolve_mu);
     RECSDK_ASSIGN_OR_RETURN(TableSnapshot s, t.resource->table()->Snapshot(kind));
     job.tables.push_back(std::move(s));
   }
@@ -117,11 +116,12 @@ StatusOr<std::string> WriteCheckpointFiles(Env* env, const std::string& tmp, con
   }
   for (size_t j = 0; j < job.streamed_tables.size(); ++j) {
     const TableRef& t = job.streamed_tables[j];
-    std::unique_lock<std::shared_mutex> lock(t.resource->resolve_mu);
+    // The table stays locked while its rows stream to the files.
+    internal::TableGuard table = t.resource->table()->LockAll();
     RECSDK_ASSIGN_OR_RETURN(
         nlohmann::json entry,
-        SnapshotAndWriteTable(env, tmp, fmt::format("table_{}_", job.tables.size() + j),
-                              *t.resource->table(), job.table_kind));
+        SnapshotAndWriteTable(env, tmp, fmt::format("table_{}_", job.tables.size() + j), *table,
+                              job.table_kind));
     tables_json.push_back(std::move(entry));
   }
   nlohmann::json manifest = {{"format_version", kCheckpointFormatVersion},
@@ -394,7 +394,6 @@ Status ApplyCheckpoint(Session& session, const SessionState& state, LoadedCheckp
     }
     RECSDK_RETURN_IF_ERROR(
         CheckTableCompatible(it->second, *t.resource->table(), ckpt.manifest_path));
-    std::unique_lock<std::shared_mutex> lock(t.resource->resolve_mu);
     if (Status s = t.resource->table()->CheckSnapshots(ckpt.tables[t.name]); !s.ok()) {
       return absl::Status(s.code(),
                           fmt::format("restoring checkpoint \"{}\": {}", ckpt.dir, s.message()));
@@ -402,10 +401,10 @@ Status ApplyCheckpoint(Session& session, const SessionState& state, LoadedCheckp
   }
   // Commit: the tables (only an I/O error of a tier can fail now), then the variables.
   for (const TableRef& t : state.tables) {
-    std::unique_lock<std::shared_mutex> lock(t.resource->resolve_mu);
     // Adopted: the full snapshot's row pages become the table's (no copy); `ckpt` is spent.
+    internal::TableGuard table = t.resource->table()->LockAll();
     for (TableSnapshot& s : ckpt.tables[t.name]) {
-      RECSDK_RETURN_IF_ERROR(t.resource->table()->AdoptSnapshot(std::move(s)));
+      RECSDK_RETURN_IF_ERROR(table->AdoptSnapshot(std::move(s)));
     }
   }
   for (const std::string& name : state.var_names) {

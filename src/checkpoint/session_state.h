@@ -3,7 +3,7 @@
 // Saver (saver.cc) and the export bundle (export.cc).
 //
 // Threading: snapshots and restores run on the training thread between Session::Run calls; they
-// hold each table's resolve lock exclusively so the key stage does not insert meanwhile.
+// hold each table's locks exclusively (LockedTable) so the key stage does not insert meanwhile.
 // WriteCheckpointFiles only reads its SaveJob and may run on another thread.
 #ifndef RECSDK_CHECKPOINT_SESSION_STATE_H_
 #define RECSDK_CHECKPOINT_SESSION_STATE_H_
@@ -55,7 +55,7 @@ struct SaveJob {
   std::vector<VarSnapshot> vars;
   std::vector<TableSnapshot> tables;
   // A synchronous save leaves `tables` empty and names the tables here instead: each is written
-  // straight from the live table (SnapshotAndWriteTable, `table_kind`), under its resolve lock,
+  // straight from the live table (SnapshotAndWriteTable, `table_kind`), under its locks,
   // so its rows are never copied whole. Only while the caller keeps every step out.
   std::vector<TableRef> streamed_tables;
   EmbeddingTable::SnapshotKind table_kind = EmbeddingTable::SnapshotKind::kFull;

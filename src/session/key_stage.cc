@@ -7,14 +7,15 @@
 //
 // Per batch and table, the keys of all the table's lookups with one is_train (every feature of
 // every sparse_lookup call the stage handles) are deduplicated in one pass and resolved with one
-// Resolve (TableKeyWork, table_keys.cc), then split back into each lookup's outputs.
+// Resolve (TableKeyWork, src/table/table_key_work.h), then split back into each lookup's outputs.
 //
 // Threading: workers take batches in order (sequence numbers assigned under dataset_mu, which
 // also serialises the non-thread-safe Dataset). Dedup runs in parallel across batches; resolving
 // keys to rows is serialised per table in batch order by a ticket (tables[t].ticket), under the
-// table's resolve_mu (exclusive for training lookups, shared for evaluation ones), so admission
-// counts and row insertion happen exactly as the in-graph lookups would do them. `mu` guards the
-// queue state and the tickets; lock order is resolve_mu before mu. At most prefetch_batches
+// table's key lock (LockedTable::LockKeys: exclusive for training lookups, shared for evaluation
+// ones), so admission counts and row insertion happen exactly as the in-graph lookups would do
+// them. `mu` guards the queue state and the tickets; lock order is a table's locks before mu.
+// At most prefetch_batches
 // batches are read and not yet consumed.
 //
 // Checkpoints (Quiesce): `read_limit` caps the batches workers may take (consumed + outstanding),
@@ -58,6 +59,7 @@
 #include "src/common/status_macros.h"
 #include "src/session/key_stage_registry.h"
 #include "src/session/table_ops.h"
+#include "src/table/forwarding_table.h"
 
 namespace recsdk {
 
@@ -71,90 +73,26 @@ using internal::TableResource;
 // ProtectedEvictTable: forwards to a table, but EvictStale never evicts keys last accessed at
 // or after `protect_from` (the oldest time of a batch in flight). Lets EvictHook's trigger logic
 // run unchanged on the key stage's tables.
-class ProtectedEvictTable final : public EmbeddingTable {
+class ProtectedEvictTable final : public internal::ForwardingTable {
  public:
   ProtectedEvictTable(EmbeddingTable* inner, bool protect, int64_t protect_from)
-      : EmbeddingTable(inner->config(), inner->optimizer()),
-        inner_(inner),
-        protect_(protect),
-        protect_from_(protect_from) {}
+      : ForwardingTable(inner), protect_(protect), protect_from_(protect_from) {}
 
-  int64_t size() const override { return inner_->size(); }
-  int64_t capacity() const override { return inner_->capacity(); }
-  int64_t MemoryBytes() const override { return inner_->MemoryBytes(); }
-  int64_t data_time() const override { return inner_->data_time(); }
-  Status Resolve(absl::Span<const int64_t> k, absl::Span<const uint32_t> c,
-                 absl::Span<const int64_t> t, LookupMode m, absl::Span<uint32_t> r) override {
-    return inner_->Resolve(k, c, t, m, r);
-  }
-  Status Gather(absl::Span<const uint32_t> rows, absl::Span<float> out) const override {
-    return inner_->Gather(rows, out);
-  }
-  Status GatherRestored(absl::Span<const uint32_t> u, absl::Span<const uint32_t> r,
-                        absl::Span<float> out) const override {
-    return inner_->GatherRestored(u, r, out);
-  }
-  Status GatherPooled(absl::Span<const uint32_t> u, absl::Span<const uint32_t> r, int64_t b,
-                      int64_t n, Combiner c, absl::Span<float> out) const override {
-    return inner_->GatherPooled(u, r, b, n, c, out);
-  }
-  Status GatherPooledStrided(absl::Span<const uint32_t> u, absl::Span<const uint32_t> r, int64_t b,
-                             int64_t n, Combiner c, int64_t stride,
-                             absl::Span<float> out) const override {
-    return inner_->GatherPooledStrided(u, r, b, n, c, stride, out);
-  }
-  Status PaddingMask(absl::Span<const uint32_t> u, absl::Span<const uint32_t> r,
-                     absl::Span<float> mask) const override {
-    return inner_->PaddingMask(u, r, mask);
-  }
-  Status ApplyGradients(absl::Span<const uint32_t> rows, absl::Span<const float> g,
-                        int64_t step) override {
-    return inner_->ApplyGradients(rows, g, step);
-  }
-  Status RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> a) override {
-    return inner_->RowAddresses(rows, a);
-  }
-  Status ApplyGradientsByAddress(absl::Span<float* const> a, absl::Span<const float> g,
-                                 int64_t s) override {
-    return inner_->ApplyGradientsByAddress(a, g, s);
-  }
   StatusOr<int64_t> EvictStale() override {
-    const int64_t now = inner_->data_time();
+    const int64_t now = inner()->data_time();
     if (config().eviction_threshold < 0 || now == std::numeric_limits<int64_t>::min()) {
-      return inner_->EvictStale();
+      return inner()->EvictStale();
     }
     int64_t cutoff = now - config().eviction_threshold;
     if (protect_) cutoff = std::min(cutoff, protect_from_ - 1);
-    return inner_->EvictLastAccessedAtOrBefore(cutoff);
+    return inner()->EvictLastAccessedAtOrBefore(cutoff);
   }
   StatusOr<int64_t> EvictLastAccessedAtOrBefore(int64_t cutoff) override {
     if (protect_) cutoff = std::min(cutoff, protect_from_ - 1);
-    return inner_->EvictLastAccessedAtOrBefore(cutoff);
-  }
-  Status SetAccessThreshold(int64_t threshold) override {
-    return inner_->SetAccessThreshold(threshold);
-  }
-  uint32_t FindRow(int64_t key) const override { return inner_->FindRow(key); }
-  StatusOr<std::vector<float>> ReadRow(int64_t key) const override { return inner_->ReadRow(key); }
-  float AdmissionCount(int64_t key) const override { return inner_->AdmissionCount(key); }
-  Status ExportNpy(const std::string& k, const std::string& v) const override {
-    return inner_->ExportNpy(k, v);
-  }
-  Status ImportNpy(const std::string& k, const std::string& v) override {
-    return inner_->ImportNpy(k, v);
-  }
-  StatusOr<TableSnapshot> Snapshot(SnapshotKind kind) override { return inner_->Snapshot(kind); }
-  StatusOr<TableSnapshot> SnapshotToSink(SnapshotKind kind, SnapshotRowSink& sink) override {
-    return inner_->SnapshotToSink(kind, sink);
-  }
-  Status LoadSnapshot(const TableSnapshot& s) override { return inner_->LoadSnapshot(s); }
-  Status AdoptSnapshot(TableSnapshot&& s) override { return inner_->AdoptSnapshot(std::move(s)); }
-  Status CheckSnapshots(absl::Span<const TableSnapshot> c) override {
-    return inner_->CheckSnapshots(c);
+    return inner()->EvictLastAccessedAtOrBefore(cutoff);
   }
 
  private:
-  EmbeddingTable* inner_;
   bool protect_;
   int64_t protect_from_;
 };
@@ -278,18 +216,19 @@ Status KeyStage::Impl::ProcessKeys(int64_t seq, const Batch& batch, FeedList* fe
       if (stop) return absl::CancelledError("key stage stopped");
     }
     if (status.ok()) {
-      EmbeddingTable* emb = table.resource->table();
+      internal::LockedTable* locked = table.resource->table();
       for (size_t g = 0; g < table.groups.size() && status.ok(); ++g) {
         TableKeyWork& w = work[t][g];
         const bool train = table.groups[g].is_train;
-        // Runs under the resolve lock, and records the batch's oldest key time before the lock
-        // goes: AfterStep takes every resolve lock, so it always sees (and protects) these rows.
+        // Runs under the table's key lock, and records the batch's oldest key time before the
+        // lock goes: AfterStep takes every table's locks, so it always sees (and protects) these
+        // rows.
         // Tiered tables pin the batch's device rows under this stage's lease until the step
         // that uses them is done (Next releases them).
         const internal::ResolveLease lease{this, seq};
-        auto resolve = [&] {
-          status = internal::ResolveTableKeys(emb, train ? LookupMode::kTrain : LookupMode::kEval,
-                                              &w, &lease);
+        const LookupMode mode = train ? LookupMode::kTrain : LookupMode::kEval;
+        auto resolve = [&](EmbeddingTable* emb) {
+          status = internal::ResolveTableKeys(emb, mode, &w, &lease);
           if (!status.ok()) return;
           int64_t oldest = w.has_time ? w.min_time : std::numeric_limits<int64_t>::max();
           if (!w.has_time || w.has_untimed_lookup) oldest = std::min(oldest, emb->data_time());
@@ -305,12 +244,9 @@ Status KeyStage::Impl::ProcessKeys(int64_t seq, const Batch& batch, FeedList* fe
             std::lock_guard<std::mutex> lock(mu);
             seen = next_consume;
           }
-          if (train) {
-            std::unique_lock<std::shared_mutex> resolve_lock(table.resource->resolve_mu);
-            resolve();
-          } else {
-            std::shared_lock<std::shared_mutex> resolve_lock(table.resource->resolve_mu);
-            resolve();
+          {
+            internal::TableGuard guard = locked->LockKeys(mode);
+            resolve(guard.get());
           }
           // Unavailable: the device tier is full of rows of batches this stage resolved ahead
           // and the loop has not consumed yet. Nothing changed; wait for the loop to take a
@@ -668,13 +604,14 @@ StatusOr<int64_t> KeyStage::AfterStep(EvictHook& hook, int64_t global_step) {
   }
   if (s.detached) return DetachedError("AfterStep");
   // No Resolve may run while rows are freed.
-  std::vector<std::unique_lock<std::shared_mutex>> locks;
-  for (TableResource* r : s.all_tables) locks.emplace_back(r->resolve_mu);
+  std::vector<internal::TableGuard> locked;
+  for (TableResource* r : s.all_tables) locked.push_back(r->table()->LockAll());
   std::vector<std::unique_ptr<ProtectedEvictTable>> wrapped;
   std::vector<EmbeddingTable*> tables;
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    for (TableResource* r : s.all_tables) {
+    for (size_t i = 0; i < s.all_tables.size(); ++i) {
+      TableResource* r = s.all_tables[i];
       bool protect = false;
       int64_t oldest = std::numeric_limits<int64_t>::max();
       for (TablePlan& t : s.tables) {
@@ -686,7 +623,7 @@ StatusOr<int64_t> KeyStage::AfterStep(EvictHook& hook, int64_t global_step) {
           oldest = std::min(oldest, time);
         }
       }
-      wrapped.push_back(std::make_unique<ProtectedEvictTable>(r->table(), protect, oldest));
+      wrapped.push_back(std::make_unique<ProtectedEvictTable>(locked[i].get(), protect, oldest));
       tables.push_back(wrapped.back().get());
     }
   }

@@ -1,9 +1,6 @@
 // set_threshold.cc: set_threshold (embedding.h): a table's admission threshold changed between
-// steps, under the table's resolve lock so it never changes in the middle of a key stage's
-// Resolve. Threading: call between Session::Run calls; concurrent key stage workers are fine.
-#include <mutex>
-#include <shared_mutex>
-
+// steps, under the table's lock so it never changes in the middle of a key stage's Resolve.
+// Threading: call between Session::Run calls; concurrent key stage workers are fine.
 #include "fmt/format.h"
 #include "recsdk/embedding.h"
 #include "src/common/status_macros.h"
@@ -19,7 +16,7 @@ Status set_threshold(Session& session, std::string_view table_name, int64_t acce
     }
     RECSDK_ASSIGN_OR_RETURN(internal::TableResource * resource,
                             internal::GetOrCreateTable(session.resource_mgr(), *n));
-    std::unique_lock<std::shared_mutex> lock(resource->resolve_mu);
+    // The LockedTable takes the table's lock, so no key stage Resolve is half-way meanwhile.
     return resource->table()->SetAccessThreshold(access_threshold);
   }
   return absl::NotFoundError(fmt::format("set_threshold: no table \"{}\"", table_name));

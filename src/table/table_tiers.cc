@@ -31,6 +31,7 @@
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "src/common/status_macros.h"
+#include "src/table/locked_table.h"
 #include "src/table/table_impl.h"
 
 namespace recsdk::internal {
@@ -627,36 +628,58 @@ TierStats TableImpl::Stats() const {
   return s;
 }
 
+namespace {
+// ImplOf: the TableImpl behind `table`, seeing through a Session's LockedTable for the calls
+// below that serialise the tier state themselves; null for other tables.
+const TableImpl* ImplOf(const EmbeddingTable& table) {
+  if (const auto* locked = dynamic_cast<const LockedTable*>(&table)) {
+    return dynamic_cast<const TableImpl*>(&locked->SelfSynchronised());
+  }
+  return dynamic_cast<const TableImpl*>(&table);
+}
+TableImpl* ImplOf(EmbeddingTable& table) {
+  return const_cast<TableImpl*>(ImplOf(static_cast<const EmbeddingTable&>(table)));
+}
+}  // namespace
+
 bool IsTiered(const EmbeddingTable& table) {
-  const auto* impl = dynamic_cast<const TableImpl*>(&table);
+  const TableImpl* impl = ImplOf(table);
   return impl != nullptr && impl->tiered();
 }
 
 Status ResolveWithLease(EmbeddingTable& table, absl::Span<const int64_t> unique_keys,
                         absl::Span<const uint32_t> counts, absl::Span<const int64_t> timestamps,
                         LookupMode mode, absl::Span<uint32_t> rows, const ResolveLease& lease) {
+  // The caller holds the table's lock (a LockedTable's guard gives the table itself); a
+  // LockedTable here would resolve without the lease.
   auto* impl = dynamic_cast<TableImpl*>(&table);
-  if (impl == nullptr) return table.Resolve(unique_keys, counts, timestamps, mode, rows);
+  if (impl == nullptr) {
+    if (lease.owner != nullptr && IsTiered(table)) {
+      return absl::InternalError(fmt::format(
+          "ResolveWithLease: table \"{}\" was passed with its lock wrapper; pass the table its "
+          "guard gives (LockedTable::LockKeys)",
+          table.name()));
+    }
+    return table.Resolve(unique_keys, counts, timestamps, mode, rows);
+  }
   return impl->ResolveLeased(unique_keys, counts, timestamps, mode, rows, lease);
 }
 
 void ReleaseLeases(EmbeddingTable& table, const void* owner, int64_t before_batch) {
-  auto* impl = dynamic_cast<TableImpl*>(&table);
-  if (impl != nullptr) impl->ReleaseLeases(owner, before_batch);
+  if (TableImpl* impl = ImplOf(table)) impl->ReleaseLeases(owner, before_batch);
 }
 
 void DropSsdCleanPages(EmbeddingTable& table) {
-  auto* impl = dynamic_cast<TableImpl*>(&table);
-  if (impl != nullptr) impl->DropSsdCleanPages();
+  if (TableImpl* impl = ImplOf(table)) impl->DropSsdCleanPages();
 }
 
 int64_t DeviceTierBytes(const EmbeddingTable& table) {
-  const auto* impl = dynamic_cast<const TableImpl*>(&table);
+  const TableImpl* impl = ImplOf(table);
   return impl != nullptr && impl->tiered() ? impl->DeviceTierBytes() : 0;
 }
 
 TierStats GetTierStats(const EmbeddingTable& table) {
-  const auto* impl = dynamic_cast<const TableImpl*>(&table);
+  const TableImpl* impl = ImplOf(table);
   return impl != nullptr ? impl->Stats() : TierStats{};
 }
 

@@ -19,7 +19,7 @@
 // On a table without tiers both are a plain Resolve and a no-op.
 //
 // Threading: as Resolve (the table serialises its tier state internally, so evaluation resolves
-// holding the resolve lock shared are safe too). ReleaseLeases may run beside Gather/Apply.
+// holding the key lock shared are safe too). ReleaseLeases may run beside Gather/Apply.
 #ifndef RECSDK_TABLE_TIER_LEASE_H_
 #define RECSDK_TABLE_TIER_LEASE_H_
 

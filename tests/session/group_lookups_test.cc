@@ -1,5 +1,5 @@
 // group_lookups_test.cc: the lookups of one table in a step share one dedup and one resolve,
-// in the graph (src/session/group_lookups.cc, table_keys.cc) and in the key stage
+// in the graph (src/session/group_lookups.cc, src/table/table_key_work.cc) and in the key stage
 // (key_stage.cc): admission counts a key once over all of them and every lookup reads the same
 // row; a lookup that depends on another stays separate; the 128-lookup limit spans calls.
 #include <string>

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "fmt/format.h"
 #include "gtest/gtest.h"
 #include "recsdk/recsdk.h"
 #include "tests/session/table_test_util.h"
@@ -125,11 +127,64 @@ struct RunResult {
   int64_t evicted = 0;
 };
 
+// Monitor: a thread that reads every table of a session through the pointers the Session hands
+// out (SessionTables), as a user's monitoring or export thread would, until stopped.
+class Monitor {
+ public:
+  Monitor(Session& session, const std::string& dir) {
+    std::filesystem::create_directories(dir);
+    thread_ = std::thread([this, &session, dir] {
+      std::vector<EmbeddingTable*> tables = ValueOrDie(SessionTables(session));
+      while (!stop_.load()) {
+        for (EmbeddingTable* t : tables) {
+          Status s = t->ExportNpy(dir + "/" + t->name() + "_keys.npy",
+                                  dir + "/" + t->name() + "_values.npy");
+          if (!s.ok()) errors_.push_back(s.ToString());
+          for (int64_t key = 0; key < 500; key += 7) {
+            if (t->FindRow(key) == EmbeddingTable::kDefaultRow) {
+              (void)t->AdmissionCount(key);
+              continue;
+            }
+            // The row may be evicted between the two calls: NotFound is an answer, not an error.
+            StatusOr<std::vector<float>> row = t->ReadRow(key);
+            if (!row.ok() && !absl::IsNotFound(row.status())) {
+              errors_.push_back(row.status().ToString());
+            } else if (row.ok() && static_cast<int>(row->size()) != t->row_floats()) {
+              errors_.push_back(fmt::format("{} floats in a row of {}", row->size(), t->name()));
+            }
+          }
+          if (t->size() > t->capacity() || t->MemoryBytes() <= 0) {
+            errors_.push_back(fmt::format("table {}: size {} of capacity {}, {} bytes", t->name(),
+                                          t->size(), t->capacity(), t->MemoryBytes()));
+          }
+          (void)t->data_time();
+        }
+        ++rounds_;
+      }
+    });
+  }
+  // Stop: joins the thread; the errors it saw, and how many rounds of reads it made.
+  std::vector<std::string> Stop(int64_t* rounds) {
+    stop_.store(true);
+    thread_.join();
+    *rounds = rounds_;
+    return errors_;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  int64_t rounds_ = 0;
+  std::vector<std::string> errors_;
+  std::thread thread_;
+};
+
 RunResult Train(bool modify_graph, int threads, int prefetch, const std::string& tag,
-                bool evict = false) {
+                bool evict = false, bool monitor = false) {
   Built b = BuildModel(modify_graph);
   auto session = ValueOrDie(Session::Create(*b.graph, Deterministic()));
   EXPECT_TRUE(session->Run({}, {}, {b.init}).ok());
+  std::optional<Monitor> reader;
+  if (monitor) reader.emplace(*session, testing::TempDir() + "/key_stage_monitor_" + tag);
   KeyStageOptions ko;
   ko.key_process_thread_num = threads;
   ko.prefetch_batches = prefetch;
@@ -144,8 +199,16 @@ RunResult Train(bool modify_graph, int threads, int prefetch, const std::string&
     if (!out.ok()) break;
     r.losses.push_back((*out)[0].scalar<float>());
     r.evicted += ValueOrDie(stage->AfterStep(hook, ++step));
+    // The reader gets a round in between the steps too, not only beside the key stage.
+    if (monitor) std::this_thread::yield();
   }
   stage->Stop();
+  if (reader) {
+    int64_t rounds = 0;
+    std::vector<std::string> errors = reader->Stop(&rounds);
+    EXPECT_TRUE(errors.empty()) << errors.front();
+    EXPECT_GT(rounds, 0);
+  }
   const std::string dir = testing::TempDir() + "/key_stage_" + tag;
   std::filesystem::create_directories(dir);
   EXPECT_TRUE(ValueOrDie(LookupTable(*session, "shared"))
@@ -183,6 +246,30 @@ TEST(KeyStageTest, RunningAheadWithThreadsMatchesOneThread) {
   ASSERT_GE(many.losses.size(), 4u);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(one.losses[i], many.losses[i]) << i;
   EXPECT_EQ(many.losses.size(), one.losses.size());
+}
+
+// The tables a Session hands out (LookupTable, SessionTables) take their own locks
+// (src/table/locked_table.h), so another thread may export and read them while the training
+// loop runs steps, the key stage resolves ahead and EvictHook evicts. ThreadSanitizer (label
+// tsan) checks that none of those reads races a Resolve, a row update or an eviction; here, that
+// the reads change nothing: the run with a reader beside it trains exactly as the run without.
+TEST(KeyStageTest, TablesHandedOutMayBeReadFromAnotherThreadWhileTraining) {
+  RunResult plain = Train(/*modify_graph=*/false, 1, 1, "read_plain", /*evict=*/true);
+  RunResult read = Train(/*modify_graph=*/false, 1, 1, "read_beside", /*evict=*/true,
+                         /*monitor=*/true);
+  EXPECT_GT(plain.evicted, 0);
+  EXPECT_EQ(read.losses, plain.losses);
+  EXPECT_EQ(read.evicted, plain.evicted);
+  EXPECT_EQ(read.shared_keys, plain.shared_keys);
+  EXPECT_EQ(read.shared_values, plain.shared_values);
+  EXPECT_EQ(read.single_values, plain.single_values);
+  // With the key stage resolving ahead on two workers: how far it runs ahead decides what
+  // eviction keeps, so only the run's health is compared, and the steps before the first
+  // eviction (step 4).
+  RunResult staged = Train(/*modify_graph=*/true, 2, 3, "read_staged", /*evict=*/true,
+                           /*monitor=*/true);
+  ASSERT_EQ(staged.losses.size(), plain.losses.size());
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(staged.losses[i], plain.losses[i]) << i;
 }
 
 TEST(KeyStageTest, EvictionNeverFreesRowsOfPreparedBatches) {

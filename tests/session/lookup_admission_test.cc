@@ -1,5 +1,5 @@
 // lookup_admission_test.cc: admission and eviction settings given to sparse_lookup
-// (src/session/table_ops.cc): FeatureSpec thresholds and faae_coefficient, the options'
+// (src/session/embedding.cc): FeatureSpec thresholds and faae_coefficient, the options'
 // access_and_evict_config, and the rule that a table's thresholds agree wherever they are set.
 // Each setting is checked by the occurrence that admits a key, in the graph and in the key stage.
 #include <string>

@@ -1,4 +1,4 @@
-// sparse_training_test.cc: sparse optimizers trained through the graph (src/session/table_ops.cc):
+// sparse_training_test.cc: sparse optimizers trained through the graph (src/session/embedding.cc):
 // dynamically expanding tables growing past device_vocabulary_size and updated by address
 // (SparseMinimize, and the spec's way through the ASCEND_SPARSE_LOOKUP_LOCAL_EMB / _ID_OFFSET
 // collections), and FTRL against a plain reference of its update rule.

@@ -133,6 +133,7 @@ void RegisterCpuBackend() {
     RegisterCpuNnKernels(r);
     RegisterCpuStateKernels(r);
     RegisterCpuRandomKernels(r);
+    RegisterCpuTableKernels(r);
     RegisterCpuImplModeKernels(r);
     RegisterCpuBf16Kernels(r);
   });

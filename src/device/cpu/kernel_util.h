@@ -158,6 +158,8 @@ void RegisterCpuMatMulKernels(KernelRegistry& r);
 void RegisterCpuNnKernels(KernelRegistry& r);
 void RegisterCpuStateKernels(KernelRegistry& r);
 void RegisterCpuRandomKernels(KernelRegistry& r);
+// The table ops' kernels (table_op_kernels.cc).
+void RegisterCpuTableKernels(KernelRegistry& r);
 // Mixed precision and loss scaling (bf16_kernels.cc).
 void RegisterCpuBf16Kernels(KernelRegistry& r);
 

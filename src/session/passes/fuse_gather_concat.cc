@@ -3,8 +3,9 @@
 // Concat([pooled lookup of table 1, ..., pooled lookup of table N, dense features], axis 1). Each
 // pooled TableGather fills its own [batch, dim] buffer (zeroed when allocated) and the Concat
 // copies them all again; the pass turns that Concat into one TableGatherConcat node
-// (src/session/table_ops.cc) whose kernel pools each table's rows straight into its columns of
-// the [batch, width] output: one buffer instead of N + 1, and one pass over the activations fewer.
+// (src/session/table_ops.cc; its kernel src/device/cpu/table_op_kernels.cc) whose kernel pools each
+// table's rows straight into its columns of the [batch, width] output: one buffer instead of N + 1,
+// and one pass over the activations fewer.
 //
 // A Concat is fused when it is float32, rank 2, along axis 1, has static widths for its dense
 // inputs, and at least one input comes from a fusable TableGather: pooled (a combiner), without

@@ -5,7 +5,7 @@
 // tier costs memory only for the rows it holds.
 //
 // A tiered table's device tier is its own slab (table_impl.h), charged to the session's
-// variable_memory_max_size by the Session (src/session/table_ops.cc); the table uses a
+// variable_memory_max_size by the Session (src/device/table_resource.cc); the table uses a
 // MemoryStore for its host tier.
 //
 // Threading: as RowStore (row_store.h).

@@ -1,10 +1,12 @@
-// table_keys.cc: the key work of the lookups of one table on one batch, shared by the in-graph
+// table_key_work.cc: the key work of the lookups of one table on one batch, shared by the in-graph
 // kernels (SparseLookup, TableLookupGroup) and the key stage: gather the ids of every lookup,
 // dedup them in one pass, weight the admission counts, resolve once, and hand each lookup its
 // own unique rows and restore indices.
 //
 // Threading: PrepareTableKeys touches only its arguments (callers run it for several batches at
-// once); ResolveTableKeys needs the table's resolve_mu (see table_ops.h).
+// once); ResolveTableKeys needs a guard of the table's lock (table_key_work.h).
+#include "src/table/table_key_work.h"
+
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -12,7 +14,6 @@
 #include "fmt/format.h"
 #include "src/common/check.h"
 #include "src/common/status_macros.h"
-#include "src/session/table_ops.h"
 
 namespace recsdk::internal {
 
