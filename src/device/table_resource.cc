@@ -1,6 +1,7 @@
 // table_resource.cc: a Session's tables as resources, and the attributes of lookup nodes.
 #include "src/device/table_resource.h"
 
+#include <atomic>
 #include <utility>
 
 #include "fmt/format.h"
@@ -9,6 +10,12 @@
 #include "src/table/tier_lease.h"
 
 namespace recsdk::internal {
+
+namespace {
+std::atomic<TableDecorator> table_decorator{nullptr};
+}  // namespace
+
+void SetTableDecorator(TableDecorator decorator) { table_decorator.store(decorator); }
 
 StatusOr<TableResource*> GetOrCreateTable(ResourceMgr* resources, const Node& handle_node) {
   const std::string table_name = handle_node.StringAttr("table_name");
@@ -32,6 +39,9 @@ StatusOr<TableResource*> GetOrCreateTable(ResourceMgr* resources, const Node& ha
                                               "(device_vocabulary_size {} rows of {} bytes)",
                                               table_name, config.device_vocabulary_size,
                                               device_bytes / config.device_vocabulary_size)));
+  }
+  if (TableDecorator decorate = table_decorator.load()) {
+    RECSDK_ASSIGN_OR_RETURN(table, decorate(std::move(table)));
   }
   auto holder = std::make_shared<std::unique_ptr<EmbeddingTable>>(std::move(table));
   Resource* r = resources->LookupOrCreate(

@@ -63,8 +63,16 @@ class TableResource final : public Resource {
 // TableResourceName: the ResourceMgr key of a table.
 inline std::string TableResourceName(const std::string& table) { return "table:" + table; }
 
+// TableDecorator: turns a table GetOrCreateTable made into the one the Session holds; installed
+// by a layer above (the distributed layer shards tables over the ranks: src/dist/sharded_table.h).
+// Null (the default): the table as made.
+using TableDecorator =
+    StatusOr<std::unique_ptr<EmbeddingTable>> (*)(std::unique_ptr<EmbeddingTable>);
+// SetTableDecorator: installs `decorator` for tables created from now on. Thread-safe.
+void SetTableDecorator(TableDecorator decorator);
+
 // GetOrCreateTable: the table of a TableHandle node in `resources`, created on first use from
-// the configs in its attributes.
+// the configs in its attributes (and passed through the table decorator).
 StatusOr<TableResource*> GetOrCreateTable(ResourceMgr* resources, const Node& handle_node);
 
 // ReadLookupAttrs: the attributes of a SparseLookup node.

@@ -27,7 +27,9 @@
 #include "src/common/status_macros.h"
 #include "src/device/cpu/kernel_util.h"
 #include "src/device/kernel.h"
+#include "src/device/table_resource.h"
 #include "src/dist/process_communicator.h"
+#include "src/dist/sharded_table.h"
 #include "src/graph/op_registry.h"
 
 namespace recsdk {
@@ -146,6 +148,9 @@ void RegisterCollectiveOps() {
         [](const Node&) -> StatusOr<std::unique_ptr<OpKernel>> {
           return std::unique_ptr<OpKernel>(std::make_unique<AllReduceMeanKernel>());
         });
+    // Every Session's tables are sharded over the ranks when there are several
+    // (sharded_table.h); in a world of one they stay as they are.
+    internal::SetTableDecorator(MaybeShardTable);
   });
 }
 

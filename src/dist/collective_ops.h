@@ -13,7 +13,8 @@ namespace recsdk::dist {
 inline constexpr char kAllReduceMeanOp[] = "AllReduceMean";
 
 // RegisterCollectiveOps: the op definitions (with attribute schemas) in the global op registry
-// and their CPU kernels in the global kernel registry. Once per process.
+// and their CPU kernels in the global kernel registry, and the table decorator that shards every
+// Session's tables over the ranks when there are several (sharded_table.h). Once per process.
 void RegisterCollectiveOps();
 
 }  // namespace recsdk::dist

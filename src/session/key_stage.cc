@@ -59,6 +59,7 @@
 #include "src/common/status_macros.h"
 #include "src/session/key_stage_registry.h"
 #include "src/session/table_ops.h"
+#include "src/table/collective_table.h"
 #include "src/table/forwarding_table.h"
 
 namespace recsdk {
@@ -501,6 +502,20 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
     }
     group->lookups.push_back(static_cast<int>(impl->lookups.size()));
     impl->lookups.push_back(std::move(p));
+  }
+  // A sharded table's key exchange is a collective: every rank must make it in the same order,
+  // which the graph's order of a step gives and the stage's workers, running batches ahead and
+  // side by side, do not.
+  for (const TableResource* r : impl->all_tables) {
+    if (const auto* c =
+            dynamic_cast<const internal::CollectiveTable*>(&r->table()->SelfSynchronised())) {
+      return absl::FailedPreconditionError(fmt::format(
+          "KeyStage: table \"{}\" is sharded over {} ranks, and its keys go to their owners in "
+          "collectives that every rank must make in the same order, which the key stage's "
+          "workers cannot promise; train on several ranks with in-graph lookups (no ModifyGraph, "
+          "sparse_lookup's modify_graph = false, and feed the batches with BatchFeeds)",
+          r->table()->name(), c->world_size()));
+    }
   }
   // The spec: every table uses the host tier or none does.
   {

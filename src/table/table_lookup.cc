@@ -10,6 +10,7 @@
 #include "src/common/checked_math.h"
 #include "src/common/exception_guard.h"
 #include "src/common/status_macros.h"
+#include "src/table/pooled_gather.h"
 #include "src/table/table_impl.h"
 
 namespace recsdk::internal {
@@ -262,71 +263,11 @@ Status TableImpl::GatherPooledStrided(absl::Span<const uint32_t> unique_rows,
         name(), batch, stride, config_.dim, span_end.value_or(-1), out_span.size()));
   }
   RECSDK_RETURN_IF_ERROR(CheckRowsAndRestore(unique_rows, restore));
-  float* const out = out_span.data();
-  const int dim = config_.dim;
-  const float dflt = config_.serving_default_value;
-  // Rows are prefetched kAhead positions ahead across samples, not only within one: with one id
-  // per sample (Criteo's features) a per-sample look-ahead never prefetched at all.
-  constexpr size_t kAhead = 16;
-  const size_t per = static_cast<size_t>(n);
-  if (per == 1) {
-    // One id per sample (Criteo's features): every combiner gives 0 + the row (a mean or sqrtn of
-    // one valid row scales by 1), so a sample is one pass over its row, with the row's width a
-    // constant for the common dim 16.
-    auto one = [&](auto dim_c, size_t b0, size_t b1) {
-      const int d_end = dim_c;
-      for (size_t b = b0; b < std::min(b1, b0 + kAhead); ++b) PrefetchRow(unique_rows[restore[b]]);
-      for (size_t b = b0; b < b1; ++b) {
-        if (b + kAhead < b1) PrefetchRow(unique_rows[restore[b + kAhead]]);
-        float* __restrict o = out + b * static_cast<size_t>(stride);
-        const uint32_t row = unique_rows[restore[b]];
-        if (row < kDefaultRow) {
-          const float* __restrict w = Row(row);
-          for (int d = 0; d < d_end; ++d) o[d] = 0.0f + w[d];
-        } else {
-          const float v = row == kDefaultRow ? 0.0f + dflt : 0.0f;
-          for (int d = 0; d < d_end; ++d) o[d] = v;
-        }
-      }
-    };
-    ParallelChunks(static_cast<size_t>(batch), 64, [&](size_t b0, size_t b1) {
-      if (dim == 16) {
-        one(std::integral_constant<int, 16>{}, b0, b1);
-      } else {
-        one(dim, b0, b1);
-      }
-    });
-    return absl::OkStatus();
-  }
-  ParallelChunks(static_cast<size_t>(batch), 64, [&](size_t b0, size_t b1) {
-    const size_t p_end = b1 * per;
-    for (size_t p = b0 * per; p < std::min(p_end, b0 * per + kAhead); ++p) {
-      PrefetchRow(unique_rows[restore[p]]);
-    }
-    for (size_t b = b0; b < b1; ++b) {
-      float* o = out + b * static_cast<size_t>(stride);
-      std::fill(o, o + dim, 0.0f);
-      int64_t valid = 0;
-      const uint32_t* idx = restore.data() + b * per;
-      for (int64_t j = 0; j < n; ++j) {
-        const size_t ahead = b * per + static_cast<size_t>(j) + kAhead;
-        if (ahead < p_end) PrefetchRow(unique_rows[restore[ahead]]);
-        const uint32_t row = unique_rows[idx[j]];
-        if (row == kPaddingRow) continue;
-        ++valid;
-        if (row == kDefaultRow) {
-          for (int d = 0; d < dim; ++d) o[d] += dflt;
-          continue;
-        }
-        const float* w = Row(row);
-        for (int d = 0; d < dim; ++d) o[d] += w[d];
-      }
-      if (valid == 0 || combiner == Combiner::kSum) continue;
-      const float scale = combiner == Combiner::kMean ? 1.0f / static_cast<float>(valid)
-                                                      : 1.0f / std::sqrt(static_cast<float>(valid));
-      for (int d = 0; d < dim; ++d) o[d] *= scale;
-    }
-  });
+  PooledGatherRows([this](uint32_t row) { return Row(row); },
+                   [this](uint32_t row) { PrefetchRow(row); }, unique_rows.data(), restore.data(),
+                   static_cast<size_t>(batch), static_cast<size_t>(n), combiner,
+                   static_cast<size_t>(stride), config_.dim, config_.serving_default_value,
+                   out_span.data());
   return absl::OkStatus();
 }
 

@@ -1,0 +1,542 @@
+// sharded_table.cc: the key, row and gradient exchanges of a ShardedTable (sharded_table.h).
+#include "src/dist/sharded_table.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "fmt/format.h"
+#include "src/common/hash.h"
+#include "src/common/status_macros.h"
+#include "src/dist/launch_env.h"
+#include "src/dist/process_communicator.h"
+#include "src/table/pooled_gather.h"
+
+namespace recsdk::dist {
+namespace {
+
+constexpr uint32_t kDefaultRow = EmbeddingTable::kDefaultRow;
+constexpr uint32_t kPaddingRow = EmbeddingTable::kPaddingRow;
+constexpr int64_t kNoTime = std::numeric_limits<int64_t>::min();
+// A row id of a batch: the generation's parity in the top bit, the slot below it.
+constexpr uint32_t kGenerationBit = 0x80000000u;
+constexpr int64_t kMaxSlots = kGenerationBit - 1;
+
+// KeyRecord: one key a rank asks its owner for.
+struct KeyRecord {
+  int64_t key;
+  int64_t count;
+  int64_t time;  // kNoTime: the lookup had no timestamps
+};
+
+// The first float of each answer (and gradient) record says what follows.
+enum Flag : int { kRow = 0, kDefault = 1, kPadding = 2, kOwnerFailed = 3 };
+constexpr float kHasGradient = 1.0f;
+
+// Exchange: runs `fn` on the process communicator with its deadline, and names the table and the
+// step's collective in an error.
+template <typename Fn>
+Status Exchange(const std::string& table, const char* what, Fn&& fn) {
+  Status s = WithProcessCommunicator([&](Communicator& comm, const DistributedOptions& o) {
+    return fn(comm, DeadlineAfterSeconds(o.collective_timeout_s));
+  });
+  if (s.ok()) return s;
+  return Status(s.code(), fmt::format("sharded table \"{}\", {}: {}", table, what, s.message()));
+}
+
+std::vector<int64_t> Scaled(const std::vector<int64_t>& counts, int64_t per) {
+  std::vector<int64_t> out(counts.size());
+  for (size_t i = 0; i < counts.size(); ++i) out[i] = counts[i] * per;
+  return out;
+}
+
+int64_t Total(const std::vector<int64_t>& counts) {
+  int64_t t = 0;
+  for (int64_t c : counts) t += c;
+  return t;
+}
+
+}  // namespace
+
+int ShardedTable::Owner(int64_t key, int size) {
+  if (size <= 1) return 0;
+  return static_cast<int>(internal::Mix64(static_cast<uint64_t>(key)) %
+                          static_cast<uint64_t>(size));
+}
+
+ShardedTable::ShardedTable(std::unique_ptr<EmbeddingTable> shard, int rank, int size)
+    : EmbeddingTable(shard->config(), shard->optimizer()),
+      shard_(std::move(shard)),
+      rank_(rank),
+      world_(size),
+      keys_label_(name() + "/keys"),
+      rows_label_(name() + "/rows"),
+      grads_label_(name() + "/grads"),
+      counts_label_(name() + "/counts") {}
+
+StatusOr<std::unique_ptr<EmbeddingTable>> ShardedTable::Create(
+    std::unique_ptr<EmbeddingTable> shard, int rank, int size) {
+  if (shard == nullptr || size < 1 || rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(
+        fmt::format("ShardedTable: rank {} of {} ranks{}; pass this process's rank and the "
+                    "world size, 0 <= rank < size",
+                    rank, size, shard == nullptr ? " with no shard" : ""));
+  }
+  if (shard->config().use_dynamic_expansion) {
+    return absl::FailedPreconditionError(fmt::format(
+        "table \"{}\" is sharded over {} ranks and has use_dynamic_expansion, whose optimizers "
+        "update rows by address on this rank; set use_dynamic_expansion = false and size "
+        "device_vocabulary_size for one rank's share of the keys",
+        shard->name(), size));
+  }
+  if (shard->optimizer().ByAddress()) {
+    return absl::FailedPreconditionError(fmt::format(
+        "table \"{}\" is sharded over {} ranks, and its optimizer {} updates rows by address, "
+        "which live on their owners' ranks; use the optimizer's plain kind ({}), which applies "
+        "the same update by row",
+        shard->name(), size, SparseOptimizerKindName(shard->optimizer().kind),
+        SparseOptimizerKindName(
+            static_cast<SparseOptimizerKind>(static_cast<int>(shard->optimizer().kind) - 1))));
+  }
+  return std::unique_ptr<EmbeddingTable>(new ShardedTable(std::move(shard), rank, size));
+}
+
+int64_t ShardedTable::MemoryBytes() const {
+  int64_t bytes = shard_->MemoryBytes();
+  for (const Batch& b : batches_) {
+    bytes += static_cast<int64_t>(b.rows.capacity() * sizeof(float) +
+                                  b.send_position.capacity() * sizeof(int64_t) +
+                                  b.served_rows.capacity() * sizeof(uint32_t));
+  }
+  return bytes;
+}
+
+Status ShardedTable::Resolve(absl::Span<const int64_t> unique_keys,
+                             absl::Span<const uint32_t> counts,
+                             absl::Span<const int64_t> timestamps, LookupMode mode,
+                             absl::Span<uint32_t> rows) {
+  const size_t n = unique_keys.size();
+  // A rank with wrong arguments sends nothing but still takes part, so no rank waits for it.
+  Status own;
+  if (rows.size() != n || (!counts.empty() && counts.size() != n) ||
+      (!timestamps.empty() && timestamps.size() != n)) {
+    own = absl::InvalidArgumentError(fmt::format(
+        "table \"{}\": Resolve of {} keys got {} rows, {} counts and {} timestamps; pass one "
+        "row (and one count and timestamp, or none) per key",
+        name(), n, rows.size(), counts.size(), timestamps.size()));
+  } else if (static_cast<int64_t>(n) > kMaxSlots) {
+    own = absl::InvalidArgumentError(
+        fmt::format("table \"{}\": Resolve of {} keys; a batch of a sharded table holds at most {}",
+                    name(), n, kMaxSlots));
+  }
+  const size_t sent = own.ok() ? n : 0;
+  ++generation_;
+  Batch& batch = batches_[static_cast<size_t>(generation_ % 2)];
+  batch = Batch{};
+  batch.train = mode == LookupMode::kTrain;
+  batch.num_keys = static_cast<int64_t>(sent);
+  batch.send_counts.assign(world_, 0);
+  std::vector<int> owner(sent);
+  for (size_t i = 0; i < sent; ++i) {
+    owner[i] = Owner(unique_keys[i], world_);
+    ++batch.send_counts[owner[i]];
+  }
+  std::vector<int64_t> next(world_, 0);
+  for (int r = 1; r < world_; ++r) next[r] = next[r - 1] + batch.send_counts[r - 1];
+  std::vector<KeyRecord> send(sent);
+  batch.send_position.resize(sent);
+  for (size_t i = 0; i < sent; ++i) {
+    const int64_t p = next[owner[i]]++;
+    batch.send_position[i] = p;
+    send[p] = {unique_keys[i], counts.empty() ? 1 : static_cast<int64_t>(counts[i]),
+               timestamps.empty() ? kNoTime : timestamps[i]};
+  }
+  batch.recv_counts.assign(world_, 0);
+  RECSDK_RETURN_IF_ERROR(
+      Exchange(name(), "exchanging the key counts", [&](Communicator& c, auto d) {
+        return c.AllToAll<int64_t>(batch.send_counts, absl::MakeSpan(batch.recv_counts), d,
+                                   CallTag{-1, counts_label_});
+      }));
+  std::vector<KeyRecord> received(static_cast<size_t>(Total(batch.recv_counts)));
+  RECSDK_RETURN_IF_ERROR(
+      Exchange(name(), "sending keys to their owners", [&](Communicator& c, auto d) {
+        return c.AllToAllV<KeyRecord>(send, {batch.send_counts, {}}, absl::MakeSpan(received),
+                                      {batch.recv_counts, {}}, d, CallTag{-1, keys_label_});
+      }));
+
+  // As the owner: the union of the keys asked for, in rank order, resolved once.
+  std::vector<int64_t> keys;
+  std::vector<uint32_t> key_counts;
+  std::vector<int64_t> key_times;
+  std::vector<uint32_t> which(received.size());
+  bool any_time = false, all_time = true;
+  {
+    absl::flat_hash_map<int64_t, uint32_t> index;
+    index.reserve(received.size());
+    for (size_t p = 0; p < received.size(); ++p) {
+      const KeyRecord& r = received[p];
+      auto [it, inserted] = index.try_emplace(r.key, static_cast<uint32_t>(keys.size()));
+      if (inserted) {
+        keys.push_back(r.key);
+        key_counts.push_back(0);
+        key_times.push_back(kNoTime);
+      }
+      const uint32_t u = it->second;
+      which[p] = u;
+      const int64_t sum = static_cast<int64_t>(key_counts[u]) + std::max<int64_t>(r.count, 0);
+      key_counts[u] =
+          static_cast<uint32_t>(std::min<int64_t>(sum, std::numeric_limits<uint32_t>::max()));
+      key_times[u] = std::max(key_times[u], r.time);
+      any_time |= r.time != kNoTime;
+      all_time &= r.time != kNoTime;
+    }
+  }
+  if (any_time && !all_time) {
+    // Some lookups had timestamps and some not: the others take the data time, as in one table.
+    for (int64_t& t : key_times) t = t == kNoTime ? shard_->data_time() : t;
+  }
+  std::vector<uint32_t> key_rows(keys.size());
+  Status owned = shard_->Resolve(
+      keys, key_counts, any_time ? absl::MakeConstSpan(key_times) : absl::Span<const int64_t>(),
+      mode, absl::MakeSpan(key_rows));
+  const int64_t dim = config_.dim;
+  const int64_t record = dim + 1;
+  std::vector<float> embeddings;
+  if (owned.ok()) {
+    embeddings.resize(keys.size() * static_cast<size_t>(dim));
+    owned = shard_->Gather(key_rows, absl::MakeSpan(embeddings));
+  }
+  std::vector<float> answer(received.size() * static_cast<size_t>(record), 0.0f);
+  batch.served_rows.resize(received.size());
+  for (size_t p = 0; p < received.size(); ++p) {
+    float* a = answer.data() + p * static_cast<size_t>(record);
+    if (!owned.ok()) {
+      a[0] = kOwnerFailed;
+      batch.served_rows[p] = kDefaultRow;
+      continue;
+    }
+    const uint32_t row = key_rows[which[p]];
+    batch.served_rows[p] = row;
+    a[0] = row == kPaddingRow ? kPadding : row == kDefaultRow ? kDefault : kRow;
+    std::copy_n(embeddings.data() + which[p] * static_cast<size_t>(dim), dim, a + 1);
+  }
+  std::vector<float> back(sent * static_cast<size_t>(record));
+  const std::vector<int64_t> answer_counts = Scaled(batch.recv_counts, record);
+  const std::vector<int64_t> back_counts = Scaled(batch.send_counts, record);
+  RECSDK_RETURN_IF_ERROR(
+      Exchange(name(), "sending rows back from their owners", [&](Communicator& c, auto d) {
+        return c.AllToAllV<float>(answer, {answer_counts, {}}, absl::MakeSpan(back),
+                                  {back_counts, {}}, d, CallTag{-1, rows_label_});
+      }));
+  if (!owned.ok()) {
+    return Status(owned.code(), fmt::format("sharded table \"{}\" on rank {} (owner of keys "
+                                            "other ranks asked for): {}",
+                                            name(), rank_, owned.message()));
+  }
+  RECSDK_RETURN_IF_ERROR(own);
+  batch.rows.resize(sent * static_cast<size_t>(dim));
+  const uint32_t parity = (generation_ % 2) != 0 ? kGenerationBit : 0u;
+  for (size_t i = 0; i < sent; ++i) {
+    const float* a = back.data() + batch.send_position[i] * record;
+    switch (static_cast<int>(a[0])) {
+      case kRow:
+        rows[i] = parity | static_cast<uint32_t>(i);
+        std::copy_n(a + 1, dim, batch.rows.data() + i * static_cast<size_t>(dim));
+        break;
+      case kDefault:
+        rows[i] = kDefaultRow;
+        break;
+      case kPadding:
+        rows[i] = kPaddingRow;
+        break;
+      default:
+        return absl::AbortedError(fmt::format(
+            "sharded table \"{}\": rank {}, which owns key {}, failed to resolve its keys (its "
+            "own error says why); this step's lookup of the table cannot complete",
+            name(), owner[i], unique_keys[i]));
+    }
+  }
+  if (batch.train) last_train_generation_ = generation_;
+  return absl::OkStatus();
+}
+
+bool ShardedTable::Slot(uint32_t row, const Batch** batch, int64_t* slot) const {
+  if (row >= kDefaultRow || generation_ < 0) return false;
+  const int64_t parity = (row & kGenerationBit) != 0 ? 1 : 0;
+  // Only the last two generations exist: parities name them.
+  const Batch& b = batches_[static_cast<size_t>(parity)];
+  const int64_t s = row & ~kGenerationBit;
+  if (s >= b.num_keys) return false;
+  *batch = &b;
+  *slot = s;
+  return true;
+}
+
+const float* ShardedTable::RowOf(uint32_t row) const {
+  const Batch* b = nullptr;
+  int64_t s = 0;
+  (void)Slot(row, &b, &s);  // CheckRows has passed
+  return b->rows.data() + s * config_.dim;
+}
+
+void ShardedTable::CopyRow(uint32_t row, float* out) const {
+  const int dim = config_.dim;
+  if (row < kDefaultRow) {
+    std::copy_n(RowOf(row), dim, out);
+  } else {
+    std::fill(out, out + dim, row == kPaddingRow ? 0.0f : config_.serving_default_value);
+  }
+}
+
+Status ShardedTable::CheckRows(absl::Span<const uint32_t> rows,
+                               absl::Span<const uint32_t> restore) const {
+  for (uint32_t i : restore) {
+    if (i >= rows.size()) {
+      return absl::InvalidArgumentError(
+          fmt::format("table \"{}\": restore index {} is out of range for {} unique rows; pass "
+                      "the restore_index and rows of the same DedupKeys/Resolve",
+                      name(), i, rows.size()));
+    }
+  }
+  for (uint32_t row : rows) {
+    const Batch* b = nullptr;
+    int64_t s = 0;
+    if (row < kDefaultRow && !Slot(row, &b, &s)) {
+      return absl::InvalidArgumentError(fmt::format(
+          "table \"{}\": row id {} is not a row of this rank's last two batches of the sharded "
+          "table; pass rows that Resolve returned",
+          name(), row));
+    }
+  }
+  return absl::OkStatus();
+}
+
+Status ShardedTable::Gather(absl::Span<const uint32_t> rows, absl::Span<float> out) const {
+  const size_t dim = static_cast<size_t>(config_.dim);
+  if (out.size() != rows.size() * dim) {
+    return absl::InvalidArgumentError(
+        fmt::format("table \"{}\": Gather's output holds {} floats where {} rows of {} belong",
+                    name(), out.size(), rows.size(), dim));
+  }
+  RECSDK_RETURN_IF_ERROR(CheckRows(rows, {}));
+  for (size_t i = 0; i < rows.size(); ++i) CopyRow(rows[i], out.data() + i * dim);
+  return absl::OkStatus();
+}
+
+Status ShardedTable::GatherRestored(absl::Span<const uint32_t> unique_rows,
+                                    absl::Span<const uint32_t> restore_index,
+                                    absl::Span<float> out) const {
+  const size_t dim = static_cast<size_t>(config_.dim);
+  if (out.size() != restore_index.size() * dim) {
+    return absl::InvalidArgumentError(fmt::format(
+        "table \"{}\": GatherRestored's output holds {} floats where {} rows of {} belong", name(),
+        out.size(), restore_index.size(), dim));
+  }
+  RECSDK_RETURN_IF_ERROR(CheckRows(unique_rows, restore_index));
+  for (size_t i = 0; i < restore_index.size(); ++i) {
+    CopyRow(unique_rows[restore_index[i]], out.data() + i * dim);
+  }
+  return absl::OkStatus();
+}
+
+Status ShardedTable::GatherPooled(absl::Span<const uint32_t> unique_rows,
+                                  absl::Span<const uint32_t> restore_index, int64_t batch,
+                                  int64_t n, Combiner combiner, absl::Span<float> out) const {
+  if (batch < 0 || static_cast<int64_t>(out.size()) != batch * config_.dim) {
+    return absl::InvalidArgumentError(
+        fmt::format("table \"{}\": GatherPooled's output holds {} floats where [{}, {}] belong",
+                    name(), out.size(), batch, config_.dim));
+  }
+  return GatherPooledStrided(unique_rows, restore_index, batch, n, combiner, config_.dim, out);
+}
+
+Status ShardedTable::GatherPooledStrided(absl::Span<const uint32_t> unique_rows,
+                                         absl::Span<const uint32_t> restore_index, int64_t batch,
+                                         int64_t n, Combiner combiner, int64_t out_stride,
+                                         absl::Span<float> out) const {
+  if (batch < 0 || n < 0 || (n > 0 && batch > std::numeric_limits<int64_t>::max() / n) ||
+      static_cast<int64_t>(restore_index.size()) != batch * n) {
+    return absl::InvalidArgumentError(
+        fmt::format("table \"{}\": pooled lookup of [batch {}, n {}] got {} restore indices; pass "
+                    "batch * n of them",
+                    name(), batch, n, restore_index.size()));
+  }
+  const int64_t needed = batch == 0 ? 0 : (batch - 1) * out_stride + config_.dim;
+  if (out_stride < config_.dim || static_cast<int64_t>(out.size()) < needed) {
+    return absl::InvalidArgumentError(fmt::format(
+        "table \"{}\": pooled output of {} rows {} floats apart needs a stride of at least dim "
+        "{} and {} floats, got {}",
+        name(), batch, out_stride, config_.dim, needed, out.size()));
+  }
+  RECSDK_RETURN_IF_ERROR(CheckRows(unique_rows, restore_index));
+  internal::PooledGatherRows([this](uint32_t row) { return RowOf(row); }, [](uint32_t) {},
+                             unique_rows.data(), restore_index.data(), static_cast<size_t>(batch),
+                             static_cast<size_t>(n), combiner, static_cast<size_t>(out_stride),
+                             config_.dim, config_.serving_default_value, out.data());
+  return absl::OkStatus();
+}
+
+Status ShardedTable::PaddingMask(absl::Span<const uint32_t> unique_rows,
+                                 absl::Span<const uint32_t> restore_index,
+                                 absl::Span<float> mask) const {
+  if (mask.size() != restore_index.size()) {
+    return absl::InvalidArgumentError(
+        fmt::format("table \"{}\": PaddingMask's mask holds {} floats for {} positions", name(),
+                    mask.size(), restore_index.size()));
+  }
+  RECSDK_RETURN_IF_ERROR(CheckRows(unique_rows, restore_index));
+  for (size_t i = 0; i < restore_index.size(); ++i) {
+    mask[i] = unique_rows[restore_index[i]] == kPaddingRow ? 0.0f : 1.0f;
+  }
+  return absl::OkStatus();
+}
+
+Status ShardedTable::ApplyGradients(absl::Span<const uint32_t> rows,
+                                    absl::Span<const float> summed_grads, int64_t step) {
+  const int64_t dim = config_.dim;
+  const int64_t record = dim + 1;
+  // A rank with wrong arguments sends no gradient but still takes part (see Resolve).
+  Status own;
+  const Batch* batch = nullptr;
+  if (last_train_generation_ < 0 || generation_ - last_train_generation_ > 1) {
+    own = absl::FailedPreconditionError(fmt::format(
+        "table \"{}\": ApplyGradients with no training Resolve among the last two of this "
+        "rank; apply the gradients of the step's own training lookup",
+        name()));
+  } else {
+    batch = &batches_[static_cast<size_t>(last_train_generation_ % 2)];
+  }
+  if (own.ok() && summed_grads.size() != rows.size() * static_cast<size_t>(dim)) {
+    own = absl::InvalidArgumentError(
+        fmt::format("table \"{}\": ApplyGradients got {} gradient floats for {} rows of dim {}",
+                    name(), summed_grads.size(), rows.size(), dim));
+  }
+  std::vector<float> send;
+  if (own.ok()) {
+    send.assign(static_cast<size_t>(batch->num_keys * record), 0.0f);
+    const uint32_t parity = (last_train_generation_ % 2) != 0 ? kGenerationBit : 0u;
+    for (size_t i = 0; i < rows.size() && own.ok(); ++i) {
+      const uint32_t row = rows[i];
+      if (row >= kDefaultRow) continue;
+      const int64_t slot = row & ~kGenerationBit;
+      if ((row & kGenerationBit) != parity || slot >= batch->num_keys) {
+        own = absl::InvalidArgumentError(fmt::format(
+            "table \"{}\": row id {} is not a row of this rank's last training Resolve; apply "
+            "the rows that Resolve returned",
+            name(), row));
+        break;
+      }
+      float* g = send.data() + batch->send_position[slot] * record;
+      if (g[0] == kHasGradient) {
+        own = absl::InvalidArgumentError(fmt::format(
+            "table \"{}\": row id {} appears twice in one ApplyGradients; sum its gradients "
+            "first (AggregateGradients)",
+            name(), row));
+        break;
+      }
+      g[0] = kHasGradient;
+      std::copy_n(summed_grads.data() + i * dim, dim, g + 1);
+    }
+  }
+  std::vector<int64_t> send_counts(world_, 0), recv_counts(world_, 0);
+  if (own.ok()) {
+    send_counts = Scaled(batch->send_counts, record);
+    recv_counts = Scaled(batch->recv_counts, record);
+  } else {
+    send.clear();
+  }
+  // Every rank knows what it will receive from the Resolve, unless a rank sends nothing: the
+  // counts go first so a rank that refused its arguments does not break the others' exchange.
+  std::vector<int64_t> incoming(world_, 0);
+  RECSDK_RETURN_IF_ERROR(
+      Exchange(name(), "exchanging the gradient counts", [&](Communicator& c, auto d) {
+        return c.AllToAll<int64_t>(send_counts, absl::MakeSpan(incoming), d,
+                                   CallTag{step, counts_label_});
+      }));
+  std::vector<float> received(static_cast<size_t>(Total(incoming)));
+  RECSDK_RETURN_IF_ERROR(
+      Exchange(name(), "sending gradients to their owners", [&](Communicator& c, auto d) {
+        return c.AllToAllV<float>(send, {send_counts, {}}, absl::MakeSpan(received), {incoming, {}},
+                                  d, CallTag{step, grads_label_});
+      }));
+  RECSDK_RETURN_IF_ERROR(own);
+  if (incoming != recv_counts) {
+    return absl::AbortedError(fmt::format(
+        "sharded table \"{}\": another rank sent no gradients for this step's keys (its own "
+        "error says why); the update is skipped on every rank",
+        name()));
+  }
+  // As the owner: each row's gradients from every rank, added in rank order, averaged.
+  absl::flat_hash_map<uint32_t, uint32_t> index;
+  std::vector<uint32_t> owned_rows;
+  std::vector<float> sums;
+  for (size_t p = 0; p < batch->served_rows.size(); ++p) {
+    const float* g = received.data() + p * static_cast<size_t>(record);
+    const uint32_t row = batch->served_rows[p];
+    if (g[0] != kHasGradient || row >= kDefaultRow) continue;
+    auto [it, inserted] = index.try_emplace(row, static_cast<uint32_t>(owned_rows.size()));
+    if (inserted) {
+      owned_rows.push_back(row);
+      sums.resize(sums.size() + static_cast<size_t>(dim), 0.0f);
+    }
+    float* s = sums.data() + it->second * static_cast<size_t>(dim);
+    for (int64_t d = 0; d < dim; ++d) s[d] += g[1 + d];
+  }
+  const float inv = 1.0f / static_cast<float>(world_);
+  for (float& v : sums) v *= inv;
+  return shard_->ApplyGradients(owned_rows, sums, step);
+}
+
+Status ShardedTable::RowAddresses(absl::Span<const uint32_t>, absl::Span<float*>) {
+  return absl::FailedPreconditionError(fmt::format(
+      "table \"{}\" is sharded: its rows live on their owners' ranks and have no address here; "
+      "use a by-row optimizer (Create refuses the by-address ones)",
+      name()));
+}
+
+Status ShardedTable::ApplyGradientsByAddress(absl::Span<float* const>, absl::Span<const float>,
+                                             int64_t) {
+  return RowAddresses({}, {});
+}
+
+Status ShardedTable::SetAccessThreshold(int64_t access_threshold) {
+  Status s = shard_->SetAccessThreshold(access_threshold);
+  if (s.ok()) config_.access_threshold = shard_->config().access_threshold;
+  return s;
+}
+
+uint32_t ShardedTable::FindRow(int64_t key) const {
+  return Owner(key, world_) == rank_ ? shard_->FindRow(key) : kDefaultRow;
+}
+
+StatusOr<std::vector<float>> ShardedTable::ReadRow(int64_t key) const {
+  const int owner = Owner(key, world_);
+  if (owner != rank_) {
+    return absl::NotFoundError(fmt::format(
+        "table \"{}\": key {} is held by rank {} of {}, not by this rank {}; read it there", name(),
+        key, owner, world_, rank_));
+  }
+  return shard_->ReadRow(key);
+}
+
+Status ShardedTable::ImportNpy(const std::string& keys_path, const std::string& values_path) {
+  return absl::FailedPreconditionError(fmt::format(
+      "table \"{}\" is sharded over {} ranks and ImportNpy's files (\"{}\", \"{}\") hold keys "
+      "of every rank; import them in a single-process run and save a checkpoint, then restore "
+      "it here",
+      name(), world_, keys_path, values_path));
+}
+
+StatusOr<std::unique_ptr<EmbeddingTable>> MaybeShardTable(std::unique_ptr<EmbeddingTable> table) {
+  int rank = 0, size = 1;
+  if (!ProcessWorld(&rank, &size)) {
+    RECSDK_ASSIGN_OR_RETURN(LaunchEnvironment env, ReadLaunchEnvironment());
+    rank = env.rank;
+    size = env.size;
+  }
+  if (size <= 1) return table;
+  return ShardedTable::Create(std::move(table), rank, size);
+}
+
+}  // namespace recsdk::dist

@@ -1,0 +1,155 @@
+// sharded_table.h: a table whose keys are spread over the ranks of a distributed job.
+//
+// Each key has one owner, owner(key) = Mix64(key) mod size (a mixing hash: real ids are skewed,
+// so neither key mod N nor a mask of the low bits spreads them evenly). Each rank holds the rows
+// of the keys it owns in its shard, an ordinary table of the same configs. A ShardedTable is what
+// the rank's Session uses in place of the table: the graph, the kernels and the sparse optimizer
+// see an EmbeddingTable, and the exchange with the owners happens inside two of its calls, each
+// a collective every rank makes in the same order (the graph's order of its table ops):
+//   Resolve: every rank sends its batch's unique keys (with their counts and latest timestamps)
+//     to their owners in one AllToAllV. Each owner resolves the union of what it received once,
+//     in rank order: a key's counts add up and its timestamp is the latest, exactly as one process
+//     resolving the whole global batch would see them, so admission, new rows and eviction times
+//     are those of a single-process run. The owners send back each key's embedding (or that it
+//     has none: not admitted, padding) in a second AllToAllV; the caller keeps them for the
+//     batch, and the row ids Resolve returns name them. Like a tiered table's device rows, the
+//     rows of the last two Resolve calls stay readable.
+//   ApplyGradients: each row's summed gradient goes back to its key's owner (one AllToAllV); the
+//     owner adds the gradients of a key from every rank in rank order, divides by the number of
+//     ranks (each rank's loss is the mean over its own batch, the job's loss the mean of those,
+//     as DistributedOptimizer averages the dense gradients), and applies its sparse optimizer
+//     once. So N ranks train a table as one process trains it on the N batches together.
+// Gather*, PaddingMask read the rows of the batch this rank received; they move nothing.
+//
+// What a rank sees of the table outside a step is its shard: size(), MemoryBytes(), FindRow,
+// ReadRow, ExportNpy, the snapshot calls (each rank saves and restores its own shard), eviction
+// (each owner evicts its keys by the timestamps it received) and SetAccessThreshold. FindRow and
+// ReadRow of a key another rank owns say which rank holds it. Refused, with the reason: the
+// by-address optimizers (their rows live on another rank) and use_dynamic_expansion (at Create);
+// ImportNpy (its files hold every rank's keys: import before sharding, or restore a checkpoint).
+//
+// Errors: a rank whose arguments are wrong still takes part in the exchange (with nothing to
+// send) so the others are not left waiting, then returns its error; an owner whose Resolve fails
+// tells every rank that asked it, and they fail naming the owner. Every exchange has the
+// process communicator's deadline (collective_timeout_s) and names the table.
+//
+// Threading: as EmbeddingTable; the Session's LockedTable serialises the calls that need it, and
+// the process communicator serialises the collectives (process_communicator.h).
+#ifndef RECSDK_DIST_SHARDED_TABLE_H_
+#define RECSDK_DIST_SHARDED_TABLE_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "recsdk/table.h"
+#include "src/table/collective_table.h"
+
+namespace recsdk::dist {
+
+class ShardedTable final : public EmbeddingTable, public internal::CollectiveTable {
+ public:
+  // Create: the table of rank `rank` of `size`, holding its keys in `shard`. InvalidArgument for
+  // a rank outside [0, size); FailedPrecondition naming the table for configs a sharded table
+  // cannot honour (see above).
+  [[nodiscard]] static StatusOr<std::unique_ptr<EmbeddingTable>> Create(
+      std::unique_ptr<EmbeddingTable> shard, int rank, int size);
+
+  // Owner: the rank that holds `key` in a world of `size` ranks.
+  static int Owner(int64_t key, int size);
+
+  int world_size() const override { return world_; }
+  int64_t size() const override { return shard_->size(); }
+  int64_t capacity() const override { return shard_->capacity(); }
+  int64_t MemoryBytes() const override;
+  int64_t data_time() const override { return shard_->data_time(); }
+  Status Resolve(absl::Span<const int64_t> unique_keys, absl::Span<const uint32_t> counts,
+                 absl::Span<const int64_t> timestamps, LookupMode mode,
+                 absl::Span<uint32_t> rows) override;
+  Status Gather(absl::Span<const uint32_t> rows, absl::Span<float> out) const override;
+  Status GatherRestored(absl::Span<const uint32_t> unique_rows,
+                        absl::Span<const uint32_t> restore_index,
+                        absl::Span<float> out) const override;
+  Status GatherPooled(absl::Span<const uint32_t> unique_rows,
+                      absl::Span<const uint32_t> restore_index, int64_t batch, int64_t n,
+                      Combiner combiner, absl::Span<float> out) const override;
+  Status GatherPooledStrided(absl::Span<const uint32_t> unique_rows,
+                             absl::Span<const uint32_t> restore_index, int64_t batch, int64_t n,
+                             Combiner combiner, int64_t out_stride,
+                             absl::Span<float> out) const override;
+  Status PaddingMask(absl::Span<const uint32_t> unique_rows,
+                     absl::Span<const uint32_t> restore_index,
+                     absl::Span<float> mask) const override;
+  Status ApplyGradients(absl::Span<const uint32_t> rows, absl::Span<const float> summed_grads,
+                        int64_t step) override;
+  Status RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> addresses) override;
+  Status ApplyGradientsByAddress(absl::Span<float* const> addresses,
+                                 absl::Span<const float> summed_grads, int64_t step) override;
+  StatusOr<int64_t> EvictStale() override { return shard_->EvictStale(); }
+  StatusOr<int64_t> EvictLastAccessedAtOrBefore(int64_t cutoff) override {
+    return shard_->EvictLastAccessedAtOrBefore(cutoff);
+  }
+  Status SetAccessThreshold(int64_t access_threshold) override;
+  uint32_t FindRow(int64_t key) const override;
+  StatusOr<std::vector<float>> ReadRow(int64_t key) const override;
+  float AdmissionCount(int64_t key) const override { return shard_->AdmissionCount(key); }
+  Status ExportNpy(const std::string& keys_path, const std::string& values_path) const override {
+    return shard_->ExportNpy(keys_path, values_path);
+  }
+  Status ImportNpy(const std::string& keys_path, const std::string& values_path) override;
+  StatusOr<TableSnapshot> Snapshot(SnapshotKind kind) override { return shard_->Snapshot(kind); }
+  StatusOr<TableSnapshot> SnapshotToSink(SnapshotKind kind, SnapshotRowSink& sink) override {
+    return shard_->SnapshotToSink(kind, sink);
+  }
+  Status LoadSnapshot(const TableSnapshot& snapshot) override {
+    return shard_->LoadSnapshot(snapshot);
+  }
+  Status AdoptSnapshot(TableSnapshot&& snapshot) override {
+    return shard_->AdoptSnapshot(std::move(snapshot));
+  }
+  Status CheckSnapshots(absl::Span<const TableSnapshot> chain) override {
+    return shard_->CheckSnapshots(chain);
+  }
+
+ private:
+  // Batch: one Resolve's exchange, kept for its Gather* and (training) its ApplyGradients.
+  struct Batch {
+    bool train = false;
+    int64_t num_keys = 0;
+    std::vector<float> rows;             // [num_keys, dim]: slot i's embedding
+    std::vector<int64_t> send_position;  // slot i -> its record in the send order
+    std::vector<int64_t> send_counts;    // records sent to each rank
+    std::vector<int64_t> recv_counts;    // records received from each rank (as owner)
+    std::vector<uint32_t> served_rows;   // per received record: the shard's row
+  };
+
+  ShardedTable(std::unique_ptr<EmbeddingTable> shard, int rank, int size);
+  // Slot: the batch and slot of a row id Resolve returned; false for other ids.
+  bool Slot(uint32_t row, const Batch** batch, int64_t* slot) const;
+  Status CheckRows(absl::Span<const uint32_t> rows, absl::Span<const uint32_t> restore) const;
+  const float* RowOf(uint32_t row) const;
+  void CopyRow(uint32_t row, float* out) const;
+
+  std::unique_ptr<EmbeddingTable> shard_;
+  const int rank_;
+  const int world_;
+  // The last two Resolve calls' batches (batches_[generation_ % 2] is the latest).
+  std::array<Batch, 2> batches_;
+  int64_t generation_ = -1;
+  int64_t last_train_generation_ = -1;
+  // Labels of the exchanges (CallTag keeps a view).
+  const std::string keys_label_, rows_label_, grads_label_, counts_label_;
+};
+
+// MaybeShardTable: `table` as the Session of this process should hold it: a ShardedTable when
+// this process is one of several ranks (the process communicator's world, or the launcher's
+// when none exists yet), else unchanged. The table decorator of every Session's tables
+// (SetTableDecorator, src/device/table_resource.h), installed with the collective ops.
+[[nodiscard]] StatusOr<std::unique_ptr<EmbeddingTable>> MaybeShardTable(
+    std::unique_ptr<EmbeddingTable> table);
+
+}  // namespace recsdk::dist
+
+#endif  // RECSDK_DIST_SHARDED_TABLE_H_

@@ -1,0 +1,242 @@
+// Tests of ShardedTable (src/dist/sharded_table.h) in a world of one rank, where every exchange
+// is the LocalCommunicator's copy: it must behave exactly as the table it shards (the same
+// admissions, sentinels, gathers and updates, bit for bit), keep the rows of its last two
+// batches readable, refuse what it cannot honour with the reason, and spread skewed keys evenly
+// over the ranks. The multi-rank behaviour is tests/dist/mpi_sharded_table_test.cc's.
+#include "src/dist/sharded_table.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "recsdk/table.h"
+
+namespace recsdk::dist {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+constexpr int kDim = 4;
+constexpr uint32_t kDefaultRow = EmbeddingTable::kDefaultRow;
+constexpr uint32_t kPaddingRow = EmbeddingTable::kPaddingRow;
+
+TableConfig Config() {
+  TableConfig c;
+  c.name = "t";
+  c.dim = kDim;
+  c.device_vocabulary_size = 256;
+  c.access_threshold = 2;
+  c.padding_keys = {-1};
+  c.serving_default_value = 0.25f;
+  c.initializer = Initializer::Uniform(-0.5, 0.5, 9);
+  return c;
+}
+
+std::unique_ptr<EmbeddingTable> Plain(
+    const TableConfig& c = Config(),
+    const SparseOptimizerConfig& o = SparseOptimizerConfig::Adagrad(0.1f)) {
+  StatusOr<std::unique_ptr<EmbeddingTable>> t = EmbeddingTable::Create(c, o);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
+std::unique_ptr<EmbeddingTable> Sharded(
+    const TableConfig& c = Config(),
+    const SparseOptimizerConfig& o = SparseOptimizerConfig::Adagrad(0.1f)) {
+  StatusOr<std::unique_ptr<EmbeddingTable>> t = ShardedTable::Create(Plain(c, o), 0, 1);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
+// Batch: unique keys, their counts, a pooled restore of 2 ids per sample over them.
+struct Batch {
+  std::vector<int64_t> keys;
+  std::vector<uint32_t> counts;
+  std::vector<uint32_t> restore;
+};
+
+Batch MakeBatch(int step) {
+  Batch b;
+  for (int64_t k = 0; k < 12; ++k) {
+    b.keys.push_back((k * 5 + step * 3) % 20);
+    b.counts.push_back(1 + static_cast<uint32_t>((k + step) % 2));
+  }
+  std::sort(b.keys.begin(), b.keys.end());
+  b.keys.erase(std::unique(b.keys.begin(), b.keys.end()), b.keys.end());
+  b.keys.push_back(-1);  // a padding key
+  b.counts.resize(b.keys.size(), 1);
+  for (uint32_t i = 0; i < 2 * b.keys.size(); ++i) {
+    b.restore.push_back((i * 7) % static_cast<uint32_t>(b.keys.size()));
+  }
+  return b;
+}
+
+TEST(ShardedTableTest, OneRankTrainsBitForBitLikeTheTableItShards) {
+  std::unique_ptr<EmbeddingTable> plain = Plain();
+  std::unique_ptr<EmbeddingTable> sharded = Sharded();
+  ASSERT_NE(sharded, nullptr);
+  for (int step = 1; step <= 6; ++step) {
+    const Batch b = MakeBatch(step);
+    const size_t u = b.keys.size();
+    std::vector<uint32_t> rp(u), rs(u);
+    ASSERT_TRUE(plain->Resolve(b.keys, b.counts, {}, LookupMode::kTrain, absl::MakeSpan(rp)).ok());
+    const Status s = sharded->Resolve(b.keys, b.counts, {}, LookupMode::kTrain, absl::MakeSpan(rs));
+    ASSERT_TRUE(s.ok()) << s;
+    for (size_t i = 0; i < u; ++i) {
+      // The same sentinels (padding, not yet admitted); real rows have ids of their own.
+      EXPECT_EQ(rp[i] >= kDefaultRow ? rp[i] : 0u, rs[i] >= kDefaultRow ? rs[i] : 0u)
+          << "step " << step << " key " << b.keys[i];
+    }
+    const int64_t batch = static_cast<int64_t>(b.restore.size() / 2);
+    for (Combiner c : {Combiner::kSum, Combiner::kMean, Combiner::kSqrtn}) {
+      std::vector<float> op(batch * kDim), os(batch * kDim);
+      ASSERT_TRUE(plain->GatherPooled(rp, b.restore, batch, 2, c, absl::MakeSpan(op)).ok());
+      ASSERT_TRUE(sharded->GatherPooled(rs, b.restore, batch, 2, c, absl::MakeSpan(os)).ok());
+      EXPECT_EQ(op, os) << "step " << step;
+    }
+    std::vector<float> gp(u * kDim), gs(u * kDim);
+    ASSERT_TRUE(plain->Gather(rp, absl::MakeSpan(gp)).ok());
+    ASSERT_TRUE(sharded->Gather(rs, absl::MakeSpan(gs)).ok());
+    EXPECT_EQ(gp, gs);
+    std::vector<float> mp(b.restore.size()), ms(b.restore.size());
+    ASSERT_TRUE(plain->PaddingMask(rp, b.restore, absl::MakeSpan(mp)).ok());
+    ASSERT_TRUE(sharded->PaddingMask(rs, b.restore, absl::MakeSpan(ms)).ok());
+    EXPECT_EQ(mp, ms);
+    std::vector<float> grads(u * kDim);
+    for (size_t i = 0; i < grads.size(); ++i) grads[i] = 0.01f * static_cast<float>(i % 7) - 0.03f;
+    ASSERT_TRUE(plain->ApplyGradients(rp, grads, step).ok());
+    const Status a = sharded->ApplyGradients(rs, grads, step);
+    ASSERT_TRUE(a.ok()) << a;
+  }
+  EXPECT_EQ(sharded->size(), plain->size());
+  EXPECT_GT(plain->size(), 0);
+  for (int64_t key = 0; key < 20; ++key) {
+    const StatusOr<std::vector<float>> want = plain->ReadRow(key);
+    const StatusOr<std::vector<float>> got = sharded->ReadRow(key);
+    ASSERT_EQ(got.ok(), want.ok()) << key;
+    if (want.ok()) {
+      EXPECT_EQ(*got, *want) << "key " << key;
+    }
+    EXPECT_EQ(sharded->AdmissionCount(key), plain->AdmissionCount(key)) << key;
+  }
+}
+
+TEST(ShardedTableTest, EvaluationResolvesAdmitNothingAndReadTheServingDefault) {
+  std::unique_ptr<EmbeddingTable> sharded = Sharded();
+  const std::vector<int64_t> keys = {3, 4};
+  std::vector<uint32_t> rows(2);
+  ASSERT_TRUE(sharded->Resolve(keys, {2, 2}, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+  const std::vector<int64_t> eval_keys = {3, 99};
+  ASSERT_TRUE(sharded->Resolve(eval_keys, {}, {}, LookupMode::kEval, absl::MakeSpan(rows)).ok());
+  EXPECT_LT(rows[0], kDefaultRow);
+  EXPECT_EQ(rows[1], kDefaultRow);
+  std::vector<float> out(2 * kDim);
+  ASSERT_TRUE(sharded->Gather(rows, absl::MakeSpan(out)).ok());
+  EXPECT_EQ(out[kDim], 0.25f);
+  EXPECT_EQ(sharded->size(), 2);
+  EXPECT_EQ(sharded->FindRow(99), kDefaultRow);
+}
+
+TEST(ShardedTableTest, RowsOfTheLastTwoBatchesStayReadable) {
+  std::unique_ptr<EmbeddingTable> sharded = Sharded();
+  std::unique_ptr<EmbeddingTable> plain = Plain();
+  const std::vector<int64_t> a = {1, 2}, b = {7, 8, 9};
+  std::vector<uint32_t> ra(2), rb(3), pa(2), pb(3);
+  ASSERT_TRUE(sharded->Resolve(a, {2, 2}, {}, LookupMode::kTrain, absl::MakeSpan(ra)).ok());
+  ASSERT_TRUE(sharded->Resolve(b, {2, 2, 2}, {}, LookupMode::kTrain, absl::MakeSpan(rb)).ok());
+  ASSERT_TRUE(plain->Resolve(a, {2, 2}, {}, LookupMode::kTrain, absl::MakeSpan(pa)).ok());
+  ASSERT_TRUE(plain->Resolve(b, {2, 2, 2}, {}, LookupMode::kTrain, absl::MakeSpan(pb)).ok());
+  std::vector<float> got(2 * kDim), want(2 * kDim);
+  ASSERT_TRUE(sharded->Gather(ra, absl::MakeSpan(got)).ok());
+  ASSERT_TRUE(plain->Gather(pa, absl::MakeSpan(want)).ok());
+  EXPECT_EQ(got, want) << "the batch before the last one";
+  // ApplyGradients belongs to the last training Resolve: rows of the one before are refused.
+  const std::vector<float> g(2 * kDim, 0.1f);
+  const Status s = sharded->ApplyGradients(ra, g, 1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("not a row of this rank's last training"));
+  // A row id past the batch is refused, not read.
+  std::vector<uint32_t> bad = {rb[2] + 5};
+  std::vector<float> one(kDim);
+  EXPECT_EQ(sharded->Gather(bad, absl::MakeSpan(one)).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ShardedTableTest, WhatItCannotHonourIsRefusedWithTheReason) {
+  StatusOr<std::unique_ptr<EmbeddingTable>> by_address =
+      ShardedTable::Create(Plain(Config(),
+                                 [] {
+                                   SparseOptimizerConfig o = SparseOptimizerConfig::Adagrad(0.1f);
+                                   o.kind = SparseOptimizerKind::kAdagradByAddress;
+                                   return o;
+                                 }()),
+                           0, 1);
+  ASSERT_FALSE(by_address.ok());
+  EXPECT_EQ(by_address.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(by_address.status().message()),
+              AllOf(HasSubstr("AdagradByAddress"), HasSubstr("plain kind (Adagrad)")));
+
+  TableConfig dynamic = Config();
+  dynamic.use_dynamic_expansion = true;
+  StatusOr<std::unique_ptr<EmbeddingTable>> expanding =
+      ShardedTable::Create(Plain(dynamic,
+                                 [] {
+                                   SparseOptimizerConfig o = SparseOptimizerConfig::Adagrad(0.1f);
+                                   o.kind = SparseOptimizerKind::kAdagradByAddress;
+                                   return o;
+                                 }()),
+                           0, 1);
+  ASSERT_FALSE(expanding.ok());
+  EXPECT_THAT(std::string(expanding.status().message()), HasSubstr("use_dynamic_expansion"));
+
+  EXPECT_EQ(ShardedTable::Create(Plain(), 2, 2).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ShardedTable::Create(nullptr, 0, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  std::unique_ptr<EmbeddingTable> sharded = Sharded();
+  const Status none = sharded->ApplyGradients({}, {}, 1);
+  EXPECT_EQ(none.code(), absl::StatusCode::kFailedPrecondition) << none;
+  const Status import = sharded->ImportNpy("/nonexistent/k.npy", "/nonexistent/v.npy");
+  EXPECT_EQ(import.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(import.message()), HasSubstr("restore it here"));
+  // Wrong spans are an error, and the exchange still completes (no rank would be left waiting).
+  std::vector<uint32_t> rows(1);
+  const std::vector<int64_t> keys = {1, 2};
+  EXPECT_EQ(sharded->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows)).code(),
+            absl::StatusCode::kInvalidArgument);
+  std::vector<uint32_t> two(2);
+  ASSERT_TRUE(sharded->Resolve(keys, {2, 2}, {}, LookupMode::kTrain, absl::MakeSpan(two)).ok());
+  const std::vector<uint32_t> twice = {two[0], two[0]};
+  const std::vector<float> g(2 * kDim, 0.1f);
+  const Status dup = sharded->ApplyGradients(twice, g, 1);
+  EXPECT_EQ(dup.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(dup.message()), HasSubstr("appears twice"));
+}
+
+// shard_balance: the most keys on one of 4 ranks over the mean, for ids that defeat `key mod N`
+// (multiples of 4) and Zipf-like clusters of nearby ids.
+TEST(ShardedTableTest, OwnersSpreadSkewedKeysEvenly) {
+  constexpr int kRanks = 4;
+  auto balance = [](const std::vector<int64_t>& keys) {
+    std::vector<int64_t> per(kRanks, 0);
+    for (int64_t k : keys) ++per[ShardedTable::Owner(k, kRanks)];
+    const double mean = static_cast<double>(keys.size()) / kRanks;
+    return static_cast<double>(*std::max_element(per.begin(), per.end())) / mean;
+  };
+  std::vector<int64_t> multiples, clustered;
+  for (int64_t i = 0; i < 200000; ++i) multiples.push_back(4 * i);
+  for (int64_t c = 0; c < 2000; ++c) {
+    for (int64_t j = 0; j < 100; ++j) clustered.push_back((c << 32) + j);
+  }
+  EXPECT_LE(balance(multiples), 1.02);
+  EXPECT_LE(balance(clustered), 1.02);
+  EXPECT_EQ(ShardedTable::Owner(12345, 1), 0);
+}
+
+}  // namespace
+}  // namespace recsdk::dist
