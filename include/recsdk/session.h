@@ -70,6 +70,9 @@ struct SessionStats {
   // graph_fresh_allocations: step buffers taken from the system rather than reused, since the
   // session started; a steady training loop stops adding to it after its first steps.
   int64_t graph_fresh_allocations = 0;
+  // overflow_count: op executions overflow detection (SessionConfig::enable_dump_debug) reported
+  // since the session started: NaN/Inf made from finite inputs. 0 when detection is off.
+  int64_t overflow_count = 0;
 };
 
 class Session {

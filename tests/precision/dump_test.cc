@@ -1,0 +1,377 @@
+// dump_test.cc: dumps (enable_dump, dump_step, dump_mode), overflow detection (enable_dump_debug),
+// exception dumps (enable_exception_dump) of src/precision/dump_observer.cc, and the reader and
+// find-nan of src/precision/dump_reader.cc, on small graphs run by a Session.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "nlohmann/json.hpp"
+#include "recsdk/recsdk.h"
+#include "src/common/crc32c.h"
+#include "src/common/env.h"
+#include "src/precision/dump_observer.h"
+#include "src/precision/dump_reader.h"
+#include "src/table/npy.h"
+
+namespace recsdk {
+namespace {
+
+namespace fs = std::filesystem;
+using internal::Env;
+
+// FreshDir: an empty directory of this test process's own.
+std::string FreshDir(const std::string& name) {
+  const char* d = std::getenv("RECSDK_TEST_TMPDIR");
+  const std::string dir = std::string(d != nullptr ? d : "/tmp") + "/recsdk_dump_test_" +
+                          std::to_string(static_cast<long>(::getpid())) + "/" + name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// StepDirs: step number -> directory, of every published step under `root`.
+std::map<int64_t, std::string> StepDirs(const std::string& root) {
+  std::map<int64_t, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    if (e.is_regular_file() && e.path().filename() == "manifest.json") {
+      const fs::path dir = e.path().parent_path();
+      out[std::stoll(dir.filename().string())] = dir.string();
+    }
+  }
+  return out;
+}
+
+// BuildLogModel: scope/z = Log(y), y = x * three, x fed [2].
+void BuildLogModel(Graph* g) {
+  Scope root(g);
+  Output x = ops::Placeholder(root.WithOpName("x"), DType::kFloat32, Shape{2});
+  Output y = ops::Mul(root.WithOpName("y"), x, ops::Const(root.WithOpName("three"), 3.0f));
+  ops::Log(root.WithOpName("scope/z"), y);
+}
+
+Tensor Floats(std::vector<float> v) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  return *Tensor::FromValues<float>(Shape{n}, v);
+}
+
+std::unique_ptr<Session> MakeSession(const Graph& g, const SessionConfig& config) {
+  auto s = Session::Create(g, config);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+TEST(DumpStepsTest, ParsesTheSpecGrammar) {
+  auto steps = internal::DumpSteps::Parse("0|5|10-20");
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  for (int64_t s : {0, 5, 10, 15, 20}) EXPECT_TRUE(steps->Contains(s)) << s;
+  for (int64_t s : {1, 4, 6, 9, 21}) EXPECT_FALSE(steps->Contains(s)) << s;
+  EXPECT_TRUE(internal::DumpSteps::Parse("")->Contains(12345));
+  EXPECT_FALSE(internal::DumpSteps::Parse("5-3").ok());
+  EXPECT_EQ(internal::DumpFileName("a/b:c", "output", 1), "a_b_c.output.1.npy");
+}
+
+TEST(DumpTest, DumpsExactlyTheChosenStepsReadableWithMatchingChecksums) {
+  const std::string dir = FreshDir("steps");
+  Graph g;
+  BuildLogModel(&g);
+  SessionConfig config;
+  config.enable_dump = true;
+  config.dump_path = dir;
+  config.dump_step = "1|3-4";
+  config.dump_mode = "all";
+  auto session = MakeSession(g, config);
+  ASSERT_NE(session, nullptr);
+  for (int step = 0; step < 6; ++step) {
+    auto out = session->Run({{"x", Floats({1.0f + step, 2.0f})}}, {"scope/z"});
+    ASSERT_TRUE(out.ok()) << out.status();
+  }
+  const auto steps = StepDirs(dir);
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(steps.begin()->first, 1);
+  EXPECT_TRUE(steps.contains(3) && steps.contains(4));
+  // The spec's layout: dump_path/{time}/{device id}/{graph name}/{graph id}/{step}.
+  const fs::path rel = fs::relative(steps.at(3), dir);
+  ASSERT_EQ(std::distance(rel.begin(), rel.end()), 5) << rel;
+  auto part = rel.begin();
+  EXPECT_EQ(part->string().size(), 14u) << rel;  // YYYYMMDDHHMMSS
+  EXPECT_EQ((++part)->string(), "0");
+  EXPECT_EQ((++part)->string(), "recsdk_graph");
+  // Nothing unpublished is left behind.
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
+  }
+
+  for (const auto& [step, step_dir] : steps) {
+    const nlohmann::json m = nlohmann::json::parse(ReadText(step_dir + "/manifest.json"));
+    EXPECT_EQ(m["step"], step);
+    ASSERT_EQ(m["ops"].size(), 3u);
+    EXPECT_EQ(m["ops"][0]["name"], "three");
+    EXPECT_EQ(m["ops"][1]["name"], "y");
+    EXPECT_EQ(m["ops"][1]["type"], "Mul");
+    EXPECT_EQ(m["ops"][1]["inputs"][0]["producer"], "x:0");
+    EXPECT_EQ(m["ops"][1]["inputs"][1]["producer"], "three:0");
+    EXPECT_EQ(m["ops"][2]["name"], "scope/z");
+    std::set<std::string> files;
+    for (const auto& op : m["ops"]) {
+      for (const char* dir_key : {"inputs", "outputs"}) {
+        for (const auto& t : op[dir_key]) {
+          ASSERT_TRUE(t.contains("file")) << t;
+          EXPECT_EQ(t["dtype"], "float32");
+          const std::string path = step_dir + "/" + t["file"].get<std::string>();
+          files.insert(t["file"].get<std::string>());
+          const std::string bytes = ReadText(path);
+          EXPECT_EQ(bytes.size(), t["bytes"].get<uint64_t>());
+          EXPECT_EQ(internal::Crc32c(bytes), t["crc32c"].get<uint32_t>()) << path;
+          auto npy = internal::ReadNpy(path);
+          ASSERT_TRUE(npy.ok()) << npy.status();
+          EXPECT_EQ(npy->descr, "<f4");
+          EXPECT_EQ(npy->shape, t["shape"].get<std::vector<int64_t>>());
+        }
+      }
+    }
+    EXPECT_TRUE(files.contains("scope_z.output.0.npy"));
+    EXPECT_TRUE(files.contains("y.input.0.npy"));
+    // The values: x at step s was {1 + s, 2}; y = 3x; z = log(y).
+    auto z = internal::ReadNpy(step_dir + "/scope_z.output.0.npy");
+    ASSERT_TRUE(z.ok());
+    float z0;
+    std::memcpy(&z0, z->data.data(), 4);
+    EXPECT_FLOAT_EQ(z0, std::log(3.0f * (1.0f + step)));
+    // The reader agrees with the writer.
+    auto read = internal::ReadManifest(Env::Default(), step_dir);
+    ASSERT_TRUE(read.ok()) << read.status();
+    ASSERT_EQ(read->ops.size(), 3u);
+    auto payload = internal::ReadDumpTensor(Env::Default(), *read, read->ops[2].outputs[0]);
+    ASSERT_TRUE(payload.ok()) << payload.status();
+    EXPECT_EQ(payload->size(), 8u);
+  }
+  // No NaN anywhere: find-nan says so.
+  auto report = internal::FindNan(Env::Default(), dir);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_FALSE(report->first.has_value());
+  EXPECT_EQ(report->steps, 3);
+  EXPECT_EQ(report->tensors, 3 * 6);  // three: 1, y: 2 + 1, z: 1 + 1 per step
+}
+
+TEST(DumpTest, DumpModeInputOrOutput) {
+  for (const char* mode : {"input", "output"}) {
+    const std::string dir = FreshDir(std::string("mode_") + mode);
+    Graph g;
+    BuildLogModel(&g);
+    SessionConfig config;
+    config.enable_dump = true;
+    config.dump_path = dir;
+    config.dump_mode = mode;
+    auto session = MakeSession(g, config);
+    ASSERT_NE(session, nullptr);
+    ASSERT_TRUE(session->Run({{"x", Floats({1, 2})}}, {"scope/z"}).ok());
+    const auto steps = StepDirs(dir);
+    ASSERT_EQ(steps.size(), 1u) << mode;
+    std::set<std::string> files;
+    for (const auto& e : fs::directory_iterator(steps.begin()->second)) {
+      if (e.path().extension() == ".npy") files.insert(e.path().filename().string());
+    }
+    const std::set<std::string> want =
+        std::string(mode) == "input"
+            ? std::set<std::string>{"y.input.0.npy", "y.input.1.npy", "scope_z.input.0.npy"}
+            : std::set<std::string>{"three.output.0.npy", "y.output.0.npy", "scope_z.output.0.npy"};
+    EXPECT_EQ(files, want) << mode;
+    // The manifest still lists what was not written, without a file.
+    const nlohmann::json m =
+        nlohmann::json::parse(ReadText(steps.begin()->second + "/manifest.json"));
+    const auto& y = m["ops"][1];
+    EXPECT_EQ(y["inputs"][0].contains("file"), std::string(mode) == "input");
+    EXPECT_EQ(y["outputs"][0].contains("file"), std::string(mode) == "output");
+    EXPECT_EQ(y["outputs"][0]["shape"], nlohmann::json::array({2}));
+  }
+}
+
+TEST(DumpTest, OverflowDetectionReportsTheOpAtItsStepAndFindNanNamesIt) {
+  const std::string dir = FreshDir("overflow");
+  Graph g;
+  BuildLogModel(&g);
+  SessionConfig config;
+  config.enable_dump_debug = true;
+  config.dump_path = dir;
+  auto session = MakeSession(g, config);
+  ASSERT_NE(session, nullptr);
+  // Steps 0 and 1 are finite; step 2 feeds a negative value: Log makes a NaN from finite inputs.
+  for (float v : {1.0f, 2.0f, -1.0f, 4.0f}) {
+    auto out = session->Run({{"x", Floats({v, 1.0f})}}, {"scope/z"});
+    ASSERT_TRUE(out.ok()) << out.status();  // default: continue
+  }
+  EXPECT_EQ(session->stats().overflow_count, 1);
+  const auto steps = StepDirs(dir);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps.begin()->first, 2);
+  const nlohmann::json m =
+      nlohmann::json::parse(ReadText(steps.begin()->second + "/manifest.json"));
+  ASSERT_EQ(m["ops"].size(), 1u);
+  EXPECT_EQ(m["ops"][0]["name"], "scope/z");
+  EXPECT_EQ(m["ops"][0]["reasons"], nlohmann::json::array({"overflow"}));
+  EXPECT_EQ(m["ops"][0]["overflow"][0]["nan"], 1);
+  EXPECT_TRUE(m["ops"][0]["inputs"][0].contains("file"));
+  EXPECT_TRUE(m["ops"][0]["outputs"][0].contains("file"));
+
+  auto report = internal::FindNan(Env::Default(), dir);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_TRUE(report->first.has_value());
+  EXPECT_EQ(report->first->op, "scope/z");
+  EXPECT_EQ(report->first->step, 2);
+  EXPECT_EQ(report->first->inputs, internal::NanFinding::Inputs::kFinite);
+  EXPECT_NE(report->Text().find("this op made the NaN/Inf"), std::string::npos) << report->Text();
+
+  // dump_debug_mode atomic_overflow watches only the accumulating ops: Log is not one.
+  const std::string atomic_dir = FreshDir("overflow_atomic");
+  config.dump_path = atomic_dir;
+  config.dump_debug_mode = "atomic_overflow";
+  auto atomic = MakeSession(g, config);
+  ASSERT_TRUE(atomic->Run({{"x", Floats({-1.0f, 1.0f})}}, {"scope/z"}).ok());
+  EXPECT_EQ(atomic->stats().overflow_count, 0);
+  EXPECT_TRUE(StepDirs(atomic_dir).empty());
+}
+
+TEST(DumpTest, FindNanTracesAFedNanUpstream) {
+  const std::string dir = FreshDir("fed_nan");
+  Graph g;
+  BuildLogModel(&g);
+  SessionConfig config;
+  config.enable_dump = true;
+  config.enable_dump_debug = true;
+  config.dump_path = dir;
+  config.dump_mode = "all";
+  auto session = MakeSession(g, config);
+  ASSERT_TRUE(session->Run({{"x", Floats({1, 2})}}, {"scope/z"}).ok());
+  ASSERT_TRUE(
+      session->Run({{"x", Floats({std::numeric_limits<float>::quiet_NaN(), 2})}}, {"scope/z"})
+          .ok());
+  // A NaN fed in is not an overflow: no op made it.
+  EXPECT_EQ(session->stats().overflow_count, 0);
+  auto report = internal::FindNan(Env::Default(), dir);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_TRUE(report->first.has_value());
+  EXPECT_EQ(report->first->step, 1);
+  EXPECT_EQ(report->first->op, "y");  // the first op whose output holds it
+  EXPECT_EQ(report->first->inputs, internal::NanFinding::Inputs::kNonFinite);
+  EXPECT_NE(report->Text().find("trace upstream"), std::string::npos) << report->Text();
+}
+
+TEST(DumpTest, ExceptionDumpHoldsTheFailingOpsInputsAndTheErrorNamesIt) {
+  const std::string dir = FreshDir("exception");
+  Graph g;
+  Scope root(&g);
+  Output params = ops::Const(root.WithOpName("params"),
+                             *Tensor::FromValues<float>(Shape{3, 2}, {1, 2, 3, 4, 5, 6}));
+  Output ids = ops::Placeholder(root.WithOpName("ids"), DType::kInt64, Shape{2});
+  ops::Gather(root.WithOpName("g"), params, ids);
+  SessionConfig config;
+  config.enable_exception_dump = 1;
+  config.dump_path = dir;
+  auto session = MakeSession(g, config);
+  ASSERT_NE(session, nullptr);
+  ASSERT_TRUE(session->Run({{"ids", *Tensor::FromValues<int64_t>(Shape{2}, {0, 2})}}, {"g"}).ok());
+  EXPECT_TRUE(StepDirs(dir).empty());  // nothing failed, nothing dumped
+  auto failed = session->Run({{"ids", *Tensor::FromValues<int64_t>(Shape{2}, {0, 7})}}, {"g"});
+  ASSERT_FALSE(failed.ok());
+  const std::string message(failed.status().message());
+  EXPECT_NE(message.find("out of range"), std::string::npos) << message;
+  EXPECT_NE(message.find("exception dump"), std::string::npos) << message;
+  const auto steps = StepDirs(dir);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps.begin()->first, 1);
+  EXPECT_NE(message.find(steps.begin()->second), std::string::npos) << message;
+  const nlohmann::json m =
+      nlohmann::json::parse(ReadText(steps.begin()->second + "/manifest.json"));
+  ASSERT_EQ(m["ops"].size(), 1u);
+  EXPECT_EQ(m["ops"][0]["name"], "g");
+  EXPECT_EQ(m["ops"][0]["reasons"], nlohmann::json::array({"exception"}));
+  EXPECT_NE(m["ops"][0]["error"].get<std::string>().find("out of range"), std::string::npos);
+  auto ids_file = internal::ReadNpy(steps.begin()->second + "/g.input.1.npy");
+  ASSERT_TRUE(ids_file.ok()) << ids_file.status();
+  int64_t id1;
+  std::memcpy(&id1, ids_file->data.data() + 8, 8);
+  EXPECT_EQ(id1, 7);
+}
+
+TEST(DumpTest, AFailedWriteIsAClearErrorAndTheNextStepDumps) {
+  const std::string dir = FreshDir("fault");
+  Graph g;
+  BuildLogModel(&g);
+  internal::FaultInjectionEnv env(Env::Default());
+  SessionConfig config;
+  config.enable_dump = true;
+  config.dump_path = dir;
+  config.dump_env = &env;
+  auto session = MakeSession(g, config);
+  ASSERT_NE(session, nullptr);
+  env.fail_write_after = 1;  // the second tensor file's write fails
+  Status s = session->Run({{"x", Floats({1, 2})}}, {"scope/z"}).status();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_NE(s.message().find("dump_path \"" + dir + "\""), std::string::npos) << s;
+  EXPECT_NE(s.message().find(".npy"), std::string::npos) << s;  // names the file
+  env.fail_write_after = -1;
+  env.disk_full_after_bytes = 0;
+  s = session->Run({{"x", Floats({1, 2})}}, {"scope/z"}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  env.disk_full_after_bytes = -1;
+  ASSERT_TRUE(session->Run({{"x", Floats({1, 2})}}, {"scope/z"}).ok());
+  auto report = internal::FindNan(Env::Default(), dir);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_GE(report->steps, 1);
+}
+
+TEST(DumpTest, FindNanNamesACorruptOrMissingFile) {
+  const std::string dir = FreshDir("corrupt");
+  Graph g;
+  BuildLogModel(&g);
+  SessionConfig config;
+  config.enable_dump = true;
+  config.dump_path = dir;
+  auto session = MakeSession(g, config);
+  ASSERT_TRUE(session->Run({{"x", Floats({1, 2})}}, {"scope/z"}).ok());
+  const std::string step_dir = StepDirs(dir).begin()->second;
+  const std::string file = step_dir + "/y.output.0.npy";
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);
+    f.put('\x7f');
+  }
+  auto corrupt = internal::FindNan(Env::Default(), dir);
+  ASSERT_FALSE(corrupt.ok());
+  EXPECT_EQ(corrupt.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(corrupt.status().message().find(file), std::string::npos) << corrupt.status();
+  EXPECT_NE(corrupt.status().message().find("CRC-32C"), std::string::npos) << corrupt.status();
+  fs::remove(file);
+  auto missing = internal::FindNan(Env::Default(), dir);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
+  EXPECT_NE(missing.status().message().find(file), std::string::npos) << missing.status();
+  // A manifest that is not one.
+  std::ofstream(step_dir + "/manifest.json") << "{\"format\": \"recsdk-dump\", \"version\": 1}";
+  auto bad = internal::FindNan(Env::Default(), step_dir);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss) << bad.status();
+  EXPECT_NE(bad.status().message().find("manifest.json"), std::string::npos) << bad.status();
+  std::ofstream(step_dir + "/manifest.json") << "[[[[";
+  EXPECT_EQ(internal::FindNan(Env::Default(), step_dir).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(internal::FindNan(Env::Default(), dir + "/nothing_here").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(internal::FindNan(Env::Default(), FreshDir("empty")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace recsdk
