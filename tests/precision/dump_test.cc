@@ -2,6 +2,7 @@
 // exception dumps (enable_exception_dump) of src/precision/dump_observer.cc, and the reader and
 // find-nan of src/precision/dump_reader.cc, on small graphs run by a Session.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -371,6 +372,45 @@ TEST(DumpTest, FindNanNamesACorruptOrMissingFile) {
             absl::StatusCode::kNotFound);
   EXPECT_EQ(internal::FindNan(Env::Default(), FreshDir("empty")).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// RunTool: `recsdk ARGS` (the installed command line, RECSDK_TOOL set by tests/CMakeLists.txt):
+// its exit status and what it printed.
+std::pair<int, std::string> RunTool(const std::string& args) {
+  const std::string out = FreshDir("tool_output") + "/out.txt";
+  const int rc = std::system(
+      (std::string(std::getenv("RECSDK_TOOL")) + " " + args + " >" + out + " 2>&1").c_str());
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, ReadText(out)};
+}
+
+TEST(FindNanToolTest, ExitStatusZeroOneTwo) {
+  if (std::getenv("RECSDK_TOOL") == nullptr) GTEST_SKIP() << "RECSDK_TOOL is not set";
+  const std::string dir = FreshDir("tool");
+  Graph g;
+  BuildLogModel(&g);
+  SessionConfig config;
+  config.enable_dump = true;
+  config.dump_path = dir;
+  config.dump_step = "0|2";
+  auto session = MakeSession(g, config);
+  for (float v : {1.0f, 2.0f, -3.0f}) {
+    ASSERT_TRUE(session->Run({{"x", Floats({v, 1.0f})}}, {"scope/z"}).ok());
+  }
+  const auto steps = StepDirs(dir);
+  ASSERT_EQ(steps.size(), 2u);
+  auto [clean_rc, clean] = RunTool("find-nan " + steps.at(0));
+  EXPECT_EQ(clean_rc, 0) << clean;
+  EXPECT_NE(clean.find("no NaN or Inf"), std::string::npos) << clean;
+  auto [found_rc, found] = RunTool("find-nan " + dir);
+  EXPECT_EQ(found_rc, 1) << found;
+  EXPECT_NE(found.find("step 2: op \"scope/z\" (Log)"), std::string::npos) << found;
+  // In dump_mode output, z's input is its producer y's dumped output: finite, so z made the NaN.
+  EXPECT_NE(found.find("this op made the NaN/Inf"), std::string::npos) << found;
+  fs::remove(steps.at(2) + "/y.output.0.npy");
+  auto [error_rc, error] = RunTool("find-nan " + dir);
+  EXPECT_EQ(error_rc, 2) << error;
+  EXPECT_NE(error.find("y.output.0.npy\" is missing"), std::string::npos) << error;
+  EXPECT_EQ(RunTool("find-nan").first, 2);
 }
 
 }  // namespace
