@@ -374,6 +374,86 @@ TEST(DumpTest, FindNanNamesACorruptOrMissingFile) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Table lookups are dumped as any op: the ids in, the rows out. The model trains with four ops at
+// once (DNN_V100:4), so the observer's callbacks arrive concurrently. A NaN planted in one table
+// row shows up in the lookup, and find-nan names the lookup as the source.
+TEST(DumpTest, TableLookupsAreDumpedAndANanRowIsTracedToTheTable) {
+  const std::string dir = FreshDir("table");
+  Graph g;
+  Scope s(&g);
+  TableConfig c;
+  c.name = "user_table";
+  c.dim = 4;
+  c.device_vocabulary_size = 64;
+  c.initializer = Initializer::Uniform(-0.5, 0.5, 7);
+  auto table = create_table(s, c, SparseOptimizerConfig::SGD(0.1f));
+  ASSERT_TRUE(table.ok()) << table.status();
+  Output ids = ops::Placeholder(s.WithOpName("ids"), DType::kInt64, Shape{2, 2});
+  auto emb = sparse_lookup(s, *table, ids);
+  ASSERT_TRUE(emb.ok()) << emb.status();
+  Output loss = ops::ReduceSum(s.WithOpName("loss"), ops::Square(s, *emb));
+  auto train = SparseMinimize(s, loss);
+  ASSERT_TRUE(train.ok()) << train.status();
+  Node* init = GlobalVariablesInitializer(s);
+  SessionConfig config;
+  config.enable_dump = true;
+  config.dump_path = dir;
+  config.dump_mode = "all";
+  config.dump_step = "1-2";
+  config.stream_max_parallel_num = "DNN_V100:4";
+  auto session = MakeSession(g, config);
+  ASSERT_NE(session, nullptr);
+  ASSERT_TRUE(session->Run({}, {}, {init}).ok());  // step 0
+  const Tensor batch = *Tensor::FromValues<int64_t>(Shape{2, 2}, {3, 4, 3, 5});
+  ASSERT_TRUE(session->Run({{"ids", batch}}, {loss}, {*train}).ok());  // step 1: clean
+  // Plant a NaN in key 4's row.
+  auto* t = *LookupTable(*session, "user_table");
+  const uint32_t row = t->FindRow(4);
+  float* address = nullptr;
+  ASSERT_TRUE(t->RowAddresses({row}, absl::MakeSpan(&address, 1)).ok());
+  address[1] = std::numeric_limits<float>::quiet_NaN();
+  ASSERT_TRUE(session->Run({{"ids", batch}}, {loss}, {*train}).ok());  // step 2
+
+  const auto steps = StepDirs(dir);
+  ASSERT_EQ(steps.size(), 2u);
+  auto step1 = internal::ReadManifest(Env::Default(), steps.at(1));
+  ASSERT_TRUE(step1.ok()) << step1.status();
+  const internal::DumpOp* gather = nullptr;
+  const internal::DumpOp* keys = nullptr;
+  for (const auto& op : step1->ops) {
+    if (op.type == "TableGather") gather = &op;
+    if (op.type == "SparseLookup") keys = &op;
+  }
+  ASSERT_NE(gather, nullptr);
+  ASSERT_NE(keys, nullptr);
+  // The lookup's ids, as fed.
+  bool ids_dumped = false;
+  for (const auto& in : keys->inputs) {
+    if (in.producer != "ids:0") continue;
+    auto payload = internal::ReadDumpTensor(Env::Default(), *step1, in);
+    ASSERT_TRUE(payload.ok()) << payload.status();
+    ASSERT_EQ(payload->size(), 4 * sizeof(int64_t));
+    int64_t id[4];
+    std::memcpy(id, payload->data(), sizeof(id));
+    EXPECT_EQ(std::vector<int64_t>(id, id + 4), (std::vector<int64_t>{3, 4, 3, 5}));
+    ids_dumped = true;
+  }
+  EXPECT_TRUE(ids_dumped);
+  // The rows it returned: [2, 2, 4] float32.
+  ASSERT_FALSE(gather->outputs.empty());
+  EXPECT_EQ(gather->outputs[0].shape, (std::vector<int64_t>{2, 2, 4}));
+  EXPECT_FALSE(gather->outputs[0].file.empty());
+  // Every file of both steps verifies, and the first NaN is the lookup's, from the table.
+  auto report = internal::FindNan(Env::Default(), dir);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_TRUE(report->first.has_value());
+  EXPECT_EQ(report->first->step, 2);
+  EXPECT_EQ(report->first->type, "TableGather") << report->Text();
+  EXPECT_TRUE(report->first->table_lookup);
+  EXPECT_EQ(report->first->inputs, internal::NanFinding::Inputs::kFinite) << report->Text();
+  EXPECT_NE(report->Text().find("the table is the source"), std::string::npos) << report->Text();
+}
+
 // RunTool: `recsdk ARGS` (the installed command line, RECSDK_TOOL set by tests/CMakeLists.txt):
 // its exit status and what it printed.
 std::pair<int, std::string> RunTool(const std::string& args) {
