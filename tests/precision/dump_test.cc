@@ -2,7 +2,6 @@
 // exception dumps (enable_exception_dump) of src/precision/dump_observer.cc, and the reader and
 // find-nan of src/precision/dump_reader.cc, on small graphs run by a Session.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -19,60 +18,20 @@
 #include "src/precision/dump_observer.h"
 #include "src/precision/dump_reader.h"
 #include "src/table/npy.h"
+#include "tests/precision/dump_test_util.h"
 
 namespace recsdk {
 namespace {
 
 namespace fs = std::filesystem;
 using internal::Env;
-
-// FreshDir: an empty directory of this test process's own.
-std::string FreshDir(const std::string& name) {
-  const char* d = std::getenv("RECSDK_TEST_TMPDIR");
-  const std::string dir = std::string(d != nullptr ? d : "/tmp") + "/recsdk_dump_test_" +
-                          std::to_string(static_cast<long>(::getpid())) + "/" + name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string ReadText(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-// StepDirs: step number -> directory, of every published step under `root`.
-std::map<int64_t, std::string> StepDirs(const std::string& root) {
-  std::map<int64_t, std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(root)) {
-    if (e.is_regular_file() && e.path().filename() == "manifest.json") {
-      const fs::path dir = e.path().parent_path();
-      out[std::stoll(dir.filename().string())] = dir.string();
-    }
-  }
-  return out;
-}
-
-// BuildLogModel: scope/z = Log(y), y = x * three, x fed [2].
-void BuildLogModel(Graph* g) {
-  Scope root(g);
-  Output x = ops::Placeholder(root.WithOpName("x"), DType::kFloat32, Shape{2});
-  Output y = ops::Mul(root.WithOpName("y"), x, ops::Const(root.WithOpName("three"), 3.0f));
-  ops::Log(root.WithOpName("scope/z"), y);
-}
-
-Tensor Floats(std::vector<float> v) {
-  const int64_t n = static_cast<int64_t>(v.size());
-  return *Tensor::FromValues<float>(Shape{n}, v);
-}
-
-std::unique_ptr<Session> MakeSession(const Graph& g, const SessionConfig& config) {
-  auto s = Session::Create(g, config);
-  EXPECT_TRUE(s.ok()) << s.status();
-  return s.ok() ? std::move(*s) : nullptr;
-}
+using testing::BuildLogModel;
+using testing::Floats;
+using testing::FreshDir;
+using testing::MakeSession;
+using testing::ReadText;
+using testing::RunTool;
+using testing::StepDirs;
 
 TEST(DumpStepsTest, ParsesTheSpecGrammar) {
   auto steps = internal::DumpSteps::Parse("0|5|10-20");
@@ -452,15 +411,6 @@ TEST(DumpTest, TableLookupsAreDumpedAndANanRowIsTracedToTheTable) {
   EXPECT_TRUE(report->first->table_lookup);
   EXPECT_EQ(report->first->inputs, internal::NanFinding::Inputs::kFinite) << report->Text();
   EXPECT_NE(report->Text().find("the table is the source"), std::string::npos) << report->Text();
-}
-
-// RunTool: `recsdk ARGS` (the installed command line, RECSDK_TOOL set by tests/CMakeLists.txt):
-// its exit status and what it printed.
-std::pair<int, std::string> RunTool(const std::string& args) {
-  const std::string out = FreshDir("tool_output") + "/out.txt";
-  const int rc = std::system(
-      (std::string(std::getenv("RECSDK_TOOL")) + " " + args + " >" + out + " 2>&1").c_str());
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, ReadText(out)};
 }
 
 TEST(FindNanToolTest, ExitStatusZeroOneTwo) {
