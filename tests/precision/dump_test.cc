@@ -15,6 +15,7 @@
 #include "recsdk/recsdk.h"
 #include "src/common/crc32c.h"
 #include "src/common/env.h"
+#include "src/precision/dump_compare.h"
 #include "src/precision/dump_observer.h"
 #include "src/precision/dump_reader.h"
 #include "src/table/npy.h"
@@ -411,6 +412,78 @@ TEST(DumpTest, TableLookupsAreDumpedAndANanRowIsTracedToTheTable) {
   EXPECT_TRUE(report->first->table_lookup);
   EXPECT_EQ(report->first->inputs, internal::NanFinding::Inputs::kFinite) << report->Text();
   EXPECT_NE(report->Text().find("the table is the source"), std::string::npos) << report->Text();
+}
+
+// Nothing read from a dump is trusted: random byte flips, truncations and hostile sizes in the
+// manifest or a tensor file give an error (or, when a flip lands where it changes nothing checked,
+// a report), never a crash or a huge allocation.
+TEST(DumpTest, FindNanAndCompareSurviveHostileFiles) {
+  const std::string dir = FreshDir("hostile");
+  Graph g;
+  BuildLogModel(&g);
+  SessionConfig config;
+  config.enable_dump = true;
+  config.dump_path = dir;
+  config.dump_mode = "all";
+  auto session = MakeSession(g, config);
+  ASSERT_TRUE(session->Run({{"x", Floats({1, 2})}}, {"scope/z"}).ok());
+  const std::string step = StepDirs(dir).begin()->second;
+  const std::string clean = FreshDir("hostile_clean");
+  fs::copy(dir, clean, fs::copy_options::recursive);
+  const std::vector<std::string> files = {"manifest.json", "y.output.0.npy", "y.input.1.npy"};
+  std::map<std::string, std::string> original;
+  for (const auto& f : files) original[f] = ReadText(step + "/" + f);
+  auto put = [&](const std::string& f, const std::string& bytes) {
+    std::ofstream(step + "/" + f, std::ios::binary | std::ios::trunc) << bytes;
+  };
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  auto next = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  int errors = 0;
+  for (int i = 0; i < 150; ++i) {
+    for (const auto& [f, bytes] : original) put(f, bytes);
+    const std::string& f = files[next() % files.size()];
+    std::string bytes = original[f];
+    switch (next() % 3) {
+      case 0:  // flip a few bytes
+        for (int k = 0; k < 3; ++k) bytes[next() % bytes.size()] = static_cast<char>(next());
+        break;
+      case 1:  // truncate
+        bytes.resize(next() % bytes.size());
+        break;
+      default:  // a digit becomes a run of nines: huge sizes, ports, steps
+        if (size_t pos = bytes.find_first_of("0123456789", next() % bytes.size());
+            pos != std::string::npos) {
+          bytes.replace(pos, 1, "99999999999999999999");
+        }
+        break;
+    }
+    put(f, bytes);
+    auto report = internal::FindNan(Env::Default(), dir);
+    if (!report.ok()) {
+      ++errors;
+      EXPECT_FALSE(report.status().message().empty());
+    }
+    auto compared = internal::CompareDumps(Env::Default(), dir, clean, 0.98);
+    if (!compared.ok()) {
+      EXPECT_FALSE(compared.status().message().empty());
+    }
+  }
+  EXPECT_GT(errors, 75);  // most mutations are caught
+  for (const auto& [f, bytes] : original) put(f, bytes);
+  // Sizes past what a dump may hold are refused before anything is allocated.
+  std::string manifest = original["manifest.json"];
+  const std::string shape = "\"shape\": [\n      2\n     ]";
+  ASSERT_NE(manifest.find(shape), std::string::npos) << manifest;
+  manifest.replace(manifest.find(shape), shape.size(),
+                   "\"shape\": [4611686018427387904, 4611686018427387904]");
+  put("manifest.json", manifest);
+  auto huge = internal::FindNan(Env::Default(), dir);
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kDataLoss) << huge.status();
 }
 
 TEST(FindNanToolTest, ExitStatusZeroOneTwo) {
