@@ -122,7 +122,7 @@ StatusOr<std::map<int64_t, DumpStep>> ReadSteps(Env* env, const std::string& roo
   RECSDK_ASSIGN_OR_RETURN(std::vector<std::string> dirs, FindStepDirs(env, root));
   std::map<int64_t, DumpStep> steps;
   for (const std::string& dir : dirs) {
-    RECSDK_ASSIGN_OR_RETURN(DumpStep step, ReadManifest(env, dir));
+    RECSDK_ASSIGN_OR_RETURN(DumpStep step, ReadDumpManifest(env, dir));
     steps.try_emplace(step.step, std::move(step));
   }
   return steps;

@@ -91,7 +91,7 @@ std::string DumpFileName(std::string_view op, std::string_view direction, int po
   return fmt::format("{}.{}.{}.npy", name, direction, port);
 }
 
-std::string_view NpyDescr(DType dtype) {
+std::string_view DumpNpyDescr(DType dtype) {
   switch (dtype) {
     case DType::kFloat32:
       return "<f4";
@@ -182,7 +182,7 @@ json DumpObserver::WriteTensor(const Tensor* t, const std::string& file, bool wr
   entry["dtype"] = std::string(DTypeName(t->dtype()));
   entry["shape"] = std::vector<int64_t>(t->shape().dims().begin(), t->shape().dims().end());
   if (!write) return entry;
-  const std::string_view descr = NpyDescr(t->dtype());
+  const std::string_view descr = DumpNpyDescr(t->dtype());
   if (descr.empty()) {
     entry["skipped"] = t->dtype() == DType::kResource
                            ? std::string("resource handle")

@@ -76,9 +76,9 @@ class DumpSteps {
 // DumpFileName: "{op}.{direction}.{port}.npy" with the op name made a plain file name.
 std::string DumpFileName(std::string_view op, std::string_view direction, int port);
 
-// NpyDescr: the .npy descr of a dtype ("<f4", ...); bfloat16 is stored as its bits ("<u2", numpy
-// has no bfloat16; the manifest's dtype says which). "" for dtypes that are not dumped.
-std::string_view NpyDescr(DType dtype);
+// DumpNpyDescr: the .npy descr of a dtype ("<f4", ...); bfloat16 is stored as its bits ("<u2",
+// numpy has no bfloat16; the manifest's dtype says which). "" for dtypes that are not dumped.
+std::string_view DumpNpyDescr(DType dtype);
 
 class DumpObserver final : public ExecutionObserver {
  public:

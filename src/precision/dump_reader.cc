@@ -188,7 +188,7 @@ StatusOr<std::vector<std::string>> FindStepDirs(Env* env, const std::string& roo
   return dirs;
 }
 
-StatusOr<DumpStep> ReadManifest(Env* env, const std::string& step_dir) {
+StatusOr<DumpStep> ReadDumpManifest(Env* env, const std::string& step_dir) {
   const std::string path = step_dir + "/manifest.json";
   RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
   RECSDK_ASSIGN_OR_RETURN(uint64_t size, file->Size());
@@ -250,7 +250,7 @@ StatusOr<std::string> ReadDumpTensor(Env* env, const DumpStep& step, const DumpT
         fmt::format("dumped tensor \"{}\" is corrupt: {}; dump the step again", path, why));
   };
   auto dtype = ParseDType(tensor.dtype);
-  const std::string_view descr = dtype.ok() ? NpyDescr(*dtype) : std::string_view();
+  const std::string_view descr = dtype.ok() ? DumpNpyDescr(*dtype) : std::string_view();
   if (descr.empty())
     return bad(fmt::format("its dtype \"{}\" is not one dumps write", tensor.dtype.substr(0, 32)));
   const std::string header = NpyHeader(descr, tensor.shape);
@@ -295,7 +295,7 @@ StatusOr<NanReport> FindNan(Env* env, const std::string& root) {
   RECSDK_ASSIGN_OR_RETURN(std::vector<std::string> dirs, FindStepDirs(env, root));
   NanReport report;
   for (const std::string& dir : dirs) {
-    RECSDK_ASSIGN_OR_RETURN(DumpStep step, ReadManifest(env, dir));
+    RECSDK_ASSIGN_OR_RETURN(DumpStep step, ReadDumpManifest(env, dir));
     ++report.steps;
     // What each dumped output of this step held: producer "node:index" -> non-finite count.
     std::map<std::string, NonFinite> produced;

@@ -57,8 +57,8 @@ struct DumpStep {
 // left out. NotFound when `root` does not exist; InvalidArgument when it holds no step.
 StatusOr<std::vector<std::string>> FindStepDirs(Env* env, const std::string& root);
 
-// ReadManifest: the manifest of one step directory, validated.
-StatusOr<DumpStep> ReadManifest(Env* env, const std::string& step_dir);
+// ReadDumpManifest: the manifest of one step directory, validated.
+StatusOr<DumpStep> ReadDumpManifest(Env* env, const std::string& step_dir);
 
 // ReadDumpTensor: the payload (the elements, C order) of a written tensor, after checking its size,
 // checksum and header against the manifest.

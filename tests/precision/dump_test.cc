@@ -112,7 +112,7 @@ TEST(DumpTest, DumpsExactlyTheChosenStepsReadableWithMatchingChecksums) {
     std::memcpy(&z0, z->data.data(), 4);
     EXPECT_FLOAT_EQ(z0, std::log(3.0f * (1.0f + step)));
     // The reader agrees with the writer.
-    auto read = internal::ReadManifest(Env::Default(), step_dir);
+    auto read = internal::ReadDumpManifest(Env::Default(), step_dir);
     ASSERT_TRUE(read.ok()) << read.status();
     ASSERT_EQ(read->ops.size(), 3u);
     auto payload = internal::ReadDumpTensor(Env::Default(), *read, read->ops[2].outputs[0]);
@@ -376,7 +376,7 @@ TEST(DumpTest, TableLookupsAreDumpedAndANanRowIsTracedToTheTable) {
 
   const auto steps = StepDirs(dir);
   ASSERT_EQ(steps.size(), 2u);
-  auto step1 = internal::ReadManifest(Env::Default(), steps.at(1));
+  auto step1 = internal::ReadDumpManifest(Env::Default(), steps.at(1));
   ASSERT_TRUE(step1.ok()) << step1.status();
   const internal::DumpOp* gather = nullptr;
   const internal::DumpOp* keys = nullptr;
