@@ -140,6 +140,13 @@ StatusOr<std::unique_ptr<DumpObserver>> DumpObserver::Create(const SessionConfig
   }
   std::unique_ptr<DumpObserver> observer(new DumpObserver(config, std::move(device), graph_id));
   observer->steps_ = std::move(steps);
+  // A dump_path that cannot be a directory is said now, not at the first dump (or the first
+  // failing op, for exception dumps).
+  if (Status s = observer->env_->CreateDir(observer->dump_path_); !s.ok()) {
+    return Status(s.code(), fmt::format("dump_path \"{}\": cannot create it: {}; give a writable "
+                                        "directory",
+                                        config.dump_path, s.message()));
+  }
   return observer;
 }
 

@@ -295,6 +295,22 @@ TEST(DumpTest, AFailedWriteIsAClearErrorAndTheNextStepDumps) {
   EXPECT_GE(report->steps, 1);
 }
 
+TEST(DumpTest, ADumpPathThatCannotBeADirectoryIsRefusedAtCreate) {
+  const std::string file = FreshDir("not_a_dir") + "/file";
+  std::ofstream(file) << "x";
+  Graph g;
+  BuildLogModel(&g);
+  SessionConfig config;
+  config.enable_exception_dump = 1;
+  config.dump_path = file + "/dumps";
+  auto session = Session::Create(g, config);
+  ASSERT_FALSE(session.ok());
+  EXPECT_NE(session.status().message().find("dump_path \"" + file + "/dumps\""), std::string::npos)
+      << session.status();
+  EXPECT_NE(session.status().message().find("writable directory"), std::string::npos)
+      << session.status();
+}
+
 TEST(DumpTest, FindNanNamesACorruptOrMissingFile) {
   const std::string dir = FreshDir("corrupt");
   Graph g;
