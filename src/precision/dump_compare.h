@@ -54,8 +54,8 @@ struct DumpComparison {
 
 // CompareDumps: InvalidArgument when the two dumps share no step, or threshold is not in [-1, 1];
 // reader errors (a corrupt or missing file, named) as they come.
-StatusOr<DumpComparison> CompareDumps(Env* env, const std::string& left, const std::string& right,
-                                      double threshold);
+[[nodiscard]] StatusOr<DumpComparison> CompareDumps(Env* env, const std::string& left,
+                                                    const std::string& right, double threshold);
 
 }  // namespace recsdk::internal
 

@@ -66,7 +66,7 @@ namespace recsdk::internal {
 class DumpSteps {
  public:
   // Parse: InvalidArgument for a malformed text (SessionConfig::Validate checks it first).
-  static StatusOr<DumpSteps> Parse(std::string_view text);
+  [[nodiscard]] static StatusOr<DumpSteps> Parse(std::string_view text);
   bool Contains(int64_t step) const;
 
  private:
@@ -85,14 +85,15 @@ class DumpObserver final : public ExecutionObserver {
   // Create: for a session whose config has enable_dump, enable_dump_debug or
   // enable_exception_dump on. `device` is the session's device name ("cpu:0"), `graph_id` tells
   // sessions of one process apart.
-  static StatusOr<std::unique_ptr<DumpObserver>> Create(const SessionConfig& config,
-                                                        std::string device, int64_t graph_id);
+  [[nodiscard]] static StatusOr<std::unique_ptr<DumpObserver>> Create(const SessionConfig& config,
+                                                                      std::string device,
+                                                                      int64_t graph_id);
 
   void BeginRun(int64_t step);
   // EndRun: writes the step's manifest and publishes its directory. Returns `run_status` when the
   // Run failed (with a failed publication added to its message), else the step's first write
   // error, else OK.
-  Status EndRun(int64_t step, Status run_status);
+  [[nodiscard]] Status EndRun(int64_t step, Status run_status);
 
   void AfterNode(const NodeExecution& exec) override;
   void OnNodeError(const NodeExecution& exec, Status* error) override;

@@ -55,14 +55,15 @@ struct DumpStep {
 // FindStepDirs: the published step directories (holding manifest.json) at or under `root`, ordered
 // by their parent directory and then by step number. Unpublished ones ("N.tmp-PID", a crash) are
 // left out. NotFound when `root` does not exist; InvalidArgument when it holds no step.
-StatusOr<std::vector<std::string>> FindStepDirs(Env* env, const std::string& root);
+[[nodiscard]] StatusOr<std::vector<std::string>> FindStepDirs(Env* env, const std::string& root);
 
 // ReadDumpManifest: the manifest of one step directory, validated.
-StatusOr<DumpStep> ReadDumpManifest(Env* env, const std::string& step_dir);
+[[nodiscard]] StatusOr<DumpStep> ReadDumpManifest(Env* env, const std::string& step_dir);
 
 // ReadDumpTensor: the payload (the elements, C order) of a written tensor, after checking its size,
 // checksum and header against the manifest.
-StatusOr<std::string> ReadDumpTensor(Env* env, const DumpStep& step, const DumpTensor& tensor);
+[[nodiscard]] StatusOr<std::string> ReadDumpTensor(Env* env, const DumpStep& step,
+                                                   const DumpTensor& tensor);
 
 // NanFinding: the first op, in execution order, whose outputs hold NaN or Inf.
 struct NanFinding {
@@ -86,7 +87,7 @@ struct NanReport {
 
 // FindNan: reads every step under `root`, verifies every tensor file against its manifest and
 // finds the first op whose outputs hold NaN/Inf.
-StatusOr<NanReport> FindNan(Env* env, const std::string& root);
+[[nodiscard]] StatusOr<NanReport> FindNan(Env* env, const std::string& root);
 
 }  // namespace recsdk::internal
 
