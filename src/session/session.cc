@@ -9,8 +9,10 @@
 // after their last consumer. Nodes run one at a time (the default) or, with DNN_V100:N, up to N
 // at once as oneTBB tasks fed from a ready queue; everything runs inside a oneTBB arena of
 // intra_op_parallelism threads, which kernels use for their parallel loops.
-// Observers (RunOptions, and the profiler under profiling_mode) are called around each node; with
-// none, the executor's only extra work is one empty check per node.
+// Observers (RunOptions, the profiler under profiling_mode, and the dump observer under
+// enable_dump / enable_dump_debug / enable_exception_dump) are called around each node, and
+// OnNodeError for a failed kernel; with none, the executor's only extra work is one empty check per
+// node.
 #include "recsdk/session.h"
 
 #include <unistd.h>
