@@ -117,13 +117,21 @@ void Compare(const DumpTensor& lt, const std::string& lp, const DumpTensor& rt,
   }
 }
 
-// Steps: step number -> the first dump of that step under `root`.
-StatusOr<std::map<int64_t, DumpStep>> ReadSteps(Env* env, const std::string& root) {
+// Steps: step number -> the first dump of that step under `root` (FindStepDirs' order); a note
+// for each other dump of a step number already taken (another session or graph id).
+StatusOr<std::map<int64_t, DumpStep>> ReadSteps(Env* env, const std::string& root,
+                                                std::vector<std::string>* notes) {
   RECSDK_ASSIGN_OR_RETURN(std::vector<std::string> dirs, FindStepDirs(env, root));
   std::map<int64_t, DumpStep> steps;
   for (const std::string& dir : dirs) {
     RECSDK_ASSIGN_OR_RETURN(DumpStep step, ReadDumpManifest(env, dir));
-    steps.try_emplace(step.step, std::move(step));
+    const int64_t n = step.step;
+    if (auto [it, fresh] = steps.try_emplace(n, std::move(step)); !fresh) {
+      notes->push_back(
+          fmt::format("step {}: \"{}\" left out, \"{}\" compared (give the "
+                      "graph's directory to choose)",
+                      n, dir, it->second.dir));
+    }
   }
   return steps;
 }
@@ -141,9 +149,9 @@ StatusOr<DumpComparison> CompareDumps(Env* env, const std::string& left, const s
         fmt::format("--threshold {}: a cosine similarity is in [-1, 1]; the spec's default is 0.98",
                     threshold));
   }
-  RECSDK_ASSIGN_OR_RETURN(auto lsteps, ReadSteps(env, left));
-  RECSDK_ASSIGN_OR_RETURN(auto rsteps, ReadSteps(env, right));
   DumpComparison result;
+  RECSDK_ASSIGN_OR_RETURN(auto lsteps, ReadSteps(env, left, &result.notes));
+  RECSDK_ASSIGN_OR_RETURN(auto rsteps, ReadSteps(env, right, &result.notes));
   result.threshold = threshold;
   bool any_common = false;
   for (const auto& [n, step] : rsteps) {

@@ -100,6 +100,27 @@ TEST(DumpCompareTest, BadArgumentsAreErrorsNamingTheFix) {
             absl::StatusCode::kNotFound);
 }
 
+TEST(DumpCompareTest, TwoSessionsInOneDumpPathAreNotMixed) {
+  // Two sessions of one process dump under one dump_path (graph ids apart): each step number is
+  // compared once, and the dump left out is named.
+  const std::string shared = FreshDir("two_sessions");
+  for (int i = 0; i < 2; ++i) {
+    Graph g;
+    BuildLogModel(&g);
+    SessionConfig config;
+    config.enable_dump = true;
+    config.dump_path = shared;
+    auto session = MakeSession(g, config);
+    ASSERT_TRUE(session->Run({{"x", Floats({1, 2})}}, {"scope/z"}).ok());
+  }
+  const std::string other = DumpRun("two_sessions_other", 3.0f, {1, 2}, "output");
+  auto c = internal::CompareDumps(Env::Default(), shared, other, 0.98);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->all_agree()) << c->Text();
+  EXPECT_EQ(c->rows.size(), 3u);  // step 0's three outputs, once
+  EXPECT_NE(c->Text().find("left out"), std::string::npos) << c->Text();
+}
+
 TEST(DumpCompareTest, ToolExitStatus) {
   if (std::getenv("RECSDK_TOOL") == nullptr) GTEST_SKIP() << "RECSDK_TOOL is not set";
   const std::string a = DumpRun("tool_a", 3.0f, {1, 2});
