@@ -25,6 +25,10 @@
 
 namespace recsdk {
 
+namespace internal {
+class Env;
+}  // namespace internal
+
 inline constexpr int64_t kGiB = int64_t{1} << 30;
 
 struct SessionConfig {
@@ -170,22 +174,41 @@ struct SessionConfig {
   // directory).
   std::string profiling_dir = "profiling";
 
-  // --- Dumps and overflow detection (validated here; they take effect with the dumps work) ------
+  // --- Dumps, overflow detection, exception dumps (src/precision/dump_observer.h) --------------
+  // With all three of enable_dump, enable_dump_debug and enable_exception_dump off (the default)
+  // nothing observes a Run and they cost nothing. The layout of a dump and its manifest are
+  // described in docs/precision.md; `recsdk find-nan DUMP_DIR` reads them.
 
-  // enable_dump: dump op inputs/outputs. Default false. Needs dump_path.
+  // enable_dump: write op inputs/outputs (dump_mode) at the steps of dump_step, one .npy per
+  // tensor and a manifest.json per step, under
+  // dump_path/{time}/{device id}/recsdk_graph/{graph id}/{step}/. Default false. Needs dump_path.
+  // A failed write makes that Session::Run return the error (naming the file).
   bool enable_dump = false;
-  // dump_path: where dumps go; required when enable_dump or enable_dump_debug is on.
+  // dump_path: where dumps go (created if missing); required when enable_dump, enable_dump_debug
+  // or enable_exception_dump is on.
   std::string dump_path;
-  // dump_step: steps to dump, "" (all) or "N|A-B|..." e.g. "0|3-5|10" (ranges with A <= B).
+  // dump_step: steps to dump, "" (all) or "N|A-B|..." e.g. "0|3-5|10" (ranges with A <= B). Steps
+  // count completed Session::Run calls from 0.
   std::string dump_step;
   // dump_mode: "input", "output" (default) or "all".
   std::string dump_mode = "output";
-  // enable_dump_debug: overflow detection. Default false. Needs dump_path.
+  // enable_dump_debug: overflow detection at every step: an op whose inputs are finite and whose
+  // float outputs hold NaN/Inf is reported on stderr by name and step, counted
+  // (SessionStats::overflow_count) and its inputs and outputs dumped; training continues. Default
+  // false. Needs dump_path. Cost: one scan of every float output (and, on a hit, the inputs).
   bool enable_dump_debug = false;
-  // dump_debug_mode: "aicore_overflow", "atomic_overflow" or "all" (default).
+  // dump_debug_mode: which ops overflow detection watches: "atomic_overflow" the accumulating ones
+  // (GatherGrad, TableGradAggregate, TableApply), "aicore_overflow" the others, "all" (default)
+  // every op.
   std::string dump_debug_mode = "all";
-  // enable_exception_dump: 0 (default) or 1: dump the inputs and outputs of a failing op.
+  // enable_exception_dump: 0 (default) or 1: when an op's kernel fails, dump its inputs (and any
+  // outputs it produced) and name the directory in the error Session::Run returns. Needs
+  // dump_path. Costs nothing until an op fails.
   int enable_exception_dump = 0;
+  // dump_env (ours, not an option of the spec, not in the JSON): the file system dumps are written
+  // through; tests inject faults with it. Null (default): the process's. Not owned; must outlive
+  // the Session.
+  internal::Env* dump_env = nullptr;
 
   // Validate returns InvalidArgument naming the first option that breaks its rule, its value, the
   // rule and the fix (graph-dependent rules such as fp_point naming a node are checked by

@@ -3,8 +3,8 @@
 // An ExecutionObserver sees every node a Session::Run executes, just before and just after its
 // kernel, with the node, its device, the executing thread, timestamps and the input and output
 // tensors. Observers are chosen per run (RunOptions::observers in session.h); a run without
-// observers pays nothing for the feature (one empty check per node). Profiling uses this
-// interface; dumps, overflow detection and precision traces are meant to.
+// observers pays nothing for the feature (one empty check per node). Profiling, dumps, overflow
+// detection and exception dumps (src/precision/dump_observer.h) use this interface.
 //
 // Threading: with stream_max_parallel_num "DNN_V100:N", N > 1, nodes run concurrently and the
 // callbacks of different nodes arrive concurrently from different threads: an observer must be
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "recsdk/graph.h"
+#include "recsdk/status.h"
 #include "recsdk/tensor.h"
 
 namespace recsdk {
@@ -45,9 +46,17 @@ class ExecutionObserver {
     (void)status;
   }
   // BeforeNode / AfterNode: around one node's kernel. AfterNode is not called for a node whose
-  // kernel failed.
+  // kernel failed: OnNodeError is, instead.
   virtual void BeforeNode(const NodeExecution& exec) { (void)exec; }
   virtual void AfterNode(const NodeExecution& exec) { (void)exec; }
+  // OnNodeError: the node's kernel returned `*error` (already naming the op), which the Run will
+  // return. exec.inputs are the node's inputs; exec.outputs whatever the kernel had produced (some
+  // may be uninitialized). An observer may add to the message (never change the code), e.g. to say
+  // where it saved the inputs; observers are called in order and see earlier ones' additions.
+  virtual void OnNodeError(const NodeExecution& exec, Status* error) {
+    (void)exec;
+    (void)error;
+  }
 };
 
 }  // namespace recsdk

@@ -70,13 +70,17 @@ struct SessionStats {
   // graph_fresh_allocations: step buffers taken from the system rather than reused, since the
   // session started; a steady training loop stops adding to it after its first steps.
   int64_t graph_fresh_allocations = 0;
+  // overflow_count: op executions overflow detection (SessionConfig::enable_dump_debug) reported
+  // since the session started: NaN/Inf made from finite inputs. 0 when detection is off.
+  int64_t overflow_count = 0;
 };
 
 class Session {
  public:
   // Create validates the config, checks the graph (its construction status, op kernels on the
   // device) and copies it. Errors: InvalidArgument for config and graph problems, NotFound for an
-  // unknown device, Unimplemented for an op the device has no kernel for.
+  // unknown device, Unimplemented for an op the device has no kernel for; with dumps on, an error
+  // naming dump_path when it cannot be created.
   static StatusOr<std::unique_ptr<Session>> Create(const Graph& graph,
                                                    const SessionConfig& config = {});
   ~Session();
@@ -92,6 +96,9 @@ class Session {
   // Run with per-run options (observers). With profiling_mode on, the session's profiler observes
   // too and writes one Chrome trace per call (SessionConfig::profiling_dir) from a background
   // thread; Close() waits until every trace is on disk and returns a failed write.
+  // With enable_dump, enable_dump_debug or enable_exception_dump, the session's dump observer
+  // watches too (docs/precision.md): a failed dump write is this Run's error, naming the file, and
+  // a failed op's error names the directory its inputs were dumped to.
   Status Run(const RunOptions& options, const FeedList& feeds,
              const std::vector<TensorName>& fetches, const std::vector<TensorName>& targets,
              std::vector<Tensor>* outputs);

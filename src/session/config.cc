@@ -286,23 +286,14 @@ Status SessionConfig::Validate() const {
   RECSDK_RETURN_IF_ERROR(OneOf("dump_mode", dump_mode, {"input", "output", "all"}));
   RECSDK_RETURN_IF_ERROR(
       OneOf("dump_debug_mode", dump_debug_mode, {"aicore_overflow", "atomic_overflow", "all"}));
-  if ((enable_dump || enable_dump_debug) && dump_path.empty()) {
-    return Invalid(fmt::format("dump_path: required when {} is true; give a directory",
-                               enable_dump ? "enable_dump" : "enable_dump_debug"));
-  }
   if (enable_exception_dump != 0 && enable_exception_dump != 1) {
     return Invalid(fmt::format("enable_exception_dump: {} is not 0 or 1", enable_exception_dump));
   }
-  for (auto [name, on] :
-       {std::pair<const char*, bool>{"enable_dump", enable_dump},
-        std::pair<const char*, bool>{"enable_dump_debug", enable_dump_debug},
-        std::pair<const char*, bool>{"enable_exception_dump", enable_exception_dump == 1}}) {
-    if (on) {
-      return Invalid(fmt::format(
-          "{}: the setting is valid, but dumps and overflow detection take effect with the dumps "
-          "work (not in this build); turn it off",
-          name));
-    }
+  if ((enable_dump || enable_dump_debug || enable_exception_dump == 1) && dump_path.empty()) {
+    return Invalid(fmt::format("dump_path: required when {} is on; give a directory",
+                               enable_dump         ? "enable_dump"
+                               : enable_dump_debug ? "enable_dump_debug"
+                                                   : "enable_exception_dump"));
   }
   return absl::OkStatus();
 }

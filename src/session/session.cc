@@ -9,8 +9,10 @@
 // after their last consumer. Nodes run one at a time (the default) or, with DNN_V100:N, up to N
 // at once as oneTBB tasks fed from a ready queue; everything runs inside a oneTBB arena of
 // intra_op_parallelism threads, which kernels use for their parallel loops.
-// Observers (RunOptions, and the profiler under profiling_mode) are called around each node; with
-// none, the executor's only extra work is one empty check per node.
+// Observers (RunOptions, the profiler under profiling_mode, and the dump observer under
+// enable_dump / enable_dump_debug / enable_exception_dump) are called around each node, and
+// OnNodeError for a failed kernel; with none, the executor's only extra work is one empty check per
+// node.
 #include "recsdk/session.h"
 
 #include <unistd.h>
@@ -34,6 +36,7 @@
 #include "src/common/status_macros.h"
 #include "src/device/kernel.h"
 #include "src/graph/op_registry.h"
+#include "src/precision/dump_observer.h"
 #include "src/session/key_stage_registry.h"
 #include "src/session/passes/pass_manager.h"
 #include "src/session/profiler.h"
@@ -75,6 +78,9 @@ struct Session::Impl {
   bool closed = false;
   std::vector<std::string> applied_passes;
   std::unique_ptr<internal::Profiler> profiler;  // profiling_mode only
+  // dumper: enable_dump, enable_dump_debug or enable_exception_dump only; null otherwise, so a
+  // session without them observes nothing.
+  std::unique_ptr<internal::DumpObserver> dumper;
 
   StatusOr<std::shared_ptr<Plan>> GetPlan(const FeedList& feeds,
                                           const std::vector<TensorName>& fetches,
@@ -240,6 +246,10 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph,
     impl->profiler = std::make_unique<internal::Profiler>(
         config, fmt::format("{}_{}", static_cast<int64_t>(::getpid()), session_counter++));
   }
+  if (config.enable_dump || config.enable_dump_debug || config.enable_exception_dump == 1) {
+    RECSDK_ASSIGN_OR_RETURN(impl->dumper, internal::DumpObserver::Create(
+                                              config, impl->device->name(), session_counter++));
+  }
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
@@ -402,8 +412,17 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
     // Isolation: while this kernel waits inside its own parallel loops, the thread must not pick
     // up another node (which could, e.g., lock the variable this kernel holds).
     Status s;
+    // NameOp: a kernel's error names its op (kernels usually do; the prefix is added otherwise).
+    auto name_op = [&] {
+      const std::string prefix = fmt::format("op \"{}\" ({})", node.name(), node.type());
+      if (s.message().find(prefix) == std::string_view::npos &&
+          s.message().find("op \"" + node.name()) == std::string_view::npos) {
+        s = Status(s.code(), fmt::format("{} on {}: {}", prefix, device->name(), s.message()));
+      }
+    };
     if (observers.empty()) {
       tbb::this_task_arena::isolate([&] { s = kernels[id]->Compute(ctx); });
+      if (!s.ok()) name_op();
     } else {
       // device->name() returns a fresh string: keep it alive for the string_view in `exec`.
       const std::string device_name = device->name();
@@ -420,16 +439,12 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
       exec.outputs = &values[id];
       if (s.ok()) {
         for (ExecutionObserver* o : observers) o->AfterNode(exec);
+      } else {
+        name_op();
+        for (ExecutionObserver* o : observers) o->OnNodeError(exec, &s);
       }
     }
-    if (!s.ok()) {
-      const std::string prefix = fmt::format("op \"{}\" ({})", node.name(), node.type());
-      if (s.message().find(prefix) == std::string_view::npos &&
-          s.message().find("op \"" + node.name()) == std::string_view::npos) {
-        return Status(s.code(), fmt::format("{} on {}: {}", prefix, device->name(), s.message()));
-      }
-      return s;
-    }
+    if (!s.ok()) return s;
     if (plan.has_gates && ctx.skip_control_dependents()) closed[id] = 1;
     for (int o = 0; o < node.num_outputs(); ++o) {
       const Tensor& t = values[id][o];
@@ -533,7 +548,9 @@ Status Session::Run(const RunOptions& options, const FeedList& feeds,
     observers.push_back(o);
   }
   if (impl_->profiler != nullptr) observers.push_back(impl_->profiler.get());
+  if (impl_->dumper != nullptr) observers.push_back(impl_->dumper.get());
   const int64_t step = impl_->steps;
+  if (impl_->dumper != nullptr) impl_->dumper->BeginRun(step);
   if (impl_->profiler != nullptr) impl_->profiler->BeginRun(step);
   for (ExecutionObserver* o : options.observers) o->BeforeRun(step);
   Status status;
@@ -542,6 +559,9 @@ Status Session::Run(const RunOptions& options, const FeedList& feeds,
   } catch (const std::exception& e) {
     status = absl::InternalError(fmt::format("Session::Run: unexpected exception: {}", e.what()));
   }
+  // The step's dump is published (and a failed dump write reported) before observers hear of
+  // the Run's end.
+  if (impl_->dumper != nullptr) status = impl_->dumper->EndRun(step, std::move(status));
   for (ExecutionObserver* o : options.observers) o->AfterRun(step, status);
   if (impl_->profiler != nullptr && status.ok()) status = impl_->profiler->EndRun(step);
   RECSDK_RETURN_IF_ERROR(status);
@@ -616,6 +636,7 @@ SessionStats Session::stats() const {
   s.graph_cached_bytes = impl_->device->graph_allocator().cached_bytes();
   s.graph_fresh_allocations = impl_->device->graph_allocator().fresh_allocations();
   s.steps = impl_->steps;
+  s.overflow_count = impl_->dumper != nullptr ? impl_->dumper->overflow_count() : 0;
   return s;
 }
 

@@ -3,23 +3,45 @@
 //   recsdk validate-config FILE.json   prints the session config with every default filled in, or
 //                                      the first error (exit status 1): a syntax error with its
 //                                      line and column, an unknown option with the nearest one
+//   recsdk find-nan DUMP_DIR           reads a dump (SessionConfig::enable_dump; dump_path or any
+//                                      directory below it), verifies every tensor file against its
+//                                      manifest's checksum, and prints the first op in execution
+//                                      order whose outputs hold NaN/Inf and whether its inputs
+//                                      already did
+//   recsdk compare-dumps LEFT RIGHT [--threshold 0.98] [--csv FILE]
+//                                      compares two dumps op by op (cosine similarity, max abs and
+//                                      rel error) and names the first op whose inputs agree but
+//                                      outputs differ
 //
-// Exit status: 0 success, 1 the input is invalid, 2 usage error. Single-threaded.
+// Exit status: validate-config: 0 valid, 1 invalid, 2 usage error. find-nan: 0 no NaN/Inf, 1 found,
+// 2 an error (a missing or corrupt dump, named) or a usage error. compare-dumps: 0 the dumps agree,
+// 1 they differ, 2 an error or a usage error. Single-threaded.
 #include <cstdio>
+#include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "recsdk/config.h"
+#include "src/common/env.h"
+#include "src/precision/dump_compare.h"
+#include "src/precision/dump_reader.h"
 
 namespace {
 
 constexpr char kUsage[] =
     "usage: recsdk COMMAND [ARGS]\n"
     "commands:\n"
-    "  validate-config FILE.json   check a SessionConfig JSON file; print it with defaults\n";
+    "  validate-config FILE.json   check a SessionConfig JSON file; print it with defaults\n"
+    "  find-nan DUMP_DIR           the first op of a dump whose outputs hold NaN/Inf\n"
+    "                              (exit 0: none, 1: found, 2: error)\n"
+    "  compare-dumps LEFT RIGHT [--threshold 0.98] [--csv FILE]\n"
+    "                              compare two dumps op by op; name the first op whose inputs\n"
+    "                              agree but outputs differ (exit 0: agree, 1: differ, 2: error)\n";
 
 int ValidateConfig(const std::string& path) {
   // A directory opens as a stream that reads nothing, and was then reported as an empty or
@@ -53,10 +75,85 @@ int ValidateConfig(const std::string& path) {
   return 0;
 }
 
+int FindNan(const std::string& dir) {
+  recsdk::StatusOr<recsdk::internal::NanReport> report = absl::InternalError("not run");
+  try {
+    report = recsdk::internal::FindNan(recsdk::internal::Env::Default(), dir);
+  } catch (const std::exception& e) {  // e.g. out of memory: reported, not a crash
+    report = absl::InternalError(std::string("unexpected exception: ") + e.what());
+  }
+  if (!report.ok()) {
+    std::fprintf(stderr, "recsdk find-nan: %s\n", std::string(report.status().message()).c_str());
+    return 2;
+  }
+  std::fputs(report->Text().c_str(), stdout);
+  return report->first ? 1 : 0;
+}
+
+int CompareDumps(int argc, char** argv) {
+  // argv[0] is "compare-dumps".
+  std::vector<std::string> paths;
+  double threshold = 0.98;
+  std::string csv;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if ((arg == "--threshold" || arg == "--csv") && i + 1 < argc) {
+      const std::string value = argv[++i];
+      if (arg == "--csv") {
+        csv = value;
+        continue;
+      }
+      char* end = nullptr;
+      threshold = std::strtod(value.c_str(), &end);
+      if (value.empty() || end == nullptr || *end != '\0') {
+        std::fprintf(stderr, "recsdk compare-dumps: --threshold \"%s\" is not a number\n",
+                     value.c_str());
+        return 2;
+      }
+    } else if (arg.substr(0, 2) == "--") {
+      std::fprintf(stderr, "recsdk compare-dumps: unknown or incomplete option \"%s\"\n%s", argv[i],
+                   kUsage);
+      return 2;
+    } else {
+      paths.emplace_back(arg);
+    }
+  }
+  if (paths.size() != 2) {
+    std::fprintf(stderr, "recsdk compare-dumps: give two dump directories, LEFT and RIGHT\n%s",
+                 kUsage);
+    return 2;
+  }
+  recsdk::internal::Env* env = recsdk::internal::Env::Default();
+  recsdk::StatusOr<recsdk::internal::DumpComparison> result = absl::InternalError("not run");
+  try {
+    result = recsdk::internal::CompareDumps(env, paths[0], paths[1], threshold);
+  } catch (const std::exception& e) {  // e.g. out of memory: reported, not a crash
+    result = absl::InternalError(std::string("unexpected exception: ") + e.what());
+  }
+  if (!result.ok()) {
+    std::fprintf(stderr, "recsdk compare-dumps: %s\n",
+                 std::string(result.status().message()).c_str());
+    return 2;
+  }
+  std::fputs(result->Text().c_str(), stdout);
+  if (!csv.empty()) {
+    if (recsdk::Status s = recsdk::internal::WriteStringToFileAtomic(env, csv, result->Csv());
+        !s.ok()) {
+      std::fprintf(stderr, "recsdk compare-dumps: --csv: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
+  return result->all_agree() ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::string_view(argv[1]) == "validate-config") return ValidateConfig(argv[2]);
+  if (argc == 3 && std::string_view(argv[1]) == "find-nan") return FindNan(argv[2]);
+  if (argc >= 2 && std::string_view(argv[1]) == "compare-dumps") {
+    return CompareDumps(argc - 1, argv + 1);
+  }
   if (argc == 2 && (std::string_view(argv[1]) == "help" || std::string_view(argv[1]) == "--help")) {
     std::fputs(kUsage, stdout);
     return 0;

@@ -125,18 +125,23 @@ TEST(SessionConfigTest, DumpStepGrammar) {
   }
 }
 
-TEST(SessionConfigTest, DumpsNeedAPathAndAreRefusedUntilTheDumpsWork) {
+TEST(SessionConfigTest, DumpsNeedAPath) {
+  // Dumps, overflow detection and exception dumps work (tests/precision/): each needs dump_path.
   SessionConfig c;
   c.enable_dump = true;
   ExpectInvalid(c, {"dump_path", "enable_dump"});
   c.dump_path = "/tmp/dumps";
-  ExpectInvalid(c, {"enable_dump", "take effect with the dumps"});
+  EXPECT_TRUE(c.Validate().ok()) << c.Validate();
   SessionConfig d;
   d.enable_dump_debug = true;
   ExpectInvalid(d, {"dump_path", "enable_dump_debug"});
+  d.dump_path = "/tmp/dumps";
+  EXPECT_TRUE(d.Validate().ok()) << d.Validate();
   SessionConfig e;
   e.enable_exception_dump = 1;
-  ExpectInvalid(e, {"enable_exception_dump", "take effect with the dumps"});
+  ExpectInvalid(e, {"dump_path", "enable_exception_dump"});
+  e.dump_path = "/tmp/dumps";
+  EXPECT_TRUE(e.Validate().ok()) << e.Validate();
 }
 
 TEST(SessionConfigTest, ProfilingRules) {

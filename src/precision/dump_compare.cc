@@ -1,0 +1,279 @@
+// dump_compare.cc: comparing two dumps op by op (see dump_compare.h).
+#include "src/precision/dump_compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "fmt/format.h"
+#include "recsdk/dtype.h"
+#include "src/common/status_macros.h"
+#include "src/precision/dump_reader.h"
+
+namespace recsdk::internal {
+
+namespace {
+
+// ToDoubles: a payload's elements as doubles (every dtype dumps write).
+std::vector<double> ToDoubles(DType dtype, const std::string& payload) {
+  const size_t item = DTypeSize(dtype);
+  const size_t n = item == 0 ? 0 : payload.size() / item;
+  std::vector<double> out(n);
+  const char* p = payload.data();
+  for (size_t i = 0; i < n; ++i) {
+    const char* e = p + i * item;
+    switch (dtype) {
+      case DType::kFloat32: {
+        float v;
+        std::memcpy(&v, e, 4);
+        out[i] = v;
+        break;
+      }
+      case DType::kFloat64:
+        std::memcpy(&out[i], e, 8);
+        break;
+      case DType::kFloat16: {
+        float16 v;
+        std::memcpy(&v.bits, e, 2);
+        out[i] = v.ToFloat();
+        break;
+      }
+      case DType::kBFloat16: {
+        bfloat16 v;
+        std::memcpy(&v.bits, e, 2);
+        out[i] = v.ToFloat();
+        break;
+      }
+      case DType::kInt32: {
+        int32_t v;
+        std::memcpy(&v, e, 4);
+        out[i] = v;
+        break;
+      }
+      case DType::kInt64: {
+        int64_t v;
+        std::memcpy(&v, e, 8);
+        out[i] = static_cast<double>(v);
+        break;
+      }
+      default:  // bool, uint8: one byte
+        out[i] = static_cast<unsigned char>(*e);
+        break;
+    }
+  }
+  return out;
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ","));
+}
+
+// Compare: fills the numbers of `row` from two tensors' payloads.
+void Compare(const DumpTensor& lt, const std::string& lp, const DumpTensor& rt,
+             const std::string& rp, double threshold, TensorComparison* row) {
+  if (lt.shape != rt.shape || lt.dtype != rt.dtype) {
+    row->agree = false;
+    row->cosine = 0;
+    row->note =
+        fmt::format("{} {} vs {} {}", lt.dtype, ShapeText(lt.shape), rt.dtype, ShapeText(rt.shape));
+    return;
+  }
+  const std::vector<double> a = ToDoubles(*ParseDType(lt.dtype), lp);
+  const std::vector<double> b = ToDoubles(*ParseDType(rt.dtype), rp);
+  row->elements = static_cast<int64_t>(a.size());
+  double dot = 0, na = 0, nb = 0;
+  int64_t special_mismatch = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    const bool fa = std::isfinite(a[i]), fb = std::isfinite(b[i]);
+    if (!fa || !fb) {
+      // NaN/Inf agree only with the same kind at the same place.
+      const bool same = (std::isnan(a[i]) && std::isnan(b[i])) || a[i] == b[i];
+      if (!same) {
+        ++special_mismatch;
+        if (row->first_diff < 0) row->first_diff = static_cast<int64_t>(i);
+      }
+      continue;
+    }
+    const double d = std::fabs(a[i] - b[i]);
+    if (d > 0 && row->first_diff < 0) row->first_diff = static_cast<int64_t>(i);
+    row->max_abs = std::max(row->max_abs, d);
+    row->max_rel = std::max(row->max_rel, d / std::max(std::fabs(b[i]), 1e-12));
+    dot += a[i] * b[i];
+    na += a[i] * a[i];
+    nb += b[i] * b[i];
+  }
+  if (na == 0 && nb == 0) {
+    row->cosine = 1;
+  } else if (na == 0 || nb == 0) {
+    row->cosine = 0;
+  } else {
+    row->cosine = dot / (std::sqrt(na) * std::sqrt(nb));
+  }
+  row->agree = special_mismatch == 0 && row->cosine >= threshold;
+  if (special_mismatch > 0) {
+    row->note = fmt::format("{} NaN/Inf at different places", special_mismatch);
+  }
+}
+
+// Steps: step number -> the first dump of that step under `root` (FindStepDirs' order); a note
+// for each other dump of a step number already taken (another session or graph id).
+StatusOr<std::map<int64_t, DumpStep>> ReadSteps(Env* env, const std::string& root,
+                                                std::vector<std::string>* notes) {
+  RECSDK_ASSIGN_OR_RETURN(std::vector<std::string> dirs, FindStepDirs(env, root));
+  std::map<int64_t, DumpStep> steps;
+  for (const std::string& dir : dirs) {
+    RECSDK_ASSIGN_OR_RETURN(DumpStep step, ReadDumpManifest(env, dir));
+    const int64_t n = step.step;
+    if (auto [it, fresh] = steps.try_emplace(n, std::move(step)); !fresh) {
+      notes->push_back(
+          fmt::format("step {}: \"{}\" left out, \"{}\" compared (give the "
+                      "graph's directory to choose)",
+                      n, dir, it->second.dir));
+    }
+  }
+  return steps;
+}
+
+}  // namespace
+
+bool DumpComparison::all_agree() const {
+  return std::all_of(rows.begin(), rows.end(), [](const TensorComparison& r) { return r.agree; });
+}
+
+StatusOr<DumpComparison> CompareDumps(Env* env, const std::string& left, const std::string& right,
+                                      double threshold) {
+  if (!(threshold >= -1 && threshold <= 1)) {
+    return absl::InvalidArgumentError(
+        fmt::format("--threshold {}: a cosine similarity is in [-1, 1]; the spec's default is 0.98",
+                    threshold));
+  }
+  DumpComparison result;
+  RECSDK_ASSIGN_OR_RETURN(auto lsteps, ReadSteps(env, left, &result.notes));
+  RECSDK_ASSIGN_OR_RETURN(auto rsteps, ReadSteps(env, right, &result.notes));
+  result.threshold = threshold;
+  bool any_common = false;
+  for (const auto& [n, step] : rsteps) {
+    if (!lsteps.contains(n)) result.notes.push_back(fmt::format("step {}: only in RIGHT", n));
+  }
+  for (const auto& [n, lstep] : lsteps) {
+    auto rit = rsteps.find(n);
+    if (rit == rsteps.end()) {
+      result.notes.push_back(fmt::format("step {}: only in LEFT", n));
+      continue;
+    }
+    any_common = true;
+    const DumpStep& rstep = rit->second;
+    std::map<std::string, const DumpOp*> rops;
+    for (const DumpOp& op : rstep.ops) rops.emplace(op.name, &op);
+    std::map<std::string, bool> output_agrees;  // "node:port" -> compared and agreed
+    for (const DumpOp& lop : lstep.ops) {
+      auto found = rops.find(lop.name);
+      if (found == rops.end()) {
+        result.notes.push_back(fmt::format("step {}: op \"{}\" only in LEFT", n, lop.name));
+        continue;
+      }
+      const DumpOp& rop = *found->second;
+      auto compare = [&](const char* direction, const std::vector<DumpTensor>& ls,
+                         const std::vector<DumpTensor>& rs, size_t i) -> StatusOr<int> {
+        // -1: not compared (missing on a side); 0: differ; 1: agree.
+        if (i >= rs.size() || ls[i].file.empty() || rs[i].file.empty()) return -1;
+        RECSDK_ASSIGN_OR_RETURN(std::string lp, ReadDumpTensor(env, lstep, ls[i]));
+        RECSDK_ASSIGN_OR_RETURN(std::string rp, ReadDumpTensor(env, rstep, rs[i]));
+        TensorComparison row;
+        row.step = n;
+        row.op = lop.name;
+        row.type = lop.type;
+        row.direction = direction;
+        row.port = ls[i].port;
+        Compare(ls[i], lp, rs[i], rp, threshold, &row);
+        result.rows.push_back(row);
+        return row.agree ? 1 : 0;
+      };
+      bool inputs_agree = true;
+      std::vector<std::string> outside;  // differing or unknown inputs from outside the dump
+      for (size_t i = 0; i < lop.inputs.size(); ++i) {
+        const DumpTensor& in = lop.inputs[i];
+        if (in.dtype == "resource") continue;
+        RECSDK_ASSIGN_OR_RETURN(int direct, compare("input", lop.inputs, rop.inputs, i));
+        auto produced = output_agrees.find(in.producer);
+        const int via_producer = produced == output_agrees.end() ? -1 : (produced->second ? 1 : 0);
+        const int state = direct >= 0 ? direct : via_producer;
+        if (state != 1) inputs_agree = false;
+        if (state == -1 || (state == 0 && via_producer == -1)) {
+          outside.push_back(fmt::format("input {} from \"{}\" ({})", in.port, in.producer,
+                                        state == -1 ? "not in both dumps" : "differs"));
+        }
+      }
+      bool outputs_agree = true;
+      for (size_t o = 0; o < lop.outputs.size(); ++o) {
+        RECSDK_ASSIGN_OR_RETURN(int state, compare("output", lop.outputs, rop.outputs, o));
+        if (state >= 0) {
+          output_agrees[fmt::format("{}:{}", lop.name, lop.outputs[o].port)] = state == 1;
+        }
+        if (state == 0) outputs_agree = false;
+      }
+      if (outputs_agree || result.culprit) continue;
+      if (inputs_agree) {
+        result.culprit = fmt::format("step {}: op \"{}\" ({})", n, lop.name, lop.type);
+      } else if (!outside.empty() && result.notes.size() < 100) {
+        result.notes.push_back(fmt::format(
+            "step {}: op \"{}\" ({}) differs, but so does what it was given from outside the "
+            "dump: {}",
+            n, lop.name, lop.type, fmt::join(outside, "; ")));
+      }
+    }
+  }
+  if (!any_common) {
+    return absl::InvalidArgumentError(
+        fmt::format("\"{}\" and \"{}\" share no dumped step; dump the same dump_step in both runs",
+                    left, right));
+  }
+  return result;
+}
+
+std::string DumpComparison::Text() const {
+  std::string text =
+      fmt::format("{:>5}  {:<40} {:<18} {:<10} {:>9} {:>11} {:>11} {:>9}  {}\n", "step", "op",
+                  "type", "tensor", "cosine", "max_abs", "max_rel", "first", "");
+  for (const TensorComparison& r : rows) {
+    const std::string op = r.op.size() > 40 ? "..." + r.op.substr(r.op.size() - 37) : r.op;
+    text += fmt::format("{:>5}  {:<40} {:<18} {:<10} {:>9.6f} {:>11.4g} {:>11.4g} {:>9}  {}{}\n",
+                        r.step, op, r.type.substr(0, 18),
+                        fmt::format("{}:{}", r.direction == "input" ? "in" : "out", r.port),
+                        r.cosine, r.max_abs, r.max_rel,
+                        r.first_diff < 0 ? std::string("-") : std::to_string(r.first_diff),
+                        r.agree ? "" : "DIFF", r.note.empty() ? "" : " (" + r.note + ")");
+  }
+  for (const std::string& n : notes) text += "note: " + n + "\n";
+  const int64_t differ =
+      std::count_if(rows.begin(), rows.end(), [](const TensorComparison& r) { return !r.agree; });
+  if (differ == 0) {
+    text += fmt::format("all {} compared tensors agree (cosine >= {})\n", rows.size(), threshold);
+  } else {
+    text += fmt::format("{} of {} compared tensors differ (cosine < {} or NaN/Inf placement)\n",
+                        differ, rows.size(), threshold);
+    text += culprit ? "first op whose inputs agree but outputs differ: " + *culprit + "\n"
+                    : std::string(
+                          "no op with agreeing inputs and differing outputs: the first "
+                          "difference comes from outside the dump (see the notes)\n");
+  }
+  return text;
+}
+
+std::string DumpComparison::Csv() const {
+  std::string csv =
+      "step,op,type,direction,port,elements,cosine,max_abs,max_rel,first_diff,agree\n";
+  for (const TensorComparison& r : rows) {
+    // Op names hold no quotes or commas in practice; quote them anyway.
+    std::string op;
+    for (char c : r.op) op += c == '"' ? std::string("\"\"") : std::string(1, c);
+    csv += fmt::format("{},\"{}\",{},{},{},{},{:.9g},{:.9g},{:.9g},{},{}\n", r.step, op, r.type,
+                       r.direction, r.port, r.elements, r.cosine, r.max_abs, r.max_rel,
+                       r.first_diff, r.agree ? 1 : 0);
+  }
+  return csv;
+}
+
+}  // namespace recsdk::internal
