@@ -92,6 +92,50 @@ struct CrossNetworkOptions {
 // num_layers < 1.
 StatusOr<Output> CrossNetwork(const Scope& scope, Output x0, const CrossNetworkOptions& options);
 
+// --- Normalisation -------------------------------------------------------------------------
+
+struct LayerNormOptions {
+  // epsilon: added to the variance, > 0 and finite. Default 1e-3 (Keras' LayerNormalization).
+  double epsilon = 1e-3;
+  bool center = true;  // learn beta, "<name>/beta" [c], zeros at first
+  bool scale = true;   // learn gamma, "<name>/gamma" [c], ones at first
+  std::string name = "layer_norm";
+};
+
+// LayerNorm: per sample, normalises x over its last axis (c, known) and applies gamma and beta:
+// y = (x - mean) / sqrt(var + epsilon) * gamma + beta (biased variance), for x of rank >= 2 and a
+// float dtype. Composed from ReduceMean, Sub, Square, Rsqrt, Mul and Add. Errors
+// (InvalidArgument naming the layer): rank < 2, unknown last dimension, non-float dtype, epsilon
+// not > 0 or not finite.
+StatusOr<Output> LayerNorm(const Scope& scope, Output x, const LayerNormOptions& options = {});
+
+// NormMode: which statistics a BatchNorm uses.
+enum class NormMode {
+  kTraining,   // the batch's mean and variance; updates the moving averages
+  kInference,  // the moving averages (evaluation, prediction, export)
+};
+
+struct BatchNormOptions {
+  NormMode mode = NormMode::kTraining;
+  // momentum: moving = momentum * moving + (1 - momentum) * batch statistic; in [0, 1).
+  // Default 0.99 (Keras' BatchNormalization).
+  double momentum = 0.99;
+  double epsilon = 1e-3;  // > 0 and finite
+  bool center = true;     // beta, "<name>/beta" [c]
+  bool scale = true;      // gamma, "<name>/gamma" [c]
+  std::string name = "batch_norm";
+};
+
+// BatchNorm: normalises each of x's last-axis channels (c, known) over every other axis (the
+// batch): y = (x - mean) / sqrt(var + epsilon) * gamma + beta, biased variance. Non-trainable
+// variables "<name>/moving_mean" (zeros) and "<name>/moving_variance" (ones) hold the averages
+// for kInference. In kTraining the returned output carries a control dependency on the two
+// moving-average updates, so computing it (every training step) updates them: no UPDATE_OPS
+// collection to remember. Build the evaluation branch under variable reuse with kInference to
+// share gamma, beta and the averages (Scope::WithVariableReuse). Errors as LayerNorm, and for
+// momentum outside [0, 1).
+StatusOr<Output> BatchNorm(const Scope& scope, Output x, const BatchNormOptions& options = {});
+
 }  // namespace recsdk::layers
 
 #endif  // RECSDK_LAYERS_H_
