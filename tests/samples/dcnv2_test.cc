@@ -66,6 +66,16 @@ double LogisticRegressionAuc(const PlantedRows& train, const PlantedRows& eval, 
   return auc.ok() ? *auc : 0;
 }
 
+// TempDir: a fresh directory for one run's data files (104 MB at the learning test's size),
+// removed when the ScopedDir goes.
+struct ScopedDir {
+  std::string path;
+  ~ScopedDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
 std::string TempDir(const std::string& name) {
   const char* root = std::getenv("RECSDK_TEST_TMPDIR");
   const std::string dir = fmt::format(
@@ -88,7 +98,8 @@ TEST(Dcnv2SampleTest, BeatsLogisticRegressionAndNearsThePlantedModel) {
   o.train_rows = 400000;
   o.eval_rows = 20000;
   o.threads = 2;
-  o.data_dir = TempDir("dcnv2_test");
+  const ScopedDir dir{TempDir("dcnv2_test")};
+  o.data_dir = dir.path;
   o.out = stderr;
   auto result = dcnv2::Run(o);
   ASSERT_TRUE(result.ok()) << result.status();
@@ -127,7 +138,8 @@ TEST(Dcnv2SampleTest, VariantsTrain) {
     o.structure = "stacked";
     o.dense_norm = "layer";
     o.deep_units = {64};
-    o.data_dir = TempDir(std::string("dcnv2_variant_") + cross);
+    const ScopedDir dir{TempDir(std::string("dcnv2_variant_") + cross)};
+    o.data_dir = dir.path;
     std::FILE* sink = std::tmpfile();
     o.out = sink;
     auto result = dcnv2::Run(o);
@@ -162,7 +174,8 @@ TEST(Dcnv2SampleTest, BadFlagsAreRefused) {
   o.eval_rows = 10;
   o.cross = "low_rank";
   o.rank = 0;
-  o.data_dir = TempDir("dcnv2_bad_rank");
+  const ScopedDir dir{TempDir("dcnv2_bad_rank")};
+  o.data_dir = dir.path;
   auto result = dcnv2::Run(o);
   ASSERT_FALSE(result.ok());
   EXPECT_NE(std::string(result.status().message()).find("rank 0 must be > 0"), std::string::npos)
