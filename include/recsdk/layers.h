@@ -48,7 +48,7 @@ Output Mlp(const Scope& scope, Output x, const MlpOptions& options);
 
 // CrossStructure: how a cross layer parameterises its d x d weight W.
 enum class CrossStructure {
-  kFullRank,  // W: one [d, d] kernel. d^2 weights per layer.
+  kFullRank,  // W: one [d, d] kernel "<name>/kernel". d^2 weights per layer.
   kLowRank,   // W = U V^T of rank `rank`: kernels "<name>/kernel_v" [d, r] and "kernel_u" [r, d].
   // kMixtureOfLowRank: DCN-Mix. `num_experts` low-rank experts E_i(x) = x0 * (x U_i V_i^T + b_i),
   // mixed by a softmax gate over a linear function of x_l ("<name>/gate" [d, num_experts]):
