@@ -33,6 +33,8 @@ using GradsAndVars = std::vector<std::pair<Output, Variable>>;
 //     kExponential:  decay_rate ^ (u / decay_steps)   (exponent floored when staircase)
 //     kCosine:       alpha + (1 - alpha) (1 + cos(pi min(u, decay_steps) / decay_steps)) / 2
 // The multiplier is one LearningRateMultiplier op per ApplyGradients; every update reads it.
+// Dense optimizers only: a table's sparse optimizer keeps the fixed rate of its
+// SparseOptimizerConfig (no schedule there yet).
 struct LearningRateSchedule {
   // Decay: pinned values (they are stored in the graph's op attributes).
   enum class Decay : int32_t { kConstant = 0, kExponential = 1, kCosine = 2 };
