@@ -7,6 +7,7 @@
 
 #include "recsdk/initializers.h"
 #include "recsdk/scope.h"
+#include "recsdk/status.h"
 #include "recsdk/variables.h"
 
 namespace recsdk::layers {
@@ -42,6 +43,98 @@ struct MlpOptions {
 // with variable reuse (Scope::WithVariableReuse), a second Mlp of the same name shares the
 // first's weights: the natural way to build an eval branch beside a training one.
 Output Mlp(const Scope& scope, Output x, const MlpOptions& options);
+
+// --- DCNv2 cross network (Wang et al. 2021, "DCN V2") -------------------------------------
+
+// CrossStructure: how a cross layer parameterises its d x d weight W.
+enum class CrossStructure {
+  kFullRank,  // W: one [d, d] kernel "<name>/kernel". d^2 weights per layer.
+  kLowRank,   // W = U V^T of rank `rank`: kernels "<name>/kernel_v" [d, r] and "kernel_u" [r, d].
+  // kMixtureOfLowRank: DCN-Mix. `num_experts` low-rank experts E_i(x) = x0 * (x U_i V_i^T + b_i),
+  // mixed by a softmax gate over a linear function of x_l ("<name>/gate" [d, num_experts]):
+  // x_{l+1} = sum_i g_i(x_l) E_i(x_l) + x_l. The paper's optional nonlinearity inside an expert
+  // is not applied (its simplest form). Expert i's variables are "<name>/expert_<i>/...".
+  kMixtureOfLowRank,
+};
+
+struct CrossLayerOptions {
+  CrossStructure structure = CrossStructure::kFullRank;
+  // rank: r of W = U V^T for kLowRank and kMixtureOfLowRank, which need r > 0 (r well below d
+  // is the point: 2dr weights instead of d^2). kFullRank needs it left at 0.
+  int64_t rank = 0;
+  // num_experts: kMixtureOfLowRank only, >= 1 (the paper uses 4); other structures need 0.
+  int64_t num_experts = 0;
+  bool use_bias = true;  // b, "<name>/bias" [d] (per expert in the mixture), zeros by default
+  Initializer kernel_initializer = Initializer::GlorotUniform();
+  Initializer bias_initializer = Initializer::Zeros();
+  std::string name = "cross";  // the sub-scope of the layer's ops and variables
+};
+
+// CrossLayer: one DCNv2 cross layer, x_{l+1} = x0 * (x_l W + b) + x_l (elementwise *; W stored
+// as the [d, d] right factor of the row-vector form, i.e. the transpose of the paper's W), built
+// from MatMul, BiasAdd, Mul and Add, so autodiff, fusion passes and every backend apply. `x0`
+// and `xl` are [batch, d] of one float dtype with d known (for the first layer xl is x0). Cost
+// per sample O(d^2) full rank, O(d r) low rank, O(K d r) for K experts.
+// Errors (InvalidArgument, naming the layer and the fix): inputs not rank 2, d unknown, shapes
+// or dtypes that differ, rank/num_experts that do not fit the structure. Under a scope with an
+// earlier graph error, returns that error. Variable reuse as for Dense.
+StatusOr<Output> CrossLayer(const Scope& scope, Output x0, Output xl,
+                            const CrossLayerOptions& options);
+
+struct CrossNetworkOptions {
+  int num_layers = 3;       // >= 1; layers "<name>/cross", "<name>/cross_1", ...
+  CrossLayerOptions layer;  // every layer's options (its `name` is replaced as above)
+  std::string name = "cross_network";
+};
+
+// CrossNetwork: num_layers CrossLayers stacked on x0 (x_1 = Cross(x0, x0), x_2 = Cross(x0, x_1),
+// ...); returns the last layer's output, [batch, d]. Errors as CrossLayer, and for
+// num_layers < 1.
+StatusOr<Output> CrossNetwork(const Scope& scope, Output x0, const CrossNetworkOptions& options);
+
+// --- Normalisation -------------------------------------------------------------------------
+
+struct LayerNormOptions {
+  // epsilon: added to the variance, > 0 and finite. Default 1e-3 (Keras' LayerNormalization).
+  double epsilon = 1e-3;
+  bool center = true;  // learn beta, "<name>/beta" [c], zeros at first
+  bool scale = true;   // learn gamma, "<name>/gamma" [c], ones at first
+  std::string name = "layer_norm";
+};
+
+// LayerNorm: per sample, normalises x over its last axis (c, known) and applies gamma and beta:
+// y = (x - mean) / sqrt(var + epsilon) * gamma + beta (biased variance), for x of rank >= 2 and a
+// float dtype. Composed from ReduceMean, Sub, Square, Rsqrt, Mul and Add. Errors
+// (InvalidArgument naming the layer): rank < 2, unknown last dimension, non-float dtype, epsilon
+// not > 0 or not finite.
+StatusOr<Output> LayerNorm(const Scope& scope, Output x, const LayerNormOptions& options = {});
+
+// NormMode: which statistics a BatchNorm uses.
+enum class NormMode {
+  kTraining,   // the batch's mean and variance; updates the moving averages
+  kInference,  // the moving averages (evaluation, prediction, export)
+};
+
+struct BatchNormOptions {
+  NormMode mode = NormMode::kTraining;
+  // momentum: moving = momentum * moving + (1 - momentum) * batch statistic; in [0, 1).
+  // Default 0.99 (Keras' BatchNormalization).
+  double momentum = 0.99;
+  double epsilon = 1e-3;  // > 0 and finite
+  bool center = true;     // beta, "<name>/beta" [c]
+  bool scale = true;      // gamma, "<name>/gamma" [c]
+  std::string name = "batch_norm";
+};
+
+// BatchNorm: normalises each of x's last-axis channels (c, known) over every other axis (the
+// batch): y = (x - mean) / sqrt(var + epsilon) * gamma + beta, biased variance. Non-trainable
+// variables "<name>/moving_mean" (zeros) and "<name>/moving_variance" (ones) hold the averages
+// for kInference. In kTraining the returned output carries a control dependency on the two
+// moving-average updates, so computing it (every training step) updates them: no UPDATE_OPS
+// collection to remember. Build the evaluation branch under variable reuse with kInference to
+// share gamma, beta and the averages (Scope::WithVariableReuse). Errors as LayerNorm, and for
+// momentum outside [0, 1).
+StatusOr<Output> BatchNorm(const Scope& scope, Output x, const BatchNormOptions& options = {});
 
 }  // namespace recsdk::layers
 

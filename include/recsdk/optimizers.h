@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -20,6 +21,37 @@
 namespace recsdk {
 
 using GradsAndVars = std::vector<std::pair<Output, Variable>>;
+
+// LearningRateSchedule: a multiplier on a dense optimizer's learning_rate that changes with the
+// optimizer's step (the updates it has applied, counted by a non-trainable int64 variable
+// "<optimizer name>/schedule_step", saved with checkpoints, so a restored run resumes the
+// schedule). The default (no warm-up, kConstant) adds nothing to the graph. With t the step
+// (0 for the first update):
+//   warm-up, t < warmup_steps:  (t + 1) / warmup_steps   (linear, reaching 1 at its last step)
+//   then, with u = t - warmup_steps:
+//     kConstant:     1
+//     kExponential:  decay_rate ^ (u / decay_steps)   (exponent floored when staircase)
+//     kCosine:       alpha + (1 - alpha) (1 + cos(pi min(u, decay_steps) / decay_steps)) / 2
+// The multiplier is one LearningRateMultiplier op per ApplyGradients; every update reads it.
+// Dense optimizers only: a table's sparse optimizer keeps the fixed rate of its
+// SparseOptimizerConfig (no schedule there yet).
+struct LearningRateSchedule {
+  // Decay: pinned values (they are stored in the graph's op attributes).
+  enum class Decay : int32_t { kConstant = 0, kExponential = 1, kCosine = 2 };
+  int64_t warmup_steps = 0;  // >= 0; 0: no warm-up
+  Decay decay = Decay::kConstant;
+  int64_t decay_steps = 0;   // > 0 for kExponential and kCosine; 0 for kConstant
+  double decay_rate = 0.96;  // kExponential: in (0, 1]
+  bool staircase = false;    // kExponential: decay in whole periods of decay_steps
+  double alpha = 0.0;        // kCosine: the final multiplier, in [0, 1]
+
+  // is_constant: true when the multiplier is 1 at every step (nothing is added to the graph).
+  bool is_constant() const { return warmup_steps == 0 && decay == Decay::kConstant; }
+  // Multiplier: the factor at step `step` (the host reference of the graph's op).
+  double Multiplier(int64_t step) const;
+  // Validate: InvalidArgument naming `owner` (the optimizer), the field, its value and the rule.
+  Status Validate(std::string_view owner) const;
+};
 
 class Optimizer {
  public:
@@ -50,13 +82,22 @@ class Optimizer {
   virtual Status Prepare(const Scope& /*scope*/) { return Status(); }
   virtual StatusOr<std::vector<Node*>> FinishUpdates(const Scope& scope,
                                                      std::vector<Node*> updates);
+  // learning_rate_schedule: the optimizer's schedule (the options' learning_rate_schedule).
+  virtual const LearningRateSchedule& learning_rate_schedule() const;
+  // WithLearningRate: `inputs` of an Apply* op, plus the schedule's multiplier when there is one
+  // (the kernels multiply learning_rate by their optional last input).
+  std::vector<Output> WithLearningRate(std::vector<Output> inputs) const;
   // Slot creates a non-trainable variable shaped like `var` named "<var>/<name()>/<slot>".
   Variable Slot(const Scope& scope, const Variable& var, const std::string& slot,
                 double initial_value);
+
+ private:
+  Output lr_multiplier_;  // valid during ApplyGradients when the schedule is not constant
 };
 
 struct SgdOptions {
   double learning_rate = 0.01;
+  LearningRateSchedule learning_rate_schedule = {};  // default: constant
 };
 // SGD: var -= lr * g.
 class SgdOptimizer : public Optimizer {
@@ -67,6 +108,9 @@ class SgdOptimizer : public Optimizer {
  protected:
   StatusOr<Node*> ApplyDense(const Scope& scope, Output grad, const Variable& var) override;
   Status ValidateOptions() const override;
+  const LearningRateSchedule& learning_rate_schedule() const override {
+    return options_.learning_rate_schedule;
+  }
 
  private:
   SgdOptions options_;
@@ -76,6 +120,7 @@ struct MomentumOptions {
   double learning_rate = 0.01;
   double momentum = 0.9;
   bool use_nesterov = false;
+  LearningRateSchedule learning_rate_schedule = {};  // default: constant
 };
 // Momentum: accum = momentum*accum + g; var -= lr*accum, or with Nesterov
 // var -= lr*(g + momentum*accum) (TensorFlow's formulation).
@@ -87,6 +132,9 @@ class MomentumOptimizer : public Optimizer {
  protected:
   StatusOr<Node*> ApplyDense(const Scope& scope, Output grad, const Variable& var) override;
   Status ValidateOptions() const override;
+  const LearningRateSchedule& learning_rate_schedule() const override {
+    return options_.learning_rate_schedule;
+  }
 
  private:
   MomentumOptions options_;
@@ -96,6 +144,7 @@ struct AdagradOptions {
   double learning_rate = 0.001;
   double initial_accumulator_value = 0.1;
   double epsilon = 1e-7;
+  LearningRateSchedule learning_rate_schedule = {};  // default: constant
 };
 // Adagrad: accum += g^2; var -= lr * g / (sqrt(accum) + epsilon).
 class AdagradOptimizer : public Optimizer {
@@ -106,6 +155,9 @@ class AdagradOptimizer : public Optimizer {
  protected:
   StatusOr<Node*> ApplyDense(const Scope& scope, Output grad, const Variable& var) override;
   Status ValidateOptions() const override;
+  const LearningRateSchedule& learning_rate_schedule() const override {
+    return options_.learning_rate_schedule;
+  }
 
  private:
   AdagradOptions options_;
@@ -118,6 +170,9 @@ struct AdamOptions {
   double epsilon = 1e-8;
   // weight_decay: used by AdamW only (decoupled decay).
   double weight_decay = 0.0;
+  // learning_rate_schedule: default constant; it scales every use of lr (lr_t, and AdamW's
+  // lr * weight_decay, as PyTorch's schedulers do).
+  LearningRateSchedule learning_rate_schedule = {};
 };
 // Adam (bias-corrected, TensorFlow's epsilon placement): with t the step (from 1),
 // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; lr_t = lr sqrt(1-b2^t)/(1-b1^t);
@@ -130,6 +185,9 @@ class AdamOptimizer : public Optimizer {
  protected:
   StatusOr<Node*> ApplyDense(const Scope& scope, Output grad, const Variable& var) override;
   Status ValidateOptions() const override;
+  const LearningRateSchedule& learning_rate_schedule() const override {
+    return options_.learning_rate_schedule;
+  }
   Status Prepare(const Scope& scope) override;
   StatusOr<std::vector<Node*>> FinishUpdates(const Scope& scope,
                                              std::vector<Node*> updates) override;
@@ -158,6 +216,7 @@ struct RmsPropOptions {
   double momentum = 0.0;
   double epsilon = 1e-7;
   bool centered = false;
+  LearningRateSchedule learning_rate_schedule = {};  // default: constant
 };
 // RMSProp: ms = rho ms + (1-rho) g^2; (centered: mg = rho mg + (1-rho) g, denom = ms - mg^2);
 // mom = momentum mom + lr g / sqrt(denom + eps); var -= mom.
@@ -169,6 +228,9 @@ class RmsPropOptimizer : public Optimizer {
  protected:
   StatusOr<Node*> ApplyDense(const Scope& scope, Output grad, const Variable& var) override;
   Status ValidateOptions() const override;
+  const LearningRateSchedule& learning_rate_schedule() const override {
+    return options_.learning_rate_schedule;
+  }
 
  private:
   RmsPropOptions options_;

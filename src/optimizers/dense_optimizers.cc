@@ -9,9 +9,61 @@
 #include "recsdk/ops.h"
 #include "recsdk/optimizers.h"
 #include "src/common/finite_option.h"
+#include "src/common/learning_rate_schedule.h"
 #include "src/common/status_macros.h"
 
 namespace recsdk {
+
+double LearningRateSchedule::Multiplier(int64_t step) const {
+  return internal::LearningRateMultiplierAt(step, warmup_steps, static_cast<int64_t>(decay),
+                                            decay_steps, decay_rate, staircase, alpha);
+}
+
+Status LearningRateSchedule::Validate(std::string_view owner) const {
+  auto bad = [&](std::string_view rule) {
+    return absl::InvalidArgumentError(fmt::format("{}: learning_rate_schedule {}", owner, rule));
+  };
+  if (warmup_steps < 0) {
+    return bad(fmt::format("warmup_steps {} is negative; use 0 for no warm-up", warmup_steps));
+  }
+  switch (decay) {
+    case Decay::kConstant:
+      if (decay_steps != 0) {
+        return bad(fmt::format(
+            "decay_steps {} is set but decay is kConstant; choose kExponential or kCosine, or "
+            "leave decay_steps 0",
+            decay_steps));
+      }
+      return absl::OkStatus();
+    case Decay::kExponential:
+    case Decay::kCosine:
+      break;
+    default:
+      return bad(fmt::format("decay {} is unknown; use kConstant, kExponential or kCosine",
+                             static_cast<int>(decay)));
+  }
+  if (decay_steps <= 0) {
+    return bad(fmt::format(
+        "decay_steps {} must be > 0 with a decay (the steps of one decay period)", decay_steps));
+  }
+  if (decay == Decay::kExponential && !(decay_rate > 0 && decay_rate <= 1)) {
+    return bad(fmt::format("decay_rate {} must be in (0, 1] (e.g. 0.96)", decay_rate));
+  }
+  if (decay == Decay::kCosine && !(alpha >= 0 && alpha <= 1)) {
+    return bad(fmt::format("alpha {} must be in [0, 1] (the final fraction of the rate)", alpha));
+  }
+  return absl::OkStatus();
+}
+
+const LearningRateSchedule& Optimizer::learning_rate_schedule() const {
+  static const LearningRateSchedule kConstant;
+  return kConstant;
+}
+
+std::vector<Output> Optimizer::WithLearningRate(std::vector<Output> inputs) const {
+  if (lr_multiplier_.valid()) inputs.push_back(lr_multiplier_);
+  return inputs;
+}
 
 StatusOr<GradsAndVars> Optimizer::ComputeGradients(const Scope& scope, Output loss,
                                                    const std::vector<Variable>& var_list) {
@@ -32,8 +84,31 @@ StatusOr<GradsAndVars> Optimizer::ComputeGradients(const Scope& scope, Output lo
 StatusOr<Node*> Optimizer::ApplyGradients(const Scope& scope, const GradsAndVars& grads_and_vars,
                                           const Variable* global_step) {
   if (Status st = ValidateOptions(); !st.ok()) return st;
+  const LearningRateSchedule& schedule = learning_rate_schedule();
+  RECSDK_RETURN_IF_ERROR(schedule.Validate(name()));
   const Scope s = scope.NewSubScope(name());
   if (Status st = Prepare(s); !st.ok()) return st;
+  // The schedule's step is the optimizer's own (like Adam's): read by the multiplier before the
+  // updates, advanced after all of them.
+  Variable schedule_step;
+  lr_multiplier_ = Output();
+  if (!schedule.is_constant()) {
+    VariableOptions o;
+    o.initializer = Initializer::Zeros();
+    o.trainable = false;
+    o.dtype = DType::kInt64;
+    schedule_step = Variable::Make(Scope(s.graph()), name() + "/schedule_step", Shape{}, o);
+    Node* m = s.AddNode("LearningRateMultiplier", {schedule_step.value()},
+                        {{"warmup_steps", schedule.warmup_steps},
+                         {"decay", static_cast<int64_t>(schedule.decay)},
+                         {"decay_steps", schedule.decay_steps},
+                         {"decay_rate", schedule.decay_rate},
+                         {"staircase", schedule.staircase},
+                         {"alpha", schedule.alpha}},
+                        "learning_rate_multiplier");
+    if (m == nullptr) return s.status();
+    lr_multiplier_ = Output(m, 0);
+  }
   std::vector<Node*> updates;
   for (const auto& [grad, var] : grads_and_vars) {
     if (!grad.valid()) continue;
@@ -46,8 +121,15 @@ StatusOr<Node*> Optimizer::ApplyGradients(const Scope& scope, const GradsAndVars
     updates.push_back(*update);
   }
   auto finished = FinishUpdates(s, std::move(updates));
+  lr_multiplier_ = Output();
   if (!finished.ok()) return finished.status();
   std::vector<Node*> all = *finished;
+  if (schedule_step.valid()) {
+    Node* advance = AssignAdd(s.WithControlDependencies(all).WithOpName("advance_schedule_step"),
+                              schedule_step, ops::Const(s, int64_t{1}));
+    if (advance == nullptr) return s.status();
+    all.push_back(advance);
+  }
   if (global_step != nullptr && global_step->valid()) {
     Node* inc = AssignAdd(s.WithControlDependencies(all).WithOpName("increment_global_step"),
                           *global_step, ops::Const(s, int64_t{1}));
@@ -102,22 +184,23 @@ StatusOr<Node*> Checked(const Scope& s, Node* n) {
 }  // namespace
 
 StatusOr<Node*> SgdOptimizer::ApplyDense(const Scope& s, Output grad, const Variable& var) {
-  return Checked(s, s.AddNode("ApplyGradientDescent", {var.handle(), grad},
+  return Checked(s, s.AddNode("ApplyGradientDescent", WithLearningRate({var.handle(), grad}),
                               {{"learning_rate", options_.learning_rate}}));
 }
 
 StatusOr<Node*> MomentumOptimizer::ApplyDense(const Scope& s, Output grad, const Variable& var) {
   Variable accum = Slot(s, var, "momentum", 0.0);
-  return Checked(s, s.AddNode("ApplyMomentum", {var.handle(), accum.handle(), grad},
-                              {{"learning_rate", options_.learning_rate},
-                               {"momentum", options_.momentum},
-                               {"use_nesterov", options_.use_nesterov}}));
+  return Checked(s,
+                 s.AddNode("ApplyMomentum", WithLearningRate({var.handle(), accum.handle(), grad}),
+                           {{"learning_rate", options_.learning_rate},
+                            {"momentum", options_.momentum},
+                            {"use_nesterov", options_.use_nesterov}}));
 }
 
 StatusOr<Node*> AdagradOptimizer::ApplyDense(const Scope& s, Output grad, const Variable& var) {
   Variable accum = Slot(s, var, "accumulator", options_.initial_accumulator_value);
   return Checked(
-      s, s.AddNode("ApplyAdagrad", {var.handle(), accum.handle(), grad},
+      s, s.AddNode("ApplyAdagrad", WithLearningRate({var.handle(), accum.handle(), grad}),
                    {{"learning_rate", options_.learning_rate}, {"epsilon", options_.epsilon}}));
 }
 
@@ -134,13 +217,14 @@ Status AdamOptimizer::Prepare(const Scope& s) {
 StatusOr<Node*> AdamOptimizer::ApplyDense(const Scope& s, Output grad, const Variable& var) {
   Variable m = Slot(s, var, "m", 0.0);
   Variable v = Slot(s, var, "v", 0.0);
-  return Checked(s,
-                 s.AddNode("ApplyAdam", {var.handle(), m.handle(), v.handle(), grad, step_.value()},
-                           {{"learning_rate", options_.learning_rate},
-                            {"beta1", options_.beta1},
-                            {"beta2", options_.beta2},
-                            {"epsilon", options_.epsilon},
-                            {"weight_decay", options_.weight_decay}}));
+  return Checked(
+      s, s.AddNode("ApplyAdam",
+                   WithLearningRate({var.handle(), m.handle(), v.handle(), grad, step_.value()}),
+                   {{"learning_rate", options_.learning_rate},
+                    {"beta1", options_.beta1},
+                    {"beta2", options_.beta2},
+                    {"epsilon", options_.epsilon},
+                    {"weight_decay", options_.weight_decay}}));
 }
 
 StatusOr<std::vector<Node*>> AdamOptimizer::FinishUpdates(const Scope& s,
@@ -158,7 +242,8 @@ StatusOr<Node*> RmsPropOptimizer::ApplyDense(const Scope& s, Output grad, const 
   Variable mom = Slot(s, var, "momentum", 0.0);
   Variable mg = Slot(s, var, "mg", 0.0);
   return Checked(
-      s, s.AddNode("ApplyRmsProp", {var.handle(), ms.handle(), mom.handle(), mg.handle(), grad},
+      s, s.AddNode("ApplyRmsProp",
+                   WithLearningRate({var.handle(), ms.handle(), mom.handle(), mg.handle(), grad}),
                    {{"learning_rate", options_.learning_rate},
                     {"rho", options_.rho},
                     {"momentum", options_.momentum},

@@ -159,5 +159,157 @@ TEST(DenseOptimizersTest, SlotsAreNamedAfterTheVariable) {
   EXPECT_EQ(TrainableVariables(g).size(), 1u);
 }
 
+// --- Learning-rate schedules -------------------------------------------------------------
+
+TEST(LearningRateScheduleTest, MultiplierByHand) {
+  LearningRateSchedule warm;
+  warm.warmup_steps = 4;
+  EXPECT_DOUBLE_EQ(warm.Multiplier(0), 0.25);
+  EXPECT_DOUBLE_EQ(warm.Multiplier(3), 1.0);
+  EXPECT_DOUBLE_EQ(warm.Multiplier(100), 1.0);
+  LearningRateSchedule exp;
+  exp.warmup_steps = 2;
+  exp.decay = LearningRateSchedule::Decay::kExponential;
+  exp.decay_steps = 10;
+  exp.decay_rate = 0.5;
+  EXPECT_DOUBLE_EQ(exp.Multiplier(1), 1.0);  // last warm-up step
+  EXPECT_DOUBLE_EQ(exp.Multiplier(2), 1.0);
+  EXPECT_DOUBLE_EQ(exp.Multiplier(7), std::pow(0.5, 0.5));
+  EXPECT_DOUBLE_EQ(exp.Multiplier(22), 0.25);
+  exp.staircase = true;
+  EXPECT_DOUBLE_EQ(exp.Multiplier(7), 1.0);
+  EXPECT_DOUBLE_EQ(exp.Multiplier(12), 0.5);
+  LearningRateSchedule cos;
+  cos.decay = LearningRateSchedule::Decay::kCosine;
+  cos.decay_steps = 8;
+  cos.alpha = 0.1;
+  EXPECT_DOUBLE_EQ(cos.Multiplier(0), 1.0);
+  EXPECT_NEAR(cos.Multiplier(4), 0.1 + 0.9 * 0.5, 1e-15);
+  EXPECT_DOUBLE_EQ(cos.Multiplier(8), 0.1);
+  EXPECT_DOUBLE_EQ(cos.Multiplier(1000), 0.1);
+  EXPECT_TRUE(LearningRateSchedule().is_constant());
+}
+
+// The graph applies lr * Multiplier(t - 1) at update t, for SGD, Momentum, Adagrad, Adam and
+// RMSProp, and the schedule's step advances once per step.
+TEST(LearningRateScheduleTest, EveryDenseOptimizerFollowsItsSchedule) {
+  LearningRateSchedule sched;
+  sched.warmup_steps = 2;
+  sched.decay = LearningRateSchedule::Decay::kCosine;
+  sched.decay_steps = 3;
+  auto m = [&](int t) { return sched.Multiplier(t - 1); };
+  {
+    SgdOptions o{0.1};
+    o.learning_rate_schedule = sched;
+    SgdOptimizer opt(o);
+    CheckOptimizer(opt, [&](auto& w, const auto& g, int t) {
+      for (int i = 0; i < 3; ++i) w[i] -= 0.1 * m(t) * g[i];
+    });
+  }
+  {
+    MomentumOptions o;
+    o.learning_rate = 0.1;
+    o.learning_rate_schedule = sched;
+    MomentumOptimizer opt(o);
+    std::vector<double> accum(3, 0.0);
+    CheckOptimizer(opt, [&](auto& w, const auto& g, int t) {
+      for (int i = 0; i < 3; ++i) {
+        accum[i] = 0.9 * accum[i] + g[i];
+        w[i] -= 0.1 * m(t) * accum[i];
+      }
+    });
+  }
+  {
+    AdagradOptions o;
+    o.learning_rate = 0.1;
+    o.learning_rate_schedule = sched;
+    AdagradOptimizer opt(o);
+    std::vector<double> acc(3, 0.1);
+    CheckOptimizer(opt, [&](auto& w, const auto& g, int t) {
+      for (int i = 0; i < 3; ++i) {
+        acc[i] += g[i] * g[i];
+        w[i] -= 0.1 * m(t) * g[i] / (std::sqrt(acc[i]) + 1e-7);
+      }
+    });
+  }
+  {
+    AdamOptions o;
+    o.learning_rate = 0.01;
+    o.weight_decay = 0.05;
+    o.learning_rate_schedule = sched;
+    AdamWOptimizer opt(o);
+    std::vector<double> mm(3), v(3);
+    CheckOptimizer(opt, [&](auto& w, const auto& g, int t) {
+      const double lr = 0.01 * m(t), b1 = 0.9, b2 = 0.999;
+      const double lr_t = lr * std::sqrt(1 - std::pow(b2, t)) / (1 - std::pow(b1, t));
+      for (int i = 0; i < 3; ++i) {
+        w[i] -= lr * 0.05 * w[i];
+        mm[i] = b1 * mm[i] + (1 - b1) * g[i];
+        v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+        w[i] -= lr_t * mm[i] / (std::sqrt(v[i]) + 1e-8);
+      }
+    });
+  }
+  {
+    RmsPropOptions o;
+    o.learning_rate = 0.01;
+    o.learning_rate_schedule = sched;
+    RmsPropOptimizer opt(o);
+    std::vector<double> ms(3, 1.0), mom(3, 0.0);
+    CheckOptimizer(opt, [&](auto& w, const auto& g, int t) {
+      for (int i = 0; i < 3; ++i) {
+        ms[i] = 0.9 * ms[i] + 0.1 * g[i] * g[i];
+        mom[i] = 0.01 * m(t) * g[i] / std::sqrt(ms[i] + 1e-7);
+        w[i] -= mom[i];
+      }
+    });
+  }
+}
+
+TEST(LearningRateScheduleTest, ConstantAddsNothingAndBadSchedulesAreRefused) {
+  {
+    Graph g;
+    Scope root(&g);
+    Variable w = Variable::Make(root, "w", Shape{2});
+    ASSERT_TRUE(SgdOptimizer().Minimize(root, ops::ReduceSum(root, ops::Square(root, w))).ok());
+    EXPECT_EQ(g.FindNode("SGD/schedule_step"), nullptr);
+  }
+  auto refused = [](LearningRateSchedule sched, const std::string& what) {
+    Graph g;
+    Scope root(&g);
+    Variable w = Variable::Make(root, "w", Shape{2});
+    AdamOptions o;
+    o.learning_rate_schedule = sched;
+    auto r = AdamOptimizer(o).Minimize(root, ops::ReduceSum(root, ops::Square(root, w)));
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(r.status().message()).find(what), std::string::npos) << r.status();
+    EXPECT_NE(std::string(r.status().message()).find("Adam: learning_rate_schedule"),
+              std::string::npos)
+        << r.status();
+  };
+  LearningRateSchedule s;
+  s.warmup_steps = -1;
+  refused(s, "warmup_steps -1");
+  s = {};
+  s.decay_steps = 5;
+  refused(s, "decay is kConstant");
+  s = {};
+  s.decay = LearningRateSchedule::Decay::kExponential;
+  refused(s, "decay_steps 0 must be > 0");
+  s.decay_steps = 10;
+  s.decay_rate = 1.5;
+  refused(s, "decay_rate 1.5");
+  s.decay_rate = std::nan("");
+  refused(s, "decay_rate nan");
+  s = {};
+  s.decay = LearningRateSchedule::Decay::kCosine;
+  s.decay_steps = 10;
+  s.alpha = -0.5;
+  refused(s, "alpha -0.5");
+  s.decay = static_cast<LearningRateSchedule::Decay>(7);
+  refused(s, "decay 7 is unknown");
+}
+
 }  // namespace
 }  // namespace recsdk

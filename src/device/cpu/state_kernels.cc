@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "src/common/learning_rate_schedule.h"
 #include "src/device/cpu/kernel_util.h"
 
 namespace recsdk::internal {
@@ -108,6 +109,18 @@ Status ApplyUpdate(OpKernelContext& ctx, int num_handles, Fn update) {
   });
 }
 
+// LearningRate: the node's learning_rate times its optional multiplier input at `index`.
+StatusOr<double> LearningRate(OpKernelContext& ctx, int index) {
+  const double lr = ctx.node().FloatAttr("learning_rate");
+  if (ctx.num_inputs() <= index) return lr;
+  const Tensor& m = ctx.input(index);
+  if (m.dtype() != DType::kFloat64 || m.num_elements() != 1) {
+    return ctx.Error("learning-rate multiplier must be a float64 scalar, got {} {}",
+                     DTypeName(m.dtype()), m.shape().ToString());
+  }
+  return lr * m.scalar<double>();
+}
+
 }  // namespace
 
 void RegisterCpuStateKernels(KernelRegistry& r) {
@@ -136,15 +149,26 @@ void RegisterCpuStateKernels(KernelRegistry& r) {
   r.RegisterFn("AssignAdd", kCpu, {any}, [](OpKernelContext& ctx) { return AssignKernel(ctx, 1); });
   r.RegisterFn("AssignSub", kCpu, {any}, [](OpKernelContext& ctx) { return AssignKernel(ctx, 2); });
 
+  r.RegisterFn("LearningRateMultiplier", kCpu, {any}, [](OpKernelContext& ctx) {
+    const Node& n = ctx.node();
+    const Tensor& step = ctx.input(0);
+    if (step.num_elements() != 1) return ctx.Error("step must be an int64 scalar");
+    ctx.set_output(0, Tensor::Scalar<double>(LearningRateMultiplierAt(
+                          step.scalar<int64_t>(), n.IntAttr("warmup_steps"), n.IntAttr("decay"),
+                          n.IntAttr("decay_steps"), n.FloatAttr("decay_rate", 0.96),
+                          n.BoolAttr("staircase"), n.FloatAttr("alpha"))));
+    return absl::OkStatus();
+  });
   r.RegisterFn("ApplyGradientDescent", kCpu, kFloatTypes, [](OpKernelContext& ctx) {
-    const double lr = ctx.node().FloatAttr("learning_rate");
+    RECSDK_ASSIGN_OR_RETURN(const double lr, LearningRate(ctx, 2));
     return ApplyUpdate(ctx, 1, [lr](auto& p, auto* g, int64_t s, int64_t e) {
       using T = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
       for (int64_t i = s; i < e; ++i) p[0][i] -= static_cast<T>(lr) * g[i];
     });
   });
   r.RegisterFn("ApplyMomentum", kCpu, kFloatTypes, [](OpKernelContext& ctx) {
-    const double lr = ctx.node().FloatAttr("learning_rate"), mu = ctx.node().FloatAttr("momentum");
+    RECSDK_ASSIGN_OR_RETURN(const double lr, LearningRate(ctx, 3));
+    const double mu = ctx.node().FloatAttr("momentum");
     const bool nesterov = ctx.node().BoolAttr("use_nesterov");
     return ApplyUpdate(ctx, 2, [=](auto& p, auto* g, int64_t s, int64_t e) {
       using T = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
@@ -156,7 +180,8 @@ void RegisterCpuStateKernels(KernelRegistry& r) {
     });
   });
   r.RegisterFn("ApplyAdagrad", kCpu, kFloatTypes, [](OpKernelContext& ctx) {
-    const double lr = ctx.node().FloatAttr("learning_rate"), eps = ctx.node().FloatAttr("epsilon");
+    RECSDK_ASSIGN_OR_RETURN(const double lr, LearningRate(ctx, 3));
+    const double eps = ctx.node().FloatAttr("epsilon");
     return ApplyUpdate(ctx, 2, [=](auto& p, auto* g, int64_t s, int64_t e) {
       using T = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
       for (int64_t i = s; i < e; ++i) {
@@ -167,8 +192,8 @@ void RegisterCpuStateKernels(KernelRegistry& r) {
   });
   r.RegisterFn("ApplyAdam", kCpu, kFloatTypes, [](OpKernelContext& ctx) {
     const Node& n = ctx.node();
-    const double lr = n.FloatAttr("learning_rate"), b1 = n.FloatAttr("beta1"),
-                 b2 = n.FloatAttr("beta2");
+    RECSDK_ASSIGN_OR_RETURN(const double lr, LearningRate(ctx, 5));
+    const double b1 = n.FloatAttr("beta1"), b2 = n.FloatAttr("beta2");
     const double eps = n.FloatAttr("epsilon"), wd = n.FloatAttr("weight_decay");
     const Tensor& step = ctx.input(4);
     if (step.dtype() != DType::kInt64 || step.num_elements() != 1)
@@ -187,8 +212,8 @@ void RegisterCpuStateKernels(KernelRegistry& r) {
   });
   r.RegisterFn("ApplyRmsProp", kCpu, kFloatTypes, [](OpKernelContext& ctx) {
     const Node& n = ctx.node();
-    const double lr = n.FloatAttr("learning_rate"), rho = n.FloatAttr("rho"),
-                 mom = n.FloatAttr("momentum");
+    RECSDK_ASSIGN_OR_RETURN(const double lr, LearningRate(ctx, 5));
+    const double rho = n.FloatAttr("rho"), mom = n.FloatAttr("momentum");
     const double eps = n.FloatAttr("epsilon");
     const bool centered = n.BoolAttr("centered");
     return ApplyUpdate(ctx, 4, [=](auto& p, auto* g, int64_t s, int64_t e) {

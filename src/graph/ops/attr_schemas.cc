@@ -101,6 +101,10 @@ void DeclareCoreAttrSchemas(OpRegistry& r) {
                       {RequiredAttr("learning_rate", T::kFloat), RequiredAttr("beta1", T::kFloat),
                        RequiredAttr("beta2", T::kFloat), RequiredAttr("epsilon", T::kFloat),
                        Attr("weight_decay", T::kFloat, 0.0)});
+  r.DeclareAttrsOrDie("LearningRateMultiplier",
+                      {Attr("warmup_steps", T::kInt, 0), Attr("decay", T::kInt, 0),
+                       Attr("decay_steps", T::kInt, 0), Attr("decay_rate", T::kFloat, 0.96),
+                       Attr("staircase", T::kBool, false), Attr("alpha", T::kFloat, 0.0)});
   r.DeclareAttrsOrDie("ApplyRmsProp",
                       {RequiredAttr("learning_rate", T::kFloat), RequiredAttr("rho", T::kFloat),
                        Attr("momentum", T::kFloat, 0.0), RequiredAttr("epsilon", T::kFloat),

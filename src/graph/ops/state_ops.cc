@@ -16,10 +16,12 @@ Status HandleInputs(InferenceContext& c, int count) {
   return absl::OkStatus();
 }
 
-// An update op: `handles` resource inputs, then the gradient / value.
-OpDef UpdateOp(std::string type, int handles, int extra_inputs) {
-  OpDef d = NoGradOp(std::move(type), handles + extra_inputs, handles + extra_inputs,
-                     [handles](InferenceContext& c) { return HandleInputs(c, handles); });
+// An update op: `handles` resource inputs, then the gradient / value, then `optional_inputs`
+// that may be left off (the Apply* ops' learning-rate multiplier).
+OpDef UpdateOp(std::string type, int handles, int extra_inputs, int optional_inputs = 0) {
+  OpDef d =
+      NoGradOp(std::move(type), handles + extra_inputs, handles + extra_inputs + optional_inputs,
+               [handles](InferenceContext& c) { return HandleInputs(c, handles); });
   d.stateful = true;
   return d;
 }
@@ -49,11 +51,19 @@ void RegisterStateOps(OpRegistry& r) {
     r.Register(d);
   }
   for (const char* type : {"Assign", "AssignAdd", "AssignSub"}) r.Register(UpdateOp(type, 1, 1));
-  r.Register(UpdateOp("ApplyGradientDescent", 1, 1));  // var, grad
-  r.Register(UpdateOp("ApplyMomentum", 2, 1));         // var, accum, grad
-  r.Register(UpdateOp("ApplyAdagrad", 2, 1));          // var, accum, grad
-  r.Register(UpdateOp("ApplyAdam", 3, 2));             // var, m, v, grad, step
-  r.Register(UpdateOp("ApplyRmsProp", 4, 1));          // var, ms, mom, mg, grad
+  // Each Apply* op may take one more input, a float64 scalar multiplier of its learning_rate
+  // (LearningRateSchedule, recsdk/optimizers.h).
+  r.Register(UpdateOp("ApplyGradientDescent", 1, 1, 1));  // var, grad
+  r.Register(UpdateOp("ApplyMomentum", 2, 1, 1));         // var, accum, grad
+  r.Register(UpdateOp("ApplyAdagrad", 2, 1, 1));          // var, accum, grad
+  r.Register(UpdateOp("ApplyAdam", 3, 2, 1));             // var, m, v, grad, step
+  r.Register(UpdateOp("ApplyRmsProp", 4, 1, 1));          // var, ms, mom, mg, grad
+  // LearningRateMultiplier: the schedule's factor (float64 scalar) at an int64 scalar step.
+  r.Register(NoGradOp("LearningRateMultiplier", 1, 1, [](InferenceContext& c) {
+    RECSDK_RETURN_IF_ERROR(c.ExpectDType(0, DType::kInt64));
+    c.AddOutput(DType::kFloat64, Shape{});
+    return absl::OkStatus();
+  }));
   (void)NoOutputs;
 }
 
