@@ -13,9 +13,14 @@ namespace recsdk::dist {
 inline constexpr char kAllReduceMeanOp[] = "AllReduceMean";
 
 // RegisterCollectiveOps: the op definitions (with attribute schemas) in the global op registry
-// and their CPU kernels in the global kernel registry, and the table decorator that shards every
-// Session's tables over the ranks when there are several (sharded_table.h). Once per process.
+// and their CPU kernels in the global kernel registry, the table decorator that shards every
+// Session's tables over the ranks when there are several (sharded_table.h), and the pass that
+// orders a step's collectives (order_collectives.cc). Once per process.
 void RegisterCollectiveOps();
+
+// RegisterOrderCollectivesPass: the session pass "order_collectives" (order_collectives.cc),
+// registered by RegisterCollectiveOps.
+void RegisterOrderCollectivesPass();
 
 }  // namespace recsdk::dist
 

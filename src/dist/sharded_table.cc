@@ -7,9 +7,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "fmt/format.h"
+#include "recsdk/distributed.h"
 #include "src/common/hash.h"
 #include "src/common/status_macros.h"
-#include "src/dist/launch_env.h"
 #include "src/dist/process_communicator.h"
 #include "src/table/pooled_gather.h"
 
@@ -529,13 +529,9 @@ Status ShardedTable::ImportNpy(const std::string& keys_path, const std::string& 
 }
 
 StatusOr<std::unique_ptr<EmbeddingTable>> MaybeShardTable(std::unique_ptr<EmbeddingTable> table) {
-  int rank = 0, size = 1;
-  if (!ProcessWorld(&rank, &size)) {
-    RECSDK_ASSIGN_OR_RETURN(LaunchEnvironment env, ReadLaunchEnvironment());
-    rank = env.rank;
-    size = env.size;
-  }
+  RECSDK_ASSIGN_OR_RETURN(const int size, get_rank_size());
   if (size <= 1) return table;
+  RECSDK_ASSIGN_OR_RETURN(const int rank, get_rank_id());
   return ShardedTable::Create(std::move(table), rank, size);
 }
 

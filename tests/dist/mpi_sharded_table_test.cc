@@ -5,6 +5,7 @@
 // test with a plain table and a plain optimizer. Admission counts add up over the ranks (a key
 // seen once on each of two ranks is admitted by a threshold of 2), and the key stage refuses a
 // sharded table with the reason. Every wait has a deadline, and CTest a TIMEOUT.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -15,6 +16,7 @@
 #include "recsdk/recsdk.h"
 #include "src/device/table_resource.h"
 #include "src/dist/sharded_table.h"
+#include "src/session/passes/pass_manager.h"
 #include "tests/dist/mpi_test_main.h"  // main(): the MPI tests' entry point
 
 namespace recsdk {
@@ -76,25 +78,41 @@ struct SparseNet {
   Output loss;
   Node* train = nullptr;
   std::unique_ptr<Session> session;
+  SessionConfig config_;
 
-  SparseNet(const std::shared_ptr<Optimizer>& opt, int64_t rows) {
+  // second_table: a second table "emb2" looked up on the same ids (two tables' collectives in a
+  // step). config: the Session's.
+  SparseNet(const std::shared_ptr<Optimizer>& opt, int64_t rows, bool second_table = false,
+            const SessionConfig& config = {})
+      : config_(config) {
     g.set_random_seed(5);
     Output ids = ops::Placeholder(s.WithOpName("ids"), DType::kInt64, Shape{rows, kFeatures});
     Output x = ops::Placeholder(s.WithOpName("x"), DType::kFloat32, Shape{rows, 2});
     Output y = ops::Placeholder(s.WithOpName("y"), DType::kFloat32, Shape{rows, 1});
-    TableConfig config;
-    config.name = "emb";
-    config.dim = kDim;
-    config.device_vocabulary_size = 4096;
-    config.access_threshold = 2;
-    config.initializer = Initializer::Uniform(-0.3, 0.3, 17);
-    StatusOr<SparseTable> table = create_table(s, config, SparseOptimizerConfig::Adagrad(0.2f));
-    EXPECT_TRUE(table.ok()) << table.status();
+    TableConfig table;
+    table.name = "emb";
+    table.dim = kDim;
+    table.device_vocabulary_size = 4096;
+    table.access_threshold = 2;
+    table.initializer = Initializer::Uniform(-0.3, 0.3, 17);
+    StatusOr<SparseTable> t1 = create_table(s, table, SparseOptimizerConfig::Adagrad(0.2f));
+    EXPECT_TRUE(t1.ok()) << t1.status();
     SparseLookupOptions lo;
     lo.combiner = Combiner::kMean;
-    StatusOr<Output> emb = sparse_lookup(s, *table, ids, lo);
+    StatusOr<Output> emb = sparse_lookup(s, *t1, ids, lo);
     EXPECT_TRUE(emb.ok()) << emb.status();
-    Output h = ops::Concat(s, {*emb, x}, 1);
+    std::vector<Output> parts = {*emb, x};
+    if (second_table) {
+      table.name = "emb2";
+      StatusOr<SparseTable> t2 = create_table(s, table, SparseOptimizerConfig::LazyAdam(0.05f));
+      EXPECT_TRUE(t2.ok()) << t2.status();
+      SparseLookupOptions o2;
+      o2.combiner = Combiner::kSum;
+      StatusOr<Output> e2 = sparse_lookup(s, *t2, ids, o2);
+      EXPECT_TRUE(e2.ok()) << e2.status();
+      parts.push_back(*e2);
+    }
+    Output h = ops::Concat(s, parts, 1);
     layers::DenseOptions fc1;
     fc1.units = 8;
     fc1.activation = layers::Activation::kRelu;
@@ -110,7 +128,7 @@ struct SparseNet {
     train = ops::Group(s, {*dense, *sparse});
     Node* init = GlobalVariablesInitializer(s);
     EXPECT_TRUE(s.ok()) << s.status();
-    StatusOr<std::unique_ptr<Session>> created = Session::Create(g, SessionConfig{});
+    StatusOr<std::unique_ptr<Session>> created = Session::Create(g, config_);
     EXPECT_TRUE(created.ok()) << created.status();
     if (!created.ok()) return;
     session = std::move(*created);
@@ -207,6 +225,34 @@ TEST_F(ShardedTableTest, RanksTrainAShardedTableLikeOneProcessOnTheGlobalBatches
   EXPECT_EQ(sharded->size(), owned);
   EXPECT_GT(owned, 0);
   EXPECT_LT(owned, plain->size()) << "the other ranks hold the rest";
+}
+
+// order_collectives chains every node that makes a collective in id order, so two tables'
+// lookups and updates and the dense all-reduce run in one order on every rank even when the
+// executor runs independent nodes at once.
+TEST_F(ShardedTableTest, AStepsCollectivesRunInOneOrderOnEveryRank) {
+  SessionConfig parallel;
+  parallel.stream_max_parallel_num = "DNN_V100:4";
+  SparseNet net(npu_distributed_optimizer_wrapper(std::make_shared<SgdOptimizer>()), 4,
+                /*second_table=*/true, parallel);
+  ASSERT_NE(net.session, nullptr);
+  for (int step = 0; step < 8; ++step) {
+    const Status st = net.Step(ShardOf(GlobalBatch(step, 4 * size_), size_, rank_));
+    ASSERT_TRUE(st.ok()) << "rank " << rank_ << " step " << step << ": " << st;
+  }
+  std::unique_ptr<Graph> copy = net.g.Copy();
+  ASSERT_TRUE(internal::RunPass("order_collectives", {}, copy.get()).ok());
+  std::vector<Node*> chain;
+  for (Node* n : copy->nodes()) {
+    const std::string& t = n->type();
+    if (t == "AllReduceMean" || t == "SparseLookup" || t == "TableApply") chain.push_back(n);
+  }
+  ASSERT_GE(chain.size(), 5u) << "two lookups, two applies, the dense all-reduce";
+  for (size_t i = 1; i < chain.size(); ++i) {
+    const std::vector<Node*>& deps = chain[i]->control_inputs();
+    EXPECT_NE(std::find(deps.begin(), deps.end(), chain[i - 1]), deps.end())
+        << chain[i]->name() << " does not wait for " << chain[i - 1]->name();
+  }
 }
 
 TEST_F(ShardedTableTest, TheKeyStageRefusesAShardedTableSayingWhy) {

@@ -18,6 +18,9 @@
 //                        names it
 //   410 fuse_gather_concat  Concat of pooled TableGathers (and dense columns) -> one
 //                        TableGatherConcat, when enable_scope_fusion_passes names it
+//   950 order_collectives  with several ranks, the nodes that make collectives are chained in
+//                        id order: one order of collectives per step on every rank (registered
+//                        by src/dist/order_collectives.cc with the collective ops)
 //
 // Threading: the registry is filled once (RegisterBuiltinPasses, under a once flag) and read
 // concurrently after; running passes is single-threaded per graph, like Graph itself.
