@@ -8,6 +8,8 @@
 // value into a new tensor and swaps it in under the variable's lock, so that a tensor a reader
 // still holds from an earlier step is never changed under it.
 //
+// Before the broadcast the ranks check that they run the same program (program_fingerprint.h).
+//
 // Threading: as the Session's Run (not beside a Run of the same session).
 #include <cstring>
 #include <mutex>
@@ -21,6 +23,7 @@
 #include "src/common/status_macros.h"
 #include "src/device/resource_mgr.h"
 #include "src/dist/process_communicator.h"
+#include "src/dist/program_fingerprint.h"
 
 namespace recsdk {
 
@@ -59,6 +62,10 @@ Status broadcast_global_variables(Session& session, int root_rank) {
   const Status s = dist::WithProcessCommunicator(
       [&](dist::Communicator& comm, const DistributedOptions& o) -> Status {
         rank = comm.rank();
+        // First, that every rank runs the same program: different variables or tables are
+        // named here instead of failing the broadcast on its byte count.
+        RECSDK_RETURN_IF_ERROR(dist::CheckSameProgram(
+            session, comm, dist::DeadlineAfterSeconds(o.collective_timeout_s)));
         return comm.Broadcast(absl::Span<std::byte>(buffer), root_rank,
                               dist::DeadlineAfterSeconds(o.collective_timeout_s),
                               dist::CallTag{-1, "global_variables"});

@@ -129,6 +129,36 @@ TEST_F(DataParallelTest, BroadcastMakesRanksThatInitialisedDifferentlyEqualToThe
   EXPECT_EQ(graph_only.Weights(&(*ms)->session()), last_root.Weights());
 }
 
+// Ranks that built different models are told so at the start, naming the first difference,
+// instead of failing the broadcast on its byte count (or training on buffers of equal size that
+// mean different things).
+TEST_F(DataParallelTest, RanksWithDifferentProgramsAreToldTheFirstDifferenceAtTheStart) {
+  const int odd = size_ - 1;
+  Graph g;
+  Scope s(&g);
+  (void)Variable::Make(s, "w", Shape{4, rank_ == odd ? 16 : 8});
+  Node* init = GlobalVariablesInitializer(s);
+  ASSERT_TRUE(s.ok()) << s.status();
+  StatusOr<std::unique_ptr<Session>> session = Session::Create(g);
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_TRUE((*session)->Run({}, {}, {init->name()}, nullptr).ok());
+  const Status st = broadcast_global_variables(**session, 0);
+  ASSERT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_THAT(std::string(st.message()),
+              AllOf(HasSubstr("the ranks run different programs"),
+                    HasSubstr("rank " + std::to_string(odd) + " has \"variable w float32 [4,16]\""),
+                    HasSubstr("rank 0 has \"variable w float32 [4,8]\"")));
+  // The check is itself collective and the ranks stay in step: the same program passes.
+  Graph same;
+  Scope s2(&same);
+  (void)Variable::Make(s2, "v", Shape{3});
+  Node* init2 = GlobalVariablesInitializer(s2);
+  StatusOr<std::unique_ptr<Session>> ok = Session::Create(same);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  ASSERT_TRUE((*ok)->Run({}, {}, {init2->name()}, nullptr).ok());
+  EXPECT_TRUE(broadcast_global_variables(**ok, 0).ok());
+}
+
 // Last: it leaves the process communicator unusable (MPI cannot cancel a collective).
 TEST_F(DataParallelTest, ARankThatSkipsTheAllReduceIsNamedAtTheDeadline) {
   // A communicator of its own to meet on after the process one is left unusable.
