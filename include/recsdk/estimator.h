@@ -161,7 +161,9 @@ class Estimator {
   // -1) until the input ends; at most one of steps / max_steps. Without either, init()'s
   // train_steps (initialize.h) applies when set. Runs the Estimator's hooks (progress line every
   // log_step_count_steps, summaries every save_summary_steps, NaN guard, checkpoints per
-  // RunConfig into model_dir), the model's training_hooks, then `hooks`. The first call restores
+  // RunConfig into model_dir), the model's training_hooks, then `hooks`; with the distributed
+  // optimizer, BroadcastGlobalVariablesHook(0) on the first call unless a hook given is one
+  // (the spec's automatic NPUBroadcastGlobalVariablesHook). The first call restores
   // the latest checkpoint of model_dir when there is one (and when init's if_load or no init was
   // given; see restore_model_version).
   Status Train(const InputFn& input_fn, int64_t steps = -1, int64_t max_steps = -1,

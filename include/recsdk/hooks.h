@@ -369,7 +369,9 @@ class CheckpointSaverHook final : public SessionRunHook {
 // variable from rank `root_rank` to the other ranks (broadcast_global_variables,
 // recsdk/distributed.h), so that all ranks start training from the same values. A no-op copy at
 // world size 1. Every rank must use it (it is a collective); its errors are
-// broadcast_global_variables'. The Estimator does not add it by itself yet: add it to the hooks.
+// broadcast_global_variables'. The Estimator adds it by itself (root 0) to its first Train call
+// when the model uses the distributed optimizer (AllReduceMean in the graph) and no hook given
+// is one; elsewhere (a MonitoredSession of your own) add it to the hooks.
 class BroadcastGlobalVariablesHook final : public SessionRunHook {
  public:
   explicit BroadcastGlobalVariablesHook(int root_rank = 0) : root_rank_(root_rank) {}

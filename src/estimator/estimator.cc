@@ -67,6 +67,8 @@ struct Estimator::Impl {
   // dataset position, then where the last training stage stopped); used with
   // EstimatorOptions::resume_input_position.
   int64_t input_position = 0;
+  // broadcast_added: TrainLoop added BroadcastGlobalVariablesHook (the first training call).
+  bool broadcast_added = false;
   std::shared_ptr<SummaryWriter> train_writer;
   std::map<std::string, std::shared_ptr<SummaryWriter>> eval_writers;
 
@@ -299,6 +301,25 @@ Status InputError(const Status& s, std::string_view call, int64_t global_step,
 
 }  // namespace
 
+namespace {
+
+// UsesAllReduce: whether the graph averages gradients over the ranks (DistributedOptimizer,
+// allreduce: op type "AllReduceMean", recsdk/distributed.h).
+bool UsesAllReduce(const Graph& graph) {
+  for (const Node* n : graph.nodes()) {
+    if (n->type() == "AllReduceMean") return true;
+  }
+  return false;
+}
+
+bool HasBroadcastHook(const HookList& hooks) {
+  return std::any_of(hooks.begin(), hooks.end(), [](const std::shared_ptr<SessionRunHook>& h) {
+    return dynamic_cast<const BroadcastGlobalVariablesHook*>(h.get()) != nullptr;
+  });
+}
+
+}  // namespace
+
 Status Estimator::Impl::TrainLoop(KeyStage* stage, int64_t last_step, const HookList& hooks) {
   const EstimatorSpec& train = spec(ModeKeys::kTrain);
   RECSDK_ASSIGN_OR_RETURN(const int64_t start, GlobalStep());
@@ -347,6 +368,13 @@ Status Estimator::Impl::TrainLoop(KeyStage* stage, int64_t last_step, const Hook
   }
   all.insert(all.end(), train.training_hooks.begin(), train.training_hooks.end());
   all.insert(all.end(), hooks.begin(), hooks.end());
+  // The spec: with the distributed optimizer the Estimator adds the broadcast hook itself, so
+  // every rank starts from rank 0's values (initialised or restored). Once per Estimator, and
+  // only when the user's hooks have none.
+  if (!broadcast_added && UsesAllReduce(graph) && !HasBroadcastHook(all)) {
+    all.push_back(std::make_shared<BroadcastGlobalVariablesHook>(0));
+    broadcast_added = true;
+  }
   if (last_step >= 0) all.push_back(std::make_shared<StopAtStepHook>(-1, last_step));
 
   RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<MonitoredSession> ms,
