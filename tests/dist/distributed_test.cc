@@ -139,9 +139,10 @@ TEST_F(DistributedTest, AllReduceMeanOfANonFloatTensorIsAnErrorNamingIt) {
                                          HasSubstr("int64"), HasSubstr("cast it to float32")));
 }
 
-// SilentPeer: a world of two whose rank 1 never answers: every all-reduce fails as MPI's does at
-// its deadline. The test's graph issues all-reduces only; any other collective reaching this
-// fake is a failure of the test itself (OtherCollective says which fake refused it).
+// SilentPeer: a world of two whose rank 1 never answers: every all-reduce, broadcast and
+// all-gather fails as MPI's does at its deadline. The test issues only those; any other
+// collective reaching this fake is a failure of the test itself (OtherCollective says which fake
+// refused it).
 class SilentPeer final : public dist::Communicator {
  public:
   int rank() const override { return 0; }
@@ -156,8 +157,9 @@ class SilentPeer final : public dist::Communicator {
   Status DoBroadcast(const dist::CollectiveCall& call, void*) override {
     return DoAllReduce(call, nullptr);
   }
-  Status DoAllGather(const dist::CollectiveCall&, const void*, void*) override {
-    return OtherCollective();
+  // broadcast_global_variables' check that every rank runs the same program.
+  Status DoAllGather(const dist::CollectiveCall& call, const void*, void*) override {
+    return DoAllReduce(call, nullptr);
   }
   Status DoAllGatherV(const dist::CollectiveCall&, const void*, void*,
                       absl::Span<const int64_t>) override {
