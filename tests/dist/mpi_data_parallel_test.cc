@@ -32,23 +32,7 @@ using testing::GlobalBatch;
 using ::testing::HasSubstr;
 using testing::ShardOf;
 
-// Generous: the ranks share 2 cores with each other and with whatever else CI runs.
-constexpr double kGenerousS = 60;
-
-class DataParallelTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    DistributedOptions o;
-    o.collective_timeout_s = kGenerousS;
-    ASSERT_TRUE(InitDistributed(o).ok());
-    rank_ = get_rank_id().value_or(-1);
-    size_ = get_rank_size().value_or(-1);
-    ASSERT_GE(size_, 2) << "run this test under mpirun -np 2 or more";
-  }
-
-  int rank_ = -1;
-  int size_ = -1;
-};
+using DataParallelTest = dist::testing::RanksTest;
 
 // Close: |a - b| <= 1e-5 relative to the larger, with a floor for values near 0.
 void ExpectClose(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b,

@@ -25,7 +25,6 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-constexpr double kGenerousS = 60;
 constexpr int kDim = 4;
 constexpr int kFeatures = 2;
 constexpr int64_t kVocab = 40;
@@ -165,19 +164,7 @@ void ExpectClose(const std::vector<float>& a, const std::vector<float>& b,
   }
 }
 
-class ShardedTableTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    DistributedOptions o;
-    o.collective_timeout_s = kGenerousS;
-    ASSERT_TRUE(InitDistributed(o).ok());
-    rank_ = get_rank_id().value_or(-1);
-    size_ = get_rank_size().value_or(-1);
-    ASSERT_GE(size_, 2) << "run this test under mpirun -np 2 or more";
-  }
-  int rank_ = -1;
-  int size_ = -1;
-};
+using ShardedTableTest = dist::testing::RanksTest;
 
 TEST_F(ShardedTableTest, RanksTrainAShardedTableLikeOneProcessOnTheGlobalBatches) {
   constexpr int64_t kGlobalRows = 12;

@@ -1,6 +1,7 @@
 // mpi_test_main.h: the main() of every MPI test binary (tests/dist/mpi_*_test.cc, run under
 // mpirun by CTest): registers the MPI communicator, refuses to run outside a launcher, and lets
-// rank 0 print gtest's report while the other ranks print only their failures, with the rank.
+// rank 0 print gtest's report while the other ranks print only their failures, with the rank;
+// and the fixture of a test of several ranks (RanksTest).
 // Include it from exactly one .cc per binary. Threading: main's thread.
 #ifndef RECSDK_TESTS_DIST_MPI_TEST_MAIN_H_
 #define RECSDK_TESTS_DIST_MPI_TEST_MAIN_H_
@@ -8,6 +9,7 @@
 #include <cstdio>
 
 #include "gtest/gtest.h"
+#include "recsdk/distributed.h"
 #include "src/dist/launch_env.h"
 #include "src/dist/mpi/mpi_communicator.h"
 
@@ -27,6 +29,25 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
 
  private:
   int rank_;
+};
+
+// RanksTest: a test of several ranks: InitDistributed with a generous collective timeout (the
+// ranks share 2 cores with each other and with whatever else CI runs), then rank_ and size_.
+class RanksTest : public ::testing::Test {
+ protected:
+  static constexpr double kGenerousS = 60;
+
+  void SetUp() override {
+    DistributedOptions o;
+    o.collective_timeout_s = kGenerousS;
+    ASSERT_TRUE(InitDistributed(o).ok());
+    rank_ = get_rank_id().value_or(-1);
+    size_ = get_rank_size().value_or(-1);
+    ASSERT_GE(size_, 2) << "run this test under mpirun -np 2 or more";
+  }
+
+  int rank_ = -1;
+  int size_ = -1;
 };
 
 }  // namespace recsdk::dist::testing
