@@ -179,14 +179,15 @@ Status SessionConfig::Validate() const {
   }
   if (hcom_parallel) {
     return Invalid(
-        "hcom_parallel: true overlaps the gradient allreduce with backward, which takes effect "
-        "with distributed training; this build has no communicator, so set it false");
+        "hcom_parallel: true overlaps the gradient allreduce with backward in buckets; the "
+        "distributed optimizer reduces all dense gradients in one AllReduceMean after backward "
+        "(docs/distributed.md), and no bucketed overlap exists yet, so set it false");
   }
   if (is_tailing_optimization) {
     return Invalid(
         "is_tailing_optimization: true reschedules work around the last gradient allreduce, "
-        "which takes effect with distributed training; this build has no communicator, so set it "
-        "false");
+        "which needs the bucketed reduction of hcom_parallel; the distributed optimizer reduces "
+        "all dense gradients in one AllReduceMean after backward, so set it false");
   }
 
   // Precision.
