@@ -1,0 +1,184 @@
+// dist_bench.cc: the figures of distributed training, run under mpirun (scripts/dist_figures.sh):
+//
+//   alltoall_vs_mpi: a sharded table's key exchange (ShardedTable::Resolve: keys to their owners,
+//     the owners' resolve and gather, rows back) against raw MPI_Alltoall + MPI_Alltoallv of the
+//     same bytes each way, interleaved in one run: raw time / our time (goal >= 0.7).
+//   shard_balance: the most unique keys one of the ranks owns over the mean, for Zipf(1.05) ids
+//     (goal <= 1.05); computed on every rank, reported by rank 0.
+//   bytes_per_key: bytes a rank sends and receives per unique key in the exchange, against the
+//     model's estimate (8 key + 8 count + 8 time out, 4 * (dim + 1) back).
+//
+// Every rank runs the same fixed number of iterations (collectives must match); rank 0 prints.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "recsdk/distributed.h"
+#include "recsdk/table.h"
+#include "src/dist/mpi/mpi_communicator.h"
+#include "src/dist/sharded_table.h"
+
+namespace recsdk {
+namespace {
+
+constexpr int kDim = 16;
+constexpr int64_t kIterations = 30;
+
+// ZipfKeys: `n` draws from Zipf(s) over [0, vocab), by inverse CDF on a table of cumulative
+// weights (exact for the vocabulary sizes used here).
+std::vector<int64_t> ZipfKeys(int64_t n, int64_t vocab, double s, uint64_t seed) {
+  std::vector<double> cdf(static_cast<size_t>(vocab));
+  double total = 0;
+  for (int64_t k = 0; k < vocab; ++k) {
+    total += 1.0 / std::pow(static_cast<double>(k + 1), s);
+    cdf[static_cast<size_t>(k)] = total;
+  }
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, total);
+  std::vector<int64_t> keys(static_cast<size_t>(n));
+  for (int64_t& k : keys) {
+    k = std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin();
+    // Spread the ranks of the distribution over the id space, as real ids are.
+    k = static_cast<int64_t>((static_cast<uint64_t>(k) * 0x9E3779B97F4A7C15ull) >> 20);
+  }
+  return keys;
+}
+
+std::vector<int64_t> Unique(std::vector<int64_t> keys) {
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return keys;
+}
+
+void BM_KeyExchange(benchmark::State& state) {
+  const int64_t batch_keys = state.range(0);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  TableConfig config;
+  config.name = "bench";
+  config.dim = kDim;
+  config.device_vocabulary_size = 1 << 21;
+  config.initializer = Initializer::Uniform(-0.1, 0.1, 3);
+  std::unique_ptr<EmbeddingTable> table = *dist::ShardedTable::Create(
+      *EmbeddingTable::Create(config, SparseOptimizerConfig::Adagrad(0.1f)), rank, size);
+  // Each rank's batch: unique keys of Zipf(1.05) draws over 10M ids.
+  const std::vector<int64_t> keys = Unique(ZipfKeys(batch_keys, 10'000'000, 1.05, 7 + rank));
+  const size_t u = keys.size();
+  std::vector<uint32_t> rows(u);
+  // Warm: the rows exist, so the timed resolves are lookups (as in steady-state training).
+  (void)table->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows));
+  // The raw exchange: the same counts per rank and the same bytes each way.
+  std::vector<int64_t> per_rank(size, 0);
+  for (int64_t k : keys) ++per_rank[dist::ShardedTable::Owner(k, size)];
+  constexpr int kOutBytes = 24, kBackBytes = 4 * (kDim + 1);
+  std::vector<int> out_counts(size), out_displs(size), in_counts(size), in_displs(size);
+  std::vector<int> back_out_counts(size), back_out_displs(size), back_in_counts(size),
+      back_in_displs(size);
+  std::vector<int> sent_keys(size), got_keys(size);
+  for (int r = 0; r < size; ++r) sent_keys[r] = static_cast<int>(per_rank[r]);
+  double ours_s = 0, raw_s = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Status s = table->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows));
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+    const auto t1 = std::chrono::steady_clock::now();
+    MPI_Alltoall(sent_keys.data(), 1, MPI_INT, got_keys.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    int out_total = 0, in_total = 0;
+    for (int r = 0; r < size; ++r) {
+      out_counts[r] = sent_keys[r] * kOutBytes;
+      in_counts[r] = got_keys[r] * kOutBytes;
+      out_displs[r] = out_total;
+      in_displs[r] = in_total;
+      out_total += out_counts[r];
+      in_total += in_counts[r];
+    }
+    std::vector<char> out(static_cast<size_t>(out_total)), in(static_cast<size_t>(in_total));
+    MPI_Alltoallv(out.data(), out_counts.data(), out_displs.data(), MPI_BYTE, in.data(),
+                  in_counts.data(), in_displs.data(), MPI_BYTE, MPI_COMM_WORLD);
+    int back_out_total = 0, back_in_total = 0;
+    for (int r = 0; r < size; ++r) {
+      back_out_counts[r] = got_keys[r] * kBackBytes;
+      back_in_counts[r] = sent_keys[r] * kBackBytes;
+      back_out_displs[r] = back_out_total;
+      back_in_displs[r] = back_in_total;
+      back_out_total += back_out_counts[r];
+      back_in_total += back_in_counts[r];
+    }
+    std::vector<char> back_out(static_cast<size_t>(back_out_total)),
+        back_in(static_cast<size_t>(back_in_total));
+    MPI_Alltoallv(back_out.data(), back_out_counts.data(), back_out_displs.data(), MPI_BYTE,
+                  back_in.data(), back_in_counts.data(), back_in_displs.data(), MPI_BYTE,
+                  MPI_COMM_WORLD);
+    const auto t2 = std::chrono::steady_clock::now();
+    ours_s += std::chrono::duration<double>(t1 - t0).count();
+    raw_s += std::chrono::duration<double>(t2 - t1).count();
+  }
+  // The slowest rank sets a collective's pace: compare the ranks' sums at their maxima.
+  double ours_max = 0, raw_max = 0;
+  MPI_Allreduce(&ours_s, &ours_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(&raw_s, &raw_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  state.counters["unique_keys"] = static_cast<double>(u);
+  state.counters["alltoall_vs_mpi"] = raw_max / ours_max;
+  state.counters["ours_us"] = 1e6 * ours_max / static_cast<double>(state.iterations());
+  state.counters["raw_us"] = 1e6 * raw_max / static_cast<double>(state.iterations());
+  state.counters["bytes_per_key"] = kOutBytes + kBackBytes;
+}
+BENCHMARK(BM_KeyExchange)->Arg(4096)->Arg(65536)->Iterations(kIterations)->UseRealTime();
+
+// shard_balance: unique keys per rank for Zipf(1.05) ids on 4 ranks (whatever the world runs).
+void BM_ShardBalance(benchmark::State& state) {
+  constexpr int kRanks = 4;
+  const std::vector<int64_t> keys = Unique(ZipfKeys(2'000'000, 10'000'000, 1.05, 11));
+  std::vector<int64_t> per(kRanks, 0);
+  for (auto _ : state) {
+    std::fill(per.begin(), per.end(), 0);
+    for (int64_t k : keys) ++per[dist::ShardedTable::Owner(k, kRanks)];
+  }
+  const double mean = static_cast<double>(keys.size()) / kRanks;
+  state.counters["unique_keys"] = static_cast<double>(keys.size());
+  state.counters["shard_balance"] =
+      static_cast<double>(*std::max_element(per.begin(), per.end())) / mean;
+}
+BENCHMARK(BM_ShardBalance)->Iterations(3);
+
+// Quiet: the other ranks run the same benchmarks (the collectives must match) and print nothing.
+class Quiet final : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>&) override {}
+};
+
+}  // namespace
+}  // namespace recsdk
+
+int main(int argc, char** argv) {
+  recsdk::dist::RegisterMpiCommunicator();
+  recsdk::DistributedOptions o;
+  o.collective_timeout_s = 120;
+  if (const recsdk::Status s = recsdk::InitDistributed(o); !s.ok()) {
+    std::fprintf(stderr, "dist_bench: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  benchmark::Initialize(&argc, argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    benchmark::RunSpecifiedBenchmarks();
+  } else {
+    recsdk::Quiet quiet;
+    benchmark::RunSpecifiedBenchmarks(&quiet);
+  }
+  benchmark::Shutdown();
+  recsdk::ShutdownDistributed();
+  return 0;
+}
