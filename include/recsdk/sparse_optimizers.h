@@ -3,7 +3,8 @@
 // A SparseOptimizerConfig is a plain value: which rule (SGD, Adagrad, LazyAdam, FTRL and the
 // by-address variants of the spec), its hyper-parameters with the spec's defaults, and how many
 // float slots each row carries beside its embedding. The table applies it (EmbeddingTable::
-// ApplyGradients); the math lives in src/table/sparse_optimizers.cc. Values are immutable once a
+// ApplyGradients); the math lives in src/table/sparse_optimizers.cc, and docs/optimizers.md
+// states every rule, slot, slot order and default. Values are immutable once a
 // table is created, so sharing one config between threads is safe.
 #ifndef RECSDK_SPARSE_OPTIMIZERS_H_
 #define RECSDK_SPARSE_OPTIMIZERS_H_
