@@ -386,10 +386,21 @@ StatusOr<std::vector<Output>> sparse_lookup(const Scope& scope, const SparseTabl
 }
 
 StatusOr<Output> PaddingMask(const Output& result) {
-  // A lookup with SparseLookupOptions::dim returns a Slice of the gather's output.
+  // A lookup with SparseLookupOptions::dim returns a Slice of the gather's output that keeps
+  // every id and only cuts columns, so the gather's mask is its mask too. Another Slice (one a
+  // user made that drops samples or ids) is not a lookup result.
+  auto is_column_prefix = [](const Node& slice) {
+    const std::vector<int64_t> begin = slice.IntsAttr("begin"), size = slice.IntsAttr("size");
+    if (size.empty() || begin.size() != size.size()) return false;
+    for (size_t i = 0; i < begin.size(); ++i) {
+      if (begin[i] != 0 || (i + 1 < size.size() && size[i] != -1)) return false;
+    }
+    return true;
+  };
   const Output lookup_result =
       result.node != nullptr && result.node->type() == "Slice" &&
-              result.node->input(0).node->type() == internal::kTableGatherOp
+              result.node->input(0).node->type() == internal::kTableGatherOp &&
+              is_column_prefix(*result.node)
           ? result.node->input(0)
           : result;
   const Node* n = lookup_result.node;

@@ -121,6 +121,11 @@ TEST(TableOpsTest, DimPrefixReadsTheRowsFirstColumnsAndTrainsOnlyThem) {
   // PaddingMask sees through the prefix.
   Output mask = ValueOrDie(PaddingMask(emb));
   EXPECT_EQ(mask.shape(), (Shape{2, 2}));
+  // A Slice that drops samples is not a lookup result: it has no mask of the gather's shape.
+  EXPECT_EQ(PaddingMask(ops::Slice(s, emb, {1, 0, 0}, {-1, -1, -1})).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PaddingMask(ops::Slice(s, full, {1, 0, 0}, {-1, -1, -1})).status().code(),
+            absl::StatusCode::kInvalidArgument);
   Node* train = ValueOrDie(SparseMinimize(s, ops::ReduceSum(s, emb)));
   Node* init = GetOrCreateGlobalStep(s).initializer();
   ASSERT_TRUE(s.ok()) << s.status();
