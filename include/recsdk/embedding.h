@@ -133,6 +133,13 @@ struct SparseLookupOptions {
   // combiner: absent (default) returns [B, n, dim]; kSum / kMean / kSqrtn pool over the n ids of
   // a sample to [B, dim] (mean and sqrtn count the sample's non-padding ids).
   std::optional<Combiner> combiner;
+  // dim: the spec's sparse_lookup dim: read only the first `dim` columns of each row (a prefix),
+  // so the result is [B, n, dim] or [B, dim], and only those columns train (the gradient of the
+  // other columns is zero; the optimizer still visits the row, so its slots and any weight decay
+  // advance as for a zero gradient). Absent (default, the spec's dim=None): the table's dim. Must
+  // be in [1, the table's dim]; otherwise InvalidArgument naming both. Cost: the whole rows are
+  // gathered and the prefix sliced from them, so a prefix saves no lookup time.
+  std::optional<int64_t> dim;
   // mask: optional [B] float32 (the "mask" column of padded batches): rows with mask 0 read zeros,
   // count no admission and train nothing.
   Output mask;
@@ -148,7 +155,7 @@ struct SparseLookupOptions {
 };
 
 // sparse_lookup: looks `ids` ([B, n] int64 or int32) up in `table`. Returns [B, n, dim] float32,
-// or [B, dim] with a combiner.
+// or [B, dim] with a combiner (dim: the table's, or SparseLookupOptions::dim).
 StatusOr<Output> sparse_lookup(const Scope& scope, const SparseTable& table, Output ids,
                                const SparseLookupOptions& options = {});
 // sparse_lookup of several features of one table: their keys are deduplicated together in one

@@ -179,7 +179,8 @@ class Estimator {
   StatusOr<EvalResult> TrainAndEvaluate(const TrainSpec& train_spec, const EvalSpec& eval_spec);
   // ExportSavedModel (the spec's export_saved_model): the inference bundle of the predict branch
   // (export.h: read-only lookups, no optimizer state) in export_dir_base/<unix seconds>, fed with
-  // the `serving_input` feature columns and returning the model's predictions in name order;
+  // the `serving_input` feature columns and returning the model's predictions in name order, each
+  // served under its predictions key (Predictor::PredictNamed, signature().output_names);
   // returns that directory (a Predictor loads it). FailedPrecondition before the model is built;
   // InvalidArgument for a column that is not a feature of the model or of another dtype.
   StatusOr<std::string> ExportSavedModel(const std::string& export_dir_base,

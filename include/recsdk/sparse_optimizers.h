@@ -3,7 +3,8 @@
 // A SparseOptimizerConfig is a plain value: which rule (SGD, Adagrad, LazyAdam, FTRL and the
 // by-address variants of the spec), its hyper-parameters with the spec's defaults, and how many
 // float slots each row carries beside its embedding. The table applies it (EmbeddingTable::
-// ApplyGradients); the math lives in src/table/sparse_optimizers.cc. Values are immutable once a
+// ApplyGradients); the math lives in src/table/sparse_optimizers.cc, and docs/optimizers.md
+// states every rule, slot, slot order and default. Values are immutable once a
 // table is created, so sharing one config between threads is safe.
 #ifndef RECSDK_SPARSE_OPTIMIZERS_H_
 #define RECSDK_SPARSE_OPTIMIZERS_H_
@@ -34,11 +35,15 @@ std::string_view SparseOptimizerKindName(SparseOptimizerKind kind);
 // SparseOptimizerConfig: one struct for all sparse optimizers; fields a kind does not use are
 // ignored. Build one with the named factories below, which set the spec's defaults.
 //
-// Update rules (g is the sum of the gradients of one key in a step; t the 1-based global step):
+// Update rules (g is the sum of the gradients of one key in a step; t the 1-based global step).
+// Only the rows whose keys appear in a step change (slots and weight decay included): the L2
+// term is applied lazily, to a row when it is touched. docs/optimizers.md has every rule, slot
+// and default.
 //   SGD:      w -= learning_rate * (g + weight_decay * w)
-//   Adagrad:  acc += g*g;  w -= learning_rate * g / (sqrt(acc) + adagrad_epsilon)
-//   LazyAdam: only rows whose keys appear in the step change (their moments included):
-//             m = beta1*m + (1-beta1)*g;  v = beta2*v + (1-beta2)*g*g
+//   Adagrad:  g' = g + weight_decay * w;  acc += g'*g';
+//             w -= learning_rate * g' / (sqrt(acc) + adagrad_epsilon)
+//   LazyAdam: g' = g + weight_decay * w;
+//             m = beta1*m + (1-beta1)*g';  v = beta2*v + (1-beta2)*g'*g'
 //             w -= learning_rate * sqrt(1-beta2^t) / (1-beta1^t) * m / (sqrt(v) + epsilon)
 //   FTRL (FTRL-Proximal as in TensorFlow's ApplyFtrlV2):
 //             gs = g + 2*l2_shrinkage*w;  acc' = acc + g*g
@@ -53,7 +58,12 @@ struct SparseOptimizerConfig {
   // learning_rate: step size; finite and > 0. Default 0.001 (the spec's default for Adagrad and
   // LazyAdam; the factories take it explicitly for SGD).
   float learning_rate = 0.001f;
-  // weight_decay (SGD, SGDByAddr): decoupled L2 term; finite and >= 0. Default 0.
+  // weight_decay (SGD, Adagrad, LazyAdam and their by-address variants): the L2 strength, in
+  // the coupled form: weight_decay * w is added to the gradient of a touched row before the rule
+  // runs (the gradient of (weight_decay / 2) * |w|^2), so with Adagrad and LazyAdam it is scaled
+  // by their per-element step like the gradient; not AdamW's decoupled decay. Finite and >= 0;
+  // 0 (the default) disables and gives the rule without decay bit for bit. FTRL must keep 0 (its
+  // L2 is l2 / l2_shrinkage); otherwise Validate refuses it.
   float weight_decay = 0.0f;
   // initial_accumulator_value (Adagrad, FTRL): first value of the accumulator slot; >= 0 (for
   // Adagrad, 0 needs adagrad_epsilon > 0). Default 0.9 for Adagrad, 0.1 for FTRL (set by the
@@ -78,15 +88,17 @@ struct SparseOptimizerConfig {
   static SparseOptimizerConfig SGD(float learning_rate, float weight_decay = 0.0f);
   static SparseOptimizerConfig SGDByAddr(float learning_rate, float weight_decay = 0.0f);
   static SparseOptimizerConfig Adagrad(float learning_rate = 0.001f,
-                                       float initial_accumulator_value = 0.9f,
-                                       float epsilon = 0.0f);
+                                       float initial_accumulator_value = 0.9f, float epsilon = 0.0f,
+                                       float weight_decay = 0.0f);
   static SparseOptimizerConfig AdagradByAddress(float learning_rate = 0.001f,
                                                 float initial_accumulator_value = 0.9f,
-                                                float epsilon = 0.0f);
+                                                float epsilon = 0.0f, float weight_decay = 0.0f);
   static SparseOptimizerConfig LazyAdam(float learning_rate = 0.001f, float beta1 = 0.9f,
-                                        float beta2 = 0.999f, float epsilon = 1e-8f);
+                                        float beta2 = 0.999f, float epsilon = 1e-8f,
+                                        float weight_decay = 0.0f);
   static SparseOptimizerConfig LazyAdamByAddress(float learning_rate = 0.001f, float beta1 = 0.9f,
-                                                 float beta2 = 0.999f, float epsilon = 1e-8f);
+                                                 float beta2 = 0.999f, float epsilon = 1e-8f,
+                                                 float weight_decay = 0.0f);
   static SparseOptimizerConfig FTRL(float learning_rate = 0.001f, float learning_rate_power = -0.5f,
                                     float initial_accumulator_value = 0.1f, float l1 = 0.0f,
                                     float l2 = 0.0f, float l2_shrinkage = 0.0f);

@@ -44,6 +44,30 @@ std::string NodeOf(std::string_view tensor) {
 
 bool IsPlaceholder(const Node& n) { return n.type() == "Placeholder"; }
 
+// ServedNames: `names` (the user's, when given) or else `tensors` themselves; InvalidArgument for
+// a list of another length, an empty name or a repeated one. `what` is "input" or "output".
+StatusOr<std::vector<std::string>> ServedNames(const std::vector<std::string>& tensors,
+                                               const std::vector<std::string>& names,
+                                               std::string_view what) {
+  if (names.empty()) return tensors;
+  if (names.size() != tensors.size()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "ExportSavedModel: ServingSignature.{}_names has {} names for {} {}s; give one name per "
+        "{}, in the same order, or none",
+        what, names.size(), tensors.size(), what, what));
+  }
+  std::set<std::string> seen;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i].empty() || !seen.insert(names[i]).second) {
+      return absl::InvalidArgumentError(fmt::format(
+          "ExportSavedModel: ServingSignature.{}_names[{}] (for \"{}\") is {}; give each {} a "
+          "distinct, non-empty name",
+          what, i, tensors[i], names[i].empty() ? "empty" : "\"" + names[i] + "\" again", what));
+    }
+  }
+  return names;
+}
+
 // InferenceGraph: the part of `g` the outputs need, read-only. Fills `kept` with node names.
 StatusOr<std::unique_ptr<Graph>> InferenceGraph(const Graph& g, const ServingSignature& sig,
                                                 std::set<std::string>* kept) {
@@ -173,6 +197,11 @@ Status ExportSavedModel(Session& session, const std::string& export_path,
     }
     RECSDK_RETURN_IF_ERROR(env->DeleteDir(export_dir));
   }
+  RECSDK_ASSIGN_OR_RETURN(const std::vector<std::string> input_names,
+                          internal::ServedNames(signature.inputs, signature.input_names, "input"));
+  RECSDK_ASSIGN_OR_RETURN(
+      const std::vector<std::string> output_names,
+      internal::ServedNames(signature.outputs, signature.output_names, "output"));
   std::set<std::string> kept;
   RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<Graph> graph,
                           internal::InferenceGraph(session.graph(), signature, &kept));
@@ -207,16 +236,24 @@ Status ExportSavedModel(Session& session, const std::string& export_path,
     const std::string graph_json = graph->ToJson();
     RECSDK_RETURN_IF_ERROR(
         internal::WriteStringToFileSync(env, JoinPath(tmp, internal::kGraphFile), graph_json));
+    // Each input: "name" the user's, "node" the placeholder; each output: "name" the user's,
+    // "tensor" the graph's. Bundles written before names existed have no "node", and plain
+    // tensor strings as outputs; Load reads both.
     nlohmann::json inputs = nlohmann::json::array();
-    for (const std::string& in : signature.inputs) {
-      const Node* n = graph->FindNode(in);
-      inputs.push_back({{"name", in},
+    for (size_t i = 0; i < signature.inputs.size(); ++i) {
+      const Node* n = graph->FindNode(signature.inputs[i]);
+      inputs.push_back({{"name", input_names[i]},
+                        {"node", signature.inputs[i]},
                         {"dtype", std::string(DTypeName(n->output_dtype(0)))},
                         {"shape", n->output_shape(0).ToString()}});
     }
+    nlohmann::json outputs = nlohmann::json::array();
+    for (size_t i = 0; i < signature.outputs.size(); ++i) {
+      outputs.push_back({{"name", output_names[i]}, {"tensor", signature.outputs[i]}});
+    }
     nlohmann::json serving = {{"format_version", internal::kCheckpointFormatVersion},
                               {"inputs", inputs},
-                              {"outputs", signature.outputs},
+                              {"outputs", outputs},
                               {"graph_bytes", graph_json.size()},
                               {"graph_crc32c", internal::Crc32c(graph_json)}};
     RECSDK_RETURN_IF_ERROR(internal::WriteJsonDocument(env, JoinPath(tmp, internal::kServingFile),
@@ -262,10 +299,21 @@ StatusOr<std::unique_ptr<Predictor>> Predictor::Load(const std::string& bundle_d
     uint64_t graph_bytes = 0;
     uint32_t graph_crc = 0;
     try {
+      ServingSignature& sig = impl->signature;
       for (const auto& in : serving->at("inputs")) {
-        impl->signature.inputs.push_back(in.at("name").get<std::string>());
+        sig.input_names.push_back(in.at("name").get<std::string>());
+        sig.inputs.push_back(in.contains("node") ? in.at("node").get<std::string>()
+                                                 : sig.input_names.back());
       }
-      impl->signature.outputs = serving->at("outputs").get<std::vector<std::string>>();
+      for (const auto& out : serving->at("outputs")) {
+        if (out.is_string()) {  // a bundle written before output names existed
+          sig.outputs.push_back(out.get<std::string>());
+          sig.output_names.push_back(sig.outputs.back());
+        } else {
+          sig.outputs.push_back(out.at("tensor").get<std::string>());
+          sig.output_names.push_back(out.at("name").get<std::string>());
+        }
+      }
       graph_bytes = internal::JsonNumber<uint64_t>(serving->at("graph_bytes"));
       graph_crc = internal::JsonNumber<uint32_t>(serving->at("graph_crc32c"));
     } catch (const std::exception& e) {
@@ -301,24 +349,46 @@ StatusOr<std::unique_ptr<Predictor>> Predictor::Load(const std::string& bundle_d
 }
 
 StatusOr<std::vector<Tensor>> Predictor::Predict(const FeedList& inputs) {
-  std::set<std::string> fed;
+  const ServingSignature& sig = impl_->signature;
+  // Fed under the input names; "name:0" is accepted for "name", as before names existed.
+  auto index_of = [&](const std::string& name) -> size_t {
+    for (const std::string& n : {name, internal::NodeOf(name)}) {
+      for (size_t i = 0; i < sig.input_names.size(); ++i) {
+        if (sig.input_names[i] == n) return i;
+      }
+    }
+    return sig.input_names.size();
+  };
+  std::vector<bool> fed(sig.inputs.size(), false);
+  FeedList feeds;
+  feeds.reserve(inputs.size());
   for (const auto& [name, tensor] : inputs) {
-    const std::string node = internal::NodeOf(name.name);
-    bool known = false;
-    for (const std::string& in : impl_->signature.inputs) known = known || in == node;
-    if (!known || !fed.insert(node).second) {
+    const size_t i = index_of(name.name);
+    const bool known = i < sig.inputs.size();
+    if (!known || fed[i]) {
       return absl::InvalidArgumentError(fmt::format(
           "Predictor: input \"{}\" is {}; the serving inputs are [{}]", name.name,
-          known ? "fed twice" : "not a serving input", fmt::join(impl_->signature.inputs, ", ")));
+          known ? "fed twice" : "not a serving input", fmt::join(sig.input_names, ", ")));
     }
+    fed[i] = true;
+    feeds.emplace_back(sig.inputs[i], tensor);
   }
-  for (const std::string& in : impl_->signature.inputs) {
-    if (!fed.contains(in)) {
+  for (size_t i = 0; i < sig.inputs.size(); ++i) {
+    if (!fed[i]) {
       return absl::InvalidArgumentError(
-          fmt::format("Predictor: serving input \"{}\" is not fed", in));
+          fmt::format("Predictor: serving input \"{}\" is not fed", sig.input_names[i]));
     }
   }
-  return impl_->session->Run(inputs, impl_->fetches);
+  return impl_->session->Run(feeds, impl_->fetches);
+}
+
+StatusOr<std::map<std::string, Tensor>> Predictor::PredictNamed(const FeedList& inputs) {
+  RECSDK_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, Predict(inputs));
+  std::map<std::string, Tensor> named;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    named.emplace(impl_->signature.output_names[i], std::move(outputs[i]));
+  }
+  return named;
 }
 
 }  // namespace recsdk

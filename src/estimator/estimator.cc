@@ -659,6 +659,7 @@ StatusOr<std::string> Estimator::ExportSavedModel(
   }
   for (const auto& [name, t] : s.spec(ModeKeys::kPredict).predictions) {
     signature.outputs.push_back(t.name());
+    signature.output_names.push_back(name);  // served as the model_fn named it ("prob")
   }
   const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())

@@ -230,6 +230,12 @@ StatusOr<std::vector<Output>> BuildLookup(const Scope& scope, const SparseTable&
         name, table.table_name(), earlier + static_cast<int64_t>(ids.size()), earlier, calls,
         ids.size(), kMaxLookupsPerTable));
   }
+  if (options.dim.has_value() && (*options.dim <= 0 || *options.dim > table.dim())) {
+    return absl::InvalidArgumentError(fmt::format(
+        "sparse_lookup \"{}\": dim {} is outside [1, {}], the dim of table \"{}\"; ask for a "
+        "prefix of at most {} columns, or leave dim unset for whole rows",
+        name, *options.dim, table.dim(), table.table_name(), table.dim()));
+  }
   if (!options.use_dynamic && options.send_count <= 0) {
     return absl::InvalidArgumentError(fmt::format(
         "sparse_lookup \"{}\": static shape (use_dynamic=false) needs send_count > 0, got {}; set "
@@ -293,6 +299,20 @@ StatusOr<std::vector<Output>> BuildLookup(const Scope& scope, const SparseTable&
   for (int64_t f = 0; f < k; ++f) {
     out.emplace_back(gather, static_cast<int>(f));
     g->AddToCollection(kSparseLookupLocalEmb, out.back().name());
+  }
+  if (options.dim.has_value() && *options.dim < table.dim()) {
+    // The prefix is a Slice of the gathered rows: its gradient (SliceGrad) pads the other
+    // columns with zeros, so the rows' gradient stays [U, table dim] and the optimizer kernels
+    // are unchanged. PaddingMask looks through this Slice to the gather.
+    for (int64_t f = 0; f < k; ++f) {
+      const int rank = out[f].shape().rank();
+      std::vector<int64_t> begin(static_cast<size_t>(rank), 0), size(static_cast<size_t>(rank), -1);
+      size.back() = *options.dim;
+      out[f] = ops::Slice(scope.WithOpName(k == 1 ? name + "/dim_prefix"
+                                                  : fmt::format("{}/dim_prefix_{}", name, f)),
+                          out[f], begin, size);
+    }
+    if (!scope.ok()) return scope.status();
   }
   return out;
 }
@@ -365,7 +385,24 @@ StatusOr<std::vector<Output>> sparse_lookup(const Scope& scope, const SparseTabl
   return BuildLookup(scope, table, ids, o, weights, std::move(settings));
 }
 
-StatusOr<Output> PaddingMask(const Output& lookup_result) {
+StatusOr<Output> PaddingMask(const Output& result) {
+  // A lookup with SparseLookupOptions::dim returns a Slice of the gather's output that keeps
+  // every id and only cuts columns, so the gather's mask is its mask too. Another Slice (one a
+  // user made that drops samples or ids) is not a lookup result.
+  auto is_column_prefix = [](const Node& slice) {
+    const std::vector<int64_t> begin = slice.IntsAttr("begin"), size = slice.IntsAttr("size");
+    if (size.empty() || begin.size() != size.size()) return false;
+    for (size_t i = 0; i < begin.size(); ++i) {
+      if (begin[i] != 0 || (i + 1 < size.size() && size[i] != -1)) return false;
+    }
+    return true;
+  };
+  const Output lookup_result =
+      result.node != nullptr && result.node->type() == "Slice" &&
+              result.node->input(0).node->type() == internal::kTableGatherOp &&
+              is_column_prefix(*result.node)
+          ? result.node->input(0)
+          : result;
   const Node* n = lookup_result.node;
   if (n == nullptr || n->type() != internal::kTableGatherOp ||
       lookup_result.index >= n->IntAttr("num_features", 1)) {

@@ -44,35 +44,39 @@ SparseOptimizerConfig SparseOptimizerConfig::SGDByAddr(float learning_rate, floa
   return c;
 }
 SparseOptimizerConfig SparseOptimizerConfig::Adagrad(float learning_rate,
-                                                     float initial_accumulator_value,
-                                                     float epsilon) {
+                                                     float initial_accumulator_value, float epsilon,
+                                                     float weight_decay) {
   SparseOptimizerConfig c;
   c.kind = SparseOptimizerKind::kAdagrad;
   c.learning_rate = learning_rate;
   c.initial_accumulator_value = initial_accumulator_value;
   c.adagrad_epsilon = epsilon;
+  c.weight_decay = weight_decay;
   return c;
 }
 SparseOptimizerConfig SparseOptimizerConfig::AdagradByAddress(float learning_rate,
                                                               float initial_accumulator_value,
-                                                              float epsilon) {
-  SparseOptimizerConfig c = Adagrad(learning_rate, initial_accumulator_value, epsilon);
+                                                              float epsilon, float weight_decay) {
+  SparseOptimizerConfig c =
+      Adagrad(learning_rate, initial_accumulator_value, epsilon, weight_decay);
   c.kind = SparseOptimizerKind::kAdagradByAddress;
   return c;
 }
 SparseOptimizerConfig SparseOptimizerConfig::LazyAdam(float learning_rate, float beta1, float beta2,
-                                                      float epsilon) {
+                                                      float epsilon, float weight_decay) {
   SparseOptimizerConfig c;
   c.kind = SparseOptimizerKind::kLazyAdam;
   c.learning_rate = learning_rate;
   c.beta1 = beta1;
   c.beta2 = beta2;
   c.epsilon = epsilon;
+  c.weight_decay = weight_decay;
   return c;
 }
 SparseOptimizerConfig SparseOptimizerConfig::LazyAdamByAddress(float learning_rate, float beta1,
-                                                               float beta2, float epsilon) {
-  SparseOptimizerConfig c = LazyAdam(learning_rate, beta1, beta2, epsilon);
+                                                               float beta2, float epsilon,
+                                                               float weight_decay) {
+  SparseOptimizerConfig c = LazyAdam(learning_rate, beta1, beta2, epsilon, weight_decay);
   c.kind = SparseOptimizerKind::kLazyAdamByAddress;
   return c;
 }
@@ -120,13 +124,15 @@ std::string SparseOptimizerConfig::ToString() const {
                          learning_rate, weight_decay);
     case SparseOptimizerKind::kAdagrad:
     case SparseOptimizerKind::kAdagradByAddress:
-      return fmt::format("{}(learning_rate={}, initial_accumulator_value={}, epsilon={})",
-                         SparseOptimizerKindName(kind), learning_rate, initial_accumulator_value,
-                         adagrad_epsilon);
+      return fmt::format(
+          "{}(learning_rate={}, initial_accumulator_value={}, epsilon={}, weight_decay={})",
+          SparseOptimizerKindName(kind), learning_rate, initial_accumulator_value, adagrad_epsilon,
+          weight_decay);
     case SparseOptimizerKind::kLazyAdam:
     case SparseOptimizerKind::kLazyAdamByAddress:
-      return fmt::format("{}(learning_rate={}, beta1={}, beta2={}, epsilon={})",
-                         SparseOptimizerKindName(kind), learning_rate, beta1, beta2, epsilon);
+      return fmt::format("{}(learning_rate={}, beta1={}, beta2={}, epsilon={}, weight_decay={})",
+                         SparseOptimizerKindName(kind), learning_rate, beta1, beta2, epsilon,
+                         weight_decay);
     case SparseOptimizerKind::kFTRL:
       return fmt::format(
           "FTRL(learning_rate={}, learning_rate_power={}, initial_accumulator_value={}, l1={}, "
@@ -170,12 +176,18 @@ Status SparseOptimizerConfig::Validate() const {
                   "config is saved with the graph); leave it at its default");
     }
   }
+  if (kind == SparseOptimizerKind::kFTRL) {
+    if (weight_decay != 0) {
+      return fail("weight_decay", weight_decay,
+                  "FTRL regularises through its own terms; set l2 (or l2_shrinkage, or l1) "
+                  "instead and leave weight_decay at 0");
+    }
+  } else if (weight_decay < 0) {
+    return fail("weight_decay", weight_decay, "it must be a finite number >= 0 (0 disables)");
+  }
   switch (kind) {
     case SparseOptimizerKind::kSGD:
     case SparseOptimizerKind::kSGDByAddr:
-      if (!std::isfinite(weight_decay) || weight_decay < 0) {
-        return fail("weight_decay", weight_decay, "it must be a finite number >= 0 (0 disables)");
-      }
       break;
     case SparseOptimizerKind::kAdagrad:
     case SparseOptimizerKind::kAdagradByAddress:
@@ -269,21 +281,27 @@ void UpdateSGD(float* __restrict w, const float* __restrict g, int dim, float lr
   }
 }
 
+// Adagrad and LazyAdam take weight decay as SGD does, coupled: the L2 term wd * w joins the
+// gradient (before it enters the slots), as the gradient of (wd / 2) * |w|^2 added to the loss
+// for the rows the step touches. wd == 0 keeps g itself (bitwise the rule without decay).
 void UpdateAdagrad(float* __restrict w, float* __restrict acc, const float* __restrict g, int dim,
-                   float lr, float eps) {
+                   float lr, float eps, float wd) {
   for (int i = 0; i < dim; ++i) {
-    const float a = acc[i] + g[i] * g[i];
+    const float gi = wd == 0.0f ? g[i] : g[i] + wd * w[i];
+    const float a = acc[i] + gi * gi;
     acc[i] = a;
-    w[i] -= lr * g[i] / (std::sqrt(a) + eps);
+    w[i] -= lr * gi / (std::sqrt(a) + eps);
   }
 }
 
 void UpdateLazyAdam(float* __restrict w, float* __restrict m, float* __restrict v,
-                    const float* __restrict g, int dim, float b1, float b2, float eps, float lr_t) {
+                    const float* __restrict g, int dim, float b1, float b2, float eps, float lr_t,
+                    float wd) {
   const float c1 = 1.0f - b1, c2 = 1.0f - b2;
   for (int i = 0; i < dim; ++i) {
-    const float mi = b1 * m[i] + c1 * g[i];
-    const float vi = b2 * v[i] + c2 * g[i] * g[i];
+    const float gi = wd == 0.0f ? g[i] : g[i] + wd * w[i];
+    const float mi = b1 * m[i] + c1 * gi;
+    const float vi = b2 * v[i] + c2 * gi * gi;
     m[i] = mi;
     v[i] = vi;
     w[i] -= lr_t * mi / (std::sqrt(vi) + eps);
@@ -325,12 +343,13 @@ void RowUpdater::Apply(float* row, const float* g) const {
       break;
     case SparseOptimizerKind::kAdagrad:
     case SparseOptimizerKind::kAdagradByAddress:
-      UpdateAdagrad(row, row + d, g, d, config_.learning_rate, config_.adagrad_epsilon);
+      UpdateAdagrad(row, row + d, g, d, config_.learning_rate, config_.adagrad_epsilon,
+                    config_.weight_decay);
       break;
     case SparseOptimizerKind::kLazyAdam:
     case SparseOptimizerKind::kLazyAdamByAddress:
       UpdateLazyAdam(row, row + d, row + 2 * d, g, d, config_.beta1, config_.beta2, config_.epsilon,
-                     adam_lr_t_);
+                     adam_lr_t_, config_.weight_decay);
       break;
     case SparseOptimizerKind::kFTRL:
       UpdateFtrl(row, row + d, row + 2 * d, g, d, config_);

@@ -17,16 +17,17 @@ using SgdRowsFn = void (*)(char* base, int64_t row_bytes, const uint32_t* rows, 
                            const float* grads, int64_t dim, float lr, float wd);
 using SgdAddrsFn = void (*)(float* const* addrs, int64_t row_bytes, int64_t n, const float* grads,
                             int64_t dim, float lr, float wd);
+// wd: the coupled weight decay of every kernel (g + wd * w; 0 disables), as RowUpdater's.
 using AdagradRowsFn = void (*)(char* base, int64_t row_bytes, const uint32_t* rows, int64_t n,
-                               const float* grads, int64_t dim, float lr, float eps);
+                               const float* grads, int64_t dim, float lr, float eps, float wd);
 using AdagradAddrsFn = void (*)(float* const* addrs, int64_t row_bytes, int64_t n,
-                                const float* grads, int64_t dim, float lr, float eps);
+                                const float* grads, int64_t dim, float lr, float eps, float wd);
 using LazyAdamRowsFn = void (*)(char* base, int64_t row_bytes, const uint32_t* rows, int64_t n,
                                 const float* grads, int64_t dim, float b1, float b2, float eps,
-                                float lr_t);
+                                float lr_t, float wd);
 using LazyAdamAddrsFn = void (*)(float* const* addrs, int64_t row_bytes, int64_t n,
                                  const float* grads, int64_t dim, float b1, float b2, float eps,
-                                 float lr_t);
+                                 float lr_t, float wd);
 
 struct TableKernels {
   Isa isa;

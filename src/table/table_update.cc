@@ -37,15 +37,17 @@ void TableImpl::UpdateBatch(const RowUpdater& updater, const uint32_t* ids, floa
       return;
     case SparseOptimizerKind::kAdagrad:
     case SparseOptimizerKind::kAdagradByAddress:
-      ids ? k.adagrad_rows(slab_.base(), rb, ids + b, n, g, dim, o.learning_rate, o.adagrad_epsilon)
-          : k.adagrad_addrs(addrs + b, rb, n, g, dim, o.learning_rate, o.adagrad_epsilon);
+      ids ? k.adagrad_rows(slab_.base(), rb, ids + b, n, g, dim, o.learning_rate, o.adagrad_epsilon,
+                           o.weight_decay)
+          : k.adagrad_addrs(addrs + b, rb, n, g, dim, o.learning_rate, o.adagrad_epsilon,
+                            o.weight_decay);
       return;
     case SparseOptimizerKind::kLazyAdam:
     case SparseOptimizerKind::kLazyAdamByAddress:
       ids ? k.lazy_adam_rows(slab_.base(), rb, ids + b, n, g, dim, o.beta1, o.beta2, o.epsilon,
-                             updater.adam_lr_t())
+                             updater.adam_lr_t(), o.weight_decay)
           : k.lazy_adam_addrs(addrs + b, rb, n, g, dim, o.beta1, o.beta2, o.epsilon,
-                              updater.adam_lr_t());
+                              updater.adam_lr_t(), o.weight_decay);
       return;
     case SparseOptimizerKind::kFTRL:
       for (size_t i = b; i < e; ++i) {

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "recsdk/recsdk.h"
+#include "src/common/crc32c.h"
 #include "tests/session/table_test_util.h"
 
 namespace recsdk {
@@ -131,6 +132,86 @@ TEST(ExportTest, PredictorServesBitwiseTheTrainingSessionsPredictions) {
   const Status s = predictor->Predict(missing).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_NE(std::string(s.message()).find("\"dense\" is not fed"), std::string::npos) << s;
+}
+
+// The user's names: a bundle exported with input_names / output_names is fed and answers under
+// them (the spec's {"prob": ...}), with the bits the training session computes; a bundle in the
+// format written before names existed (outputs as tensor strings, inputs without "node") still
+// loads and serves under its tensor names.
+TEST(ExportTest, PredictorServesUnderTheUsersNamesAndLoadsOldBundles) {
+  auto m = Build();
+  ASSERT_TRUE(m->session->Run({}, {}, {m->init}).ok());
+  for (uint64_t step = 0; step < 10; ++step) {
+    ASSERT_TRUE(m->session->Run(Feeds(step, 200, true), {m->loss}, {m->train}).ok());
+  }
+  const std::string dir = FreshDir("named");
+  ServingSignature sig;
+  sig.inputs = {"ids", "dense"};
+  sig.input_names = {"item_ids", "features"};
+  sig.outputs = {"prob_eval:0"};
+  sig.output_names = {"prob"};
+  const Status exported = ExportSavedModel(*m->session, dir, sig);
+  ASSERT_TRUE(exported.ok()) << exported;
+  auto predictor = ValueOrDie(Predictor::Load(dir));
+  EXPECT_EQ(predictor->signature().output_names, std::vector<std::string>{"prob"});
+  EXPECT_EQ(predictor->signature().input_names, sig.input_names);
+  EXPECT_EQ(predictor->signature().outputs, sig.outputs);
+
+  const FeedList feeds = Feeds(7, 300, false);
+  const Tensor want = ValueOrDie(m->session->Run(feeds, {m->prob_eval}))[0];
+  const FeedList by_user_name = {{"item_ids", feeds[0].second}, {"features", feeds[1].second}};
+  auto named = ValueOrDie(predictor->PredictNamed(by_user_name));
+  ASSERT_EQ(named.size(), 1u);
+  ASSERT_TRUE(named.contains("prob"));
+  ASSERT_EQ(named.at("prob").TotalBytes(), want.TotalBytes());
+  EXPECT_EQ(std::memcmp(named.at("prob").raw_data(), want.raw_data(), want.TotalBytes()), 0);
+  // Fed under the node name instead of the user's: refused, naming the user's names.
+  Status s = predictor->Predict(feeds).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(std::string(s.message()).find("item_ids, features"), std::string::npos) << s;
+
+  // Rewrite serving.json as the format before names (a plain array of tensor names; inputs named
+  // by node), keeping its checksummed fields: the bundle loads and serves under tensor names.
+  nlohmann::json serving;
+  {
+    std::ifstream in(dir + "/serving.json");
+    in >> serving;
+  }
+  serving["outputs"] = nlohmann::json::array({"prob_eval:0"});
+  serving["inputs"][0].erase("node");
+  serving["inputs"][0]["name"] = "ids";
+  serving["inputs"][1].erase("node");
+  serving["inputs"][1]["name"] = "dense";
+  serving.erase("crc32c");  // re-sealed as WriteJsonDocument seals it
+  serving["crc32c"] = internal::Crc32c(serving.dump());
+  {
+    std::ofstream out(dir + "/serving.json", std::ios::trunc);
+    out << serving.dump(1);
+  }
+  auto old = Predictor::Load(dir);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ((*old)->signature().output_names, std::vector<std::string>{"prob_eval:0"});
+  const Tensor got = ValueOrDie((*old)->Predict(feeds))[0];
+  EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), want.TotalBytes()), 0);
+
+  // Names of another length, empty or repeated are refused, naming the field.
+  const std::string bad = FreshDir("named_bad");
+  ServingSignature wrong = sig;
+  wrong.output_names = {"prob", "p2"};
+  s = ExportSavedModel(*m->session, bad, wrong);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(std::string(s.message()).find("output_names has 2 names for 1 outputs"),
+            std::string::npos)
+      << s;
+  wrong = sig;
+  wrong.input_names = {"x", "x"};
+  s = ExportSavedModel(*m->session, bad, wrong);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(std::string(s.message()).find("input_names[1]"), std::string::npos) << s;
+  wrong = sig;
+  wrong.output_names = {""};
+  EXPECT_EQ(ExportSavedModel(*m->session, bad, wrong).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(std::filesystem::exists(bad));
 }
 
 // The same model with both lookups moved to the key stage (ModifyGraph): trained through a

@@ -258,6 +258,8 @@ TEST(EstimatorTest, ExportedModelServesThePredictionsOfThePredictBranch) {
   ASSERT_TRUE(exported.ok()) << exported.status();
   auto predictor = Predictor::Load(*exported);
   ASSERT_TRUE(predictor.ok()) << predictor.status();
+  // Served under the model_fn's predictions key, not the graph's tensor name.
+  EXPECT_EQ((*predictor)->signature().output_names, std::vector<std::string>{"prob"});
   int checked = 0;
   ASSERT_TRUE(est->Predict(Input(512, 1, 256),
                            [&](const Batch& b, const std::map<std::string, Tensor>& p) {
@@ -265,11 +267,14 @@ TEST(EstimatorTest, ExportedModelServesThePredictionsOfThePredictBranch) {
                              for (const ServingInputColumn& c : serving) {
                                feeds.emplace_back(c.name, *b.column(c.name));
                              }
-                             auto served = (*predictor)->Predict(feeds);
+                             auto served = (*predictor)->PredictNamed(feeds);
                              if (!served.ok()) return served.status();
+                             EXPECT_EQ(served->size(), 1u);
+                             if (!served->contains("prob")) return absl::NotFoundError("prob");
                              const Tensor& mine = p.at("prob");
                              for (int64_t r = 0; r < mine.num_elements(); ++r) {
-                               EXPECT_EQ((*served)[0].data<float>()[r], mine.data<float>()[r]);
+                               EXPECT_EQ(served->at("prob").data<float>()[r],
+                                         mine.data<float>()[r]);
                              }
                              ++checked;
                              return absl::OkStatus();

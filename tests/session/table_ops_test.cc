@@ -27,12 +27,15 @@ struct Model {
 };
 
 // loss = sum(emb * w) + sum(emb^2), w a fixed pattern: a gradient that differs per position.
+// With `dim`, the lookup reads that prefix of the rows (SparseLookupOptions::dim).
 void BuildQuadratic(Model* m, const Tensor& ids, std::optional<Combiner> combiner,
-                    const SparseOptimizerConfig& opt = SparseOptimizerConfig::SGD(1.0f)) {
+                    const SparseOptimizerConfig& opt = SparseOptimizerConfig::SGD(1.0f),
+                    std::optional<int64_t> dim = std::nullopt) {
   Scope s(&m->graph);
   m->table = ValueOrDie(create_table(s, SmallTable("t", 3), opt));
   SparseLookupOptions o;
   o.combiner = combiner;
+  o.dim = dim;
   m->emb = ValueOrDie(sparse_lookup(s, m->table, ops::Const(s, ids), o));
   const Shape& shape = m->emb.shape();
   std::vector<float> w(shape.num_elements());
@@ -45,11 +48,16 @@ void BuildQuadratic(Model* m, const Tensor& ids, std::optional<Combiner> combine
 }
 
 // Finite differences of the loss w.r.t. each element of each unique row, against the summed
-// per-row gradient the graph computes.
-void CheckGradient(std::optional<Combiner> combiner) {
+// per-row gradient the graph computes. With a `dim` prefix, the columns past it must have a zero
+// gradient both ways (the loss does not move when they do).
+void CheckGradient(std::optional<Combiner> combiner, std::optional<int64_t> dim = std::nullopt) {
   Model m;
   // Repeated ids within and across samples.
-  BuildQuadratic(&m, Ids(2, 3, {1, 2, 1, 3, 1, 5}), combiner);
+  BuildQuadratic(&m, Ids(2, 3, {1, 2, 1, 3, 1, 5}), combiner, SparseOptimizerConfig::SGD(1.0f),
+                 dim);
+  if (dim.has_value()) {
+    ASSERT_EQ(m.emb.shape().dims().back(), *dim);
+  }
   auto session = ValueOrDie(Session::Create(m.graph));
   ASSERT_EQ(m.grads.size(), 1u);
   auto out = ValueOrDie(session->Run({}, {m.loss, m.grads[0].unique_rows, m.grads[0].summed}));
@@ -85,6 +93,122 @@ TEST(TableOpsTest, GradientMatchesFiniteDifferencesUnpooled) { CheckGradient(std
 TEST(TableOpsTest, GradientMatchesFiniteDifferencesSum) { CheckGradient(Combiner::kSum); }
 TEST(TableOpsTest, GradientMatchesFiniteDifferencesMean) { CheckGradient(Combiner::kMean); }
 TEST(TableOpsTest, GradientMatchesFiniteDifferencesSqrtn) { CheckGradient(Combiner::kSqrtn); }
+// sparse_lookup(..., dim=2) of a dim-3 table: a prefix of the rows, trained only in its columns.
+TEST(TableOpsTest, DimPrefixGradientMatchesFiniteDifferencesUnpooled) {
+  CheckGradient(std::nullopt, 2);
+}
+TEST(TableOpsTest, DimPrefixGradientMatchesFiniteDifferencesMean) {
+  CheckGradient(Combiner::kMean, 1);
+}
+TEST(TableOpsTest, DimEqualToTheTablesIsTheWholeRow) { CheckGradient(Combiner::kSum, 3); }
+
+TEST(TableOpsTest, DimPrefixReadsTheRowsFirstColumnsAndTrainsOnlyThem) {
+  Graph g;
+  Scope s(&g);
+  TableConfig c = SmallTable("t", 3);
+  c.padding_keys = {-1};
+  c.padding_keys_mask = true;
+  SparseTable t = ValueOrDie(create_table(s, c, SparseOptimizerConfig::SGD(0.5f)));
+  Output ids = ops::Const(s, Ids(2, 2, {4, 6, -1, 4}));
+  SparseLookupOptions whole;
+  whole.is_train = false;
+  whole.name = "whole";
+  SparseLookupOptions prefix;
+  prefix.dim = 2;
+  Output full = ValueOrDie(sparse_lookup(s, t, ids, whole));
+  Output emb = ValueOrDie(sparse_lookup(s, t, ids, prefix));
+  EXPECT_EQ(emb.shape(), (Shape{2, 2, 2}));
+  // PaddingMask sees through the prefix.
+  Output mask = ValueOrDie(PaddingMask(emb));
+  EXPECT_EQ(mask.shape(), (Shape{2, 2}));
+  // A Slice that drops samples is not a lookup result: it has no mask of the gather's shape.
+  EXPECT_EQ(PaddingMask(ops::Slice(s, emb, {1, 0, 0}, {-1, -1, -1})).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PaddingMask(ops::Slice(s, full, {1, 0, 0}, {-1, -1, -1})).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  Node* train = ValueOrDie(SparseMinimize(s, ops::ReduceSum(s, emb)));
+  Node* init = GetOrCreateGlobalStep(s).initializer();
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto session = ValueOrDie(Session::Create(g));
+  ASSERT_TRUE(session->Run({}, {}, {init}).ok());
+  // The first run inserts the rows (no update); then whole rows before and after one step.
+  auto read = ValueOrDie(session->Run({}, {emb, mask}));
+  const Tensor before = ValueOrDie(session->Run({}, {full}))[0];
+  const Status trained = session->Run({}, {}, {train}, nullptr);
+  ASSERT_TRUE(trained.ok()) << trained;
+  const Tensor after = ValueOrDie(session->Run({}, {full}))[0];
+  const std::vector<float> want_mask = {1, 1, 0, 1};
+  EXPECT_EQ(std::vector<float>(read[1].data<float>(), read[1].data<float>() + 4), want_mask);
+  // ids 4, 6, -1 (padding: zeros, no row), 4: columns 0-1 are the prefix and move by -0.5 per
+  // occurrence of the key (4 twice); column 2 never moves.
+  const float occurrences[4] = {2, 1, 0, 2};
+  for (int i = 0; i < 4; ++i) {
+    for (int d = 0; d < 2; ++d) {
+      EXPECT_EQ(read[0].data<float>()[i * 2 + d], before.data<float>()[i * 3 + d]) << i;
+      EXPECT_FLOAT_EQ(after.data<float>()[i * 3 + d],
+                      before.data<float>()[i * 3 + d] - 0.5f * occurrences[i])
+          << "id " << i << " col " << d;
+    }
+    EXPECT_EQ(after.data<float>()[i * 3 + 2], before.data<float>()[i * 3 + 2]) << i;
+  }
+  EXPECT_NE(before.data<float>()[2], 0.0f);  // a real initialised value, not a padding zero
+}
+
+// A prefix lookup moved to the key stage (ModifyGraph) reads and trains as the in-graph one.
+TEST(TableOpsTest, DimPrefixWorksInBothKeyModes) {
+  std::vector<std::vector<Tensor>> results;
+  for (KeyMode mode : {KeyMode::kInGraph, KeyMode::kKeyStage}) {
+    SCOPED_TRACE(KeyModeName(mode));
+    Graph g;
+    Scope s(&g);
+    SparseTable t = ValueOrDie(create_table(s, SmallTable("t", 4), SparseOptimizerConfig::SGD(1)));
+    Output ids = DatasetColumn(s, "ids", DType::kInt64, Shape{3, 2});
+    SparseLookupOptions o;
+    o.modify_graph = mode == KeyMode::kKeyStage;
+    o.combiner = Combiner::kSum;
+    o.dim = 3;
+    Output emb = ValueOrDie(sparse_lookup(s, t, ids, o));
+    Node* train = ValueOrDie(SparseMinimize(s, ops::ReduceSum(s, ops::Square(s, emb))));
+    ASSERT_TRUE(s.ok()) << s.status();
+    Batch batch = testing::MakeBatch({{"ids", Ids(3, 2, {5, 1, 5, 7, 2, 9})}});
+    std::unique_ptr<Session> session;
+    auto steps = testing::RunBatches(mode, &g, {batch, batch}, {emb}, {train}, &session,
+                                     {GetOrCreateGlobalStep(s).initializer()});
+    ASSERT_EQ(steps.size(), 2u);
+    EXPECT_EQ(steps[1][0].shape(), (Shape{3, 3}));
+    const std::vector<float> row = ValueOrDie(ValueOrDie(LookupTable(*session, "t"))->ReadRow(5));
+    results.push_back({steps[0][0], steps[1][0],
+                       ValueOrDie(Tensor::FromValues<float>(Shape{4}, absl::MakeConstSpan(row)))});
+  }
+  ASSERT_EQ(results.size(), 2u);
+  for (size_t i = 0; i < results[0].size(); ++i) {
+    ASSERT_EQ(results[0][i].TotalBytes(), results[1][i].TotalBytes());
+    EXPECT_EQ(
+        std::memcmp(results[0][i].raw_data(), results[1][i].raw_data(), results[0][i].TotalBytes()),
+        0)
+        << i;
+  }
+}
+
+TEST(TableOpsTest, DimOutsideOneToTheTablesDimIsRefusedNamingBoth) {
+  for (int64_t dim : {int64_t{0}, int64_t{-1}, int64_t{4}}) {
+    Graph g;
+    Scope s(&g);
+    SparseTable t = ValueOrDie(create_table(s, SmallTable("t", 3), SparseOptimizerConfig::SGD(1)));
+    SparseLookupOptions o;
+    o.dim = dim;
+    auto r = sparse_lookup(s, t, ops::Placeholder(s, DType::kInt64, Shape{2, 1}), o);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << dim;
+    EXPECT_NE(r.status().message().find("dim " + std::to_string(dim) + " is outside [1, 3]"),
+              std::string_view::npos)
+        << r.status();
+    EXPECT_NE(r.status().message().find("table \"t\""), std::string_view::npos) << r.status();
+    // Nothing was added: the table still takes its full quota of lookups.
+    int lookups = 0;
+    for (const Node* n : g.nodes()) lookups += n->type() == "TableGather" ? 1 : 0;
+    EXPECT_EQ(lookups, 0);
+  }
+}
 
 TEST(TableOpsTest, LookupShapesAndValues) {
   Graph g;

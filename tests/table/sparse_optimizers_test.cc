@@ -15,7 +15,9 @@
 namespace recsdk {
 namespace {
 
-// Dense reference: one row + slots per key, updated by the textbook rule.
+// Dense reference: one row + slots per key, updated by the textbook rule. Only the keys of a
+// step are updated, so a table that decayed untouched rows (weight decay applied eagerly rather
+// than lazily) would differ from it.
 struct Reference {
   SparseOptimizerConfig c;
   int dim;
@@ -40,14 +42,18 @@ struct Reference {
             x[i] = x[i] - c.learning_rate * (g[i] + c.weight_decay * x[i]);
             break;
           case SparseOptimizerKind::kAdagrad:
-          case SparseOptimizerKind::kAdagradByAddress:
-            a[i] += g[i] * g[i];
-            x[i] -= c.learning_rate * g[i] / (std::sqrt(a[i]) + c.adagrad_epsilon);
+          case SparseOptimizerKind::kAdagradByAddress: {
+            // L2 as the gradient of (wd/2)*|w|^2, on the rows of this step only.
+            const float gl2 = g[i] + c.weight_decay * x[i];
+            a[i] += gl2 * gl2;
+            x[i] -= c.learning_rate * gl2 / (std::sqrt(a[i]) + c.adagrad_epsilon);
             break;
+          }
           case SparseOptimizerKind::kLazyAdam:
           case SparseOptimizerKind::kLazyAdamByAddress: {
-            a[i] = c.beta1 * a[i] + (1 - c.beta1) * g[i];
-            b[i] = c.beta2 * b[i] + (1 - c.beta2) * g[i] * g[i];
+            const float gl2 = g[i] + c.weight_decay * x[i];
+            a[i] = c.beta1 * a[i] + (1 - c.beta1) * gl2;
+            b[i] = c.beta2 * b[i] + (1 - c.beta2) * gl2 * gl2;
             const double lr_t = c.learning_rate * std::sqrt(1 - std::pow(double{c.beta2}, t)) /
                                 (1 - std::pow(double{c.beta1}, t));
             x[i] -= static_cast<float>(lr_t) * a[i] / (std::sqrt(b[i]) + c.epsilon);
@@ -142,6 +148,12 @@ INSTANTIATE_TEST_SUITE_P(
                       SparseOptimizerConfig::AdagradByAddress(0.05f, 0.0f, 0.5f),
                       SparseOptimizerConfig::LazyAdam(0.01f),
                       SparseOptimizerConfig::LazyAdamByAddress(0.01f),
+                      // L2 (coupled weight decay) on every kind that takes it.
+                      SparseOptimizerConfig::SGDByAddr(0.05f, 0.02f),
+                      SparseOptimizerConfig::Adagrad(0.05f, 0.9f, 0.0f, 0.02f),
+                      SparseOptimizerConfig::AdagradByAddress(0.05f, 0.5f, 1e-10f, 0.1f),
+                      SparseOptimizerConfig::LazyAdam(0.01f, 0.9f, 0.999f, 1e-8f, 0.02f),
+                      SparseOptimizerConfig::LazyAdamByAddress(0.01f, 0.9f, 0.999f, 1e-8f, 0.1f),
                       SparseOptimizerConfig::FTRL(0.05f),
                       SparseOptimizerConfig::FTRL(0.05f, -0.7f, 0.1f, 0.01f, 0.02f, 0.03f)));
 
@@ -251,6 +263,15 @@ TEST(SparseOptimizerConfigTest, Validation) {
   expect_error(SparseOptimizerConfig::LazyAdam(0.1f, 0.9f, 0.999f, 0), "epsilon");
   expect_error(SparseOptimizerConfig::FTRL(0.1f, 0.5f), "learning_rate_power");
   expect_error(SparseOptimizerConfig::FTRL(0.1f, -0.5f, 0.1f, -1), "l1");
+  // L2 as weight_decay: >= 0 on every kind that has it; FTRL's L2 is l2, so it is refused there
+  // rather than recorded and ignored.
+  expect_error(SparseOptimizerConfig::Adagrad(0.1f, 0.1f, 0.0f, -0.5f), "weight_decay -0.5");
+  expect_error(SparseOptimizerConfig::LazyAdamByAddress(0.1f, 0.9f, 0.999f, 1e-8f, -1),
+               "weight_decay -1");
+  SparseOptimizerConfig ftrl_wd = SparseOptimizerConfig::FTRL();
+  ftrl_wd.weight_decay = 0.01f;
+  expect_error(ftrl_wd, "set l2");
+  EXPECT_TRUE(SparseOptimizerConfig::LazyAdam(0.1f, 0.9f, 0.999f, 1e-8f, 0.1f).Validate().ok());
   for (auto c : {SparseOptimizerConfig::SGD(0.1f), SparseOptimizerConfig::Adagrad(),
                  SparseOptimizerConfig::LazyAdam(), SparseOptimizerConfig::FTRL()}) {
     EXPECT_TRUE(c.Validate().ok()) << c.ToString();

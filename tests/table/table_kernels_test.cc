@@ -19,10 +19,16 @@ namespace {
 constexpr uint32_t kSkip = EmbeddingTable::kDefaultRow;
 
 std::vector<SparseOptimizerConfig> Configs() {
-  return {
-      SparseOptimizerConfig::SGD(0.1f),           SparseOptimizerConfig::SGD(0.05f, 0.01f),
-      SparseOptimizerConfig::Adagrad(0.1f, 0.3f), SparseOptimizerConfig::AdagradByAddress(),
-      SparseOptimizerConfig::LazyAdam(0.01f),     SparseOptimizerConfig::LazyAdamByAddress(0.2f)};
+  return {SparseOptimizerConfig::SGD(0.1f),
+          SparseOptimizerConfig::SGD(0.05f, 0.01f),
+          SparseOptimizerConfig::Adagrad(0.1f, 0.3f),
+          SparseOptimizerConfig::AdagradByAddress(),
+          SparseOptimizerConfig::Adagrad(0.1f, 0.3f, 0.0f, 0.05f),  // with weight decay
+          SparseOptimizerConfig::AdagradByAddress(0.1f, 0.0f, 1e-10f, 0.2f),
+          SparseOptimizerConfig::LazyAdam(0.01f),
+          SparseOptimizerConfig::LazyAdamByAddress(0.2f),
+          SparseOptimizerConfig::LazyAdam(0.01f, 0.9f, 0.999f, 1e-8f, 0.05f),
+          SparseOptimizerConfig::LazyAdamByAddress(0.2f, 0.8f, 0.99f, 1e-6f, 0.3f)};
 }
 
 void RunKernel(const TableKernels& k, const SparseOptimizerConfig& c, char* base, int64_t row_bytes,
@@ -36,12 +42,16 @@ void RunKernel(const TableKernels& k, const SparseOptimizerConfig& c, char* base
       break;
     case SparseOptimizerKind::kAdagrad:
     case SparseOptimizerKind::kAdagradByAddress:
-      ids ? k.adagrad_rows(base, row_bytes, ids, n, g, dim, c.learning_rate, c.adagrad_epsilon)
-          : k.adagrad_addrs(addrs, row_bytes, n, g, dim, c.learning_rate, c.adagrad_epsilon);
+      ids ? k.adagrad_rows(base, row_bytes, ids, n, g, dim, c.learning_rate, c.adagrad_epsilon,
+                           c.weight_decay)
+          : k.adagrad_addrs(addrs, row_bytes, n, g, dim, c.learning_rate, c.adagrad_epsilon,
+                            c.weight_decay);
       break;
     default:
-      ids ? k.lazy_adam_rows(base, row_bytes, ids, n, g, dim, c.beta1, c.beta2, c.epsilon, lr_t)
-          : k.lazy_adam_addrs(addrs, row_bytes, n, g, dim, c.beta1, c.beta2, c.epsilon, lr_t);
+      ids ? k.lazy_adam_rows(base, row_bytes, ids, n, g, dim, c.beta1, c.beta2, c.epsilon, lr_t,
+                             c.weight_decay)
+          : k.lazy_adam_addrs(addrs, row_bytes, n, g, dim, c.beta1, c.beta2, c.epsilon, lr_t,
+                              c.weight_decay);
       break;
   }
 }
