@@ -12,10 +12,15 @@
 //                                      compares two dumps op by op (cosine similarity, max abs and
 //                                      rel error) and names the first op whose inputs agree but
 //                                      outputs differ
+//   recsdk compare-ckpt LEFT RIGHT     compares two checkpoints (MODEL_DIR/ckpt-N) per dense
+//                                      variable and per table (by key): cosine similarity, max abs
+//                                      difference, keys on one side only; worst first
 //
 // Exit status: validate-config: 0 valid, 1 invalid, 2 usage error. find-nan: 0 no NaN/Inf, 1 found,
 // 2 an error (a missing or corrupt dump, named) or a usage error. compare-dumps: 0 the dumps agree,
-// 1 they differ, 2 an error or a usage error. Single-threaded.
+// 1 they differ, 2 an error or a usage error. compare-ckpt: 0 the checkpoints hold the same values,
+// 1 they differ, 2 an error (a missing or corrupt checkpoint, named) or a usage error.
+// Single-threaded.
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -27,6 +32,7 @@
 #include <vector>
 
 #include "recsdk/config.h"
+#include "src/checkpoint/checkpoint_compare.h"
 #include "src/common/env.h"
 #include "src/precision/dump_compare.h"
 #include "src/precision/dump_reader.h"
@@ -41,7 +47,9 @@ constexpr char kUsage[] =
     "                              (exit 0: none, 1: found, 2: error)\n"
     "  compare-dumps LEFT RIGHT [--threshold 0.98] [--csv FILE]\n"
     "                              compare two dumps op by op; name the first op whose inputs\n"
-    "                              agree but outputs differ (exit 0: agree, 1: differ, 2: error)\n";
+    "                              agree but outputs differ (exit 0: agree, 1: differ, 2: error)\n"
+    "  compare-ckpt LEFT RIGHT     compare two checkpoints (MODEL_DIR/ckpt-N) per variable and\n"
+    "                              per table, worst first (exit 0: same, 1: differ, 2: error)\n";
 
 int ValidateConfig(const std::string& path) {
   // A directory opens as a stream that reads nothing, and was then reported as an empty or
@@ -146,6 +154,22 @@ int CompareDumps(int argc, char** argv) {
   return result->all_agree() ? 0 : 1;
 }
 
+int CompareCkpt(const std::string& left, const std::string& right) {
+  recsdk::StatusOr<recsdk::internal::CheckpointComparison> result = absl::InternalError("not run");
+  try {
+    result = recsdk::internal::CompareCheckpoints(recsdk::internal::Env::Default(), left, right);
+  } catch (const std::exception& e) {  // e.g. out of memory: reported, not a crash
+    result = absl::InternalError(std::string("unexpected exception: ") + e.what());
+  }
+  if (!result.ok()) {
+    std::fprintf(stderr, "recsdk compare-ckpt: %s\n",
+                 std::string(result.status().message()).c_str());
+    return 2;
+  }
+  std::fputs(result->Text().c_str(), stdout);
+  return result->all_same() ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -153,6 +177,15 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::string_view(argv[1]) == "find-nan") return FindNan(argv[2]);
   if (argc >= 2 && std::string_view(argv[1]) == "compare-dumps") {
     return CompareDumps(argc - 1, argv + 1);
+  }
+  if (argc >= 2 && std::string_view(argv[1]) == "compare-ckpt") {
+    if (argc != 4) {
+      std::fprintf(stderr,
+                   "recsdk compare-ckpt: give two checkpoint directories, LEFT and RIGHT\n%s",
+                   kUsage);
+      return 2;
+    }
+    return CompareCkpt(argv[2], argv[3]);
   }
   if (argc == 2 && (std::string_view(argv[1]) == "help" || std::string_view(argv[1]) == "--help")) {
     std::fputs(kUsage, stdout);
