@@ -39,7 +39,7 @@ if [[ -z "${cc}" || -z "${cxx}" ]]; then
   exit 0
 fi
 all_targets=(tfrecord_fuzz record_file_fuzz criteo_fuzz delimited_fuzz npy_fuzz table_restore_fuzz
-  graph_json_fuzz config_json_fuzz checkpoint_fuzz predictor_fuzz)
+  graph_json_fuzz config_json_fuzz checkpoint_fuzz predictor_fuzz dump_fuzz)
 read -r -a targets <<<"${RECSDK_FUZZ_TARGETS:-${all_targets[*]}}"
 jobs="${RECSDK_FUZZ_JOBS:-1}"
 generator=()

@@ -56,7 +56,7 @@ Output Dense(const Scope& scope, Output x, const DenseOptions& options) {
 
 Output Mlp(const Scope& scope, Output x, const MlpOptions& options) {
   // NaN failed `dropout_rate > 0` and silently trained without dropout.
-  if (Status st = internal::CheckFiniteOption(
+  if (Status st = ::recsdk::internal::CheckFiniteOption(
           fmt::format("Mlp \"{}\"", scope.FullName(options.name)), "dropout_rate",
           options.dropout_rate, "use a rate in [0, 1), 0 for no dropout");
       !st.ok()) {

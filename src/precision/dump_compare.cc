@@ -157,7 +157,11 @@ StatusOr<DumpComparison> CompareDumps(Env* env, const std::string& left, const s
   for (const auto& [n, step] : rsteps) {
     if (!lsteps.contains(n)) result.notes.push_back(fmt::format("step {}: only in RIGHT", n));
   }
-  for (const auto& [n, lstep] : lsteps) {
+  for (const auto& entry : lsteps) {
+    // Not a structured binding: clang 14 (the fuzz build's compiler) cannot capture one in the
+    // lambda below.
+    const int64_t n = entry.first;
+    const DumpStep& lstep = entry.second;
     auto rit = rsteps.find(n);
     if (rit == rsteps.end()) {
       result.notes.push_back(fmt::format("step {}: only in LEFT", n));

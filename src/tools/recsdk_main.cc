@@ -12,22 +12,42 @@
 //                                      compares two dumps op by op (cosine similarity, max abs and
 //                                      rel error) and names the first op whose inputs agree but
 //                                      outputs differ
+//   recsdk compare-ckpt LEFT RIGHT     compares two checkpoints (MODEL_DIR/ckpt-N) per dense
+//                                      variable and per table (by key): cosine similarity, max abs
+//                                      difference, keys on one side only; worst first
+//   recsdk dump-graph GRAPH.json|MODEL_DIR [--dot]
+//                                      prints a graph (Graph::ToJson's file, or the graph of an
+//                                      exported model, checked against its serving.json) as text,
+//                                      one node a line, or as Graphviz dot
 //
 // Exit status: validate-config: 0 valid, 1 invalid, 2 usage error. find-nan: 0 no NaN/Inf, 1 found,
 // 2 an error (a missing or corrupt dump, named) or a usage error. compare-dumps: 0 the dumps agree,
-// 1 they differ, 2 an error or a usage error. Single-threaded.
+// 1 they differ, 2 an error or a usage error. compare-ckpt: 0 the checkpoints hold the same values,
+// 1 they differ, 2 an error (a missing or corrupt checkpoint, named) or a usage error.
+// dump-graph: 0 printed, 2 an error (a missing, oversized or corrupt file, named) or a usage error.
+// Single-threaded.
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "fmt/format.h"
+#include "nlohmann/json.hpp"
 #include "recsdk/config.h"
+#include "recsdk/graph.h"
+#include "src/checkpoint/checkpoint_compare.h"
+#include "src/checkpoint/checkpoint_io.h"
+#include "src/common/crc32c.h"
 #include "src/common/env.h"
+#include "src/common/json_number.h"
+#include "src/common/status_macros.h"
+#include "src/graph/graph_print.h"
 #include "src/precision/dump_compare.h"
 #include "src/precision/dump_reader.h"
 
@@ -41,7 +61,16 @@ constexpr char kUsage[] =
     "                              (exit 0: none, 1: found, 2: error)\n"
     "  compare-dumps LEFT RIGHT [--threshold 0.98] [--csv FILE]\n"
     "                              compare two dumps op by op; name the first op whose inputs\n"
-    "                              agree but outputs differ (exit 0: agree, 1: differ, 2: error)\n";
+    "                              agree but outputs differ (exit 0: agree, 1: differ, 2: error)\n"
+    "  compare-ckpt LEFT RIGHT     compare two checkpoints (MODEL_DIR/ckpt-N) per variable and\n"
+    "                              per table, worst first (exit 0: same, 1: differ, 2: error)\n"
+    "  dump-graph GRAPH.json|MODEL_DIR [--dot]\n"
+    "                              print a graph (a graph JSON file or an exported model's) as\n"
+    "                              text, or as Graphviz dot\n";
+
+// The largest graph JSON dump-graph reads: far above a model's graph (constants included), and a
+// bound on what a hostile file makes it allocate.
+constexpr uint64_t kMaxGraphJsonBytes = uint64_t{1} << 30;
 
 int ValidateConfig(const std::string& path) {
   // A directory opens as a stream that reads nothing, and was then reported as an empty or
@@ -146,6 +175,117 @@ int CompareDumps(int argc, char** argv) {
   return result->all_agree() ? 0 : 1;
 }
 
+int CompareCkpt(const std::string& left, const std::string& right) {
+  recsdk::StatusOr<recsdk::internal::CheckpointComparison> result = absl::InternalError("not run");
+  try {
+    result = recsdk::internal::CompareCheckpoints(recsdk::internal::Env::Default(), left, right);
+  } catch (const std::exception& e) {  // e.g. out of memory: reported, not a crash
+    result = absl::InternalError(std::string("unexpected exception: ") + e.what());
+  }
+  if (!result.ok()) {
+    std::fprintf(stderr, "recsdk compare-ckpt: %s\n",
+                 std::string(result.status().message()).c_str());
+    return 2;
+  }
+  std::fputs(result->Text().c_str(), stdout);
+  return result->all_same() ? 0 : 1;
+}
+
+// ReadGraphJson: the text of a graph JSON file, or of an exported model directory's graph.json
+// after checking its size and CRC-32C against the bundle's serving.json (as Predictor::Load does).
+recsdk::StatusOr<std::string> ReadGraphJson(const std::string& path) {
+  namespace fs = std::filesystem;
+  using recsdk::internal::JoinPath;
+  recsdk::internal::Env* env = recsdk::internal::Env::Default();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    return absl::NotFoundError(fmt::format(
+        "\"{}\" does not exist; give a graph JSON file (Graph::ToJson) or an exported model "
+        "directory (ExportSavedModel)",
+        path));
+  }
+  const bool bundle = fs::is_directory(path, ec);
+  const std::string file = bundle ? JoinPath(path, "graph.json") : path;
+  if (bundle && !fs::exists(file, ec)) {
+    return absl::NotFoundError(fmt::format(
+        "\"{}\" holds no graph.json; give an exported model directory (ExportSavedModel) or a "
+        "graph JSON file",
+        path));
+  }
+  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<recsdk::internal::RandomAccessFile> f,
+                          env->NewRandomAccessFile(file));
+  RECSDK_ASSIGN_OR_RETURN(uint64_t size, f->Size());
+  if (size > kMaxGraphJsonBytes) {
+    return absl::InvalidArgumentError(fmt::format(
+        "\"{}\" is {} bytes, above the {} a graph JSON file may have; it is not a graph", file,
+        size, kMaxGraphJsonBytes));
+  }
+  RECSDK_ASSIGN_OR_RETURN(std::string text, recsdk::internal::ReadFileToString(env, file));
+  if (bundle) {
+    const std::string serving_path = JoinPath(path, "serving.json");
+    RECSDK_ASSIGN_OR_RETURN(nlohmann::json serving,
+                            recsdk::internal::ReadJsonDocument(env, serving_path));
+    uint64_t bytes = 0;
+    uint32_t crc = 0;
+    try {
+      bytes = recsdk::internal::JsonNumber<uint64_t>(serving.at("graph_bytes"));
+      crc = recsdk::internal::JsonNumber<uint32_t>(serving.at("graph_crc32c"));
+    } catch (const std::exception& e) {
+      return absl::DataLossError(
+          fmt::format("\"{}\" is malformed ({}); export the model again", serving_path, e.what()));
+    }
+    if (text.size() != bytes || recsdk::internal::Crc32c(text) != crc) {
+      return absl::DataLossError(fmt::format(
+          "\"{}\" is truncated or corrupt (size or CRC-32C differ from {}); export the model again",
+          file, serving_path));
+    }
+  }
+  return text;
+}
+
+int DumpGraph(int argc, char** argv) {
+  // argv[0] is "dump-graph".
+  std::string path;
+  bool dot = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--dot") {
+      dot = true;
+    } else if (arg.substr(0, 2) == "--" || !path.empty()) {
+      std::fprintf(stderr, "recsdk dump-graph: unexpected argument \"%s\"\n%s", argv[i], kUsage);
+      return 2;
+    } else {
+      path = std::string(arg);
+    }
+  }
+  if (path.empty()) {
+    std::fprintf(stderr, "recsdk dump-graph: give a graph JSON file or a model directory\n%s",
+                 kUsage);
+    return 2;
+  }
+  recsdk::StatusOr<std::string> printed = absl::InternalError("not run");
+  try {
+    printed = [&]() -> recsdk::StatusOr<std::string> {
+      RECSDK_ASSIGN_OR_RETURN(std::string text, ReadGraphJson(path));
+      auto graph = recsdk::Graph::FromJson(text);
+      if (!graph.ok()) {
+        return recsdk::Status(graph.status().code(),
+                              fmt::format("\"{}\": {}", path, graph.status().message()));
+      }
+      return dot ? recsdk::internal::GraphDot(**graph) : recsdk::internal::GraphText(**graph);
+    }();
+  } catch (const std::exception& e) {  // e.g. out of memory: reported, not a crash
+    printed = absl::InternalError(std::string("unexpected exception: ") + e.what());
+  }
+  if (!printed.ok()) {
+    std::fprintf(stderr, "recsdk dump-graph: %s\n",
+                 std::string(printed.status().message()).c_str());
+    return 2;
+  }
+  std::fputs(printed->c_str(), stdout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -154,6 +294,16 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string_view(argv[1]) == "compare-dumps") {
     return CompareDumps(argc - 1, argv + 1);
   }
+  if (argc >= 2 && std::string_view(argv[1]) == "compare-ckpt") {
+    if (argc != 4) {
+      std::fprintf(stderr,
+                   "recsdk compare-ckpt: give two checkpoint directories, LEFT and RIGHT\n%s",
+                   kUsage);
+      return 2;
+    }
+    return CompareCkpt(argv[2], argv[3]);
+  }
+  if (argc >= 2 && std::string_view(argv[1]) == "dump-graph") return DumpGraph(argc - 1, argv + 1);
   if (argc == 2 && (std::string_view(argv[1]) == "help" || std::string_view(argv[1]) == "--help")) {
     std::fputs(kUsage, stdout);
     return 0;

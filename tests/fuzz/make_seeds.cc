@@ -18,6 +18,7 @@
 #include "recsdk/scope.h"
 #include "recsdk/table.h"
 #include "src/pipeline/tfrecord.h"
+#include "tests/fuzz/fuzz_dump.h"
 #include "tests/fuzz/fuzz_model.h"
 
 namespace {
@@ -204,6 +205,18 @@ int main(int argc, char** argv) {
         Write(out, "predictor_fuzz", static_cast<int>(2 * i) + (reseal != 0 ? 1 : 0),
               std::string(1, static_cast<char>(i | static_cast<size_t>(reseal))) +
                   ReadAll(bundle + "/" + bundle_files[i]));
+      }
+    }
+  }
+  // Dump: each file of a valid step directory (fuzz_dump.h), selected by the first byte (files
+  // sorted by name, as the target lists them); byte 1's low bit reseals a tensor file.
+  {
+    const std::string step = fuzz::WriteFuzzDump(tmp + "/dump");
+    const std::vector<std::string> files = fuzz::FilesUnder(step);
+    for (size_t i = 0; i < files.size(); ++i) {
+      for (char flags : {'\0', '\1'}) {
+        Write(out, "dump_fuzz", static_cast<int>(2 * i) + flags,
+              std::string(1, static_cast<char>(i)) + flags + ReadAll(step + "/" + files[i]));
       }
     }
   }

@@ -1,0 +1,41 @@
+// fuzz_dump.h: the small dump dump_fuzz reads back and fuzz_make_seeds seeds it from: one step of
+// z = Log(x * three), x fed [2] = {-1, 2} (so z holds a NaN and find-nan's verdict path runs),
+// dumped with dump_mode "all". WriteFuzzDump returns the step directory; the harness, not the
+// input, is broken when it fails, so it aborts. Threading: single-threaded harness code.
+#ifndef RECSDK_TESTS_FUZZ_FUZZ_DUMP_H_
+#define RECSDK_TESTS_FUZZ_FUZZ_DUMP_H_
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "recsdk/recsdk.h"
+#include "src/common/env.h"
+#include "src/precision/dump_reader.h"
+
+namespace recsdk::fuzz {
+
+inline std::string WriteFuzzDump(const std::string& root) {
+  std::filesystem::remove_all(root);
+  Graph g;
+  Scope s(&g);
+  Output x = ops::Placeholder(s.WithOpName("x"), DType::kFloat32, Shape{2});
+  Output y = ops::Mul(s.WithOpName("y"), x, ops::Const(s.WithOpName("three"), 3.0f));
+  Output z = ops::Log(s.WithOpName("scope/z"), y);
+  if (!s.ok()) std::abort();
+  SessionConfig c;
+  c.enable_dump = true;
+  c.dump_path = root;
+  c.dump_mode = "all";
+  auto session = Session::Create(g, c);
+  if (!session.ok()) std::abort();
+  auto feed = Tensor::FromValues<float>(Shape{2}, {-1.0f, 2.0f});
+  if (!feed.ok() || !(*session)->Run({{x, *feed}}, {z}).ok()) std::abort();
+  auto dirs = internal::FindStepDirs(internal::Env::Default(), root);
+  if (!dirs.ok() || dirs->size() != 1) std::abort();
+  return (*dirs)[0];
+}
+
+}  // namespace recsdk::fuzz
+
+#endif  // RECSDK_TESTS_FUZZ_FUZZ_DUMP_H_
