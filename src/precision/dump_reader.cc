@@ -11,6 +11,7 @@
 #include "nlohmann/json.hpp"
 #include "recsdk/dtype.h"
 #include "src/common/crc32c.h"
+#include "src/common/json_parse.h"
 #include "src/common/status_macros.h"
 #include "src/precision/dump_observer.h"
 #include "src/precision/non_finite.h"
@@ -200,14 +201,19 @@ StatusOr<DumpStep> ReadDumpManifest(Env* env, const std::string& step_dir) {
   }
   RECSDK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(env, path));
   const ManifestFields f(path);
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return f.Bad("it is not valid JSON");
+  // Bounded depth, like every JSON recsdk reads (json_parse.h): a hostile manifest nested
+  // deeply would otherwise overflow the stack.
+  RECSDK_ASSIGN_OR_RETURN(
+      const json j, ParseJson(text, fmt::format("dump manifest \"{}\" (dump the step again)", path),
+                              absl::StatusCode::kDataLoss));
   RECSDK_ASSIGN_OR_RETURN(std::string format, f.String(j, "format"));
   if (format != "recsdk-dump") return f.Bad(fmt::format("format \"{}\"", format.substr(0, 64)));
   RECSDK_ASSIGN_OR_RETURN(int64_t version, f.Int(j, "version"));
   if (version != 1) {
-    return absl::UnimplementedError(fmt::format(
-        "dump manifest \"{}\" has version {}; this recsdk reads version 1", path, version));
+    return absl::FailedPreconditionError(fmt::format(
+        "dump manifest \"{}\" has version {}; this recsdk reads version 1: read it with the "
+        "recsdk that wrote it",
+        path, version));
   }
   DumpStep step;
   step.dir = step_dir;

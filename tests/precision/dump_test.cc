@@ -344,6 +344,12 @@ TEST(DumpTest, FindNanNamesACorruptOrMissingFile) {
   std::ofstream(step_dir + "/manifest.json") << "[[[[";
   EXPECT_EQ(internal::FindNan(Env::Default(), step_dir).status().code(),
             absl::StatusCode::kDataLoss);
+  // Nested past the depth every recsdk reader allows: refused before parsing, naming where.
+  std::ofstream(step_dir + "/manifest.json") << std::string(100000, '[') + std::string(100000, ']');
+  auto deep = internal::FindNan(Env::Default(), step_dir);
+  EXPECT_EQ(deep.status().code(), absl::StatusCode::kDataLoss) << deep.status();
+  EXPECT_NE(deep.status().message().find("manifest.json"), std::string::npos) << deep.status();
+  EXPECT_NE(deep.status().message().find("levels deep"), std::string::npos) << deep.status();
   EXPECT_EQ(internal::FindNan(Env::Default(), dir + "/nothing_here").status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_EQ(internal::FindNan(Env::Default(), FreshDir("empty")).status().code(),
