@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "recsdk/metrics.h"
 #include "recsdk/optimizers.h"
 #include "recsdk/scope.h"
 #include "recsdk/session.h"
@@ -143,6 +144,17 @@ inline std::shared_ptr<Optimizer> npu_distributed_optimizer_wrapper(
     std::shared_ptr<Optimizer> inner) {
   return std::make_shared<DistributedOptimizer>(std::move(inner));
 }
+
+// MergeMetricOverRanks: replaces `metric` on every rank by the metric of all the ranks' pairs:
+// each rank's SaveState is gathered and merged in rank order, so a distributed evaluation reports
+// the exact global AUC, loss or accuracy (what one process evaluating all the rows reports, up to
+// the order of floating-point sums), not an average of per-rank values. A no-op at world size 1.
+// A collective: every rank calls it for the same metrics in the same order (the Estimator's
+// Evaluate does, for its loss and every eval metric). FailedPrecondition, before any exchange,
+// for a metric that cannot merge; InvalidArgument when ranks hold metrics of different kinds;
+// the communicator's errors (DeadlineExceeded naming the ranks) otherwise. On an error after
+// the exchange the metric holds what it merged so far: do not report it.
+Status MergeMetricOverRanks(StreamingMetric& metric);
 
 // broadcast_global_variables (the spec's hccl_ops.broadcast recipe): copies the value of every
 // global variable of `session`'s graph (GlobalVariables: weights, optimizer slots, the global

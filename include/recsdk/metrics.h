@@ -42,6 +42,18 @@ class StreamingMetric {
   virtual void Reset() = 0;
   // count: pairs (or values) accumulated.
   virtual int64_t count() const = 0;
+
+  // SaveState / MergeState: what the metric has accumulated, as numbers (auc: its pairs;
+  // binned_auc: its histograms; the means: their sum and count), and adding such a state saved by
+  // a metric of the same kind elsewhere, as if its pairs had been Updated here. A distributed
+  // evaluation merges the ranks' metrics this way (MergeMetricOverRanks, recsdk/distributed.h),
+  // so it reports the metric of all the rows, not an average of per-rank values. An empty state
+  // is a metric with nothing accumulated: merging it changes nothing. MergeState: InvalidArgument
+  // naming the metric for a state that is not one of its kind (nothing changes then). The
+  // defaults refuse (FailedPrecondition naming the metric); a metric of your own that can be
+  // merged overrides both.
+  virtual std::vector<double> SaveState() const { return {}; }
+  virtual Status MergeState(absl::Span<const double> state);
 };
 
 // MetricKind: the built-in streaming metrics.
@@ -79,6 +91,9 @@ class BinnedAuc final : public StreamingMetric {
   StatusOr<double> Result() const override;
   void Reset() override;
   int64_t count() const override { return positives_ + negatives_; }
+  // State: num_bins, then the positives of every bin, then the negatives.
+  std::vector<double> SaveState() const override;
+  Status MergeState(absl::Span<const double> state) override;
   // ErrorBound: the bound above for the pairs seen so far (0 before any).
   double ErrorBound() const;
   int num_bins() const { return static_cast<int>(pos_.size()); }

@@ -15,6 +15,7 @@
 
 #include "fmt/format.h"
 #include "recsdk/checkpoint.h"
+#include "recsdk/distributed.h"
 #include "recsdk/export.h"
 #include "recsdk/initialize.h"
 #include "recsdk/pipeline.h"
@@ -423,7 +424,9 @@ StatusOr<EvalResult> Estimator::Impl::EvaluateLoop(const InputFn& input_fn, int6
   all.insert(all.end(), hooks.begin(), hooks.end());
   RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<MonitoredSession> ms,
                           MonitoredSession::Wrap(*session, std::move(all)));
-  double loss_sum = 0;
+  // The loss is the mean of the batches' losses, kept as a metric so that ranks can merge it.
+  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<StreamingMetric> loss_mean,
+                          MakeStreamingMetric(MetricKind::kMean));
   int64_t batches = 0;
   FeedList feeds;
   Batch batch;
@@ -435,7 +438,8 @@ StatusOr<EvalResult> Estimator::Impl::EvaluateLoop(const InputFn& input_fn, int6
     if (!*got) break;
     Status s = ms->Run(feeds, fetches, {}, &out, batch.num_valid());
     if (!s.ok()) return ShortBatchHint(s, batch);
-    loss_sum += out[0].scalar<float>();
+    const float batch_loss = out[0].scalar<float>();
+    RECSDK_RETURN_IF_ERROR(loss_mean->Update(absl::MakeConstSpan(&batch_loss, 1), {}));
     ++batches;
     const int64_t rows = batch.num_valid();
     for (size_t i = 0; i < metrics.size(); ++i) {
@@ -457,14 +461,25 @@ StatusOr<EvalResult> Estimator::Impl::EvaluateLoop(const InputFn& input_fn, int6
   }
   stage->Stop();
   RECSDK_RETURN_IF_ERROR(ms->Close());
-  if (batches == 0) {
+  // With several ranks, each evaluated its shard: the reported metrics are those of all the
+  // rows (exact global AUC and loss), merged before any rank decides anything on its own.
+  if (StatusOr<int> ranks = get_rank_size(); ranks.ok() && *ranks > 1) {
+    RECSDK_RETURN_IF_ERROR(MergeMetricOverRanks(*loss_mean));
+    for (size_t i = 0; i < metrics.size(); ++i) {
+      if (Status m = MergeMetricOverRanks(*metrics[i]); !m.ok()) {
+        return Status(m.code(), fmt::format("Estimator: eval metric \"{}\": {}",
+                                            eval.eval_metric_ops[i].name, m.message()));
+      }
+    }
+  }
+  if (loss_mean->count() == 0) {
     return absl::InvalidArgumentError(
         "Estimator::Evaluate: the input_fn yielded no batch; nothing was evaluated");
   }
   EvalResult result;
   RECSDK_ASSIGN_OR_RETURN(const int64_t step, GlobalStep());
   result["global_step"] = static_cast<double>(step);
-  result["loss"] = loss_sum / static_cast<double>(batches);
+  RECSDK_ASSIGN_OR_RETURN(result["loss"], loss_mean->Result());
   for (size_t i = 0; i < metrics.size(); ++i) {
     RECSDK_ASSIGN_OR_RETURN(result[eval.eval_metric_ops[i].name], metrics[i]->Result());
   }

@@ -101,6 +101,14 @@ Status CheckPairs(const std::string& metric, absl::Span<const float> values,
   return absl::OkStatus();
 }
 
+// BadState: MergeState's error for a state that is not one of the metric's kind.
+Status BadState(const std::string& metric, const std::string& what) {
+  return absl::InvalidArgumentError(fmt::format(
+      "{}: MergeState got {}, not a state of a {} metric; merge states saved by metrics of the "
+      "same kind (and the same num_bins)",
+      metric, what, metric));
+}
+
 class ExactAuc final : public StreamingMetric {
  public:
   std::string name() const override { return "auc"; }
@@ -123,6 +131,29 @@ class ExactAuc final : public StreamingMetric {
     labels_.clear();
   }
   int64_t count() const override { return static_cast<int64_t>(scores_.size()); }
+  // State: score, label, score, label, ... (float32 values, exact in doubles).
+  std::vector<double> SaveState() const override {
+    std::vector<double> state;
+    state.reserve(2 * scores_.size());
+    for (size_t i = 0; i < scores_.size(); ++i) {
+      state.push_back(scores_[i]);
+      state.push_back(labels_[i]);
+    }
+    return state;
+  }
+  Status MergeState(absl::Span<const double> state) override {
+    if (state.size() % 2 != 0) return BadState(name(), "an odd count of numbers");
+    for (size_t i = 0; i < state.size(); i += 2) {
+      if (!std::isfinite(state[i]) || (state[i + 1] != 0 && state[i + 1] != 1)) {
+        return BadState(name(), fmt::format("pair {} ({}, {})", i / 2, state[i], state[i + 1]));
+      }
+    }
+    for (size_t i = 0; i < state.size(); i += 2) {
+      scores_.push_back(static_cast<float>(state[i]));
+      labels_.push_back(static_cast<float>(state[i + 1]));
+    }
+    return absl::OkStatus();
+  }
 
  private:
   std::vector<float> scores_, labels_;
@@ -163,6 +194,19 @@ class MeanMetric : public StreamingMetric {
     count_ = 0;
   }
   int64_t count() const override { return count_; }
+  // State: sum, count.
+  std::vector<double> SaveState() const override { return {sum_, static_cast<double>(count_)}; }
+  Status MergeState(absl::Span<const double> state) override {
+    if (state.empty()) return absl::OkStatus();
+    if (state.size() != 2 || !std::isfinite(state[0]) || !(state[1] >= 0) ||
+        state[1] != std::floor(state[1]) || state[1] > 9007199254740992.0) {
+      return BadState(name(),
+                      fmt::format("{} numbers where a sum and a count belong", state.size()));
+    }
+    sum_ += state[0];
+    count_ += static_cast<int64_t>(state[1]);
+    return absl::OkStatus();
+  }
 
  private:
   MetricKind kind_;
@@ -171,6 +215,13 @@ class MeanMetric : public StreamingMetric {
 };
 
 }  // namespace
+
+Status StreamingMetric::MergeState(absl::Span<const double> state) {
+  return absl::FailedPreconditionError(fmt::format(
+      "metric \"{}\" cannot merge a state ({} numbers): it does not override SaveState and "
+      "MergeState, so a distributed evaluation cannot combine the ranks' values of it",
+      name(), state.size()));
+}
 
 BinnedAuc::BinnedAuc(int num_bins)
     : pos_(num_bins >= 1 && num_bins <= kMaxAucBins ? num_bins : 0), neg_(pos_.size()) {}
@@ -226,6 +277,36 @@ double BinnedAuc::ErrorBound() const {
     same_bin += static_cast<double>(pos_[b]) * static_cast<double>(neg_[b]);
   }
   return same_bin / (2.0 * static_cast<double>(positives_) * static_cast<double>(negatives_));
+}
+
+std::vector<double> BinnedAuc::SaveState() const {
+  std::vector<double> state = {static_cast<double>(pos_.size())};
+  state.insert(state.end(), pos_.begin(), pos_.end());
+  state.insert(state.end(), neg_.begin(), neg_.end());
+  return state;
+}
+
+Status BinnedAuc::MergeState(absl::Span<const double> state) {
+  if (state.empty()) return absl::OkStatus();
+  const size_t bins = pos_.size();
+  if (state.size() != 1 + 2 * bins || state[0] != static_cast<double>(bins)) {
+    return BadState(name(), fmt::format("{} numbers (num_bins {}) for a metric of {} bins",
+                                        state.size(), state[0], bins));
+  }
+  for (double c : state.subspan(1)) {
+    if (!(c >= 0) || c != std::floor(c) || c > 9007199254740992.0) {
+      return BadState(name(), fmt::format("the count {}", c));
+    }
+  }
+  for (size_t b = 0; b < bins; ++b) {
+    const auto p = static_cast<int64_t>(state[1 + b]);
+    const auto n = static_cast<int64_t>(state[1 + bins + b]);
+    pos_[b] += p;
+    neg_[b] += n;
+    positives_ += p;
+    negatives_ += n;
+  }
+  return absl::OkStatus();
 }
 
 void BinnedAuc::Reset() {

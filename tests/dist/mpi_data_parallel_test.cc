@@ -144,41 +144,57 @@ TEST_F(DataParallelTest, RanksWithDifferentProgramsAreToldTheFirstDifferenceAtTh
   EXPECT_TRUE(broadcast_global_variables(**ok, 0).ok());
 }
 
-// The spec: the Estimator adds the broadcast hook by itself when the model uses the distributed
-// optimizer, so ranks whose graphs were seeded differently start (and so stay) equal.
-TEST_F(DataParallelTest, TheEstimatorBroadcastsTheInitialValuesByItself) {
-  ModelFn model = [](const Scope& s, const Features& f, const Labels& l, ModeKeys mode,
-                     const Params&) -> StatusOr<EstimatorSpec> {
+// DenseEstimatorModel: dense features -> Mlp(8) -> 1, the distributed optimizer; AUC, binned AUC
+// and log loss as eval metrics.
+ModelFn DenseEstimatorModel() {
+  return [](const Scope& s, const Features& f, const Labels& l, ModeKeys mode,
+            const Params&) -> StatusOr<EstimatorSpec> {
     layers::MlpOptions mlp;
     mlp.hidden_units = {8};
     mlp.output_units = 1;
     Output logits = layers::Mlp(s, f.at("dense"), mlp);
     EstimatorSpec spec;
-    spec.predictions["prob"] = ops::Sigmoid(s, logits);
+    Output prob = ops::Sigmoid(s, logits);
+    spec.predictions["prob"] = prob;
     if (mode == ModeKeys::kPredict) return spec;
     spec.loss = ops::ReduceMean(s, ops::SigmoidCrossEntropyWithLogits(s, l.at("label"), logits));
+    spec.eval_metric_ops = {{"auc", MetricKind::kAuc, prob, l.at("label")},
+                            {"binned_auc", MetricKind::kBinnedAuc, prob, l.at("label")},
+                            {"log_loss", MetricKind::kLogLoss, prob, l.at("label")}};
     if (mode == ModeKeys::kTrain) {
       auto opt = npu_distributed_optimizer_wrapper(std::make_shared<SgdOptimizer>(SgdOptions{0.1}));
       RECSDK_ASSIGN_OR_RETURN(spec.train_op, opt->Minimize(s, spec.loss));
     }
     return spec;
   };
-  InputFn input = [this]() -> StatusOr<std::unique_ptr<Dataset>> {
+}
+
+// DenseInput: 48 synthetic rows with a planted signal, this rank's shard of them (or all): whole
+// batches of 8 at 1, 2 and 3 ranks, so no rank drops rows.
+InputFn DenseInput(int size, int rank, bool shard = true) {
+  return [=]() -> StatusOr<std::unique_ptr<Dataset>> {
     SyntheticOptions d;
-    d.num_rows = 64;
+    d.num_rows = 48;
     d.vocabulary_sizes = {};
     d.num_dense = 4;
     d.seed = 3;
     RECSDK_ASSIGN_OR_RETURN(auto data, SyntheticDataset(d));
-    RECSDK_ASSIGN_OR_RETURN(auto shard, Shard(std::move(data), size_, rank_));
-    return BatchRows(std::move(shard), 8, {.drop_remainder = true});
+    if (shard) {
+      RECSDK_ASSIGN_OR_RETURN(data, Shard(std::move(data), size, rank));
+    }
+    return BatchRows(std::move(data), 8, {.drop_remainder = true});
   };
+}
+
+// The spec: the Estimator adds the broadcast hook by itself when the model uses the distributed
+// optimizer, so ranks whose graphs were seeded differently start (and so stay) equal.
+TEST_F(DataParallelTest, TheEstimatorBroadcastsTheInitialValuesByItself) {
   RunConfig config;
   config.seed = 1000 + rank_;  // every rank initialises differently
   config.log_step_count_steps = 0;
-  StatusOr<std::unique_ptr<Estimator>> est = Estimator::Create(model, config);
+  StatusOr<std::unique_ptr<Estimator>> est = Estimator::Create(DenseEstimatorModel(), config);
   ASSERT_TRUE(est.ok()) << est.status();
-  const Status trained = (*est)->Train(input, /*steps=*/2);
+  const Status trained = (*est)->Train(DenseInput(size_, rank_), /*steps=*/2);
   ASSERT_TRUE(trained.ok()) << trained;
   // The weights after training, gathered from every rank: equal to rank 0's.
   std::vector<float> mine;
@@ -198,6 +214,31 @@ TEST_F(DataParallelTest, TheEstimatorBroadcastsTheInitialValuesByItself) {
                               {-1, "check"})
                   .ok());
   EXPECT_EQ(mine, root) << "rank " << rank_ << " differs from rank 0";
+}
+
+// Each rank evaluates its shard; the Estimator reports the metrics of all the rows: what every
+// rank evaluating all the rows reports (their pairs merged N times over leave AUC, binned AUC
+// and the means unchanged), and not the rank's own shard's values.
+TEST_F(DataParallelTest, EvaluationReportsTheExactGlobalMetricsOnEveryRank) {
+  RunConfig config;
+  config.log_step_count_steps = 0;
+  StatusOr<std::unique_ptr<Estimator>> est = Estimator::Create(DenseEstimatorModel(), config);
+  ASSERT_TRUE(est.ok()) << est.status();
+  ASSERT_TRUE((*est)->Train(DenseInput(size_, rank_), /*steps=*/4).ok());
+  StatusOr<EvalResult> global = (*est)->Evaluate(DenseInput(size_, rank_));
+  ASSERT_TRUE(global.ok()) << global.status();
+  StatusOr<EvalResult> all = (*est)->Evaluate(DenseInput(size_, rank_, /*shard=*/false));
+  ASSERT_TRUE(all.ok()) << all.status();
+  for (const char* k : {"auc", "binned_auc", "log_loss"}) {
+    EXPECT_NEAR(global->at(k), all->at(k), 1e-9) << k << " on rank " << rank_;
+  }
+  // The loss is a mean of float32 batch losses over other batches: equal to float rounding.
+  EXPECT_NEAR(global->at("loss"), all->at("loss"), 1e-6) << "rank " << rank_;
+  // A rank's own shard gives other values: the comparison above can fail.
+  StatusOr<std::unique_ptr<StreamingMetric>> own = MakeStreamingMetric(MetricKind::kAuc);
+  ASSERT_TRUE(own.ok());
+  EXPECT_TRUE(MergeMetricOverRanks(**own).ok()) << "an empty metric merges to an empty one";
+  EXPECT_EQ((*own)->count(), 0);
 }
 
 // Last: it leaves the process communicator unusable (MPI cannot cancel a collective).

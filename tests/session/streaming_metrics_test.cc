@@ -119,5 +119,63 @@ TEST(StreamingMetricsTest, BadInputIsRejectedAndAddsNothing) {
   EXPECT_EQ(only_positive->Result().status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// SaveState / MergeState: three metrics each fed a third of the pairs, merged into a fourth,
+// give the metric of all the pairs (how a distributed evaluation combines its ranks).
+TEST(StreamingMetricsTest, MergedStatesGiveTheMetricOfAllThePairs) {
+  const Data d = Planted(3000, 5);
+  for (MetricKind kind : {MetricKind::kAuc, MetricKind::kBinnedAuc, MetricKind::kLogLoss,
+                          MetricKind::kAccuracy, MetricKind::kMean}) {
+    auto whole = Make(kind, 500);
+    Feed(*whole, d, 3000);
+    auto merged = Make(kind, 500);
+    for (int part = 0; part < 3; ++part) {
+      Data p;
+      p.scores.assign(d.scores.begin() + part * 1000, d.scores.begin() + (part + 1) * 1000);
+      p.labels.assign(d.labels.begin() + part * 1000, d.labels.begin() + (part + 1) * 1000);
+      auto one = Make(kind, 500);
+      Feed(*one, p, 250);
+      ASSERT_TRUE(merged->MergeState(one->SaveState()).ok()) << whole->name();
+    }
+    ASSERT_TRUE(merged->MergeState({}).ok()) << "an empty state merges as nothing";
+    EXPECT_EQ(merged->count(), whole->count()) << whole->name();
+    EXPECT_NEAR(*merged->Result(), *whole->Result(), 1e-12) << whole->name();
+  }
+}
+
+TEST(StreamingMetricsTest, AStateOfAnotherKindIsRefusedAndChangesNothing) {
+  const Data d = Planted(200, 6);
+  auto auc = Make(MetricKind::kAuc);
+  Feed(*auc, d, 200);
+  const double before = *auc->Result();
+  auto binned = Make(MetricKind::kBinnedAuc, 100);
+  Feed(*binned, d, 200);
+  auto other_bins = Make(MetricKind::kBinnedAuc, 50);
+  const Status bins = other_bins->MergeState(binned->SaveState());
+  EXPECT_EQ(bins.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bins.message().find("num_bins"), std::string::npos) << bins;
+  const std::vector<double> odd = {0.5, 1, 0.25};
+  EXPECT_EQ(auc->MergeState(odd).code(), absl::StatusCode::kInvalidArgument);
+  const std::vector<double> bad_label = {0.5, 2};
+  EXPECT_EQ(auc->MergeState(bad_label).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*auc->Result(), before);
+  auto mean = Make(MetricKind::kMean);
+  const std::vector<double> not_a_count = {1.0, 0.5};
+  EXPECT_EQ(mean->MergeState(not_a_count).code(), absl::StatusCode::kInvalidArgument);
+  // A metric of one's own that does not override them cannot be merged, and says so.
+  class Mine final : public StreamingMetric {
+   public:
+    std::string name() const override { return "mine"; }
+    Status Update(absl::Span<const float>, absl::Span<const float>) override {
+      return absl::OkStatus();
+    }
+    StatusOr<double> Result() const override { return 0.0; }
+    void Reset() override {}
+    int64_t count() const override { return 0; }
+  } mine;
+  const Status refused = mine.MergeState({});
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("\"mine\""), std::string::npos) << refused;
+}
+
 }  // namespace
 }  // namespace recsdk
