@@ -40,6 +40,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "recsdk/metrics.h"
@@ -144,6 +145,13 @@ inline std::shared_ptr<Optimizer> npu_distributed_optimizer_wrapper(
     std::shared_ptr<Optimizer> inner) {
   return std::make_shared<DistributedOptimizer>(std::move(inner));
 }
+
+// AllRanksAgree: true when `value` is true on every rank (one AllReduce of one number); `value`
+// itself at world size 1. A collective: every rank calls it at the same point, e.g. once per step
+// with "I still have a batch", so that ranks whose inputs end at different steps stop together
+// at the shortest instead of leaving the others waiting in the step's collectives (the Estimator
+// does this). `label` names the call in errors. The communicator's errors otherwise.
+StatusOr<bool> AllRanksAgree(bool value, std::string_view label);
 
 // MergeMetricOverRanks: replaces `metric` on every rank by the metric of all the ranks' pairs:
 // each rank's SaveState is gathered and merged in rank order, so a distributed evaluation reports

@@ -1,5 +1,6 @@
-// merge_metrics.cc: MergeMetricOverRanks (recsdk/distributed.h): the ranks' metric states
-// gathered (an AllGather of their sizes, an AllGatherV of the numbers) and merged in rank order.
+// merge_metrics.cc: the ranks agreeing on a value and on metrics (recsdk/distributed.h):
+// AllRanksAgree (one AllReduce of the votes) and MergeMetricOverRanks (the ranks' metric states
+// gathered, an AllGather of their sizes and an AllGatherV of the numbers, merged in rank order).
 //
 // Threading: as a Session's Run; makes collectives on the process communicator.
 #include <vector>
@@ -10,6 +11,22 @@
 #include "src/dist/process_communicator.h"
 
 namespace recsdk {
+
+StatusOr<bool> AllRanksAgree(bool value, std::string_view label) {
+  float votes = value ? 1.0f : 0.0f;
+  int size = 1;
+  const Status s = dist::WithProcessCommunicator(
+      [&](dist::Communicator& comm, const DistributedOptions& o) -> Status {
+        size = comm.size();
+        if (size == 1) return absl::OkStatus();
+        return comm.AllReduce(absl::MakeSpan(&votes, 1), dist::ReduceOp::kSum,
+                              dist::DeadlineAfterSeconds(o.collective_timeout_s), {-1, label});
+      });
+  if (!s.ok()) {
+    return Status(s.code(), fmt::format("AllRanksAgree(\"{}\"): {}", label, s.message()));
+  }
+  return votes == static_cast<float>(size);
+}
 
 Status MergeMetricOverRanks(StreamingMetric& metric) {
   // Mergeable at all? Asked before any exchange, so every rank (holding the same kinds of

@@ -385,6 +385,7 @@ Status Estimator::Impl::TrainLoop(KeyStage* stage, int64_t last_step, const Hook
   FeedList feeds;
   Batch batch;
   int64_t batches = 0;
+  const int ranks = get_rank_size().value_or(1);
   while (status.ok() && !ms->ShouldStop()) {
     StatusOr<bool> got = stage->Next(&feeds, &batch);
     if (!got.ok()) {
@@ -392,6 +393,23 @@ Status Estimator::Impl::TrainLoop(KeyStage* stage, int64_t last_step, const Hook
       break;
     }
     ++batches;
+    // With several ranks, a rank whose input ended would leave the others waiting in the step's
+    // collectives: the ranks agree each step that every one has a batch, and the epoch ends at
+    // the shortest input (the rows the others still hold are not trained on).
+    if (ranks > 1) {
+      StatusOr<bool> all_have = AllRanksAgree(*got, "every rank has a training batch");
+      if (!all_have.ok()) {
+        status = all_have.status();
+        break;
+      }
+      if (*got && !*all_have) {
+        Print(
+            fmt::format("training input of another rank ended at global step {}; this rank "
+                        "stops there too (the epoch ends at the shortest input)",
+                        start + batches - 1));
+      }
+      if (!*all_have) break;
+    }
     if (!*got) break;
     status = ms->Run(feeds, {}, {train.train_op}, nullptr, batch.num_valid());
     if (!status.ok()) status = ShortBatchHint(status, batch);

@@ -216,6 +216,29 @@ TEST_F(DataParallelTest, TheEstimatorBroadcastsTheInitialValuesByItself) {
   EXPECT_EQ(mine, root) << "rank " << rank_ << " differs from rank 0";
 }
 
+// Uneven data never hangs: rank r's input holds 3 + 2r batches; every rank stops after 3 steps,
+// the shortest input, without an error (the others would otherwise wait in the all-reduce of a
+// step the short rank never runs).
+TEST_F(DataParallelTest, RanksWhoseInputsEndAtDifferentStepsStopTogetherAtTheShortest) {
+  RunConfig config;
+  config.log_step_count_steps = 0;
+  StatusOr<std::unique_ptr<Estimator>> est = Estimator::Create(DenseEstimatorModel(), config);
+  ASSERT_TRUE(est.ok()) << est.status();
+  const int64_t my_batches = 3 + 2 * rank_;
+  InputFn uneven = [my_batches]() -> StatusOr<std::unique_ptr<Dataset>> {
+    SyntheticOptions d;
+    d.num_rows = 8 * my_batches;
+    d.vocabulary_sizes = {};
+    d.num_dense = 4;
+    d.seed = 5;
+    RECSDK_ASSIGN_OR_RETURN(auto data, SyntheticDataset(d));
+    return BatchRows(std::move(data), 8, {.drop_remainder = true});
+  };
+  const Status trained = (*est)->Train(uneven);
+  ASSERT_TRUE(trained.ok()) << "rank " << rank_ << ": " << trained;
+  EXPECT_EQ((*est)->global_step().value_or(-1), 3) << "rank " << rank_;
+}
+
 // Each rank evaluates its shard; the Estimator reports the metrics of all the rows: what every
 // rank evaluating all the rows reports (their pairs merged N times over leave AUC, binned AUC
 // and the means unchanged), and not the rank's own shard's values.
