@@ -271,7 +271,7 @@ StatusOr<DemoOptions> ParseOptions(int argc, char** argv) {
   for (const char* env :
        {"USE_MODE", "CACHE_MODE", "USE_DYNAMIC", "USE_DYNAMIC_EXPANSION", "USE_MULTI_LOOKUP",
         "MULTI_LOOKUP_TIMES", "USE_MODIFY_GRAPH", "USE_TIMESTAMP", "USE_DETERMINISTIC",
-        "USE_PADDING_KEYS", "KEY_PROCESS_THREAD_NUM"}) {
+        "USE_PADDING_KEYS", "KEY_PROCESS_THREAD_NUM", "SESSION_CONFIG"}) {
     if (const char* v = std::getenv(env)) {
       std::string name(env);
       for (char& c : name) c = static_cast<char>(std::tolower(c));
@@ -352,6 +352,13 @@ StatusOr<DemoOptions> ParseOptions(int argc, char** argv) {
       o.model_dir = v;
     } else if (name == "export_dir") {
       o.export_dir = v;
+    } else if (name == "session_config") {
+      StatusOr<SessionConfig> config = SessionConfigFromFile(v);
+      if (!config.ok()) {
+        return absl::Status(config.status().code(),
+                            fmt::format("little_demo: {}", std::string(config.status().message())));
+      }
+      o.session_config = *std::move(config);
     } else if (name == "hidden_units") {
       o.hidden_units.clear();
       for (size_t b = 0; b < v.size();) {
@@ -367,7 +374,7 @@ StatusOr<DemoOptions> ParseOptions(int argc, char** argv) {
           "little_demo: unknown flag --{}; the knobs are use_mode, cache_mode, use_dynamic, "
           "use_dynamic_expansion, use_multi_lookup, multi_lookup_times, use_modify_graph, "
           "use_timestamp, use_deterministic, use_padding_keys, key_process_thread_num, "
-          "train_steps, batch_size, model_dir, export_dir, hidden_units",
+          "train_steps, batch_size, model_dir, export_dir, hidden_units, session_config",
           name));
     }
     if (!s.ok()) return s;
@@ -428,8 +435,11 @@ StatusOr<DemoResult> Run(const DemoOptions& o) {
   config.log_step_count_steps = std::min<int64_t>(50, o.train_steps);
   config.keep_checkpoint_max = 3;
   config.seed = 20240807;
+  if (o.session_config.has_value()) config.session_config = *o.session_config;
   if (o.use_deterministic) config.deterministic = true;
-  config.session_config.intra_op_parallelism = o.intra_op_parallelism;
+  if (o.intra_op_parallelism != 0 || !o.session_config.has_value()) {
+    config.session_config.intra_op_parallelism = o.intra_op_parallelism;
+  }
   EstimatorOptions options;
   options.label_columns = {"label_0", "label_1"};
   options.log = out;

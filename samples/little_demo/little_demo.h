@@ -5,9 +5,12 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "recsdk/config.h"
+#include "recsdk/config_file.h"
 #include "recsdk/estimator.h"
 #include "recsdk/status.h"
 
@@ -31,6 +34,10 @@ struct DemoOptions {
   bool use_padding_keys = false;       // USE_PADDING_KEYS: short samples padded with key -1
   int key_process_thread_num = 0;      // KEY_PROCESS_THREAD_NUM (0: the stage's default)
   int intra_op_parallelism = 0;        // threads per kernel (0: all hardware threads)
+  // session_config: SESSION_CONFIG=FILE or --session_config FILE, any session option of the spec
+  // (enable_dump, precision_mode, ...) from a JSON file as `recsdk validate-config` checks it;
+  // unset: the defaults. USE_DETERMINISTIC and a nonzero intra_op_parallelism override the file.
+  std::optional<recsdk::SessionConfig> session_config;
 
   int64_t train_steps = 200;  // per Train call (load_and_train trains this many more)
   int64_t eval_steps = 10;    // batches per evaluation
@@ -48,8 +55,9 @@ struct DemoOptions {
 };
 
 // ParseOptions: environment variables first, then flags ("--use_mode=train" or "--use_mode
-// train", plus --train_steps, --batch_size, --model_dir, --export_dir, --hidden_units=a,b,..).
-// InvalidArgument naming an unknown flag or a bad value.
+// train", plus --train_steps, --batch_size, --model_dir, --export_dir, --hidden_units=a,b,..,
+// --session_config FILE). InvalidArgument naming an unknown flag or a bad value; a session config
+// file that cannot be read or parsed is an error naming the file.
 recsdk::StatusOr<DemoOptions> ParseOptions(int argc, char** argv);
 
 // MakeModelFn: the little_demo model as an Estimator model_fn. Its features are "user_ids"

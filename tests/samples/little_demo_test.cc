@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace little_demo {
@@ -97,6 +98,95 @@ TEST(LittleDemoTest, KnobsUseTheSpecsNames) {
   EXPECT_EQ(ddr->cache_mode, "DDR");
   EXPECT_EQ(nvme.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(nvme.status().message()).find("HBM, DDR or SSD"), std::string::npos);
+}
+
+std::string TestDir(const std::string& name) {
+  const char* base = std::getenv("RECSDK_TEST_TMPDIR");
+  const std::string dir = std::string(base ? base : "/tmp") + "/" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+int CountFiles(const std::string& dir, const std::string& suffix) {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() >= suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      ++n;
+    }
+  }
+  return n;
+}
+
+// The issue's promise: every session option of the spec can be tried on the main job from a file,
+// without editing code. enable_dump + dump_path in the file make the run write a dump.
+TEST(LittleDemoTest, SessionConfigFileTurnsOnDumps) {
+  const std::string dir = TestDir("little_demo_session_config_test");
+  const std::string config = dir + "/session_config.json";
+  WriteFile(config, "{\"enable_dump\": true, \"dump_path\": \"" + dir +
+                        "/dump\", \"dump_step\": \"1\", \"dump_mode\": \"all\"}\n");
+  char prog[] = "little_demo", flag[] = "--session_config";
+  std::string path = config;
+  char* argv[] = {prog, flag, path.data()};
+  auto parsed = ParseOptions(3, argv);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_TRUE(parsed->session_config.has_value());
+  EXPECT_TRUE(parsed->session_config->enable_dump);
+
+  DemoOptions o = Short(dir);
+  o.session_config = parsed->session_config;
+  o.train_steps = 4;
+  o.eval_every = 4;
+  o.eval_steps = 1;
+  o.export_dir = "";
+  auto result = little_demo::Run(o);
+  ASSERT_TRUE(result.ok()) << result.status() << Output(o.out);
+  EXPECT_GE(CountFiles(dir + "/dump", "manifest.json"), 1);
+  EXPECT_GE(CountFiles(dir + "/dump", ".npy"), 2);
+
+  // SESSION_CONFIG=FILE does the same as the flag.
+  setenv("SESSION_CONFIG", config.c_str(), 1);
+  auto from_env = ParseOptions(1, argv);
+  unsetenv("SESSION_CONFIG");
+  ASSERT_TRUE(from_env.ok()) << from_env.status();
+  ASSERT_TRUE(from_env->session_config.has_value());
+  EXPECT_EQ(from_env->session_config->dump_path, dir + "/dump");
+}
+
+// A bad file is an error naming the file (and what is wrong in it), before anything runs.
+TEST(LittleDemoTest, BadSessionConfigFileIsNamed) {
+  const std::string dir = TestDir("little_demo_bad_session_config_test");
+  WriteFile(dir + "/syntax.json", "{\"enable_dump\": true,\n");
+  WriteFile(dir + "/unknown.json", "{\"enable_dumpp\": true}");
+  WriteFile(dir + "/not_object.json", "[1, 2]");
+  char prog[] = "little_demo";
+  struct Case {
+    std::string file;
+    absl::StatusCode code;
+    std::string says;
+  };
+  for (const Case& c :
+       {Case{dir + "/missing.json", absl::StatusCode::kNotFound, ""},
+        Case{dir, absl::StatusCode::kInvalidArgument, "is a directory"},
+        Case{dir + "/syntax.json", absl::StatusCode::kInvalidArgument, "line"},
+        Case{dir + "/unknown.json", absl::StatusCode::kInvalidArgument, "enable_dumpp"},
+        Case{dir + "/not_object.json", absl::StatusCode::kInvalidArgument, "not an object"}}) {
+    std::string flag = "--session_config=" + c.file;
+    char* argv[] = {prog, flag.data()};
+    auto o = ParseOptions(2, argv);
+    ASSERT_FALSE(o.ok()) << c.file;
+    EXPECT_EQ(o.status().code(), c.code) << o.status();
+    const std::string message(o.status().message());
+    EXPECT_NE(message.find("\"" + c.file + "\""), std::string::npos) << message;
+    EXPECT_NE(message.find(c.says), std::string::npos) << message;
+  }
 }
 
 }  // namespace
