@@ -5,11 +5,16 @@
 #include "samples/little_demo/little_demo.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+
+#include "src/common/env.h"
+#include "src/precision/precision_check.h"
 
 namespace little_demo {
 namespace {
@@ -187,6 +192,80 @@ TEST(LittleDemoTest, BadSessionConfigFileIsNamed) {
     EXPECT_NE(message.find("\"" + c.file + "\""), std::string::npos) << message;
     EXPECT_NE(message.find(c.says), std::string::npos) << message;
   }
+}
+
+// PrecisionRun: a short deterministic run with PRECISION_CHECK on; the trace's directory
+// (precision_check_dir/<time>).
+std::string PrecisionRun(const std::string& dir, uint64_t seed) {
+  DemoOptions o = Short(dir);
+  o.train_steps = 3;
+  o.eval_every = 3;
+  o.eval_steps = 1;
+  o.batch_size = 64;
+  o.export_dir = "";
+  o.use_deterministic = true;
+  o.precision_check = true;
+  o.precision_check_dir = dir + "/precision_check";
+  o.precision_check_steps = "0-2";
+  o.seed = seed;
+  auto result = little_demo::Run(o);
+  EXPECT_TRUE(result.ok()) << result.status() << Output(o.out);
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(o.precision_check_dir, ec)) {
+    return e.path().string();
+  }
+  ADD_FAILURE() << "no trace under " << o.precision_check_dir << "\n" << Output(o.out);
+  return o.precision_check_dir;
+}
+
+std::pair<int, std::string> RunTool(const std::string& args, const std::string& out) {
+  const int rc = std::system(
+      (std::string(std::getenv("RECSDK_TOOL")) + " " + args + " >" + out + " 2>&1").c_str());
+  std::string text;
+  std::ifstream f(out);
+  for (std::string line; std::getline(f, line);) text += line + "\n";
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, text};
+}
+
+// The spec's monitoring mode: two runs with the same seed in deterministic mode trace the same
+// bits at every stage. With another seed the initial weights differ (trace step 0, the
+// initialization run) and the tables' rows, made at their first lookup, too: the first training
+// step (trace step 1) goes apart at its lookups, while its ids, from the same data, agree.
+TEST(LittleDemoTest, PrecisionCheckNamesTheFirstDivergence) {
+  const std::string dir = TestDir("little_demo_precision_check_test");
+  const std::string a = PrecisionRun(dir + "/a", 7);
+  const std::string b = PrecisionRun(dir + "/b", 7);
+  const std::string c = PrecisionRun(dir + "/c", 8);
+  recsdk::internal::Env* env = recsdk::internal::Env::Default();
+
+  auto same = recsdk::internal::PrecisionCheck(env, a, b);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_FALSE(same->first.has_value()) << same->Text();
+  EXPECT_EQ(same->steps_compared, 3) << same->Text();
+  EXPECT_GT(same->tensors_compared, 100) << same->Text();
+
+  auto other = recsdk::internal::PrecisionCheck(env, a, c);
+  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_TRUE(other->first.has_value()) << other->Text();
+  EXPECT_EQ(other->first->step, 0) << other->Text();
+  EXPECT_EQ(other->first->stage, "init") << other->Text();
+  ASSERT_TRUE(other->first_training.has_value()) << other->Text();
+  EXPECT_EQ(other->first_training->step, 1) << other->Text();
+  EXPECT_EQ(other->first_training->stage, "lookups") << other->Text();
+  EXPECT_EQ(other->first_training->tensor.type, "TableGather") << other->Text();
+  EXPECT_EQ(other->first_training->tensor.direction, "output") << other->Text();
+
+  if (std::getenv("RECSDK_TOOL") == nullptr) GTEST_SKIP() << "RECSDK_TOOL is not set";
+  const std::string out = dir + "/tool.txt";
+  auto [same_rc, same_text] = RunTool("precision-check " + a + " " + b, out);
+  EXPECT_EQ(same_rc, 0) << same_text;
+  EXPECT_NE(same_text.find("no divergence"), std::string::npos) << same_text;
+  auto [diff_rc, diff_text] = RunTool("precision-check " + a + " " + c, out);
+  EXPECT_EQ(diff_rc, 1) << diff_text;
+  EXPECT_NE(diff_text.find("step 0, stage init"), std::string::npos) << diff_text;
+  EXPECT_NE(diff_text.find("training step: step 1, stage lookups"), std::string::npos) << diff_text;
+  EXPECT_EQ(RunTool("precision-check " + a + " " + dir + "/missing", out).first, 2);
+  EXPECT_EQ(RunTool("precision-check " + a, out).first, 2);
 }
 
 }  // namespace
