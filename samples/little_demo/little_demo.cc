@@ -369,6 +369,10 @@ StatusOr<DemoOptions> ParseOptions(int argc, char** argv) {
       o.precision_check_steps = v;
     } else if (name == "seed") {
       s = as_int(name, v, &n);
+      if (s.ok() && n < 0) {
+        s = absl::InvalidArgumentError(
+            fmt::format("little_demo: SEED {} is negative; give a seed >= 0", n));
+      }
       o.seed = static_cast<uint64_t>(n);
     } else if (name == "hidden_units") {
       o.hidden_units.clear();
@@ -390,6 +394,18 @@ StatusOr<DemoOptions> ParseOptions(int argc, char** argv) {
           name));
     }
     if (!s.ok()) return s;
+  }
+  if (o.precision_check) {
+    // Checked here so the error names the knob, not the dump_step it becomes.
+    SessionConfig trace;
+    trace.enable_dump = true;
+    trace.dump_path = o.precision_check_dir;
+    trace.dump_step = o.precision_check_steps;
+    if (Status s = trace.Validate(); !s.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("little_demo: PRECISION_CHECK_STEPS \"{}\" / PRECISION_CHECK_DIR \"{}\": {}",
+                      o.precision_check_steps, o.precision_check_dir, std::string(s.message())));
+    }
   }
   if (o.use_mode != "train" && o.use_mode != "load_and_train" && o.use_mode != "predict") {
     return absl::InvalidArgumentError(fmt::format(

@@ -268,5 +268,20 @@ TEST(LittleDemoTest, PrecisionCheckNamesTheFirstDivergence) {
   EXPECT_EQ(RunTool("precision-check " + a, out).first, 2);
 }
 
+TEST(LittleDemoTest, BadPrecisionCheckKnobsAreNamed) {
+  char prog[] = "little_demo", on[] = "--precision_check=1", steps[] = "--precision_check_steps=3-",
+       seed[] = "--seed=-4";
+  char* bad_steps[] = {prog, on, steps};
+  auto s = ParseOptions(3, bad_steps);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(s.status().message()).find("PRECISION_CHECK_STEPS \"3-\""),
+            std::string::npos)
+      << s.status();
+  char* bad_seed[] = {prog, seed};
+  auto n = ParseOptions(2, bad_seed);
+  EXPECT_NE(std::string(n.status().message()).find("SEED -4 is negative"), std::string::npos)
+      << n.status();
+}
+
 }  // namespace
 }  // namespace little_demo
