@@ -34,6 +34,7 @@
 #include <string>
 
 #include "fmt/format.h"
+#include "recsdk/config_file.h"
 #include "recsdk/recsdk.h"
 
 // Debian's Abseil (20220623) has no status macros and recsdk keeps its own internal; a user
@@ -329,8 +330,8 @@ StatusOr<Dcnv2Result> Run(const Dcnv2Options& o) {
 
   Model m;
   RETURN_IF_ERROR(Build(o, &m));
-  SessionConfig config;
-  config.intra_op_parallelism = o.threads;
+  SessionConfig config = o.session_config.value_or(SessionConfig{});
+  if (o.threads != 0 || !o.session_config.has_value()) config.intra_op_parallelism = o.threads;
   ASSIGN_OR_RETURN(std::unique_ptr<Session> sess, Session::Create(m.graph, config));
   RETURN_IF_ERROR(sess->Run({}, {}, {m.init->name()}, nullptr));
 
@@ -396,6 +397,17 @@ StatusOr<Dcnv2Result> Run(const Dcnv2Options& o) {
 
 StatusOr<Dcnv2Options> ParseOptions(int argc, char** argv) {
   Dcnv2Options o;
+  // The flag is read after the variable, so --session_config wins over SESSION_CONFIG.
+  auto read_session_config = [&o](const std::string& path) -> Status {
+    StatusOr<SessionConfig> config = SessionConfigFromFile(path);
+    if (!config.ok()) {
+      return absl::Status(config.status().code(),
+                          fmt::format("dcnv2: {}", std::string(config.status().message())));
+    }
+    o.session_config = *std::move(config);
+    return absl::OkStatus();
+  };
+  if (const char* path = std::getenv("SESSION_CONFIG")) RETURN_IF_ERROR(read_session_config(path));
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--", 0) != 0) {
@@ -479,6 +491,8 @@ StatusOr<Dcnv2Options> ParseOptions(int argc, char** argv) {
       o.seed = static_cast<uint64_t>(n);
     } else if (arg == "data_dir") {
       o.data_dir = v;
+    } else if (arg == "session_config") {
+      RETURN_IF_ERROR(read_session_config(v));
     } else {
       return absl::InvalidArgumentError(
           fmt::format("dcnv2: unknown flag --{}; see samples/dcnv2/dcnv2.h for the flags", arg));

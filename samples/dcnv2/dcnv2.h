@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "recsdk/config.h"
 #include "recsdk/status.h"
 
 namespace dcnv2 {
@@ -37,11 +39,17 @@ struct Dcnv2Options {
   int threads = 0;                     // SessionConfig::intra_op_parallelism (0: all)
   uint64_t seed = 1;
   std::string data_dir = "dcnv2_data";
+  // session_config: SESSION_CONFIG=FILE or --session_config FILE, any session option of the spec
+  // (enable_dump, precision_mode, ...) from a JSON file as `recsdk validate-config` checks it;
+  // unset: the defaults. A nonzero --threads overrides the file's intra_op_parallelism.
+  std::optional<recsdk::SessionConfig> session_config;
   std::FILE* out = nullptr;  // default stdout
 };
 
 // ParseOptions: flags "--name=value" or "--name value" for every field above but `out`
-// (--deep_units=a,b,...). InvalidArgument naming an unknown flag or a bad value.
+// (--deep_units=a,b,...), and the environment variable SESSION_CONFIG (a --session_config flag
+// wins). InvalidArgument naming an unknown flag or a bad value; a session config file that cannot
+// be read or parsed is an error naming the file.
 recsdk::StatusOr<Dcnv2Options> ParseOptions(int argc, char** argv);
 
 // PlantedRows: n samples of the planted model, as the Criteo file holds them: 13 integer counts

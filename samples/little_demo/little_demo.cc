@@ -128,7 +128,8 @@ ModelFn MakeModelFn(const DemoOptions& o) {
           c.ssd_data_path = {o.model_dir + "/ssd"};
         }
       }
-      c.initializer = Initializer::TruncatedNormal(0, 0.05, 0);
+      // The run's seed seeds the tables' rows too, so SEED changes every initial value.
+      c.initializer = Initializer::TruncatedNormal(0, 0.05, static_cast<int64_t>(o.seed));
       c.use_dynamic_expansion = o.use_dynamic_expansion;
       c.access_threshold = 2;  // lowered to 1 at threshold_step (SetThresholdHook)
       if (o.use_timestamp) c.eviction_threshold = 3600;
@@ -271,7 +272,8 @@ StatusOr<DemoOptions> ParseOptions(int argc, char** argv) {
   for (const char* env :
        {"USE_MODE", "CACHE_MODE", "USE_DYNAMIC", "USE_DYNAMIC_EXPANSION", "USE_MULTI_LOOKUP",
         "MULTI_LOOKUP_TIMES", "USE_MODIFY_GRAPH", "USE_TIMESTAMP", "USE_DETERMINISTIC",
-        "USE_PADDING_KEYS", "KEY_PROCESS_THREAD_NUM"}) {
+        "USE_PADDING_KEYS", "KEY_PROCESS_THREAD_NUM", "SESSION_CONFIG", "PRECISION_CHECK",
+        "PRECISION_CHECK_DIR", "PRECISION_CHECK_STEPS", "SEED"}) {
     if (const char* v = std::getenv(env)) {
       std::string name(env);
       for (char& c : name) c = static_cast<char>(std::tolower(c));
@@ -352,6 +354,26 @@ StatusOr<DemoOptions> ParseOptions(int argc, char** argv) {
       o.model_dir = v;
     } else if (name == "export_dir") {
       o.export_dir = v;
+    } else if (name == "session_config") {
+      StatusOr<SessionConfig> config = SessionConfigFromFile(v);
+      if (!config.ok()) {
+        return absl::Status(config.status().code(),
+                            fmt::format("little_demo: {}", std::string(config.status().message())));
+      }
+      o.session_config = *std::move(config);
+    } else if (name == "precision_check") {
+      s = as_bool(name, v, &o.precision_check);
+    } else if (name == "precision_check_dir") {
+      o.precision_check_dir = v;
+    } else if (name == "precision_check_steps") {
+      o.precision_check_steps = v;
+    } else if (name == "seed") {
+      s = as_int(name, v, &n);
+      if (s.ok() && n < 0) {
+        s = absl::InvalidArgumentError(
+            fmt::format("little_demo: SEED {} is negative; give a seed >= 0", n));
+      }
+      o.seed = static_cast<uint64_t>(n);
     } else if (name == "hidden_units") {
       o.hidden_units.clear();
       for (size_t b = 0; b < v.size();) {
@@ -367,10 +389,23 @@ StatusOr<DemoOptions> ParseOptions(int argc, char** argv) {
           "little_demo: unknown flag --{}; the knobs are use_mode, cache_mode, use_dynamic, "
           "use_dynamic_expansion, use_multi_lookup, multi_lookup_times, use_modify_graph, "
           "use_timestamp, use_deterministic, use_padding_keys, key_process_thread_num, "
-          "train_steps, batch_size, model_dir, export_dir, hidden_units",
+          "train_steps, batch_size, model_dir, export_dir, hidden_units, session_config, "
+          "precision_check, precision_check_dir, precision_check_steps, seed",
           name));
     }
     if (!s.ok()) return s;
+  }
+  if (o.precision_check) {
+    // Checked here so the error names the knob, not the dump_step it becomes.
+    SessionConfig trace;
+    trace.enable_dump = true;
+    trace.dump_path = o.precision_check_dir;
+    trace.dump_step = o.precision_check_steps;
+    if (Status s = trace.Validate(); !s.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("little_demo: PRECISION_CHECK_STEPS \"{}\" / PRECISION_CHECK_DIR \"{}\": {}",
+                      o.precision_check_steps, o.precision_check_dir, std::string(s.message())));
+    }
   }
   if (o.use_mode != "train" && o.use_mode != "load_and_train" && o.use_mode != "predict") {
     return absl::InvalidArgumentError(fmt::format(
@@ -427,9 +462,23 @@ StatusOr<DemoResult> Run(const DemoOptions& o) {
   config.save_summary_steps = 10;
   config.log_step_count_steps = std::min<int64_t>(50, o.train_steps);
   config.keep_checkpoint_max = 3;
-  config.seed = 20240807;
+  config.seed = o.seed;
+  if (o.session_config.has_value()) config.session_config = *o.session_config;
+  if (o.precision_check) {
+    // The trace is a dump of every op's inputs and outputs: one mechanism (the dump observer),
+    // read back by the dump reader's checks, compared by `recsdk precision-check`.
+    SessionConfig& sc = config.session_config;
+    sc.enable_dump = true;
+    sc.dump_path = o.precision_check_dir;
+    sc.dump_mode = "all";
+    sc.dump_step = o.precision_check_steps;
+    print(fmt::format("PRECISION_CHECK: tracing steps {} under {}/<time>/", o.precision_check_steps,
+                      o.precision_check_dir));
+  }
   if (o.use_deterministic) config.deterministic = true;
-  config.session_config.intra_op_parallelism = o.intra_op_parallelism;
+  if (o.intra_op_parallelism != 0 || !o.session_config.has_value()) {
+    config.session_config.intra_op_parallelism = o.intra_op_parallelism;
+  }
   EstimatorOptions options;
   options.label_columns = {"label_0", "label_1"};
   options.log = out;

@@ -5,9 +5,12 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "recsdk/config.h"
+#include "recsdk/config_file.h"
 #include "recsdk/estimator.h"
 #include "recsdk/status.h"
 
@@ -31,6 +34,19 @@ struct DemoOptions {
   bool use_padding_keys = false;       // USE_PADDING_KEYS: short samples padded with key -1
   int key_process_thread_num = 0;      // KEY_PROCESS_THREAD_NUM (0: the stage's default)
   int intra_op_parallelism = 0;        // threads per kernel (0: all hardware threads)
+  // session_config: SESSION_CONFIG=FILE or --session_config FILE, any session option of the spec
+  // (enable_dump, precision_mode, ...) from a JSON file as `recsdk validate-config` checks it;
+  // unset: the defaults. USE_DETERMINISTIC and a nonzero intra_op_parallelism override the file.
+  std::optional<recsdk::SessionConfig> session_config;
+  // PRECISION_CHECK=1 (the spec's monitoring mode): the training steps of precision_check_steps
+  // (dump_step syntax) are traced under precision_check_dir/<time>/ with every op's inputs and
+  // outputs and their CRC-32C (a dump, dump_mode "all": batch ids, lookups, dense outputs, loss,
+  // gradients, updates); `recsdk precision-check RUN_A RUN_B` names the first step and stage where
+  // two runs diverge. Overrides the session config file's dump options.
+  bool precision_check = false;
+  std::string precision_check_dir = "precision_check";  // PRECISION_CHECK_DIR
+  std::string precision_check_steps = "0-9";            // PRECISION_CHECK_STEPS
+  uint64_t seed = 20240807;  // SEED: RunConfig::seed and the tables' initializer seed
 
   int64_t train_steps = 200;  // per Train call (load_and_train trains this many more)
   int64_t eval_steps = 10;    // batches per evaluation
@@ -48,8 +64,9 @@ struct DemoOptions {
 };
 
 // ParseOptions: environment variables first, then flags ("--use_mode=train" or "--use_mode
-// train", plus --train_steps, --batch_size, --model_dir, --export_dir, --hidden_units=a,b,..).
-// InvalidArgument naming an unknown flag or a bad value.
+// train", plus --train_steps, --batch_size, --model_dir, --export_dir, --hidden_units=a,b,..,
+// --session_config FILE). InvalidArgument naming an unknown flag or a bad value; a session config
+// file that cannot be read or parsed is an error naming the file.
 recsdk::StatusOr<DemoOptions> ParseOptions(int argc, char** argv);
 
 // MakeModelFn: the little_demo model as an Estimator model_fn. Its features are "user_ids"

@@ -15,6 +15,8 @@
 #include "absl/strings/str_split.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
+#include "recsdk/config_file.h"
+#include "src/common/env.h"
 #include "src/common/json_parse.h"
 #include "src/common/status_macros.h"
 
@@ -511,6 +513,42 @@ StatusOr<SessionConfig> SessionConfig::FromJson(std::string_view text) {
   } catch (const std::exception& e) {
     return Invalid(fmt::format("session config: {}", e.what()));
   }
+}
+
+StatusOr<SessionConfig> SessionConfigFromFile(const std::string& path) {
+  // A session config is a few hundred bytes; the bound keeps a wrong path (a data file, a device)
+  // from being read whole into memory.
+  constexpr uint64_t kMaxBytes = uint64_t{16} << 20;
+  const std::string help =
+      "give the path of a JSON object of session options (recsdk validate-config FILE checks one)";
+  auto in_file = [&](const Status& s) {
+    return absl::Status(s.code(),
+                        fmt::format("session config file \"{}\": {}; {}", path, s.message(), help));
+  };
+  internal::Env* env = internal::Env::Default();
+  StatusOr<internal::FileType> type = env->GetFileType(path);
+  if (!type.ok()) return in_file(type.status());
+  if (*type == internal::FileType::kDirectory) {
+    return Invalid(fmt::format("session config file \"{}\" is a directory; {}", path, help));
+  }
+  StatusOr<std::unique_ptr<internal::RandomAccessFile>> file = env->NewRandomAccessFile(path);
+  if (!file.ok()) return in_file(file.status());
+  StatusOr<uint64_t> size = (*file)->Size();
+  if (!size.ok()) return in_file(size.status());
+  if (*size > kMaxBytes) {
+    return Invalid(
+        fmt::format("session config file \"{}\" holds {} bytes, above the {} a config "
+                    "may have; {}",
+                    path, *size, kMaxBytes, help));
+  }
+  StatusOr<std::string> text = internal::ReadFileToString(env, path);
+  if (!text.ok()) return in_file(text.status());
+  StatusOr<SessionConfig> config = SessionConfig::FromJson(*text);
+  if (!config.ok()) {
+    return absl::Status(config.status().code(), fmt::format("session config file \"{}\": {}", path,
+                                                            config.status().message()));
+  }
+  return config;
 }
 
 std::string SessionConfig::ToJson() const {

@@ -15,6 +15,11 @@
 //   recsdk compare-ckpt LEFT RIGHT     compares two checkpoints (MODEL_DIR/ckpt-N) per dense
 //                                      variable and per table (by key): cosine similarity, max abs
 //                                      difference, keys on one side only; worst first
+//   recsdk precision-check RUN_A RUN_B
+//                                      compares two PRECISION_CHECK traces (little_demo with
+//                                      PRECISION_CHECK=1) bit for bit and names the first step and
+//                                      stage (batch_ids, lookups, dense, loss, gradients, updates)
+//                                      where they diverge
 //   recsdk dump-graph GRAPH.json|MODEL_DIR [--dot]
 //                                      prints a graph (Graph::ToJson's file, or the graph of an
 //                                      exported model, checked against its serving.json) as text,
@@ -24,8 +29,9 @@
 // 2 an error (a missing or corrupt dump, named) or a usage error. compare-dumps: 0 the dumps agree,
 // 1 they differ, 2 an error or a usage error. compare-ckpt: 0 the checkpoints hold the same values,
 // 1 they differ, 2 an error (a missing or corrupt checkpoint, named) or a usage error.
-// dump-graph: 0 printed, 2 an error (a missing, oversized or corrupt file, named) or a usage error.
-// Single-threaded.
+// precision-check: 0 no divergence, 1 diverged, 2 an error (a missing or corrupt trace, named) or
+// a usage error. dump-graph: 0 printed, 2 an error (a missing, oversized or corrupt file, named) or
+// a usage error. Single-threaded.
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -50,6 +56,7 @@
 #include "src/graph/graph_print.h"
 #include "src/precision/dump_compare.h"
 #include "src/precision/dump_reader.h"
+#include "src/precision/precision_check.h"
 
 namespace {
 
@@ -64,6 +71,9 @@ constexpr char kUsage[] =
     "                              agree but outputs differ (exit 0: agree, 1: differ, 2: error)\n"
     "  compare-ckpt LEFT RIGHT     compare two checkpoints (MODEL_DIR/ckpt-N) per variable and\n"
     "                              per table, worst first (exit 0: same, 1: differ, 2: error)\n"
+    "  precision-check RUN_A RUN_B compare two PRECISION_CHECK traces (precision_check/<time>)\n"
+    "                              bit for bit; name the first step and stage where they diverge\n"
+    "                              (exit 0: same, 1: diverged, 2: error)\n"
     "  dump-graph GRAPH.json|MODEL_DIR [--dot]\n"
     "                              print a graph (a graph JSON file or an exported model's) as\n"
     "                              text, or as Graphviz dot\n";
@@ -173,6 +183,22 @@ int CompareDumps(int argc, char** argv) {
     }
   }
   return result->all_agree() ? 0 : 1;
+}
+
+int PrecisionCheck(const std::string& run_a, const std::string& run_b) {
+  recsdk::StatusOr<recsdk::internal::PrecisionCheckReport> result = absl::InternalError("not run");
+  try {
+    result = recsdk::internal::PrecisionCheck(recsdk::internal::Env::Default(), run_a, run_b);
+  } catch (const std::exception& e) {  // e.g. out of memory: reported, not a crash
+    result = absl::InternalError(std::string("unexpected exception: ") + e.what());
+  }
+  if (!result.ok()) {
+    std::fprintf(stderr, "recsdk precision-check: %s\n",
+                 std::string(result.status().message()).c_str());
+    return 2;
+  }
+  std::fputs(result->Text().c_str(), stdout);
+  return result->first.has_value() ? 1 : 0;
 }
 
 int CompareCkpt(const std::string& left, const std::string& right) {
@@ -302,6 +328,16 @@ int main(int argc, char** argv) {
       return 2;
     }
     return CompareCkpt(argv[2], argv[3]);
+  }
+  if (argc >= 2 && std::string_view(argv[1]) == "precision-check") {
+    if (argc != 4) {
+      std::fprintf(stderr,
+                   "recsdk precision-check: give two trace directories, RUN_A and RUN_B "
+                   "(precision_check/<time> of two runs)\n%s",
+                   kUsage);
+      return 2;
+    }
+    return PrecisionCheck(argv[2], argv[3]);
   }
   if (argc >= 2 && std::string_view(argv[1]) == "dump-graph") return DumpGraph(argc - 1, argv + 1);
   if (argc == 2 && (std::string_view(argv[1]) == "help" || std::string_view(argv[1]) == "--help")) {

@@ -1,11 +1,12 @@
 // dump_fuzz.cc: libFuzzer target for the dump reader (src/precision/dump_reader.h) behind
-// `recsdk find-nan` and `recsdk compare-dumps`: a step directory's manifest.json and its .npy
-// tensor files. Input: byte 0 picks which file (every regular file of a valid step directory,
-// sorted by name) the rest replaces, in a fresh copy; byte 1's low bit reseals a replaced tensor
-// file (the manifest's "bytes" and "crc32c" for it are rewritten to match), so the .npy header
-// check behind the checksum is fuzzed too, not only the checksum. FindNan and CompareDumps (the
-// copy against the valid dump) must return a Status; neither may crash, whatever the files hold.
-// Threading: libFuzzer calls the target from one thread.
+// `recsdk find-nan`, `compare-dumps` and `precision-check`: a step directory's manifest.json and
+// its .npy tensor files. Input: byte 0 picks which file (every regular file of a valid step
+// directory, sorted by name) the rest replaces, in a fresh copy; byte 1's low bit reseals a
+// replaced tensor file (the manifest's "bytes" and "crc32c" for it are rewritten to match), so the
+// .npy header check behind the checksum is fuzzed too, not only the checksum. FindNan, CompareDumps
+// and PrecisionCheck (`recsdk precision-check`; the copy against the valid dump) must return a
+// Status; none may crash, whatever the files hold. Threading: libFuzzer calls the target from one
+// thread.
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "src/common/env.h"
 #include "src/precision/dump_compare.h"
 #include "src/precision/dump_reader.h"
+#include "src/precision/precision_check.h"
 #include "tests/fuzz/fuzz_dump.h"
 #include "tests/fuzz/fuzz_util.h"
 
@@ -72,5 +74,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)comparison->Text();
     (void)comparison->Csv();
   }
+  auto check = internal::PrecisionCheck(env, good, dir);
+  if (check.ok()) (void)check->Text();
   return 0;
 }

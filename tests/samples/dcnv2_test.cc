@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -180,6 +181,44 @@ TEST(Dcnv2SampleTest, BadFlagsAreRefused) {
   ASSERT_FALSE(result.ok());
   EXPECT_NE(std::string(result.status().message()).find("rank 0 must be > 0"), std::string::npos)
       << result.status();
+}
+
+// Any session option from a file (--session_config or SESSION_CONFIG): enable_dump + dump_path
+// make the sample's run write a dump; a bad file is refused naming it.
+TEST(Dcnv2SampleTest, SessionConfigFileTurnsOnDumps) {
+  const ScopedDir dir{TempDir("dcnv2_session_config")};
+  const std::string config = dir.path + "/session_config.json";
+  std::ofstream(config) << "{\"enable_dump\": true, \"dump_path\": \"" << dir.path
+                        << "/dump\", \"dump_step\": \"1\"}";
+  setenv("SESSION_CONFIG", config.c_str(), 1);
+  char prog[] = "dcnv2";
+  std::string data_dir = "--data_dir=" + dir.path + "/data";
+  char train_rows[] = "--train_rows=2048", eval_rows[] = "--eval_rows=64",
+       units[] = "--deep_units=16";
+  char* argv[] = {prog, data_dir.data(), train_rows, eval_rows, units};
+  auto o = ParseOptions(5, argv);
+  unsetenv("SESSION_CONFIG");
+  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_TRUE(o->session_config.has_value());
+  std::FILE* sink = std::tmpfile();
+  o->out = sink;
+  auto result = dcnv2::Run(*o);
+  std::fclose(sink);
+  ASSERT_TRUE(result.ok()) << result.status();
+  int manifests = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path + "/dump", ec)) {
+    if (e.path().filename() == "manifest.json") ++manifests;
+  }
+  EXPECT_EQ(manifests, 1);
+
+  std::string bad = "--session_config=" + dir.path + "/missing.json";
+  char* argv_bad[] = {prog, bad.data()};
+  auto refused = ParseOptions(2, argv_bad);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(std::string(refused.status().message()).find(dir.path + "/missing.json"),
+            std::string::npos)
+      << refused.status();
 }
 
 }  // namespace
