@@ -135,7 +135,7 @@ Status ShardedTable::Resolve(absl::Span<const int64_t> unique_keys,
   Batch& batch = batches_[static_cast<size_t>(generation_ % 2)];
   batch = Batch{};
   batch.train = mode == LookupMode::kTrain;
-  batch.num_keys = static_cast<int64_t>(sent);
+  // num_keys stays 0 until the rows are in: the ids of a Resolve that failed name no row.
   batch.send_counts.assign(world_, 0);
   std::vector<int> owner(sent);
   for (size_t i = 0; i < sent; ++i) {
@@ -257,6 +257,7 @@ Status ShardedTable::Resolve(absl::Span<const int64_t> unique_keys,
             name(), owner[i], unique_keys[i]));
     }
   }
+  batch.num_keys = static_cast<int64_t>(sent);
   if (batch.train) last_train_generation_ = generation_;
   return absl::OkStatus();
 }
