@@ -35,6 +35,10 @@
 
 namespace recsdk {
 
+namespace internal {
+class Env;
+}  // namespace internal
+
 // ---------------------------------------------------------------------------------------------
 // Batch
 
@@ -246,10 +250,14 @@ StatusOr<std::unique_ptr<Dataset>> RecordFileDataset(const std::vector<std::stri
                                                      const ReaderOptions& options = {});
 
 // ConvertToRecordFile drains `source` (from its current position) into a binary record file at
-// `path` (written to a temporary name and renamed), `block_rows` rows per checksummed block.
-// Returns the number of rows written. Columns must be float32, int64, int32 or uint8.
+// `path`, `block_rows` rows per checksummed block. Returns the number of rows written. Columns
+// must be float32, int64, int32 or uint8. The file is written as `path`.tmp, synced and renamed:
+// on any failure (the source's error, a full disk, a short write, a failed fsync) the previous
+// file at `path` is left as it was and the temporary is deleted; the error names `path` and the
+// cause (ResourceExhausted for a full disk). `env`: the file system (tests inject faults through
+// it); null: the process's POSIX one.
 StatusOr<int64_t> ConvertToRecordFile(Dataset& source, const std::string& path,
-                                      int64_t block_rows = 8192);
+                                      int64_t block_rows = 8192, internal::Env* env = nullptr);
 
 // InMemoryColumn: one column of an in-memory dataset: `values` holds rows * width values.
 struct InMemoryColumn {

@@ -28,6 +28,10 @@
 
 namespace recsdk {
 
+namespace internal {
+class Env;
+}  // namespace internal
+
 // ServingSignature: what a served model takes and returns (the spec's ServingInputReceiver).
 struct ServingSignature {
   // inputs: names of the Placeholder (or DatasetColumn) nodes fed at serving. Required: every
@@ -51,9 +55,13 @@ struct ServingSignature {
 // InvalidArgument for an empty signature, an unknown tensor, an input that is not a placeholder,
 // an output that depends on a placeholder the inputs do not list, or input_names / output_names
 // of another length than inputs / outputs, empty or repeated; FailedPrecondition when a variable
-// is not initialised or export_dir is not empty.
+// is not initialised or export_dir is not empty. A failed write (a full disk: ResourceExhausted;
+// a short write, a failed fsync or rename) names the file and leaves nothing at export_dir and no
+// temporary beside it. `env`: the file system (tests inject faults through it); null: the
+// process's POSIX one.
 [[nodiscard]] Status ExportSavedModel(Session& session, const std::string& export_dir,
-                                      const ServingSignature& signature);
+                                      const ServingSignature& signature,
+                                      internal::Env* env = nullptr);
 
 // Predictor: serves a bundle written by ExportSavedModel.
 class Predictor {

@@ -177,7 +177,7 @@ using internal::Env;
 using internal::JoinPath;
 
 Status ExportSavedModel(Session& session, const std::string& export_path,
-                        const ServingSignature& signature) {
+                        const ServingSignature& signature, Env* env) {
   // "dir/bundle/" means "dir/bundle": the temporary "<dir>.tmp-<pid>" must be its sibling.
   const std::string export_dir = internal::NormalizeDir(export_path);
   if (signature.outputs.empty()) {
@@ -187,7 +187,7 @@ Status ExportSavedModel(Session& session, const std::string& export_path,
   if (export_dir.empty()) {
     return absl::InvalidArgumentError("ExportSavedModel: export_dir is empty");
   }
-  Env* env = Env::Default();
+  if (env == nullptr) env = Env::Default();
   if (env->FileExists(export_dir)) {
     RECSDK_ASSIGN_OR_RETURN(std::vector<std::string> children, env->GetChildren(export_dir));
     if (!children.empty()) {
@@ -264,7 +264,10 @@ Status ExportSavedModel(Session& session, const std::string& export_path,
   };
   if (Status s = write(); !s.ok()) {
     internal::DeleteRecursively(env, tmp).IgnoreError();
-    return s;
+    return Status(s.code(),
+                  fmt::format("ExportSavedModel: writing \"{}\" failed and nothing was left "
+                              "there; fix the cause and export again: {}",
+                              export_dir, s.message()));
   }
   return absl::OkStatus();
 }

@@ -214,6 +214,12 @@ class FaultWritableFile final : public WritableFile {
       : env_(env), path_(std::move(path)), f_(std::move(f)) {}
   Status Append(std::string_view data) override {
     RECSDK_RETURN_IF_ERROR(env_->BeforeAppend(path_, data.size()));
+    const size_t fits = env_->BytesThatFit(data.size());
+    if (fits < data.size()) {
+      if (fits > 0) RECSDK_RETURN_IF_ERROR(f_->Append(data.substr(0, fits)));
+      return ErrnoToStatus(
+          ENOSPC, fmt::format("writing (short: {} of {} bytes)", fits, data.size()), path_);
+    }
     return f_->Append(data);
   }
   Status Sync() override {
@@ -261,6 +267,17 @@ Status FaultInjectionEnv::BeforeAppend(const std::string& path, size_t bytes) {
     disk_full_after_bytes.fetch_sub(static_cast<int64_t>(bytes));
   }
   return absl::OkStatus();
+}
+
+size_t FaultInjectionEnv::BytesThatFit(size_t bytes) {
+  const int64_t left = short_write_after_bytes.load();
+  if (left < 0) return bytes;
+  if (static_cast<int64_t>(bytes) > left) {
+    short_write_after_bytes.store(0);
+    return static_cast<size_t>(left);
+  }
+  short_write_after_bytes.fetch_sub(static_cast<int64_t>(bytes));
+  return bytes;
 }
 
 StatusOr<std::unique_ptr<WritableFile>> FaultInjectionEnv::NewWritableFile(
@@ -321,23 +338,57 @@ Status WriteStringToFileAtomic(Env* env, const std::string& path, std::string_vi
 
 Status WritePiecesToFileAtomic(Env* env, const std::string& path,
                                std::initializer_list<std::string_view> pieces) {
-  const std::string tmp = path + ".tmp";
+  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> f, AtomicFileWriter::Create(env, path));
+  for (std::string_view piece : pieces) RECSDK_RETURN_IF_ERROR(f->Append(piece));
+  return f->Commit();
+}
+
+StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(Env* env,
+                                                                     const std::string& path) {
+  std::string tmp = path + ".tmp";
   // The temporary is created exclusively: whatever is at its name (a crash's leftover, or a link
   // planted to redirect the write) is removed first, never written through.
   RECSDK_RETURN_IF_ERROR(DeleteRecursively(env, tmp));
-  auto f = env->NewExclusiveFile(tmp);
-  Status s = f.status();
-  for (std::string_view piece : pieces) {
-    if (s.ok()) s = (*f)->Append(piece);
+  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, env->NewExclusiveFile(tmp));
+  return std::unique_ptr<AtomicFileWriter>(
+      new AtomicFileWriter(env, path, std::move(tmp), std::move(f)));
+}
+
+AtomicFileWriter::~AtomicFileWriter() { Abandon(); }
+
+Status AtomicFileWriter::Append(std::string_view data) {
+  if (!status_.ok()) return status_;
+  if (file_ == nullptr) {
+    return absl::FailedPreconditionError(
+        fmt::format("writing \"{}\": the file was already committed or abandoned", path_));
   }
-  if (s.ok()) s = (*f)->Sync();
-  if (s.ok()) s = (*f)->Close();
-  if (s.ok()) s = env->RenameFile(tmp, path);
+  status_ = file_->Append(data);
+  return status_;
+}
+
+Status AtomicFileWriter::Commit() {
+  if (file_ == nullptr && status_.ok()) {
+    return absl::FailedPreconditionError(
+        fmt::format("committing \"{}\": the file was already committed or abandoned", path_));
+  }
+  Status s = status_;
+  if (s.ok()) s = file_->Sync();
+  if (s.ok()) s = file_->Close();
+  if (s.ok()) s = env_->RenameFile(tmp_, path_);
   if (!s.ok()) {
-    env->DeleteFile(tmp).IgnoreError();
+    Abandon();
+    status_ = s;
     return s;
   }
-  return env->SyncDir(Dirname(path));
+  file_.reset();
+  return env_->SyncDir(Dirname(path_));
+}
+
+void AtomicFileWriter::Abandon() {
+  if (file_ == nullptr) return;
+  file_->Close().IgnoreError();
+  file_.reset();
+  env_->DeleteFile(tmp_).IgnoreError();
 }
 
 Status DeleteRecursively(Env* env, const std::string& path) {

@@ -119,6 +119,9 @@ class EnvWrapper : public Env {
 //   fail_write_after: the Nth Append from now (0 = the next one) fails with Internal (EIO).
 //   disk_full_after_bytes: Appends fail with ResourceExhausted (ENOSPC) once this many more bytes
 //     were appended.
+//   short_write_after_bytes: the Append that goes past this many more bytes writes only the part
+//     up to it and then fails with ResourceExhausted (ENOSPC), as a write() that came back short
+//     on a filling disk: the file holds a torn tail. Later Appends write nothing and fail too.
 //   short_read_bytes: every Read returns at most this many bytes (a truncated read).
 //   fail_rename: RenameFile fails with Internal without renaming (a crash between write and
 //     rename, as far as the files on disk show).
@@ -128,6 +131,7 @@ class FaultInjectionEnv final : public EnvWrapper {
   explicit FaultInjectionEnv(Env* target) : EnvWrapper(target) {}
   std::atomic<int64_t> fail_write_after{-1};
   std::atomic<int64_t> disk_full_after_bytes{-1};
+  std::atomic<int64_t> short_write_after_bytes{-1};
   std::atomic<int64_t> short_read_bytes{-1};
   std::atomic<bool> fail_rename{false};
   std::atomic<bool> fail_sync{false};
@@ -140,6 +144,8 @@ class FaultInjectionEnv final : public EnvWrapper {
 
   // Called by this env's files.
   Status BeforeAppend(const std::string& path, size_t bytes);
+  // BytesThatFit: how many of the next Append's `bytes` short_write_after_bytes lets through.
+  size_t BytesThatFit(size_t bytes);
 };
 
 // ErrnoToStatus: the Status of a failed `op` on `path` with errno `err` (the one mapping of
@@ -172,6 +178,38 @@ bool IsPlainFileName(std::string_view name);
 // joining them (a table's rows are written straight from the caller's buffer).
 [[nodiscard]] Status WritePiecesToFileAtomic(Env* env, const std::string& path,
                                              std::initializer_list<std::string_view> pieces);
+// AtomicFileWriter: a file streamed to `path`.tmp and renamed onto `path` by Commit, for writers
+// whose bytes are not all in memory at once (a record file, a TFRecord file); the whole-file
+// helpers above use it too. Until Commit succeeds the previous file at `path` (or its absence)
+// is what readers see; a failed Append leaves the writer failed (later Appends and Commit return
+// that error); a failed Commit, Abandon, or destruction without Commit deletes the temporary.
+// As WriteStringToFileAtomic, whatever is at `path`.tmp is removed first, never written through.
+// Not thread-safe.
+class AtomicFileWriter {
+ public:
+  [[nodiscard]] static StatusOr<std::unique_ptr<AtomicFileWriter>> Create(Env* env,
+                                                                          const std::string& path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  [[nodiscard]] Status Append(std::string_view data);
+  // Commit: syncs and closes the temporary, renames it onto `path` and syncs the directory.
+  [[nodiscard]] Status Commit();
+  // Abandon: deletes the temporary; `path` keeps what it had. Idempotent.
+  void Abandon();
+  const std::string& path() const { return path_; }
+
+ private:
+  AtomicFileWriter(Env* env, std::string path, std::string tmp, std::unique_ptr<WritableFile> f)
+      : env_(env), path_(std::move(path)), tmp_(std::move(tmp)), file_(std::move(f)) {}
+  Env* env_;
+  std::string path_;
+  std::string tmp_;
+  std::unique_ptr<WritableFile> file_;  // null once committed or abandoned
+  Status status_;                       // the first failure
+};
+
 // Dirname: the part of `path` before its last '/' ("." when none).
 std::string Dirname(const std::string& path);
 

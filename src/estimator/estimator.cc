@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <mutex>
 
 #include "fmt/format.h"
@@ -20,6 +19,7 @@
 #include "recsdk/initialize.h"
 #include "recsdk/pipeline.h"
 #include "src/common/clock.h"
+#include "src/common/env.h"
 #include "src/common/status_macros.h"
 #include "src/device/resource_mgr.h"
 #include "src/session/table_ops.h"
@@ -697,11 +697,9 @@ StatusOr<std::string> Estimator::ExportSavedModel(
   const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
-  std::error_code ec;
-  std::filesystem::create_directories(export_dir_base, ec);
-  if (ec) {
-    return absl::InternalError(fmt::format("Estimator::ExportSavedModel: cannot create \"{}\": {}",
-                                           export_dir_base, ec.message()));
+  internal::Env* env = internal::Env::Default();
+  if (Status st = env->CreateDir(export_dir_base); !st.ok()) {
+    return Status(st.code(), fmt::format("Estimator::ExportSavedModel: {}", st.message()));
   }
   // Versions are timestamps in seconds, as TensorFlow's; two exports within one second (a short
   // run that exports after train and again after load_and_train) take the next free number, so
@@ -709,7 +707,7 @@ StatusOr<std::string> Estimator::ExportSavedModel(
   std::string dir;
   for (int64_t version = now; version < now + 1000; ++version) {
     dir = fmt::format("{}/{}", export_dir_base, version);
-    if (!std::filesystem::exists(dir, ec)) break;
+    if (!env->FileExists(dir)) break;
   }
   RECSDK_RETURN_IF_ERROR(recsdk::ExportSavedModel(*s.session, dir, signature));
   s.Print(fmt::format("exported the model to {}", dir));

@@ -11,6 +11,7 @@
 #include "fmt/format.h"
 #include "recsdk/dataset.h"
 #include "src/common/checked_math.h"
+#include "src/common/env.h"
 #include "src/common/file_open.h"
 #include "src/common/status_macros.h"
 #include "src/pipeline/batch_row_store.h"
@@ -289,6 +290,16 @@ ParsedChunk RecordFileSource::ParseChunk(const Chunk& chunk) const {
   return out;
 }
 
+// Context: `s` (the Env's error, naming the file and errno's reason) prefixed with the writer and
+// what stays intact, so a user knows the conversion did not happen and that the old file is fine.
+Status Context(const Status& s, const std::string& path) {
+  if (s.ok()) return s;
+  return Status(s.code(),
+                fmt::format("ConvertToRecordFile: writing \"{}\" failed, the file there is "
+                            "unchanged: {}",
+                            path, s.message()));
+}
+
 }  // namespace
 }  // namespace internal
 
@@ -299,24 +310,24 @@ StatusOr<std::unique_ptr<Dataset>> RecordFileDataset(const std::vector<std::stri
   return std::unique_ptr<Dataset>(new internal::RecordFileSource(std::move(sorted), options));
 }
 
-StatusOr<int64_t> ConvertToRecordFile(Dataset& source, const std::string& path,
-                                      int64_t block_rows) {
+StatusOr<int64_t> ConvertToRecordFile(Dataset& source, const std::string& path, int64_t block_rows,
+                                      internal::Env* env) {
   using namespace internal;
   if (block_rows < 1 || block_rows > (int64_t{1} << 30)) {
     return absl::InvalidArgumentError(
         fmt::format("ConvertToRecordFile: block_rows {} is outside [1, 2^30]", block_rows));
   }
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) {
-    return ErrnoToStatus(errno, fmt::format("ConvertToRecordFile: cannot create \"{}\"", tmp));
-  }
+  if (env == nullptr) env = Env::Default();
+  // Written under a temporary name and renamed: on any failure (a full disk, a short write, a
+  // failed sync, a bad batch) the previous file at `path` stays as it was.
+  auto writer = AtomicFileWriter::Create(env, path);
+  if (!writer.ok()) return Context(writer.status(), path);
+  AtomicFileWriter& f = **writer;
   auto fail = [&](Status s) {
-    std::fclose(f);
-    std::remove(tmp.c_str());
+    f.Abandon();
     return s;
   };
-  auto write = [&](const void* p, size_t n) { return std::fwrite(p, 1, n, f) == n; };
+  auto write = [&](std::string_view bytes) { return Context(f.Append(bytes), path); };
   BatchRowStore store;
   std::vector<ColumnLayout> layout;
   int64_t total = 0;
@@ -333,9 +344,8 @@ StatusOr<int64_t> ConvertToRecordFile(Dataset& source, const std::string& path,
     }
     const std::string h =
         BlockHeader(static_cast<uint32_t>(b.num_rows()), payload.size(), Crc32c(payload));
-    if (!write(h.data(), h.size()) || !write(payload.data(), payload.size())) {
-      return absl::DataLossError(fmt::format("ConvertToRecordFile: write to \"{}\" failed", tmp));
-    }
+    RECSDK_RETURN_IF_ERROR(write(h));
+    RECSDK_RETURN_IF_ERROR(write(payload));
     total += b.num_rows();
     return absl::OkStatus();
   };
@@ -360,9 +370,7 @@ StatusOr<int64_t> ConvertToRecordFile(Dataset& source, const std::string& path,
       Put32(&head, static_cast<uint32_t>(schema.size()));
       head += schema;
       Put32(&head, MaskCrc(Crc32c(schema)));
-      if (!write(head.data(), head.size())) {
-        return fail(absl::DataLossError("ConvertToRecordFile: writing the header failed"));
-      }
+      if (Status s = write(head); !s.ok()) return fail(s);
       store.Init(b);
     }
     if (Status s = store.CheckLayout(b); !s.ok()) return fail(s);
@@ -382,14 +390,8 @@ StatusOr<int64_t> ConvertToRecordFile(Dataset& source, const std::string& path,
   }
   if (Status s = flush(); !s.ok()) return fail(s);
   const std::string eof = BlockHeader(0, 0, Crc32c("", 0));
-  if (!write(eof.data(), eof.size()) || std::fflush(f) != 0) {
-    return fail(absl::DataLossError("ConvertToRecordFile: writing the end block failed"));
-  }
-  if (std::fclose(f) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return absl::DataLossError(
-        fmt::format("ConvertToRecordFile: cannot finish \"{}\" (close/rename failed)", path));
-  }
+  if (Status s = write(eof); !s.ok()) return fail(s);
+  RECSDK_RETURN_IF_ERROR(Context(f.Commit(), path));
   return total;
 }
 

@@ -126,32 +126,38 @@ std::string FrameRecord(std::string_view data) {
   return out;
 }
 
-TfRecordWriter::~TfRecordWriter() { (void)Close(); }
+TfRecordWriter::~TfRecordWriter() = default;
 
-Status TfRecordWriter::Open(const std::string& path) {
-  RECSDK_RETURN_IF_ERROR(Close());
-  f_ = std::fopen(path.c_str(), "wb");
-  path_ = path;
-  if (f_ == nullptr) {
-    return ErrnoToStatus(errno, fmt::format("TfRecordWriter: cannot create \"{}\"", path));
-  }
+namespace {
+
+Status WriterError(const Status& s, const std::string& path) {
+  if (s.ok()) return s;
+  return Status(s.code(), fmt::format("TfRecordWriter: writing \"{}\" failed, the file there is "
+                                      "unchanged: {}",
+                                      path, s.message()));
+}
+
+}  // namespace
+
+Status TfRecordWriter::Open(const std::string& path, Env* env) {
+  file_.reset();
+  auto f = AtomicFileWriter::Create(env == nullptr ? Env::Default() : env, path);
+  if (!f.ok()) return WriterError(f.status(), path);
+  file_ = std::move(*f);
   return absl::OkStatus();
 }
 
 Status TfRecordWriter::Write(std::string_view data) {
-  const std::string framed = FrameRecord(data);
-  if (f_ == nullptr || std::fwrite(framed.data(), 1, framed.size(), f_) != framed.size()) {
-    return absl::DataLossError(fmt::format("TfRecordWriter: write to \"{}\" failed", path_));
+  if (file_ == nullptr) {
+    return absl::FailedPreconditionError("TfRecordWriter: Write before Open; open a file first");
   }
-  return absl::OkStatus();
+  return WriterError(file_->Append(FrameRecord(data)), file_->path());
 }
 
 Status TfRecordWriter::Close() {
-  if (f_ == nullptr) return absl::OkStatus();
-  const bool ok = std::fclose(f_) == 0;
-  f_ = nullptr;
-  return ok ? absl::OkStatus()
-            : absl::DataLossError(fmt::format("TfRecordWriter: closing \"{}\" failed", path_));
+  if (file_ == nullptr) return absl::OkStatus();
+  std::unique_ptr<AtomicFileWriter> f = std::move(file_);
+  return WriterError(f->Commit(), f->path());
 }
 
 namespace {

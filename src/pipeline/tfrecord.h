@@ -8,13 +8,14 @@
 #define RECSDK_PIPELINE_TFRECORD_H_
 
 #include <cstdint>
-#include <cstdio>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
 #include "recsdk/status.h"
+#include "src/common/env.h"
 
 namespace recsdk::internal {
 
@@ -30,16 +31,27 @@ std::string EncodeExample(const std::vector<ExampleFeature>& features);
 // FrameRecord: the bytes of one TFRecord around `data`.
 std::string FrameRecord(std::string_view data);
 
+// TfRecordWriter: writes one TFRecord file through an Env, atomically: the records go to
+// `path`.tmp and Close syncs and renames it onto `path`, so until Close succeeds the previous
+// file at `path` is what readers see. A failed Write (a full disk, a short write) fails every
+// later Write and Close with the same error; a failed Close (fsync, rename) or destruction
+// without Close deletes the temporary and keeps the previous file. Errors name the file.
 class TfRecordWriter {
  public:
-  ~TfRecordWriter();
-  Status Open(const std::string& path);
-  Status Write(std::string_view data);
-  Status Close();
+  TfRecordWriter() = default;
+  ~TfRecordWriter();  // without a successful Close: the records are dropped
+  TfRecordWriter(const TfRecordWriter&) = delete;
+  TfRecordWriter& operator=(const TfRecordWriter&) = delete;
+
+  // Open: starts `path` (abandoning a file opened before and not closed). `env`: the file
+  // system (tests inject faults through it); null: the process's POSIX one.
+  [[nodiscard]] Status Open(const std::string& path, Env* env = nullptr);
+  [[nodiscard]] Status Write(std::string_view data);
+  // Close: publishes the file. OK when no file is open.
+  [[nodiscard]] Status Close();
 
  private:
-  std::FILE* f_ = nullptr;
-  std::string path_;
+  std::unique_ptr<AtomicFileWriter> file_;
 };
 
 // Proto wire-format reading helpers.

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <map>
 
 #include "absl/strings/match.h"
@@ -280,12 +279,10 @@ Status Profiler::Write(RunTrace& t) {
   fmt::format_to(out,
                  "],\n\"displayTimeUnit\":\"ms\",\"otherData\":{{\"summary\":{},\"step\":{}}}}}\n",
                  Quote(summary), t.step);
-  std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  if (ec) {
+  if (Status s = internal::Env::Default()->CreateDir(dir_); !s.ok()) {
     return absl::FailedPreconditionError(
         fmt::format("profiling_dir \"{}\": cannot create it: {}; choose a writable directory", dir_,
-                    ec.message()));
+                    s.message()));
   }
   const std::string path = fmt::format("{}/trace_{}_{}.json", dir_, tag_, t.step);
   // Through the Env, atomically: a trace is whole or absent, never followed through a link.

@@ -19,7 +19,6 @@
 
 #include <atomic>
 #include <deque>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -120,12 +119,10 @@ Status WriteKernelMeta(const SessionConfig& config, const Graph& graph,
     for (const std::string& n : p.created) origin[n] = p.name + " (created)";
     for (const std::string& n : p.rewritten) origin[n] = p.name + " (rewritten)";
   }
-  std::error_code ec;
-  std::filesystem::create_directories(config.kernel_meta_dir, ec);
-  if (ec) {
+  if (Status s = internal::Env::Default()->CreateDir(config.kernel_meta_dir); !s.ok()) {
     return absl::FailedPreconditionError(
         fmt::format("op_debug_level {}: cannot create kernel_meta_dir \"{}\": {}",
-                    config.op_debug_level, config.kernel_meta_dir, ec.message()));
+                    config.op_debug_level, config.kernel_meta_dir, s.message()));
   }
   std::string passes_text;
   for (const internal::PassRecord& p : passes) {

@@ -36,9 +36,7 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -83,28 +81,24 @@ constexpr char kUsage[] =
 constexpr uint64_t kMaxGraphJsonBytes = uint64_t{1} << 30;
 
 int ValidateConfig(const std::string& path) {
-  // A directory opens as a stream that reads nothing, and was then reported as an empty or
-  // invalid config.
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
+  recsdk::internal::Env* env = recsdk::internal::Env::Default();
+  // A directory is named as one rather than reported as an unreadable config (a link to one is
+  // refused by the read below, which also names it a directory).
+  auto type = env->GetFileType(path);
+  if (type.ok() && *type == recsdk::internal::FileType::kDirectory) {
     std::fprintf(stderr,
                  "recsdk validate-config: \"%s\" is a directory; give the session config's JSON "
                  "file\n",
                  path.c_str());
     return 1;
   }
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    std::fprintf(stderr, "recsdk validate-config: cannot open \"%s\"\n", path.c_str());
+  recsdk::StatusOr<std::string> text = recsdk::internal::ReadFileToString(env, path);
+  if (!text.ok()) {
+    std::fprintf(stderr, "recsdk validate-config: %s\n",
+                 std::string(text.status().message()).c_str());
     return 1;
   }
-  std::stringstream text;
-  text << f.rdbuf();
-  if (f.bad()) {
-    std::fprintf(stderr, "recsdk validate-config: cannot read \"%s\"\n", path.c_str());
-    return 1;
-  }
-  auto config = recsdk::SessionConfig::FromJson(text.str());
+  auto config = recsdk::SessionConfig::FromJson(*text);
   if (!config.ok()) {
     std::fprintf(stderr, "recsdk validate-config: %s: %s\n", path.c_str(),
                  std::string(config.status().message()).c_str());

@@ -1,10 +1,11 @@
 // export_test.cc: ExportSavedModel and Predictor (src/checkpoint/export.cc): a trained model's
 // bundle serves bitwise the predictions of the training session's evaluation graph, holds no
 // training ops, reads unknown keys as the serving default without inserting them, and refuses
-// bad signatures and corrupt bundles.
+// bad signatures and corrupt bundles, and leaves nothing behind when a write fails.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "nlohmann/json.hpp"
 #include "recsdk/recsdk.h"
 #include "src/common/crc32c.h"
+#include "src/common/env.h"
 #include "tests/session/table_test_util.h"
 
 namespace recsdk {
@@ -399,6 +401,54 @@ TEST(ExportTest, BadSignaturesAndCorruptBundlesAreRefused) {
   }
   EXPECT_TRUE(Predictor::Load(dir).ok());
   EXPECT_EQ(Predictor::Load(dir + "_missing").status().code(), absl::StatusCode::kNotFound);
+}
+
+// Issue 28 item 4: the bundle is written through the Env. A full disk, a short write, a failed
+// fsync or rename each return an error naming the bundle, leave nothing at export_dir and no
+// temporary beside it, and keep a bundle exported before (a sibling) loadable; the export then
+// succeeds once the fault is gone.
+TEST(ExportTest, AFailedWriteLeavesNothingBehind) {
+  using internal::FaultInjectionEnv;
+  auto m = Build();
+  ASSERT_TRUE(m->session->Run({}, {}, {m->init}).ok());
+  ASSERT_TRUE(m->session->Run(Feeds(0, 50, true), {m->loss}, {m->train}).ok());
+  const std::string base = FreshDir("faults");
+  const ServingSignature sig = {{"ids", "dense"}, {"prob_eval"}};
+  ASSERT_TRUE(ExportSavedModel(*m->session, base + "/1", sig).ok());
+  struct Fault {
+    std::string name;
+    std::function<void(FaultInjectionEnv&)> arm;
+    absl::StatusCode code;
+  };
+  const std::vector<Fault> faults = {
+      {"disk full", [](FaultInjectionEnv& e) { e.disk_full_after_bytes = 1000; },
+       absl::StatusCode::kResourceExhausted},
+      {"short write", [](FaultInjectionEnv& e) { e.short_write_after_bytes = 1000; },
+       absl::StatusCode::kResourceExhausted},
+      {"fsync failure", [](FaultInjectionEnv& e) { e.fail_sync = true; },
+       absl::StatusCode::kInternal},
+      {"failed rename", [](FaultInjectionEnv& e) { e.fail_rename = true; },
+       absl::StatusCode::kInternal},
+  };
+  const std::string dir = base + "/2";
+  for (const Fault& fault : faults) {
+    FaultInjectionEnv env(internal::Env::Default());
+    fault.arm(env);
+    const Status s = ExportSavedModel(*m->session, dir, sig, &env);
+    ASSERT_FALSE(s.ok()) << fault.name;
+    EXPECT_EQ(s.code(), fault.code) << fault.name << ": " << s;
+    EXPECT_NE(std::string(s.message()).find("\"" + dir + "\""), std::string::npos) << s;
+    std::vector<std::string> left;
+    for (const auto& e : std::filesystem::directory_iterator(base)) {
+      left.push_back(e.path().filename());
+    }
+    EXPECT_EQ(left, std::vector<std::string>{"1"}) << fault.name;
+    EXPECT_TRUE(Predictor::Load(base + "/1").ok()) << fault.name;
+  }
+  FaultInjectionEnv env(internal::Env::Default());
+  ASSERT_TRUE(ExportSavedModel(*m->session, dir, sig, &env).ok());
+  EXPECT_EQ(env.renames.load(), 1);  // the bundle directory, once
+  EXPECT_TRUE(Predictor::Load(dir).ok());
 }
 
 }  // namespace

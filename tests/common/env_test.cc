@@ -104,6 +104,31 @@ TEST(FaultInjectionEnvTest, FailedWriteDiskFullShortReadAndFailedRename) {
   EXPECT_EQ(*ReadFileToString(&env, dir + "/f"), "old contents");
 }
 
+// A short write: the bytes that fit reach the file (a torn tail), the Append fails naming the
+// file, and so does every Append after it; an atomic write over it keeps the previous file.
+TEST(FaultInjectionEnvTest, ShortWriteLeavesATornTailAndFails) {
+  FaultInjectionEnv env(Env::Default());
+  const std::string dir = Dir("short_write");
+  env.short_write_after_bytes = 5;
+  auto f = *env.NewWritableFile(dir + "/g");
+  EXPECT_TRUE(f->Append("abc").ok());
+  const Status torn = f->Append("defgh");
+  EXPECT_EQ(torn.code(), absl::StatusCode::kResourceExhausted) << torn;
+  EXPECT_TRUE(Mentions(torn, dir + "/g")) << torn;
+  EXPECT_TRUE(Mentions(torn, "2 of 5 bytes")) << torn;
+  EXPECT_FALSE(f->Append("i").ok());
+  ASSERT_TRUE(f->Close().ok());
+  EXPECT_EQ(*ReadFileToString(&env, dir + "/g"), "abcde");
+
+  env.short_write_after_bytes = -1;
+  ASSERT_TRUE(WriteStringToFileAtomic(&env, dir + "/f", "old contents").ok());
+  env.short_write_after_bytes = 4;
+  EXPECT_EQ(WriteStringToFileAtomic(&env, dir + "/f", "new contents").code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(*ReadFileToString(&env, dir + "/f"), "old contents");
+  EXPECT_FALSE(env.FileExists(dir + "/f.tmp"));
+}
+
 // Issue 28 item 4 / issue 30: every writer that keeps a file (checkpoint documents, npy export,
 // profiler traces, kernel_meta dumps) writes through WritePiecesToFileAtomic: a failed sync
 // leaves the previous file, and neither a link at the name nor one at the temporary is followed.

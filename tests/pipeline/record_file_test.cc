@@ -1,10 +1,15 @@
 // Tests of recsdk binary record files (src/pipeline/record_file.cc): round trip from Criteo text
-// and synthetic data, CRC damage and truncation under both policies, bad headers.
+// and synthetic data, CRC damage and truncation under both policies, bad headers, and a failed
+// write (full disk, short write, failed fsync) leaving the previous file intact.
+#include <filesystem>
+#include <functional>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "recsdk/dataset.h"
+#include "src/common/env.h"
 #include "tests/pipeline/pipeline_test_util.h"
 
 namespace recsdk {
@@ -119,6 +124,59 @@ TEST(RecordFileTest, DamageUnderBothPolicies) {
     EXPECT_EQ(TotalRows(*ok), c.rows_kept) << c.file;
     EXPECT_EQ((*lenient)->malformed_counts().count(c.reason), 1) << c.file;
   }
+}
+
+// Issue 28 item 4: the writer goes through the Env, so every way a write can fail is tried here.
+// Each must return an error naming the file, leave the previous file byte for byte, and leave no
+// temporary behind (a later conversion to the same path must not trip over it).
+TEST(RecordFileTest, AFailedWriteLeavesThePreviousFileIntact) {
+  using internal::FaultInjectionEnv;
+  TestDir dir;
+  const std::string path = dir.File("a.rrec");
+  SyntheticOptions old_data = Small();
+  old_data.num_rows = 10;
+  ASSERT_TRUE(ConvertToRecordFile(**SyntheticDataset(old_data), path).ok());
+  const std::string before = ReadFile(path);
+  struct Fault {
+    std::string name;
+    std::function<void(FaultInjectionEnv&)> arm;
+    absl::StatusCode code;
+  };
+  const std::vector<Fault> faults = {
+      {"disk full", [](FaultInjectionEnv& e) { e.disk_full_after_bytes = 4000; },
+       absl::StatusCode::kResourceExhausted},
+      {"short write", [](FaultInjectionEnv& e) { e.short_write_after_bytes = 4000; },
+       absl::StatusCode::kResourceExhausted},
+      {"failed write", [](FaultInjectionEnv& e) { e.fail_write_after = 2; },
+       absl::StatusCode::kInternal},
+      {"fsync failure", [](FaultInjectionEnv& e) { e.fail_sync = true; },
+       absl::StatusCode::kInternal},
+      {"failed rename", [](FaultInjectionEnv& e) { e.fail_rename = true; },
+       absl::StatusCode::kInternal},
+  };
+  for (const Fault& fault : faults) {
+    FaultInjectionEnv env(internal::Env::Default());
+    fault.arm(env);
+    auto rows = ConvertToRecordFile(**SyntheticDataset(Small()), path, 128, &env);
+    ASSERT_FALSE(rows.ok()) << fault.name;
+    EXPECT_EQ(rows.status().code(), fault.code) << fault.name << ": " << rows.status();
+    EXPECT_THAT(rows.status().message(), HasSubstr("\"" + path + "\"")) << fault.name;
+    EXPECT_THAT(rows.status().message(), HasSubstr("unchanged")) << fault.name;
+    EXPECT_EQ(ReadFile(path), before) << fault.name;
+    int entries = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+      EXPECT_EQ(e.path().filename(), "a.rrec") << fault.name;
+      ++entries;
+    }
+    EXPECT_EQ(entries, 1) << fault.name;
+  }
+  // The Env in the way of nothing: the same conversion through it succeeds and replaces the file.
+  internal::FaultInjectionEnv env(internal::Env::Default());
+  auto rows = ConvertToRecordFile(**SyntheticDataset(Small()), path, 128, &env);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(*rows, 1000);
+  EXPECT_EQ(env.renames.load(), 1);
+  EXPECT_EQ(TotalRows(*Drain(**RecordFileDataset({path}))), 1000);
 }
 
 }  // namespace

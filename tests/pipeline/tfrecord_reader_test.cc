@@ -1,11 +1,15 @@
 // Tests of TFRecord framing, tf.Example decoding and the TfRecordDataset source
 // (src/pipeline/tfrecord.cc), with files written by our own writer; each malformed case under
-// both policies.
+// both policies; TfRecordWriter's atomic writes under injected faults.
+#include <filesystem>
+#include <functional>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "recsdk/dataset.h"
+#include "src/common/env.h"
 #include "src/pipeline/crc32c.h"
 #include "src/pipeline/tfrecord.h"
 #include "tests/pipeline/pipeline_test_util.h"
@@ -18,6 +22,7 @@ using internal::ExampleFeature;
 using internal::FrameRecord;
 using ::recsdk::testing::Concat;
 using ::recsdk::testing::Drain;
+using ::recsdk::testing::ReadFile;
 using ::recsdk::testing::ScrambledFileLists;
 using ::recsdk::testing::TestDir;
 using ::recsdk::testing::TotalRows;
@@ -144,6 +149,77 @@ TEST(TfRecordReaderTest, MalformedRecordsUnderBothPolicies) {
     ASSERT_TRUE(ok.ok()) << c.name << ok.status();
     EXPECT_EQ(TotalRows(*ok), c.loses_rest || at_end ? 2 : 3) << c.name;
     EXPECT_EQ((*lenient)->malformed_counts().count(c.reason), 1) << c.name;
+  }
+}
+
+TEST(TfRecordWriterTest, WritesWhatTheReaderReadsOnlyOnClose) {
+  TestDir dir;
+  const std::string path = dir.File("a.tfrecord");
+  internal::TfRecordWriter w;
+  ASSERT_TRUE(w.Open(path).ok());
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(w.Write(Example(i)).ok());
+  EXPECT_FALSE(std::filesystem::exists(path));  // nothing published before Close
+  ASSERT_TRUE(w.Close().ok());
+  ASSERT_TRUE(w.Close().ok());  // idempotent
+  EXPECT_EQ(TotalRows(*Drain(**TfRecordDataset({path}, Schema()))), 10);
+  EXPECT_EQ(w.Write(Example(0)).code(), absl::StatusCode::kFailedPrecondition);
+  {
+    internal::TfRecordWriter dropped;  // destroyed without Close: the old file stays
+    ASSERT_TRUE(dropped.Open(path).ok());
+    ASSERT_TRUE(dropped.Write(Example(0)).ok());
+  }
+  EXPECT_EQ(TotalRows(*Drain(**TfRecordDataset({path}, Schema()))), 10);
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+}
+
+// Issue 28 item 4: a full disk, a short write, a failed fsync or rename each return an error
+// naming the file, keep the previous file byte for byte and leave no temporary behind.
+TEST(TfRecordWriterTest, AFailedWriteLeavesThePreviousFileIntact) {
+  using internal::FaultInjectionEnv;
+  TestDir dir;
+  const std::string path = dir.File("a.tfrecord");
+  {
+    internal::TfRecordWriter w;
+    ASSERT_TRUE(w.Open(path).ok());
+    ASSERT_TRUE(w.Write(Example(7)).ok());
+    ASSERT_TRUE(w.Close().ok());
+  }
+  const std::string before = ReadFile(path);
+  struct Fault {
+    std::string name;
+    std::function<void(FaultInjectionEnv&)> arm;
+    absl::StatusCode code;
+  };
+  const std::vector<Fault> faults = {
+      {"disk full", [](FaultInjectionEnv& e) { e.disk_full_after_bytes = 300; },
+       absl::StatusCode::kResourceExhausted},
+      {"short write", [](FaultInjectionEnv& e) { e.short_write_after_bytes = 300; },
+       absl::StatusCode::kResourceExhausted},
+      {"fsync failure", [](FaultInjectionEnv& e) { e.fail_sync = true; },
+       absl::StatusCode::kInternal},
+      {"failed rename", [](FaultInjectionEnv& e) { e.fail_rename = true; },
+       absl::StatusCode::kInternal},
+  };
+  for (const Fault& fault : faults) {
+    FaultInjectionEnv env(internal::Env::Default());
+    fault.arm(env);
+    internal::TfRecordWriter w;
+    ASSERT_TRUE(w.Open(path, &env).ok()) << fault.name;
+    Status s;
+    for (int i = 0; i < 20 && s.ok(); ++i) s = w.Write(Example(i));
+    const Status closed = w.Close();
+    if (s.ok()) s = closed;
+    EXPECT_FALSE(closed.ok()) << fault.name;  // a failed Write fails the Close too
+    ASSERT_FALSE(s.ok()) << fault.name;
+    EXPECT_EQ(s.code(), fault.code) << fault.name << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr("\"" + path + "\"")) << fault.name;
+    EXPECT_EQ(ReadFile(path), before) << fault.name;
+    int entries = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+      EXPECT_EQ(e.path().filename(), "a.tfrecord") << fault.name;
+      ++entries;
+    }
+    EXPECT_EQ(entries, 1) << fault.name;
   }
 }
 
