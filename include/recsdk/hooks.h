@@ -279,6 +279,10 @@ class SetThresholdHook final : public SessionRunHook {
 struct ProgressHookOptions {
   // total_steps: the steps the loop will run, for "step/total" and the ETA; <= 0 unknown.
   int64_t total_steps = 0;
+  // first_step: the global step before the loop's first run (the Estimator passes it), so the
+  // line counts the run's global steps: "step 150/200" for a loop of 50 steps from step 100 to
+  // max_steps 200, not "step 50/100". Default 0: the loop's own runs.
+  int64_t first_step = 0;
   // loss: a scalar tensor shown on the line (fetched every step it is shown); empty: none.
   std::optional<TensorName> loss;
   // every_n_steps: how often a line is produced (>= 1). On a terminal the line is rewritten in

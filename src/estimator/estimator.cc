@@ -331,6 +331,7 @@ Status Estimator::Impl::TrainLoop(KeyStage* stage, int64_t last_step, const Hook
   if (config.log_step_count_steps > 0) {
     ProgressHookOptions p;
     p.total_steps = last_step >= 0 ? last_step - start : 0;
+    p.first_step = start;  // the line shows the run's global step (train_and_evaluate's chunks)
     p.loss = TensorName(train.loss);
     p.every_n_steps = config.log_step_count_steps;
     p.out = log();

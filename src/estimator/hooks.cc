@@ -410,9 +410,11 @@ Status ProgressHook::AfterRun(SessionRunContext& context, absl::Span<const Tenso
   if (!due_) return absl::OkStatus();
   const double secs = std::max(NowSeconds() - start_, 1e-9);
   const double rate = static_cast<double>(runs_) / secs;
-  std::string line = options_.total_steps > 0
-                         ? fmt::format("step {}/{}", runs_, options_.total_steps)
-                         : fmt::format("step {}", runs_);
+  const int64_t step = options_.first_step + runs_;
+  std::string line =
+      options_.total_steps > 0
+          ? fmt::format("step {}/{}", step, options_.first_step + options_.total_steps)
+          : fmt::format("step {}", step);
   line += fmt::format("  {:.1f} steps/s", rate);
   if (rows_ > 0) line += fmt::format("  {:.0f} samples/s", static_cast<double>(rows_) / secs);
   if (options_.loss.has_value() && !results.empty()) {

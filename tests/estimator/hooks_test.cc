@@ -158,12 +158,13 @@ TEST(HooksTest, NanTensorHookStopsWithTheStep) {
   EXPECT_TRUE(ms2->ShouldStop());
 }
 
-std::string RunProgress(bool terminal) {
+std::string RunProgress(bool terminal, int64_t first_step = 0) {
   Model m;
   Build(&m);
   std::FILE* out = std::tmpfile();
   ProgressHookOptions p;
   p.total_steps = 4;
+  p.first_step = first_step;
   p.loss = TensorName("loss");
   p.every_n_steps = 2;
   p.out = out;
@@ -193,6 +194,12 @@ TEST(HooksTest, ProgressLineInPlaceOnATerminalPlainElsewhere) {
   const std::string tty = RunProgress(true);
   EXPECT_EQ(std::count(tty.begin(), tty.end(), '\r'), 2) << tty;
   EXPECT_EQ(std::count(tty.begin(), tty.end(), '\n'), 1) << tty;  // only the final newline
+  // A loop that starts at global step 100 (train_and_evaluate's second chunk) counts global
+  // steps: the run's position, not the chunk's.
+  const std::string later = RunProgress(false, 100);
+  EXPECT_NE(later.find("step 102/104"), std::string::npos) << later;
+  EXPECT_NE(later.find("step 104/104"), std::string::npos) << later;
+  EXPECT_EQ(later.find("step 2/4"), std::string::npos) << later;
 }
 
 TEST(HooksTest, SummarySaverAndStepCounterWriteEvents) {
