@@ -467,6 +467,21 @@ StatusOr<TableSnapshot> ReadTableFiles(Env* env, const std::string& dir,
                                h.name, *bad, bad - s.keys.begin(),
                                *bad == *(bad + 1) ? "repeated as" : "followed by", *(bad + 1)));
   }
+  // Lengths that go together, checked here so that no reader of a snapshot (a table, the
+  // re-sharding of a restore) indexes one array by another's length.
+  if (!s.timestamps.empty() && s.timestamps.size() != s.keys.size()) {
+    return Corrupt(JoinPath(dir, keys_info.file),
+                   fmt::format("table \"{}\" has {} keys but {} timestamps", h.name, s.keys.size(),
+                               s.timestamps.size()));
+  }
+  if (s.pending_counts.size() != s.pending_keys.size() ||
+      s.pending_timestamps.size() != s.pending_keys.size()) {
+    return Corrupt(JoinPath(dir, keys_info.file),
+                   fmt::format("table \"{}\" has {} pending keys but {} pending counts and {} "
+                               "pending timestamps",
+                               h.name, s.pending_keys.size(), s.pending_counts.size(),
+                               s.pending_timestamps.size()));
+  }
   return s;
 }
 

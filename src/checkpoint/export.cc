@@ -21,9 +21,11 @@
 
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
+#include "recsdk/distributed.h"
 #include "recsdk/embedding.h"
 #include "src/checkpoint/checkpoint_io.h"
 #include "src/checkpoint/session_state.h"
+#include "src/checkpoint/sharded_write.h"
 #include "src/common/crc32c.h"
 #include "src/common/env.h"
 #include "src/common/json_number.h"
@@ -195,7 +197,8 @@ Status ExportSavedModel(Session& session, const std::string& export_path,
           fmt::format("ExportSavedModel: \"{}\" exists and is not empty; export to a new directory",
                       export_dir));
     }
-    RECSDK_RETURN_IF_ERROR(env->DeleteDir(export_dir));
+    // The empty directory is replaced by the bundle (removed just before the rename, by the one
+    // process that renames).
   }
   RECSDK_ASSIGN_OR_RETURN(const std::vector<std::string> input_names,
                           internal::ServedNames(signature.inputs, signature.input_names, "input"));
@@ -217,22 +220,21 @@ Status ExportSavedModel(Session& session, const std::string& export_path,
       if (t.name == n->StringAttr("table_name")) state.tables.push_back(t);
     }
   }
-  RECSDK_ASSIGN_OR_RETURN(
-      internal::SaveJob job,
-      internal::SnapshotSession(session, state, EmbeddingTable::SnapshotKind::kFullKeepTracking));
-  for (size_t i = 0; i < job.tables.size(); ++i) {
+  StatusOr<internal::SaveJob> job =
+      internal::SnapshotSession(session, state, EmbeddingTable::SnapshotKind::kFullKeepTracking);
+  for (size_t i = 0; job.ok() && i < job->tables.size(); ++i) {
     const bool by_address = state.tables[i].resource->table()->config().use_dynamic_expansion;
-    job.tables[i] = internal::ServingRows(std::move(job.tables[i]), by_address);
+    job->tables[i] = internal::ServingRows(std::move(job->tables[i]), by_address);
   }
+  RECSDK_ASSIGN_OR_RETURN(const int world, get_rank_size());
+  RECSDK_ASSIGN_OR_RETURN(const int rank, get_rank_id());
+  if (world == 1) RECSDK_RETURN_IF_ERROR(job.status());
 
   const std::string parent = internal::Dirname(export_dir);
   RECSDK_RETURN_IF_ERROR(env->CreateDir(parent));
   const std::string tmp = fmt::format("{}.tmp-{}", export_dir, static_cast<int>(getpid()));
-  // Whatever is at the temporary name goes, never followed (a planted link must not get its
-  // target's files deleted or written); the directory is then made exclusively.
-  RECSDK_RETURN_IF_ERROR(internal::DeleteRecursively(env, tmp));
-  RECSDK_RETURN_IF_ERROR(env->CreateDirExclusive(tmp));
-  auto write = [&]() -> Status {
+  // write: the bundle's files into `tmp`, then renamed into place; `parts` says what of `out`.
+  auto write = [&](const internal::SaveJob& out, const internal::ManifestParts& parts) -> Status {
     const std::string graph_json = graph->ToJson();
     RECSDK_RETURN_IF_ERROR(
         internal::WriteStringToFileSync(env, JoinPath(tmp, internal::kGraphFile), graph_json));
@@ -258,18 +260,57 @@ Status ExportSavedModel(Session& session, const std::string& export_path,
                               {"graph_crc32c", internal::Crc32c(graph_json)}};
     RECSDK_RETURN_IF_ERROR(internal::WriteJsonDocument(env, JoinPath(tmp, internal::kServingFile),
                                                        std::move(serving), /*atomic=*/false));
-    RECSDK_RETURN_IF_ERROR(internal::WriteCheckpointFiles(env, tmp, job).status());
+    RECSDK_RETURN_IF_ERROR(internal::WriteCheckpointFiles(env, tmp, out, parts).status());
+    if (env->FileExists(export_dir)) RECSDK_RETURN_IF_ERROR(env->DeleteDir(export_dir));
     RECSDK_RETURN_IF_ERROR(env->RenameFile(tmp, export_dir));
     return env->SyncDir(parent);
   };
-  if (Status s = write(); !s.ok()) {
+  // make_tmp: whatever is at the temporary name goes, never followed (a planted link must not
+  // get its target's files deleted or written); the directory is then made exclusively.
+  auto make_tmp = [&]() -> Status {
+    RECSDK_RETURN_IF_ERROR(internal::DeleteRecursively(env, tmp));
+    return env->CreateDirExclusive(tmp);
+  };
+  auto failed = [&](const Status& s) {
     internal::DeleteRecursively(env, tmp).IgnoreError();
-    return Status(s.code(),
-                  fmt::format("ExportSavedModel: writing \"{}\" failed and nothing was left "
-                              "there; fix the cause and export again: {}",
-                              export_dir, s.message()));
+    return Status(s.code(), fmt::format("ExportSavedModel: writing \"{}\" failed and nothing was "
+                                        "left there; fix the cause and export again: {}",
+                                        export_dir, s.message()));
+  };
+  if (world == 1) {
+    Status s = make_tmp();
+    if (s.ok()) s = write(*job, {});
+    return s.ok() ? s : failed(s);
   }
-  return absl::OkStatus();
+  // Several ranks: one bundle. Each rank writes the rows of its shard of the sharded tables;
+  // rank 0 gathers the shards into the bundle beside the graph, the variables and the tables
+  // every rank holds whole (internal::RunShardedWrite); Predictor::Load merges the shards.
+  internal::SaveJob shard_job;
+  internal::SaveJob top_job;
+  if (job.ok()) {
+    top_job.vars = std::move(job->vars);
+    top_job.run_count = job->run_count;
+    for (size_t i = 0; i < job->tables.size(); ++i) {
+      (internal::IsSharded(state.tables[i]) ? shard_job : top_job)
+          .tables.push_back(std::move(job->tables[i]));
+    }
+  }
+  internal::ShardedWrite w;
+  w.what = fmt::format("ExportSavedModel: the bundle \"{}\"", export_dir);
+  w.shard_tmp = [&](int r) { return fmt::format("{}.tmp-shard-{}-of-{}", export_dir, r, world); };
+  w.write_shard = [&](const std::string& dir) {
+    return internal::WriteCheckpointFiles(env, dir, shard_job);
+  };
+  w.commit = [&](const std::vector<std::string>& shard_ids) -> StatusOr<std::string> {
+    internal::ManifestParts parts;
+    parts.shard_ids = shard_ids;
+    Status s = make_tmp();
+    if (s.ok()) s = internal::MoveShardsInto(env, world, w, tmp);
+    if (s.ok()) s = write(top_job, parts);
+    if (!s.ok()) return failed(s);
+    return std::string();
+  };
+  return internal::RunShardedWrite(env, rank, world, job.status(), w).status();
 }
 
 struct Predictor::Impl {
@@ -335,6 +376,9 @@ StatusOr<std::unique_ptr<Predictor>> Predictor::Load(const std::string& bundle_d
     internal::RegisterTableOps();
     RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<Graph> graph, Graph::FromJson(*graph_json));
     RECSDK_ASSIGN_OR_RETURN(impl->session, Session::Create(*graph, config));
+    // Serving tables hold every key of the bundle (a bundle exported by several ranks too), and
+    // a lookup asks no other process.
+    impl->session->resource_mgr()->set_process_local_tables(true);
     RECSDK_ASSIGN_OR_RETURN(internal::SessionState state,
                             internal::CollectSessionState(*impl->session, false));
     RECSDK_ASSIGN_OR_RETURN(internal::LoadedCheckpoint ckpt,

@@ -28,11 +28,14 @@
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 #include "recsdk/checkpoint.h"
+#include "recsdk/distributed.h"
 #include "recsdk/embedding.h"
 #include "recsdk/pipeline.h"
 #include "recsdk/variables.h"
 #include "src/checkpoint/checkpoint_io.h"
 #include "src/checkpoint/session_state.h"
+#include "src/checkpoint/sharded_checkpoint.h"
+#include "src/checkpoint/sharded_write.h"
 #include "src/common/json_parse.h"
 #include "src/common/logging.h"
 #include "src/common/status_macros.h"
@@ -145,9 +148,33 @@ struct Saver::Impl {
   // pending: the background write of the last Save (async_write), if any.
   mutable std::future<Status> pending;
 
+  // rank, world: this process in its job (get_rank_id, get_rank_size). With several ranks, a
+  // save and a restore are collectives: every rank calls them in the same order.
+  int rank = 0;
+  int world = 1;
+
   Status WaitPending() const;
+  // TmpDir: where this process writes the checkpoint of `step` before it is committed.
+  std::string TmpDir(int64_t step) const;
+  // ShardTmpDir: where rank `r` writes its shard of the checkpoint of `step`.
+  std::string ShardTmpDir(int64_t step, int r) const;
+  Status MakeCleanDir(const std::string& dir) const;
   // Write: the checkpoint of `job`; `id` receives its id (WriteCheckpointFiles).
   StatusOr<std::string> Write(const internal::SaveJob& job, std::string* id);
+  // Commit: renames the written directory `tmp` to the checkpoint of `step`, then updates the
+  // index and applies the retention.
+  StatusOr<std::string> Commit(const std::string& tmp, int64_t step,
+                               const std::vector<std::string>& job_chain);
+  // WriteSharded: the checkpoint of `step` written by every rank (internal::RunShardedWrite);
+  // `job` is this rank's snapshot or why it has none.
+  StatusOr<std::string> WriteSharded(int64_t step, const StatusOr<internal::SaveJob>& job,
+                                     std::string* id);
+  // NameOtherCheckpoints: `error` of reading `dir`, naming the index's other checkpoints when
+  // it is data loss (never fall back silently to an older one: the caller picks).
+  Status NameOtherCheckpoints(const Status& error, const std::string& dir) const;
+  // RestoreDistributed: Restore's read, check and commit with every rank agreeing between them.
+  Status RestoreDistributed(internal::LoadedCheckpoint& ckpt,
+                            const StatusOr<std::string>& resolved);
   StatusOr<std::string> WriteOrCleanUp(const internal::SaveJob& job, std::string* id);
   StatusOr<std::string> SaveImpl(int64_t step, bool delta);
   StatusOr<std::string> ResolveCheckpoint(std::string_view checkpoint) const;
@@ -191,7 +218,19 @@ StatusOr<std::unique_ptr<Saver>> Saver::Create(Session& session, const SaverOpti
         "latest",
         options.restore_model_version));
   }
+  RECSDK_ASSIGN_OR_RETURN(const int world, get_rank_size());
+  RECSDK_ASSIGN_OR_RETURN(const int rank, get_rank_id());
+  if (world > 1 && options.async_write) {
+    return absl::InvalidArgumentError(fmt::format(
+        "SaverOptions.async_write with {} ranks: a save of several ranks ends with rank 0 "
+        "gathering every rank's shard and telling them the outcome, collectives that must run "
+        "in the ranks' common order, which a background write cannot keep; set async_write = "
+        "false",
+        world));
+  }
   auto impl = std::make_unique<Impl>();
+  impl->rank = rank;
+  impl->world = world;
   impl->session = &session;
   impl->options = options;
   impl->options.model_dir = internal::NormalizeDir(options.model_dir);
@@ -202,20 +241,31 @@ StatusOr<std::unique_ptr<Saver>> Saver::Create(Session& session, const SaverOpti
   return std::unique_ptr<Saver>(new Saver(std::move(impl)));
 }
 
-StatusOr<std::string> Saver::Impl::Write(const internal::SaveJob& job, std::string* id) {
-  const std::string& model_dir = options.model_dir;
-  const std::string name = internal::CheckpointName(job.step);
-  const std::string final_dir = JoinPath(model_dir, name);
-  const std::string tmp = JoinPath(model_dir, fmt::format("{}{}-{}", internal::kTmpPrefix, job.step,
-                                                          static_cast<int>(getpid())));
+std::string Saver::Impl::TmpDir(int64_t step) const {
+  return JoinPath(options.model_dir,
+                  fmt::format("{}{}-{}", internal::kTmpPrefix, step, static_cast<int>(getpid())));
+}
+
+Status Saver::Impl::MakeCleanDir(const std::string& dir) const {
   // Leftovers of an earlier crash of this step: start clean. Whatever is at the temporary name is
   // removed without following a link (a link planted there must not get its target's files
   // deleted or written), and the directory is then made exclusively.
-  RECSDK_RETURN_IF_ERROR(internal::DeleteRecursively(env, tmp));
-  RECSDK_RETURN_IF_ERROR(env->CreateDirExclusive(tmp));
+  RECSDK_RETURN_IF_ERROR(internal::DeleteRecursively(env, dir));
+  return env->CreateDirExclusive(dir);
+}
 
+StatusOr<std::string> Saver::Impl::Write(const internal::SaveJob& job, std::string* id) {
+  const std::string tmp = TmpDir(job.step);
+  RECSDK_RETURN_IF_ERROR(MakeCleanDir(tmp));
   RECSDK_ASSIGN_OR_RETURN(*id, internal::WriteCheckpointFiles(env, tmp, job));
+  return Commit(tmp, job.step, job.chain);
+}
 
+StatusOr<std::string> Saver::Impl::Commit(const std::string& tmp, int64_t step,
+                                          const std::vector<std::string>& job_chain) {
+  const std::string& model_dir = options.model_dir;
+  const std::string name = internal::CheckpointName(step);
+  const std::string final_dir = JoinPath(model_dir, name);
   // The index, read before anything is renamed: a corrupt index is rebuilt from this save on.
   internal::Index index;
   if (env->FileExists(JoinPath(model_dir, internal::kIndexFile))) {
@@ -239,7 +289,7 @@ StatusOr<std::string> Saver::Impl::Write(const internal::SaveJob& job, std::stri
   list.erase(
       std::remove_if(list.begin(), list.end(), [&](const auto& e) { return e.name == name; }),
       list.end());
-  list.push_back({name, job.chain});
+  list.push_back({name, job_chain});
   // Retention: the newest keep_checkpoint_max, and every checkpoint their chains build on.
   std::vector<std::string> doomed;
   const size_t keep = static_cast<size_t>(options.keep_checkpoint_max);
@@ -275,13 +325,8 @@ StatusOr<std::string> Saver::Impl::Write(const internal::SaveJob& job, std::stri
 
 StatusOr<std::string> Saver::Impl::WriteOrCleanUp(const internal::SaveJob& job, std::string* id) {
   auto dir = Write(job, id);
-  if (!dir.ok()) {
-    // Remove this save's temporary directory; the previous checkpoint stays the latest.
-    const std::string tmp = JoinPath(
-        options.model_dir,
-        fmt::format("{}{}-{}", internal::kTmpPrefix, job.step, static_cast<int>(getpid())));
-    internal::DeleteRecursively(env, tmp).IgnoreError();
-  }
+  // Remove this save's temporary directory; the previous checkpoint stays the latest.
+  if (!dir.ok()) internal::DeleteRecursively(env, TmpDir(job.step)).IgnoreError();
   return dir;
 }
 
@@ -304,36 +349,58 @@ StatusOr<std::string> Saver::Impl::SaveImpl(int64_t step, bool delta) {
         "Saver::SaveDelta: there is no full checkpoint to build on (none saved or restored by this "
         "Saver, or the previous save failed); call Save first");
   }
-  if (key_stage != nullptr && key_stage->channel() == KeyStageChannel::kTrain &&
-      !key_stage->Quiescent()) {
-    return absl::FailedPreconditionError(fmt::format(
-        "Saver: the key stage has changed the tables for batches the training loop has not run "
-        "yet, so step {} is not one consistent moment; call KeyStage::Quiesce(), keep training "
-        "until KeyStage::Quiescent(), then save (CheckpointSaverHook does this)",
-        step));
-  }
-  // Whatever happens from here, a failure breaks the delta chain: the tables' change tracking
-  // restarts at the snapshot, so a later delta would miss this one's rows.
-  std::vector<std::string> previous = std::move(chain);
-  std::vector<std::string> previous_ids = std::move(chain_ids);
-  chain.clear();
-  chain_ids.clear();
-  auto job = internal::SnapshotSession(
-      *session, state,
-      delta ? EmbeddingTable::SnapshotKind::kDelta : EmbeddingTable::SnapshotKind::kFull,
-      /*stream_tables=*/!options.async_write);
-  if (!job.ok()) return job.status();
-  job->step = step;
-  if (key_stage != nullptr) job->dataset_batches = key_stage->batches_consumed();
-  if (delta) {
-    if (previous_ids.size() != previous.size()) {
-      return absl::FailedPreconditionError(
-          "Saver::SaveDelta: the checkpoint to build on has no id (it was written before "
-          "checkpoints recorded one); call Save first");
+  // Snapshot: this rank's part of the checkpoint, or why there is none. With several ranks a
+  // rank that has none still takes part in the save's collectives, so that no rank waits for it.
+  auto snapshot = [&]() -> StatusOr<internal::SaveJob> {
+    if (key_stage != nullptr && key_stage->channel() == KeyStageChannel::kTrain &&
+        !key_stage->Quiescent()) {
+      return absl::FailedPreconditionError(fmt::format(
+          "Saver: the key stage has changed the tables for batches the training loop has not "
+          "run yet, so step {} is not one consistent moment; call KeyStage::Quiesce(), keep "
+          "training until KeyStage::Quiescent(), then save (CheckpointSaverHook does this)",
+          step));
     }
-    job->chain = previous;
-    job->chain_ids = previous_ids;
+    // Whatever happens from here, a failure breaks the delta chain: the tables' change tracking
+    // restarts at the snapshot, so a later delta would miss this one's rows.
+    std::vector<std::string> previous = std::move(chain);
+    std::vector<std::string> previous_ids = std::move(chain_ids);
+    chain.clear();
+    chain_ids.clear();
+    RECSDK_ASSIGN_OR_RETURN(internal::SaveJob job,
+                            internal::SnapshotSession(*session, state,
+                                                      delta ? EmbeddingTable::SnapshotKind::kDelta
+                                                            : EmbeddingTable::SnapshotKind::kFull,
+                                                      /*stream_tables=*/!options.async_write));
+    job.step = step;
+    if (key_stage != nullptr) job.dataset_batches = key_stage->batches_consumed();
+    if (delta) {
+      if (previous_ids.size() != previous.size()) {
+        return absl::FailedPreconditionError(
+            "Saver::SaveDelta: the checkpoint to build on has no id (it was written before "
+            "checkpoints recorded one); call Save first");
+      }
+      job.chain = std::move(previous);
+      job.chain_ids = std::move(previous_ids);
+    }
+    return job;
+  };
+  StatusOr<internal::SaveJob> job = snapshot();
+  std::string id;
+  if (world > 1) {
+    // Every rank ends the save the same way: the chain breaks everywhere if any rank failed.
+    std::vector<std::string> base = job.ok() ? job->chain : std::vector<std::string>{};
+    std::vector<std::string> base_ids = job.ok() ? job->chain_ids : std::vector<std::string>{};
+    StatusOr<std::string> dir = WriteSharded(step, job, &id);
+    chain.clear();
+    chain_ids.clear();
+    if (!dir.ok()) return dir.status();
+    chain = std::move(base);
+    chain_ids = std::move(base_ids);
+    chain.push_back(internal::CheckpointName(step));
+    chain_ids.push_back(id);
+    return dir;
   }
+  if (!job.ok()) return job.status();
   std::vector<std::string> next = job->chain;
   std::vector<std::string> next_ids = job->chain_ids;
   next.push_back(internal::CheckpointName(step));
@@ -341,19 +408,62 @@ StatusOr<std::string> Saver::Impl::SaveImpl(int64_t step, bool delta) {
     chain = std::move(next);
     chain_ids = std::move(next_ids);
     auto shared = std::make_shared<internal::SaveJob>(std::move(*job));
-    auto id = std::make_shared<std::string>();
-    pending_id = id;
-    pending = std::async(std::launch::async, [this, shared, id]() -> Status {
-      return WriteOrCleanUp(*shared, id.get()).status();
+    auto pending_write_id = std::make_shared<std::string>();
+    pending_id = pending_write_id;
+    pending = std::async(std::launch::async, [this, shared, pending_write_id]() -> Status {
+      return WriteOrCleanUp(*shared, pending_write_id.get()).status();
     });
     return JoinPath(options.model_dir, internal::CheckpointName(step));
   }
-  std::string id;
   RECSDK_ASSIGN_OR_RETURN(std::string dir, WriteOrCleanUp(*job, &id));
   chain = std::move(next);
   chain_ids = std::move(next_ids);
   chain_ids.push_back(id);
   return dir;
+}
+
+std::string Saver::Impl::ShardTmpDir(int64_t step, int r) const {
+  return JoinPath(options.model_dir, fmt::format("{}{}-{}", internal::kTmpPrefix, step,
+                                                 internal::ShardDirName(r, world)));
+}
+
+// WriteSharded: a checkpoint of N ranks (internal::RunShardedWrite): each rank writes its shard
+// of the sharded tables; rank 0 moves them into the checkpoint, writes its manifest (variables,
+// the tables every rank holds whole, the shards' ids) and commits it as a save of one process
+// does (rename, index, retention).
+StatusOr<std::string> Saver::Impl::WriteSharded(int64_t step,
+                                                const StatusOr<internal::SaveJob>& job,
+                                                std::string* id) {
+  internal::ShardedWrite w;
+  w.what = fmt::format("Saver: the checkpoint of step {}", step);
+  w.step = step;
+  w.shard_tmp = [&](int r) { return ShardTmpDir(step, r); };
+  w.write_shard = [&](const std::string& dir) {
+    internal::ManifestParts parts;
+    parts.variables = false;
+    parts.tables = internal::ManifestParts::TableSet::kSharded;
+    return internal::WriteCheckpointFiles(env, dir, *job, parts);
+  };
+  w.commit = [&](const std::vector<std::string>& shard_ids) -> StatusOr<std::string> {
+    const std::string tmp = TmpDir(step);
+    auto commit = [&]() -> StatusOr<std::string> {
+      RECSDK_RETURN_IF_ERROR(MakeCleanDir(tmp));
+      RECSDK_RETURN_IF_ERROR(internal::MoveShardsInto(env, world, w, tmp));
+      internal::ManifestParts parts;
+      parts.tables = internal::ManifestParts::TableSet::kWhole;
+      parts.dataset = false;
+      parts.shard_ids = shard_ids;
+      RECSDK_ASSIGN_OR_RETURN(std::string top,
+                              internal::WriteCheckpointFiles(env, tmp, *job, parts));
+      RECSDK_RETURN_IF_ERROR(Commit(tmp, step, job->chain).status());
+      return top;
+    };
+    StatusOr<std::string> top = commit();
+    if (!top.ok()) internal::DeleteRecursively(env, tmp).IgnoreError();
+    return top;
+  };
+  RECSDK_ASSIGN_OR_RETURN(*id, internal::RunShardedWrite(env, rank, world, job.status(), w));
+  return JoinPath(options.model_dir, internal::CheckpointName(step));
 }
 
 StatusOr<std::string> Saver::Save(int64_t global_step) {
@@ -429,29 +539,26 @@ StatusOr<int64_t> Saver::Restore(std::string_view checkpoint) {
   if (Status s = im.WaitPending(); !s.ok()) {
     internal::LogWarning("Saver: the last background save failed: {}", s.message());
   }
-  RECSDK_ASSIGN_OR_RETURN(std::string dir, im.ResolveCheckpoint(checkpoint));
+  StatusOr<std::string> resolved = im.ResolveCheckpoint(checkpoint);
   internal::LoadedCheckpoint ckpt;
-  try {
-    auto loaded = internal::LoadCheckpoint(im.env, dir);
-    if (!loaded.ok()) {
-      // Never fall back silently to an older checkpoint: name the others, so the caller picks.
-      std::vector<std::string> others;
-      if (auto index = internal::ReadIndex(im.env, im.options.model_dir); index.ok()) {
-        for (const auto& e : index->checkpoints) {
-          if (JoinPath(im.options.model_dir, e.name) != dir) others.push_back(e.name);
-        }
-      }
-      if (!absl::IsDataLoss(loaded.status()) || others.empty()) return loaded.status();
-      return absl::DataLossError(
-          fmt::format("{} (other checkpoints in \"{}\": {}; pass one to Restore)",
-                      loaded.status().message(), im.options.model_dir, fmt::join(others, ", ")));
+  if (im.world > 1) {
+    // Every rank reads and checks, then all agree, then all commit: a rank that cannot restore
+    // (its shard missing, a table of another dim) leaves every rank unchanged.
+    RECSDK_RETURN_IF_ERROR(im.RestoreDistributed(ckpt, resolved));
+  } else {
+    RECSDK_RETURN_IF_ERROR(resolved.status());
+    const std::string& dir = *resolved;
+    try {
+      auto loaded = internal::LoadCheckpoint(im.env, dir);
+      if (!loaded.ok()) return im.NameOtherCheckpoints(loaded.status(), dir);
+      ckpt = std::move(*loaded);
+      RECSDK_RETURN_IF_ERROR(internal::ApplyCheckpoint(*im.session, im.state, ckpt));
+    } catch (const std::bad_alloc&) {
+      return absl::ResourceExhaustedError(
+          fmt::format("Saver: out of memory reading checkpoint \"{}\"", dir));
     }
-    ckpt = std::move(*loaded);
-    RECSDK_RETURN_IF_ERROR(internal::ApplyCheckpoint(*im.session, im.state, ckpt));
-  } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError(
-        fmt::format("Saver: out of memory reading checkpoint \"{}\"", dir));
   }
+  const std::string& dir = ckpt.dir;
   if (ckpt.run_count >= 0) im.session->SetRunCount(ckpt.run_count);
   im.restored_dataset_batches = ckpt.dataset_batches;
   im.chain = ckpt.chain;
@@ -459,8 +566,74 @@ StatusOr<int64_t> Saver::Restore(std::string_view checkpoint) {
   im.chain_ids = ckpt.chain_ids;
   im.chain_ids.push_back(ckpt.id);
   if (ckpt.id.empty() || im.chain_ids.size() != im.chain.size()) im.chain_ids.clear();
+  if (ckpt.world_size != im.world) {
+    internal::LogInfo(
+        "Saver: checkpoint \"{}\" was written by {} rank(s) and is restored by {}: its tables "
+        "were re-sharded; the input position is not restored (each rank's shard of the input "
+        "changed)",
+        dir, ckpt.world_size, im.world);
+  }
   internal::LogInfo("Saver: restored checkpoint \"{}\" (step {})", dir, ckpt.step);
   return ckpt.step;
+}
+
+Status Saver::Impl::NameOtherCheckpoints(const Status& error, const std::string& dir) const {
+  // Never fall back silently to an older checkpoint: name the others, so the caller picks.
+  std::vector<std::string> others;
+  if (auto index = internal::ReadIndex(env, options.model_dir); index.ok()) {
+    for (const auto& e : index->checkpoints) {
+      if (JoinPath(options.model_dir, e.name) != dir) others.push_back(e.name);
+    }
+  }
+  if (!absl::IsDataLoss(error) || others.empty()) return error;
+  return absl::DataLossError(
+      fmt::format("{} (other checkpoints in \"{}\": {}; pass one to Restore)", error.message(),
+                  options.model_dir, fmt::join(others, ", ")));
+}
+
+Status Saver::Impl::RestoreDistributed(internal::LoadedCheckpoint& ckpt,
+                                       const StatusOr<std::string>& resolved) {
+  const std::string dir = resolved.ok() ? *resolved : std::string();
+  auto agree = [&](const Status& mine, const char* phase) -> Status {
+    StatusOr<bool> all = AllRanksAgree(mine.ok(), "checkpoint restore");
+    if (!all.ok()) {
+      return Status(all.status().code(), fmt::format("Saver: restoring \"{}\", {}: {}", dir, phase,
+                                                     all.status().message()));
+    }
+    if (!mine.ok()) return mine;
+    if (!*all) {
+      return absl::AbortedError(fmt::format(
+          "Saver: restoring \"{}\": another rank failed {} (its log says why); {}", dir, phase,
+          std::string_view(phase) == "reading and checking" ? "nothing was changed"
+                                                            : "the tables may be partly restored"));
+    }
+    return absl::OkStatus();
+  };
+  Status checked = [&]() -> Status {
+    RECSDK_RETURN_IF_ERROR(resolved.status());
+    try {
+      const internal::TablePlacements placements =
+          internal::PlacementsOf(state, internal::TablePlacement{rank, world});
+      auto loaded = internal::LoadCheckpoint(env, dir, placements);
+      if (!loaded.ok()) return NameOtherCheckpoints(loaded.status(), dir);
+      ckpt = std::move(*loaded);
+      return internal::CheckCheckpoint(*session, state, ckpt);
+    } catch (const std::bad_alloc&) {
+      return absl::ResourceExhaustedError(
+          fmt::format("Saver: out of memory reading checkpoint \"{}\"", dir));
+    }
+  }();
+  if (!checked.ok()) {
+    internal::LogError("Saver: rank {} of {} cannot restore \"{}\": {}", rank, world, dir,
+                       checked.message());
+  }
+  RECSDK_RETURN_IF_ERROR(agree(checked, "reading and checking"));
+  Status committed = internal::CommitCheckpoint(*session, state, ckpt);
+  if (!committed.ok()) {
+    internal::LogError("Saver: rank {} of {} could not apply \"{}\": {}", rank, world, dir,
+                       committed.message());
+  }
+  return agree(committed, "applying");
 }
 
 void Saver::AttachKeyStage(KeyStage* stage) { impl_->key_stage = stage; }

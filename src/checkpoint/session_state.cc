@@ -10,13 +10,19 @@
 #include "fmt/format.h"
 #include "recsdk/variables.h"
 #include "src/checkpoint/checkpoint_io.h"
+#include "src/checkpoint/sharded_checkpoint.h"
 #include "src/common/crc32c.h"
 #include "src/common/json_number.h"
 #include "src/common/status_macros.h"
 #include "src/device/resource_mgr.h"
+#include "src/table/collective_table.h"
 
 namespace recsdk::internal {
 namespace {
+
+// kMaxShards: the most ranks a checkpoint's manifest may say wrote it (a bound on a number read
+// from a file, far above any job's world).
+constexpr int64_t kMaxShards = 1 << 20;
 
 StatusOr<std::string_view> NpyDescr(DType dtype, const std::string& var) {
   switch (dtype) {
@@ -95,9 +101,10 @@ StatusOr<SaveJob> SnapshotSession(Session& session, const SessionState& state,
   return job;
 }
 
-StatusOr<std::string> WriteCheckpointFiles(Env* env, const std::string& tmp, const SaveJob& job) {
+StatusOr<std::string> WriteCheckpointFiles(Env* env, const std::string& tmp, const SaveJob& job,
+                                           const ManifestParts& parts) {
   nlohmann::json vars = nlohmann::json::array();
-  for (size_t i = 0; i < job.vars.size(); ++i) {
+  for (size_t i = 0; parts.variables && i < job.vars.size(); ++i) {
     const VarSnapshot& v = job.vars[i];
     RECSDK_ASSIGN_OR_RETURN(std::string_view descr, NpyDescr(v.dtype, v.name));
     std::vector<int64_t> shape(v.shape.dims().begin(), v.shape.dims().end());
@@ -108,7 +115,9 @@ StatusOr<std::string> WriteCheckpointFiles(Env* env, const std::string& tmp, con
         {{"name", v.name}, {"dtype", std::string(DTypeName(v.dtype))}, {"payload", info.ToJson()}});
   }
   nlohmann::json tables_json = nlohmann::json::array();
-  for (size_t i = 0; i < job.tables.size(); ++i) {
+  using TableSet = ManifestParts::TableSet;
+  // Snapshots taken ahead (job.tables) exist only for a save of one process (async_write).
+  for (size_t i = 0; parts.tables == TableSet::kAll && i < job.tables.size(); ++i) {
     RECSDK_ASSIGN_OR_RETURN(
         nlohmann::json entry,
         WriteTablePayloads(env, tmp, fmt::format("table_{}_", i), job.tables[i]));
@@ -116,6 +125,9 @@ StatusOr<std::string> WriteCheckpointFiles(Env* env, const std::string& tmp, con
   }
   for (size_t j = 0; j < job.streamed_tables.size(); ++j) {
     const TableRef& t = job.streamed_tables[j];
+    if (parts.tables != TableSet::kAll && IsSharded(t) != (parts.tables == TableSet::kSharded)) {
+      continue;
+    }
     // The table stays locked while its rows stream to the files.
     internal::TableGuard table = t.resource->table()->LockAll();
     RECSDK_ASSIGN_OR_RETURN(
@@ -131,10 +143,14 @@ StatusOr<std::string> WriteCheckpointFiles(Env* env, const std::string& tmp, con
                              {"rng", {{"run_count", job.run_count}}},
                              {"variables", vars},
                              {"tables", tables_json}};
-  if (job.dataset_batches >= 0) {
+  // The dataset position goes with the tables: the key stage's batches are those the tables saw.
+  if (parts.dataset && job.dataset_batches >= 0) {
     manifest["dataset"] = {{"batches_consumed", job.dataset_batches}};
   }
   if (job.delta) manifest["chain_ids"] = job.chain_ids;
+  if (!parts.shard_ids.empty()) {
+    manifest["shards"] = {{"world_size", parts.shard_ids.size()}, {"ids", parts.shard_ids}};
+  }
   const std::string id = fmt::format("{:08x}", Crc32c(manifest.dump()));
   manifest["id"] = id;
   RECSDK_RETURN_IF_ERROR(
@@ -228,8 +244,166 @@ StatusOr<VarSnapshot> ReadVariable(Env* env, const std::string& dir, const nlohm
   return v;
 }
 
-// LoadCheckpoint: reads and verifies `dir` and (for a delta) its chain, siblings of `dir`.
-StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir) {
+// LinkTable: one table of a checkpoint of a chain, as this process holds it, with the manifest
+// entry that describes it.
+struct LinkTable {
+  nlohmann::json entry;
+  TableSnapshot snapshot;
+};
+
+// ReadListedTables: every table the manifest `m` of directory `dir` lists.
+StatusOr<std::vector<LinkTable>> ReadListedTables(Env* env, const std::string& dir,
+                                                  const nlohmann::json& m) {
+  std::vector<LinkTable> out;
+  std::set<std::string> listed;
+  for (const auto& e : m["tables"]) {
+    // A name listed twice is refused before its payloads are read (they may be most of the
+    // checkpoint); a malformed entry is ReadTablePayloads' to report.
+    if (e.is_object() && e.contains("name") && e["name"].is_string() &&
+        !listed.insert(e["name"].get<std::string>()).second) {
+      return absl::DataLossError(
+          fmt::format("checkpoint manifest \"{}\" lists table \"{}\" twice; restore from another "
+                      "checkpoint",
+                      JoinPath(dir, kManifestFile), e["name"].get<std::string>()));
+    }
+    RECSDK_ASSIGN_OR_RETURN(TableSnapshot s, ReadTablePayloads(env, dir, e));
+    out.push_back({e, std::move(s)});
+  }
+  return out;
+}
+
+// ShardList: the shards a checkpoint's manifest lists; world 1 and no ids for a checkpoint of
+// one process.
+struct ShardList {
+  int world = 1;
+  std::vector<std::string> ids;
+};
+
+StatusOr<ShardList> ReadShardList(const nlohmann::json& m, const std::string& manifest_path) {
+  ShardList out;
+  if (!m.contains("shards")) return out;
+  try {
+    const int64_t world = JsonNumber<int64_t>(m["shards"].at("world_size"));
+    out.ids = m["shards"].at("ids").get<std::vector<std::string>>();
+    if (world < 2 || world > kMaxShards || out.ids.size() != static_cast<size_t>(world)) {
+      throw std::out_of_range("world_size");
+    }
+    out.world = static_cast<int>(world);
+  } catch (const std::exception&) {
+    return absl::DataLossError(fmt::format(
+        "checkpoint manifest \"{}\" is corrupt: its shards entry is malformed (it needs a "
+        "world_size from 2 to {} and as many ids); restore from another checkpoint",
+        manifest_path, kMaxShards));
+  }
+  return out;
+}
+
+// ReadPlacedTables: the tables of the checkpoint `dir` (manifest `m`), each as `placements`
+// holds it: read from the checkpoint itself, or from its shards (only this rank's when it was
+// written by as many ranks as the placements have, else every shard, one at a time, each
+// filtered). `shard_batches` receives the dataset position of this rank's shard, when there is
+// one.
+StatusOr<std::vector<LinkTable>> ReadPlacedTables(Env* env, const std::string& dir,
+                                                  const nlohmann::json& m,
+                                                  const TablePlacements& placements, int* world,
+                                                  int64_t* shard_batches) {
+  const std::string manifest_path = JoinPath(dir, kManifestFile);
+  RECSDK_ASSIGN_OR_RETURN(const ShardList shards, ReadShardList(m, manifest_path));
+  *world = shards.world;
+  if (shards.world == 1) {
+    RECSDK_ASSIGN_OR_RETURN(std::vector<LinkTable> tables, ReadListedTables(env, dir, m));
+    for (LinkTable& t : tables) {
+      t.snapshot = FilterSnapshot(std::move(t.snapshot), placements.Of(t.snapshot.table_name));
+    }
+    return tables;
+  }
+  // One shard is enough when every table is placed as the checkpoint's writers held it.
+  const int n = shards.world;
+  bool same_world = placements.others.world == n;
+  for (const auto& [name, p] : placements.tables) {
+    same_world = same_world && p.world == n && p.rank == placements.others.rank;
+  }
+  std::vector<int> needed;
+  for (int r = 0; r < n; ++r) {
+    if (!same_world || r == placements.others.rank) needed.push_back(r);
+  }
+  std::vector<std::string> names;  // in the first shard's order
+  std::map<std::string, std::vector<TableSnapshot>> parts;
+  std::map<std::string, nlohmann::json> entries;
+  for (int r : needed) {
+    const std::string shard_dir = JoinPath(dir, ShardDirName(r, n));
+    if (!env->FileExists(JoinPath(shard_dir, kManifestFile))) {
+      return absl::DataLossError(fmt::format(
+          "checkpoint \"{}\" is incomplete: the shard of rank {} of {} (\"{}\") is missing; "
+          "restore another checkpoint",
+          dir, r, n, shard_dir));
+    }
+    RECSDK_ASSIGN_OR_RETURN(nlohmann::json sm, ReadManifest(env, shard_dir));
+    const std::string id = sm.value("id", "");
+    if (id != shards.ids[static_cast<size_t>(r)]) {
+      return absl::DataLossError(fmt::format(
+          "checkpoint \"{}\": the shard of rank {} (\"{}\") has id \"{}\" but the checkpoint "
+          "recorded \"{}\" (a shard of another save was put there); restore another checkpoint",
+          dir, r, shard_dir, id, shards.ids[static_cast<size_t>(r)]));
+    }
+    if (r == placements.others.rank && n == placements.others.world && sm.contains("dataset")) {
+      try {
+        *shard_batches = JsonNumber<int64_t>(sm["dataset"].at("batches_consumed"));
+      } catch (const std::exception&) {
+        return absl::DataLossError(
+            fmt::format("checkpoint manifest \"{}\" is corrupt: its dataset entry is malformed",
+                        JoinPath(shard_dir, kManifestFile)));
+      }
+    }
+    RECSDK_ASSIGN_OR_RETURN(std::vector<LinkTable> tables, ReadListedTables(env, shard_dir, sm));
+    std::set<std::string> here;
+    for (LinkTable& t : tables) {
+      const std::string name = t.snapshot.table_name;
+      here.insert(name);
+      if (r == needed.front()) {
+        names.push_back(name);
+        entries.emplace(name, t.entry);
+      } else if (!entries.contains(name)) {
+        return absl::DataLossError(fmt::format(
+            "checkpoint \"{}\": the shard of rank {} holds table \"{}\", which the shard of rank "
+            "{} does not; restore another checkpoint",
+            dir, r, name, needed.front()));
+      }
+      const TablePlacement& p = placements.Of(name);
+      if (p.world == n && p.rank != r) continue;  // none of its keys are this process's
+      parts[name].push_back(p.world == n ? std::move(t.snapshot)
+                                         : FilterSnapshot(std::move(t.snapshot), p));
+    }
+    if (here.size() != names.size()) {
+      return absl::DataLossError(fmt::format(
+          "checkpoint \"{}\": the shard of rank {} holds {} tables where the shard of rank {} "
+          "holds {}; restore another checkpoint",
+          dir, r, here.size(), needed.front(), names.size()));
+    }
+  }
+  // The tables every rank held whole are in the checkpoint's own manifest (rank 0's).
+  RECSDK_ASSIGN_OR_RETURN(std::vector<LinkTable> out, ReadListedTables(env, dir, m));
+  for (LinkTable& t : out) {
+    if (entries.contains(t.snapshot.table_name)) {
+      return absl::DataLossError(fmt::format(
+          "checkpoint \"{}\" holds table \"{}\" both whole and in shards; restore another "
+          "checkpoint",
+          dir, t.snapshot.table_name));
+    }
+    t.snapshot = FilterSnapshot(std::move(t.snapshot), placements.Of(t.snapshot.table_name));
+  }
+  for (const std::string& name : names) {
+    RECSDK_ASSIGN_OR_RETURN(
+        TableSnapshot merged,
+        MergeShardSnapshots(parts[name],
+                            fmt::format("checkpoint \"{}\", table \"{}\"", dir, name)));
+    out.push_back({entries[name], std::move(merged)});
+  }
+  return out;
+}
+
+StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir,
+                                          const TablePlacements& placements) {
   LoadedCheckpoint out;
   out.dir = dir;
   out.manifest_path = JoinPath(dir, kManifestFile);
@@ -291,6 +465,7 @@ StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir) {
   }
   dirs.push_back(dir);
   int64_t previous_step = -1;
+  int link_world = 1;
   for (size_t i = 0; i < dirs.size(); ++i) {
     nlohmann::json m;
     if (i + 1 == dirs.size()) {
@@ -318,25 +493,24 @@ StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir) {
     }
     previous_step = step;
     const bool want_delta = i > 0;
-    std::set<std::string> listed;
-    for (const auto& e : m["tables"]) {
-      // A name listed twice is refused before its payloads are read (they may be most of the
-      // checkpoint); a malformed entry is ReadTablePayloads' to report.
-      if (e.is_object() && e.contains("name") && e["name"].is_string() &&
-          !listed.insert(e["name"].get<std::string>()).second) {
-        return absl::DataLossError(
-            fmt::format("checkpoint manifest \"{}\" lists table \"{}\" twice; restore from another "
-                        "checkpoint",
-                        JoinPath(dirs[i], kManifestFile), e["name"].get<std::string>()));
-      }
-      RECSDK_ASSIGN_OR_RETURN(TableSnapshot s, ReadTablePayloads(env, dirs[i], e));
+    const bool last = i + 1 == dirs.size();
+    int64_t shard_batches = -1;
+    RECSDK_ASSIGN_OR_RETURN(std::vector<LinkTable> tables,
+                            ReadPlacedTables(env, dirs[i], m, placements,
+                                             last ? &out.world_size : &link_world, &shard_batches));
+    if (last && out.world_size > 1) out.dataset_batches = shard_batches;
+    // A position in the input of another number of ranks means nothing here (each rank reads
+    // its shard of the input, Shard(dataset, size, rank)).
+    if (last && out.world_size != placements.others.world) out.dataset_batches = -1;
+    for (LinkTable& t : tables) {
+      TableSnapshot& s = t.snapshot;
       if (s.is_delta != want_delta) {
         return absl::DataLossError(
             fmt::format("checkpoint manifest \"{}\": table \"{}\" is {} where the chain needs a {}",
                         JoinPath(dirs[i], kManifestFile), s.table_name,
                         s.is_delta ? "a delta" : "full", want_delta ? "delta" : "full snapshot"));
       }
-      if (i == 0) out.table_entries[s.table_name] = e;
+      if (i == 0) out.table_entries[s.table_name] = t.entry;
       auto& list = out.tables[s.table_name];
       if (list.size() != i) {
         return absl::DataLossError(fmt::format(
@@ -356,8 +530,7 @@ StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir) {
   return out;
 }
 
-Status ApplyCheckpoint(Session& session, const SessionState& state, LoadedCheckpoint& ckpt) {
-  // Stage: check everything against the session before changing anything.
+Status CheckCheckpoint(Session& session, const SessionState& state, LoadedCheckpoint& ckpt) {
   ResourceMgr* rm = session.resource_mgr();
   const Graph& graph = session.graph();
   for (const std::string& name : state.var_names) {
@@ -399,7 +572,12 @@ Status ApplyCheckpoint(Session& session, const SessionState& state, LoadedCheckp
                           fmt::format("restoring checkpoint \"{}\": {}", ckpt.dir, s.message()));
     }
   }
-  // Commit: the tables (only an I/O error of a tier can fail now), then the variables.
+  return absl::OkStatus();
+}
+
+Status CommitCheckpoint(Session& session, const SessionState& state, LoadedCheckpoint& ckpt) {
+  ResourceMgr* rm = session.resource_mgr();
+  // The tables (only an I/O error of a tier can fail now), then the variables.
   for (const TableRef& t : state.tables) {
     // Adopted: the full snapshot's row pages become the table's (no copy); `ckpt` is spent.
     internal::TableGuard table = t.resource->table()->LockAll();
@@ -420,6 +598,27 @@ Status ApplyCheckpoint(Session& session, const SessionState& state, LoadedCheckp
     res->value = std::move(value);
   }
   return absl::OkStatus();
+}
+
+Status ApplyCheckpoint(Session& session, const SessionState& state, LoadedCheckpoint& ckpt) {
+  RECSDK_RETURN_IF_ERROR(CheckCheckpoint(session, state, ckpt));
+  return CommitCheckpoint(session, state, ckpt);
+}
+
+bool IsSharded(const TableRef& table) {
+  return dynamic_cast<const CollectiveTable*>(&table.resource->table()->SelfSynchronised()) !=
+         nullptr;
+}
+
+TablePlacements PlacementsOf(const SessionState& state, TablePlacement process) {
+  TablePlacements out;
+  out.others = process;
+  for (const TableRef& t : state.tables) {
+    const auto* c = dynamic_cast<const CollectiveTable*>(&t.resource->table()->SelfSynchronised());
+    out.tables[t.name] =
+        c != nullptr ? TablePlacement{c->rank(), c->world_size()} : TablePlacement{};
+  }
+  return out;
 }
 
 }  // namespace recsdk::internal

@@ -17,6 +17,7 @@
 #include "recsdk/session.h"
 #include "recsdk/shape.h"
 #include "recsdk/table.h"
+#include "src/checkpoint/sharded_checkpoint.h"
 #include "src/common/env.h"
 #include "src/session/table_ops.h"
 
@@ -66,13 +67,29 @@ struct SaveJob {
 [[nodiscard]] StatusOr<SaveJob> SnapshotSession(Session& session, const SessionState& state,
                                                 EmbeddingTable::SnapshotKind kind,
                                                 bool stream_tables = false);
-// WriteCheckpointFiles: the payloads and manifest.json of `job` into the existing directory
-// `dir`, each synced, then the directory synced. Returns the checkpoint's id: the CRC32C of its
-// manifest's text (which holds every payload's CRC32C) as 8 hex digits, recorded in the
-// manifest as "id"; a delta records its chain's ids ("chain_ids"), which a restore checks
+// ManifestParts: what of a SaveJob one manifest holds. A checkpoint of one process holds it all;
+// one of several ranks is a manifest of the variables and the shards' ids (rank 0's) and, in
+// each shard's directory, a manifest of that rank's tables (sharded_checkpoint.h).
+struct ManifestParts {
+  // TableSet: which of the job's tables: all, the sharded ones (a rank's shard) or the others
+  // (the tables every rank holds whole, written once by rank 0).
+  enum class TableSet { kAll, kSharded, kWhole };
+  bool variables = true;
+  TableSet tables = TableSet::kAll;
+  // dataset: record the job's dataset position (it goes with the rank's tables).
+  bool dataset = true;
+  // shard_ids: non-empty: the tables are in the shards' directories, shard r's manifest has id
+  // shard_ids[r] (recorded as "shards": {"world_size", "ids"}).
+  std::vector<std::string> shard_ids;
+};
+// WriteCheckpointFiles: the payloads and manifest.json of `job` (the `parts` of it) into the
+// existing directory `dir`, each synced, then the directory synced. Returns the checkpoint's id:
+// the CRC32C of its manifest's text (which holds every payload's CRC32C) as 8 hex digits, recorded
+// in the manifest as "id"; a delta records its chain's ids ("chain_ids"), which a restore checks
 // link by link. Derived from the contents, so deterministic runs still write identical files.
 [[nodiscard]] StatusOr<std::string> WriteCheckpointFiles(Env* env, const std::string& dir,
-                                                         const SaveJob& job);
+                                                         const SaveJob& job,
+                                                         const ManifestParts& parts = {});
 
 // LoadedCheckpoint: a checkpoint read and verified, with its chain.
 struct LoadedCheckpoint {
@@ -88,9 +105,16 @@ struct LoadedCheckpoint {
   std::map<std::string, std::vector<TableSnapshot>> tables;
   std::map<std::string, nlohmann::json> table_entries;  // of the full checkpoint
   std::string manifest_path;
+  int world_size = 1;  // the ranks that wrote the checkpoint
 };
-// LoadCheckpoint: reads and verifies `dir` and (for a delta) its chain, siblings of `dir`.
-[[nodiscard]] StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir);
+// LoadCheckpoint: reads and verifies `dir` and (for a delta) its chain, siblings of `dir`. Of
+// each table, the keys its placement holds (sharded_checkpoint.h): the default, rank 0 of 1,
+// holds every key, of a checkpoint written by any number of ranks. DataLoss naming the shard
+// when one is missing or is not the one the checkpoint recorded. `dataset_batches` is the
+// rank's own when the checkpoint was written by as many ranks as `placements.others` names,
+// else -1 (the input's sharding changed with the world size).
+[[nodiscard]] StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir,
+                                                        const TablePlacements& placements = {});
 // ApplyCheckpoint: all or nothing: checks every variable and table of `state` against `ckpt`
 // (NotFound when one is missing, FailedPrecondition naming it and both values when they differ)
 // and every table's snapshots against the table (EmbeddingTable::CheckSnapshots: sizes, keys,
@@ -99,6 +123,18 @@ struct LoadedCheckpoint {
 // unchanged only up to the failed write). The tables' snapshots are moved out of `ckpt`.
 [[nodiscard]] Status ApplyCheckpoint(Session& session, const SessionState& state,
                                      LoadedCheckpoint& ckpt);
+// CheckCheckpoint and CommitCheckpoint: ApplyCheckpoint's two phases, for a caller that must
+// agree with other ranks between them (every rank checked before any changes).
+[[nodiscard]] Status CheckCheckpoint(Session& session, const SessionState& state,
+                                     LoadedCheckpoint& ckpt);
+[[nodiscard]] Status CommitCheckpoint(Session& session, const SessionState& state,
+                                      LoadedCheckpoint& ckpt);
+// PlacementsOf: which keys of each of `state`'s tables this process holds: a sharded table its
+// rank's (rank r of its world), a plain one every key. `others` is `process` (this process's
+// rank and world), for tables of a checkpoint the session lacks and for the dataset position.
+TablePlacements PlacementsOf(const SessionState& state, TablePlacement process);
+// IsSharded: whether the table is sharded over the ranks of a job (a CollectiveTable).
+bool IsSharded(const TableRef& table);
 
 }  // namespace recsdk::internal
 

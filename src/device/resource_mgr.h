@@ -50,6 +50,11 @@ class ResourceMgr {
   // Session sets its device's pool before creating any resource.
   void set_variable_allocator(LimitedAllocator* a) { variable_allocator_ = a; }
   LimitedAllocator* variable_allocator() const { return variable_allocator_; }
+  // process_local_tables: the tables made from now on are this process's alone, never sharded
+  // over the ranks of a job (the table decorator is not applied): a Predictor serving a bundle
+  // answers its own requests, with no collective. Default false.
+  void set_process_local_tables(bool local) { process_local_tables_ = local; }
+  bool process_local_tables() const { return process_local_tables_; }
   // LookupOrCreate returns the resource named `name`, creating it with `make` if absent.
   Resource* LookupOrCreate(const std::string& name,
                            const std::function<std::unique_ptr<Resource>()>& make);
@@ -63,6 +68,7 @@ class ResourceMgr {
 
  private:
   LimitedAllocator* variable_allocator_ = nullptr;
+  bool process_local_tables_ = false;
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Resource>> resources_;
 };

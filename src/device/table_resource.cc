@@ -40,7 +40,8 @@ StatusOr<TableResource*> GetOrCreateTable(ResourceMgr* resources, const Node& ha
                                               table_name, config.device_vocabulary_size,
                                               device_bytes / config.device_vocabulary_size)));
   }
-  if (TableDecorator decorate = table_decorator.load()) {
+  if (TableDecorator decorate = table_decorator.load();
+      decorate != nullptr && !resources->process_local_tables()) {
     RECSDK_ASSIGN_OR_RETURN(table, decorate(std::move(table)));
   }
   auto holder = std::make_shared<std::unique_ptr<EmbeddingTable>>(std::move(table));

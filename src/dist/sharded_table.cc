@@ -8,7 +8,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "fmt/format.h"
 #include "recsdk/distributed.h"
-#include "src/common/hash.h"
 #include "src/common/status_macros.h"
 #include "src/dist/process_communicator.h"
 #include "src/table/pooled_gather.h"
@@ -59,11 +58,7 @@ int64_t Total(const std::vector<int64_t>& counts) {
 
 }  // namespace
 
-int ShardedTable::Owner(int64_t key, int size) {
-  if (size <= 1) return 0;
-  return static_cast<int>(internal::Mix64(static_cast<uint64_t>(key)) %
-                          static_cast<uint64_t>(size));
-}
+int ShardedTable::Owner(int64_t key, int size) { return internal::ShardOwner(key, size); }
 
 ShardedTable::ShardedTable(std::unique_ptr<EmbeddingTable> shard, int rank, int size)
     : EmbeddingTable(shard->config(), shard->optimizer()),

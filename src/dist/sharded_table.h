@@ -1,11 +1,12 @@
 // sharded_table.h: a table whose keys are spread over the ranks of a distributed job.
 //
-// Each key has one owner, owner(key) = Mix64(key) mod size (a mixing hash: real ids are skewed,
-// so neither key mod N nor a mask of the low bits spreads them evenly). Each rank holds the rows
-// of the keys it owns in its shard, an ordinary table of the same configs. A ShardedTable is what
-// the rank's Session uses in place of the table: the graph, the kernels and the sparse optimizer
-// see an EmbeddingTable, and the exchange with the owners happens inside two of its calls, each
-// a collective every rank makes in the same order (the graph's order of its table ops):
+// Each key has one owner, owner(key) = Mix64(key) mod size (internal::ShardOwner: a mixing hash,
+// since real ids are skewed and neither key mod N nor a mask of the low bits spreads them evenly).
+// Each rank holds the rows of the keys it owns in its shard, an ordinary table of the same configs.
+// A ShardedTable is what the rank's Session uses in place of the table: the graph, the kernels and
+// the sparse optimizer see an EmbeddingTable, and the exchange with the owners happens inside two
+// of its calls, each a collective every rank makes in the same order (the graph's order of its
+// table ops):
 //   Resolve: every rank sends its batch's unique keys (with their counts and latest timestamps)
 //     to their owners in one AllToAllV. Each owner resolves the union of what it received once,
 //     in rank order: a key's counts add up and its timestamp is the latest, exactly as one process
@@ -61,6 +62,7 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
   static int Owner(int64_t key, int size);
 
   int world_size() const override { return world_; }
+  int rank() const override { return rank_; }
   int64_t size() const override { return shard_->size(); }
   int64_t capacity() const override { return shard_->capacity(); }
   int64_t MemoryBytes() const override;
