@@ -12,6 +12,12 @@
 // at any point leaves the previous checkpoint as the latest. docs/checkpoint-format.md describes
 // the files.
 //
+// In a job of several ranks (recsdk/distributed.h) Save, SaveDelta and Restore are collectives:
+// every rank calls them at the same point. Each rank writes its shard of the sharded tables and
+// rank 0 the rest and the commit; Restore re-shards a checkpoint written by another number of
+// ranks (docs/checkpoint-format.md, "Checkpoints of several ranks"). model_dir must be visible
+// to every rank.
+//
 // Threading: a Saver is used from the training thread, between Session::Run calls (a save takes
 // the session's variables and tables at that moment). Not thread-safe.
 #ifndef RECSDK_CHECKPOINT_H_
@@ -48,7 +54,8 @@ struct SaverOptions {
   // restore_model_version: the step of the checkpoint Restore("") restores (full or delta; a
   // delta restores its full checkpoint and the deltas up to it). -1 (default): the latest.
   int64_t restore_model_version = -1;
-  // async_write: Save and SaveDelta return once the snapshot is taken (the only part that must
+  // async_write (one process only; InvalidArgument with several ranks, whose commit is a
+  // collective): Save and SaveDelta return once the snapshot is taken (the only part that must
   // not overlap a step: a copy of the variables and of the saved rows) and write the files on a
   // background thread, one save at a time. The next Save, SaveDelta, Restore, LatestCheckpoint
   // or WaitForWrites waits for that write first; WaitForWrites and LatestCheckpoint return its

@@ -23,7 +23,8 @@
 // Gather*, PaddingMask read the rows of the batch this rank received; they move nothing.
 //
 // What a rank sees of the table outside a step is its shard: size(), MemoryBytes(), FindRow,
-// ReadRow, ExportNpy, the snapshot calls (each rank saves and restores its own shard), eviction
+// ReadRow, ExportNpy, the snapshot calls (each rank's Saver writes and restores its shard;
+// src/checkpoint/sharded_checkpoint.h re-shards a checkpoint for another world size), eviction
 // (each owner evicts its keys by the timestamps it received) and SetAccessThreshold. FindRow and
 // ReadRow of a key another rank owns say which rank holds it. Refused, with the reason: the
 // by-address optimizers (their rows live on another rank) and use_dynamic_expansion (at Create);
