@@ -9,8 +9,10 @@
 #include "fmt/format.h"
 #include "recsdk/distributed.h"
 #include "src/common/status_macros.h"
+#include "src/dist/create_communicator.h"
 #include "src/dist/process_communicator.h"
 #include "src/table/pooled_gather.h"
+#include "src/table/tier_lease.h"
 
 namespace recsdk::dist {
 namespace {
@@ -18,9 +20,15 @@ namespace {
 constexpr uint32_t kDefaultRow = EmbeddingTable::kDefaultRow;
 constexpr uint32_t kPaddingRow = EmbeddingTable::kPaddingRow;
 constexpr int64_t kNoTime = std::numeric_limits<int64_t>::min();
-// A row id of a batch: the generation's parity in the top bit, the slot below it.
-constexpr uint32_t kGenerationBit = 0x80000000u;
-constexpr int64_t kMaxSlots = kGenerationBit - 1;
+// A row id of a batch: its slot in the top 4 bits, the key's index below.
+constexpr int kSlotShift = 28;
+constexpr uint32_t kIndexMask = (1u << kSlotShift) - 1;
+// The most keys in one batch (the ids of slot 15 stay below the sentinels).
+constexpr int64_t kMaxKeys = static_cast<int64_t>(kIndexMask) - 2;
+
+uint32_t RowId(int slot, int64_t index) {
+  return (static_cast<uint32_t>(slot) << kSlotShift) | static_cast<uint32_t>(index);
+}
 
 // KeyRecord: one key a rank asks its owner for.
 struct KeyRecord {
@@ -68,7 +76,8 @@ ShardedTable::ShardedTable(std::unique_ptr<EmbeddingTable> shard, int rank, int 
       keys_label_(name() + "/keys"),
       rows_label_(name() + "/rows"),
       grads_label_(name() + "/grads"),
-      counts_label_(name() + "/counts") {}
+      counts_label_(name() + "/counts"),
+      agree_label_(name() + "/agree") {}
 
 StatusOr<std::unique_ptr<EmbeddingTable>> ShardedTable::Create(
     std::unique_ptr<EmbeddingTable> shard, int rank, int size) {
@@ -111,6 +120,17 @@ Status ShardedTable::Resolve(absl::Span<const int64_t> unique_keys,
                              absl::Span<const uint32_t> counts,
                              absl::Span<const int64_t> timestamps, LookupMode mode,
                              absl::Span<uint32_t> rows) {
+  ++generation_;
+  return ResolveInto(static_cast<int>(generation_ % 2), nullptr, nullptr, unique_keys, counts,
+                     timestamps, mode, rows);
+}
+
+Status ShardedTable::ResolveInto(int slot, Communicator* channel,
+                                 const internal::ResolveLease* lease,
+                                 absl::Span<const int64_t> unique_keys,
+                                 absl::Span<const uint32_t> counts,
+                                 absl::Span<const int64_t> timestamps, LookupMode mode,
+                                 absl::Span<uint32_t> rows) {
   const size_t n = unique_keys.size();
   // A rank with wrong arguments sends nothing but still takes part, so no rank waits for it.
   Status own;
@@ -120,16 +140,31 @@ Status ShardedTable::Resolve(absl::Span<const int64_t> unique_keys,
         "table \"{}\": Resolve of {} keys got {} rows, {} counts and {} timestamps; pass one "
         "row (and one count and timestamp, or none) per key",
         name(), n, rows.size(), counts.size(), timestamps.size()));
-  } else if (static_cast<int64_t>(n) > kMaxSlots) {
+  } else if (static_cast<int64_t>(n) > kMaxKeys) {
     own = absl::InvalidArgumentError(
         fmt::format("table \"{}\": Resolve of {} keys; a batch of a sharded table holds at most {}",
-                    name(), n, kMaxSlots));
+                    name(), n, kMaxKeys));
   }
   const size_t sent = own.ok() ? n : 0;
-  ++generation_;
-  Batch& batch = batches_[static_cast<size_t>(generation_ % 2)];
-  batch = Batch{};
+  Batch& batch = batches_[static_cast<size_t>(slot)];
+  {
+    Batch fresh;
+    fresh.owner = batch.owner;
+    fresh.lease_batch = batch.lease_batch;
+    fresh.leased = batch.leased;
+    batch = std::move(fresh);
+  }
+  batch.serial = serials_.fetch_add(1) + 1;
   batch.train = mode == LookupMode::kTrain;
+  // Exchange on the process communicator (the step's) or the key stage's channel.
+  auto exchange = [&](const char* what, auto&& fn) -> Status {
+    if (channel == nullptr) return Exchange(name(), what, fn);
+    Status st = fn(*channel, DeadlineAfterSeconds(ChannelTimeout(lease->owner)));
+    if (st.ok()) return st;
+    return Status(st.code(), fmt::format("sharded table \"{}\", key stage batch {}, {}: {}", name(),
+                                         lease->batch, what, st.message()));
+  };
+  const int64_t tag_step = lease != nullptr ? lease->batch : -1;
   // num_keys stays 0 until the rows are in: the ids of a Resolve that failed name no row.
   batch.send_counts.assign(world_, 0);
   std::vector<int> owner(sent);
@@ -148,17 +183,15 @@ Status ShardedTable::Resolve(absl::Span<const int64_t> unique_keys,
                timestamps.empty() ? kNoTime : timestamps[i]};
   }
   batch.recv_counts.assign(world_, 0);
-  RECSDK_RETURN_IF_ERROR(
-      Exchange(name(), "exchanging the key counts", [&](Communicator& c, auto d) {
-        return c.AllToAll<int64_t>(batch.send_counts, absl::MakeSpan(batch.recv_counts), d,
-                                   CallTag{-1, counts_label_});
-      }));
+  RECSDK_RETURN_IF_ERROR(exchange("exchanging the key counts", [&](Communicator& c, auto d) {
+    return c.AllToAll<int64_t>(batch.send_counts, absl::MakeSpan(batch.recv_counts), d,
+                               CallTag{tag_step, counts_label_});
+  }));
   std::vector<KeyRecord> received(static_cast<size_t>(Total(batch.recv_counts)));
-  RECSDK_RETURN_IF_ERROR(
-      Exchange(name(), "sending keys to their owners", [&](Communicator& c, auto d) {
-        return c.AllToAllV<KeyRecord>(send, {batch.send_counts, {}}, absl::MakeSpan(received),
-                                      {batch.recv_counts, {}}, d, CallTag{-1, keys_label_});
-      }));
+  RECSDK_RETURN_IF_ERROR(exchange("sending keys to their owners", [&](Communicator& c, auto d) {
+    return c.AllToAllV<KeyRecord>(send, {batch.send_counts, {}}, absl::MakeSpan(received),
+                                  {batch.recv_counts, {}}, d, CallTag{tag_step, keys_label_});
+  }));
 
   // As the owner: the union of the keys asked for, in rank order, resolved once.
   std::vector<int64_t> keys;
@@ -192,13 +225,23 @@ Status ShardedTable::Resolve(absl::Span<const int64_t> unique_keys,
     for (int64_t& t : key_times) t = t == kNoTime ? shard_->data_time() : t;
   }
   std::vector<uint32_t> key_rows(keys.size());
-  Status owned = shard_->Resolve(
-      keys, key_counts, any_time ? absl::MakeConstSpan(key_times) : absl::Span<const int64_t>(),
-      mode, absl::MakeSpan(key_rows));
+  const absl::Span<const int64_t> owned_times =
+      any_time ? absl::MakeConstSpan(key_times) : absl::Span<const int64_t>();
+  // A key stage's batch pins its rows in a tiered shard until the stage releases it.
+  Status owned =
+      lease != nullptr
+          ? internal::ResolveWithLease(*shard_, keys, key_counts, owned_times, mode,
+                                       absl::MakeSpan(key_rows), *lease)
+          : shard_->Resolve(keys, key_counts, owned_times, mode, absl::MakeSpan(key_rows));
+  if (owned.ok() && !keys.empty()) {
+    batch.oldest_served =
+        any_time ? *std::min_element(key_times.begin(), key_times.end()) : shard_->data_time();
+  }
   const int64_t dim = config_.dim;
-  const int64_t record = dim + 1;
+  // A record of the answer: the flag, then (sent at once) the embedding.
+  const int64_t record = channel == nullptr ? dim + 1 : 1;
   std::vector<float> embeddings;
-  if (owned.ok()) {
+  if (owned.ok() && channel == nullptr) {
     embeddings.resize(keys.size() * static_cast<size_t>(dim));
     owned = shard_->Gather(key_rows, absl::MakeSpan(embeddings));
   }
@@ -214,15 +257,17 @@ Status ShardedTable::Resolve(absl::Span<const int64_t> unique_keys,
     const uint32_t row = key_rows[which[p]];
     batch.served_rows[p] = row;
     a[0] = row == kPaddingRow ? kPadding : row == kDefaultRow ? kDefault : kRow;
-    std::copy_n(embeddings.data() + which[p] * static_cast<size_t>(dim), dim, a + 1);
+    if (channel == nullptr) {
+      std::copy_n(embeddings.data() + which[p] * static_cast<size_t>(dim), dim, a + 1);
+    }
   }
   std::vector<float> back(sent * static_cast<size_t>(record));
   const std::vector<int64_t> answer_counts = Scaled(batch.recv_counts, record);
   const std::vector<int64_t> back_counts = Scaled(batch.send_counts, record);
   RECSDK_RETURN_IF_ERROR(
-      Exchange(name(), "sending rows back from their owners", [&](Communicator& c, auto d) {
+      exchange("sending rows back from their owners", [&](Communicator& c, auto d) {
         return c.AllToAllV<float>(answer, {answer_counts, {}}, absl::MakeSpan(back),
-                                  {back_counts, {}}, d, CallTag{-1, rows_label_});
+                                  {back_counts, {}}, d, CallTag{tag_step, rows_label_});
       }));
   if (!owned.ok()) {
     return Status(owned.code(), fmt::format("sharded table \"{}\" on rank {} (owner of keys "
@@ -230,14 +275,20 @@ Status ShardedTable::Resolve(absl::Span<const int64_t> unique_keys,
                                             name(), rank_, owned.message()));
   }
   RECSDK_RETURN_IF_ERROR(own);
-  batch.rows.resize(sent * static_cast<size_t>(dim));
-  const uint32_t parity = (generation_ % 2) != 0 ? kGenerationBit : 0u;
+  if (channel == nullptr) {
+    batch.rows.resize(sent * static_cast<size_t>(dim));
+  } else {
+    batch.flags.resize(sent);
+  }
   for (size_t i = 0; i < sent; ++i) {
     const float* a = back.data() + batch.send_position[i] * record;
+    if (channel != nullptr) batch.flags[i] = static_cast<uint8_t>(a[0]);
     switch (static_cast<int>(a[0])) {
       case kRow:
-        rows[i] = parity | static_cast<uint32_t>(i);
-        std::copy_n(a + 1, dim, batch.rows.data() + i * static_cast<size_t>(dim));
+        rows[i] = RowId(slot, static_cast<int64_t>(i));
+        if (channel == nullptr) {
+          std::copy_n(a + 1, dim, batch.rows.data() + i * static_cast<size_t>(dim));
+        }
         break;
       case kDefault:
         rows[i] = kDefaultRow;
@@ -253,17 +304,19 @@ Status ShardedTable::Resolve(absl::Span<const int64_t> unique_keys,
     }
   }
   batch.num_keys = static_cast<int64_t>(sent);
-  if (batch.train) last_train_generation_ = generation_;
+  batch.rows_pending = channel != nullptr;
+  if (batch.train && channel == nullptr) {
+    apply_slot_ = slot;
+    apply_serial_ = batch.serial;
+  }
   return absl::OkStatus();
 }
 
 bool ShardedTable::Slot(uint32_t row, const Batch** batch, int64_t* slot) const {
-  if (row >= kDefaultRow || generation_ < 0) return false;
-  const int64_t parity = (row & kGenerationBit) != 0 ? 1 : 0;
-  // Only the last two generations exist: parities name them.
-  const Batch& b = batches_[static_cast<size_t>(parity)];
-  const int64_t s = row & ~kGenerationBit;
-  if (s >= b.num_keys) return false;
+  if (row >= kDefaultRow) return false;
+  const Batch& b = batches_[row >> kSlotShift];
+  const int64_t s = row & kIndexMask;
+  if (s >= b.num_keys || b.rows_pending) return false;
   *batch = &b;
   *slot = s;
   return true;
@@ -300,8 +353,9 @@ Status ShardedTable::CheckRows(absl::Span<const uint32_t> rows,
     int64_t s = 0;
     if (row < kDefaultRow && !Slot(row, &b, &s)) {
       return absl::InvalidArgumentError(fmt::format(
-          "table \"{}\": row id {} is not a row of this rank's last two batches of the sharded "
-          "table; pass rows that Resolve returned",
+          "table \"{}\": row id {} is not a row of this rank's current batches of the sharded "
+          "table, or its rows were not brought yet (a key stage's batch gets them at "
+          "KeyStage::Next); pass rows that Resolve returned",
           name(), row));
     }
   }
@@ -395,13 +449,14 @@ Status ShardedTable::ApplyGradients(absl::Span<const uint32_t> rows,
   // A rank with wrong arguments sends no gradient but still takes part (see Resolve).
   Status own;
   const Batch* batch = nullptr;
-  if (last_train_generation_ < 0 || generation_ - last_train_generation_ > 1) {
+  if (apply_slot_ < 0 || batches_[static_cast<size_t>(apply_slot_)].serial != apply_serial_) {
     own = absl::FailedPreconditionError(fmt::format(
-        "table \"{}\": ApplyGradients with no training Resolve among the last two of this "
-        "rank; apply the gradients of the step's own training lookup",
+        "table \"{}\": ApplyGradients with no training batch of this rank (its last training "
+        "Resolve was followed by two more, or the key stage brought no training batch); apply "
+        "the gradients of the step's own training lookup",
         name()));
   } else {
-    batch = &batches_[static_cast<size_t>(last_train_generation_ % 2)];
+    batch = &batches_[static_cast<size_t>(apply_slot_)];
   }
   if (own.ok() && summed_grads.size() != rows.size() * static_cast<size_t>(dim)) {
     own = absl::InvalidArgumentError(
@@ -411,15 +466,14 @@ Status ShardedTable::ApplyGradients(absl::Span<const uint32_t> rows,
   std::vector<float> send;
   if (own.ok()) {
     send.assign(static_cast<size_t>(batch->num_keys * record), 0.0f);
-    const uint32_t parity = (last_train_generation_ % 2) != 0 ? kGenerationBit : 0u;
     for (size_t i = 0; i < rows.size() && own.ok(); ++i) {
       const uint32_t row = rows[i];
       if (row >= kDefaultRow) continue;
-      const int64_t slot = row & ~kGenerationBit;
-      if ((row & kGenerationBit) != parity || slot >= batch->num_keys) {
+      const int64_t slot = row & kIndexMask;
+      if (static_cast<int>(row >> kSlotShift) != apply_slot_ || slot >= batch->num_keys) {
         own = absl::InvalidArgumentError(fmt::format(
-            "table \"{}\": row id {} is not a row of this rank's last training Resolve; apply "
-            "the rows that Resolve returned",
+            "table \"{}\": row id {} is not a row of this rank's training batch; apply the rows "
+            "that Resolve returned",
             name(), row));
         break;
       }
@@ -482,6 +536,214 @@ Status ShardedTable::ApplyGradients(absl::Span<const uint32_t> rows,
   const float inv = 1.0f / static_cast<float>(world_);
   for (float& v : sums) v *= inv;
   return shard_->ApplyGradients(owned_rows, sums, step);
+}
+
+Communicator* ShardedTable::Channel(const void* owner) const {
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  auto it = channels_.find(owner);
+  return it == channels_.end() ? nullptr : it->second.comm.get();
+}
+
+double ShardedTable::ChannelTimeout(const void* owner) const {
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  auto it = channels_.find(owner);
+  return it == channels_.end() ? 0 : it->second.timeout_s;
+}
+
+Status ShardedTable::OpenChannel(const void* owner) {
+  OpenChannelState state;
+  // A communicator of its own (under MPI a duplicate of the world's): creating it is a
+  // collective of the ranks' training threads, at the same point of their programs.
+  Status s = WithProcessCommunicator([&](Communicator&, const DistributedOptions& o) -> Status {
+    state.timeout_s = o.collective_timeout_s;
+    absl::StatusOr<std::unique_ptr<Communicator>> comm =
+        CreateCommunicator(DeadlineAfterSeconds(o.collective_timeout_s));
+    if (!comm.ok()) return comm.status();
+    state.comm = std::move(*comm);
+    return absl::OkStatus();
+  });
+  if (!s.ok()) {
+    return Status(s.code(), fmt::format("sharded table \"{}\": opening the key stage's channel: {}",
+                                        name(), s.message()));
+  }
+  if (state.comm->size() != world_ || state.comm->rank() != rank_) {
+    return absl::FailedPreconditionError(fmt::format(
+        "sharded table \"{}\" is rank {} of {}, but the key stage's channel says rank {} of {}; "
+        "train under one launcher",
+        name(), rank_, world_, state.comm->rank(), state.comm->size()));
+  }
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  channels_[owner] = std::move(state);
+  return absl::OkStatus();
+}
+
+void ShardedTable::CloseChannel(const void* owner) {
+  ReleaseLeased(owner, std::numeric_limits<int64_t>::max());
+  std::unique_ptr<Communicator> comm;
+  {
+    std::lock_guard<std::mutex> lock(slots_mu_);
+    auto it = channels_.find(owner);
+    if (it == channels_.end()) return;
+    comm = std::move(it->second.comm);
+    channels_.erase(it);
+  }
+}
+
+Status ShardedTable::AgreeBatch(const void* owner, int64_t batch, std::array<float, 2>* votes) {
+  Communicator* channel = Channel(owner);
+  if (channel == nullptr) {
+    return absl::FailedPreconditionError(fmt::format(
+        "sharded table \"{}\": a key stage agrees on batch {} without a channel (OpenChannel)",
+        name(), batch));
+  }
+  Status s =
+      channel->AllReduce(absl::MakeSpan(*votes), ReduceOp::kSum,
+                         DeadlineAfterSeconds(ChannelTimeout(owner)), CallTag{batch, agree_label_});
+  if (s.ok()) return s;
+  return Status(s.code(),
+                fmt::format("sharded table \"{}\", key stage batch {}: agreeing on it: {}", name(),
+                            batch, s.message()));
+}
+
+Status ShardedTable::ResolveLeased(absl::Span<const int64_t> unique_keys,
+                                   absl::Span<const uint32_t> counts,
+                                   absl::Span<const int64_t> timestamps, LookupMode mode,
+                                   absl::Span<uint32_t> rows, const internal::ResolveLease& lease) {
+  Communicator* channel = Channel(lease.owner);
+  if (channel == nullptr) {
+    return absl::FailedPreconditionError(fmt::format(
+        "sharded table \"{}\": a key stage resolves batch {} without a channel (OpenChannel)",
+        name(), lease.batch));
+  }
+  int slot = -1;
+  {
+    std::lock_guard<std::mutex> lock(slots_mu_);
+    bool older = false;
+    for (int s = 2; s < kSlots; ++s) {
+      Batch& b = batches_[static_cast<size_t>(s)];
+      if (b.leased) {
+        older |= b.owner == lease.owner && b.lease_batch < lease.batch;
+      } else if (slot < 0) {
+        slot = s;
+      }
+    }
+    if (slot < 0) {
+      // The others may already be in this batch's exchange: they wait (within the deadline)
+      // until this rank's consumer has released a batch and the stage tries again.
+      if (older) {
+        return absl::UnavailableError(fmt::format(
+            "sharded table \"{}\": every batch slot is held by batches resolved ahead; retry "
+            "once the consumer has taken one",
+            name()));
+      }
+      return absl::FailedPreconditionError(fmt::format(
+          "sharded table \"{}\": key stages hold {} batches ahead of their steps, the most a "
+          "sharded table keeps; lower prefetch_batches or run fewer stages at once",
+          name(), kSlots - 2));
+    }
+    Batch& b = batches_[static_cast<size_t>(slot)];
+    b.leased = true;
+    b.owner = lease.owner;
+    b.lease_batch = lease.batch;
+  }
+  return ResolveInto(slot, channel, &lease, unique_keys, counts, timestamps, mode, rows);
+}
+
+Status ShardedTable::PullLeased(const void* owner, int64_t lease_batch, bool failed) {
+  int slot = -1;
+  {
+    std::lock_guard<std::mutex> lock(slots_mu_);
+    for (int s = 2; s < kSlots && !failed; ++s) {
+      const Batch& b = batches_[static_cast<size_t>(s)];
+      if (b.leased && b.owner == owner && b.lease_batch == lease_batch) slot = s;
+    }
+  }
+  Batch* batch = slot >= 0 ? &batches_[static_cast<size_t>(slot)] : nullptr;
+  const int64_t dim = config_.dim;
+  // As owner: each record this rank served for the batch gets its row as it is now.
+  std::vector<float> send;
+  std::vector<int64_t> send_counts(world_, 0), expected(world_, 0);
+  Status own;
+  if (batch != nullptr) {
+    std::vector<uint32_t> live;
+    std::vector<size_t> at;
+    for (size_t p = 0; p < batch->served_rows.size(); ++p) {
+      if (batch->served_rows[p] >= kDefaultRow) continue;
+      live.push_back(batch->served_rows[p]);
+      at.push_back(p);
+    }
+    std::vector<float> gathered(live.size() * static_cast<size_t>(dim));
+    own = shard_->Gather(live, absl::MakeSpan(gathered));
+    if (own.ok()) {
+      send.assign(batch->served_rows.size() * static_cast<size_t>(dim), 0.0f);
+      for (size_t j = 0; j < at.size(); ++j) {
+        std::copy_n(gathered.data() + j * static_cast<size_t>(dim), dim,
+                    send.data() + at[j] * static_cast<size_t>(dim));
+      }
+      send_counts = Scaled(batch->recv_counts, dim);
+      expected = Scaled(batch->send_counts, dim);
+    }
+  } else if (!failed) {
+    own = absl::FailedPreconditionError(fmt::format(
+        "sharded table \"{}\": the key stage brings the rows of batch {}, which it did not "
+        "resolve on this rank",
+        name(), lease_batch));
+  }
+  std::vector<int64_t> incoming(world_, 0);
+  RECSDK_RETURN_IF_ERROR(
+      Exchange(name(), "bringing a key stage batch's rows", [&](Communicator& c, auto d) {
+        return c.AllToAll<int64_t>(send_counts, absl::MakeSpan(incoming), d,
+                                   CallTag{lease_batch, counts_label_});
+      }));
+  std::vector<float> back(static_cast<size_t>(Total(incoming)));
+  RECSDK_RETURN_IF_ERROR(
+      Exchange(name(), "bringing a key stage batch's rows", [&](Communicator& c, auto d) {
+        return c.AllToAllV<float>(send, {send_counts, {}}, absl::MakeSpan(back), {incoming, {}}, d,
+                                  CallTag{lease_batch, rows_label_});
+      }));
+  RECSDK_RETURN_IF_ERROR(own);
+  if (batch == nullptr) return absl::OkStatus();  // this rank's batch failed; it took part
+  if (incoming != expected) {
+    return absl::AbortedError(fmt::format(
+        "sharded table \"{}\": another rank sent no rows for key stage batch {} (its own error "
+        "says why)",
+        name(), lease_batch));
+  }
+  batch->rows.assign(static_cast<size_t>(batch->num_keys * dim), 0.0f);
+  for (int64_t i = 0; i < batch->num_keys; ++i) {
+    if (batch->flags[static_cast<size_t>(i)] != kRow) continue;
+    std::copy_n(back.data() + batch->send_position[static_cast<size_t>(i)] * dim, dim,
+                batch->rows.data() + i * dim);
+  }
+  batch->rows_pending = false;
+  if (batch->train) {
+    apply_slot_ = slot;
+    apply_serial_ = batch->serial;
+  }
+  return absl::OkStatus();
+}
+
+void ShardedTable::ReleaseLeased(const void* owner, int64_t before_batch) {
+  {
+    std::lock_guard<std::mutex> lock(slots_mu_);
+    for (int s = 2; s < kSlots; ++s) {
+      Batch& b = batches_[static_cast<size_t>(s)];
+      if (!b.leased || b.owner != owner || b.lease_batch >= before_batch) continue;
+      const uint64_t serial = b.serial;
+      b = Batch{};
+      b.serial = serial;  // an ApplyGradients of the released batch is refused
+    }
+  }
+  internal::ReleaseLeases(*shard_, owner, before_batch);
+}
+
+int64_t ShardedTable::LeasedOldestTime(const void* owner, int64_t lease_batch) const {
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  for (int s = 2; s < kSlots; ++s) {
+    const Batch& b = batches_[static_cast<size_t>(s)];
+    if (b.leased && b.owner == owner && b.lease_batch == lease_batch) return b.oldest_served;
+  }
+  return std::numeric_limits<int64_t>::max();
 }
 
 Status ShardedTable::RowAddresses(absl::Span<const uint32_t>, absl::Span<float*>) {

@@ -22,6 +22,13 @@
 //     once. So N ranks train a table as one process trains it on the N batches together.
 // Gather*, PaddingMask read the rows of the batch this rank received; they move nothing.
 //
+// With a key stage (the CollectiveTable calls, collective_table.h) the keys of a batch go to
+// their owners ahead of its step, on a channel of the stage's own (a communicator of its own, so
+// those exchanges never meet the step's), and the owners admit and resolve them then; the rows
+// come at KeyStage::Next (PullLeased), read after the previous step's update, so training with a
+// key stage equals training without one. A stage's batches live until it releases them
+// (ReleaseLeased); up to 14 batches of all stages together (kSlots - 2).
+//
 // What a rank sees of the table outside a step is its shard: size(), MemoryBytes(), FindRow,
 // ReadRow, ExportNpy, the snapshot calls (each rank's Saver writes and restores its shard;
 // src/checkpoint/sharded_checkpoint.h re-shards a checkpoint for another world size), eviction
@@ -41,12 +48,17 @@
 #define RECSDK_DIST_SHARDED_TABLE_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "recsdk/table.h"
+#include "src/dist/communicator.h"
 #include "src/table/collective_table.h"
 
 namespace recsdk::dist {
@@ -116,34 +128,77 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
     return shard_->CheckSnapshots(chain);
   }
 
+  // The key stage's calls (internal::CollectiveTable).
+  Status OpenChannel(const void* owner) override;
+  void CloseChannel(const void* owner) override;
+  Status AgreeBatch(const void* owner, int64_t batch, std::array<float, 2>* votes) override;
+  Status ResolveLeased(absl::Span<const int64_t> unique_keys, absl::Span<const uint32_t> counts,
+                       absl::Span<const int64_t> timestamps, LookupMode mode,
+                       absl::Span<uint32_t> rows, const internal::ResolveLease& lease) override;
+  Status PullLeased(const void* owner, int64_t batch, bool failed) override;
+  void ReleaseLeased(const void* owner, int64_t before_batch) override;
+  int64_t LeasedOldestTime(const void* owner, int64_t batch) const override;
+
  private:
-  // Batch: one Resolve's exchange, kept for its Gather* and (training) its ApplyGradients.
+  // Batch: one Resolve's exchange, kept for its Gather* and (training) its ApplyGradients, in
+  // a slot: 0 and 1 for Resolve's last two calls, 2 and up for a key stage's batches.
   struct Batch {
     bool train = false;
+    uint64_t serial = 0;  // which Resolve filled the slot (1, 2, ...)
+    // A key stage's batch: its stage, its number, whether it is held, and whether its rows are
+    // still at their owners (PullLeased brings them).
+    const void* owner = nullptr;
+    int64_t lease_batch = -1;
+    bool leased = false;
+    bool rows_pending = false;
+    int64_t oldest_served = std::numeric_limits<int64_t>::max();  // as owner, of its keys
     int64_t num_keys = 0;
     std::vector<float> rows;             // [num_keys, dim]: slot i's embedding
+    std::vector<uint8_t> flags;          // rows_pending: each key's answer (kRow, kDefault, ...)
     std::vector<int64_t> send_position;  // slot i -> its record in the send order
     std::vector<int64_t> send_counts;    // records sent to each rank
     std::vector<int64_t> recv_counts;    // records received from each rank (as owner)
     std::vector<uint32_t> served_rows;   // per received record: the shard's row
   };
+  static constexpr int kSlots = 16;
 
   ShardedTable(std::unique_ptr<EmbeddingTable> shard, int rank, int size);
-  // Slot: the batch and slot of a row id Resolve returned; false for other ids.
+  // ResolveInto: Resolve into slot `slot`; `channel` null: on the process communicator with the
+  // rows sent back at once; else on that channel, the rows left at their owners.
+  Status ResolveInto(int slot, Communicator* channel, const internal::ResolveLease* lease,
+                     absl::Span<const int64_t> unique_keys, absl::Span<const uint32_t> counts,
+                     absl::Span<const int64_t> timestamps, LookupMode mode,
+                     absl::Span<uint32_t> rows);
+  // Slot: the batch and index of a row id Resolve returned; false for other ids.
   bool Slot(uint32_t row, const Batch** batch, int64_t* slot) const;
   Status CheckRows(absl::Span<const uint32_t> rows, absl::Span<const uint32_t> restore) const;
   const float* RowOf(uint32_t row) const;
   void CopyRow(uint32_t row, float* out) const;
+  // Channel: `owner`'s channel, or null; ChannelTimeout: its deadline in seconds (slots_mu_ not
+  // held by the caller).
+  Communicator* Channel(const void* owner) const;
+  double ChannelTimeout(const void* owner) const;
 
   std::unique_ptr<EmbeddingTable> shard_;
   const int rank_;
   const int world_;
-  // The last two Resolve calls' batches (batches_[generation_ % 2] is the latest).
-  std::array<Batch, 2> batches_;
-  int64_t generation_ = -1;
-  int64_t last_train_generation_ = -1;
+  std::array<Batch, kSlots> batches_;
+  int64_t generation_ = -1;  // Resolve calls (slots 0 and 1 alternate)
+  std::atomic<uint64_t> serials_{0};
+  // The batch ApplyGradients applies: the last training Resolve's, or the training batch the
+  // key stage pulled last.
+  int apply_slot_ = -1;
+  uint64_t apply_serial_ = 0;
+  // slots_mu_: which leased slots are held, and the channels (a stage's worker resolves while
+  // the training thread pulls or gathers another batch).
+  mutable std::mutex slots_mu_;
+  struct OpenChannelState {
+    std::unique_ptr<Communicator> comm;
+    double timeout_s = 0;
+  };
+  std::map<const void*, OpenChannelState> channels_;
   // Labels of the exchanges (CallTag keeps a view).
-  const std::string keys_label_, rows_label_, grads_label_, counts_label_;
+  const std::string keys_label_, rows_label_, grads_label_, counts_label_, agree_label_;
 };
 
 // MaybeShardTable: `table` as the Session of this process should hold it: a ShardedTable when

@@ -41,6 +41,7 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
@@ -56,6 +57,7 @@
 #include "fmt/format.h"
 #include "recsdk/embedding.h"
 #include "recsdk/pipeline.h"
+#include "src/common/logging.h"
 #include "src/common/status_macros.h"
 #include "src/session/key_stage_registry.h"
 #include "src/session/table_ops.h"
@@ -163,9 +165,25 @@ struct KeyStage::Impl {
   // touch them; Next and AfterStep answer FailedPrecondition. Set once, after Stop.
   std::atomic<bool> detached{false};
 
+  // sharded: some table of the plan is sharded over the ranks (a CollectiveTable): one worker,
+  // ShardedWorker, which agrees with the other ranks' stages on every batch (see there).
+  bool sharded = false;
+  internal::CollectiveTable* voter = nullptr;  // the first sharded table: the votes' channel
+
   void Worker();
+  void ShardedWorker();
+  void SetWorkerNice() const;
   Status ProcessKeys(int64_t seq, const Batch& batch, FeedList* feeds);
+  // ReadNext: the dataset's next batch into `batch`; false at its end.
+  StatusOr<bool> ReadNext(Batch* batch, int64_t* seq);
 };
+
+namespace {
+// CollectiveOf: the sharded table behind a plan's table, or null.
+internal::CollectiveTable* CollectiveOf(const TablePlan& t) {
+  return dynamic_cast<internal::CollectiveTable*>(&t.resource->table()->SelfSynchronised());
+}
+}  // namespace
 
 Status KeyStage::Impl::ProcessKeys(int64_t seq, const Batch& batch, FeedList* feeds) {
   // Dedup of every table and mode first: it needs no table, so batches overlap here.
@@ -214,7 +232,17 @@ Status KeyStage::Impl::ProcessKeys(int64_t seq, const Batch& batch, FeedList* fe
     {
       std::unique_lock<std::mutex> lock(mu);
       cv.wait(lock, [&] { return stop || table.ticket == seq; });
-      if (stop) return absl::CancelledError("key stage stopped");
+      // A sharded stage's one worker finishes the batch: the other ranks are in its exchanges.
+      if (stop && !sharded) return absl::CancelledError("key stage stopped");
+    }
+    internal::CollectiveTable* collective = CollectiveOf(table);
+    if (!status.ok() && collective != nullptr) {
+      // The other ranks resolve this batch: take part with no keys, so that none waits.
+      const internal::ResolveLease lease{this, seq};
+      internal::TableGuard guard = table.resource->table()->LockKeys(
+          options.channel == KeyStageChannel::kTrain ? LookupMode::kTrain : LookupMode::kEval);
+      std::vector<uint32_t> none;
+      (void)collective->ResolveLeased({}, {}, {}, LookupMode::kEval, absl::MakeSpan(none), lease);
     }
     if (status.ok()) {
       internal::LockedTable* locked = table.resource->table();
@@ -233,6 +261,9 @@ Status KeyStage::Impl::ProcessKeys(int64_t seq, const Batch& batch, FeedList* fe
           if (!status.ok()) return;
           int64_t oldest = w.has_time ? w.min_time : std::numeric_limits<int64_t>::max();
           if (!w.has_time || w.has_untimed_lookup) oldest = std::min(oldest, emb->data_time());
+          // As owner, a sharded table served keys other ranks asked for: protect those too.
+          if (collective != nullptr)
+            oldest = std::min(oldest, collective->LeasedOldestTime(this, seq));
           std::lock_guard<std::mutex> lock(mu);
           auto [it, inserted] = table.inflight_time.try_emplace(seq, oldest);
           it->second = std::min(it->second, oldest);
@@ -282,13 +313,101 @@ Status KeyStage::Impl::ProcessKeys(int64_t seq, const Batch& batch, FeedList* fe
   return absl::OkStatus();
 }
 
-void KeyStage::Impl::Worker() {
+void KeyStage::Impl::SetWorkerNice() const {
 #if defined(__linux__)
   if (options.worker_nice > 0) {
     // Per thread on Linux; a failure (e.g. a sandbox that forbids it) leaves the priority as is.
     (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), options.worker_nice);
   }
 #endif
+}
+
+StatusOr<bool> KeyStage::Impl::ReadNext(Batch* batch, int64_t* seq) {
+  std::lock_guard<std::mutex> lock(dataset_mu);
+  *seq = next_read++;
+  try {
+    return dataset->GetNext(batch);
+  } catch (const std::exception& e) {
+    return absl::InternalError(fmt::format("key stage: dataset threw: {}", e.what()));
+  }
+}
+
+// ShardedWorker: the one worker of a stage whose tables are sharded over the ranks. Its
+// exchanges must be the same on every rank, so before each batch the ranks' stages vote on the
+// table's channel (CollectiveTable::AgreeBatch): a rank without the batch (its input ended, it
+// failed, or its stage stops) ends the stage on every rank at that batch (the epoch ends at the
+// shortest input); a rank whose reading a checkpoint holds back (Quiesce) holds every rank back
+// there (read_limit becomes that batch on every rank, so all reach Quiescent() at the same step),
+// and they vote again once it is lifted. Otherwise every rank resolves the batch.
+void KeyStage::Impl::ShardedWorker() {
+  SetWorkerNice();
+  bool failed = false;  // a batch of this rank failed: the next vote ends the stage everywhere
+  for (int64_t seq = 0;; ++seq) {
+    Prepared p;
+    StatusOr<bool> got = false;
+    bool read = false;
+    for (;;) {
+      bool leaving = false;
+      bool held = false;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return stop || failed || outstanding < options.prefetch_batches; });
+        leaving = stop || failed;
+        if (!leaving) {
+          ++outstanding;  // counted before the vote, so a Quiesce meanwhile counts it as read
+          ++preparing;
+        }
+        held = seq >= read_limit;
+      }
+      if (!leaving && !read) {
+        int64_t read_seq = 0;
+        got = ReadNext(&p.batch, &read_seq);
+        read = true;
+      }
+      std::array<float, 2> votes = {leaving || !got.ok() || !*got ? 1.0f : 0.0f,
+                                    held ? 1.0f : 0.0f};
+      const Status agreed = voter->AgreeBatch(this, seq, &votes);
+      std::unique_lock<std::mutex> lock(mu);
+      if (!agreed.ok() || votes[0] > 0 || leaving) {
+        if (!leaving) {
+          --outstanding;
+          --preparing;
+        }
+        ended = true;
+        if (!agreed.ok() || (!leaving && !got.ok())) {
+          ready[seq].status = agreed.ok() ? got.status() : agreed;
+          end_seq = std::min(end_seq, seq + 1);
+        } else {
+          end_seq = std::min(end_seq, seq);
+        }
+        cv.notify_all();
+        return;
+      }
+      if (votes[1] == 0) break;
+      // Held back on some rank: hold here too, and vote again once this rank's loop lifts it.
+      --outstanding;
+      --preparing;
+      read_limit = std::min(read_limit, seq);
+      cv.notify_all();
+      cv.wait(lock, [&] { return stop || seq < read_limit; });
+    }
+    for (const auto& [placeholder, column] : column_feeds) {
+      if (const Tensor* t = p.batch.column(column)) p.feeds.emplace_back(placeholder, *t);
+    }
+    p.status = ProcessKeys(seq, p.batch, &p.feeds);
+    std::lock_guard<std::mutex> lock(mu);
+    if (!p.status.ok()) {
+      failed = true;
+      end_seq = std::min(end_seq, seq + 1);
+    }
+    ready[seq] = std::move(p);
+    --preparing;
+    cv.notify_all();
+  }
+}
+
+void KeyStage::Impl::Worker() {
+  SetWorkerNice();
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu);
@@ -300,18 +419,9 @@ void KeyStage::Impl::Worker() {
       ++outstanding;
       ++preparing;
     }
-    int64_t seq;
+    int64_t seq = 0;
     Prepared p;
-    StatusOr<bool> got = false;
-    {
-      std::lock_guard<std::mutex> lock(dataset_mu);
-      seq = next_read++;
-      try {
-        got = dataset->GetNext(&p.batch);
-      } catch (const std::exception& e) {
-        got = absl::InternalError(fmt::format("key stage: dataset threw: {}", e.what()));
-      }
-    }
+    const StatusOr<bool> got = ReadNext(&p.batch, &seq);
     if (!got.ok() || !*got) {
       std::lock_guard<std::mutex> lock(mu);
       ended = true;
@@ -503,18 +613,12 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
     group->lookups.push_back(static_cast<int>(impl->lookups.size()));
     impl->lookups.push_back(std::move(p));
   }
-  // A sharded table's key exchange is a collective: every rank must make it in the same order,
-  // which the graph's order of a step gives and the stage's workers, running batches ahead and
-  // side by side, do not.
-  for (const TableResource* r : impl->all_tables) {
-    if (const auto* c =
-            dynamic_cast<const internal::CollectiveTable*>(&r->table()->SelfSynchronised())) {
-      return absl::FailedPreconditionError(fmt::format(
-          "KeyStage: table \"{}\" is sharded over {} ranks, and its keys go to their owners in "
-          "collectives that every rank must make in the same order, which the key stage's "
-          "workers cannot promise; train on several ranks with in-graph lookups (no ModifyGraph, "
-          "sparse_lookup's modify_graph = false, and feed the batches with BatchFeeds)",
-          r->table()->name(), c->world_size()));
+  // Sharded tables: the stage's exchanges go on channels of its own, opened here on the training
+  // thread at the same point of every rank's program, and one worker makes them in batch order.
+  for (const TablePlan& t : impl->tables) {
+    if (internal::CollectiveTable* c = CollectiveOf(t)) {
+      impl->sharded = true;
+      if (impl->voter == nullptr) impl->voter = c;
     }
   }
   // The spec: every table uses the host tier or none does.
@@ -545,8 +649,29 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
     (void)skipped;  // fewer at the end of the data: the stage then ends at once
   }
   Impl* raw = impl.get();
-  for (int i = 0; i < threads; ++i) {
-    raw->workers.emplace_back([raw] { raw->Worker(); });
+  if (raw->sharded) {
+    for (size_t i = 0; i < raw->tables.size(); ++i) {
+      internal::CollectiveTable* c = CollectiveOf(raw->tables[i]);
+      if (c == nullptr) continue;
+      if (Status s = c->OpenChannel(raw); !s.ok()) {
+        for (size_t j = 0; j < i; ++j) {
+          if (internal::CollectiveTable* o = CollectiveOf(raw->tables[j])) o->CloseChannel(raw);
+        }
+        return s;
+      }
+    }
+    if (threads > 1) {
+      internal::LogInfo(
+          "KeyStage: {} key process threads asked for, 1 used: the tables are sharded over the "
+          "ranks, and one worker makes their exchanges in the same order on every rank",
+          threads);
+    }
+    raw->options.key_process_thread_num = 1;
+    raw->workers.emplace_back([raw] { raw->ShardedWorker(); });
+  } else {
+    for (int i = 0; i < threads; ++i) {
+      raw->workers.emplace_back([raw] { raw->Worker(); });
+    }
   }
   return std::unique_ptr<KeyStage>(new KeyStage(std::move(impl)));
 }
@@ -595,16 +720,32 @@ StatusOr<bool> KeyStage::Next(FeedList* feeds, Batch* batch) {
   // loop runs one step at a time): rows of older batches may move again (tiered tables). The
   // batch handed out keeps its rows while the stage resolves the next one: the spec's "current
   // and previous batch".
-  if (s.tiered) {
+  if (s.tiered || s.sharded) {
     for (TablePlan& t : s.tables) {
       internal::ReleaseLeases(*t.resource->table(), impl_.get(), s.next_consume - 1);
     }
   }
   s.cv.notify_all();
-  if (!p.status.ok()) {
-    s.end_seq = s.next_consume;  // report an error once, then end
-    return p.status;
+  if (!p.status.ok()) s.end_seq = s.next_consume;  // report an error once, then end
+  if (s.sharded) {
+    // The rows of a sharded table's batch, brought now: after the previous step's update, in
+    // the same place of every rank's order of collectives (between steps, tables in order).
+    const int64_t seq = s.next_consume - 1;
+    lock.unlock();
+    for (TablePlan& t : s.tables) {
+      internal::CollectiveTable* c = CollectiveOf(t);
+      if (c == nullptr) continue;
+      internal::TableGuard rows = t.resource->table()->LockRows();
+      if (Status pulled = c->PullLeased(impl_.get(), seq, !p.status.ok());
+          !pulled.ok() && p.status.ok()) {
+        p.status = pulled;
+        lock.lock();
+        s.end_seq = std::min(s.end_seq, s.next_consume);
+        lock.unlock();
+      }
+    }
   }
+  if (!p.status.ok()) return p.status;
   *feeds = std::move(p.feeds);
   if (batch != nullptr) *batch = std::move(p.batch);
   return true;
@@ -657,11 +798,12 @@ void KeyStage::Stop() {
   // No batch of this stage runs any more: its rows may move again. Only tiered tables hold
   // leases. When the Session closes first, DetachKeyStages has already stopped the stage and
   // released them while the tables existed, so a stage may outlive its Session.
-  if (impl_->tiered && !impl_->released && !impl_->detached) {
+  if ((impl_->tiered || impl_->sharded) && !impl_->released && !impl_->detached) {
     impl_->released = true;
     for (TablePlan& t : impl_->tables) {
       internal::ReleaseLeases(*t.resource->table(), impl_.get(),
                               std::numeric_limits<int64_t>::max());
+      if (internal::CollectiveTable* c = CollectiveOf(t)) c->CloseChannel(impl_.get());
     }
   }
 }

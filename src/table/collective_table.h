@@ -7,9 +7,13 @@
 #ifndef RECSDK_TABLE_COLLECTIVE_TABLE_H_
 #define RECSDK_TABLE_COLLECTIVE_TABLE_H_
 
+#include <array>
 #include <cstdint>
 
+#include "absl/types/span.h"
+#include "recsdk/table.h"
 #include "src/common/hash.h"
+#include "src/table/tier_lease.h"
 
 namespace recsdk::internal {
 
@@ -22,6 +26,25 @@ inline int ShardOwner(int64_t key, int world) {
   return static_cast<int>(Mix64(static_cast<uint64_t>(key)) % static_cast<uint64_t>(world));
 }
 
+// CollectiveTable: besides Resolve and ApplyGradients (the step's collectives, in the graph's
+// order), the calls of a key stage (src/session/key_stage.cc), which resolves batches ahead of
+// the step on its own threads. Its exchanges run on a channel of their own per stage (`owner`),
+// so they never meet the step's collectives, and in the order the stage makes them, which is
+// batch order per table on every rank:
+//   OpenChannel(owner): a collective over the ranks' main threads (KeyStage::Start, at the same
+//     point of every rank's program, tables in one order); CloseChannel(owner) when it stops.
+//   AgreeBatch(owner, batch, votes): before resolving `batch`, every rank's stage says whether it
+//     has it and may read it (votes[0]: 1 when it has none, its input ended or it stops; votes[1]:
+//     1 when a checkpoint holds it back); on return `votes` holds the sums over the ranks, so
+//     every rank takes the same decision (resolve, end, or wait and ask again).
+//   ResolveLeased(..., lease): the keys go to their owners, which admit and resolve them as
+//     Resolve does, but the rows stay there: the batch's row ids name rows not read yet.
+//   PullLeased(owner, batch, failed): at KeyStage::Next, on the training thread and in the
+//     step's order of collectives: the owners send the batch's rows as they are now, after the
+//     previous step's update, so a stage running ahead reads what a step-by-step run reads.
+//     `failed`: this rank's batch failed; it takes part with nothing.
+//   ReleaseLeased(owner, before_batch): the owner's batches before `before_batch` are done.
+//   LeasedOldestTime(owner, batch): see below.
 class CollectiveTable {
  public:
   virtual ~CollectiveTable() = default;
@@ -29,6 +52,22 @@ class CollectiveTable {
   virtual int world_size() const = 0;
   // rank: this process's rank among them; it holds the keys k with ShardOwner(k, world) == rank.
   virtual int rank() const = 0;
+
+  [[nodiscard]] virtual Status OpenChannel(const void* owner) = 0;
+  virtual void CloseChannel(const void* owner) = 0;
+  [[nodiscard]] virtual Status AgreeBatch(const void* owner, int64_t batch,
+                                          std::array<float, 2>* votes) = 0;
+  [[nodiscard]] virtual Status ResolveLeased(absl::Span<const int64_t> unique_keys,
+                                             absl::Span<const uint32_t> counts,
+                                             absl::Span<const int64_t> timestamps, LookupMode mode,
+                                             absl::Span<uint32_t> rows,
+                                             const ResolveLease& lease) = 0;
+  [[nodiscard]] virtual Status PullLeased(const void* owner, int64_t batch, bool failed) = 0;
+  virtual void ReleaseLeased(const void* owner, int64_t before_batch) = 0;
+  // LeasedOldestTime: the oldest access time of the keys this rank served as owner for the
+  // batch (INT64_MAX when none): eviction keeps them until the batch is done, whichever rank
+  // asked for them.
+  virtual int64_t LeasedOldestTime(const void* owner, int64_t batch) const = 0;
 };
 
 }  // namespace recsdk::internal

@@ -32,6 +32,12 @@ TableGuard LockedTable::LockKeys(LookupMode mode) {
   return g;
 }
 
+TableGuard LockedTable::LockRows() {
+  TableGuard g(inner());
+  g.rows_shared_ = Shared(rows_mu_);
+  return g;
+}
+
 TableGuard LockedTable::LockAll() {
   TableGuard g(inner());
   g.keys_exclusive_ = Exclusive(keys_mu_);

@@ -52,6 +52,7 @@ class TableGuard {
   std::unique_lock<std::shared_mutex> keys_exclusive_;
   std::shared_lock<std::shared_mutex> keys_shared_;
   std::unique_lock<std::shared_mutex> rows_exclusive_;
+  std::shared_lock<std::shared_mutex> rows_shared_;
   EmbeddingTable* table_;
 };
 
@@ -62,6 +63,9 @@ class LockedTable final : public ForwardingTable {
 
   // LockKeys: the key index, exclusively in kTrain and shared in kEval (one batch's key work).
   [[nodiscard]] TableGuard LockKeys(LookupMode mode);
+  // LockRows: the rows, shared, as the step's row calls take them (a sharded table's rows brought
+  // for a key stage's batch beside the stage's next Resolve).
+  [[nodiscard]] TableGuard LockRows();
   // LockAll: the key index and the rows, exclusively (snapshots, restore, eviction).
   [[nodiscard]] TableGuard LockAll();
 

@@ -31,6 +31,7 @@
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "src/common/status_macros.h"
+#include "src/table/collective_table.h"
 #include "src/table/locked_table.h"
 #include "src/table/table_impl.h"
 
@@ -654,6 +655,10 @@ Status ResolveWithLease(EmbeddingTable& table, absl::Span<const int64_t> unique_
   // LockedTable here would resolve without the lease.
   auto* impl = dynamic_cast<TableImpl*>(&table);
   if (impl == nullptr) {
+    if (auto* collective = dynamic_cast<CollectiveTable*>(&table);
+        collective != nullptr && lease.owner != nullptr) {
+      return collective->ResolveLeased(unique_keys, counts, timestamps, mode, rows, lease);
+    }
     if (lease.owner != nullptr && IsTiered(table)) {
       return absl::InternalError(fmt::format(
           "ResolveWithLease: table \"{}\" was passed with its lock wrapper; pass the table its "
@@ -666,7 +671,16 @@ Status ResolveWithLease(EmbeddingTable& table, absl::Span<const int64_t> unique_
 }
 
 void ReleaseLeases(EmbeddingTable& table, const void* owner, int64_t before_batch) {
-  if (TableImpl* impl = ImplOf(table)) impl->ReleaseLeases(owner, before_batch);
+  if (TableImpl* impl = ImplOf(table)) {
+    impl->ReleaseLeases(owner, before_batch);
+    return;
+  }
+  // A sharded table serialises its batches' bookkeeping itself, as the tiers do.
+  EmbeddingTable* inner = &table;
+  if (auto* locked = dynamic_cast<LockedTable*>(&table)) inner = &locked->SelfSynchronised();
+  if (auto* collective = dynamic_cast<CollectiveTable*>(inner)) {
+    collective->ReleaseLeased(owner, before_batch);
+  }
 }
 
 void DropSsdCleanPages(EmbeddingTable& table) {

@@ -3,8 +3,8 @@
 // ranks, dense gradients averaged by DistributedOptimizer) ends with the table rows and dense
 // weights of one process trained on the full global batches, computed on every rank in the same
 // test with a plain table and a plain optimizer. Admission counts add up over the ranks (a key
-// seen once on each of two ranks is admitted by a threshold of 2), and the key stage refuses a
-// sharded table with the reason. Every wait has a deadline, and CTest a TIMEOUT.
+// seen once on each of two ranks is admitted by a threshold of 2). The key stage with sharded
+// tables is mpi_key_stage_test.cc. Every wait has a deadline, and CTest a TIMEOUT.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -23,7 +23,6 @@
 namespace recsdk {
 namespace {
 
-using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 using testing::sparse::ExpectClose;
@@ -110,22 +109,6 @@ TEST_F(ShardedTableTest, AStepsCollectivesRunInOneOrderOnEveryRank) {
     EXPECT_NE(std::find(deps.begin(), deps.end(), chain[i - 1]), deps.end())
         << chain[i]->name() << " does not wait for " << chain[i - 1]->name();
   }
-}
-
-TEST_F(ShardedTableTest, TheKeyStageRefusesAShardedTableSayingWhy) {
-  SparseNet net(npu_distributed_optimizer_wrapper(std::make_shared<SgdOptimizer>()), 4);
-  ASSERT_NE(net.session, nullptr);
-  SyntheticOptions d;
-  d.num_rows = 8;
-  d.vocabulary_sizes = {10};
-  StatusOr<std::unique_ptr<Dataset>> data = SyntheticDataset(d);
-  ASSERT_TRUE(data.ok()) << data.status();
-  StatusOr<std::unique_ptr<KeyStage>> stage = StartAscPipeline(*net.session, std::move(*data));
-  ASSERT_FALSE(stage.ok());
-  EXPECT_EQ(stage.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(stage.status().message()),
-              AllOf(HasSubstr("table \"emb\" is sharded over " + std::to_string(size_)),
-                    HasSubstr("in-graph lookups")));
 }
 
 }  // namespace

@@ -159,7 +159,7 @@ TEST(ShardedTableTest, RowsOfTheLastTwoBatchesStayReadable) {
   const std::vector<float> g(2 * kDim, 0.1f);
   const Status s = sharded->ApplyGradients(ra, g, 1);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
-  EXPECT_THAT(std::string(s.message()), HasSubstr("not a row of this rank's last training"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("not a row of this rank's training batch"));
   // A row id past the batch is refused, not read.
   std::vector<uint32_t> bad = {rb[2] + 5};
   std::vector<float> one(kDim);
