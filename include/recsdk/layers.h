@@ -138,9 +138,10 @@ struct CinOptions {
 // X^{k-1}[i, d] * X^0[j, d] + b^k[h]) (the outer product of the previous layer's maps with the
 // fields, compressed by W^k); every layer's output maps are sum-pooled over d and concatenated:
 // [batch, sum_k (H_k / 2 with split_half except the last layer, else H_k)]. Built from
-// Transpose, Reshape, Mul (broadcast), MatMul (the GEMM, [batch * D, H_{k-1} F] x
-// [H_{k-1} F, H_k]), BiasAdd, Slice, ReduceSum and Concat. Cost per sample O(D H_{k-1} F H_k) per
-// layer; memory O(batch D H_{k-1} F) for the outer product.
+// Transpose, Reshape, one fused outer-product op per layer (its rows are the GEMM's operand:
+// [batch * D, H_{k-1} F]), MatMul (the GEMM, by [H_{k-1} F, H_k]), BiasAdd, Slice, ReduceSum and
+// Concat. Cost per sample O(D H_{k-1} F H_k) per layer; memory O(batch D H_{k-1} F) for the
+// outer product. docs/layers.md has the measurements behind the fused op.
 // Errors (InvalidArgument naming the layer and the fix): as FmInteraction's input errors, and
 // layer_sizes empty, not > 0, or odd where split_half needs it even. Variable reuse as for Dense.
 StatusOr<Output> Cin(const Scope& scope, Output fields, const CinOptions& options = {});

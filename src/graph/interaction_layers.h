@@ -20,6 +20,13 @@ namespace recsdk::layers::internal {
 // FmFromFields: 0.5 * sum_d ((sum_f v_fd)^2 - sum_f v_fd^2) of fields [batch, F, D], [batch, 1].
 Output FmFromFields(const Scope& scope, Output fields);
 
+// BatchOuterProduct: (a [N, H], b [N, F]) -> [N, H * F], row n = a_n b_n^T flattened row-major:
+// the op "BatchOuterProduct" (its gradient, "BatchOuterProductGrad", reads dz once for both
+// inputs). The CIN's interaction, fused because as a broadcast Mul of [B, D, H, 1] by
+// [B, D, 1, F] it and its broadcast gradient were most of a CIN step
+// (benchmarks/interaction_bench.cc).
+Output BatchOuterProduct(const Scope& scope, Output a, Output b);
+
 // CinLayerWeights: one CIN layer's kernel [H_prev * F, H] and optional bias [H] (invalid: none).
 struct CinLayerWeights {
   Output kernel;

@@ -39,6 +39,16 @@ using V = const std::vector<Output>&;
 
 constexpr int64_t kBatch = 2, kFields = 3, kDim = 2;
 
+TEST(InteractionGradientTest, BatchOuterProduct) {
+  EXPECT_GRAD_OK(CheckGradients({Shape{3, 4}, Shape{3, 2}}, [](const Scope& s, V in) {
+    return layers::internal::BatchOuterProduct(s, in[0], in[1]);
+  }));
+  // The same tensor on both sides: both gradient paths meet in one input.
+  EXPECT_GRAD_OK(CheckGradients({Shape{2, 3}}, [](const Scope& s, V in) {
+    return layers::internal::BatchOuterProduct(s, in[0], in[0]);
+  }));
+}
+
 TEST(InteractionGradientTest, Fm) {
   EXPECT_GRAD_OK(CheckGradients({Shape{kBatch, kFields, kDim}},
                                 [](const Scope& s, V in) { return FmFromFields(s, in[0]); }));
@@ -302,6 +312,20 @@ TEST(MixtureOfExpertsTest, SharesWeightsUnderVariableReuse) {
   ASSERT_TRUE(layers::MixtureOfExperts(root, x, o).ok());
   EXPECT_EQ(after_first, 2u * 2 + 2u * 2);  // two experts' and two gates' kernel and bias
   EXPECT_EQ(TrainableVariables(graph).size(), after_first);
+}
+
+TEST(BatchOuterProductTest, ShapesAndRowMismatch) {
+  Graph graph;
+  Scope root(&graph);
+  Output a = ops::Placeholder(root, DType::kFloat32, Shape{Shape::kUnknownDim, 4});
+  Output b = ops::Placeholder(root, DType::kFloat32, Shape{Shape::kUnknownDim, 3});
+  Output z = layers::internal::BatchOuterProduct(root, a, b);
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(z.shape(), (Shape{Shape::kUnknownDim, 12}));
+  Output c = ops::Placeholder(root, DType::kFloat32, Shape{5, 3});
+  Output d = ops::Placeholder(root, DType::kFloat32, Shape{6, 3});
+  (void)layers::internal::BatchOuterProduct(root, c, d);
+  EXPECT_THAT(std::string(root.status().message()), HasSubstr("same number of rows"));
 }
 
 // --- Bad arguments: an error naming the layer and the fix, never a crash -----------------
