@@ -92,6 +92,86 @@ struct CrossNetworkOptions {
 // num_layers < 1.
 StatusOr<Output> CrossNetwork(const Scope& scope, Output x0, const CrossNetworkOptions& options);
 
+// --- Field interactions: FM, xDeepFM's CIN -------------------------------------------------
+//
+// Both take the field embeddings of a sample as [batch, F, D] (F fields of dim D, e.g. a
+// sparse_lookup without a combiner, or a Concat of per-field lookups reshaped), or flattened as
+// [batch, F * D] with num_fields = F. F and D must be known; the batch may be unknown.
+
+struct FmInteractionOptions {
+  // num_fields: F for a rank-2 input [batch, F * D] (> 0 and dividing its width). For a rank-3
+  // input [batch, F, D] leave it 0 (or set it to F). Default 0.
+  int64_t num_fields = 0;
+  std::string name = "fm";  // the sub-scope of the layer's ops
+};
+
+// FmInteraction: the factorization machine's second-order term (Rendle 2010) of each sample,
+// sum_{i<j} <v_i, v_j> = 0.5 * sum_d ((sum_f v_fd)^2 - sum_f v_fd^2), as [batch, 1]. No
+// variables (the v are the field embeddings). Composed from ReduceSum, Square, Sub and Mul;
+// cost O(F D) per sample, not the pairwise O(F^2 D).
+// Errors (InvalidArgument naming the layer and the fix): an input not [batch, F, D] or
+// [batch, F * D] with known F and D, num_fields that does not fit, a non-float dtype. Under a
+// scope with an earlier graph error, returns that error.
+StatusOr<Output> FmInteraction(const Scope& scope, Output fields,
+                               const FmInteractionOptions& options = {});
+
+struct CinOptions {
+  // layer_sizes: H_k, the feature maps of each CIN layer; at least one layer, each > 0. With
+  // split_half every layer but the last must be even. Default {128, 128} (xDeepFM's Criteo
+  // setting is 200-200-200).
+  std::vector<int64_t> layer_sizes = {128, 128};
+  // split_half: as the xDeepFM code: each layer but the last sends its first H_k / 2 maps to the
+  // next layer and its other H_k / 2 to the output; false sends all H_k to both. Default true.
+  bool split_half = true;
+  // activation: applied to each layer's maps; the paper's CIN is linear (kNone, the default).
+  Activation activation = Activation::kNone;
+  int64_t num_fields = 0;  // as FmInteractionOptions::num_fields
+  bool use_bias = true;    // "<name>/layer_<k>/bias" [H_k], zeros by default
+  // kernel_initializer: each layer's "<name>/layer_<k>/kernel" [H_{k-1} * F, H_k].
+  Initializer kernel_initializer = Initializer::GlorotUniform();
+  Initializer bias_initializer = Initializer::Zeros();
+  std::string name = "cin";  // the sub-scope of the layer's ops and variables
+};
+
+// Cin: xDeepFM's compressed interaction network (Lian et al. 2018). With X^0 = the field
+// embeddings [batch, F, D], layer k computes X^k[h, d] = act(sum_{i, j} W^k[i * F + j, h] *
+// X^{k-1}[i, d] * X^0[j, d] + b^k[h]) (the outer product of the previous layer's maps with the
+// fields, compressed by W^k); every layer's output maps are sum-pooled over d and concatenated:
+// [batch, sum_k (H_k / 2 with split_half except the last layer, else H_k)]. Built from
+// Transpose, Reshape, one fused outer-product op per layer (its rows are the GEMM's operand:
+// [batch * D, H_{k-1} F]), MatMul (the GEMM, by [H_{k-1} F, H_k]), BiasAdd, Slice, ReduceSum and
+// Concat. Cost per sample O(D H_{k-1} F H_k) per layer; memory O(batch D H_{k-1} F) for the
+// outer product. docs/layers.md has the measurements behind the fused op.
+// Errors (InvalidArgument naming the layer and the fix): as FmInteraction's input errors, and
+// layer_sizes empty, not > 0, or odd where split_half needs it even. Variable reuse as for Dense.
+StatusOr<Output> Cin(const Scope& scope, Output fields, const CinOptions& options = {});
+
+// --- Multi-task: MMoE ----------------------------------------------------------------------
+
+struct MixtureOfExpertsOptions {
+  int64_t num_experts = 4;  // >= 1: shared experts "<name>/expert_<i>"
+  int64_t num_tasks = 2;    // >= 1: one gate "<name>/gate_<t>" and one output per task
+  // expert: every expert's Mlp (hidden_units non-empty, each > 0; its `name` is replaced as
+  // above). Its last layer's width (output_units when > 0, else the last hidden size) is the
+  // width E of each task's output. Default one ReLU layer of 64.
+  MlpOptions expert = {.hidden_units = {64}};
+  // gate_initializer: each gate's "<name>/gate_<t>/kernel" [d, num_experts] (its bias is zeros).
+  Initializer gate_initializer = Initializer::GlorotUniform();
+  std::string name = "mmoe";  // the sub-scope of the layer's ops and variables
+};
+
+// MixtureOfExperts: multi-gate mixture of experts (Ma et al. 2018, "MMoE"). The experts f_i are
+// Mlps on x shared by every task; task t's gate g_t(x) = softmax(x W_t + b_t) over the experts
+// mixes them: output_t = sum_i g_t(x)_i f_i(x), [batch, E]. Returns num_tasks outputs in task
+// order (feed each to its task tower). x is [batch, d] with d known, float. Composed from the
+// Mlps, Dense gates, Softmax, Concat, Reshape, Mul (broadcast) and ReduceSum. Cost: the experts'
+// Mlps once, plus O(num_tasks * num_experts * (d + E)) per sample.
+// Errors (InvalidArgument naming the layer and the fix): x not [batch, d] with d known or not
+// float, num_experts or num_tasks < 1, an expert Mlp without layers or with a width <= 0.
+// Variable reuse as for Dense.
+StatusOr<std::vector<Output>> MixtureOfExperts(const Scope& scope, Output x,
+                                               const MixtureOfExpertsOptions& options = {});
+
 // --- Normalisation -------------------------------------------------------------------------
 
 struct LayerNormOptions {

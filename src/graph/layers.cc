@@ -5,9 +5,10 @@
 #include "recsdk/ops.h"
 #include "src/common/finite_option.h"
 #include "src/common/status_macros.h"
+#include "src/graph/activation.h"
 
 namespace recsdk::layers {
-namespace {
+namespace internal {
 
 Output Activate(const Scope& s, Output x, Activation a) {
   switch (a) {
@@ -27,7 +28,7 @@ Output Activate(const Scope& s, Output x, Activation a) {
   return x;
 }
 
-}  // namespace
+}  // namespace internal
 
 Output Dense(const Scope& scope, Output x, const DenseOptions& options) {
   if (!scope.ok() || !x.valid()) return Output();
@@ -51,7 +52,7 @@ Output Dense(const Scope& scope, Output x, const DenseOptions& options) {
     Variable bias = Variable::Make(s, "bias", Shape{options.units}, bias_options);
     y = ops::BiasAdd(s, y, bias);
   }
-  return Activate(s, y, options.activation);
+  return internal::Activate(s, y, options.activation);
 }
 
 Output Mlp(const Scope& scope, Output x, const MlpOptions& options) {

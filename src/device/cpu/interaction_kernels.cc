@@ -206,7 +206,78 @@ void DotInteractionGradFast(const T* x, const T* dy, int64_t batch, int64_t f, i
   });
 }
 
+template <typename T>
+void BatchOuterProductReference(const T* a, const T* b, int64_t rows, int64_t h, int64_t f, T* z) {
+  for (int64_t n = 0; n < rows; ++n)
+    for (int64_t i = 0; i < h; ++i)
+      for (int64_t j = 0; j < f; ++j) z[(n * h + i) * f + j] = a[n * h + i] * b[n * f + j];
+}
+
+template <typename T>
+void BatchOuterProductGradReference(const T* a, const T* b, const T* dz, int64_t rows, int64_t h,
+                                    int64_t f, T* da, T* db) {
+  std::fill(da, da + rows * h, T(0));
+  std::fill(db, db + rows * f, T(0));
+  for (int64_t n = 0; n < rows; ++n)
+    for (int64_t i = 0; i < h; ++i)
+      for (int64_t j = 0; j < f; ++j) {
+        da[n * h + i] += dz[(n * h + i) * f + j] * b[n * f + j];
+        db[n * f + j] += dz[(n * h + i) * f + j] * a[n * h + i];
+      }
+}
+
+namespace {
+
+// Rows per parallel chunk: ~16k products per task.
+int64_t OuterGrain(int64_t h, int64_t f) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, h * f));
+}
+
+}  // namespace
+
+template <typename T>
+void BatchOuterProductFast(const T* a, const T* b, int64_t rows, int64_t h, int64_t f, T* z) {
+  ParallelFor(rows, OuterGrain(h, f), [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      const T* bn = b + n * f;
+      T* zn = z + n * h * f;
+      for (int64_t i = 0; i < h; ++i) {
+        const T ai = a[n * h + i];
+        for (int64_t j = 0; j < f; ++j) zn[i * f + j] = ai * bn[j];
+      }
+    }
+  });
+}
+
+template <typename T>
+void BatchOuterProductGradFast(const T* a, const T* b, const T* dz, int64_t rows, int64_t h,
+                               int64_t f, T* da, T* db) {
+  ParallelFor(rows, OuterGrain(h, f), [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      const T* an = a + n * h;
+      const T* bn = b + n * f;
+      T* dbn = db + n * f;
+      std::fill(dbn, dbn + f, T(0));
+      for (int64_t i = 0; i < h; ++i) {
+        const T* row = dz + (n * h + i) * f;
+        T acc = 0;
+        for (int64_t j = 0; j < f; ++j) {
+          acc += row[j] * bn[j];
+          dbn[j] += row[j] * an[i];
+        }
+        da[n * h + i] = acc;
+      }
+    }
+  });
+}
+
 #define RECSDK_INSTANTIATE(T)                                                                      \
+  template void BatchOuterProductReference<T>(const T*, const T*, int64_t, int64_t, int64_t, T*);  \
+  template void BatchOuterProductGradReference<T>(const T*, const T*, const T*, int64_t, int64_t,  \
+                                                  int64_t, T*, T*);                                \
+  template void BatchOuterProductFast<T>(const T*, const T*, int64_t, int64_t, int64_t, T*);       \
+  template void BatchOuterProductGradFast<T>(const T*, const T*, const T*, int64_t, int64_t,       \
+                                             int64_t, T*, T*);                                     \
   template void DotInteractionReference<T>(const T*, int64_t, int64_t, int64_t, T*);               \
   template void DotInteractionGradReference<T>(const T*, const T*, int64_t, int64_t, int64_t, T*); \
   template void DotInteractionFast<T>(const T*, int64_t, int64_t, int64_t, T*);                    \
@@ -215,7 +286,51 @@ RECSDK_INSTANTIATE(float)
 RECSDK_INSTANTIATE(double)
 #undef RECSDK_INSTANTIATE
 
+namespace {
+
+template <typename T>
+Status OuterKernel(OpKernelContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  if (a.dim(0) != b.dim(0)) {
+    return ctx.Error("{} and {} must have the same number of rows", a.shape().ToString(),
+                     b.shape().ToString());
+  }
+  const int64_t rows = a.dim(0), h = a.dim(1), f = b.dim(1);
+  RECSDK_ASSIGN_OR_RETURN(Tensor * z, ctx.allocate_output_uninitialized(0, Shape{rows, h * f}));
+  BatchOuterProductFast<T>(a.data<T>(), b.data<T>(), rows, h, f, z->data<T>());
+  return absl::OkStatus();
+}
+
+template <typename T>
+Status OuterGradKernel(OpKernelContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  const Tensor& dz = ctx.input(2);
+  const int64_t rows = a.dim(0), h = a.dim(1), f = b.dim(1);
+  if (b.dim(0) != rows || dz.dim(0) != rows || dz.dim(1) != h * f) {
+    return ctx.Error("gradient {} does not match {} and {}: it must be [{}, {}]",
+                     dz.shape().ToString(), a.shape().ToString(), b.shape().ToString(), rows,
+                     h * f);
+  }
+  RECSDK_ASSIGN_OR_RETURN(Tensor * da, ctx.allocate_output_uninitialized(0, a.shape()));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * db, ctx.allocate_output_uninitialized(1, b.shape()));
+  BatchOuterProductGradFast<T>(a.data<T>(), b.data<T>(), dz.data<T>(), rows, h, f, da->data<T>(),
+                               db->data<T>());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 void RegisterCpuInteractionKernels(KernelRegistry& r) {
+  r.RegisterFn("BatchOuterProduct", kCpu, kFloatTypes, [](OpKernelContext& ctx) {
+    return DispatchFloat(ctx, ctx.input(0).dtype(),
+                         [&](auto t) { return OuterKernel<decltype(t)>(ctx); });
+  });
+  r.RegisterFn("BatchOuterProductGrad", kCpu, kFloatTypes, [](OpKernelContext& ctx) {
+    return DispatchFloat(ctx, ctx.input(0).dtype(),
+                         [&](auto t) { return OuterGradKernel<decltype(t)>(ctx); });
+  });
   r.RegisterFn("DotInteraction", kCpu, kFloatTypes, [](OpKernelContext& ctx) {
     return DispatchFloat(ctx, ctx.input(0).dtype(),
                          [&](auto t) { return ForwardKernel<decltype(t)>(ctx); });

@@ -1,5 +1,6 @@
 // interaction_kernels.h: CPU kernels of DLRM's dot interaction (DotInteraction and its gradient)
-// and their plain reference twins, which tests compare the fast kernels against.
+// and of the CIN's batched outer product (BatchOuterProduct and its gradient), and their plain
+// reference twins, which tests compare the fast kernels against.
 //
 // Threading: the kernels split the batch over the session's intra-op threads (ParallelFor);
 // the reference functions are single-threaded. All are pure functions of their arguments.
@@ -12,7 +13,8 @@
 
 namespace recsdk::internal {
 
-// RegisterCpuInteractionKernels: DotInteraction and DotInteractionGrad, float32 and float64.
+// RegisterCpuInteractionKernels: DotInteraction, DotInteractionGrad, BatchOuterProduct and
+// BatchOuterProductGrad, float32 and float64.
 void RegisterCpuInteractionKernels(KernelRegistry& r);
 
 // DotInteractionReference: out[b, p] = <x[b, i, :], x[b, j, :]> for the pairs p = (i, j), i > j,
@@ -31,6 +33,24 @@ template <typename T>
 void DotInteractionFast(const T* x, int64_t batch, int64_t f, int64_t d, T* out);
 template <typename T>
 void DotInteractionGradFast(const T* x, const T* dy, int64_t batch, int64_t f, int64_t d, T* dx);
+
+// BatchOuterProductReference: z[n, i * f + j] = a[n, i] * b[n, j] for a [rows, h], b [rows, f].
+template <typename T>
+void BatchOuterProductReference(const T* a, const T* b, int64_t rows, int64_t h, int64_t f, T* z);
+// BatchOuterProductGradReference: da[n, i] = sum_j dz[n, i * f + j] * b[n, j] and
+// db[n, j] = sum_i dz[n, i * f + j] * a[n, i]; da and db are overwritten.
+template <typename T>
+void BatchOuterProductGradReference(const T* a, const T* b, const T* dz, int64_t rows, int64_t h,
+                                    int64_t f, T* da, T* db);
+
+// BatchOuterProductFast / BatchOuterProductGradFast: the kernels the CPU backend runs (same
+// contract), rows split over the calling arena's threads. One pass over z (or dz) each: the
+// forward writes it once, the gradient reads it once for both da and db.
+template <typename T>
+void BatchOuterProductFast(const T* a, const T* b, int64_t rows, int64_t h, int64_t f, T* z);
+template <typename T>
+void BatchOuterProductGradFast(const T* a, const T* b, const T* dz, int64_t rows, int64_t h,
+                               int64_t f, T* da, T* db);
 
 }  // namespace recsdk::internal
 

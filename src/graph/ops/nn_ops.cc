@@ -46,9 +46,47 @@ Status DotInteractionGradShape(InferenceContext& c) {
   return SameAsInput0(c);
 }
 
+// BatchOuterProduct: (a [N, H], b [N, F]) -> [N, H * F], row n the outer product a_n b_n^T
+// flattened row-major (the CIN's interaction, already the left operand of its GEMM).
+Status BatchOuterProductShape(InferenceContext& c) {
+  RECSDK_RETURN_IF_ERROR(c.ExpectFloat(0));
+  RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
+  RECSDK_RETURN_IF_ERROR(c.ExpectRank(0, 2));
+  RECSDK_RETURN_IF_ERROR(c.ExpectRank(1, 2));
+  const Shape& a = c.input_shape(0);
+  const Shape& b = c.input_shape(1);
+  if (a.dim(0) >= 0 && b.dim(0) >= 0 && a.dim(0) != b.dim(0)) {
+    return c.Error("{} and {} must have the same number of rows", c.InputDesc(0), c.InputDesc(1));
+  }
+  const int64_t rows = a.dim(0) >= 0 ? a.dim(0) : b.dim(0);
+  const int64_t cols = a.dim(1) >= 0 && b.dim(1) >= 0 ? a.dim(1) * b.dim(1) : Shape::kUnknownDim;
+  c.AddOutput(c.input_dtype(0), Shape{rows, cols});
+  return absl::OkStatus();
+}
+
+// BatchOuterProductGrad: (a, b, dz [N, H * F]) -> (da [N, H], db [N, F]).
+Status BatchOuterProductGradShape(InferenceContext& c) {
+  RECSDK_RETURN_IF_ERROR(c.ExpectFloat(0));
+  RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
+  RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 2));
+  RECSDK_RETURN_IF_ERROR(c.ExpectRank(2, 2));
+  c.AddOutput(c.input_dtype(0), c.input_shape(0));
+  c.AddOutput(c.input_dtype(1), c.input_shape(1));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void RegisterNnOps(OpRegistry& r) {
+  r.Register(
+      MakeOp("BatchOuterProduct", 2, 2, BatchOuterProductShape,
+             [](const Scope& s, const Node& n, G g, DX dx) {
+               Node* grad = s.AddNode("BatchOuterProductGrad", {n.input(0), n.input(1), g[0]});
+               (*dx)[0] = Out(grad, 0);
+               (*dx)[1] = Out(grad, 1);
+               return absl::OkStatus();
+             }));
+  r.Register(NoGradOp("BatchOuterProductGrad", 3, 3, BatchOuterProductGradShape));
   r.Register(MakeOp("DotInteraction", 1, 1, DotInteractionShape,
                     [](const Scope& s, const Node& n, G g, DX dx) {
                       (*dx)[0] = Out(s.AddNode("DotInteractionGrad", {n.input(0), g[0]}));

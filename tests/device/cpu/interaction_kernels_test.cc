@@ -1,7 +1,8 @@
-// interaction_kernels_test.cc: the fused DLRM dot interaction
-// (src/device/cpu/interaction_kernels.cc) against its reference twin, and through the op in a
-// Session at several batch sizes. Its finite-difference gradient check is in
-// tests/graph/op_gradients_test.cc. Single-threaded test; the kernels may use threads.
+// interaction_kernels_test.cc: the fused DLRM dot interaction and the CIN's batched outer product
+// (src/device/cpu/interaction_kernels.cc) against their reference twins, and the dot interaction
+// through the op in a Session at several batch sizes. Their finite-difference gradient checks are
+// in tests/graph/op_gradients_test.cc and tests/graph/interaction_layers_test.cc.
+// Single-threaded test; the kernels may use threads.
 #include "src/device/cpu/interaction_kernels.h"
 
 #include <random>
@@ -44,6 +45,40 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DotInteractionKernelTest,
                                            std::make_tuple(4099, 27, 16), std::make_tuple(2, 1, 16),
                                            std::make_tuple(7, 9, 32), std::make_tuple(9, 33, 16),
                                            std::make_tuple(5, 64, 16), std::make_tuple(3, 65, 16)));
+
+class BatchOuterProductKernelTest : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+
+TEST_P(BatchOuterProductKernelTest, FastMatchesReference) {
+  const auto [rows, h, f] = GetParam();
+  const std::vector<float> a = Random(int64_t{rows} * h, 1);
+  const std::vector<float> b = Random(int64_t{rows} * f, 2);
+  const std::vector<float> dz = Random(int64_t{rows} * h * f, 3);
+  std::vector<float> ref(int64_t{rows} * h * f), fast(ref.size(), -7.0f);
+  internal::BatchOuterProductReference<float>(a.data(), b.data(), rows, h, f, ref.data());
+  internal::BatchOuterProductFast<float>(a.data(), b.data(), rows, h, f, fast.data());
+  for (size_t i = 0; i < ref.size(); ++i) ASSERT_EQ(fast[i], ref[i]) << i;
+  std::vector<float> da_ref(a.size()), db_ref(b.size()), da(a.size(), -7.0f), db(b.size(), -7.0f);
+  internal::BatchOuterProductGradReference<float>(a.data(), b.data(), dz.data(), rows, h, f,
+                                                  da_ref.data(), db_ref.data());
+  internal::BatchOuterProductGradFast<float>(a.data(), b.data(), dz.data(), rows, h, f, da.data(),
+                                             db.data());
+  for (size_t i = 0; i < da.size(); ++i) ASSERT_NEAR(da[i], da_ref[i], 1e-4f) << i;
+  for (size_t i = 0; i < db.size(); ++i) ASSERT_NEAR(db[i], db_ref[i], 1e-4f) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, BatchOuterProductKernelTest,
+                         ::testing::Values(std::make_tuple(1, 1, 1), std::make_tuple(3, 4, 5),
+                                           std::make_tuple(4096, 10, 10),
+                                           std::make_tuple(4096, 16, 10),
+                                           std::make_tuple(7, 1, 33)));
+
+TEST(BatchOuterProductTest, ReferenceIsRowMajorOuterProduct) {
+  // One row: a = (1, 2), b = (3, 4, 5) -> (3, 4, 5, 6, 8, 10).
+  const std::vector<float> a = {1, 2}, b = {3, 4, 5};
+  std::vector<float> z(6);
+  internal::BatchOuterProductReference<float>(a.data(), b.data(), 1, 2, 3, z.data());
+  EXPECT_EQ(z, (std::vector<float>{3, 4, 5, 6, 8, 10}));
+}
 
 TEST(DotInteractionTest, ReferenceIsDlrmPairOrder) {
   // Three 2-d vectors: pairs (1,0), (2,0), (2,1).
