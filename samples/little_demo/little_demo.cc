@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 
@@ -89,9 +90,18 @@ Rows MakeRows(int64_t n, uint64_t stream, bool padding) {
   return r;
 }
 
+// SsdSuffix: "" for one process, "-rank<r>" for rank r of several (each rank's SSD tier files).
+std::string SsdSuffix(int rank, int ranks) {
+  return ranks > 1 ? fmt::format("-rank{}", rank) : std::string();
+}
+
+// Input: `rows` rows of stream `stream` per rank, in batches of batch_size; with several ranks
+// the rows are those of every rank together, and each rank reads its shard (Shard, the spec's
+// dataset.shard(rank_size, rank_id)).
 InputFn Input(const DemoOptions& o, int64_t rows, uint64_t stream) {
   return [=]() -> StatusOr<std::unique_ptr<Dataset>> {
-    Rows r = MakeRows(rows, stream, o.use_padding_keys);
+    const int ranks = get_rank_size().value_or(1);
+    Rows r = MakeRows(rows * ranks, stream, o.use_padding_keys);
     std::vector<InMemoryColumn> columns = {{"user_ids", r.user, kUserIds},
                                            {"item_ids", r.item, kItemIds},
                                            {"label_0", r.label[0], 1},
@@ -99,6 +109,10 @@ InputFn Input(const DemoOptions& o, int64_t rows, uint64_t stream) {
     if (o.use_timestamp) columns.push_back({"timestamp", r.timestamp, 0});
     auto data = InMemoryDataset(std::move(columns), 4096);
     if (!data.ok()) return data.status();
+    if (ranks > 1) {
+      data = Shard(*std::move(data), ranks, get_rank_id().value_or(0));
+      if (!data.ok()) return data.status();
+    }
     BatchOptions batching;
     batching.drop_remainder = true;  // static send_count needs full batches
     return BatchRows(*std::move(data), o.batch_size, batching);
@@ -125,7 +139,8 @@ ModelFn MakeModelFn(const DemoOptions& o) {
         c.host_vocabulary_size = o.cache_mode == "DDR" ? vocab : vocab / 10;
         if (o.cache_mode == "SSD") {
           c.ssd_vocabulary_size = vocab;
-          c.ssd_data_path = {o.model_dir + "/ssd"};
+          c.ssd_data_path = {o.model_dir + "/ssd" +
+                             SsdSuffix(get_rank_id().value_or(0), get_rank_size().value_or(1))};
         }
       }
       // The run's seed seeds the tables' rows too, so SEED changes every initial value.
@@ -193,8 +208,11 @@ ModelFn MakeModelFn(const DemoOptions& o) {
     if (mode == ModeKeys::kTrain) {
       AdamOptions adam_options;
       adam_options.learning_rate = 0.01;
-      AdamOptimizer adam(adam_options);
-      auto dense = adam.Minimize(s, loss);
+      // With several ranks the dense gradients are averaged over them (the spec's
+      // npu_distributed_optimizer_wrapper); the tables are sharded over the ranks by themselves.
+      std::shared_ptr<Optimizer> adam = std::make_shared<AdamOptimizer>(adam_options);
+      if (get_rank_size().value_or(1) > 1) adam = npu_distributed_optimizer_wrapper(adam);
+      auto dense = adam->Minimize(s, loss);
       if (!dense.ok()) return dense.status();
       auto sparse = SparseMinimize(s, loss);
       if (!sparse.ok()) return sparse.status();
@@ -427,7 +445,14 @@ StatusOr<DemoOptions> ParseOptions(int argc, char** argv) {
 }
 
 StatusOr<DemoResult> Run(const DemoOptions& o) {
-  std::FILE* out = o.out != nullptr ? o.out : stdout;
+  const StatusOr<int> world = get_rank_size();
+  if (!world.ok()) return world.status();
+  const int ranks = *world;
+  const int rank = get_rank_id().value_or(0);
+  // Under mpirun rank 0 reports; the others print only their errors (main's).
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> quiet(
+      rank == 0 ? nullptr : std::fopen("/dev/null", "w"), &std::fclose);
+  std::FILE* out = quiet != nullptr ? quiet.get() : o.out != nullptr ? o.out : stdout;
   auto print = [out](const std::string& line) {
     std::fprintf(out, "%s\n", line.c_str());
     std::fflush(out);
@@ -440,8 +465,22 @@ StatusOr<DemoResult> Run(const DemoOptions& o) {
       o.multi_lookup_times, o.use_modify_graph, o.use_timestamp, o.use_deterministic,
       o.use_padding_keys, o.batch_size, fmt::join(o.hidden_units, "-")));
   const bool load = o.use_mode != "train";
-  if (!load) std::filesystem::remove_all(o.model_dir);
-  if (o.cache_mode == "SSD") std::filesystem::create_directories(o.model_dir + "/ssd");
+  if (ranks > 1) {
+    print(
+        fmt::format("{} ranks: each trains on its shard of the rows ({} per rank and step); the "
+                    "tables are sharded over the ranks",
+                    ranks, o.batch_size));
+  }
+  // model_dir is every rank's (one host, or a shared file system): rank 0 clears it.
+  if (!load && rank == 0) std::filesystem::remove_all(o.model_dir);
+  if (ranks > 1) {
+    const StatusOr<bool> ready = AllRanksAgree(true, "model_dir is ready");
+    if (!ready.ok()) return ready.status();
+  }
+  if (o.cache_mode == "SSD") {
+    // Each rank's SSD tier in a directory of its own.
+    std::filesystem::create_directories(o.model_dir + "/ssd" + SsdSuffix(rank, ranks));
+  }
 
   InitOptions init_options;
   init_options.train_steps = o.train_steps;
@@ -561,7 +600,9 @@ StatusOr<DemoResult> Run(const DemoOptions& o) {
     for (const char* name : {"user_table", "item_table"}) {
       auto table = LookupTable(*(*est)->session(), name);
       if (!table.ok()) return table.status();
-      const std::string base = o.export_dir + "/" + name;
+      // With several ranks each holds its shard of the table: one pair of files per rank.
+      const std::string base =
+          o.export_dir + "/" + name + (ranks > 1 ? fmt::format(".rank{}", rank) : "");
       if (Status s = (*table)->ExportNpy(base + "_keys.npy", base + "_values.npy"); !s.ok()) {
         return s;
       }

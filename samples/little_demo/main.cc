@@ -4,8 +4,15 @@
 #include <string>
 
 #include "samples/little_demo/little_demo.h"
+#if defined(LITTLE_DEMO_WITH_MPI)
+#include "src/dist/mpi/mpi_communicator.h"
+#endif
 
 int main(int argc, char** argv) {
+#if defined(LITTLE_DEMO_WITH_MPI)
+  // Under mpirun, every rank trains its shard of the data (docs/distributed.md).
+  recsdk::dist::RegisterMpiCommunicator();
+#endif
   auto options = little_demo::ParseOptions(argc, argv);
   if (!options.ok()) {
     std::fprintf(stderr, "%s\n", std::string(options.status().message()).c_str());
