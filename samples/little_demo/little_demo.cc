@@ -529,7 +529,8 @@ StatusOr<DemoResult> Run(const DemoOptions& o) {
   const int64_t eval_rows = o.eval_steps * o.batch_size;
   const InputFn eval_input = Input(o, eval_rows, /*stream=*/0);
   DemoResult result;
-  for (int h = 0; h < 2; ++h) result.planted_auc[h] = PlantedAuc(o, h, 0, eval_rows);
+  // Each rank evaluates eval_rows of its own: the AUC is that of all ranks' rows together.
+  for (int h = 0; h < 2; ++h) result.planted_auc[h] = PlantedAuc(o, h, 0, eval_rows * ranks);
 
   if (o.use_mode == "predict") {
     std::vector<float> scores[2], labels[2];
@@ -547,14 +548,20 @@ StatusOr<DemoResult> Run(const DemoOptions& o) {
         });
     if (!s.ok()) return s;
     for (int h = 0; h < 2; ++h) {
-      auto auc = Auc(scores[h], labels[h]);
+      // The AUC of every rank's rows (each rank predicted its shard).
+      auto auc = MakeStreamingMetric(MetricKind::kAuc);
       if (!auc.ok()) return auc.status();
-      result.auc[h] = *auc;
+      if (Status s = (*auc)->Update(scores[h], labels[h]); !s.ok()) return s;
+      if (Status s = MergeMetricOverRanks(**auc); !s.ok()) return s;
+      auto value = (*auc)->Result();
+      if (!value.ok()) return value.status();
+      result.auc[h] = *value;
     }
     auto step = (*est)->global_step();
     if (!step.ok()) return step.status();
     result.global_step = *step;
-    print(fmt::format("predicted {} rows with the model of step {}", scores[0].size(),
+    print(fmt::format("predicted {} rows{} with the model of step {}", scores[0].size(),
+                      ranks > 1 ? " on rank 0 (each rank predicts its shard)" : "",
                       result.global_step));
   } else {
     int64_t start = 0;
@@ -585,7 +592,7 @@ StatusOr<DemoResult> Run(const DemoOptions& o) {
   }
   for (int h = 0; h < 2; ++h) {
     print(fmt::format("head {}: AUC {:.4f} (planted model AUC {:.4f}) on {} held-out rows", h,
-                      result.auc[h], result.planted_auc[h], eval_rows));
+                      result.auc[h], result.planted_auc[h], eval_rows * ranks));
   }
   if (!o.export_dir.empty()) {
     if (o.use_mode != "predict") {  // the spec's export_saved_model of the trained model
