@@ -1,0 +1,75 @@
+// kill_rank_job.cc: the job of tests/dist/kill_rank_test.sh (CTest dist_kill_rank, label mpi).
+//   kill_rank_job kill DIR: 2 ranks train the sparse model of sparse_model_util.h, saving a
+//     checkpoint every 5 steps into DIR; in step 12 rank 1 kills itself with SIGKILL. The job
+//     must end in bounded time, non-zero, with a message naming rank 1.
+//   kill_rank_job restore DIR: 2 ranks restore the latest checkpoint (step 10, the last one
+//     complete before the kill), check it and train on.
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "recsdk/recsdk.h"
+#include "src/dist/mpi/mpi_communicator.h"
+#include "tests/dist/sparse_model_util.h"
+
+namespace {
+
+using recsdk::testing::sparse::GlobalBatch;
+using recsdk::testing::sparse::ShardOf;
+using recsdk::testing::sparse::SparseNet;
+
+constexpr int64_t kGlobalRows = 12;
+
+int Fail(const std::string& what) {
+  std::fprintf(stderr, "kill_rank_job: %s\n", what.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace recsdk;  // NOLINT(google-build-using-namespace): a test program's main
+  if (argc != 3) return Fail("usage: kill_rank_job kill|restore DIR");
+  const std::string phase = argv[1], dir = argv[2];
+  dist::RegisterMpiCommunicator();
+  DistributedOptions options;
+  options.collective_timeout_s = 30;
+  if (Status s = InitDistributed(options); !s.ok()) return Fail(s.ToString());
+  const int rank = *get_rank_id(), size = *get_rank_size();
+  if (size != 2) return Fail("run under mpirun -np 2");
+  if (phase == "kill" && rank == 0) std::filesystem::remove_all(dir);
+  if (!AllRanksAgree(true, "the directory is ready").ok()) return Fail("agreeing");
+  SparseNet net(npu_distributed_optimizer_wrapper(std::make_shared<SgdOptimizer>()),
+                kGlobalRows / size);
+  if (net.session == nullptr) return Fail("the model did not build");
+  SaverOptions so;
+  so.model_dir = dir;
+  StatusOr<std::unique_ptr<Saver>> saver = Saver::Create(*net.session, so);
+  if (!saver.ok()) return Fail(saver.status().ToString());
+  int first = 0;
+  if (phase == "restore") {
+    StatusOr<int64_t> step = (*saver)->Restore("");
+    if (!step.ok()) return Fail("restore: " + step.status().ToString());
+    if (*step != 10) return Fail("restored step " + std::to_string(*step) + ", not 10");
+    first = 10;
+  }
+  for (int step = first; step < first + 20; ++step) {
+    if (phase == "kill" && rank == 1 && step == 12) {
+      std::fprintf(stderr, "kill_rank_job: rank 1 kills itself (SIGKILL) in step 12\n");
+      std::fflush(stderr);
+      std::raise(SIGKILL);
+    }
+    if (Status s = net.Step(ShardOf(GlobalBatch(step, kGlobalRows), size, rank)); !s.ok()) {
+      return Fail("step " + std::to_string(step) + ": " + s.ToString());
+    }
+    if (phase == "kill" && step % 5 == 4) {
+      StatusOr<std::string> saved = (*saver)->Save(step + 1);
+      if (!saved.ok()) return Fail("save: " + saved.status().ToString());
+    }
+    if (phase == "restore" && step == first + 1) break;  // trained on from the checkpoint
+  }
+  if (rank == 0) std::printf("kill_rank_job: %s done\n", phase.c_str());
+  return 0;
+}
