@@ -30,6 +30,20 @@ V Pick(const V& values, const std::vector<size_t>& index) {
   return out;
 }
 
+// HeaderOf: `s` without its keys, rows and pending entries (what describes the table).
+TableSnapshot HeaderOf(const TableSnapshot& s) {
+  TableSnapshot out;
+  out.table_name = s.table_name;
+  out.dim = s.dim;
+  out.num_slots = s.num_slots;
+  out.optimizer = s.optimizer;
+  out.key_dtype = s.key_dtype;
+  out.is_delta = s.is_delta;
+  out.data_time = s.data_time;
+  out.access_threshold = s.access_threshold;
+  return out;
+}
+
 // Entry: where a key of the merged snapshot comes from.
 struct Entry {
   int64_t key;
@@ -66,15 +80,7 @@ std::string ShardDirName(int rank, int world) { return fmt::format("shard-{}-of-
 
 TableSnapshot FilterSnapshot(TableSnapshot&& snapshot, const TablePlacement& placement) {
   if (placement.world <= 1) return std::move(snapshot);
-  TableSnapshot out;
-  out.table_name = std::move(snapshot.table_name);
-  out.dim = snapshot.dim;
-  out.num_slots = snapshot.num_slots;
-  out.optimizer = snapshot.optimizer;
-  out.key_dtype = snapshot.key_dtype;
-  out.is_delta = snapshot.is_delta;
-  out.data_time = snapshot.data_time;
-  out.access_threshold = snapshot.access_threshold;
+  TableSnapshot out = HeaderOf(snapshot);
   const size_t width = static_cast<size_t>(snapshot.dim) + static_cast<size_t>(snapshot.num_slots);
   const std::vector<size_t> rows = Owned(snapshot.keys, placement);
   out.keys = Pick(snapshot.keys, rows);
@@ -111,15 +117,7 @@ StatusOr<TableSnapshot> MergeShardSnapshots(std::vector<TableSnapshot>& parts,
           first.table_name, first.dim, first.num_slots, first.is_delta ? "delta" : "full"));
     }
   }
-  TableSnapshot out;
-  out.table_name = first.table_name;
-  out.dim = first.dim;
-  out.num_slots = first.num_slots;
-  out.optimizer = first.optimizer;
-  out.key_dtype = first.key_dtype;
-  out.is_delta = first.is_delta;
-  out.data_time = first.data_time;
-  out.access_threshold = first.access_threshold;
+  TableSnapshot out = HeaderOf(first);
   for (const TableSnapshot& s : parts) {
     out.data_time = std::max(out.data_time, s.data_time);
     out.access_threshold = std::max(out.access_threshold, s.access_threshold);
