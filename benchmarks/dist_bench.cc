@@ -5,8 +5,10 @@
 //     same bytes each way, interleaved in one run: raw time / our time (goal >= 0.7).
 //   shard_balance: the most unique keys one of the ranks owns over the mean, for Zipf(1.05) ids
 //     (goal <= 1.05); computed on every rank, reported by rank 0.
-//   bytes_per_key: bytes a rank sends and receives per unique key in the exchange, against the
-//     model's estimate (8 key + 8 count + 8 time out, 4 * (dim + 1) back).
+//   bytes_per_key: bytes a rank sends and receives per unique key in the exchange by the model
+//     (8 key + 8 count + 8 time out, 4 * (dim + 1) back).
+//   bytes_vs_estimate: the bytes a training step of a sharded table moves, counted by the
+//     communicator, over the scaling model's estimate (BM_StepBytes; goal: within 10%).
 //
 // Every rank runs the same fixed number of iterations (collectives must match); rank 0 prints.
 #include <mpi.h>
@@ -25,6 +27,7 @@
 #include "recsdk/distributed.h"
 #include "recsdk/table.h"
 #include "src/dist/mpi/mpi_communicator.h"
+#include "src/dist/process_communicator.h"
 #include "src/dist/sharded_table.h"
 
 namespace recsdk {
@@ -134,6 +137,59 @@ void BM_KeyExchange(benchmark::State& state) {
   state.counters["bytes_per_key"] = kOutBytes + kBackBytes;
 }
 BENCHMARK(BM_KeyExchange)->Arg(4096)->Arg(65536)->Iterations(kIterations)->UseRealTime();
+
+// BM_StepBytes: the bytes one training step of a sharded table moves (Resolve and
+// ApplyGradients, counted by the communicator) against the scaling model of docs/distributed.md:
+// each of the step's U unique keys goes to another rank with probability (N - 1) / N, and such a
+// key costs 24 bytes out (key, count, time), 4 (dim + 1) back (flag, row) and 4 (dim + 1) again
+// with its gradient, plus 8 bytes of counts per other rank for each of the 3 exchanges. The
+// counter bytes_vs_estimate is measured / estimated, summed over the ranks (goal: within 10%).
+void BM_StepBytes(benchmark::State& state) {
+  const int64_t batch_keys = state.range(0);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  TableConfig config;
+  config.name = "bytes";
+  config.dim = kDim;
+  config.device_vocabulary_size = 1 << 21;
+  config.initializer = Initializer::Uniform(-0.1, 0.1, 3);
+  std::unique_ptr<EmbeddingTable> table = *dist::ShardedTable::Create(
+      *EmbeddingTable::Create(config, SparseOptimizerConfig::Adagrad(0.1f)), rank, size);
+  const std::vector<int64_t> keys = Unique(ZipfKeys(batch_keys, 10'000'000, 1.05, 11 + rank));
+  std::vector<uint32_t> rows(keys.size());
+  std::vector<float> grads(keys.size() * kDim, 0.01f);
+  auto sent = [] {
+    uint64_t bytes = 0;
+    (void)dist::WithProcessCommunicator([&](dist::Communicator& c, const DistributedOptions&) {
+      bytes = c.bytes_sent();
+      return absl::OkStatus();
+    });
+    return bytes;
+  };
+  const uint64_t before = sent();
+  for (auto _ : state) {
+    Status s = table->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows));
+    std::vector<uint32_t> real;
+    for (uint32_t r : rows) {
+      if (r != EmbeddingTable::kDefaultRow && r != EmbeddingTable::kPaddingRow) real.push_back(r);
+    }
+    if (s.ok()) {
+      s = table->ApplyGradients(real, absl::MakeConstSpan(grads).first(real.size() * kDim), 1);
+    }
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+  }
+  double measured = static_cast<double>(sent() - before) / static_cast<double>(state.iterations());
+  const double per_key = 24.0 + 2.0 * 4.0 * (kDim + 1);
+  double estimate =
+      static_cast<double>(keys.size()) * per_key * (size - 1) / size + 3.0 * 8.0 * (size - 1);
+  double totals[2] = {measured, estimate}, sums[2] = {0, 0};
+  MPI_Allreduce(totals, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  state.counters["unique_keys"] = static_cast<double>(keys.size());
+  state.counters["step_bytes"] = sums[0] / size;
+  state.counters["bytes_vs_estimate"] = sums[1] > 0 ? sums[0] / sums[1] : 0;
+}
+BENCHMARK(BM_StepBytes)->Arg(65536)->Iterations(10)->UseRealTime();
 
 // shard_balance: unique keys per rank for Zipf(1.05) ids on 4 ranks (whatever the world runs).
 void BM_ShardBalance(benchmark::State& state) {

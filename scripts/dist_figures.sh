@@ -4,7 +4,8 @@
 #
 #   scripts/dist_figures.sh            2 ranks (RECSDK_DIST_RANKS=4 for 4)
 #
-# Last line: alltoall_vs_mpi=<x> shard_balance=<z> (ranks_vs_threads is not measured yet).
+# Last line: alltoall_vs_mpi=<x> shard_balance=<z> bytes_vs_estimate=<b> (ranks_vs_threads is
+# measured on little_demo by hand, docs/distributed.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ranks=${RECSDK_DIST_RANKS:-2}
@@ -25,4 +26,7 @@ a2a=$(echo "$out" | awk '
 balance=$(echo "$out" | awk '
   /shard_balance/ && /Benchmark/ {for (i = 1; i <= NF; i++) col[$i] = i; next}
   /^BM_ShardBalance/ && col["shard_balance"] {print $(col["shard_balance"] + 2)}')
-echo "alltoall_vs_mpi=${a2a:-?} shard_balance=${balance:-?} ranks=$ranks"
+bytes=$(echo "$out" | awk '
+  /bytes_vs_estimate/ && /Benchmark/ {for (i = 1; i <= NF; i++) col[$i] = i; next}
+  /^BM_StepBytes/ && col["bytes_vs_estimate"] {print $(col["bytes_vs_estimate"] + 2)}')
+echo "alltoall_vs_mpi=${a2a:-?} shard_balance=${balance:-?} bytes_vs_estimate=${bytes:-?} ranks=$ranks"

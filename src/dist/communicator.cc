@@ -185,6 +185,7 @@ absl::Status Communicator::AllReduceImpl(void* data, size_t count, DType dtype, 
                                               "ReduceOp::kMean",
                                               static_cast<int32_t>(op))));
   }
+  bytes_sent_ += count * elem_size;
   return DoAllReduce(call, data);
 }
 
@@ -199,6 +200,7 @@ absl::Status Communicator::BroadcastImpl(void* data, size_t count, size_t elem_s
                                               "root must be in [0, {}]",
                                               root, size(), size() - 1)));
   }
+  if (root == rank()) bytes_sent_ += count * elem_size * static_cast<size_t>(size() - 1);
   return DoBroadcast(call, data);
 }
 
@@ -216,6 +218,7 @@ absl::Status Communicator::AllGatherImpl(const void* send, size_t send_count, vo
                                               "elements of `send`; make `recv` longer",
                                               recv_count, size(), send_count)));
   }
+  bytes_sent_ += send_count * elem_size * (ranks - 1);
   return DoAllGather(call, send, recv);
 }
 
@@ -241,6 +244,7 @@ absl::Status Communicator::AllGatherVImpl(const void* send, size_t send_count, v
                                               "send.size()",
                                               rank(), recv_layout.counts[rank()], send_count)));
   }
+  bytes_sent_ += send_count * elem_size * static_cast<size_t>(size() - 1);
   return DoAllGatherV(call, send, recv, recv_displs_);
 }
 
@@ -265,6 +269,7 @@ absl::Status Communicator::AllToAllImpl(const void* send, size_t send_count, voi
                                               "{}); make `recv` as long as `send`",
                                               recv_count, send_count, size(), call.count)));
   }
+  bytes_sent_ += (send_count / ranks) * (ranks - 1) * elem_size;
   return DoAllToAll(call, send, recv);
 }
 
@@ -289,6 +294,9 @@ absl::Status Communicator::AllToAllVImpl(const void* send, size_t send_count,
     call.send_counts = {};
     call.recv_counts = {};
     return Rejected(call, Invalid(*this, call, layout.message()));
+  }
+  for (int r = 0; r < size(); ++r) {
+    if (r != rank()) bytes_sent_ += static_cast<uint64_t>(send_layout.counts[r]) * elem_size;
   }
   return DoAllToAllV(call, send, send_displs_, recv, recv_displs_);
 }

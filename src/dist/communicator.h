@@ -137,6 +137,11 @@ class Communicator {
   // calls_issued: how many collectives this communicator has issued, which is the sequence
   // number of the next one.
   uint64_t calls_issued() const { return next_seq_; }
+  // bytes_sent: the payload bytes this rank has handed to the other ranks in collectives whose
+  // arguments passed the checks (what a link carries, headers aside): an AllToAll(V)'s blocks for
+  // the others, an AllGather(V)'s block once per other rank, a Broadcast's data once per other
+  // rank on its root, an AllReduce's data once. For the figures (benchmarks/dist_bench.cc).
+  uint64_t bytes_sent() const { return bytes_sent_; }
 
   // AllReduce: replaces `data` on every rank by the element-wise sum (kSum) or mean (kMean) of
   // all ranks' `data`, which must have the same length everywhere. bfloat16 values are reduced
@@ -249,6 +254,7 @@ class Communicator {
                          size_t elem_size);
 
   uint64_t next_seq_ = 0;
+  uint64_t bytes_sent_ = 0;
   // Scratch for the checks of the V collectives, kept to spare an allocation per call.
   std::vector<int64_t> send_displs_;
   std::vector<int64_t> recv_displs_;

@@ -48,6 +48,14 @@ TEST(LocalCommunicatorTest, AllReduceOfOneRankIsTheIdentity) {
   EXPECT_EQ(halves[0].ToFloat(), 0.5f);
   EXPECT_EQ(halves[1].ToFloat(), -7.0f);
   EXPECT_EQ(comm.calls_issued(), 3u);
+  // An AllReduce hands its data on once: 2 x 3 floats and 2 bfloat16.
+  EXPECT_EQ(comm.bytes_sent(), 2 * 3 * sizeof(float) + 2 * sizeof(bfloat16));
+  // Blocks for itself go nowhere.
+  std::vector<float> all(3);
+  const std::vector<int64_t> counts = {3};
+  ASSERT_TRUE(
+      comm.AllToAllV<float>(data, {counts, {}}, absl::MakeSpan(all), {counts, {}}, Soon()).ok());
+  EXPECT_EQ(comm.bytes_sent(), 2 * 3 * sizeof(float) + 2 * sizeof(bfloat16));
 }
 
 TEST(LocalCommunicatorTest, AllReduceRefusesAnUnknownOp) {
