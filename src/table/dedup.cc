@@ -7,11 +7,9 @@
 #include <vector>
 
 #include "fmt/format.h"
-#include "oneapi/tbb/blocked_range.h"
-#include "oneapi/tbb/global_control.h"
-#include "oneapi/tbb/parallel_for.h"
 #include "recsdk/table.h"
 #include "src/common/exception_guard.h"
+#include "src/common/parallel_for.h"
 #include "src/common/prefetch.h"
 #include "src/table/key_index.h"
 
@@ -128,9 +126,7 @@ void AggregateGradientsUnchecked(absl::Span<const uint32_t> restore_index, const
   };
   const uint32_t nu = static_cast<uint32_t>(num_unique);
   // Tasks each read the whole index, so only as many as may run at once.
-  const uint32_t threads = static_cast<uint32_t>(
-      tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism));
-  const uint32_t parts = std::min<uint32_t>(8, std::max<uint32_t>(1, threads));
+  const uint32_t parts = static_cast<uint32_t>(std::min<size_t>(8, internal::MaxParallelism()));
   if (n < 16384 || nu < 2 || parts == 1) {
     run(0, nu);
     return;
@@ -148,8 +144,11 @@ void AggregateGradientsUnchecked(absl::Span<const uint32_t> restore_index, const
     seen += per_id[u];
     while (p < parts && seen * parts >= static_cast<uint64_t>(n) * p) bounds[p++] = u + 1;
   }
-  tbb::parallel_for(uint32_t{0}, parts, [&](uint32_t t) {
-    if (bounds[t] < bounds[t + 1]) run(bounds[t], bounds[t + 1]);
+  // Each range sums its own ids in position order, so where the ranges fall changes no bit.
+  internal::ParallelFor(parts, 1u, [&](uint32_t t0, uint32_t t1) {
+    for (uint32_t t = t0; t < t1; ++t) {
+      if (bounds[t] < bounds[t + 1]) run(bounds[t], bounds[t + 1]);
+    }
   });
 }
 
