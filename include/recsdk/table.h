@@ -4,8 +4,9 @@
 // floats followed by the sparse optimizer's slots. Rows live in one slab of fixed-size rows with a
 // free list and never move once allocated; a fast open-addressing index maps keys to row ids.
 // The graph ops built on top (create_table, sparse_lookup, the sparse optimizers' apply op) use
-// this API in the order: DedupKeys -> Resolve -> Gather* (forward), AggregateGradients ->
-// ApplyGradients (backward).
+// this API in the order: dedup the batch's keys -> Resolve -> Gather* (forward), sum the
+// gradients per unique key -> ApplyGradients (backward); the dedup and the sums are internal
+// (src/table/dedup.h).
 //
 // Threading: the batch methods parallelise internally with oneTBB. Methods that change which
 // keys the table holds (Resolve in training mode, Evict*, ImportNpy, LoadSnapshot) need exclusive
@@ -115,28 +116,6 @@ enum class LookupMode { kTrain, kEval };
 // Combiner of pooled lookups over the n ids of a sample. kMean and kSqrtn divide by the number
 // (or its square root) of the sample's non-padding ids; a sample of only padding reads zeros.
 enum class Combiner { kSum, kMean, kSqrtn };
-
-// DedupResult: unique keys in order of first occurrence and, for each input position, the index
-// of its key in unique_keys. counts[u] is how often unique_keys[u] occurred.
-struct DedupResult {
-  std::vector<int64_t> unique_keys;
-  std::vector<uint32_t> restore_index;
-  std::vector<uint32_t> counts;
-};
-
-// DedupKeys: one pass over all the keys of a table in a batch (every feature and lookup of it,
-// concatenated). O(keys); reuses `out`'s buffers. Thread-safe (scratch is per thread).
-void DedupKeys(absl::Span<const int64_t> keys, DedupResult* out);
-void DedupKeys(absl::Span<const int32_t> keys, DedupResult* out);
-
-// AggregateGradients: out[u] = sum of grads[i] over the positions i with restore_index[i] == u,
-// for u < num_unique; grads is [restore_index.size(), dim], out is [num_unique, dim] (overwritten).
-// Repeated keys in a batch therefore update their row once with the summed gradient.
-// InvalidArgument (out untouched) when dim < 1, num_unique < 0, a span's size does not match, or
-// a restore index is num_unique or more.
-[[nodiscard]] Status AggregateGradients(absl::Span<const uint32_t> restore_index,
-                                        absl::Span<const float> grads, int dim, int64_t num_unique,
-                                        absl::Span<float> out);
 
 // UninitializedAllocator: std::allocator whose value-initialisation (vector::resize) leaves
 // trivial elements uninitialised. Snapshots resize their row buffers and overwrite every element
@@ -256,7 +235,7 @@ class EmbeddingTable {
   virtual int64_t data_time() const = 0;
 
   // Resolve: maps each unique key to a row id (rows.size() == unique_keys.size()).
-  // counts: occurrences per key in the batch (DedupResult::counts), or empty for one each.
+  // counts: occurrences per key in the batch, or empty for one each.
   // timestamps: per key, the latest timestamp of its occurrences, or empty (keys then take the
   // current data_time). In kTrain: admission counts grow, admitted new keys get a row initialised
   // from the initializer, timestamps refresh. Keys not admitted (and in kEval, unknown keys) map
@@ -306,9 +285,9 @@ class EmbeddingTable {
                                            absl::Span<float> mask) const = 0;
 
   // ApplyGradients: one optimizer step on each row: summed_grads is [rows.size(), dim], one
-  // aggregated gradient per unique row (see AggregateGradients); step is the 1-based global
-  // step (LazyAdam's bias correction). Sentinel rows are skipped. Each row must appear once
-  // (rows updated twice in one call race between threads; AggregateGradients sums them first).
+  // aggregated gradient per unique row; step is the 1-based global step (LazyAdam's bias
+  // correction). Sentinel rows are skipped. Each row must appear once (rows updated twice in one
+  // call race between threads; sum a row's gradients into one first).
   [[nodiscard]] virtual Status ApplyGradients(absl::Span<const uint32_t> rows,
                                               absl::Span<const float> summed_grads,
                                               int64_t step) = 0;

@@ -20,6 +20,7 @@
 #include "src/device/cpu/kernel_util.h"
 #include "src/device/kernel.h"
 #include "src/device/table_resource.h"
+#include "src/table/dedup.h"
 #include "src/table/table_config_json.h"
 #include "src/table/table_key_work.h"
 
