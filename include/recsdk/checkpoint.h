@@ -107,10 +107,8 @@ class Saver {
   // read; -1 when it recorded none (no key stage was attached) or nothing was restored.
   int64_t restored_dataset_batches() const;
 
-  // Internal machinery; not part of the API.
-  struct Impl;
-
  private:
+  struct Impl;  // the implementation (pimpl), defined in src/
   explicit Saver(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -86,10 +86,8 @@ class Predictor {
   // and tensor names for a bundle exported without names, or written before names existed).
   const ServingSignature& signature() const;
 
-  // Internal machinery; not part of the API.
-  struct Impl;
-
  private:
+  struct Impl;  // the implementation (pimpl), defined in src/
   explicit Predictor(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -131,10 +131,8 @@ class Session {
   // LookupTable (recsdk/embedding.h) and the key stage; not part of the API.
   internal::ResourceMgr* resource_mgr();
 
-  // Internal machinery; not part of the API.
-  struct Impl;
-
  private:
+  struct Impl;  // the implementation (pimpl), defined in src/
   explicit Session(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -47,9 +47,8 @@ class SummaryWriter {
   // path: the event file.
   const std::string& path() const;
 
-  struct Impl;
-
  private:
+  struct Impl;  // the implementation (pimpl), defined in src/
   explicit SummaryWriter(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

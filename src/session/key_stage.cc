@@ -346,17 +346,20 @@ std::mutex& RegistryMu() {
   static std::mutex mu;
   return mu;
 }
+// Tracked: a live stage, its Session and its Impl's detached flag (the Impl itself is private
+// to KeyStage).
 struct Tracked {
   KeyStage* stage;
-  KeyStage::Impl* impl;
+  const Session* session;
+  std::atomic<bool>* detached;
 };
 std::vector<Tracked>& Registry() {
   static std::vector<Tracked> stages;
   return stages;
 }
-void Track(KeyStage* stage, KeyStage::Impl* impl) {
+void Track(const Tracked& tracked) {
   std::lock_guard<std::mutex> lock(RegistryMu());
-  Registry().push_back({stage, impl});
+  Registry().push_back(tracked);
 }
 }  // namespace
 
@@ -373,11 +376,11 @@ int internal::DetachKeyStages(const Session* session) {
   std::lock_guard<std::mutex> lock(RegistryMu());
   int n = 0;
   for (const Tracked& t : Registry()) {
-    if (t.impl->session != session || t.impl->detached) continue;
+    if (t.session != session || *t.detached) continue;
     // Stop joins the workers (none is inside a Resolve after it) and returns the leases of a
     // tiered stage while its tables still exist; from now on nothing touches them.
     t.stage->Stop();
-    t.impl->detached = true;
+    *t.detached = true;
     ++n;
   }
   return n;
@@ -394,7 +397,7 @@ Status DetachedError(const char* what) {
 }  // namespace
 
 KeyStage::KeyStage(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
-  Track(this, impl_.get());
+  Track({this, impl_->session, &impl_->detached});
 }
 KeyStage::~KeyStage() {
   internal::UntrackKeyStage(this);
