@@ -30,9 +30,7 @@ namespace recsdk {
 
 class KeyStage;
 
-namespace internal {
-class Env;
-}  // namespace internal
+class Env;  // recsdk/env.h
 
 // SaverOptions: what a Saver saves where. Validated by Saver::Create.
 struct SaverOptions {
@@ -54,8 +52,9 @@ struct SaverOptions {
   // or WaitForWrites waits for that write first; WaitForWrites and LatestCheckpoint return its
   // error, Save logs it and SaveDelta fails with it (the chain is broken). Default false.
   bool async_write = false;
-  // env: the file system (tests inject faults through it). Null: the process's POSIX one.
-  internal::Env* env = nullptr;
+  // env: the file system the checkpoints go through (recsdk/env.h; tests inject faults with
+  // it). Null: Env::Default(), the process's POSIX one. Not owned; must outlive the Saver.
+  Env* env = nullptr;
 };
 
 // Saver: saves and restores the session's dense variables and tables.
