@@ -14,6 +14,7 @@
 #include "src/common/json_number.h"
 #include "src/common/status_macros.h"
 #include "src/device/resource_mgr.h"
+#include "src/session/session_resources.h"
 
 namespace recsdk::internal {
 namespace {
@@ -48,7 +49,8 @@ StatusOr<SessionState> CollectSessionState(Session& session, bool saved_tables_o
   RegisterTableOps();
   for (Node* n : session.graph().nodes()) {
     if (n->type() != kTableHandleOp) continue;
-    RECSDK_ASSIGN_OR_RETURN(TableResource * r, GetOrCreateTable(session.resource_mgr(), *n));
+    RECSDK_ASSIGN_OR_RETURN(TableResource * r,
+                            GetOrCreateTable(internal::SessionResources(session), *n));
     if (saved_tables_only && !r->table()->config().is_save) continue;
     state.tables.push_back({r->table()->name(), r});
   }
@@ -61,7 +63,7 @@ StatusOr<SaveJob> SnapshotSession(Session& session, const SessionState& state,
   job.table_kind = kind;
   job.delta = kind == EmbeddingTable::SnapshotKind::kDelta;
   job.run_count = session.stats().steps;
-  ResourceMgr* rm = session.resource_mgr();
+  ResourceMgr* rm = internal::SessionResources(session);
   for (const std::string& name : state.var_names) {
     auto* v = dynamic_cast<VariableResource*>(rm->Lookup(name));
     VarSnapshot s;
@@ -358,7 +360,7 @@ StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir) {
 
 Status ApplyCheckpoint(Session& session, const SessionState& state, LoadedCheckpoint& ckpt) {
   // Stage: check everything against the session before changing anything.
-  ResourceMgr* rm = session.resource_mgr();
+  ResourceMgr* rm = internal::SessionResources(session);
   const Graph& graph = session.graph();
   for (const std::string& name : state.var_names) {
     auto it = ckpt.vars.find(name);

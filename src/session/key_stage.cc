@@ -58,6 +58,7 @@
 #include "recsdk/pipeline.h"
 #include "src/common/status_macros.h"
 #include "src/session/key_stage_registry.h"
+#include "src/session/session_resources.h"
 #include "src/session/table_ops.h"
 #include "src/table/collective_table.h"
 #include "src/table/forwarding_table.h"
@@ -463,7 +464,7 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
     }
     if (n->type() == internal::kTableHandleOp) {
       RECSDK_ASSIGN_OR_RETURN(TableResource * r,
-                              internal::GetOrCreateTable(session.resource_mgr(), *n));
+                              internal::GetOrCreateTable(internal::SessionResources(session), *n));
       impl->all_tables.push_back(r);
     }
     if (n->type() != internal::kSparseLookupOp || !n->BoolAttr("moved_to_key_stage")) continue;
@@ -485,7 +486,8 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
       TableResource* resource = nullptr;
       for (const Node* h : g.nodes()) {
         if (h->type() == internal::kTableHandleOp && h->StringAttr("table_name") == t.name) {
-          RECSDK_ASSIGN_OR_RETURN(resource, internal::GetOrCreateTable(session.resource_mgr(), *h));
+          RECSDK_ASSIGN_OR_RETURN(
+              resource, internal::GetOrCreateTable(internal::SessionResources(session), *h));
         }
       }
       if (resource == nullptr) {
