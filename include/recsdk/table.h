@@ -20,8 +20,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -117,38 +119,30 @@ enum class LookupMode { kTrain, kEval };
 // (or its square root) of the sample's non-padding ids; a sample of only padding reads zeros.
 enum class Combiner { kSum, kMean, kSqrtn };
 
-// UninitializedAllocator: std::allocator whose value-initialisation (vector::resize) leaves
-// trivial elements uninitialised. Snapshots resize their row buffers and overwrite every element
-// at once, so the zero fill would be a wasted pass over hundreds of megabytes.
-// Large buffers (1 MiB and up) are their own mappings with transparent huge pages, so filling
-// hundreds of megabytes takes hundreds of page faults, not hundreds of thousands.
-namespace internal {
-void* AllocateSnapshotBuffer(size_t bytes);               // throws std::bad_alloc
-void FreeSnapshotBuffer(void* p, size_t bytes) noexcept;  // bytes as allocated
-}  // namespace internal
-template <typename T>
-struct UninitializedAllocator : std::allocator<T> {
-  using value_type = T;
+// RowBufferAllocator: the allocator of a snapshot's rows (RowBuffer). Value-initialisation
+// (vector::resize) leaves the floats uninitialised: snapshots resize their row buffers and
+// overwrite every element at once, so the zero fill would be a wasted pass over hundreds of
+// megabytes. Large buffers (1 MiB and up) are their own mappings with transparent huge pages, so
+// filling hundreds of megabytes takes hundreds of page faults, not hundreds of thousands, and a
+// restore can move a buffer's pages into a table instead of copying them (AdoptSnapshot).
+// allocate throws std::bad_alloc when memory runs out.
+struct RowBufferAllocator : std::allocator<float> {
+  using value_type = float;
   template <typename U>
   struct rebind {
-    using other = UninitializedAllocator<U>;
+    static_assert(std::is_same_v<U, float>, "RowBufferAllocator allocates floats only");
+    using other = RowBufferAllocator;
   };
-  T* allocate(size_t n) { return static_cast<T*>(internal::AllocateSnapshotBuffer(n * sizeof(T))); }
-  void deallocate(T* p, size_t n) noexcept { internal::FreeSnapshotBuffer(p, n * sizeof(T)); }
-  UninitializedAllocator() = default;
-  template <typename U>
-  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}  // NOLINT
-  template <typename U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <typename U, typename... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  float* allocate(size_t n);
+  void deallocate(float* p, size_t n) noexcept;
+  void construct(float* p) noexcept { ::new (static_cast<void*>(p)) float; }
+  template <typename... Args>
+  void construct(float* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) float(std::forward<Args>(args)...);
   }
 };
 // RowBuffer: the rows of a snapshot, [rows, dim + slots] floats.
-using RowBuffer = std::vector<float, UninitializedAllocator<float>>;
+using RowBuffer = std::vector<float, RowBufferAllocator>;
 
 // TableSnapshot: a table's rows at one moment (EmbeddingTable::Snapshot), in key order.
 struct TableSnapshot {

@@ -50,6 +50,37 @@ namespace recsdk::internal {
 constexpr uint64_t kDynamicReserveBytes = 1ull << 40;
 constexpr int64_t kDynamicInitialIndex = 1 << 16;
 
+// AllocateSnapshotBuffer / FreeSnapshotBuffer: the memory of RowBufferAllocator and
+// UninitializedAllocator: below 1 MiB operator new; from 1 MiB a mapping of its own, 2 MiB
+// aligned, with transparent huge pages (MoveSnapshotPages can then move it). Allocate throws
+// std::bad_alloc; Free takes the bytes as allocated.
+void* AllocateSnapshotBuffer(size_t bytes);
+void FreeSnapshotBuffer(void* p, size_t bytes) noexcept;
+
+// UninitializedAllocator: RowBufferAllocator (recsdk/table.h) for any trivial T: buffers from
+// AllocateSnapshotBuffer, elements left uninitialised by value-initialisation.
+template <typename T>
+struct UninitializedAllocator : std::allocator<T> {
+  using value_type = T;
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  T* allocate(size_t n) { return static_cast<T*>(AllocateSnapshotBuffer(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) noexcept { FreeSnapshotBuffer(p, n * sizeof(T)); }
+  UninitializedAllocator() = default;
+  template <typename U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}  // NOLINT
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
 // KeyRows: (key, row) entries, in huge-page buffers when large (UninitializedAllocator): a 10M-row
 // table's 160 MB of entries would otherwise take 40k page faults per snapshot.
 using KeyRow = std::pair<int64_t, uint32_t>;
