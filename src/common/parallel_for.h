@@ -2,7 +2,7 @@
 // rule that keeps results bitwise the same at any thread count. Internal.
 //
 // Every loop that splits work over threads goes through ParallelFor: the CPU kernels, the table's
-// batch methods, DedupKeys' gradient sums, the pooled gathers, the gemm's row blocks. Before,
+// batch methods, AggregateGradients, the pooled gathers, the gemm's row blocks. Before,
 // there were three helpers (kernel_util.h's ParallelFor, table_impl.h's ParallelChunks and
 // BigChunks, pooled_gather.h's own lambda) plus raw tbb::parallel_for calls, each with its own
 // grain and its own idea of where a chunk ends.

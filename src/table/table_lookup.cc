@@ -280,7 +280,7 @@ Status TableImpl::CheckRowsAndRestore(absl::Span<const uint32_t> unique_rows,
   if (!restore.empty() && worst_index >= unique_rows.size()) {
     return absl::InvalidArgumentError(
         fmt::format("table \"{}\": restore index {} is out of range for {} unique rows; pass the "
-                    "restore_index and rows of the same DedupKeys/Resolve",
+                    "restore_index of the batch whose unique keys Resolve turned into those rows",
                     name(), worst_index, unique_rows.size()));
   }
   for (uint32_t row : unique_rows) {
