@@ -35,10 +35,15 @@
 #include "oneapi/tbb/parallel_for.h"
 #include "recsdk/table.h"
 #include "src/common/hash.h"
+#include "src/table/dedup.h"
 #include "src/table/key_index.h"
 
 namespace recsdk {
 namespace {
+
+using internal::AggregateGradients;
+using internal::DedupKeys;
+using internal::DedupResult;
 
 constexpr int kBatch = 4096;
 constexpr int kFields = 26;

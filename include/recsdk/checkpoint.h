@@ -36,9 +36,7 @@ namespace recsdk {
 
 class KeyStage;
 
-namespace internal {
-class Env;
-}  // namespace internal
+class Env;  // recsdk/env.h
 
 // SaverOptions: what a Saver saves where. Validated by Saver::Create.
 struct SaverOptions {
@@ -61,8 +59,9 @@ struct SaverOptions {
   // or WaitForWrites waits for that write first; WaitForWrites and LatestCheckpoint return its
   // error, Save logs it and SaveDelta fails with it (the chain is broken). Default false.
   bool async_write = false;
-  // env: the file system (tests inject faults through it). Null: the process's POSIX one.
-  internal::Env* env = nullptr;
+  // env: the file system the checkpoints go through (recsdk/env.h; tests inject faults with
+  // it). Null: Env::Default(), the process's POSIX one. Not owned; must outlive the Saver.
+  Env* env = nullptr;
 };
 
 // Saver: saves and restores the session's dense variables and tables.
@@ -114,10 +113,8 @@ class Saver {
   // read; -1 when it recorded none (no key stage was attached) or nothing was restored.
   int64_t restored_dataset_batches() const;
 
-  // Internal machinery; not part of the API.
-  struct Impl;
-
  private:
+  struct Impl;  // the implementation (pimpl), defined in src/
   explicit Saver(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -25,9 +25,7 @@
 
 namespace recsdk {
 
-namespace internal {
-class Env;
-}  // namespace internal
+class Env;  // recsdk/env.h
 
 inline constexpr int64_t kGiB = int64_t{1} << 30;
 
@@ -208,7 +206,7 @@ struct SessionConfig {
   // dump_env (ours, not an option of the spec, not in the JSON): the file system dumps are written
   // through; tests inject faults with it. Null (default): the process's. Not owned; must outlive
   // the Session.
-  internal::Env* dump_env = nullptr;
+  Env* dump_env = nullptr;
 
   // Validate returns InvalidArgument naming the first option that breaks its rule, its value, the
   // rule and the fix (graph-dependent rules such as fp_point naming a node are checked by

@@ -35,9 +35,7 @@
 
 namespace recsdk {
 
-namespace internal {
-class Env;
-}  // namespace internal
+class Env;  // recsdk/env.h
 
 // ---------------------------------------------------------------------------------------------
 // Batch
@@ -257,7 +255,7 @@ StatusOr<std::unique_ptr<Dataset>> RecordFileDataset(const std::vector<std::stri
 // cause (ResourceExhausted for a full disk). `env`: the file system (tests inject faults through
 // it); null: the process's POSIX one.
 StatusOr<int64_t> ConvertToRecordFile(Dataset& source, const std::string& path,
-                                      int64_t block_rows = 8192, internal::Env* env = nullptr);
+                                      int64_t block_rows = 8192, Env* env = nullptr);
 
 // InMemoryColumn: one column of an in-memory dataset: `values` holds rows * width values.
 struct InMemoryColumn {

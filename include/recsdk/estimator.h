@@ -200,9 +200,8 @@ class Estimator {
   // latest_checkpoint: the last checkpoint directory Train wrote or restored ("" when none).
   const std::string& latest_checkpoint() const;
 
-  struct Impl;
-
  private:
+  struct Impl;  // the implementation (pimpl), defined in src/
   explicit Estimator(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -28,9 +28,7 @@
 
 namespace recsdk {
 
-namespace internal {
-class Env;
-}  // namespace internal
+class Env;  // recsdk/env.h
 
 // ServingSignature: what a served model takes and returns (the spec's ServingInputReceiver).
 struct ServingSignature {
@@ -60,8 +58,7 @@ struct ServingSignature {
 // temporary beside it. `env`: the file system (tests inject faults through it); null: the
 // process's POSIX one.
 [[nodiscard]] Status ExportSavedModel(Session& session, const std::string& export_dir,
-                                      const ServingSignature& signature,
-                                      internal::Env* env = nullptr);
+                                      const ServingSignature& signature, Env* env = nullptr);
 
 // Predictor: serves a bundle written by ExportSavedModel.
 class Predictor {
@@ -86,10 +83,8 @@ class Predictor {
   // and tensor names for a bundle exported without names, or written before names existed).
   const ServingSignature& signature() const;
 
-  // Internal machinery; not part of the API.
-  struct Impl;
-
  private:
+  struct Impl;  // the implementation (pimpl), defined in src/
   explicit Predictor(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

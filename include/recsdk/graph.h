@@ -32,6 +32,10 @@
 
 namespace recsdk {
 
+namespace internal {
+class GraphAccess;  // src/graph/graph_access.h
+}  // namespace internal
+
 class Graph;
 class Node;
 
@@ -246,12 +250,9 @@ class Graph {
   std::string ToJson(int indent = 1) const;
   static StatusOr<std::unique_ptr<Graph>> FromJson(std::string_view json);
 
-  // builder_state: state a graph builder keeps with this graph between its calls, by key (the
-  // gradient cache through which Minimize and SparseMinimize share one backward pass). Neither
-  // copied by Copy() nor serialised. Internal: not part of the API.
-  std::shared_ptr<void>& builder_state(const std::string& key) { return builder_state_[key]; }
-
  private:
+  // The library's graph builders keep their state with the graph through it (builder_state_).
+  friend class internal::GraphAccess;
   Node* AddNodeUnchecked(NodeSpec spec, std::vector<DType> dtypes, std::vector<Shape> shapes);
 
   std::vector<std::unique_ptr<Node>> nodes_;

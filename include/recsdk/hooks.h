@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "recsdk/checkpoint.h"
 #include "recsdk/config.h"
 #include "recsdk/graph.h"
 #include "recsdk/session.h"
@@ -123,9 +122,8 @@ class MonitoredSession {
   // set_key_stage: the training key stage hooks see in their context (or null).
   void set_key_stage(KeyStage* stage);
 
-  struct Impl;
-
  private:
+  struct Impl;  // the implementation (pimpl), defined in src/
   explicit MonitoredSession(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
@@ -158,19 +156,15 @@ class StepCounterHook final : public SessionRunHook {
  public:
   explicit StepCounterHook(int64_t every_n_steps, std::shared_ptr<SummaryWriter> writer = nullptr,
                            bool log = false, LogSink sink = nullptr);
+  ~StepCounterHook() override;
   Status AfterRun(SessionRunContext& context, absl::Span<const Tensor> results) override;
   // steps_per_sec / samples_per_sec: of the last full window (0 before one).
-  double steps_per_sec() const { return steps_per_sec_; }
-  double samples_per_sec() const { return samples_per_sec_; }
+  double steps_per_sec() const;
+  double samples_per_sec() const;
 
  private:
-  int64_t every_n_steps_;
-  std::shared_ptr<SummaryWriter> writer_;
-  bool log_;
-  LogSink sink_;
-  int64_t runs_ = 0, rows_ = 0;
-  double window_start_ = -1;
-  double steps_per_sec_ = 0, samples_per_sec_ = 0;
+  struct State;  // hooks.cc: the options and the window being counted
+  std::unique_ptr<State> state_;
 };
 
 // SummarySaverHook: every `save_steps` runs (>= 1), writes the named scalar tensors ("loss")
@@ -297,17 +291,14 @@ struct ProgressHookOptions {
 class ProgressHook final : public SessionRunHook {
  public:
   explicit ProgressHook(ProgressHookOptions options);
+  ~ProgressHook() override;
   Status BeforeRun(SessionRunContext& context, SessionRunArgs* args) override;
   Status AfterRun(SessionRunContext& context, absl::Span<const Tensor> results) override;
   Status End(Session& session) override;
 
  private:
-  ProgressHookOptions options_;
-  bool terminal_ = false;
-  bool due_ = false;
-  bool line_open_ = false;
-  int64_t runs_ = 0, rows_ = 0;
-  double start_ = -1;
+  struct State;  // hooks.cc: the options and the progress between steps
+  std::unique_ptr<State> state_;
 };
 
 // CheckpointSaverHook: saves a full checkpoint (Saver, checkpoint.h) of the session into
@@ -352,20 +343,11 @@ class CheckpointSaverHook final : public SessionRunHook {
   Status AfterRun(SessionRunContext& context, absl::Span<const Tensor> results) override;
   Status End(Session& session) override;
   // saved: the checkpoint directories written, in order.
-  const std::vector<std::string>& saved() const { return saved_; }
+  const std::vector<std::string>& saved() const;
 
  private:
-  enum class Due { kNone, kDelta, kFull };
-  Status SaveAt(int64_t step, bool delta);
-  double Now() const;
-  CheckpointSaverOptions options_;
-  KeyStage* key_stage_ = nullptr;  // attached to saver_
-  Due pending_ = Due::kNone;       // a save waiting for the key stage to be Quiescent
-  std::unique_ptr<Saver> saver_;
-  int64_t last_saved_step_ = -1;
-  int64_t last_step_ = -1;
-  double last_full_time_ = 0, last_delta_time_ = 0;
-  std::vector<std::string> saved_;
+  struct State;  // hooks.cc: the Saver, the key stage it follows, the save due, the times
+  std::unique_ptr<State> state_;
 };
 
 // BroadcastGlobalVariablesHook (the spec's NPUBroadcastGlobalVariablesHook): in

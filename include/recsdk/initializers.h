@@ -1,17 +1,23 @@
 // recsdk/initializers.h: how variables (and, later, embedding rows) get their first values.
 //
 // An Initializer is a small value describing a distribution and a seed. Seeds make results
-// reproducible: a seed of 0 derives one from the graph seed and the variable's name.
+// reproducible: a seed of 0 derives one from the graph seed and the variable's name. It is plain
+// data: a table (table.h) draws its rows from it without any graph, so this header names the
+// graph's Scope and Output only by declaration (Build's callers have a Scope, hence scope.h).
 #ifndef RECSDK_INITIALIZERS_H_
 #define RECSDK_INITIALIZERS_H_
 
 #include <cstdint>
 #include <string>
 
-#include "recsdk/graph.h"
-#include "recsdk/scope.h"
+#include "recsdk/dtype.h"
+#include "recsdk/shape.h"
+#include "recsdk/status.h"
 
 namespace recsdk {
+
+class Scope;    // recsdk/scope.h
+struct Output;  // recsdk/graph.h
 
 struct Initializer {
   // Pinned: the kind is recorded in checkpoints of tables.
@@ -47,7 +53,8 @@ struct Initializer {
   Status Validate() const;
   std::string ToString() const;
 
-  // Build adds the nodes that produce an initial value of `shape` and `dtype`.
+  // Build adds the nodes that produce an initial value of `shape` and `dtype` (defined in the
+  // graph layer; include recsdk/scope.h to call it).
   Output Build(const Scope& scope, const Shape& shape, DType dtype) const;
 };
 

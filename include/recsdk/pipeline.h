@@ -161,9 +161,8 @@ class KeyStage {
   // from KEY_PROCESS_THREAD_NUM, see KeyStageOptions).
   int key_process_thread_num() const;
 
-  struct Impl;
-
  private:
+  struct Impl;  // the implementation (pimpl), defined in src/
   explicit KeyStage(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

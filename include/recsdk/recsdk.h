@@ -8,6 +8,7 @@
 #include "recsdk/distributed.h"
 #include "recsdk/dtype.h"
 #include "recsdk/embedding.h"
+#include "recsdk/env.h"
 #include "recsdk/estimator.h"
 #include "recsdk/export.h"
 #include "recsdk/feature_spec.h"

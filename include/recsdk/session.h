@@ -26,7 +26,7 @@
 namespace recsdk {
 
 namespace internal {
-class ResourceMgr;
+class SessionAccess;  // src/session/session_resources.h
 }  // namespace internal
 
 // TensorName: "node:index", "node" (index 0), or an Output / Node of the session's source graph.
@@ -127,14 +127,10 @@ class Session {
   // resumed run draws the same numbers as an uninterrupted one. Not while a Run is in progress.
   void SetRunCount(int64_t runs);
 
-  // resource_mgr: the resources the session owns (variables, tables). Internal: used by
-  // LookupTable (recsdk/embedding.h) and the key stage; not part of the API.
-  internal::ResourceMgr* resource_mgr();
-
-  // Internal machinery; not part of the API.
-  struct Impl;
-
  private:
+  // The library's other layers reach the session's resources (variables, tables) through it.
+  friend class internal::SessionAccess;
+  struct Impl;  // the implementation (pimpl), defined in src/
   explicit Session(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

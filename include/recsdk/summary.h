@@ -18,9 +18,7 @@
 
 namespace recsdk {
 
-namespace internal {
-class Env;
-}  // namespace internal
+class Env;  // recsdk/env.h
 
 class SummaryWriter {
  public:
@@ -31,7 +29,7 @@ class SummaryWriter {
   // FailedPrecondition for a file in the way, ...) naming the path when the directory or file
   // cannot be created.
   static StatusOr<std::unique_ptr<SummaryWriter>> Create(const std::string& logdir,
-                                                         internal::Env* env = nullptr);
+                                                         Env* env = nullptr);
   ~SummaryWriter();
   SummaryWriter(const SummaryWriter&) = delete;
   SummaryWriter& operator=(const SummaryWriter&) = delete;
@@ -47,9 +45,8 @@ class SummaryWriter {
   // path: the event file.
   const std::string& path() const;
 
-  struct Impl;
-
  private:
+  struct Impl;  // the implementation (pimpl), defined in src/
   explicit SummaryWriter(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

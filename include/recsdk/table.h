@@ -4,8 +4,9 @@
 // floats followed by the sparse optimizer's slots. Rows live in one slab of fixed-size rows with a
 // free list and never move once allocated; a fast open-addressing index maps keys to row ids.
 // The graph ops built on top (create_table, sparse_lookup, the sparse optimizers' apply op) use
-// this API in the order: DedupKeys -> Resolve -> Gather* (forward), AggregateGradients ->
-// ApplyGradients (backward).
+// this API in the order: dedup the batch's keys -> Resolve -> Gather* (forward), sum the
+// gradients per unique key -> ApplyGradients (backward); the dedup and the sums are internal
+// (src/table/dedup.h).
 //
 // Threading: the batch methods parallelise internally with oneTBB. Methods that change which
 // keys the table holds (Resolve in training mode, Evict*, ImportNpy, LoadSnapshot) need exclusive
@@ -19,8 +20,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -116,60 +119,30 @@ enum class LookupMode { kTrain, kEval };
 // (or its square root) of the sample's non-padding ids; a sample of only padding reads zeros.
 enum class Combiner { kSum, kMean, kSqrtn };
 
-// DedupResult: unique keys in order of first occurrence and, for each input position, the index
-// of its key in unique_keys. counts[u] is how often unique_keys[u] occurred.
-struct DedupResult {
-  std::vector<int64_t> unique_keys;
-  std::vector<uint32_t> restore_index;
-  std::vector<uint32_t> counts;
-};
-
-// DedupKeys: one pass over all the keys of a table in a batch (every feature and lookup of it,
-// concatenated). O(keys); reuses `out`'s buffers. Thread-safe (scratch is per thread).
-void DedupKeys(absl::Span<const int64_t> keys, DedupResult* out);
-void DedupKeys(absl::Span<const int32_t> keys, DedupResult* out);
-
-// AggregateGradients: out[u] = sum of grads[i] over the positions i with restore_index[i] == u,
-// for u < num_unique; grads is [restore_index.size(), dim], out is [num_unique, dim] (overwritten).
-// Repeated keys in a batch therefore update their row once with the summed gradient.
-// InvalidArgument (out untouched) when dim < 1, num_unique < 0, a span's size does not match, or
-// a restore index is num_unique or more.
-[[nodiscard]] Status AggregateGradients(absl::Span<const uint32_t> restore_index,
-                                        absl::Span<const float> grads, int dim, int64_t num_unique,
-                                        absl::Span<float> out);
-
-// UninitializedAllocator: std::allocator whose value-initialisation (vector::resize) leaves
-// trivial elements uninitialised. Snapshots resize their row buffers and overwrite every element
-// at once, so the zero fill would be a wasted pass over hundreds of megabytes.
-// Large buffers (1 MiB and up) are their own mappings with transparent huge pages, so filling
-// hundreds of megabytes takes hundreds of page faults, not hundreds of thousands.
-namespace internal {
-void* AllocateSnapshotBuffer(size_t bytes);               // throws std::bad_alloc
-void FreeSnapshotBuffer(void* p, size_t bytes) noexcept;  // bytes as allocated
-}  // namespace internal
-template <typename T>
-struct UninitializedAllocator : std::allocator<T> {
-  using value_type = T;
+// RowBufferAllocator: the allocator of a snapshot's rows (RowBuffer). Value-initialisation
+// (vector::resize) leaves the floats uninitialised: snapshots resize their row buffers and
+// overwrite every element at once, so the zero fill would be a wasted pass over hundreds of
+// megabytes. Large buffers (1 MiB and up) are their own mappings with transparent huge pages, so
+// filling hundreds of megabytes takes hundreds of page faults, not hundreds of thousands, and a
+// restore can move a buffer's pages into a table instead of copying them (AdoptSnapshot).
+// allocate throws std::bad_alloc when memory runs out.
+struct RowBufferAllocator : std::allocator<float> {
+  using value_type = float;
   template <typename U>
   struct rebind {
-    using other = UninitializedAllocator<U>;
+    static_assert(std::is_same_v<U, float>, "RowBufferAllocator allocates floats only");
+    using other = RowBufferAllocator;
   };
-  T* allocate(size_t n) { return static_cast<T*>(internal::AllocateSnapshotBuffer(n * sizeof(T))); }
-  void deallocate(T* p, size_t n) noexcept { internal::FreeSnapshotBuffer(p, n * sizeof(T)); }
-  UninitializedAllocator() = default;
-  template <typename U>
-  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}  // NOLINT
-  template <typename U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <typename U, typename... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  float* allocate(size_t n);
+  void deallocate(float* p, size_t n) noexcept;
+  void construct(float* p) noexcept { ::new (static_cast<void*>(p)) float; }
+  template <typename... Args>
+  void construct(float* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) float(std::forward<Args>(args)...);
   }
 };
 // RowBuffer: the rows of a snapshot, [rows, dim + slots] floats.
-using RowBuffer = std::vector<float, UninitializedAllocator<float>>;
+using RowBuffer = std::vector<float, RowBufferAllocator>;
 
 // TableSnapshot: a table's rows at one moment (EmbeddingTable::Snapshot), in key order.
 struct TableSnapshot {
@@ -256,7 +229,7 @@ class EmbeddingTable {
   virtual int64_t data_time() const = 0;
 
   // Resolve: maps each unique key to a row id (rows.size() == unique_keys.size()).
-  // counts: occurrences per key in the batch (DedupResult::counts), or empty for one each.
+  // counts: occurrences per key in the batch, or empty for one each.
   // timestamps: per key, the latest timestamp of its occurrences, or empty (keys then take the
   // current data_time). In kTrain: admission counts grow, admitted new keys get a row initialised
   // from the initializer, timestamps refresh. Keys not admitted (and in kEval, unknown keys) map
@@ -306,9 +279,9 @@ class EmbeddingTable {
                                            absl::Span<float> mask) const = 0;
 
   // ApplyGradients: one optimizer step on each row: summed_grads is [rows.size(), dim], one
-  // aggregated gradient per unique row (see AggregateGradients); step is the 1-based global
-  // step (LazyAdam's bias correction). Sentinel rows are skipped. Each row must appear once
-  // (rows updated twice in one call race between threads; AggregateGradients sums them first).
+  // aggregated gradient per unique row; step is the 1-based global step (LazyAdam's bias
+  // correction). Sentinel rows are skipped. Each row must appear once (rows updated twice in one
+  // call race between threads; sum a row's gradients into one first).
   [[nodiscard]] virtual Status ApplyGradients(absl::Span<const uint32_t> rows,
                                               absl::Span<const float> summed_grads,
                                               int64_t step) = 0;

@@ -15,6 +15,7 @@
 #include "src/common/json_number.h"
 #include "src/common/status_macros.h"
 #include "src/device/resource_mgr.h"
+#include "src/session/session_resources.h"
 #include "src/table/collective_table.h"
 
 namespace recsdk::internal {
@@ -54,7 +55,8 @@ StatusOr<SessionState> CollectSessionState(Session& session, bool saved_tables_o
   RegisterTableOps();
   for (Node* n : session.graph().nodes()) {
     if (n->type() != kTableHandleOp) continue;
-    RECSDK_ASSIGN_OR_RETURN(TableResource * r, GetOrCreateTable(session.resource_mgr(), *n));
+    RECSDK_ASSIGN_OR_RETURN(TableResource * r,
+                            GetOrCreateTable(internal::SessionResources(session), *n));
     if (saved_tables_only && !r->table()->config().is_save) continue;
     state.tables.push_back({r->table()->name(), r});
   }
@@ -67,7 +69,7 @@ StatusOr<SaveJob> SnapshotSession(Session& session, const SessionState& state,
   job.table_kind = kind;
   job.delta = kind == EmbeddingTable::SnapshotKind::kDelta;
   job.run_count = session.stats().steps;
-  ResourceMgr* rm = session.resource_mgr();
+  ResourceMgr* rm = internal::SessionResources(session);
   for (const std::string& name : state.var_names) {
     auto* v = dynamic_cast<VariableResource*>(rm->Lookup(name));
     VarSnapshot s;
@@ -531,7 +533,7 @@ StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir,
 }
 
 Status CheckCheckpoint(Session& session, const SessionState& state, LoadedCheckpoint& ckpt) {
-  ResourceMgr* rm = session.resource_mgr();
+  ResourceMgr* rm = internal::SessionResources(session);
   const Graph& graph = session.graph();
   for (const std::string& name : state.var_names) {
     auto it = ckpt.vars.find(name);
@@ -576,7 +578,7 @@ Status CheckCheckpoint(Session& session, const SessionState& state, LoadedCheckp
 }
 
 Status CommitCheckpoint(Session& session, const SessionState& state, LoadedCheckpoint& ckpt) {
-  ResourceMgr* rm = session.resource_mgr();
+  ResourceMgr* rm = internal::SessionResources(session);
   // The tables (only an I/O error of a tier can fail now), then the variables.
   for (const TableRef& t : state.tables) {
     // Adopted: the full snapshot's row pages become the table's (no copy); `ckpt` is spent.

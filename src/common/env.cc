@@ -251,11 +251,16 @@ class ShortReadFile final : public RandomAccessFile {
 };
 
 }  // namespace
+}  // namespace recsdk::internal
 
+namespace recsdk {
 Env* Env::Default() {
-  static PosixEnv* env = new PosixEnv();
+  static internal::PosixEnv* env = new internal::PosixEnv();
   return env;
 }
+}  // namespace recsdk
+
+namespace recsdk::internal {
 
 Status FaultInjectionEnv::BeforeAppend(const std::string& path, size_t bytes) {
   if (fail_write_after.load() >= 0 && fail_write_after.fetch_sub(1) == 0) {

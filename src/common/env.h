@@ -1,10 +1,8 @@
-// env.h: the one file-system interface checkpoints and exports go through (LevelDB's Env shape),
-// so tests inject faults (a failed write, a short read, a full disk, a crash between write and
-// rename) and a remote file system can plug in later.
-//
-// Errors name the path and map errno: ENOENT -> NotFound, EACCES/EPERM -> PermissionDenied,
-// ENOSPC/EDQUOT -> ResourceExhausted, EEXIST -> AlreadyExists, others -> Internal (with
-// strerror).
+// env.h: the library's side of the one file-system interface (recsdk/env.h, LevelDB's Env
+// shape) that checkpoints and exports go through, so tests inject faults (a failed write, a short
+// read, a full disk, a crash between write and rename) and a remote file system can plug in: the
+// fault-injecting Env of the tests, the errno mapping, and the whole-file and atomic-write helpers
+// every writer uses.
 //
 // Threading: an Env is thread-safe (Default() is shared by the whole process); a WritableFile or
 // RandomAccessFile belongs to one thread at a time.
@@ -19,100 +17,18 @@
 #include <string_view>
 #include <vector>
 
+#include "recsdk/env.h"
 #include "recsdk/status.h"
 
 namespace recsdk::internal {
 
-// WritableFile: a file being written sequentially. Close() is idempotent; the destructor closes
-// without reporting errors, so writers call Close() and check it.
-class WritableFile {
- public:
-  virtual ~WritableFile() = default;
-  [[nodiscard]] virtual Status Append(std::string_view data) = 0;
-  // Sync: the bytes appended so far are on stable storage (fdatasync).
-  [[nodiscard]] virtual Status Sync() = 0;
-  [[nodiscard]] virtual Status Close() = 0;
-};
-
-// RandomAccessFile: a file read at offsets. Read returns fewer than n bytes only at end of file.
-class RandomAccessFile {
- public:
-  virtual ~RandomAccessFile() = default;
-  [[nodiscard]] virtual StatusOr<size_t> Read(uint64_t offset, size_t n, char* scratch) const = 0;
-  [[nodiscard]] virtual StatusOr<uint64_t> Size() const = 0;
-};
-
-// FileType: what is at a path, the path itself (a symbolic link is not followed).
-enum class FileType { kRegular, kDirectory, kSymlink, kOther };
-
-class Env {
- public:
-  virtual ~Env() = default;
-  // Default: the POSIX file system of this process. Never null; lives for the process.
-  static Env* Default();
-
-  // NewWritableFile: creates or truncates `path`. Never writes through a symbolic link: a link at
-  // `path` is InvalidArgument (O_NOFOLLOW), so a link planted there cannot redirect the write.
-  [[nodiscard]] virtual StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
-      const std::string& path) = 0;
-  // NewExclusiveFile: creates `path` for writing; AlreadyExists when it exists (O_EXCL), so two
-  // writers (threads or processes) never share a file.
-  [[nodiscard]] virtual StatusOr<std::unique_ptr<WritableFile>> NewExclusiveFile(
-      const std::string& path) = 0;
-  [[nodiscard]] virtual StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
-      const std::string& path) = 0;
-  [[nodiscard]] virtual bool FileExists(const std::string& path) = 0;
-  // GetChildren: names (not paths) of the entries of directory `dir`, without "." and "..".
-  [[nodiscard]] virtual StatusOr<std::vector<std::string>> GetChildren(const std::string& dir) = 0;
-  [[nodiscard]] virtual Status DeleteFile(const std::string& path) = 0;
-  // CreateDir: creates `dir` and missing parents; OK when it exists.
-  [[nodiscard]] virtual Status CreateDir(const std::string& dir) = 0;
-  // CreateDirExclusive: creates `dir` (its parent must exist); AlreadyExists when anything is at
-  // that name, a symbolic link included. For temporaries a writer must own.
-  [[nodiscard]] virtual Status CreateDirExclusive(const std::string& dir) = 0;
-  // GetFileType: what `path` is, without following a symbolic link; NotFound when nothing is.
-  [[nodiscard]] virtual StatusOr<FileType> GetFileType(const std::string& path) = 0;
-  // DeleteDir: removes an empty directory.
-  [[nodiscard]] virtual Status DeleteDir(const std::string& dir) = 0;
-  // RenameFile: atomic replace of `to` by `from` (files, or a directory onto a missing name).
-  [[nodiscard]] virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
-  // SyncDir: the entries of `dir` (creations, renames) are on stable storage.
-  [[nodiscard]] virtual Status SyncDir(const std::string& dir) = 0;
-};
-
-// EnvWrapper: forwards every call to `target`; subclasses override what they change.
-class EnvWrapper : public Env {
- public:
-  explicit EnvWrapper(Env* target) : target_(target) {}
-  Env* target() const { return target_; }
-  StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override {
-    return target_->NewWritableFile(p);
-  }
-  StatusOr<std::unique_ptr<WritableFile>> NewExclusiveFile(const std::string& p) override {
-    return target_->NewExclusiveFile(p);
-  }
-  StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& p) override {
-    return target_->NewRandomAccessFile(p);
-  }
-  bool FileExists(const std::string& p) override { return target_->FileExists(p); }
-  StatusOr<std::vector<std::string>> GetChildren(const std::string& d) override {
-    return target_->GetChildren(d);
-  }
-  Status DeleteFile(const std::string& p) override { return target_->DeleteFile(p); }
-  Status CreateDir(const std::string& d) override { return target_->CreateDir(d); }
-  Status CreateDirExclusive(const std::string& d) override {
-    return target_->CreateDirExclusive(d);
-  }
-  StatusOr<FileType> GetFileType(const std::string& p) override { return target_->GetFileType(p); }
-  Status DeleteDir(const std::string& d) override { return target_->DeleteDir(d); }
-  Status RenameFile(const std::string& f, const std::string& t) override {
-    return target_->RenameFile(f, t);
-  }
-  Status SyncDir(const std::string& d) override { return target_->SyncDir(d); }
-
- private:
-  Env* target_;
-};
+// The interface itself (WritableFile, RandomAccessFile, FileType, Env, EnvWrapper) is public:
+// recsdk/env.h. The names below keep their internal:: spelling for the code inside the library.
+using ::recsdk::Env;
+using ::recsdk::EnvWrapper;
+using ::recsdk::FileType;
+using ::recsdk::RandomAccessFile;
+using ::recsdk::WritableFile;
 
 // FaultInjectionEnv: an EnvWrapper for tests. Each knob is off by default (negative or false);
 // settings may change between calls from any thread.

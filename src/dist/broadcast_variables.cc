@@ -24,6 +24,7 @@
 #include "src/device/resource_mgr.h"
 #include "src/dist/process_communicator.h"
 #include "src/dist/program_fingerprint.h"
+#include "src/session/session_resources.h"
 
 namespace recsdk {
 
@@ -36,7 +37,8 @@ Status broadcast_global_variables(Session& session, int root_rank) {
   std::vector<Entry> entries;
   size_t total = 0;
   for (const Variable& v : GlobalVariables(session.graph())) {
-    auto* r = dynamic_cast<internal::VariableResource*>(session.resource_mgr()->Lookup(v.name()));
+    auto* r = dynamic_cast<internal::VariableResource*>(
+        internal::SessionResources(session)->Lookup(v.name()));
     size_t bytes = 0;
     bool initialized = false;
     if (r != nullptr) {

@@ -30,6 +30,7 @@
 #include "src/device/table_resource.h"
 #include "src/dist/process_communicator.h"
 #include "src/dist/sharded_table.h"
+#include "src/graph/graph_access.h"
 #include "src/graph/op_registry.h"
 
 namespace recsdk {
@@ -165,7 +166,8 @@ std::vector<Output> AllReduceMean(const Scope& scope, const std::vector<Output>&
   std::vector<Output> outputs(tensors.size());
   if (!scope.ok()) return outputs;
   Graph* g = scope.graph();
-  std::shared_ptr<void>& slot = g->builder_state("recsdk/dist/last_all_reduce");
+  std::shared_ptr<void>& slot =
+      internal::GraphAccess::BuilderState(*g, "recsdk/dist/last_all_reduce");
   if (!slot) slot = std::make_shared<Node*>(nullptr);
   Node** last = static_cast<Node**>(slot.get());
   const Scope s = *last == nullptr ? scope : scope.WithControlDependencies({*last});

@@ -342,10 +342,10 @@ Status ShardedTable::CheckRows(absl::Span<const uint32_t> rows,
                                absl::Span<const uint32_t> restore) const {
   for (uint32_t i : restore) {
     if (i >= rows.size()) {
-      return absl::InvalidArgumentError(
-          fmt::format("table \"{}\": restore index {} is out of range for {} unique rows; pass "
-                      "the restore_index and rows of the same DedupKeys/Resolve",
-                      name(), i, rows.size()));
+      return absl::InvalidArgumentError(fmt::format(
+          "table \"{}\": restore index {} is out of range for {} unique rows; pass "
+          "the restore_index of the batch whose unique keys Resolve turned into those rows",
+          name(), i, rows.size()));
     }
   }
   for (uint32_t row : rows) {

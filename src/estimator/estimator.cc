@@ -22,6 +22,7 @@
 #include "src/common/env.h"
 #include "src/common/status_macros.h"
 #include "src/device/resource_mgr.h"
+#include "src/session/session_resources.h"
 #include "src/session/table_ops.h"
 
 namespace recsdk {
@@ -242,7 +243,7 @@ StatusOr<int64_t> Estimator::Impl::GlobalStep() {
   // Straight from the variable: a Session::Run would advance the run count, the RNG state
   // checkpoints restore (Session::SetRunCount), so a resumed Train would draw other Dropout masks.
   auto* v = dynamic_cast<internal::VariableResource*>(
-      session->resource_mgr()->Lookup(std::string(kGlobalStep)));
+      internal::SessionResources(*session)->Lookup(std::string(kGlobalStep)));
   if (v != nullptr) {
     std::lock_guard<std::mutex> lock(v->mu);
     if (v->initialized() && v->value.dtype() == DType::kInt64 && v->value.num_elements() == 1) {

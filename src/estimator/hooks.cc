@@ -92,39 +92,52 @@ Status LoggingTensorHook::AfterRun(SessionRunContext& context, absl::Span<const 
 
 // --- StepCounterHook
 
+// State: the options and the window being counted.
+struct StepCounterHook::State {
+  int64_t every_n_steps;
+  std::shared_ptr<SummaryWriter> writer;
+  bool log;
+  LogSink sink;
+  int64_t runs = 0, rows = 0;
+  double window_start = -1;  // < 0: the first step is still to come
+  double steps_per_sec = 0, samples_per_sec = 0;
+};
+
 StepCounterHook::StepCounterHook(int64_t every_n_steps, std::shared_ptr<SummaryWriter> writer,
                                  bool log, LogSink sink)
-    : every_n_steps_(every_n_steps),
-      writer_(std::move(writer)),
-      log_(log),
-      sink_(std::move(sink)) {}
+    : state_(
+          std::make_unique<State>(State{every_n_steps, std::move(writer), log, std::move(sink)})) {}
+StepCounterHook::~StepCounterHook() = default;
+double StepCounterHook::steps_per_sec() const { return state_->steps_per_sec; }
+double StepCounterHook::samples_per_sec() const { return state_->samples_per_sec; }
 
 Status StepCounterHook::AfterRun(SessionRunContext& context, absl::Span<const Tensor>) {
-  if (every_n_steps_ < 1) {
+  State& s = *state_;
+  if (s.every_n_steps < 1) {
     return absl::InvalidArgumentError(
         fmt::format("StepCounterHook: every_n_steps {} is below 1; count over 1 or more steps",
-                    every_n_steps_));
+                    s.every_n_steps));
   }
   const double now = NowSeconds();
-  if (window_start_ < 0) {  // the first step includes start-up costs: the window starts after it
-    window_start_ = now;
+  if (s.window_start < 0) {  // the first step includes start-up costs: the window starts after it
+    s.window_start = now;
     return absl::OkStatus();
   }
-  ++runs_;
-  rows_ += context.batch_rows;
-  if (runs_ < every_n_steps_) return absl::OkStatus();
-  const double secs = std::max(now - window_start_, 1e-9);
-  steps_per_sec_ = static_cast<double>(runs_) / secs;
-  samples_per_sec_ = static_cast<double>(rows_) / secs;
-  runs_ = rows_ = 0;
-  window_start_ = now;
-  if (log_) {
-    Emit(sink_, fmt::format("step {}: {:.2f} steps/s, {:.0f} samples/s", Step(context),
-                            steps_per_sec_, samples_per_sec_));
+  ++s.runs;
+  s.rows += context.batch_rows;
+  if (s.runs < s.every_n_steps) return absl::OkStatus();
+  const double secs = std::max(now - s.window_start, 1e-9);
+  s.steps_per_sec = static_cast<double>(s.runs) / secs;
+  s.samples_per_sec = static_cast<double>(s.rows) / secs;
+  s.runs = s.rows = 0;
+  s.window_start = now;
+  if (s.log) {
+    Emit(s.sink, fmt::format("step {}: {:.2f} steps/s, {:.0f} samples/s", Step(context),
+                             s.steps_per_sec, s.samples_per_sec));
   }
-  if (writer_ != nullptr) {
-    RECSDK_RETURN_IF_ERROR(writer_->AddScalar("global_step/sec", steps_per_sec_, Step(context)));
-    RECSDK_RETURN_IF_ERROR(writer_->AddScalar("examples/sec", samples_per_sec_, Step(context)));
+  if (s.writer != nullptr) {
+    RECSDK_RETURN_IF_ERROR(s.writer->AddScalar("global_step/sec", s.steps_per_sec, Step(context)));
+    RECSDK_RETURN_IF_ERROR(s.writer->AddScalar("examples/sec", s.samples_per_sec, Step(context)));
   }
   return absl::OkStatus();
 }
@@ -246,112 +259,146 @@ Status GraphModifierHook::Begin(Graph* graph) {
 
 // --- CheckpointSaverHook
 
+// State: what the hook keeps between steps. Its methods are the hook's.
+struct CheckpointSaverHook::State {
+  enum class Due { kNone, kDelta, kFull };
+
+  explicit State(CheckpointSaverOptions o) : options(std::move(o)) {}
+  Status Begin();
+  Status AfterCreateSession(Session& session);
+  Status AfterRun(SessionRunContext& context);
+  Status End();
+  Status SaveAt(int64_t step, bool delta);
+  double Now() const;
+
+  CheckpointSaverOptions options;
+  KeyStage* key_stage = nullptr;  // attached to saver
+  Due pending = Due::kNone;       // a save waiting for the key stage to be Quiescent
+  std::unique_ptr<Saver> saver;
+  int64_t last_saved_step = -1;
+  int64_t last_step = -1;
+  double last_full_time = 0, last_delta_time = 0;
+  std::vector<std::string> saved;  // the checkpoint directories written, in order
+};
+
 CheckpointSaverHook::CheckpointSaverHook(CheckpointSaverOptions options)
-    : options_(std::move(options)) {}
+    : state_(std::make_unique<State>(std::move(options))) {}
 CheckpointSaverHook::~CheckpointSaverHook() = default;
 
-Status CheckpointSaverHook::Begin(Graph*) {
-  if (options_.model_dir.empty()) {
+Status CheckpointSaverHook::Begin(Graph*) { return state_->Begin(); }
+Status CheckpointSaverHook::AfterCreateSession(Session& session) {
+  return state_->AfterCreateSession(session);
+}
+Status CheckpointSaverHook::AfterRun(SessionRunContext& context, absl::Span<const Tensor>) {
+  return state_->AfterRun(context);
+}
+Status CheckpointSaverHook::End(Session&) { return state_->End(); }
+const std::vector<std::string>& CheckpointSaverHook::saved() const { return state_->saved; }
+
+Status CheckpointSaverHook::State::Begin() {
+  if (options.model_dir.empty()) {
     return absl::InvalidArgumentError(
         "CheckpointSaverHook: model_dir is empty; give the directory checkpoints go to");
   }
   RECSDK_RETURN_IF_ERROR(internal::CheckFiniteOption(
-      "CheckpointSaverHook", "save_secs", options_.save_secs,
+      "CheckpointSaverHook", "save_secs", options.save_secs,
       "give a period in seconds, or 0 to save by save_steps or only at End"));
   RECSDK_RETURN_IF_ERROR(internal::CheckFiniteOption(
-      "CheckpointSaverHook", "save_delta_checkpoints_secs", options_.save_delta_checkpoints_secs,
+      "CheckpointSaverHook", "save_delta_checkpoints_secs", options.save_delta_checkpoints_secs,
       "give a period in seconds, or 0 for no delta checkpoints"));
-  if (options_.save_steps > 0 && options_.save_secs > 0) {
+  if (options.save_steps > 0 && options.save_secs > 0) {
     return absl::InvalidArgumentError(
         fmt::format("CheckpointSaverHook: save_steps {} and save_secs {}: set at most one of them",
-                    options_.save_steps, options_.save_secs));
+                    options.save_steps, options.save_secs));
   }
   return absl::OkStatus();
 }
 
-Status CheckpointSaverHook::AfterCreateSession(Session& session) {
+Status CheckpointSaverHook::State::AfterCreateSession(Session& session) {
   SaverOptions o;
-  o.model_dir = options_.model_dir;
-  o.keep_checkpoint_max = options_.keep_checkpoint_max;
-  o.is_incremental_checkpoint = options_.is_incremental_checkpoint;
-  RECSDK_ASSIGN_OR_RETURN(saver_, Saver::Create(session, o));
-  last_full_time_ = last_delta_time_ = Now();
+  o.model_dir = options.model_dir;
+  o.keep_checkpoint_max = options.keep_checkpoint_max;
+  o.is_incremental_checkpoint = options.is_incremental_checkpoint;
+  RECSDK_ASSIGN_OR_RETURN(saver, Saver::Create(session, o));
+  last_full_time = last_delta_time = Now();
   return absl::OkStatus();
 }
 
-Status CheckpointSaverHook::SaveAt(int64_t step, bool delta) {
-  RECSDK_ASSIGN_OR_RETURN(std::string dir, delta ? saver_->SaveDelta(step) : saver_->Save(step));
-  saved_.push_back(dir);
-  if (options_.log) Emit(options_.sink, fmt::format("saved checkpoint {}", dir));
+Status CheckpointSaverHook::State::SaveAt(int64_t step, bool delta) {
+  RECSDK_ASSIGN_OR_RETURN(std::string dir, delta ? saver->SaveDelta(step) : saver->Save(step));
+  saved.push_back(dir);
+  if (options.log) Emit(options.sink, fmt::format("saved checkpoint {}", dir));
   const double now = Now();
-  last_delta_time_ = now;
+  last_delta_time = now;
   if (!delta) {
-    last_full_time_ = now;
-    last_saved_step_ = step;
+    last_full_time = now;
+    last_saved_step = step;
   }
   return absl::OkStatus();
 }
 
-double CheckpointSaverHook::Now() const { return options_.clock ? options_.clock() : NowSeconds(); }
+double CheckpointSaverHook::State::Now() const {
+  return options.clock ? options.clock() : NowSeconds();
+}
 
-Status CheckpointSaverHook::AfterRun(SessionRunContext& context, absl::Span<const Tensor>) {
+Status CheckpointSaverHook::State::AfterRun(SessionRunContext& context) {
   const int64_t step = Step(context);
-  last_step_ = step;
+  last_step = step;
   KeyStage* stage =
       context.key_stage != nullptr && context.key_stage->channel() == KeyStageChannel::kTrain
           ? context.key_stage
           : nullptr;
-  if (stage != key_stage_) {
-    saver_->AttachKeyStage(stage);
-    key_stage_ = stage;
+  if (stage != key_stage) {
+    saver->AttachKeyStage(stage);
+    key_stage = stage;
   }
   const double now = Now();
-  Due due = pending_;
+  Due due = pending;
   const bool full_due =
-      (options_.save_steps > 0 && step % options_.save_steps == 0 && step != last_saved_step_) ||
-      (options_.save_secs > 0 && now - last_full_time_ >= options_.save_secs);
+      (options.save_steps > 0 && step % options.save_steps == 0 && step != last_saved_step) ||
+      (options.save_secs > 0 && now - last_full_time >= options.save_secs);
   if (full_due) {
     due = Due::kFull;
-  } else if (due == Due::kNone && options_.is_incremental_checkpoint &&
-             options_.save_delta_checkpoints_secs > 0 && step != last_saved_step_ &&
-             now - last_delta_time_ >= options_.save_delta_checkpoints_secs) {
+  } else if (due == Due::kNone && options.is_incremental_checkpoint &&
+             options.save_delta_checkpoints_secs > 0 && step != last_saved_step &&
+             now - last_delta_time >= options.save_delta_checkpoints_secs) {
     // Nothing to build on yet: the first checkpoint of the run is a full one.
-    due = last_saved_step_ >= 0 ? Due::kDelta : Due::kFull;
+    due = last_saved_step >= 0 ? Due::kDelta : Due::kFull;
   }
-  Status saved;
+  Status result;
   if (due != Due::kNone) {
     if (stage != nullptr && !stage->Quiescent()) {
       // The key stage has changed the tables for batches not yet run: stop it reading, and save
       // at the first step end where the training loop has caught up (at most prefetch_batches
       // steps later).
       stage->Quiesce();
-      pending_ = due;
+      pending = due;
       return absl::OkStatus();
     }
-    pending_ = Due::kNone;
-    saved = SaveAt(step, due == Due::kDelta);
+    pending = Due::kNone;
+    result = SaveAt(step, due == Due::kDelta);
   }
   // The next save's step may be known (save_steps, the last step): let the stage read no batch
   // past it, so the tables are consistent right at that step without a pause in prefetching (one
   // batch per step). Set before the next Next call, which would otherwise resume reading freely.
   int64_t next = std::numeric_limits<int64_t>::max();
-  if (options_.save_steps > 0) next = (step / options_.save_steps + 1) * options_.save_steps;
-  if (options_.last_step >= 0) {
+  if (options.save_steps > 0) next = (step / options.save_steps + 1) * options.save_steps;
+  if (options.last_step >= 0) {
     // At the last step the limit stays where it is: End saves this consistent moment.
-    next = step >= options_.last_step ? std::numeric_limits<int64_t>::max()
-                                      : std::min(next, options_.last_step);
+    next = step >= options.last_step ? std::numeric_limits<int64_t>::max()
+                                     : std::min(next, options.last_step);
   }
   if (stage != nullptr && next != std::numeric_limits<int64_t>::max()) {
     stage->Quiesce(stage->batches_consumed() + (next - step));
   }
-  return saved;
+  return result;
 }
 
-Status CheckpointSaverHook::End(Session&) {
-  if (saver_ == nullptr || last_step_ < 0 || last_step_ == last_saved_step_) {
+Status CheckpointSaverHook::State::End() {
+  if (saver == nullptr || last_step < 0 || last_step == last_saved_step) {
     return absl::OkStatus();
   }
-  if (key_stage_ != nullptr && !key_stage_->Quiescent()) {
+  if (key_stage != nullptr && !key_stage->Quiescent()) {
     // No later step will let the stage catch up. Saving the final model matters more than the
     // batches the stage prepared ahead: their key effects (inserted rows, admission counts) are
     // in this checkpoint, and it records no dataset position.
@@ -365,12 +412,12 @@ Status CheckpointSaverHook::End(Session&) {
           "admission counts) and no dataset position; to make it exact, give Train a step limit "
           "(steps or max_steps, or CheckpointSaverOptions::last_step) so the stage stops reading "
           "there, or let the input run to its end (said once per process)",
-          last_step_);
+          last_step);
     }
-    saver_->AttachKeyStage(nullptr);
-    key_stage_ = nullptr;
+    saver->AttachKeyStage(nullptr);
+    key_stage = nullptr;
   }
-  return SaveAt(last_step_, false);
+  return SaveAt(last_step, false);
 }
 
 // --- SetThresholdHook
@@ -386,59 +433,77 @@ Status SetThresholdHook::AfterRun(SessionRunContext& context, absl::Span<const T
 
 // --- ProgressHook
 
-ProgressHook::ProgressHook(ProgressHookOptions options) : options_(std::move(options)) {
-  if (options_.out == nullptr) options_.out = stdout;
-  terminal_ = options_.terminal.has_value() ? *options_.terminal : isatty(fileno(options_.out));
+// State: the options and the progress between steps.
+struct ProgressHook::State {
+  ProgressHookOptions options;
+  bool terminal = false;   // rewrite the line in place
+  bool due = false;        // this step prints a line
+  bool line_open = false;  // a line rewritten in place awaits its newline
+  int64_t runs = 0, rows = 0;
+  double start = -1;
+};
+
+ProgressHook::ProgressHook(ProgressHookOptions options) : state_(std::make_unique<State>()) {
+  state_->options = std::move(options);
+  if (state_->options.out == nullptr) state_->options.out = stdout;
+  state_->terminal = state_->options.terminal.has_value() ? *state_->options.terminal
+                                                          : isatty(fileno(state_->options.out));
 }
 
+ProgressHook::~ProgressHook() = default;
+
 Status ProgressHook::BeforeRun(SessionRunContext& context, SessionRunArgs* args) {
-  if (options_.every_n_steps < 1) {
+  State& s = *state_;
+  const ProgressHookOptions& o = s.options;
+  if (o.every_n_steps < 1) {
     return absl::InvalidArgumentError(
-        fmt::format("ProgressHook: every_n_steps {} is below 1", options_.every_n_steps));
+        fmt::format("ProgressHook: every_n_steps {} is below 1", o.every_n_steps));
   }
-  if (start_ < 0) start_ = NowSeconds();
+  if (s.start < 0) s.start = NowSeconds();
   const int64_t next = context.run_index + 1;
-  due_ = next % options_.every_n_steps == 0 ||
-         (options_.total_steps > 0 && next == options_.total_steps);
-  if (due_ && options_.loss.has_value()) args->fetches.push_back(*options_.loss);
+  s.due = next % o.every_n_steps == 0 || (o.total_steps > 0 && next == o.total_steps);
+  if (s.due && o.loss.has_value()) args->fetches.push_back(*o.loss);
   return absl::OkStatus();
 }
 
 Status ProgressHook::AfterRun(SessionRunContext& context, absl::Span<const Tensor> results) {
-  ++runs_;
-  rows_ += context.batch_rows;
-  if (!due_) return absl::OkStatus();
-  const double secs = std::max(NowSeconds() - start_, 1e-9);
-  const double rate = static_cast<double>(runs_) / secs;
-  const int64_t step = options_.first_step + runs_;
-  std::string line =
-      options_.total_steps > 0
-          ? fmt::format("step {}/{}", step, options_.first_step + options_.total_steps)
-          : fmt::format("step {}", step);
+  State& s = *state_;
+  const ProgressHookOptions& o = s.options;
+  ++s.runs;
+  s.rows += context.batch_rows;
+  if (!s.due) return absl::OkStatus();
+  const double secs = std::max(NowSeconds() - s.start, 1e-9);
+  const double rate = static_cast<double>(s.runs) / secs;
+  const int64_t step = o.first_step + s.runs;
+  std::string line = o.total_steps > 0
+                         ? fmt::format("step {}/{}", step, o.first_step + o.total_steps)
+                         : fmt::format("step {}", step);
   line += fmt::format("  {:.1f} steps/s", rate);
-  if (rows_ > 0) line += fmt::format("  {:.0f} samples/s", static_cast<double>(rows_) / secs);
-  if (options_.loss.has_value() && !results.empty()) {
+  if (s.rows > 0) line += fmt::format("  {:.0f} samples/s", static_cast<double>(s.rows) / secs);
+  if (o.loss.has_value() && !results.empty()) {
     RECSDK_ASSIGN_OR_RETURN(double loss, ScalarOf(results[0], "ProgressHook loss"));
     line += fmt::format("  loss {:.4f}", loss);
   }
-  if (options_.total_steps > runs_) {
-    line += fmt::format("  ETA {:.0f}s", static_cast<double>(options_.total_steps - runs_) / rate);
+  if (o.total_steps > s.runs) {
+    line += fmt::format("  ETA {:.0f}s", static_cast<double>(o.total_steps - s.runs) / rate);
   }
-  if (terminal_) {
-    std::fprintf(options_.out, "\r\033[K%s", line.c_str());  // rewrite the line in place
-    line_open_ = true;
+  if (s.terminal) {
+    std::fprintf(o.out, "\r\033[K%s", line.c_str());  // rewrite the line in place
+    s.line_open = true;
   } else {
-    std::fprintf(options_.out, "%s\n", line.c_str());
+    std::fprintf(o.out, "%s\n", line.c_str());
   }
-  std::fflush(options_.out);
+  std::fflush(o.out);
   return absl::OkStatus();
 }
 
 Status ProgressHook::End(Session&) {
-  if (line_open_) {
-    std::fprintf(options_.out, "\n");
-    std::fflush(options_.out);
-    line_open_ = false;
+  State& s = *state_;
+  const ProgressHookOptions& o = s.options;
+  if (s.line_open) {
+    std::fprintf(o.out, "\n");
+    std::fflush(o.out);
+    s.line_open = false;
   }
   return absl::OkStatus();
 }

@@ -16,6 +16,7 @@
 #include "recsdk/variables.h"
 #include "src/common/status_macros.h"
 #include "src/device/resource_mgr.h"
+#include "src/session/session_resources.h"
 
 namespace recsdk {
 
@@ -33,7 +34,7 @@ struct MonitoredSession::Impl {
   Status ReadGlobalStep() {
     if (!has_global_step) return absl::OkStatus();
     auto* v = dynamic_cast<internal::VariableResource*>(
-        session->resource_mgr()->Lookup(std::string(kGlobalStep)));
+        internal::SessionResources(*session)->Lookup(std::string(kGlobalStep)));
     if (v != nullptr) {
       std::lock_guard<std::mutex> lock(v->mu);
       if (v->initialized() && v->value.dtype() == DType::kInt64 && v->value.num_elements() == 1) {

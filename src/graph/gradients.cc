@@ -24,6 +24,7 @@
 #include "fmt/format.h"
 #include "recsdk/ops.h"
 #include "src/common/status_macros.h"
+#include "src/graph/graph_access.h"
 #include "src/graph/op_registry.h"
 
 namespace recsdk {
@@ -96,7 +97,7 @@ StatusOr<std::vector<Output>> Gradients(const Scope& scope, const std::vector<Ou
     slots[o.index].push_back(grad);
   };
   // The cache of these (ys, grad_ys), if still valid.
-  std::shared_ptr<void>& state = g->builder_state(kGradCacheKey);
+  std::shared_ptr<void>& state = internal::GraphAccess::BuilderState(*g, kGradCacheKey);
   if (!state) state = std::make_shared<GradCaches>();
   GradCaches& caches = *static_cast<GradCaches*>(state.get());
   GradCache* cache = nullptr;

@@ -17,6 +17,7 @@
 #include "fmt/format.h"
 #include "recsdk/ops.h"
 #include "src/common/status_macros.h"
+#include "src/graph/graph_access.h"
 
 namespace recsdk {
 namespace {
@@ -64,7 +65,8 @@ StatusOr<Output> ScaledLoss(const Scope& scope, Output loss, const ScaleState& s
   }
   Graph* g = scope.graph();
   using Cache = std::map<std::string, Output>;
-  std::shared_ptr<void>& slot = g->builder_state("recsdk/loss_scale/static_scaled_losses");
+  std::shared_ptr<void>& slot =
+      internal::GraphAccess::BuilderState(*g, "recsdk/loss_scale/static_scaled_losses");
   if (!slot) slot = std::make_shared<Cache>();
   auto* cache = static_cast<Cache*>(slot.get());
   const std::string key = fmt::format("{}@{}", loss.name(), o.loss_scale);

@@ -20,6 +20,7 @@
 #include "recsdk/pipeline.h"
 #include "src/common/status_macros.h"
 #include "src/graph/op_registry.h"
+#include "src/session/session_resources.h"
 #include "src/session/table_ops.h"
 
 namespace recsdk {
@@ -575,7 +576,7 @@ StatusOr<EmbeddingTable*> LookupTable(Session& session, std::string_view name) {
   for (Node* n : TableHandleNodes(session.graph())) {
     if (n->StringAttr("table_name") == name) {
       RECSDK_ASSIGN_OR_RETURN(internal::TableResource * t,
-                              internal::GetOrCreateTable(session.resource_mgr(), *n));
+                              internal::GetOrCreateTable(internal::SessionResources(session), *n));
       return t->table();
     }
     names.push_back(n->StringAttr("table_name"));

@@ -60,6 +60,7 @@
 #include "src/common/logging.h"
 #include "src/common/status_macros.h"
 #include "src/session/key_stage_registry.h"
+#include "src/session/session_resources.h"
 #include "src/session/table_ops.h"
 #include "src/table/collective_table.h"
 #include "src/table/forwarding_table.h"
@@ -456,17 +457,20 @@ std::mutex& RegistryMu() {
   static std::mutex mu;
   return mu;
 }
+// Tracked: a live stage, its Session and its Impl's detached flag (the Impl itself is private
+// to KeyStage).
 struct Tracked {
   KeyStage* stage;
-  KeyStage::Impl* impl;
+  const Session* session;
+  std::atomic<bool>* detached;
 };
 std::vector<Tracked>& Registry() {
   static std::vector<Tracked> stages;
   return stages;
 }
-void Track(KeyStage* stage, KeyStage::Impl* impl) {
+void Track(const Tracked& tracked) {
   std::lock_guard<std::mutex> lock(RegistryMu());
-  Registry().push_back({stage, impl});
+  Registry().push_back(tracked);
 }
 }  // namespace
 
@@ -483,11 +487,11 @@ int internal::DetachKeyStages(const Session* session) {
   std::lock_guard<std::mutex> lock(RegistryMu());
   int n = 0;
   for (const Tracked& t : Registry()) {
-    if (t.impl->session != session || t.impl->detached) continue;
+    if (t.session != session || *t.detached) continue;
     // Stop joins the workers (none is inside a Resolve after it) and returns the leases of a
     // tiered stage while its tables still exist; from now on nothing touches them.
     t.stage->Stop();
-    t.impl->detached = true;
+    *t.detached = true;
     ++n;
   }
   return n;
@@ -504,7 +508,7 @@ Status DetachedError(const char* what) {
 }  // namespace
 
 KeyStage::KeyStage(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
-  Track(this, impl_.get());
+  Track({this, impl_->session, &impl_->detached});
 }
 KeyStage::~KeyStage() {
   internal::UntrackKeyStage(this);
@@ -570,7 +574,7 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
     }
     if (n->type() == internal::kTableHandleOp) {
       RECSDK_ASSIGN_OR_RETURN(TableResource * r,
-                              internal::GetOrCreateTable(session.resource_mgr(), *n));
+                              internal::GetOrCreateTable(internal::SessionResources(session), *n));
       impl->all_tables.push_back(r);
     }
     if (n->type() != internal::kSparseLookupOp || !n->BoolAttr("moved_to_key_stage")) continue;
@@ -592,7 +596,8 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
       TableResource* resource = nullptr;
       for (const Node* h : g.nodes()) {
         if (h->type() == internal::kTableHandleOp && h->StringAttr("table_name") == t.name) {
-          RECSDK_ASSIGN_OR_RETURN(resource, internal::GetOrCreateTable(session.resource_mgr(), *h));
+          RECSDK_ASSIGN_OR_RETURN(
+              resource, internal::GetOrCreateTable(internal::SessionResources(session), *h));
         }
       }
       if (resource == nullptr) {

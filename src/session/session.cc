@@ -40,6 +40,7 @@
 #include "src/session/passes/pass_manager.h"
 #include "src/session/profiler.h"
 #include "src/session/runtime.h"
+#include "src/session/session_resources.h"
 #include "src/session/table_ops.h"
 
 namespace recsdk {
@@ -620,7 +621,9 @@ Status Session::Close() {
 
 void Session::SetRunCount(int64_t runs) { impl_->steps = runs; }
 
-internal::ResourceMgr* Session::resource_mgr() { return &impl_->resources; }
+internal::ResourceMgr* internal::SessionAccess::Resources(Session& session) {
+  return &session.impl_->resources;
+}
 
 const Graph& Session::graph() const { return *impl_->graph; }
 const SessionConfig& Session::config() const { return impl_->config; }

@@ -4,6 +4,7 @@
 #include "fmt/format.h"
 #include "recsdk/embedding.h"
 #include "src/common/status_macros.h"
+#include "src/session/session_resources.h"
 #include "src/session/table_ops.h"
 
 namespace recsdk {
@@ -15,7 +16,7 @@ Status set_threshold(Session& session, std::string_view table_name, int64_t acce
       continue;
     }
     RECSDK_ASSIGN_OR_RETURN(internal::TableResource * resource,
-                            internal::GetOrCreateTable(session.resource_mgr(), *n));
+                            internal::GetOrCreateTable(internal::SessionResources(session), *n));
     // The LockedTable takes the table's lock, so no key stage Resolve is half-way meanwhile.
     return resource->table()->SetAccessThreshold(access_threshold);
   }

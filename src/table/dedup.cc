@@ -1,5 +1,7 @@
 // dedup.cc: DedupKeys (one pass over a batch's keys of a table) and AggregateGradients (per
 // unique key sums). DedupKeys keeps its hash scratch per thread; both are thread-safe.
+#include "src/table/dedup.h"
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -7,15 +9,12 @@
 #include <vector>
 
 #include "fmt/format.h"
-#include "oneapi/tbb/blocked_range.h"
-#include "oneapi/tbb/global_control.h"
-#include "oneapi/tbb/parallel_for.h"
-#include "recsdk/table.h"
 #include "src/common/exception_guard.h"
+#include "src/common/parallel_for.h"
 #include "src/common/prefetch.h"
 #include "src/table/key_index.h"
 
-namespace recsdk {
+namespace recsdk::internal {
 
 namespace {
 
@@ -55,15 +54,15 @@ void DedupImpl(absl::Span<const K> keys, DedupResult* out) {
   uint64_t ring[kAhead];
   const size_t warm = std::min(n, kAhead);
   for (size_t i = 0; i < warm; ++i) {
-    ring[i] = internal::KeyIndex::Hash(static_cast<int64_t>(keys[i]));
-    internal::PrefetchWrite(s + (ring[i] & mask));
+    ring[i] = KeyIndex::Hash(static_cast<int64_t>(keys[i]));
+    PrefetchWrite(s + (ring[i] & mask));
   }
   for (size_t i = 0; i < n; ++i) {
     const uint64_t hash = ring[i % kAhead];
     if (i + kAhead < n) {
-      const uint64_t ha = internal::KeyIndex::Hash(static_cast<int64_t>(keys[i + kAhead]));
+      const uint64_t ha = KeyIndex::Hash(static_cast<int64_t>(keys[i + kAhead]));
       ring[i % kAhead] = ha;
-      internal::PrefetchWrite(s + (ha & mask));
+      PrefetchWrite(s + (ha & mask));
     }
     const int64_t key = static_cast<int64_t>(keys[i]);
     const uint64_t want = gen_bits | ((hash >> 48) << 32);  // gen and tag, index bits zero
@@ -128,9 +127,7 @@ void AggregateGradientsUnchecked(absl::Span<const uint32_t> restore_index, const
   };
   const uint32_t nu = static_cast<uint32_t>(num_unique);
   // Tasks each read the whole index, so only as many as may run at once.
-  const uint32_t threads = static_cast<uint32_t>(
-      tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism));
-  const uint32_t parts = std::min<uint32_t>(8, std::max<uint32_t>(1, threads));
+  const uint32_t parts = static_cast<uint32_t>(std::min<size_t>(8, MaxParallelism()));
   if (n < 16384 || nu < 2 || parts == 1) {
     run(0, nu);
     return;
@@ -148,8 +145,11 @@ void AggregateGradientsUnchecked(absl::Span<const uint32_t> restore_index, const
     seen += per_id[u];
     while (p < parts && seen * parts >= static_cast<uint64_t>(n) * p) bounds[p++] = u + 1;
   }
-  tbb::parallel_for(uint32_t{0}, parts, [&](uint32_t t) {
-    if (bounds[t] < bounds[t + 1]) run(bounds[t], bounds[t + 1]);
+  // Each range sums its own ids in position order, so where the ranges fall changes no bit.
+  ParallelFor(parts, 1u, [&](uint32_t t0, uint32_t t1) {
+    for (uint32_t t = t0; t < t1; ++t) {
+      if (bounds[t] < bounds[t + 1]) run(bounds[t], bounds[t + 1]);
+    }
   });
 }
 
@@ -182,10 +182,10 @@ Status AggregateGradients(absl::Span<const uint32_t> restore_index, absl::Span<c
                     "restore_index of the same DedupKeys",
                     worst, num_unique));
   }
-  return internal::CatchExceptions("AggregateGradients", [&]() -> Status {
+  return CatchExceptions("AggregateGradients", [&]() -> Status {
     AggregateGradientsUnchecked(restore_index, grads.data(), dim, num_unique, out.data());
     return absl::OkStatus();
   });
 }
 
-}  // namespace recsdk
+}  // namespace recsdk::internal

@@ -4,7 +4,7 @@
 // rows count for nothing, default rows as `default_value` in every column, mean and sqrtn divide
 // by the valid rows of the sample. Internal.
 //
-// Threading: reads the rows, writes `out` only; splits the batch over oneTBB's threads.
+// Threading: reads the rows, writes `out` only; splits the batch with ParallelFor.
 #ifndef RECSDK_TABLE_POOLED_GATHER_H_
 #define RECSDK_TABLE_POOLED_GATHER_H_
 
@@ -14,9 +14,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "oneapi/tbb/blocked_range.h"
-#include "oneapi/tbb/parallel_for.h"
 #include "recsdk/table.h"
+#include "src/common/parallel_for.h"
 
 namespace recsdk::internal {
 
@@ -33,15 +32,9 @@ void PooledGatherRows(const RowFn& row_of, const PrefetchFn& prefetch, const uin
   // Rows are prefetched kAhead positions ahead across samples, not only within one: with one id
   // per sample (Criteo's features) a per-sample look-ahead never prefetched at all.
   constexpr size_t kAhead = 16;
-  auto chunks = [&](auto&& f) {
-    constexpr size_t kGrain = 64;
-    if (batch <= kGrain) {
-      if (batch > 0) f(size_t{0}, batch);
-      return;
-    }
-    tbb::parallel_for(tbb::blocked_range<size_t>(0, batch, kGrain),
-                      [&](const tbb::blocked_range<size_t>& r) { f(r.begin(), r.end()); });
-  };
+  // Samples per chunk: a sample is `per` rows of `dim` floats, so 64 of them are microseconds.
+  constexpr size_t kGrain = 64;
+  auto chunks = [&](auto&& f) { ParallelFor(batch, kGrain, f); };
   if (per == 1) {
     // One id per sample: every combiner gives 0 + the row (a mean or sqrtn of one valid row
     // scales by 1), so a sample is one pass over its row, with the row's width a constant for

@@ -332,6 +332,13 @@ void FreeSnapshotBuffer(void* p, size_t bytes) noexcept {
 
 }  // namespace internal
 
+float* RowBufferAllocator::allocate(size_t n) {
+  return static_cast<float*>(internal::AllocateSnapshotBuffer(n * sizeof(float)));
+}
+void RowBufferAllocator::deallocate(float* p, size_t n) noexcept {
+  internal::FreeSnapshotBuffer(p, n * sizeof(float));
+}
+
 StatusOr<std::unique_ptr<EmbeddingTable>> EmbeddingTable::Create(
     const TableConfig& config, const SparseOptimizerConfig& optimizer) {
   RECSDK_RETURN_IF_ERROR(config.Validate());

@@ -31,10 +31,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "oneapi/tbb/blocked_range.h"
-#include "oneapi/tbb/global_control.h"
-#include "oneapi/tbb/parallel_for.h"
 #include "recsdk/table.h"
+#include "src/common/parallel_for.h"
 #include "src/common/prefetch.h"
 #include "src/table/key_index.h"
 #include "src/table/npy.h"
@@ -52,35 +50,36 @@ namespace recsdk::internal {
 constexpr uint64_t kDynamicReserveBytes = 1ull << 40;
 constexpr int64_t kDynamicInitialIndex = 1 << 16;
 
-// Below this many items a batch method runs on the calling thread.
-constexpr size_t kParallelGrain = 2048;
+// AllocateSnapshotBuffer / FreeSnapshotBuffer: the memory of RowBufferAllocator and
+// UninitializedAllocator: below 1 MiB operator new; from 1 MiB a mapping of its own, 2 MiB
+// aligned, with transparent huge pages (MoveSnapshotPages can then move it). Allocate throws
+// std::bad_alloc; Free takes the bytes as allocated.
+void* AllocateSnapshotBuffer(size_t bytes);
+void FreeSnapshotBuffer(void* p, size_t bytes) noexcept;
 
-// BigChunks: f(b, e) over about 4 chunks per allowed thread (at least kParallelGrain items
-// each): prefetching loops restart their pipeline at every chunk, so chunks stay long.
-template <typename F>
-void BigChunks(size_t n, F&& f) {
-  const size_t threads =
-      tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
-  const size_t parts = std::max<size_t>(1, threads) * 4;
-  const size_t chunk = std::max(kParallelGrain, (n + parts - 1) / parts);
-  if (n <= chunk) {
-    if (n > 0) f(size_t{0}, n);
-    return;
+// UninitializedAllocator: RowBufferAllocator (recsdk/table.h) for any trivial T: buffers from
+// AllocateSnapshotBuffer, elements left uninitialised by value-initialisation.
+template <typename T>
+struct UninitializedAllocator : std::allocator<T> {
+  using value_type = T;
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  T* allocate(size_t n) { return static_cast<T*>(AllocateSnapshotBuffer(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) noexcept { FreeSnapshotBuffer(p, n * sizeof(T)); }
+  UninitializedAllocator() = default;
+  template <typename U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}  // NOLINT
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
   }
-  const size_t num = (n + chunk - 1) / chunk;
-  tbb::parallel_for(size_t{0}, num,
-                    [&](size_t c) { f(c * chunk, std::min(n, c * chunk + chunk)); });
-}
-
-template <typename F>
-void ParallelChunks(size_t n, size_t grain, F&& f) {
-  if (n <= grain) {
-    if (n > 0) f(size_t{0}, n);
-    return;
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
   }
-  tbb::parallel_for(tbb::blocked_range<size_t>(0, n, grain),
-                    [&](const tbb::blocked_range<size_t>& r) { f(r.begin(), r.end()); });
-}
+};
 
 // KeyRows: (key, row) entries, in huge-page buffers when large (UninitializedAllocator): a 10M-row
 // table's 160 MB of entries would otherwise take 40k page faults per snapshot.

@@ -16,6 +16,7 @@
 
 #include "recsdk/table.h"
 #include "recsdk/tensor.h"
+#include "src/table/dedup.h"
 #include "src/table/tier_lease.h"
 
 namespace recsdk::internal {

@@ -50,7 +50,7 @@ Status TableImpl::ResolveUnguarded(absl::Span<const int64_t> keys,
   RECSDK_RETURN_IF_ERROR(CheckKeyRange(keys));
   const bool train = mode == LookupMode::kTrain;
   const KeyIndex& index = *index_;
-  ParallelChunks(n, kParallelGrain, [&](size_t b, size_t e) {
+  ParallelFor(n, kParallelGrain, [&](size_t b, size_t e) {
     index.FindBatch(keys.data() + b, e - b, rows.data() + b);
   });
 
@@ -131,12 +131,12 @@ Status TableImpl::ResolveUnguarded(absl::Span<const int64_t> keys,
       if (evicting_) *Timestamp(row) = std::numeric_limits<int64_t>::min();
     }
     index_->InsertBatch(admit_keys.data(), admit_rows.data(), admit.size());
-    ParallelChunks(admit.size(), 256, [&](size_t b, size_t e) {
+    ParallelFor(admit.size(), 256, [&](size_t b, size_t e) {
       InitRows(admit.data() + b, e - b, rows.data(), keys.data());
     });
   }
   if (evicting_) {
-    ParallelChunks(n, kParallelGrain, [&](size_t b, size_t e) {
+    ParallelFor(n, kParallelGrain, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {
         if (rows[i] >= kDefaultRow) continue;
         int64_t* ts = Timestamp(rows[i]);
@@ -214,8 +214,8 @@ Status TableImpl::CheckSpan(const char* what, size_t size, size_t rows, size_t p
 Status TableImpl::Gather(absl::Span<const uint32_t> rows, absl::Span<float> out) const {
   RECSDK_RETURN_IF_ERROR(CheckSpan("Gather's output", out.size(), rows.size(), config_.dim));
   RECSDK_RETURN_IF_ERROR(CheckRowsAndRestore(rows, {}));
-  BigChunks(rows.size(),
-            [&](size_t b, size_t e) { GatherRows(rows.data(), nullptr, b, e, out.data()); });
+  ParallelFor(rows.size(), LongChunkGrain(rows.size()),
+              [&](size_t b, size_t e) { GatherRows(rows.data(), nullptr, b, e, out.data()); });
   return absl::OkStatus();
 }
 
@@ -225,7 +225,7 @@ Status TableImpl::GatherRestored(absl::Span<const uint32_t> unique_rows,
       CheckSpan("GatherRestored's output", out.size(), restore.size(), config_.dim));
   RECSDK_RETURN_IF_ERROR(CheckRowsAndRestore(unique_rows, restore));
   // Long chunks so the prefetch pipeline rarely restarts.
-  BigChunks(restore.size(), [&](size_t b, size_t e) {
+  ParallelFor(restore.size(), LongChunkGrain(restore.size()), [&](size_t b, size_t e) {
     GatherRows(unique_rows.data(), restore.data(), b, e, out.data());
   });
   return absl::OkStatus();
@@ -280,7 +280,7 @@ Status TableImpl::CheckRowsAndRestore(absl::Span<const uint32_t> unique_rows,
   if (!restore.empty() && worst_index >= unique_rows.size()) {
     return absl::InvalidArgumentError(
         fmt::format("table \"{}\": restore index {} is out of range for {} unique rows; pass the "
-                    "restore_index and rows of the same DedupKeys/Resolve",
+                    "restore_index of the batch whose unique keys Resolve turned into those rows",
                     name(), worst_index, unique_rows.size()));
   }
   for (uint32_t row : unique_rows) {

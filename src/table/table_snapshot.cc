@@ -68,7 +68,7 @@ StatusOr<TableSnapshot> TableImpl::SnapshotImpl(SnapshotKind kind, SnapshotRowSi
   ResizeOnHugePages(snap.keys, n);
   if (evicting_) ResizeOnHugePages(snap.timestamps, n);
   if (sink != nullptr) {
-    BigChunks(n, [&](size_t b, size_t e) {
+    ParallelFor(n, LongChunkGrain(n), [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {
         snap.keys[i] = entries[i].first;
         if (evicting_) snap.timestamps[i] = *Timestamp(entries[i].second);
@@ -107,7 +107,7 @@ StatusOr<TableSnapshot> TableImpl::SnapshotImpl(SnapshotKind kind, SnapshotRowSi
       }
       RECSDK_RETURN_IF_ERROR(ReadRowsAt(packed, snap.rows.data()));
     } else {
-      BigChunks(n, [&](size_t b, size_t e) {
+      ParallelFor(n, LongChunkGrain(n), [&](size_t b, size_t e) {
         for (size_t i = b; i < e; ++i) {
           snap.keys[i] = entries[i].first;
           std::memcpy(snap.rows.data() + i * row_floats_, Row(entries[i].second), row_bytes_);
@@ -389,7 +389,7 @@ void TableImpl::LoadSnapshotRows(const TableSnapshot& snap, int64_t needed, RowB
       moved = MoveSnapshotPages(adopt->data(), bytes, Row(0));
     }
   }
-  BigChunks(n, [&](size_t b, size_t e) {
+  ParallelFor(n, LongChunkGrain(n), [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
       if (!moved) std::memcpy(Row(rows[i]), snap.rows.data() + i * row_floats_, row_bytes_);
       MarkClean(rows[i]);

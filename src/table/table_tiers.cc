@@ -364,7 +364,7 @@ Status TableImpl::ExecuteTiers(absl::Span<const int64_t> keys, absl::Span<uint32
     device_held_[slot] = 1;
     RECSDK_RETURN_IF_ERROR(device_policy_->Insert(slot, 0, -1));
   }
-  ParallelChunks(admit.size(), 256, [&](size_t b, size_t e) {
+  ParallelFor(admit.size(), 256, [&](size_t b, size_t e) {
     InitRows(admit.data() + b, e - b, rows.data(), keys.data());
   });
   // 6. Every row of the batch is on the device now: count the use and pin it under the lease.

@@ -64,7 +64,7 @@ Status TableImpl::ApplyGradients(absl::Span<const uint32_t> rows, absl::Span<con
       CheckSpan("ApplyGradients' summed gradients", grads.size(), rows.size(), config_.dim));
   RECSDK_RETURN_IF_ERROR(CheckRowsAndRestore(rows, {}));
   const RowUpdater updater(optimizer_, config_.dim, step);
-  BigChunks(rows.size(), [&](size_t b, size_t e) {
+  ParallelFor(rows.size(), LongChunkGrain(rows.size()), [&](size_t b, size_t e) {
     UpdateBatch(updater, rows.data(), nullptr, b, e, grads.data());
   });
   return absl::OkStatus();
@@ -103,7 +103,7 @@ Status TableImpl::ApplyGradientsByAddress(absl::Span<float* const> addresses,
     }
   }
   const RowUpdater updater(optimizer_, config_.dim, step);
-  BigChunks(addresses.size(), [&](size_t b, size_t e) {
+  ParallelFor(addresses.size(), LongChunkGrain(addresses.size()), [&](size_t b, size_t e) {
     UpdateBatch(updater, nullptr, addresses.data(), b, e, grads.data());
   });
   return absl::OkStatus();

@@ -54,6 +54,7 @@
 #include "src/pipeline/crc32c.h"
 #include "src/pipeline/tfrecord.h"
 #include "src/session/table_ops.h"
+#include "src/table/dedup.h"
 #include "src/table/npy.h"
 #include "tests/pipeline/pipeline_test_util.h"
 
@@ -740,7 +741,7 @@ std::vector<BadInput> Cases() {
                [](const TestDir&) {
                  std::vector<uint32_t> restore = {0, 2};
                  std::vector<float> grads(2 * 4), out(2 * 4);
-                 return AggregateGradients(restore, grads, 4, 2, absl::MakeSpan(out));
+                 return internal::AggregateGradients(restore, grads, 4, 2, absl::MakeSpan(out));
                },
                C::kInvalidArgument,
                {"restore index 2", "2 unique keys"}});

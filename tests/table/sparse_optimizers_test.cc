@@ -11,9 +11,14 @@
 
 #include "gtest/gtest.h"
 #include "recsdk/table.h"
+#include "src/table/dedup.h"
 
 namespace recsdk {
 namespace {
+
+using internal::AggregateGradients;
+using internal::DedupKeys;
+using internal::DedupResult;
 
 // Dense reference: one row + slots per key, updated by the textbook rule. Only the keys of a
 // step are updated, so a table that decayed untouched rows (weight decay applied eagerly rather

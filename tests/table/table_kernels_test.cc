@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "oneapi/tbb/global_control.h"
 #include "recsdk/table.h"
+#include "src/table/dedup.h"
 #include "src/table/sparse_optimizers_impl.h"
 
 namespace recsdk::internal {

@@ -24,11 +24,16 @@
 #include "src/common/env.h"
 #include "src/common/hash.h"
 #include "src/common/random.h"
+#include "src/table/dedup.h"
 #include "src/table/npy.h"
 #include "src/table/table_impl.h"
 
 namespace recsdk {
 namespace {
+
+using internal::AggregateGradients;
+using internal::DedupKeys;
+using internal::DedupResult;
 
 TableConfig Config(int dim = 4, int64_t vocab = 100) {
   TableConfig c;

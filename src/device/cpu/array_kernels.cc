@@ -370,7 +370,7 @@ Status GatherTyped(OpKernelContext& ctx) {
     }
   }
   // Rows of the output: (o, i) reads params row (o, idx[i]).
-  ParallelFor(v.outer * k, std::max<int64_t>(1, 1024 * 64 / std::max<size_t>(row_bytes, 1)),
+  ParallelFor(v.outer * k, GrainPerItem(static_cast<int64_t>(row_bytes), 64 * 1024),
               [&](int64_t b, int64_t e) {
                 for (int64_t r = b; r < e; ++r) {
                   const int64_t o = r / k, i = r % k;
@@ -393,16 +393,15 @@ Status GatherGradTyped(OpKernelContext& ctx) {
   T* o = out->data<T>();
   // Distinct outer slices never share a destination row, so they run in parallel; within one,
   // repeated indices add in index order (deterministic).
-  ParallelFor(v.outer, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(k * row, 1)),
-              [&](int64_t b, int64_t e) {
-                for (int64_t s = b; s < e; ++s) {
-                  for (int64_t i = 0; i < k; ++i) {
-                    T* dst = o + (s * v.n + static_cast<int64_t>(idx[i])) * row;
-                    const T* src = g + (s * k + i) * row;
-                    for (int64_t j = 0; j < row; ++j) dst[j] += src[j];
-                  }
-                }
-              });
+  ParallelFor(v.outer, GrainPerItem(k * row), [&](int64_t b, int64_t e) {
+    for (int64_t s = b; s < e; ++s) {
+      for (int64_t i = 0; i < k; ++i) {
+        T* dst = o + (s * v.n + static_cast<int64_t>(idx[i])) * row;
+        const T* src = g + (s * k + i) * row;
+        for (int64_t j = 0; j < row; ++j) dst[j] += src[j];
+      }
+    }
+  });
   return absl::OkStatus();
 }
 

@@ -362,11 +362,10 @@ void Bf16Gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, b
     return;
   }
   // The reference path, split by rows (each output still sums in the one order).
-  ParallelFor(
-      m, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, n * k)), [&](int64_t r0, int64_t r1) {
-        const uint16_t* ab = trans_a ? a + r0 : a + r0 * lda;
-        Bf16GemmReference(r1 - r0, n, k, ab, lda, trans_a, b, ldb, trans_b, c + r0 * ldc, ldc);
-      });
+  ParallelFor(m, GrainPerItem(n * k, 65536), [&](int64_t r0, int64_t r1) {
+    const uint16_t* ab = trans_a ? a + r0 : a + r0 * lda;
+    Bf16GemmReference(r1 - r0, n, k, ab, lda, trans_a, b, ldb, trans_b, c + r0 * ldc, ldc);
+  });
 }
 
 namespace {

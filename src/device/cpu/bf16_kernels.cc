@@ -56,7 +56,7 @@ Status FusedDenseBf16Kernel(OpKernelContext& ctx) {
   Bf16Gemm(m, n, k, Bits(a), k, false, Bits(w), n, false, c, n);
   const float* b = bias.data<float>();
   const bool relu = ctx.node().StringAttr("activation", "none") == "relu";
-  ParallelFor(m, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(n, 1)),
+  ParallelFor(m, GrainPerItem(n),
               [&](int64_t r0, int64_t r1) { AddBiasRows(c, b, n, r0, r1, relu); });
   return absl::OkStatus();
 }

@@ -9,8 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "oneapi/tbb/parallel_for.h"
-#include "oneapi/tbb/partitioner.h"
+#include "src/common/parallel_for.h"
 #include "src/device/cpu/fast_kernels.h"
 
 namespace recsdk::internal {
@@ -107,7 +106,7 @@ void ParallelSgemm(const GemmPlan& plan, int64_t m, int64_t n, int64_t k, const 
   const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
   // Row blocks of C, each a multiple of 16 rows (the kernels' vector tiles stay full). The split
   // depends on the plan and shape only, never on the thread count, so results are bitwise the
-  // same at any number of threads (deterministic mode relies on it).
+  // same at any number of threads (parallel_for.h's determinism rule); one block per chunk.
   const int64_t parts = std::max(plan.parts, 1);
   if (parts <= 1) {
     SingleSgemm(plan.backend, m, n, k, a, lda, trans_a, b, ldb, trans_b, c, n);
@@ -116,22 +115,22 @@ void ParallelSgemm(const GemmPlan& plan, int64_t m, int64_t n, int64_t k, const 
   }
   const int64_t extent = plan.split_columns ? n : m;
   const int64_t block = ((extent + parts - 1) / parts + 15) & ~int64_t{15};
-  tbb::parallel_for(
-      int64_t{0}, parts,
-      [&](int64_t p) {
-        const int64_t s = std::min(extent, p * block), e = std::min(extent, s + block);
-        if (s >= e) return;
-        if (plan.split_columns) {
-          // C[:, s:e] = op(A) op(B)[:, s:e]: B's columns s.. start at b + s (or row s of B^T).
-          const float* bb = trans_b ? b + s * ldb : b + s;
-          SingleSgemm(plan.backend, m, e - s, k, a, lda, trans_a, bb, ldb, trans_b, c + s, n);
-          return;
-        }
-        const float* ab = trans_a ? a + s : a + s * lda;
-        SingleSgemm(plan.backend, e - s, n, k, ab, lda, trans_a, b, ldb, trans_b, c + s * n, n);
-        if (epilogue) epilogue(s, e);
-      },
-      tbb::simple_partitioner());
+  auto product = [&](int64_t p) {
+    const int64_t s = std::min(extent, p * block), e = std::min(extent, s + block);
+    if (s >= e) return;
+    if (plan.split_columns) {
+      // C[:, s:e] = op(A) op(B)[:, s:e]: B's columns s.. start at b + s (or row s of B^T).
+      const float* bb = trans_b ? b + s * ldb : b + s;
+      SingleSgemm(plan.backend, m, e - s, k, a, lda, trans_a, bb, ldb, trans_b, c + s, n);
+      return;
+    }
+    const float* ab = trans_a ? a + s : a + s * lda;
+    SingleSgemm(plan.backend, e - s, n, k, ab, lda, trans_a, b, ldb, trans_b, c + s * n, n);
+    if (epilogue) epilogue(s, e);
+  };
+  ParallelFor(parts, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) product(p);
+  });
   if (plan.split_columns && epilogue) epilogue(0, m);
 }
 

@@ -99,44 +99,43 @@ Status Softmax(OpKernelContext& ctx, bool log) {
   }
   const float* in = x.data<float>();
   float* o = out->data<float>();
-  ParallelFor(outer * inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)),
-              [&](int64_t r0, int64_t r1) {
-                for (int64_t r = r0; r < r1; ++r) {
-                  const int64_t base = (r / inner) * n * inner + r % inner;
-                  if constexpr (kPrecise) {
-                    double m = -std::numeric_limits<double>::infinity();
-                    for (int64_t j = 0; j < n; ++j) m = std::max<double>(m, in[base + j * inner]);
-                    double sum = 0;
-                    for (int64_t j = 0; j < n; ++j) sum += std::exp(in[base + j * inner] - m);
-                    const double lse = m + std::log(sum);
-                    for (int64_t j = 0; j < n; ++j) {
-                      const double lv = in[base + j * inner] - lse;
-                      o[base + j * inner] = static_cast<float>(log ? lv : std::exp(lv));
-                    }
-                  } else if (inner == 1) {
-                    ConstArrayMap row(in + base, n);
-                    ArrayMap y(o + base, n);
-                    const float m = row.maxCoeff();
-                    y = (row - m).exp();
-                    const float sum = y.sum();
-                    if (log) {
-                      y = row - (m + std::log(sum));
-                    } else {
-                      y *= 1.0f / sum;
-                    }
-                  } else {
-                    float m = std::numeric_limits<float>::lowest();
-                    for (int64_t j = 0; j < n; ++j) m = std::max(m, in[base + j * inner]);
-                    float sum = 0;
-                    for (int64_t j = 0; j < n; ++j) sum += std::exp(in[base + j * inner] - m);
-                    const float lse = m + std::log(sum);
-                    for (int64_t j = 0; j < n; ++j) {
-                      const float lv = in[base + j * inner] - lse;
-                      o[base + j * inner] = log ? lv : std::exp(lv);
-                    }
-                  }
-                }
-              });
+  ParallelFor(outer * inner, GrainPerItem(n, 4096), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t base = (r / inner) * n * inner + r % inner;
+      if constexpr (kPrecise) {
+        double m = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < n; ++j) m = std::max<double>(m, in[base + j * inner]);
+        double sum = 0;
+        for (int64_t j = 0; j < n; ++j) sum += std::exp(in[base + j * inner] - m);
+        const double lse = m + std::log(sum);
+        for (int64_t j = 0; j < n; ++j) {
+          const double lv = in[base + j * inner] - lse;
+          o[base + j * inner] = static_cast<float>(log ? lv : std::exp(lv));
+        }
+      } else if (inner == 1) {
+        ConstArrayMap row(in + base, n);
+        ArrayMap y(o + base, n);
+        const float m = row.maxCoeff();
+        y = (row - m).exp();
+        const float sum = y.sum();
+        if (log) {
+          y = row - (m + std::log(sum));
+        } else {
+          y *= 1.0f / sum;
+        }
+      } else {
+        float m = std::numeric_limits<float>::lowest();
+        for (int64_t j = 0; j < n; ++j) m = std::max(m, in[base + j * inner]);
+        float sum = 0;
+        for (int64_t j = 0; j < n; ++j) sum += std::exp(in[base + j * inner] - m);
+        const float lse = m + std::log(sum);
+        for (int64_t j = 0; j < n; ++j) {
+          const float lv = in[base + j * inner] - lse;
+          o[base + j * inner] = log ? lv : std::exp(lv);
+        }
+      }
+    }
+  });
   return absl::OkStatus();
 }
 

@@ -148,9 +148,7 @@ void GradRange(const T* x, const T* dy, int64_t begin, int64_t end, int64_t f, i
 }
 
 // Samples per parallel chunk: enough work (~32k multiply-adds) to amortise a task.
-int64_t Grain(int64_t f, int64_t d) {
-  return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, f * f * d / 2));
-}
+int64_t Grain(int64_t f, int64_t d) { return GrainPerItem(f * f * d / 2); }
 
 template <typename T>
 Status ForwardKernel(OpKernelContext& ctx) {

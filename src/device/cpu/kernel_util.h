@@ -1,4 +1,5 @@
-// kernel_util.h: helpers shared by the CPU kernels: dtype dispatch, broadcasting, parallel loops.
+// kernel_util.h: helpers shared by the CPU kernels: dtype dispatch, broadcasting, NaN-aware
+// scalars. Parallel loops are src/common/parallel_for.h's ParallelFor.
 // Internal; thread-safe (pure functions).
 #ifndef RECSDK_DEVICE_CPU_KERNEL_UTIL_H_
 #define RECSDK_DEVICE_CPU_KERNEL_UTIL_H_
@@ -9,25 +10,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "oneapi/tbb/blocked_range.h"
-#include "oneapi/tbb/parallel_for.h"
+#include "src/common/parallel_for.h"
 #include "src/common/status_macros.h"
 #include "src/device/kernel.h"
 
 namespace recsdk::internal {
-
-// ParallelFor runs fn(begin, end) over [0, n) in chunks of at least `grain` elements.
-template <typename Fn>
-void ParallelFor(int64_t n, int64_t grain, Fn&& fn) {
-  if (n <= grain) {
-    if (n > 0) fn(int64_t{0}, n);
-    return;
-  }
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, grain),
-                    [&](const tbb::blocked_range<int64_t>& r) { fn(r.begin(), r.end()); });
-}
-
-inline constexpr int64_t kElementwiseGrain = 32768;
 
 // NaN-propagating scalar forms shared by the kernels, as TensorFlow's ops behave. A plain compare
 // is false for NaN, so `x > 0 ? x : 0` turned a NaN into 0 and `x > y ? x : y` kept a NaN only
@@ -136,19 +123,18 @@ void ForEachBroadcast(const Shape& out, const std::vector<int64_t> (&strides)[N]
   const int64_t rows = total / inner;
   int64_t inner_stride[N];
   for (int k = 0; k < N; ++k) inner_stride[k] = strides[k][rank - 1];
-  ParallelFor(rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(inner, 1)),
-              [&](int64_t r0, int64_t r1) {
-                for (int64_t r = r0; r < r1; ++r) {
-                  int64_t offs[N] = {};
-                  int64_t rem = r;
-                  for (int d = rank - 2; d >= 0; --d) {
-                    const int64_t idx = rem % out.dim(d);
-                    rem /= out.dim(d);
-                    for (int k = 0; k < N; ++k) offs[k] += idx * strides[k][d];
-                  }
-                  fn(r * inner, offs, inner, inner_stride);
-                }
-              });
+  ParallelFor(rows, GrainPerItem(inner), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t offs[N] = {};
+      int64_t rem = r;
+      for (int d = rank - 2; d >= 0; --d) {
+        const int64_t idx = rem % out.dim(d);
+        rem /= out.dim(d);
+        for (int k = 0; k < N; ++k) offs[k] += idx * strides[k][d];
+      }
+      fn(r * inner, offs, inner, inner_stride);
+    }
+  });
 }
 
 // Registration of the CPU kernel families.

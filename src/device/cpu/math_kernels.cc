@@ -245,19 +245,18 @@ Status ReduceTyped(OpKernelContext& ctx, int kind) {
   bool suffix_only = true;
   for (int i = 0; i < first_reduced; ++i) suffix_only &= !reduced[i];
   if (suffix_only) {
-    ParallelFor(n_out, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(count, 1)),
-                [&](int64_t s, int64_t e) {
-                  for (int64_t i = s; i < e; ++i) {
-                    const T* row = in + i * count;
-                    if (kind == 2) {
-                      T m = kMaxStart;
-                      for (int64_t j = 0; j < count; ++j) m = MaxNaN(m, row[j]);
-                      o[i] = m;
-                    } else {
-                      o[i] = SumRun(row, count);
-                    }
-                  }
-                });
+    ParallelFor(n_out, GrainPerItem(count), [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) {
+        const T* row = in + i * count;
+        if (kind == 2) {
+          T m = kMaxStart;
+          for (int64_t j = 0; j < count; ++j) m = MaxNaN(m, row[j]);
+          o[i] = m;
+        } else {
+          o[i] = SumRun(row, count);
+        }
+      }
+    });
   } else {
     std::vector<int64_t> strides = BroadcastStrides(keep, x.shape());
     const int64_t inner = x.dim(rank - 1);
@@ -336,18 +335,17 @@ Status ReduceGradTyped(OpKernelContext& ctx, bool is_max) {
     const int64_t inner = rank == 0 ? 1 : x.dim(rank - 1);
     const int64_t inner_stride = rank == 0 ? 0 : strides[rank - 1];
     const int64_t rows = inner == 0 ? 0 : n / inner;
-    ParallelFor(rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(inner, 1)),
-                [&](int64_t r0, int64_t r1) {
-                  for (int64_t r = r0; r < r1; ++r) {
-                    const T* src = g + offset_of(r * inner);
-                    T* dst = o + r * inner;
-                    if (inner_stride == 0) {
-                      std::fill_n(dst, inner, src[0] * scale);
-                    } else {
-                      for (int64_t j = 0; j < inner; ++j) dst[j] = src[j * inner_stride] * scale;
-                    }
-                  }
-                });
+    ParallelFor(rows, GrainPerItem(inner), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* src = g + offset_of(r * inner);
+        T* dst = o + r * inner;
+        if (inner_stride == 0) {
+          std::fill_n(dst, inner, src[0] * scale);
+        } else {
+          for (int64_t j = 0; j < inner; ++j) dst[j] = src[j * inner_stride] * scale;
+        }
+      }
+    });
   }
   return absl::OkStatus();
 }
@@ -366,12 +364,11 @@ Status BiasAddTyped(OpKernelContext& ctx) {
   const T* in = x.data<T>();
   const T* bias = b.data<T>();
   T* o = out->data<T>();
-  ParallelFor(rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(c, 1)),
-              [&](int64_t s, int64_t e) {
-                for (int64_t r = s; r < e; ++r) {
-                  for (int64_t j = 0; j < c; ++j) o[r * c + j] = in[r * c + j] + bias[j];
-                }
-              });
+  ParallelFor(rows, GrainPerItem(c), [&](int64_t s, int64_t e) {
+    for (int64_t r = s; r < e; ++r) {
+      for (int64_t j = 0; j < c; ++j) o[r * c + j] = in[r * c + j] + bias[j];
+    }
+  });
   return absl::OkStatus();
 }
 

@@ -31,21 +31,20 @@ Status SoftmaxTyped(OpKernelContext& ctx, bool log) {
   const AxisView v = ViewAround(x.shape(), ctx.node().IntAttr("axis", -1));
   const T* in = x.data<T>();
   T* o = out->data<T>();
-  ParallelFor(v.outer * v.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(v.n, 1)),
-              [&](int64_t s, int64_t e) {
-                for (int64_t r = s; r < e; ++r) {
-                  const int64_t base = (r / v.inner) * v.n * v.inner + r % v.inner;
-                  T m = std::numeric_limits<T>::lowest();
-                  for (int64_t j = 0; j < v.n; ++j) m = std::max(m, in[base + j * v.inner]);
-                  T sum = 0;
-                  for (int64_t j = 0; j < v.n; ++j) sum += std::exp(in[base + j * v.inner] - m);
-                  const T lse = m + std::log(sum);
-                  for (int64_t j = 0; j < v.n; ++j) {
-                    const T lv = in[base + j * v.inner] - lse;
-                    o[base + j * v.inner] = log ? lv : std::exp(lv);
-                  }
-                }
-              });
+  ParallelFor(v.outer * v.inner, GrainPerItem(v.n, 4096), [&](int64_t s, int64_t e) {
+    for (int64_t r = s; r < e; ++r) {
+      const int64_t base = (r / v.inner) * v.n * v.inner + r % v.inner;
+      T m = std::numeric_limits<T>::lowest();
+      for (int64_t j = 0; j < v.n; ++j) m = std::max(m, in[base + j * v.inner]);
+      T sum = 0;
+      for (int64_t j = 0; j < v.n; ++j) sum += std::exp(in[base + j * v.inner] - m);
+      const T lse = m + std::log(sum);
+      for (int64_t j = 0; j < v.n; ++j) {
+        const T lv = in[base + j * v.inner] - lse;
+        o[base + j * v.inner] = log ? lv : std::exp(lv);
+      }
+    }
+  });
   return absl::OkStatus();
 }
 

@@ -20,6 +20,7 @@
 #include "src/device/cpu/kernel_util.h"
 #include "src/device/kernel.h"
 #include "src/device/table_resource.h"
+#include "src/table/dedup.h"
 #include "src/table/table_config_json.h"
 #include "src/table/table_key_work.h"
 
@@ -182,12 +183,11 @@ Status TableGatherConcatKernel(OpKernelContext& ctx) {
       const Tensor& in = ctx.input(s.input);
       const int64_t w = in.dim(1);
       const float* src = in.data<float>();
-      ParallelFor(batch, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(w, 1)),
-                  [&](int64_t b0, int64_t b1) {
-                    for (int64_t b = b0; b < b1; ++b) {
-                      std::copy_n(src + b * w, w, o + b * width + column);
-                    }
-                  });
+      ParallelFor(batch, GrainPerItem(w), [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) {
+          std::copy_n(src + b * w, w, o + b * width + column);
+        }
+      });
       column += w;
       continue;
     }

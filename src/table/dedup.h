@@ -1,0 +1,45 @@
+// dedup.h: the per-batch key work in front of a table: DedupKeys (the unique keys of a batch and
+// where each position's key went) and AggregateGradients (one summed gradient per unique key).
+// Internal: the lookup kernels (table_key_work.h), the key stage, the sparse apply kernels and
+// the sharded table call them; users reach tables through sparse_lookup and the optimizers, and
+// EmbeddingTable's Resolve takes keys that are already unique.
+//
+// Threading: both are thread-safe: DedupKeys keeps its hash scratch per thread, and
+// AggregateGradients writes only `out` (it splits large batches with ParallelFor, bitwise the same
+// at any thread count).
+#ifndef RECSDK_TABLE_DEDUP_H_
+#define RECSDK_TABLE_DEDUP_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "recsdk/status.h"
+
+namespace recsdk::internal {
+
+// DedupResult: unique keys in order of first occurrence and, for each input position, the index
+// of its key in unique_keys. counts[u] is how often unique_keys[u] occurred.
+struct DedupResult {
+  std::vector<int64_t> unique_keys;
+  std::vector<uint32_t> restore_index;
+  std::vector<uint32_t> counts;
+};
+
+// DedupKeys: one pass over all the keys of a table in a batch (every feature and lookup of it,
+// concatenated). O(keys); reuses `out`'s buffers. Thread-safe (scratch is per thread).
+void DedupKeys(absl::Span<const int64_t> keys, DedupResult* out);
+void DedupKeys(absl::Span<const int32_t> keys, DedupResult* out);
+
+// AggregateGradients: out[u] = sum of grads[i] over the positions i with restore_index[i] == u,
+// for u < num_unique; grads is [restore_index.size(), dim], out is [num_unique, dim] (overwritten).
+// Repeated keys in a batch therefore update their row once with the summed gradient.
+// InvalidArgument (out untouched) when dim < 1, num_unique < 0, a span's size does not match, or
+// a restore index is num_unique or more.
+[[nodiscard]] Status AggregateGradients(absl::Span<const uint32_t> restore_index,
+                                        absl::Span<const float> grads, int dim, int64_t num_unique,
+                                        absl::Span<float> out);
+
+}  // namespace recsdk::internal
+
+#endif  // RECSDK_TABLE_DEDUP_H_
