@@ -30,6 +30,7 @@
 #include "src/common/env.h"
 #include "src/common/json_number.h"
 #include "src/common/status_macros.h"
+#include "src/session/session_resources.h"
 #include "src/session/table_ops.h"
 
 namespace recsdk {
@@ -378,7 +379,7 @@ StatusOr<std::unique_ptr<Predictor>> Predictor::Load(const std::string& bundle_d
     RECSDK_ASSIGN_OR_RETURN(impl->session, Session::Create(*graph, config));
     // Serving tables hold every key of the bundle (a bundle exported by several ranks too), and
     // a lookup asks no other process.
-    impl->session->resource_mgr()->set_process_local_tables(true);
+    internal::SessionResources(*impl->session)->set_process_local_tables(true);
     RECSDK_ASSIGN_OR_RETURN(internal::SessionState state,
                             internal::CollectSessionState(*impl->session, false));
     RECSDK_ASSIGN_OR_RETURN(internal::LoadedCheckpoint ckpt,
