@@ -23,6 +23,25 @@ int64_t SkewedId(double u, int64_t vocabulary) {
 
 float PlantedLabel(double u, double logit) { return u < 1 / (1 + std::exp(-logit)) ? 1.0f : 0.0f; }
 
+void PlantedStream::DrawIds(const int64_t* vocabulary, int fields, int64_t* ids) {
+  for (int f = 0; f < fields; ++f) ids[f] = SkewedId(uniform_(rng_), vocabulary[f]);
+}
+
+PlantedRows MakePlantedRows(int64_t n, uint64_t seed, const int64_t* vocabulary, int fields,
+                            const std::function<double(const int64_t* ids)>& logit) {
+  PlantedStream stream(seed);
+  PlantedRows r;
+  r.n = n;
+  r.ids.resize(n * fields);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t* ids = &r.ids[i * fields];
+    stream.DrawIds(vocabulary, fields, &r.ids[i * fields]);
+    r.logits.push_back(logit(ids));
+    r.labels.push_back(stream.DrawLabel(r.logits.back()));
+  }
+  return r;
+}
+
 int64_t FieldKey(int slot, int64_t id) { return (static_cast<int64_t>(slot) << 32) | id; }
 
 std::vector<int64_t> FieldKeys(const std::vector<int64_t>& ids, int fields) {

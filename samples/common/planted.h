@@ -7,6 +7,8 @@
 #define RECSDK_SAMPLES_COMMON_PLANTED_H_
 
 #include <cstdint>
+#include <functional>
+#include <random>
 #include <vector>
 
 #include "recsdk/status.h"
@@ -41,6 +43,28 @@ int64_t SkewedId(double u, int64_t vocabulary);
 
 // PlantedLabel: 1 with probability sigmoid(logit), from a uniform u in [0, 1).
 float PlantedLabel(double u, double logit);
+
+// PlantedStream: the random stream of a sample's planted rows. Per row a sample draws the ids,
+// then its labels; the weights and the logits are fixed functions of the ids and draw nothing.
+// Not thread-safe.
+class PlantedStream {
+ public:
+  explicit PlantedStream(uint64_t seed) : rng_(seed) {}
+
+  // DrawIds: ids[f] = SkewedId(the next uniform, vocabulary[f]) for f in 0..fields-1.
+  void DrawIds(const int64_t* vocabulary, int fields, int64_t* ids);
+  // DrawLabel: PlantedLabel of the next uniform.
+  float DrawLabel(double logit) { return PlantedLabel(uniform_(rng_), logit); }
+
+ private:
+  std::mt19937_64 rng_;
+  std::uniform_real_distribution<double> uniform_{0, 1};
+};
+
+// MakePlantedRows: n rows of one label from the stream `seed`: each row's ids (DrawIds over
+// `fields` fields), its logit(ids) and its label drawn from that.
+PlantedRows MakePlantedRows(int64_t n, uint64_t seed, const int64_t* vocabulary, int fields,
+                            const std::function<double(const int64_t* ids)>& logit);
 
 // FieldKey: the key of `id` in slot `slot` (slot << 32 | id): one table holds every slot.
 int64_t FieldKey(int slot, int64_t id);

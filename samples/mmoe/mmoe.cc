@@ -22,7 +22,6 @@
 #include "samples/mmoe/mmoe.h"
 
 #include <cmath>
-#include <random>
 #include <string>
 
 #include "fmt/format.h"
@@ -124,17 +123,16 @@ Status Validate(const MmoeOptions& o) {
 int64_t FieldVocabulary(int f) { return kVocabulary[f]; }
 
 PlantedRows MakePlantedRows(int64_t n, uint64_t stream) {
-  std::mt19937_64 rng(0x33033E + stream);
-  std::uniform_real_distribution<double> uniform(0, 1);
+  samples::PlantedStream draw(0x33033E + stream);
   PlantedRows r;
   r.n = n;
   r.ids.resize(n * kFields);
   double z[kFields][kLatentDim];
   for (int64_t i = 0; i < n; ++i) {
     int64_t* ids = &r.ids[i * kFields];
+    draw.DrawIds(kVocabulary, kFields, ids);
     double shared = 0, own[kTasks] = {-0.3, -1.0};
     for (int f = 0; f < kFields; ++f) {
-      ids[f] = samples::SkewedId(uniform(rng), kVocabulary[f]);
       shared += 0.3 * PlantedWeight(1, f, ids[f]);
       for (int t = 0; t < kTasks; ++t) own[t] += 0.35 * PlantedWeight(2 + t, f, ids[f]);
       for (int k = 0; k < kLatentDim; ++k) z[f][k] = PlantedWeight(4 + k, f, ids[f]);
@@ -145,7 +143,7 @@ PlantedRows MakePlantedRows(int64_t n, uint64_t stream) {
     for (int t = 0; t < kTasks; ++t) {
       const double logit = shared + own[t];
       r.logits[t].push_back(logit);
-      r.labels[t].push_back(samples::PlantedLabel(uniform(rng), logit));
+      r.labels[t].push_back(draw.DrawLabel(logit));
     }
   }
   return r;

@@ -20,8 +20,6 @@
 // Threading: one thread drives the Estimator (the key stage runs its own workers).
 #include "samples/wide_deep/wide_deep.h"
 
-#include <cmath>
-#include <random>
 #include <string>
 
 #include "fmt/format.h"
@@ -138,31 +136,23 @@ int64_t CrossId(int c, const int64_t* ids) {
 }
 
 PlantedRows MakePlantedRows(int64_t n, uint64_t stream) {
-  std::mt19937_64 rng(0x3DEE9 + stream);
-  std::uniform_real_distribution<double> uniform(0, 1);
-  PlantedRows r;
-  r.n = n;
-  r.ids.resize(n * kFields);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t* ids = &r.ids[i * kFields];
-    double logit = -0.3;
-    for (int f = 0; f < kFields; ++f) {
-      ids[f] = samples::SkewedId(uniform(rng), kVocabulary[f]);
-      logit += 0.4 * PlantedWeight(1, f, ids[f]);
-    }
-    for (int c = 0; c < kCrosses; ++c) logit += 0.8 * PlantedWeight(2, c, CrossId(c, ids));
-    for (const auto& pair : kLatentPairs) {
-      double dot = 0;
-      for (int k = 0; k < kLatentDim; ++k) {
-        dot += PlantedWeight(3 + k, pair[0], ids[pair[0]]) *
-               PlantedWeight(3 + k, pair[1], ids[pair[1]]);
-      }
-      logit += 0.7 * dot;
-    }
-    r.logits.push_back(logit);
-    r.labels.push_back(samples::PlantedLabel(uniform(rng), logit));
-  }
-  return r;
+  return samples::MakePlantedRows(n, 0x3DEE9 + stream, kVocabulary, kFields,
+                                  [](const int64_t* ids) {
+                                    double logit = -0.3;
+                                    for (int f = 0; f < kFields; ++f)
+                                      logit += 0.4 * PlantedWeight(1, f, ids[f]);
+                                    for (int c = 0; c < kCrosses; ++c)
+                                      logit += 0.8 * PlantedWeight(2, c, CrossId(c, ids));
+                                    for (const auto& pair : kLatentPairs) {
+                                      double dot = 0;
+                                      for (int k = 0; k < kLatentDim; ++k) {
+                                        dot += PlantedWeight(3 + k, pair[0], ids[pair[0]]) *
+                                               PlantedWeight(3 + k, pair[1], ids[pair[1]]);
+                                      }
+                                      logit += 0.7 * dot;
+                                    }
+                                    return logit;
+                                  });
 }
 
 StatusOr<WideDeepResult> Run(const WideDeepOptions& o) {

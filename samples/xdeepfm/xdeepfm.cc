@@ -20,8 +20,6 @@
 // Threading: one thread drives the Estimator (the key stage runs its own workers).
 #include "samples/xdeepfm/xdeepfm.h"
 
-#include <cmath>
-#include <random>
 #include <string>
 
 #include "fmt/format.h"
@@ -115,17 +113,10 @@ Status Validate(const XDeepFmOptions& o) {
 int64_t FieldVocabulary(int f) { return kVocabulary[f]; }
 
 PlantedRows MakePlantedRows(int64_t n, uint64_t stream) {
-  std::mt19937_64 rng(0xDEEF + stream);
-  std::uniform_real_distribution<double> uniform(0, 1);
-  PlantedRows r;
-  r.n = n;
-  r.ids.resize(n * kFields);
-  double z[kFields][kLatentDim];
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t* ids = &r.ids[i * kFields];
+  return samples::MakePlantedRows(n, 0xDEEF + stream, kVocabulary, kFields, [](const int64_t* ids) {
+    double z[kFields][kLatentDim];
     double logit = -0.3;
     for (int f = 0; f < kFields; ++f) {
-      ids[f] = samples::SkewedId(uniform(rng), kVocabulary[f]);
       logit += 0.4 * PlantedWeight(1, f, ids[f]);
       for (int k = 0; k < kLatentDim; ++k) z[f][k] = PlantedWeight(2 + k, f, ids[f]);
     }
@@ -134,10 +125,8 @@ PlantedRows MakePlantedRows(int64_t n, uint64_t stream) {
         for (int k = 0; k < kLatentDim; ++k) logit += 0.25 * z[a][k] * z[b][k];
     for (const auto& t : kTriples)
       for (int k = 0; k < kLatentDim; ++k) logit += 1.0 * z[t[0]][k] * z[t[1]][k] * z[t[2]][k];
-    r.logits.push_back(logit);
-    r.labels.push_back(samples::PlantedLabel(uniform(rng), logit));
-  }
-  return r;
+    return logit;
+  });
 }
 
 StatusOr<XDeepFmResult> Run(const XDeepFmOptions& o) {
