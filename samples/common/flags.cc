@@ -58,11 +58,20 @@ void Flags::LayerSizes(const std::string& name, std::vector<int64_t>* field) {
 }
 
 recsdk::Status Flags::Parse(int argc, char** argv) const {
+  return ForEachFlag(sample_, argc, argv, [this](const std::string& name, const std::string& v) {
+    const auto flag = flags_.find(name);
+    if (flag == flags_.end()) return UnknownFlag(sample_, name);
+    return flag->second(name, v);
+  });
+}
+
+recsdk::Status ForEachFlag(
+    const std::string& sample, int argc, char** argv,
+    const std::function<recsdk::Status(const std::string& name, const std::string& value)>& set) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--", 0) != 0) {
-      return absl::InvalidArgumentError(
-          fmt::format("{}: unexpected argument \"{}\"", sample_, arg));
+      return absl::InvalidArgumentError(fmt::format("{}: unexpected argument \"{}\"", sample, arg));
     }
     arg = arg.substr(2);
     std::string v;
@@ -72,16 +81,16 @@ recsdk::Status Flags::Parse(int argc, char** argv) const {
     } else if (i + 1 < argc) {
       v = argv[++i];
     } else {
-      return absl::InvalidArgumentError(fmt::format("{}: --{} needs a value", sample_, arg));
+      return absl::InvalidArgumentError(fmt::format("{}: --{} needs a value", sample, arg));
     }
-    const auto flag = flags_.find(arg);
-    if (flag == flags_.end()) {
-      return absl::InvalidArgumentError(fmt::format(
-          "{0}: unknown flag --{1}; see samples/{0}/{0}.h for the flags", sample_, arg));
-    }
-    if (recsdk::Status s = flag->second(arg, v); !s.ok()) return s;
+    if (recsdk::Status s = set(arg, v); !s.ok()) return s;
   }
   return recsdk::Status();
+}
+
+recsdk::Status UnknownFlag(const std::string& sample, const std::string& name) {
+  return absl::InvalidArgumentError(
+      fmt::format("{0}: unknown flag --{1}; see samples/{0}/{0}.h for the flags", sample, name));
 }
 
 }  // namespace samples

@@ -53,6 +53,17 @@ class Flags {
   std::map<std::string, Setter> flags_;
 };
 
+// ForEachFlag: calls set(name, value) for each flag of argv[1..argc-1] in order, given as
+// "--name=value" or "--name value"; returns the first error `set` returns. InvalidArgument
+// naming the sample for an argument that is not a flag or a last flag without a value.
+[[nodiscard]] recsdk::Status ForEachFlag(
+    const std::string& sample, int argc, char** argv,
+    const std::function<recsdk::Status(const std::string& name, const std::string& value)>& set);
+
+// UnknownFlag: the InvalidArgument for a flag the sample does not have, pointing at the header
+// that lists its flags (samples/<sample>/<sample>.h).
+recsdk::Status UnknownFlag(const std::string& sample, const std::string& name);
+
 // AddRunFlags: binds the flags every planted-data sample has to the fields of the same names:
 // train_rows, eval_rows, batch_size, embedding_dim, threads, seed (integers),
 // dense_learning_rate (a number > 0) and model_dir.
