@@ -103,12 +103,21 @@ StatusOr<TrainEvalResult> TrainAndEvaluate(const RunOptions& o, ModelFn model_fn
   return result;
 }
 
-StatusOr<HeldOutResult> ReportHeldOut(const std::string& sample, const RunOptions& o,
-                                      const TrainEvalResult& trained, const PlantedRows& eval) {
+StatusOr<HeldOutResult> RunHeldOut(
+    const std::string& sample, const RunOptions& o, ModelFn model_fn,
+    const std::function<PlantedRows(int64_t n, uint64_t stream)>& make_rows,
+    const std::function<InputFn(const PlantedRows& rows, int64_t batch_size, bool training)>&
+        input) {
+  const PlantedRows train = make_rows(o.train_rows, 2 * o.seed);
+  const PlantedRows eval = make_rows(o.eval_rows, 2 * o.seed + 1);
+  auto trained =
+      TrainAndEvaluate(o, std::move(model_fn), input(train, o.batch_size, /*training=*/true),
+                       input(eval, o.batch_size, /*training=*/false));
+  if (!trained.ok()) return trained.status();
   HeldOutResult result;
-  result.steps = trained.steps;
-  result.train_samples_per_second = trained.train_samples_per_second;
-  result.auc = trained.metrics.at("auc");
+  result.steps = trained->steps;
+  result.train_samples_per_second = trained->train_samples_per_second;
+  result.auc = trained->metrics.at("auc");
   auto planted_auc = PlantedAuc(eval.logits, eval.labels);
   if (!planted_auc.ok()) return planted_auc.status();
   result.planted_auc = *planted_auc;

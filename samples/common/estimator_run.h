@@ -89,12 +89,15 @@ recsdk::StatusOr<TrainEvalResult> TrainAndEvaluate(
     const RunOptions& o, recsdk::ModelFn model_fn, const recsdk::InputFn& train,
     const recsdk::InputFn& eval, std::vector<std::string> label_columns = {"label"});
 
-// ReportHeldOut: a one-label sample's result: the metric "auc" of `trained` and the planted
-// model's AUC on `eval`, the rows it was evaluated on; prints the sample's last line (steps,
-// samples/s, both AUCs).
-recsdk::StatusOr<HeldOutResult> ReportHeldOut(const std::string& sample, const RunOptions& o,
-                                              const TrainEvalResult& trained,
-                                              const PlantedRows& eval);
+// RunHeldOut: a one-label sample's run after its first line: the training rows (stream 2 * seed)
+// and the held-out rows (2 * seed + 1) from make_rows, TrainAndEvaluate over input(rows,
+// batch_size, training), then the sample's last line (steps, samples/s, the held-out AUC beside
+// the planted model's on the same rows).
+recsdk::StatusOr<HeldOutResult> RunHeldOut(
+    const std::string& sample, const RunOptions& o, recsdk::ModelFn model_fn,
+    const std::function<PlantedRows(int64_t n, uint64_t stream)>& make_rows,
+    const std::function<recsdk::InputFn(const PlantedRows& rows, int64_t batch_size,
+                                        bool training)>& input);
 
 }  // namespace samples
 

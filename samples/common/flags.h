@@ -1,6 +1,7 @@
-// flags.h: the command-line flags of the planted-data samples (wide_deep, xdeepfm, mmoe): each
-// flag, "--name=value" or "--name value", bound to a field of the sample's options, with the error
-// messages every sample gives. Threading: one caller; a Flags is not thread-safe.
+// flags.h: the command-line flags of the samples: "--name=value" or "--name value". Flags binds
+// each flag to a field of a sample's options with the messages the planted-data samples
+// (wide_deep, xdeepfm, mmoe) give; ForEachFlag is the argv loop alone, for a sample that checks
+// its values itself (dcnv2). Threading: one caller; a Flags is not thread-safe.
 #ifndef RECSDK_SAMPLES_COMMON_FLAGS_H_
 #define RECSDK_SAMPLES_COMMON_FLAGS_H_
 
@@ -8,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "recsdk/status.h"

@@ -164,13 +164,7 @@ StatusOr<WideDeepResult> Run(const WideDeepOptions& o) {
                static_cast<long long>(o.train_rows), static_cast<long long>(o.eval_rows),
                static_cast<long long>(o.batch_size), o.wide_learning_rate, o.embedding_dim,
                fmt::format("{}", fmt::join(o.deep_units, "-")).c_str());
-  const PlantedRows train = MakePlantedRows(o.train_rows, 2 * o.seed);
-  const PlantedRows eval = MakePlantedRows(o.eval_rows, 2 * o.seed + 1);
-  auto trained =
-      samples::TrainAndEvaluate(run, MakeModelFn(o), Input(train, o.batch_size, /*training=*/true),
-                                Input(eval, o.batch_size, /*training=*/false));
-  if (!trained.ok()) return trained.status();
-  return samples::ReportHeldOut("wide_deep", run, *trained, eval);
+  return samples::RunHeldOut("wide_deep", run, MakeModelFn(o), MakePlantedRows, Input);
 }
 
 StatusOr<WideDeepOptions> ParseOptions(int argc, char** argv) {

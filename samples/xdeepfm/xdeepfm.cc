@@ -138,13 +138,7 @@ StatusOr<XDeepFmResult> Run(const XDeepFmOptions& o) {
                static_cast<long long>(o.batch_size), o.embedding_dim,
                fmt::format("{}", fmt::join(o.cin_layers, "-")).c_str(),
                fmt::format("{}", fmt::join(o.deep_units, "-")).c_str());
-  const PlantedRows train = MakePlantedRows(o.train_rows, 2 * o.seed);
-  const PlantedRows eval = MakePlantedRows(o.eval_rows, 2 * o.seed + 1);
-  auto trained =
-      samples::TrainAndEvaluate(run, MakeModelFn(o), Input(train, o.batch_size, /*training=*/true),
-                                Input(eval, o.batch_size, /*training=*/false));
-  if (!trained.ok()) return trained.status();
-  return samples::ReportHeldOut("xdeepfm", run, *trained, eval);
+  return samples::RunHeldOut("xdeepfm", run, MakeModelFn(o), MakePlantedRows, Input);
 }
 
 StatusOr<XDeepFmOptions> ParseOptions(int argc, char** argv) {
