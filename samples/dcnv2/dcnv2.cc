@@ -36,6 +36,7 @@
 #include "fmt/format.h"
 #include "recsdk/config_file.h"
 #include "recsdk/recsdk.h"
+#include "samples/common/flags.h"
 
 // Debian's Abseil (20220623) has no status macros and recsdk keeps its own internal; a user
 // program defines these two, as here.
@@ -408,21 +409,7 @@ StatusOr<Dcnv2Options> ParseOptions(int argc, char** argv) {
     return absl::OkStatus();
   };
   if (const char* path = std::getenv("SESSION_CONFIG")) RETURN_IF_ERROR(read_session_config(path));
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--", 0) != 0) {
-      return absl::InvalidArgumentError(fmt::format("dcnv2: unexpected argument \"{}\"", arg));
-    }
-    arg = arg.substr(2);
-    std::string v;
-    if (const size_t eq = arg.find('='); eq != std::string::npos) {
-      v = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-    } else if (i + 1 < argc) {
-      v = argv[++i];
-    } else {
-      return absl::InvalidArgumentError(fmt::format("dcnv2: --{} needs a value", arg));
-    }
+  auto set = [&](const std::string& arg, const std::string& v) -> Status {
     char* end = nullptr;
     auto integer = [&]() -> StatusOr<int64_t> {
       const long long n = std::strtoll(v.c_str(), &end, 10);
@@ -494,10 +481,11 @@ StatusOr<Dcnv2Options> ParseOptions(int argc, char** argv) {
     } else if (arg == "session_config") {
       RETURN_IF_ERROR(read_session_config(v));
     } else {
-      return absl::InvalidArgumentError(
-          fmt::format("dcnv2: unknown flag --{}; see samples/dcnv2/dcnv2.h for the flags", arg));
+      return samples::UnknownFlag("dcnv2", arg);
     }
-  }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(samples::ForEachFlag("dcnv2", argc, argv, set));
   RETURN_IF_ERROR(Validate(o));
   return o;
 }

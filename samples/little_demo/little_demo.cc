@@ -27,6 +27,7 @@
 #include "recsdk/estimator.h"
 #include "recsdk/initialize.h"
 #include "recsdk/recsdk.h"
+#include "samples/common/planted.h"
 
 namespace little_demo {
 namespace {
@@ -39,14 +40,7 @@ constexpr int64_t kPaddingKey = -1;
 constexpr int64_t kStartTime = 1700000000;
 
 // Planted weight of an id for a head: a fixed pseudo-random value in [-1, 1].
-double Weight(uint64_t table, uint64_t head, int64_t id) {
-  uint64_t x = static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ull + table * 0xBF58476D1CE4E5B9ull +
-               head * 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  x *= 0xD6E8FEB86CD8B4D5ull;
-  x ^= x >> 29;
-  return static_cast<double>(x >> 11) / static_cast<double>(1ull << 53) * 2 - 1;
-}
+using samples::PlantedWeight;
 
 struct Rows {
   std::vector<int64_t> user, item, timestamp;
@@ -72,14 +66,14 @@ Rows MakeRows(int64_t n, uint64_t stream, bool padding) {
       r.user.push_back(id);
       if (id == kPaddingKey) continue;
       const double scale = 1.5 / (1.0 + static_cast<double>(id) / 1000.0);
-      for (int h = 0; h < 2; ++h) logit[h] += scale * Weight(1, h, id);
+      for (int h = 0; h < 2; ++h) logit[h] += scale * PlantedWeight(1, h, id);
     }
     for (int j = 0; j < kItemIds; ++j) {
       const double u = uniform(rng);
       const int64_t id = static_cast<int64_t>(u * u * u * u * kItemVocab);
       r.item.push_back(id);
       const double scale = 0.8 / (1.0 + static_cast<double>(id) / 400.0);
-      for (int h = 0; h < 2; ++h) logit[h] += scale * Weight(2, h, id);
+      for (int h = 0; h < 2; ++h) logit[h] += scale * PlantedWeight(2, h, id);
     }
     for (int h = 0; h < 2; ++h) {
       r.logit[h].push_back(logit[h]);

@@ -21,58 +21,39 @@
 // Threading: one thread drives the Estimator (the key stage runs its own workers).
 #include "samples/mmoe/mmoe.h"
 
-#include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstdlib>
-#include <filesystem>
-#include <functional>
-#include <map>
-#include <memory>
-#include <random>
 #include <string>
 
 #include "fmt/format.h"
 #include "recsdk/estimator.h"
 #include "recsdk/recsdk.h"
+#include "samples/common/estimator_run.h"
+#include "samples/common/flags.h"
+#include "samples/common/planted.h"
 
 namespace mmoe {
 namespace {
 
 using namespace recsdk;  // NOLINT: a sample reads like user code
+using samples::PlantedWeight;
 
 constexpr int64_t kVocabulary[kFields] = {60, 40, 300, 150, 20, 500, 200, 30};
 constexpr int kLatentDim = 4;
 constexpr int kSharedPairs[][2] = {{0, 2}, {1, 5}, {3, 6}, {2, 7}, {4, 5}};
 
-// Planted weight: a fixed pseudo-random value in [-1, 1] of (table, a, b).
-double Weight(uint64_t table, uint64_t a, int64_t b) {
-  uint64_t x = static_cast<uint64_t>(b) * 0x9E3779B97F4A7C15ull + table * 0xBF58476D1CE4E5B9ull +
-               a * 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  x *= 0xD6E8FEB86CD8B4D5ull;
-  x ^= x >> 29;
-  return static_cast<double>(x >> 11) / static_cast<double>(1ull << 53) * 2 - 1;
-}
-
-// Key of an id of field f: one table holds every field.
-int64_t Key(int f, int64_t id) { return (static_cast<int64_t>(f) << 32) | id; }
-
+// Input: every field's ids in one column (one table holds every field), one label column a task.
 InputFn Input(const PlantedRows& rows, int64_t batch_size, bool training) {
-  return [&rows, batch_size, training]() -> StatusOr<std::unique_ptr<Dataset>> {
-    std::vector<int64_t> keys(rows.ids.size());
-    for (size_t i = 0; i < keys.size(); ++i) keys[i] = Key(i % kFields, rows.ids[i]);
-    std::vector<InMemoryColumn> columns = {{"ids", std::move(keys), kFields}};
-    for (int t = 0; t < kTasks; ++t) {
-      columns.push_back({fmt::format("label_{}", t),
-                         std::vector<float>(rows.labels[t].begin(), rows.labels[t].end()), 1});
-    }
-    auto data = InMemoryDataset(std::move(columns), 4096);
-    if (!data.ok()) return data.status();
-    BatchOptions batching;
-    batching.drop_remainder = training;
-    return BatchRows(*std::move(data), batch_size, batching);
-  };
+  return samples::BatchedInput(
+      [&rows]() {
+        std::vector<InMemoryColumn> columns = {
+            {"ids", samples::FieldKeys(rows.ids, kFields), kFields}};
+        for (int t = 0; t < kTasks; ++t) {
+          columns.push_back({fmt::format("label_{}", t),
+                             std::vector<float>(rows.labels[t].begin(), rows.labels[t].end()), 1});
+        }
+        return columns;
+      },
+      batch_size, training);
 }
 
 ModelFn MakeModelFn(const MmoeOptions& o) {
@@ -123,33 +104,18 @@ ModelFn MakeModelFn(const MmoeOptions& o) {
     }
     spec.loss = ops::AddN(s.WithOpName("loss"), losses);
     if (mode == ModeKeys::kTrain) {
-      AdamOptions adam_options;
-      adam_options.learning_rate = o.dense_learning_rate;
-      AdamOptimizer adam(adam_options);
-      auto dense = adam.Minimize(s, spec.loss);
-      if (!dense.ok()) return dense.status();
-      auto sparse = SparseMinimize(s, spec.loss);
-      if (!sparse.ok()) return sparse.status();
-      spec.train_op = ops::Group(s, {*dense, *sparse});
+      auto train_op = samples::TrainOp(s, spec.loss, o.dense_learning_rate);
+      if (!train_op.ok()) return train_op.status();
+      spec.train_op = *train_op;
     }
     return spec;
   };
 }
 
+// experts and expert_units are the MixtureOfExperts layer's to check: its error names them.
 Status Validate(const MmoeOptions& o) {
-  if (o.batch_size < 1 || o.train_rows < o.batch_size || o.eval_rows < 1) {
-    return absl::InvalidArgumentError(
-        fmt::format("mmoe: batch_size {} (>= 1), train_rows {} (at least one batch), eval_rows "
-                    "{} (>= 1)",
-                    o.batch_size, o.train_rows, o.eval_rows));
-  }
-  if (o.embedding_dim < 1 || o.tower_units.empty() || o.threads < 0) {
-    return absl::InvalidArgumentError(fmt::format(
-        "mmoe: embedding_dim {} (>= 1), tower_units ({} layers, >= 1), threads {} (>= 0)",
-        o.embedding_dim, o.tower_units.size(), o.threads));
-  }
-  // experts and expert_units are the MixtureOfExperts layer's to check: its error names them.
-  return absl::OkStatus();
+  return samples::ValidateRunOptions("mmoe", samples::RunOptionsOf(o), "tower_units",
+                                     o.tower_units);
 }
 
 }  // namespace
@@ -157,21 +123,19 @@ Status Validate(const MmoeOptions& o) {
 int64_t FieldVocabulary(int f) { return kVocabulary[f]; }
 
 PlantedRows MakePlantedRows(int64_t n, uint64_t stream) {
-  std::mt19937_64 rng(0x33033E + stream);
-  std::uniform_real_distribution<double> uniform(0, 1);
+  samples::PlantedStream draw(0x33033E + stream);
   PlantedRows r;
   r.n = n;
   r.ids.resize(n * kFields);
   double z[kFields][kLatentDim];
   for (int64_t i = 0; i < n; ++i) {
     int64_t* ids = &r.ids[i * kFields];
+    draw.DrawIds(kVocabulary, kFields, ids);
     double shared = 0, own[kTasks] = {-0.3, -1.0};
     for (int f = 0; f < kFields; ++f) {
-      const double u = uniform(rng);
-      ids[f] = std::min<int64_t>(kVocabulary[f] - 1, static_cast<int64_t>(u * u * kVocabulary[f]));
-      shared += 0.3 * Weight(1, f, ids[f]);
-      for (int t = 0; t < kTasks; ++t) own[t] += 0.35 * Weight(2 + t, f, ids[f]);
-      for (int k = 0; k < kLatentDim; ++k) z[f][k] = Weight(4 + k, f, ids[f]);
+      shared += 0.3 * PlantedWeight(1, f, ids[f]);
+      for (int t = 0; t < kTasks; ++t) own[t] += 0.35 * PlantedWeight(2 + t, f, ids[f]);
+      for (int k = 0; k < kLatentDim; ++k) z[f][k] = PlantedWeight(4 + k, f, ids[f]);
     }
     for (const auto& p : kSharedPairs)
       for (int k = 0; k < kLatentDim; ++k) shared += 0.6 * z[p[0]][k] * z[p[1]][k];
@@ -179,7 +143,7 @@ PlantedRows MakePlantedRows(int64_t n, uint64_t stream) {
     for (int t = 0; t < kTasks; ++t) {
       const double logit = shared + own[t];
       r.logits[t].push_back(logit);
-      r.labels[t].push_back(uniform(rng) < 1 / (1 + std::exp(-logit)) ? 1.0f : 0.0f);
+      r.labels[t].push_back(draw.DrawLabel(logit));
     }
   }
   return r;
@@ -187,7 +151,8 @@ PlantedRows MakePlantedRows(int64_t n, uint64_t stream) {
 
 StatusOr<MmoeResult> Run(const MmoeOptions& o) {
   if (Status s = Validate(o); !s.ok()) return s;
-  std::FILE* out = o.out != nullptr ? o.out : stdout;
+  const samples::RunOptions run = samples::RunOptionsOf(o);
+  std::FILE* out = samples::OutputOf(run);
   std::fprintf(out,
                "mmoe: %lld train rows, %lld held-out rows, batch %lld; dim %d, %lld experts %s, "
                "towers %s\n",
@@ -198,35 +163,16 @@ StatusOr<MmoeResult> Run(const MmoeOptions& o) {
                fmt::format("{}", fmt::join(o.tower_units, "-")).c_str());
   const PlantedRows train = MakePlantedRows(o.train_rows, 2 * o.seed);
   const PlantedRows eval = MakePlantedRows(o.eval_rows, 2 * o.seed + 1);
-  if (!o.model_dir.empty()) std::filesystem::remove_all(o.model_dir);
-
-  RunConfig config;
-  config.model_dir = o.model_dir;
-  config.save_checkpoints_secs = 0;  // one checkpoint, at the end of Train
-  config.log_step_count_steps = std::max<int64_t>(1, o.train_rows / o.batch_size / 5);
-  config.seed = o.seed;
-  config.session_config.intra_op_parallelism = o.threads;
-  EstimatorOptions options;
-  options.label_columns = {"label_0", "label_1"};
-  options.log = out;
-  auto est = Estimator::Create(MakeModelFn(o), config, {}, options);
-  if (!est.ok()) return est.status();
-
+  auto trained = samples::TrainAndEvaluate(
+      run, MakeModelFn(o), Input(train, o.batch_size, /*training=*/true),
+      Input(eval, o.batch_size, /*training=*/false), {"label_0", "label_1"});
+  if (!trained.ok()) return trained.status();
   MmoeResult result;
-  const auto start = std::chrono::steady_clock::now();
-  if (Status s = (*est)->Train(Input(train, o.batch_size, /*training=*/true)); !s.ok()) return s;
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  auto step = (*est)->global_step();
-  if (!step.ok()) return step.status();
-  result.steps = *step;
-  result.train_samples_per_second = seconds > 0 ? result.steps * o.batch_size / seconds : 0;
-  auto metrics = (*est)->Evaluate(Input(eval, o.batch_size, /*training=*/false));
-  if (!metrics.ok()) return metrics.status();
+  result.steps = trained->steps;
+  result.train_samples_per_second = trained->train_samples_per_second;
   for (int t = 0; t < kTasks; ++t) {
-    result.auc[t] = metrics->at(fmt::format("auc_{}", t));
-    std::vector<float> planted(eval.logits[t].begin(), eval.logits[t].end());
-    auto planted_auc = Auc(planted, eval.labels[t]);
+    result.auc[t] = trained->metrics.at(fmt::format("auc_{}", t));
+    auto planted_auc = samples::PlantedAuc(eval.logits[t], eval.labels[t]);
     if (!planted_auc.ok()) return planted_auc.status();
     result.planted_auc[t] = *planted_auc;
   }
@@ -253,69 +199,13 @@ StatusOr<MmoeResult> Run(const MmoeOptions& o) {
 
 StatusOr<MmoeOptions> ParseOptions(int argc, char** argv) {
   MmoeOptions o;
-  std::string bad;  // the first bad value's message
-  auto integer = [&bad](const std::string& name, const std::string& v, auto* out) {
-    char* end = nullptr;
-    const long long n = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0') bad = fmt::format("mmoe: --{}={} is not an integer", name, v);
-    *out = static_cast<std::remove_pointer_t<decltype(out)>>(n);
-  };
-  auto real = [&bad](const std::string& name, const std::string& v, double* out) {
-    char* end = nullptr;
-    *out = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end != '\0' || !std::isfinite(*out) || *out <= 0) {
-      bad = fmt::format("mmoe: --{}={} is not a number > 0", name, v);
-    }
-  };
-  auto list = [&](const std::string& name, const std::string& v, std::vector<int64_t>* out) {
-    out->clear();
-    for (size_t p = 0; p <= v.size() && bad.empty();) {
-      const size_t q = std::min(v.find(',', p), v.size());
-      int64_t units = 0;
-      integer(name, v.substr(p, q - p), &units);
-      if (bad.empty() && units < 1) bad = fmt::format("mmoe: --{}={}: a layer < 1", name, v);
-      out->push_back(units);
-      p = q + 1;
-    }
-  };
-  using Setter = std::function<void(const std::string& name, const std::string& v)>;
-  const std::map<std::string, Setter> flags = {
-      {"train_rows", [&](auto& n, auto& v) { integer(n, v, &o.train_rows); }},
-      {"eval_rows", [&](auto& n, auto& v) { integer(n, v, &o.eval_rows); }},
-      {"batch_size", [&](auto& n, auto& v) { integer(n, v, &o.batch_size); }},
-      {"embedding_dim", [&](auto& n, auto& v) { integer(n, v, &o.embedding_dim); }},
-      {"threads", [&](auto& n, auto& v) { integer(n, v, &o.threads); }},
-      {"seed", [&](auto& n, auto& v) { integer(n, v, &o.seed); }},
-      {"sparse_learning_rate", [&](auto& n, auto& v) { real(n, v, &o.sparse_learning_rate); }},
-      {"dense_learning_rate", [&](auto& n, auto& v) { real(n, v, &o.dense_learning_rate); }},
-      {"model_dir", [&](auto&, auto& v) { o.model_dir = v; }},
-      {"experts", [&](auto& n, auto& v) { integer(n, v, &o.experts); }},
-      {"expert_units", [&](auto& n, auto& v) { list(n, v, &o.expert_units); }},
-      {"tower_units", [&](auto& n, auto& v) { list(n, v, &o.tower_units); }},
-  };
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--", 0) != 0) {
-      return absl::InvalidArgumentError(fmt::format("mmoe: unexpected argument \"{}\"", arg));
-    }
-    arg = arg.substr(2);
-    std::string v;
-    if (const size_t eq = arg.find('='); eq != std::string::npos) {
-      v = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-    } else if (i + 1 < argc) {
-      v = argv[++i];
-    } else {
-      return absl::InvalidArgumentError(fmt::format("mmoe: --{} needs a value", arg));
-    }
-    const auto flag = flags.find(arg);
-    if (flag == flags.end()) {
-      return absl::InvalidArgumentError(
-          fmt::format("mmoe: unknown flag --{}; see samples/mmoe/mmoe.h for the flags", arg));
-    }
-    flag->second(arg, v);
-    if (!bad.empty()) return absl::InvalidArgumentError(bad);
-  }
+  samples::Flags flags("mmoe");
+  samples::AddRunFlags(&flags, &o);
+  flags.PositiveNumber("sparse_learning_rate", &o.sparse_learning_rate);
+  flags.Integer("experts", &o.experts);
+  flags.LayerSizes("expert_units", &o.expert_units);
+  flags.LayerSizes("tower_units", &o.tower_units);
+  if (Status s = flags.Parse(argc, argv); !s.ok()) return s;
   if (Status s = Validate(o); !s.ok()) return s;
   return o;
 }

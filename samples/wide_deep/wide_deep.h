@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "recsdk/status.h"
+#include "samples/common/planted.h"
 
 namespace wide_deep {
 
@@ -46,12 +47,7 @@ recsdk::StatusOr<WideDeepOptions> ParseOptions(int argc, char** argv);
 
 // PlantedRows: n samples of the planted model: kFields ids per sample (field f draws from
 // 0..FieldVocabulary(f) - 1), the label drawn from sigmoid(logit), and the logit itself.
-struct PlantedRows {
-  int64_t n = 0;
-  std::vector<int64_t> ids;  // [n][kFields]
-  std::vector<float> labels;
-  std::vector<double> logits;
-};
+using PlantedRows = samples::PlantedRows;
 
 // MakePlantedRows: rows of random stream `stream` (train and eval use different streams).
 PlantedRows MakePlantedRows(int64_t n, uint64_t stream);
@@ -63,12 +59,7 @@ std::pair<int, int> CrossFields(int c);
 int64_t CrossId(int c, const int64_t* sample_ids);
 
 // WideDeepResult: held-out AUC, the planted model's AUC on the same rows, the throughput.
-struct WideDeepResult {
-  double auc = 0;
-  double planted_auc = 0;
-  double train_samples_per_second = 0;
-  int64_t steps = 0;
-};
+using WideDeepResult = samples::HeldOutResult;
 
 // Run: makes the planted data, trains one epoch with the Estimator, evaluates the held-out rows;
 // prints the Estimator's progress lines, samples/s and the AUC beside the planted model's.

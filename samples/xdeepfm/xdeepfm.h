@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "recsdk/status.h"
+#include "samples/common/planted.h"
 
 namespace xdeepfm {
 
@@ -38,12 +39,7 @@ recsdk::StatusOr<XDeepFmOptions> ParseOptions(int argc, char** argv);
 
 // PlantedRows: n samples of the planted model: kFields ids per sample (field f draws from
 // 0..FieldVocabulary(f) - 1), the label drawn from sigmoid(logit), and the logit itself.
-struct PlantedRows {
-  int64_t n = 0;
-  std::vector<int64_t> ids;  // [n][kFields]
-  std::vector<float> labels;
-  std::vector<double> logits;
-};
+using PlantedRows = samples::PlantedRows;
 
 // MakePlantedRows: rows of random stream `stream` (train and eval use different streams).
 PlantedRows MakePlantedRows(int64_t n, uint64_t stream);
@@ -51,12 +47,7 @@ PlantedRows MakePlantedRows(int64_t n, uint64_t stream);
 int64_t FieldVocabulary(int f);
 
 // XDeepFmResult: held-out AUC, the planted model's AUC on the same rows, the throughput.
-struct XDeepFmResult {
-  double auc = 0;
-  double planted_auc = 0;
-  double train_samples_per_second = 0;
-  int64_t steps = 0;
-};
+using XDeepFmResult = samples::HeldOutResult;
 
 // Run: makes the planted data, trains one epoch with the Estimator, evaluates the held-out rows;
 // prints the Estimator's progress lines, samples/s and the AUC beside the planted model's.

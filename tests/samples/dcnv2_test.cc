@@ -5,8 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -17,55 +15,33 @@
 
 #include "fmt/format.h"
 #include "recsdk/metrics.h"
+#include "tests/samples/sample_test_util.h"
 
 namespace dcnv2 {
 namespace {
 
-// LogisticRegression: one weight per (field, id) and per dense feature (the reader's log1p
-// values) and a bias, trained by per-coordinate Adagrad on the log loss, one sample at a time,
-// with L2 on the weights a sample touches. Returns the held-out AUC.
-double LogisticRegressionAuc(const PlantedRows& train, const PlantedRows& eval, int epochs,
-                             double lr, double l2) {
-  // Weight and squared-gradient sum of (field, id) at offset[f] + id.
-  std::vector<int64_t> offset(kSparseFields + 1, 0);
-  for (int f = 0; f < kSparseFields; ++f) offset[f + 1] = offset[f] + FieldVocabulary(f) + 1;
-  std::vector<double> w(offset.back(), 0.0), gw(offset.back(), 1e-6);
-  std::vector<double> wd(kDenseFields, 0.0), gd(kDenseFields, 1e-6);
-  double bias = 0, gb = 1e-6;
-  auto score = [&](const PlantedRows& r, int64_t i) {
-    double z = bias;
-    for (int d = 0; d < kDenseFields; ++d) z += wd[d] * DenseValue(r.counts[i * kDenseFields + d]);
-    for (int f = 0; f < kSparseFields; ++f) {
-      const int64_t id = r.ids[i * kSparseFields + f];
-      if (id != 0) z += w[offset[f] + id];
-    }
-    return z;
-  };
-  for (int e = 0; e < epochs; ++e) {
-    for (int64_t i = 0; i < train.n; ++i) {
-      const double g = 1 / (1 + std::exp(-score(train, i))) - train.labels[i];
-      gb += g * g;
-      bias -= lr * g / std::sqrt(gb);
-      for (int d = 0; d < kDenseFields; ++d) {
-        const double gi = g * DenseValue(train.counts[i * kDenseFields + d]) + l2 * wd[d];
-        gd[d] += gi * gi;
-        wd[d] -= lr * gi / std::sqrt(gd[d]);
-      }
-      for (int f = 0; f < kSparseFields; ++f) {
-        const int64_t id = train.ids[i * kSparseFields + f];
-        if (id == 0) continue;
-        const int64_t k = offset[f] + id;
-        const double gi = g + l2 * w[k];
-        gw[k] += gi * gi;
-        w[k] -= lr * gi / std::sqrt(gw[k]);
-      }
-    }
+// Linear: one weight per (field, id) and per dense feature (the reader's log1p values), at
+// offset[f] + id and offset.back() + d; an empty field (id 0) has none.
+struct Linear {
+  std::vector<int64_t> offset = std::vector<int64_t>(kSparseFields + 1, 0);
+  Linear() {
+    for (int f = 0; f < kSparseFields; ++f) offset[f + 1] = offset[f] + FieldVocabulary(f) + 1;
   }
-  std::vector<float> scores;
-  for (int64_t i = 0; i < eval.n; ++i) scores.push_back(static_cast<float>(score(eval, i)));
-  auto auc = recsdk::Auc(scores, eval.labels);
-  return auc.ok() ? *auc : 0;
-}
+  int64_t weights() const { return offset.back() + kDenseFields; }
+  sample_test::LinearRows Rows(const PlantedRows& r) const {
+    return {r.n,
+            [this, &r](int64_t i, std::vector<sample_test::LinearFeature>* out) {
+              for (int d = 0; d < kDenseFields; ++d) {
+                out->push_back({offset.back() + d, DenseValue(r.counts[i * kDenseFields + d])});
+              }
+              for (int f = 0; f < kSparseFields; ++f) {
+                const int64_t id = r.ids[i * kSparseFields + f];
+                if (id != 0) out->push_back({offset[f] + id});
+              }
+            },
+            &r.labels};
+  }
+};
 
 // TempDir: a fresh directory for one run's data files (104 MB at the learning test's size),
 // removed when the ScopedDir goes.
@@ -110,18 +86,11 @@ TEST(Dcnv2SampleTest, BeatsLogisticRegressionAndNearsThePlantedModel) {
   // best of a few settings, scored on the held-out rows themselves: if anything, flattering LR.
   const PlantedRows train = MakePlantedRows(o.train_rows, 2 * o.seed);
   const PlantedRows eval = MakePlantedRows(o.eval_rows, 2 * o.seed + 1);
-  double lr_auc = 0;
-  for (const auto& [epochs, rate] :
-       std::vector<std::pair<int, double>>{{1, 0.05}, {1, 0.1}, {3, 0.05}}) {
-    const double auc = LogisticRegressionAuc(train, eval, epochs, rate, 1e-4);
-    std::fprintf(stderr, "LR epochs %d rate %.2f: AUC %.4f\n", epochs, rate, auc);
-    lr_auc = std::max(lr_auc, auc);
-  }
-  std::fprintf(stderr, "DCNv2 %.4f, best LR %.4f, planted %.4f\n", result->auc, lr_auc,
-               result->planted_auc);
-  EXPECT_GT(result->auc, lr_auc + kMarginOverLogisticRegression);
-  EXPECT_GT(result->auc, result->planted_auc - kDistanceToPlanted);
-  EXPECT_LT(result->auc, result->planted_auc);
+  const Linear linear;
+  const double lr_auc = sample_test::BestLogisticRegressionAuc(linear.weights(), linear.Rows(train),
+                                                               linear.Rows(eval));
+  sample_test::ExpectLearned("DCNv2", result->auc, lr_auc, result->planted_auc,
+                             {kMarginOverLogisticRegression, kDistanceToPlanted});
 }
 
 // The other cross structures, the stacked layout and LayerNorm build and learn something on a
@@ -151,24 +120,15 @@ TEST(Dcnv2SampleTest, VariantsTrain) {
 }
 
 TEST(Dcnv2SampleTest, BadFlagsAreRefused) {
-  auto parse = [](std::vector<std::string> args) {
-    args.insert(args.begin(), "dcnv2");
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    return ParseOptions(static_cast<int>(argv.size()), argv.data()).status();
-  };
-  EXPECT_TRUE(parse({"--cross=mixture", "--rank", "4"}).ok());
-  for (const auto& [flag, what] : std::vector<std::pair<std::string, std::string>>{
-           {"--cross=diagonal", "not full, low_rank or mixture"},
-           {"--structure=tower", "not parallel or stacked"},
-           {"--batch_size=x", "not an integer"},
-           {"--deep_units=64,,32", "not a positive integer"},
-           {"--train_rows=10", "at least one batch"},
-           {"--bogus=1", "unknown flag --bogus"}}) {
-    const recsdk::Status st = parse({flag});
-    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << flag;
-    EXPECT_NE(std::string(st.message()).find(what), std::string::npos) << st;
-  }
+  EXPECT_TRUE(
+      sample_test::ParseStatus(ParseOptions, "dcnv2", {"--cross=mixture", "--rank", "4"}).ok());
+  sample_test::ExpectRefused(ParseOptions, "dcnv2",
+                             {{"--cross=diagonal", "not full, low_rank or mixture"},
+                              {"--structure=tower", "not parallel or stacked"},
+                              {"--batch_size=x", "not an integer"},
+                              {"--deep_units=64,,32", "not a positive integer"},
+                              {"--train_rows=10", "at least one batch"},
+                              {"--bogus=1", "unknown flag --bogus"}});
   // A rank the cross layer refuses surfaces from Run as the layer's error, not a crash.
   Dcnv2Options o;
   o.train_rows = 1024;
