@@ -1,6 +1,7 @@
 // create_communicator.cc: the choice between the local and the multi-process communicator.
 #include "src/dist/create_communicator.h"
 
+#include <cstdlib>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -66,6 +67,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const LaunchEnv
 absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(Deadline deadline) {
   absl::StatusOr<LaunchEnvironment> env = ReadLaunchEnvironment();
   if (!env.ok()) return env.status();
+  // The spec's PS-worker scripts set TF_CONFIG: it must describe this job (launch_env.h).
+  absl::Status tf_config =
+      CheckTfConfig(*env, [](const char* name) -> const char* { return std::getenv(name); });
+  if (!tf_config.ok()) return tf_config;
   return CreateCommunicator(*env, deadline);
 }
 

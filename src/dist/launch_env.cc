@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "fmt/format.h"
+#include "nlohmann/json.hpp"
 
 namespace recsdk::dist {
 namespace {
@@ -96,6 +97,72 @@ absl::StatusOr<LaunchEnvironment> ReadLaunchEnvironment(EnvLookup lookup) {
     return env;
   }
   return env;
+}
+
+absl::Status CheckTfConfig(const LaunchEnvironment& env, EnvLookup lookup) {
+  const char* text = lookup("TF_CONFIG");
+  if (text == nullptr || *text == '\0') return absl::OkStatus();
+  // The cluster's tasks in TensorFlow's order: the chief, the workers, the parameter servers.
+  constexpr const char* kRoles[] = {"chief", "worker", "ps"};
+  int64_t counts[3] = {0, 0, 0};
+  std::string type;
+  int64_t index = -1;
+  try {
+    const nlohmann::json doc = nlohmann::json::parse(text);
+    const nlohmann::json& cluster = doc.at("cluster");
+    for (int r = 0; r < 3; ++r) {
+      if (cluster.contains(kRoles[r])) counts[r] = static_cast<int64_t>(cluster[kRoles[r]].size());
+    }
+    type = doc.at("task").at("type").get<std::string>();
+    index = doc.at("task").at("index").get<int64_t>();
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(fmt::format(
+        "TF_CONFIG is not the JSON of a cluster and a task ({}): it needs {{\"cluster\": "
+        "{{\"worker\": [...]}}, \"task\": {{\"type\": \"worker\", \"index\": 0}}}}",
+        e.what()));
+  }
+  const int64_t tasks = counts[0] + counts[1] + counts[2];
+  int64_t position = -1;  // this task's place in the cluster's order
+  int64_t before = 0;
+  for (int r = 0; r < 3; ++r) {
+    if (type == kRoles[r]) {
+      if (index < 0 || index >= counts[r]) {
+        return absl::InvalidArgumentError(
+            fmt::format("TF_CONFIG: task {} {} is not in the cluster, which lists {} {} task(s)",
+                        type, index, counts[r], type));
+      }
+      position = before + index;
+    }
+    before += counts[r];
+  }
+  if (position < 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "TF_CONFIG: task type \"{}\" is not chief, worker or ps (an evaluator runs apart from "
+        "the job: start it without mpirun)",
+        type));
+  }
+  if (type == "ps") {
+    return absl::FailedPreconditionError(fmt::format(
+        "TF_CONFIG makes this process ps {}: under recsdk every rank holds a shard of every table "
+        "and trains, so there are no separate parameter servers; list every process as chief or "
+        "worker (TF_CONFIG's ps tasks become workers, docs/distributed.md)",
+        index));
+  }
+  if (tasks != env.size) {
+    return absl::FailedPreconditionError(fmt::format(
+        "TF_CONFIG lists {} tasks (chief {}, worker {}, ps {}) but {} started {} rank(s); "
+        "start one rank per task (mpirun -np {})",
+        tasks, counts[0], counts[1], counts[2],
+        env.under_launcher() ? env.launcher : std::string("no launcher"), env.size, tasks));
+  }
+  if (position != env.rank) {
+    return absl::FailedPreconditionError(fmt::format(
+        "TF_CONFIG makes this process {} {} (task {} of the cluster: chief first, then the "
+        "workers) but it is rank {} ({}); give each rank the TF_CONFIG of its own task, e.g. "
+        "built from {}",
+        type, index, position, env.rank, env.rank_variable, env.rank_variable));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<LaunchEnvironment> ReadLaunchEnvironment() {

@@ -49,6 +49,16 @@ absl::StatusOr<LaunchEnvironment> ReadLaunchEnvironment(EnvLookup lookup);
 // ReadLaunchEnvironment: the same, from this process's environment.
 absl::StatusOr<LaunchEnvironment> ReadLaunchEnvironment();
 
+// CheckTfConfig: the spec's PS-worker scripts describe the job in TF_CONFIG ({"cluster":
+// {"chief": [...], "worker": [...], "ps": [...]}, "task": {"type", "index"}}). Under recsdk the
+// launcher's ranks are the job, and every rank both holds a shard of every table and trains (the
+// parameter server is built into the workers), so TF_CONFIG, when set, must agree with them:
+// as many tasks as ranks, and this process's task (chief first, then the workers, then the ps
+// tasks) at its rank. OK when TF_CONFIG is unset; InvalidArgument naming TF_CONFIG when it is
+// not such JSON; FailedPrecondition naming both sides when it disagrees with the launcher, and
+// for a "ps" task (list it as a worker: every rank is one).
+absl::Status CheckTfConfig(const LaunchEnvironment& env, EnvLookup lookup);
+
 }  // namespace recsdk::dist
 
 #endif  // RECSDK_DIST_LAUNCH_ENV_H_

@@ -514,5 +514,43 @@ TEST(CreateCommunicatorTest, ARegisteredFactoryServesEveryLaunchOnly) {
   SetMultiProcessCommunicator("", nullptr);
 }
 
+TEST(LaunchEnvironmentTest, TfConfigMustDescribeTheLaunchersRanks) {
+  LaunchEnvironment env;
+  env.launcher = "Open MPI";
+  env.rank_variable = "OMPI_COMM_WORLD_RANK";
+  env.size = 3;
+  auto check = [&](int rank, const std::string& tf_config) {
+    env.rank = rank;
+    const Lookup lookup{{{"TF_CONFIG", tf_config}}};
+    return CheckTfConfig(env, lookup);
+  };
+  const std::string cluster = R"("cluster": {"chief": ["a:1"], "worker": ["b:1", "c:1"]})";
+  // Chief first, then the workers: worker 1 is the third task, rank 2.
+  EXPECT_TRUE(check(0, "{" + cluster + R"(, "task": {"type": "chief", "index": 0}})").ok());
+  EXPECT_TRUE(check(2, "{" + cluster + R"(, "task": {"type": "worker", "index": 1}})").ok());
+  EXPECT_TRUE(CheckTfConfig(env, Lookup{}).ok()) << "unset: nothing to check";
+
+  const Status wrong_rank =
+      check(1, "{" + cluster + R"(, "task": {"type": "worker", "index": 1}})");
+  EXPECT_EQ(wrong_rank.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(wrong_rank.message()),
+              AllOf(HasSubstr("worker 1 (task 2"), HasSubstr("rank 1 (OMPI_COMM_WORLD_RANK)")));
+  const Status wrong_size = check(
+      0, R"({"cluster": {"worker": ["b:1", "c:1"]}, "task": {"type": "worker", "index": 0}})");
+  EXPECT_EQ(wrong_size.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(wrong_size.message()), HasSubstr("lists 2 tasks"));
+  EXPECT_THAT(std::string(wrong_size.message()), HasSubstr("mpirun -np 2"));
+  const Status ps = check(
+      2,
+      R"({"cluster": {"worker": ["b:1", "c:1"], "ps": ["p:1"]}, "task": {"type": "ps", "index": 0}})");
+  EXPECT_EQ(ps.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(ps.message()), HasSubstr("no separate parameter servers"));
+  EXPECT_EQ(check(0, "not json").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(check(0, "{" + cluster + R"(, "task": {"type": "worker", "index": 5}})").code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(check(0, "{" + cluster + R"(, "task": {"type": "evaluator", "index": 0}})").code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace recsdk::dist
