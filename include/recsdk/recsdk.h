@@ -12,6 +12,7 @@
 #include "recsdk/export.h"
 #include "recsdk/feature_spec.h"
 #include "recsdk/gradients.h"
+#include "recsdk/hash_optimizers.h"
 #include "recsdk/graph.h"
 #include "recsdk/hooks.h"
 #include "recsdk/initialize.h"

@@ -35,9 +35,17 @@ StatusOr<SparseTable> create_table(const Scope& scope, const TableConfig& config
   if (!scope.ok()) return scope.status();
   // init(use_dynamic_expansion = true) is the spec's job-wide switch (mx-rec's create_table reads
   // ConfigInitializer's): every table created after it grows as keys arrive. A table that cannot
-  // is an error naming init's option, never a table silently left without it.
+  // is an error naming init's option, never a table silently left without it. A table handed
+  // back under variable reuse keeps what it was created with.
+  bool reusing = false;
+  if (scope.variable_reuse() != VariableReuse::kNone) {
+    for (const std::string& name : scope.graph()->Collection(kSparseTables)) {
+      const Node* n = scope.graph()->FindNode(name);
+      if (n != nullptr && n->StringAttr("table_name") == config_in.name) reusing = true;
+    }
+  }
   const ConfigInitializer* initializer = ConfigInitializer::Get();
-  const bool expansion_from_init = initializer != nullptr &&
+  const bool expansion_from_init = !reusing && initializer != nullptr &&
                                    initializer->options().use_dynamic_expansion &&
                                    !config_in.use_dynamic_expansion;
   TableConfig config = config_in;
