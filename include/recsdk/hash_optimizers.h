@@ -70,11 +70,27 @@ class HashOptimizer {
   // FromConfig: a HashOptimizer of an existing config (Validate's errors).
   static StatusOr<HashOptimizer> FromConfig(const SparseOptimizerConfig& config);
 
+  // CheckTable: OK when `table` was created with this optimizer (create_table fixes a table's
+  // optimizer: its rows carry the slots); otherwise InvalidArgument naming the table, both
+  // optimizers and `call` (the method the caller is in).
+  Status CheckTable(const SparseTable& table, const char* call) const;
+
  private:
   explicit HashOptimizer(SparseOptimizerConfig config) : config_(config) {}
-  Status CheckTable(const SparseTable& table, const char* call) const;
   SparseOptimizerConfig config_;
 };
+
+namespace internal {
+// GroupGradientsByTable: `grads` (one per lookup) as one SparseGradients per table of `tables`.
+std::vector<SparseGradients> GroupGradientsByTable(std::vector<SparseGrad> grads,
+                                                   const std::vector<SparseTable>& tables);
+// FlattenGradsAndVars: the SparseGrads of `grads_and_vars`, checked against `optimizer`
+// (CheckTable) and their pairing; InvalidArgument naming `who` and the table otherwise, or when
+// no gradient is left.
+StatusOr<std::vector<SparseGrad>> FlattenGradsAndVars(const HashOptimizer& optimizer,
+                                                      const SparseGradsAndVars& grads_and_vars,
+                                                      const std::string& who);
+}  // namespace internal
 
 // create_table with a HashOptimizer: create_table(scope, config, optimizer.config()).
 StatusOr<SparseTable> create_table(const Scope& scope, const TableConfig& config,

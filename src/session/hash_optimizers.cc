@@ -49,6 +49,11 @@ StatusOr<std::vector<SparseGradients>> HashOptimizer::compute_gradients(
   for (const SparseTable& t : tables) RECSDK_RETURN_IF_ERROR(CheckTable(t, "compute_gradients"));
   RECSDK_ASSIGN_OR_RETURN(std::vector<SparseGrad> grads,
                           ComputeSparseGradients(scope, loss, tables));
+  return internal::GroupGradientsByTable(std::move(grads), tables);
+}
+
+std::vector<SparseGradients> internal::GroupGradientsByTable(
+    std::vector<SparseGrad> grads, const std::vector<SparseTable>& tables) {
   std::vector<SparseGradients> out(tables.size());
   for (SparseGrad& g : grads) {
     for (size_t i = 0; i < tables.size(); ++i) {
@@ -61,29 +66,37 @@ StatusOr<std::vector<SparseGradients>> HashOptimizer::compute_gradients(
   return out;
 }
 
-StatusOr<Node*> HashOptimizer::apply_gradients(const Scope& scope,
-                                               const SparseGradsAndVars& grads_and_vars,
-                                               const SparseApplyOptions& options) const {
-  if (!scope.ok()) return scope.status();
+StatusOr<std::vector<SparseGrad>> internal::FlattenGradsAndVars(
+    const HashOptimizer& optimizer, const SparseGradsAndVars& grads_and_vars,
+    const std::string& who) {
   std::vector<SparseGrad> flat;
   for (const auto& [grads, table] : grads_and_vars) {
-    RECSDK_RETURN_IF_ERROR(CheckTable(table, "apply_gradients"));
+    RECSDK_RETURN_IF_ERROR(optimizer.CheckTable(table, who.c_str()));
     for (const SparseGrad& g : grads) {
       if (g.table_name != table.table_name()) {
         return absl::InvalidArgumentError(fmt::format(
-            "apply_gradients of {}: a gradient of table \"{}\" is paired with table \"{}\"; pair "
-            "each entry of compute_gradients' result with the var_list entry of the same index",
-            name(), g.table_name, table.table_name()));
+            "{} of {}: a gradient of table \"{}\" is paired with table \"{}\"; pair each entry "
+            "of compute_gradients' result with the var_list entry of the same index",
+            who, optimizer.name(), g.table_name, table.table_name()));
       }
       flat.push_back(g);
     }
   }
   if (flat.empty()) {
-    return absl::InvalidArgumentError(fmt::format(
-        "apply_gradients of {}: grads_and_vars holds no gradient; the loss depends on no "
-        "trainable sparse_lookup of the given tables",
-        name()));
+    return absl::InvalidArgumentError(
+        fmt::format("{} of {}: grads_and_vars holds no gradient; the loss depends on no trainable "
+                    "sparse_lookup of the given tables",
+                    who, optimizer.name()));
   }
+  return flat;
+}
+
+StatusOr<Node*> HashOptimizer::apply_gradients(const Scope& scope,
+                                               const SparseGradsAndVars& grads_and_vars,
+                                               const SparseApplyOptions& options) const {
+  if (!scope.ok()) return scope.status();
+  RECSDK_ASSIGN_OR_RETURN(std::vector<SparseGrad> flat,
+                          internal::FlattenGradsAndVars(*this, grads_and_vars, "apply_gradients"));
   return ApplySparseGradients(scope, flat, options);
 }
 

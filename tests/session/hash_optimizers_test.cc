@@ -60,8 +60,9 @@ struct Model {
 };
 
 // Four tables, one per rule, each looked up by its own id column; a small MLP; Adam for dense.
-// spec_way: the spec's objects; otherwise SparseOptimizerConfig and SparseMinimize.
-void Build(Model* m, bool spec_way) {
+// spec_way: the spec's objects; otherwise SparseOptimizerConfig and SparseMinimize. scaled: the
+// sparse side under static loss scaling 65536 (the guide's SparseLossScaleOptimizer).
+void Build(Model* m, bool spec_way, bool scaled = false) {
   Scope s(&m->graph);
   m->graph.set_random_seed(5);
   std::vector<Output> parts;
@@ -93,18 +94,22 @@ void Build(Model* m, bool spec_way) {
     for (int i = 0; i < 4; ++i) {
       EXPECT_EQ(sparse_variables[i].table_name(), kTables[i]);
       const std::vector<SparseTable> var_list = {sparse_variables[i]};
+      SparseLossScaleOptimizer loss_scaled(hash[i], 65536);
       std::vector<SparseGradients> sparse_grads =
-          ValueOrDie(hash[i].compute_gradients(s, m->loss, var_list));
+          scaled ? ValueOrDie(loss_scaled.compute_gradients(s, m->loss, var_list))
+                 : ValueOrDie(hash[i].compute_gradients(s, m->loss, var_list));
       ASSERT_EQ(sparse_grads.size(), 1u);
       SparseGradsAndVars grads_and_vars;
       for (size_t k = 0; k < sparse_grads.size(); ++k) {
         grads_and_vars.emplace_back(sparse_grads[k], var_list[k]);
       }
-      train.push_back(ValueOrDie(hash[i].apply_gradients(s, grads_and_vars)));
+      train.push_back(scaled ? ValueOrDie(loss_scaled.apply_gradients(s, grads_and_vars))
+                             : ValueOrDie(hash[i].apply_gradients(s, grads_and_vars)));
     }
   } else {
     train.push_back(ValueOrDie(adam.Minimize(s, m->loss)));
-    train.push_back(ValueOrDie(SparseMinimize(s, m->loss)));
+    train.push_back(scaled ? ValueOrDie(SparseLossScaleOptimizer(65536).Minimize(s, m->loss))
+                           : ValueOrDie(SparseMinimize(s, m->loss)));
   }
   m->train = ops::Group(s, train);
   m->init = GlobalVariablesInitializer(s);
@@ -157,12 +162,34 @@ TEST(HashOptimizersTest, SpecObjectsTrainExactlyAsSparseMinimize) {
   Build(&spec_way, true);
   const Trained expected = Train(&old_way);
   const Trained got = Train(&spec_way);
+  ASSERT_EQ(expected.losses.size(), 30u);
   EXPECT_EQ(got.losses, expected.losses);
   for (int i = 0; i < 4; ++i) {
     EXPECT_FALSE(expected.rows[i].empty()) << kTables[i];
     EXPECT_EQ(got.rows[i], expected.rows[i]) << kTables[i];
   }
   EXPECT_LT(expected.losses.back(), expected.losses.front() + 1.0f);
+}
+
+TEST(HashOptimizersTest, LossScaledSpecObjectsTrainAsTheScaledMinimize) {
+  Model old_way, spec_way;
+  Build(&old_way, false, true);
+  Build(&spec_way, true, true);
+  const Trained expected = Train(&old_way);
+  const Trained got = Train(&spec_way);
+  ASSERT_EQ(expected.losses.size(), 30u);
+  EXPECT_EQ(got.losses, expected.losses);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(got.rows[i], expected.rows[i]) << kTables[i];
+  // Without an inner optimizer the spec's methods are refused, naming the fix.
+  Graph g;
+  Scope s(&g);
+  SparseLossScaleOptimizer bare(65536);
+  auto refused = bare.compute_gradients(s, ops::Const(s, 1.0f));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(refused.status().message()).find("create_hash_optimizer"),
+            std::string::npos)
+      << refused.status();
 }
 
 TEST(HashOptimizersTest, MisuseNamesTheTableAndTheFix) {
