@@ -1,6 +1,6 @@
 // recsdk/hash_optimizers.h: the spec's sparse optimizer objects (mx_rec.optimizers.<rule>
-// .create_hash_optimizer and create_hash_optimizer_by_address) and get_dense_and_sparse_variable
-// (mx_rec.util.variable), for code ported from the spec's guides line by line.
+// .create_hash_optimizer and create_hash_optimizer_by_address), for code ported from the spec's
+// guides line by line; their var_list comes from get_dense_and_sparse_variable (estimator.h).
 //
 // A HashOptimizer is a SparseOptimizerConfig with the spec's methods. The rule lives in the
 // table (each row carries the optimizer's slots), so the optimizer is given to create_table, as
@@ -11,7 +11,7 @@
 //   auto sparse_optimizer = optimizers::lazy_adam::create_hash_optimizer({.learning_rate = 1e-3});
 //   auto table = create_table(scope, config, *sparse_optimizer);
 //   ...
-//   auto [dense_variables, sparse_variables] = *get_dense_and_sparse_variable(scope);
+//   auto [dense_variables, sparse_variables] = *get_dense_and_sparse_variable(&graph);
 //   auto sparse_grads = sparse_optimizer->compute_gradients(scope, loss, sparse_variables);
 //   // zip(sparse_grads, sparse_variables) -> grads_and_vars, then
 //   auto train = sparse_optimizer->apply_gradients(scope, grads_and_vars);
@@ -29,7 +29,6 @@
 #include "recsdk/scope.h"
 #include "recsdk/sparse_optimizers.h"
 #include "recsdk/status.h"
-#include "recsdk/variables.h"
 
 namespace recsdk {
 
@@ -95,13 +94,6 @@ StatusOr<std::vector<SparseGrad>> FlattenGradsAndVars(const HashOptimizer& optim
 // create_table with a HashOptimizer: create_table(scope, config, optimizer.config()).
 StatusOr<SparseTable> create_table(const Scope& scope, const TableConfig& config,
                                    const HashOptimizer& optimizer);
-
-// get_dense_and_sparse_variable: the graph's trainable dense variables (TrainableVariables) and
-// its sparse tables (every create_table of the graph, in creation order), as the spec's
-// mx_rec.util.variable returns them. InvalidArgument when a table's handle in the graph cannot
-// be read back (a graph not built by create_table).
-StatusOr<std::pair<std::vector<Variable>, std::vector<SparseTable>>> get_dense_and_sparse_variable(
-    const Scope& scope);
 
 // The spec's create_hash_optimizer of each mx_rec.optimizers module, with its parameters and
 // defaults (SparseOptimizerConfig documents each rule). Each returns InvalidArgument (Validate's,

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "fmt/format.h"
+#include "recsdk/estimator.h"
 #include "recsdk/ops.h"
 #include "src/common/status_macros.h"
 
@@ -286,7 +287,7 @@ StatusOr<std::vector<SparseGradients>> SparseLossScaleOptimizer::compute_gradien
   if (!scope.ok()) return scope.status();
   std::vector<SparseTable> tables = var_list;
   if (tables.empty()) {
-    RECSDK_ASSIGN_OR_RETURN(auto variables, get_dense_and_sparse_variable(scope));
+    RECSDK_ASSIGN_OR_RETURN(auto variables, get_dense_and_sparse_variable(scope.graph()));
     tables = std::move(variables.second);
   }
   for (const SparseTable& t : tables) {

@@ -1,11 +1,12 @@
-// hash_optimizers.cc: the spec's sparse optimizer objects and get_dense_and_sparse_variable
-// (recsdk/hash_optimizers.h), over ComputeSparseGradients / ApplySparseGradients (embedding.cc):
-// they add no op of their own, so a model built through them is the model built through those.
+// hash_optimizers.cc: the spec's sparse optimizer objects (recsdk/hash_optimizers.h), over
+// ComputeSparseGradients / ApplySparseGradients (embedding.cc): they add no op of their own, so a
+// model built through them is the model built through those.
 //
 // Threading: graph building is single-threaded, like Graph.
 #include "recsdk/hash_optimizers.h"
 
 #include "fmt/format.h"
+#include "recsdk/estimator.h"
 #include "src/common/status_macros.h"
 #include "src/table/table_config_json.h"
 
@@ -43,7 +44,7 @@ StatusOr<std::vector<SparseGradients>> HashOptimizer::compute_gradients(
   if (!scope.ok()) return scope.status();
   std::vector<SparseTable> tables = var_list;
   if (tables.empty()) {
-    RECSDK_ASSIGN_OR_RETURN(auto variables, get_dense_and_sparse_variable(scope));
+    RECSDK_ASSIGN_OR_RETURN(auto variables, get_dense_and_sparse_variable(scope.graph()));
     tables = std::move(variables.second);
   }
   for (const SparseTable& t : tables) RECSDK_RETURN_IF_ERROR(CheckTable(t, "compute_gradients"));
@@ -105,7 +106,7 @@ StatusOr<Node*> HashOptimizer::minimize(const Scope& scope, Output loss,
                                         const SparseApplyOptions& options) const {
   std::vector<SparseTable> tables = var_list;
   if (tables.empty()) {
-    RECSDK_ASSIGN_OR_RETURN(auto variables, get_dense_and_sparse_variable(scope));
+    RECSDK_ASSIGN_OR_RETURN(auto variables, get_dense_and_sparse_variable(scope.graph()));
     tables = std::move(variables.second);
   }
   RECSDK_ASSIGN_OR_RETURN(std::vector<SparseGradients> grads,
@@ -118,30 +119,6 @@ StatusOr<Node*> HashOptimizer::minimize(const Scope& scope, Output loss,
 StatusOr<SparseTable> create_table(const Scope& scope, const TableConfig& config,
                                    const HashOptimizer& optimizer) {
   return create_table(scope, config, optimizer.config());
-}
-
-StatusOr<std::pair<std::vector<Variable>, std::vector<SparseTable>>> get_dense_and_sparse_variable(
-    const Scope& scope) {
-  if (!scope.ok()) return scope.status();
-  Graph* g = scope.graph();
-  std::vector<SparseTable> tables;
-  // create_table under variable reuse hands back the graph's table of that name unchanged.
-  const Scope reuse = Scope(g).WithVariableReuse(VariableReuse::kAutoReuse);
-  for (const std::string& node_name : g->Collection(kSparseTables)) {
-    Node* n = g->FindNode(node_name);
-    if (n == nullptr) continue;
-    auto config = internal::TableConfigFromJson(n->StringAttr("table_config"));
-    auto optimizer = internal::OptimizerConfigFromJson(n->StringAttr("optimizer_config"));
-    if (!config.ok() || !optimizer.ok()) {
-      return absl::InvalidArgumentError(fmt::format(
-          "get_dense_and_sparse_variable: the table handle \"{}\" has no readable table or "
-          "optimizer config ({}); build tables with create_table",
-          node_name, !config.ok() ? config.status().message() : optimizer.status().message()));
-    }
-    RECSDK_ASSIGN_OR_RETURN(SparseTable t, create_table(reuse, *config, *optimizer));
-    tables.push_back(std::move(t));
-  }
-  return std::make_pair(TrainableVariables(*g), std::move(tables));
 }
 
 namespace optimizers {

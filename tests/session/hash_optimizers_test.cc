@@ -1,5 +1,5 @@
 // hash_optimizers_test.cc: the spec's sparse optimizer objects (src/session/hash_optimizers.cc):
-// a model trained through create_hash_optimizer / get_dense_and_sparse_variable /
+// a model trained through create_hash_optimizer / get_dense_and_sparse_variable (estimator.h) /
 // compute_gradients / apply_gradients equals the model trained through SparseOptimizerConfig and
 // SparseMinimize, for LazyAdam, Adagrad, SGD and FTRL; misuse names the table and the fix.
 #include "recsdk/hash_optimizers.h"
@@ -83,7 +83,7 @@ void Build(Model* m, bool spec_way, bool scaled = false) {
   AdamOptimizer adam(AdamOptions{.learning_rate = 0.01});
   std::vector<Node*> train;
   if (spec_way) {
-    auto [dense_variables, sparse_variables] = ValueOrDie(get_dense_and_sparse_variable(s));
+    auto [dense_variables, sparse_variables] = ValueOrDie(get_dense_and_sparse_variable(&m->graph));
     EXPECT_EQ(dense_variables.size(), TrainableVariables(m->graph).size());
     EXPECT_FALSE(dense_variables.empty());
     ASSERT_EQ(sparse_variables.size(), 4u);
