@@ -119,8 +119,10 @@ struct SparseLookupOptions {
   // unique rows are padded to send_count, and a batch with more unique keys is an error naming the
   // table, the count and the limit. Ignored (may be 0) with use_dynamic=true.
   int64_t send_count = 0;
-  // use_dynamic: dynamic shape (buffers sized per batch). Default true; false needs send_count > 0.
-  bool use_dynamic = true;
+  // use_dynamic: dynamic shape (buffers sized per batch); false needs send_count > 0. Unset
+  // (default): the job's setting, init's InitOptions::use_dynamic as the spec has it (true
+  // without init); set, it overrides init's for this lookup. Read when sparse_lookup is called.
+  std::optional<bool> use_dynamic;
   // is_train: training lookups count admissions, insert admitted keys and refresh timestamps;
   // evaluation lookups (false) only read (unknown keys read serving_default_value). Default true.
   bool is_train = true;

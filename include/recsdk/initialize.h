@@ -3,8 +3,9 @@
 //
 // init records the job's settings in the process-wide ConfigInitializer, which the Estimator
 // reads (train_steps, eval_steps, max_steps, save_steps, if_load, restore_model_version,
-// is_incremental_checkpoint, save_delta_checkpoints_secs) and model code reads as the spec's
-// scripts do (use_dynamic, use_dynamic_expansion: ConfigInitializer::Get()->options()). Unknown or
+// is_incremental_checkpoint, save_delta_checkpoints_secs), and which create_table and
+// sparse_lookup read as the spec's do (use_dynamic_expansion, use_dynamic: the defaults of the
+// tables and lookups made while init is in effect). Unknown or
 // contradictory settings are errors naming the setting (the Python original ignores unknown
 // ones). bind_cpu pins the process's threads to the cores of its local rank.
 // terminate_config_initializer stops every key stage still running, releases the settings, and
@@ -34,10 +35,15 @@ struct InitOptions {
   int64_t save_steps = -1;
   // if_load: restore the latest checkpoint of model_dir before training. Default false.
   bool if_load = false;
-  // use_dynamic: dynamic shapes for lookups (SparseLookupOptions::use_dynamic). Default true.
+  // use_dynamic: dynamic shapes for lookups. Takes effect on every sparse_lookup called while
+  // this init is in effect whose SparseLookupOptions::use_dynamic is unset (a lookup that sets it
+  // keeps its own); false then needs the lookup's send_count > 0 (static shape). Default true.
   bool use_dynamic = true;
-  // use_dynamic_expansion: tables grow as keys arrive (TableConfig::use_dynamic_expansion; needs
-  // a by-address sparse optimizer). Default false.
+  // use_dynamic_expansion: tables grow as keys arrive. true turns on
+  // TableConfig::use_dynamic_expansion for every create_table called while this init is in
+  // effect; such a table needs a by-address sparse optimizer, no host tier and no eviction, and
+  // create_table is an InvalidArgument naming this option where it has not. false leaves each
+  // table's own setting. Tables created before init are not changed. Default false.
   bool use_dynamic_expansion = false;
   // bind_cpu: pin the process's threads to the cores of its local rank (LOCAL_RANK /
   // OMPI_COMM_WORLD_LOCAL_RANK among LOCAL_SIZE / OMPI_COMM_WORLD_LOCAL_SIZE ranks, 0 of 1 by

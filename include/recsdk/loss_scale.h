@@ -25,10 +25,12 @@
 #define RECSDK_LOSS_SCALE_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "recsdk/embedding.h"
+#include "recsdk/hash_optimizers.h"
 #include "recsdk/optimizers.h"
 
 namespace recsdk {
@@ -93,11 +95,26 @@ class DenseLossScaleOptimizer : public Optimizer {
 // SparseLossScaleOptimizer: the same for the sparse tables' optimizers (which live in the tables,
 // SparseOptimizerConfig): ComputeGradients / ApplyGradients / Minimize mirror
 // ComputeSparseGradients / ApplySparseGradients / SparseMinimize in embedding.h.
+// With an inner HashOptimizer (the guide's SparseLossScaleOptimizer(sparse_optimizer, 65536)) it
+// also has the spec's compute_gradients / apply_gradients of hash_optimizers.h, scaled, and
+// those check each table was created with the inner optimizer.
 class SparseLossScaleOptimizer {
  public:
   // The spec's form: static scaling by `loss_scale`.
   explicit SparseLossScaleOptimizer(double loss_scale);
   explicit SparseLossScaleOptimizer(LossScaleOptions options);
+  // The guide's form: `inner` (create_hash_optimizer) scaled statically by `loss_scale`.
+  SparseLossScaleOptimizer(const HashOptimizer& inner, double loss_scale);
+  SparseLossScaleOptimizer(const HashOptimizer& inner, LossScaleOptions options);
+
+  // compute_gradients / apply_gradients: HashOptimizer's (one SparseGradients per table of
+  // var_list, all tables when empty), with the loss scaled and the gradients unscaled as
+  // ComputeGradients does, and the update gated as ApplyGradients does. FailedPrecondition when
+  // built without an inner HashOptimizer (use ComputeGradients / ApplyGradients then).
+  StatusOr<std::vector<SparseGradients>> compute_gradients(
+      const Scope& scope, Output loss, const std::vector<SparseTable>& var_list = {});
+  StatusOr<Node*> apply_gradients(const Scope& scope, const SparseGradsAndVars& grads_and_vars,
+                                  const SparseApplyOptions& options = {});
 
   StatusOr<std::vector<SparseGrad>> ComputeGradients(const Scope& scope, Output loss,
                                                      const std::vector<SparseTable>& tables = {});
@@ -111,7 +128,9 @@ class SparseLossScaleOptimizer {
   const LossScaleOptions& options() const { return options_; }
 
  private:
+  Status NeedInner(const char* call) const;
   LossScaleOptions options_;
+  std::optional<HashOptimizer> inner_;
   Output scale_;
 };
 

@@ -174,6 +174,34 @@ inline StatusOr<std::unique_ptr<KeyStage>> StartAscPipeline(Session& session,
   return KeyStage::Start(session, std::move(dataset), options);
 }
 
+// modify_graph_and_start_emb_cache: the spec's entry point of automatic graph modification
+// (mx_rec.graph.modifier), called where the spec calls it: after the model, its gradients and
+// optimizers are built, before the Session is created. It runs ModifyGraph on `graph` and, with
+// `dump_graph`, writes the modified graph (Graph::ToJson, loadable with Graph::FromJson) to
+// `dump_path` for inspection. The "start emb cache" half has no separate step here: the key
+// stage (the spec's embedding cache feeding) needs the Session, so it starts with
+// get_initializer below (or StartAscPipeline). Errors: ModifyGraph's; InvalidArgument naming
+// dump_path when the file cannot be written. Idempotent like ModifyGraph. With the Estimator
+// there is nothing to call: it modifies each mode's graph and starts their key stages itself.
+StatusOr<ModifyGraphResult> modify_graph_and_start_emb_cache(
+    Graph* graph, bool dump_graph = false, const std::string& dump_path = "modified_graph.json");
+
+// get_initializer: the spec's ConfigInitializer.get_instance().train_params_config
+// .get_initializer(is_training), whose sess.run starts the dataset of the automatic graph
+// modification mode. Here it starts the key stage of `session` over `dataset` on the channel
+// is_training selects (KeyStageChannel::kTrain for true, kEval for false; options.channel is
+// overridden) and returns it: drive the loop with KeyStage::Next as with StartAscPipeline.
+// The guide runs get_initializer(true) instead of global_variables_initializer, so with
+// is_training = true it first runs every variable initializer of the session's graph (the
+// GlobalVariablesInitializer op's work): calling it again for a later training stage resets the
+// dense variables, as a second global_variables_initializer would; start later stages with
+// StartAscPipeline. Sparse tables are not reset. is_training = false initialises nothing.
+// Errors: those of the initializers' Run and of KeyStage::Start. With the Estimator there is
+// nothing to call: it initialises the variables and starts each mode's key stage itself.
+StatusOr<std::unique_ptr<KeyStage>> get_initializer(Session& session,
+                                                    std::unique_ptr<Dataset> dataset,
+                                                    bool is_training, KeyStageOptions options = {});
+
 }  // namespace recsdk
 
 #endif  // RECSDK_PIPELINE_H_

@@ -14,6 +14,7 @@
 #include "recsdk/feature_spec.h"
 #include "recsdk/gradients.h"
 #include "recsdk/graph.h"
+#include "recsdk/hash_optimizers.h"
 #include "recsdk/hooks.h"
 #include "recsdk/initialize.h"
 #include "recsdk/initializers.h"

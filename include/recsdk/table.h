@@ -91,7 +91,10 @@ struct TableConfig {
   // sizes are used up: it reserves address space for far more rows (see capacity()) and commits
   // memory as rows are first used. Needs a by-address optimizer (SGDByAddr, AdagradByAddress,
   // LazyAdamByAddress), as in the spec; device-only (host_vocabulary_size 0) and without
-  // eviction (eviction_threshold -1), as the spec says.
+  // eviction (eviction_threshold -1), as the spec says. Default false, but create_table turns it
+  // on for every table it creates while init(InitOptions::use_dynamic_expansion = true) is in
+  // effect (the spec's job-wide switch); a table that cannot have it is then an InvalidArgument
+  // naming init's option. EmbeddingTable::Create (this layer) takes the field as given.
   bool use_dynamic_expansion = false;
   // access_threshold: admission. A key's count grows by faae_coefficient x its occurrences in each
   // training batch; it gets a row once the count reaches the threshold. -1 (default) disables;

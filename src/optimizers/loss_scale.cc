@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "fmt/format.h"
+#include "recsdk/estimator.h"
 #include "recsdk/ops.h"
 #include "src/common/status_macros.h"
 #include "src/graph/graph_access.h"
@@ -261,6 +262,53 @@ SparseLossScaleOptimizer::SparseLossScaleOptimizer(double loss_scale)
 
 SparseLossScaleOptimizer::SparseLossScaleOptimizer(LossScaleOptions options)
     : options_(WithName(std::move(options), "sparse_loss_scale")) {}
+
+SparseLossScaleOptimizer::SparseLossScaleOptimizer(const HashOptimizer& inner, double loss_scale)
+    : SparseLossScaleOptimizer(StaticOptions(loss_scale)) {
+  inner_ = inner;
+}
+
+SparseLossScaleOptimizer::SparseLossScaleOptimizer(const HashOptimizer& inner,
+                                                   LossScaleOptions options)
+    : SparseLossScaleOptimizer(std::move(options)) {
+  inner_ = inner;
+}
+
+Status SparseLossScaleOptimizer::NeedInner(const char* call) const {
+  if (inner_.has_value()) return absl::OkStatus();
+  return absl::FailedPreconditionError(fmt::format(
+      "SparseLossScaleOptimizer::{}: this \"{}\" wrapper has no inner sparse optimizer; build it "
+      "as SparseLossScaleOptimizer(create_hash_optimizer(...), scale), or call ComputeGradients / "
+      "ApplyGradients",
+      call, options_.name));
+}
+
+StatusOr<std::vector<SparseGradients>> SparseLossScaleOptimizer::compute_gradients(
+    const Scope& scope, Output loss, const std::vector<SparseTable>& var_list) {
+  RECSDK_RETURN_IF_ERROR(NeedInner("compute_gradients"));
+  if (!scope.ok()) return scope.status();
+  std::vector<SparseTable> tables = var_list;
+  if (tables.empty()) {
+    RECSDK_ASSIGN_OR_RETURN(auto variables, get_dense_and_sparse_variable(scope.graph()));
+    tables = std::move(variables.second);
+  }
+  for (const SparseTable& t : tables) {
+    RECSDK_RETURN_IF_ERROR(inner_->CheckTable(t, "SparseLossScaleOptimizer::compute_gradients"));
+  }
+  RECSDK_ASSIGN_OR_RETURN(std::vector<SparseGrad> grads, ComputeGradients(scope, loss, tables));
+  return internal::GroupGradientsByTable(std::move(grads), tables);
+}
+
+StatusOr<Node*> SparseLossScaleOptimizer::apply_gradients(const Scope& scope,
+                                                          const SparseGradsAndVars& grads_and_vars,
+                                                          const SparseApplyOptions& options) {
+  RECSDK_RETURN_IF_ERROR(NeedInner("apply_gradients"));
+  RECSDK_ASSIGN_OR_RETURN(
+      std::vector<SparseGrad> flat,
+      internal::FlattenGradsAndVars(*inner_, grads_and_vars,
+                                    "SparseLossScaleOptimizer::apply_gradients"));
+  return ApplyGradients(scope, flat, options);
+}
 
 StatusOr<std::vector<SparseGrad>> SparseLossScaleOptimizer::ComputeGradients(
     const Scope& scope, Output loss, const std::vector<SparseTable>& tables) {

@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "fmt/format.h"
 #include "recsdk/gradients.h"
+#include "recsdk/initialize.h"
 #include "recsdk/ops.h"
 #include "recsdk/pipeline.h"
 #include "src/common/status_macros.h"
@@ -29,11 +30,37 @@ namespace recsdk {
 
 using internal::kDatasetColumnAttr;
 
-StatusOr<SparseTable> create_table(const Scope& scope, const TableConfig& config,
+StatusOr<SparseTable> create_table(const Scope& scope, const TableConfig& config_in,
                                    const SparseOptimizerConfig& optimizer) {
   internal::RegisterTableOps();
   if (!scope.ok()) return scope.status();
-  RECSDK_RETURN_IF_ERROR(config.Validate());
+  // init(use_dynamic_expansion = true) is the spec's job-wide switch (mx-rec's create_table reads
+  // ConfigInitializer's): every table created after it grows as keys arrive. A table that cannot
+  // is an error naming init's option, never a table silently left without it. A table handed
+  // back under variable reuse keeps what it was created with.
+  bool reusing = false;
+  if (scope.variable_reuse() != VariableReuse::kNone) {
+    for (const std::string& name : scope.graph()->Collection(kSparseTables)) {
+      const Node* n = scope.graph()->FindNode(name);
+      if (n != nullptr && n->StringAttr("table_name") == config_in.name) reusing = true;
+    }
+  }
+  const ConfigInitializer* initializer = ConfigInitializer::Get();
+  const bool expansion_from_init = !reusing && initializer != nullptr &&
+                                   initializer->options().use_dynamic_expansion &&
+                                   !config_in.use_dynamic_expansion;
+  TableConfig config = config_in;
+  if (expansion_from_init) config.use_dynamic_expansion = true;
+  auto from_init = [&](Status s) -> Status {
+    if (s.ok() || !expansion_from_init) return s;
+    return Status(s.code(),
+                  fmt::format("create_table \"{}\": init(use_dynamic_expansion = true) turns on "
+                              "use_dynamic_expansion for every table created after it, and this "
+                              "table cannot have it: {}; call init with use_dynamic_expansion = "
+                              "false, or change the table as that says",
+                              config.name, s.message()));
+  };
+  RECSDK_RETURN_IF_ERROR(from_init(config.Validate()));
   RECSDK_RETURN_IF_ERROR(optimizer.Validate());
   Graph* g = scope.graph();
   for (const std::string& name : g->Collection(kSparseTables)) {
@@ -64,10 +91,10 @@ StatusOr<SparseTable> create_table(const Scope& scope, const TableConfig& config
     }
   }
   if (config.use_dynamic_expansion && !optimizer.ByAddress()) {
-    return absl::InvalidArgumentError(fmt::format(
+    return from_init(absl::InvalidArgumentError(fmt::format(
         "create_table \"{}\": use_dynamic_expansion needs a by-address optimizer (SGDByAddr, "
         "AdagradByAddress, LazyAdamByAddress), got {}",
-        config.name, optimizer.ToString()));
+        config.name, optimizer.ToString())));
   }
   Node* n = scope.WithOpName(config.name)
                 .AddNode(internal::kTableHandleOp, {},
@@ -237,11 +264,16 @@ StatusOr<std::vector<Output>> BuildLookup(const Scope& scope, const SparseTable&
         "prefix of at most {} columns, or leave dim unset for whole rows",
         name, *options.dim, table.dim(), table.table_name(), table.dim()));
   }
-  if (!options.use_dynamic && options.send_count <= 0) {
+  // Unset, use_dynamic is the job's (init's), as the spec's lookups take it from init.
+  const ConfigInitializer* initializer = ConfigInitializer::Get();
+  const bool use_dynamic = options.use_dynamic.value_or(
+      initializer != nullptr ? initializer->options().use_dynamic : true);
+  if (!use_dynamic && options.send_count <= 0) {
     return absl::InvalidArgumentError(fmt::format(
-        "sparse_lookup \"{}\": static shape (use_dynamic=false) needs send_count > 0, got {}; set "
-        "send_count to the most unique keys of a batch",
-        name, options.send_count));
+        "sparse_lookup \"{}\": static shape (use_dynamic=false{}) needs send_count > 0, got {}; "
+        "set send_count to the most unique keys of a batch",
+        name, options.use_dynamic.has_value() ? "" : ", from init(use_dynamic = false)",
+        options.send_count));
   }
   // The optional inputs are checked here, by option name: the op's own check could only say
   // "input 3 must be float32", which a caller cannot map back to the option they set.
@@ -269,7 +301,7 @@ StatusOr<std::vector<Output>> BuildLookup(const Scope& scope, const SparseTable&
                    {"num_features", k},
                    {"is_train", options.is_train},
                    {"is_grad", options.is_grad},
-                   {"use_dynamic", options.use_dynamic},
+                   {"use_dynamic", use_dynamic},
                    {"send_count", options.send_count},
                    {"modify_graph", options.modify_graph},
                    {"has_mask", options.mask.valid()},

@@ -1,5 +1,6 @@
-// modify_graph.cc: automatic graph modification (the spec's modify_graph_and_start_emb_cache)
-// and the DatasetColumn placeholders the key stage feeds. The rewrite itself is the pass
+// modify_graph.cc: automatic graph modification (the spec's modify_graph_and_start_emb_cache,
+// with get_initializer, its key stage start) and the DatasetColumn placeholders the key stage
+// feeds. The rewrite itself is the pass
 // "modify_graph" in src/session/passes/modify_graph.cc; ModifyGraph runs it on the user's graph.
 //
 // The pass keeps the graph's structure: a SparseLookup whose key work moves to the key stage is
@@ -11,6 +12,9 @@
 // executor rely on; feeding the node's own outputs needs no such change.
 //
 // Threading: like Graph, single-threaded.
+#include <fstream>
+#include <utility>
+
 #include "fmt/format.h"
 #include "recsdk/pipeline.h"
 #include "src/common/status_macros.h"
@@ -48,6 +52,38 @@ StatusOr<ModifyGraphResult> ModifyGraph(Graph* graph) {
   RECSDK_ASSIGN_OR_RETURN(ModifyGraphResult result, internal::MoveLookupsToKeyStage(graph));
   RECSDK_RETURN_IF_ERROR(internal::ValidateGraph(*graph, "modify_graph"));
   return result;
+}
+
+StatusOr<ModifyGraphResult> modify_graph_and_start_emb_cache(Graph* graph, bool dump_graph,
+                                                             const std::string& dump_path) {
+  RECSDK_ASSIGN_OR_RETURN(ModifyGraphResult result, ModifyGraph(graph));
+  if (dump_graph) {
+    std::ofstream out(dump_path, std::ios::binary | std::ios::trunc);
+    out << graph->ToJson();
+    out.close();
+    if (!out) {
+      return absl::InvalidArgumentError(fmt::format(
+          "modify_graph_and_start_emb_cache: cannot write the modified graph to dump_path \"{}\"; "
+          "pass a path in a writable directory, or dump_graph = false",
+          dump_path));
+    }
+  }
+  return result;
+}
+
+StatusOr<std::unique_ptr<KeyStage>> get_initializer(Session& session,
+                                                    std::unique_ptr<Dataset> dataset,
+                                                    bool is_training, KeyStageOptions options) {
+  if (is_training) {
+    const auto& collections = session.graph().collections();
+    const auto it = collections.find(kVariableInitializers);
+    if (it != collections.end() && !it->second.empty()) {
+      std::vector<TensorName> targets(it->second.begin(), it->second.end());
+      RECSDK_RETURN_IF_ERROR(session.Run({}, {}, targets).status());
+    }
+  }
+  options.channel = is_training ? KeyStageChannel::kTrain : KeyStageChannel::kEval;
+  return KeyStage::Start(session, std::move(dataset), options);
 }
 
 }  // namespace recsdk
