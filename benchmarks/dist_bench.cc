@@ -62,18 +62,23 @@ std::vector<int64_t> Unique(std::vector<int64_t> keys) {
   return keys;
 }
 
-void BM_KeyExchange(benchmark::State& state) {
-  const int64_t batch_keys = state.range(0);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+// ShardedBenchTable: this rank's ShardedTable `name` (dim kDim, Adagrad) and the world.
+std::unique_ptr<EmbeddingTable> ShardedBenchTable(const char* name, int* rank, int* size) {
+  MPI_Comm_rank(MPI_COMM_WORLD, rank);
+  MPI_Comm_size(MPI_COMM_WORLD, size);
   TableConfig config;
-  config.name = "bench";
+  config.name = name;
   config.dim = kDim;
   config.device_vocabulary_size = 1 << 21;
   config.initializer = Initializer::Uniform(-0.1, 0.1, 3);
-  std::unique_ptr<EmbeddingTable> table = *dist::ShardedTable::Create(
-      *EmbeddingTable::Create(config, SparseOptimizerConfig::Adagrad(0.1f)), rank, size);
+  return *dist::ShardedTable::Create(
+      *EmbeddingTable::Create(config, SparseOptimizerConfig::Adagrad(0.1f)), *rank, *size);
+}
+
+void BM_KeyExchange(benchmark::State& state) {
+  const int64_t batch_keys = state.range(0);
+  int rank = 0, size = 1;
+  std::unique_ptr<EmbeddingTable> table = ShardedBenchTable("bench", &rank, &size);
   // Each rank's batch: unique keys of Zipf(1.05) draws over 10M ids.
   const std::vector<int64_t> keys = Unique(ZipfKeys(batch_keys, 10'000'000, 1.05, 7 + rank));
   const size_t u = keys.size();
@@ -147,15 +152,7 @@ BENCHMARK(BM_KeyExchange)->Arg(4096)->Arg(65536)->Iterations(kIterations)->UseRe
 void BM_StepBytes(benchmark::State& state) {
   const int64_t batch_keys = state.range(0);
   int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  TableConfig config;
-  config.name = "bytes";
-  config.dim = kDim;
-  config.device_vocabulary_size = 1 << 21;
-  config.initializer = Initializer::Uniform(-0.1, 0.1, 3);
-  std::unique_ptr<EmbeddingTable> table = *dist::ShardedTable::Create(
-      *EmbeddingTable::Create(config, SparseOptimizerConfig::Adagrad(0.1f)), rank, size);
+  std::unique_ptr<EmbeddingTable> table = ShardedBenchTable("bytes", &rank, &size);
   const std::vector<int64_t> keys = Unique(ZipfKeys(batch_keys, 10'000'000, 1.05, 11 + rank));
   std::vector<uint32_t> rows(keys.size());
   std::vector<float> grads(keys.size() * kDim, 0.01f);
