@@ -352,6 +352,9 @@ void KeyStage::Impl::ShardedWorker() {
       bool held = false;
       {
         std::unique_lock<std::mutex> lock(mu);
+        // Waits for this process's own training loop (Next) or Stop, never for another rank:
+        // the waits on the others are the votes and exchanges, each with its deadline. Stop
+        // (the destructor calls it) always ends this wait, as in Worker.
         cv.wait(lock, [&] { return stop || failed || outstanding < options.prefetch_batches; });
         leaving = stop || failed;
         if (!leaving) {
@@ -390,6 +393,8 @@ void KeyStage::Impl::ShardedWorker() {
       --preparing;
       read_limit = std::min(read_limit, seq);
       cv.notify_all();
+      // This rank's own loop lifts the limit (Next after the checkpoint) or stops the stage;
+      // on Stop the next vote says so, so the other ranks end too.
       cv.wait(lock, [&] { return stop || seq < read_limit; });
     }
     for (const auto& [placeholder, column] : column_feeds) {
