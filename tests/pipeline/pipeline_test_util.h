@@ -8,11 +8,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "recsdk/dataset.h"
+#include "src/common/env.h"
 
 namespace recsdk::testing {
 
@@ -99,6 +101,35 @@ inline int64_t TotalRows(const std::vector<Batch>& batches) {
   int64_t n = 0;
   for (const Batch& b : batches) n += b.num_valid();
   return n;
+}
+
+// WriterFault: one way a file writer's disk can fail, how to arm it on a FaultInjectionEnv, and
+// the status code the writer must return.
+struct WriterFault {
+  std::string name;
+  std::function<void(internal::FaultInjectionEnv&)> arm;
+  absl::StatusCode code;
+};
+
+// WriterFaults: a full disk and a short write after `after_bytes`, a failed fsync and a failed
+// rename; with `failed_write`, also a write that fails outright (the third Append).
+inline std::vector<WriterFault> WriterFaults(int64_t after_bytes, bool failed_write) {
+  using internal::FaultInjectionEnv;
+  std::vector<WriterFault> faults = {
+      {"disk full", [=](FaultInjectionEnv& e) { e.disk_full_after_bytes = after_bytes; },
+       absl::StatusCode::kResourceExhausted},
+      {"short write", [=](FaultInjectionEnv& e) { e.short_write_after_bytes = after_bytes; },
+       absl::StatusCode::kResourceExhausted},
+  };
+  if (failed_write) {
+    faults.push_back({"failed write", [](FaultInjectionEnv& e) { e.fail_write_after = 2; },
+                      absl::StatusCode::kInternal});
+  }
+  faults.push_back({"fsync failure", [](FaultInjectionEnv& e) { e.fail_sync = true; },
+                    absl::StatusCode::kInternal});
+  faults.push_back({"failed rename", [](FaultInjectionEnv& e) { e.fail_rename = true; },
+                    absl::StatusCode::kInternal});
+  return faults;
 }
 
 }  // namespace recsdk::testing

@@ -22,6 +22,8 @@ using ::recsdk::testing::ScrambledFileLists;
 using ::recsdk::testing::TestDir;
 using ::recsdk::testing::TotalRows;
 using ::recsdk::testing::WriteFile;
+using ::recsdk::testing::WriterFault;
+using ::recsdk::testing::WriterFaults;
 using ::testing::HasSubstr;
 
 SyntheticOptions Small() {
@@ -137,24 +139,8 @@ TEST(RecordFileTest, AFailedWriteLeavesThePreviousFileIntact) {
   old_data.num_rows = 10;
   ASSERT_TRUE(ConvertToRecordFile(**SyntheticDataset(old_data), path).ok());
   const std::string before = ReadFile(path);
-  struct Fault {
-    std::string name;
-    std::function<void(FaultInjectionEnv&)> arm;
-    absl::StatusCode code;
-  };
-  const std::vector<Fault> faults = {
-      {"disk full", [](FaultInjectionEnv& e) { e.disk_full_after_bytes = 4000; },
-       absl::StatusCode::kResourceExhausted},
-      {"short write", [](FaultInjectionEnv& e) { e.short_write_after_bytes = 4000; },
-       absl::StatusCode::kResourceExhausted},
-      {"failed write", [](FaultInjectionEnv& e) { e.fail_write_after = 2; },
-       absl::StatusCode::kInternal},
-      {"fsync failure", [](FaultInjectionEnv& e) { e.fail_sync = true; },
-       absl::StatusCode::kInternal},
-      {"failed rename", [](FaultInjectionEnv& e) { e.fail_rename = true; },
-       absl::StatusCode::kInternal},
-  };
-  for (const Fault& fault : faults) {
+  const std::vector<WriterFault> faults = WriterFaults(4000, /*failed_write=*/true);
+  for (const WriterFault& fault : faults) {
     FaultInjectionEnv env(internal::Env::Default());
     fault.arm(env);
     auto rows = ConvertToRecordFile(**SyntheticDataset(Small()), path, 128, &env);

@@ -27,6 +27,8 @@ using ::recsdk::testing::ScrambledFileLists;
 using ::recsdk::testing::TestDir;
 using ::recsdk::testing::TotalRows;
 using ::recsdk::testing::WriteFile;
+using ::recsdk::testing::WriterFault;
+using ::recsdk::testing::WriterFaults;
 using ::testing::HasSubstr;
 
 std::string Example(int64_t i, bool packed = true) {
@@ -185,22 +187,8 @@ TEST(TfRecordWriterTest, AFailedWriteLeavesThePreviousFileIntact) {
     ASSERT_TRUE(w.Close().ok());
   }
   const std::string before = ReadFile(path);
-  struct Fault {
-    std::string name;
-    std::function<void(FaultInjectionEnv&)> arm;
-    absl::StatusCode code;
-  };
-  const std::vector<Fault> faults = {
-      {"disk full", [](FaultInjectionEnv& e) { e.disk_full_after_bytes = 300; },
-       absl::StatusCode::kResourceExhausted},
-      {"short write", [](FaultInjectionEnv& e) { e.short_write_after_bytes = 300; },
-       absl::StatusCode::kResourceExhausted},
-      {"fsync failure", [](FaultInjectionEnv& e) { e.fail_sync = true; },
-       absl::StatusCode::kInternal},
-      {"failed rename", [](FaultInjectionEnv& e) { e.fail_rename = true; },
-       absl::StatusCode::kInternal},
-  };
-  for (const Fault& fault : faults) {
+  const std::vector<WriterFault> faults = WriterFaults(300, /*failed_write=*/false);
+  for (const WriterFault& fault : faults) {
     FaultInjectionEnv env(internal::Env::Default());
     fault.arm(env);
     internal::TfRecordWriter w;
