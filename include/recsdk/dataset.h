@@ -30,6 +30,7 @@
 #include <variant>
 #include <vector>
 
+#include "recsdk/feature_spec.h"
 #include "recsdk/status.h"
 #include "recsdk/tensor.h"
 
@@ -349,6 +350,16 @@ StatusOr<std::unique_ptr<Dataset>> Repeat(std::unique_ptr<Dataset> input, int64_
 // MapFn: transforms one Batch; an error stops the stream.
 using MapFn = std::function<StatusOr<Batch>(Batch)>;
 StatusOr<std::unique_ptr<Dataset>> Map(std::unique_ptr<Dataset> input, MapFn fn);
+
+// MergeFeatureFields: for every spec with `fields` (FeatureSpec), adds to each batch the column
+// spec.EffectiveIndexKey(): the fields' int64 ids side by side ([B, sum of the fields' widths]),
+// each moved into its field's key range (spec.field_keys). The field columns stay. Specs without
+// fields pass through; the specs are validated first (ValidateFeatureSpecs). Per batch:
+// NotFound naming a missing field column and the batch's columns, InvalidArgument for a field
+// that is not int64 [B] or [B, n], a merged column the batch already has, or (kOffset) an id
+// outside its field's range, naming the feature, field, row, id and range.
+StatusOr<std::unique_ptr<Dataset>> MergeFeatureFields(std::unique_ptr<Dataset> input,
+                                                      std::vector<FeatureSpec> specs);
 
 // Prefetch runs the input on a background thread, at most `buffer_batches` (>= 1) batches ahead.
 // A slow consumer never makes memory grow; destroying the dataset stops the thread.

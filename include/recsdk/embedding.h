@@ -172,7 +172,9 @@ StatusOr<std::vector<Output>> sparse_lookup(const Scope& scope, const SparseTabl
 // DatasetColumn in pipeline.h); the lookup is marked for the key stage (ModifyGraph moves it),
 // and without ModifyGraph it runs in the graph fed by BatchFeeds, with the same results.
 // `timestamp_spec` (is_timestamp) names the timestamp column, or is null; the specs are
-// validated together with it (ValidateFeatureSpecs). Specs must name this table.
+// validated together with it (ValidateFeatureSpecs). Specs must name this table. A spec with
+// `fields` (several fields in one table) reads its merged column, which MergeFeatureFields adds
+// to the dataset's batches; ids_per_sample is then the sum of the fields' widths.
 // The specs' settings take effect on the table: their access_threshold and eviction_threshold
 // become the table's (the same agreement rule as access_and_evict_config: every spec, lookup and
 // the TableConfig that sets a threshold of the table must set the same value), and each

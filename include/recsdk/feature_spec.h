@@ -4,6 +4,12 @@
 // up in (`table_name`), and the admission and eviction thresholds the key stage applies. The
 // option names are spelled as in the product spec so users can find them. Value type,
 // thread-compatible.
+//
+// Several fields in one table (the spec's DCNv2 guide merges Criteo's 26 fields into one
+// `sparse_feature` and creates one table): a spec with `fields` names the dataset columns it
+// merges, and MergeFeatureFields (recsdk/dataset.h) adds the merged column to every batch, each
+// field's ids moved into its own key range (per-field offsets, or a hash of field and id), so no
+// id of one field can meet the same id of another.
 #ifndef RECSDK_FEATURE_SPEC_H_
 #define RECSDK_FEATURE_SPEC_H_
 
@@ -14,6 +20,17 @@
 #include "recsdk/status.h"
 
 namespace recsdk {
+
+// FieldKeys: how a merged feature keeps its fields' ids apart in one table.
+enum class FieldKeys {
+  // kOffset: field f's id becomes field_offsets[f] + id. The id must lie in [0, the next field's
+  // offset - this field's offset) (the last field: [0, 2^63 - its offset)); an id outside its
+  // range is an error naming the field, because it would meet another field's keys.
+  kOffset = 0,
+  // kHash: field f's id becomes a stable 64-bit hash of (f, id), non-negative. Any int64 id;
+  // distinct (field, id) pairs collide with probability ~n^2 / 2^64.
+  kHash = 1,
+};
 
 struct FeatureSpec {
   // name: the feature's name, unique among the specs of one dataset. Required.
@@ -47,6 +64,20 @@ struct FeatureSpec {
   // sooner; a key seen once here counts faae_coefficient). Per feature, unlike the thresholds.
   // Default 1; must be >= 1.
   int64_t faae_coefficient = 1;
+  // fields: the dataset columns (int64, [B, n_f] ids each) this feature merges into its one
+  // column EffectiveIndexKey(), side by side in this order ([B, sum of n_f]); MergeFeatureFields
+  // builds that column. Empty (default): the feature reads its column as it is. A field must not
+  // be the feature's own column, and at most kMaxFields are allowed.
+  std::vector<std::string> fields;
+  // field_keys: how the fields' ids are kept apart (FieldKeys). Default kOffset.
+  FieldKeys field_keys = FieldKeys::kOffset;
+  // field_offsets: with kOffset, field f's first key; one per field, strictly increasing, >= 0
+  // (e.g. the running sum of the fields' vocabulary sizes, as a preprocessing script computes).
+  // Empty: field f starts at f << 32, so each field's ids must lie in [0, 2^32). Must be empty
+  // with kHash.
+  std::vector<int64_t> field_offsets;
+
+  static constexpr int kMaxFields = 4096;
 
   // EffectiveIndexKey: index_key, or name when index_key is empty.
   const std::string& EffectiveIndexKey() const { return index_key.empty() ? name : index_key; }

@@ -54,7 +54,8 @@ StatusOr<Tensor> Batch::Column(std::string_view name) const {
   for (const auto& [n, t] : columns_) names += (names.empty() ? "" : ", ") + n;
   return absl::NotFoundError(fmt::format(
       "Batch: no column \"{}\"; the batch has [{}]; check the FeatureSpec index_key or the "
-      "dataset schema",
+      "dataset schema (a merged feature's column, FeatureSpec fields, is added by "
+      "MergeFeatureFields)",
       name, names));
 }
 
