@@ -1062,7 +1062,7 @@ const std::vector<SpecCase>& Cases() {
                 "create_table(value_dtype)", "create_table(name)", "create_table(dim)",
                 "create_table(emb_initializer)", "tf.truncated_normal_initializer",
                 "create_table(device_vocabulary_size)", "table_name", "sparse_lookup",
-                "sparse_lookup(ids)", "sparse_lookup(is_train)", "sparse_lookup(name)"},
+                "sparse_lookup(is_train)", "sparse_lookup(name)"},
        .run =
            [] {
              Graph g;
@@ -1214,8 +1214,9 @@ const std::vector<SpecCase>& Cases() {
              Values(*s, m.emb.name(), feeds);
              EXPECT_EQ(TableSize(*s, "t"), 1);
            }},
-      {.spec = {"FeatureSpec", "FeatureSpec(index_key)", "FeatureSpec(access_threshold)",
-                "FeatureSpec(eviction_threshold)", "FeatureSpec(is_timestamp)"},
+      {.spec = {"FeatureSpec", "sparse_lookup(feature_spec_list)", "FeatureSpec(index_key)",
+                "FeatureSpec(access_threshold)", "FeatureSpec(eviction_threshold)",
+                "FeatureSpec(is_timestamp)"},
        .run =
            [] {
              const FeatureSpec user{.name = "user",
