@@ -721,7 +721,7 @@ const std::vector<SpecCase>& Cases() {
              EXPECT_EQ(Must(ExpandFilePatterns({dir})),
                        (std::vector<std::string>{dir + "/part-a.txt", dir + "/part-b.txt"}));
            }},
-      {.spec = {"iterator.get_next", "iterator.make_initializer"},
+      {.spec = {"Iterator.from_structure", "iterator.get_next", "iterator.make_initializer"},
        .run =
            [] {
              auto ds = Must(InMemoryDataset({{"v", std::vector<int64_t>{7, 8, 9}, 1}}, 1));
@@ -773,9 +773,9 @@ const std::vector<SpecCase>& Cases() {
       // --- Estimator migration --------------------------------------------------------------
       {.spec = {"tf.estimator.RunConfig", "NPURunConfig", "NPURunConfig(model_dir)",
                 "NPURunConfig(save_checkpoints_steps)", "NPURunConfig(keep_checkpoint_max)",
-                "NPURunConfig(save_summary_steps)", "NPUEstimator", "model_fn", "EstimatorSpec",
-                "tf.estimator.ModeKeys", "NPUEstimator.train", "tf.train.get_global_step",
-                "optimizer.minimize"},
+                "NPURunConfig(save_summary_steps)", "tf.estimator.Estimator", "NPUEstimator",
+                "NPUEstimator(model_dir)", "model_fn", "EstimatorSpec", "tf.estimator.ModeKeys",
+                "NPUEstimator.train", "tf.train.get_global_step", "optimizer.minimize"},
        .run =
            [] {
              NPURunConfig c = TinyConfig("estimator");
@@ -834,10 +834,10 @@ const std::vector<SpecCase>& Cases() {
              for (float p : named.at("prob").flat<float>()) EXPECT_TRUE(p > 0 && p < 1) << p;
            }},
       {.spec = {"NPURunConfig(save_checkpoints_secs)", "NPURunConfig(log_step_count_steps)",
-                "NPURunConfig(session_config)", "NPURunConfig(iterations_per_loop)",
-                "NPURunConfig(precision_mode)", "NPURunConfig(deterministic)",
-                "NPURunConfig(op_select_implmode)", "NPURunConfig(enable_data_pre_proc)",
-                "NPURunConfig(mix_compile_mode)"},
+                "NPURunConfig(session_config)", "tf.ConfigProto",
+                "NPURunConfig(iterations_per_loop)", "NPURunConfig(precision_mode)",
+                "NPURunConfig(deterministic)", "NPURunConfig(op_select_implmode)",
+                "NPURunConfig(enable_data_pre_proc)", "NPURunConfig(mix_compile_mode)"},
        .run =
            [] {
              NPURunConfig c;
