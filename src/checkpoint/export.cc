@@ -124,8 +124,11 @@ StatusOr<std::unique_ptr<Graph>> InferenceGraph(const Graph& g, const ServingSig
     }
     if (n->type() == kSparseLookupOp || n->type() == kTableLookupGroupOp) {
       spec.attrs["is_train"] = false;
+    }
+    if (n->type() == kSparseLookupOp) {
       // A lookup ModifyGraph moved to the key stage runs in the serving graph (no key stage
-      // there); a moved lookup refuses to run in a graph (table_op_kernels.cc).
+      // there); a moved lookup refuses to run in a graph (table_op_kernels.cc). A
+      // TableLookupGroup (in-graph lookups merged by the session) has no such attribute.
       spec.attrs["moved_to_key_stage"] = false;
     }
     if (n->type() == kTableHandleOp) {

@@ -216,6 +216,36 @@ TEST(ExportTest, PredictorServesUnderTheUsersNamesAndLoadsOldBundles) {
   EXPECT_FALSE(std::filesystem::exists(bad));
 }
 
+// Two in-graph evaluation lookups of one table (the Estimator's eval and predict branches are
+// two): the Session merges them into one TableLookupGroup node, which the export copies like a
+// lookup, read-only. It has no "moved_to_key_stage" attribute: setting it there made the export
+// fail with "unknown attribute".
+TEST(ExportTest, MergedInGraphLookupsExport) {
+  Graph graph;
+  Scope s(&graph);
+  SparseTable table = ValueOrDie(
+      create_table(s, testing::SmallTable("items", 4, 64), SparseOptimizerConfig::SGD(0.1f)));
+  Output ids = ops::Placeholder(s.WithOpName("ids"), DType::kInt64, Shape{kBatch, kIds});
+  SparseLookupOptions lo;
+  lo.is_train = false;
+  lo.combiner = Combiner::kSum;
+  lo.name = "eval_a";
+  Output a = ValueOrDie(sparse_lookup(s, table, ids, lo));
+  lo.name = "eval_b";
+  Output b = ValueOrDie(sparse_lookup(s, table, ids, lo));
+  ops::Add(s.WithOpName("out"), a, b);
+  auto session = ValueOrDie(Session::Create(graph));
+  const FeedList feeds = {
+      {"ids", testing::Ids(kBatch, kIds, std::vector<int64_t>(kBatch * kIds, 3))}};
+  const Tensor want = ValueOrDie(session->Run(feeds, {"out"}))[0];
+  const std::string dir = FreshDir("merged_lookups");
+  const Status exported = ExportSavedModel(*session, dir, {{"ids"}, {"out"}});
+  ASSERT_TRUE(exported.ok()) << exported;
+  const Tensor got = ValueOrDie(ValueOrDie(Predictor::Load(dir))->Predict(feeds))[0];
+  ASSERT_EQ(got.TotalBytes(), want.TotalBytes());
+  EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), want.TotalBytes()), 0);
+}
+
 // The same model with both lookups moved to the key stage (ModifyGraph): trained through a
 // training KeyStage; the training session predicts through an evaluation KeyStage. The bundle
 // holds in-graph read-only lookups instead, and the Predictor, fed the raw dataset columns, returns
