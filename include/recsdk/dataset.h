@@ -236,9 +236,18 @@ StatusOr<std::unique_ptr<Dataset>> DelimitedDataset(const std::vector<std::strin
 // `width` values), kSparse (int64_list of up to `width` ids; a bytes_list is hashed to int64
 // with a stable 64-bit fingerprint), kTimestamp (int64_list, one value). kSkip is ignored.
 // Record framing is checked with CRC32C; the protobuf is decoded without protobuf/TensorFlow.
+//
+// line_per_sample (the DCNv2 guide's option): each record packs this many samples, and every
+// feature's list holds that many times its per-sample values, sample after sample (label: n
+// values, dense: n x width, sparse: exactly n x width ids, timestamp: n). The reader yields n rows
+// per record; a record whose list has another count is malformed (kWrongValueCount), whole.
 struct TfRecordOptions {
   ReaderOptions reader;
   std::vector<SchemaColumn> schema;
+  // line_per_sample: samples per record, in [1, kMaxLinePerSample]. Default 1: one sample per
+  // record, and a sparse feature may hold fewer than `width` ids (padded with pad_id).
+  int64_t line_per_sample = 1;
+  static constexpr int64_t kMaxLinePerSample = 1 << 16;
 };
 StatusOr<std::unique_ptr<Dataset>> TfRecordDataset(const std::vector<std::string>& files,
                                                    const TfRecordOptions& options);

@@ -274,6 +274,13 @@ class TfRecordSource final : public ChunkedSource {
   bool DecodeExample(std::string_view data, int64_t r, RowOut& out, MalformedReason* reason,
                      std::string* detail) const;
 
+  // PerSample: how a value count the schema expects reads when line_per_sample packs several
+  // samples into a record ("" for one).
+  std::string PerSample(int64_t width) const {
+    return opt_.line_per_sample > 1 ? fmt::format(" ({} samples x {})", opt_.line_per_sample, width)
+                                    : std::string();
+  }
+
   const TfRecordOptions opt_;
   absl::flat_hash_map<std::string, int> slots_;
   std::vector<Slot> slot_list_;
@@ -285,7 +292,11 @@ class TfRecordSource final : public ChunkedSource {
 
 Status TfRecordSource::ReadChunk(Chunk* chunk, bool* file_done) {
   FileCursor& f = file();
-  while (static_cast<int64_t>(chunk->data.size()) < options().chunk_bytes) {
+  // A chunk's rows are its records x line_per_sample: the row cap keeps a file of tiny (even
+  // empty) records from asking for rows without bound; real records are far larger.
+  constexpr int64_t kMaxChunkRows = 1 << 16;
+  while (static_cast<int64_t>(chunk->data.size()) < options().chunk_bytes &&
+         static_cast<int64_t>(chunk->records.size()) * opt_.line_per_sample < kMaxChunkRows) {
     const int64_t frame_offset = f.offset();
     char header[12];
     RECSDK_ASSIGN_OR_RETURN(size_t got, f.Read(header, 12));
@@ -337,26 +348,31 @@ Status TfRecordSource::ReadChunk(Chunk* chunk, bool* file_done) {
 
 bool TfRecordSource::DecodeExample(std::string_view data, int64_t r, RowOut& out,
                                    MalformedReason* reason, std::string* detail) const {
-  // Defaults first; features seen later overwrite them.
+  // Defaults first, for the record's `lps` rows; features seen later overwrite them.
+  const int64_t lps = opt_.line_per_sample;
   std::vector<uint8_t> seen(slot_list_.size(), 0);
   for (const Slot& s : slot_list_) {
-    switch (s.kind) {
-      case ColumnKind::kLabel:
-        out.label[r] = s.schema->default_value;
-        break;
-      case ColumnKind::kDense:
-        for (int k = 0; k < s.width; ++k) {
-          out.dense[r * dense_width_ + s.dense_offset + k] = s.schema->default_value;
-        }
-        break;
-      case ColumnKind::kSparse:
-        for (int k = 0; k < s.width; ++k) out.sparse[s.column][r * s.width + k] = s.schema->pad_id;
-        break;
-      case ColumnKind::kTimestamp:
-        out.timestamp[r] = 0;
-        break;
-      case ColumnKind::kSkip:
-        break;
+    for (int64_t row = r; row < r + lps; ++row) {
+      switch (s.kind) {
+        case ColumnKind::kLabel:
+          out.label[row] = s.schema->default_value;
+          break;
+        case ColumnKind::kDense:
+          for (int k = 0; k < s.width; ++k) {
+            out.dense[row * dense_width_ + s.dense_offset + k] = s.schema->default_value;
+          }
+          break;
+        case ColumnKind::kSparse:
+          for (int k = 0; k < s.width; ++k) {
+            out.sparse[s.column][row * s.width + k] = s.schema->pad_id;
+          }
+          break;
+        case ColumnKind::kTimestamp:
+          out.timestamp[row] = 0;
+          break;
+        case ColumnKind::kSkip:
+          break;
+      }
     }
   }
   bool semantic_error = false;
@@ -450,20 +466,25 @@ bool TfRecordSource::DecodeExample(std::string_view data, int64_t r, RowOut& out
                       fmt::format("feature \"{}\" is a bytes_list; a number list was expected",
                                   s.schema->name));
         }
-        if (count != static_cast<size_t>(s.width)) {
+        const int64_t expected = lps * s.width;
+        if (count != static_cast<size_t>(expected)) {
           return fail(MalformedReason::kWrongValueCount,
-                      fmt::format("feature \"{}\" has {} values where the schema says {}",
-                                  s.schema->name, count, s.width));
+                      fmt::format("feature \"{}\" has {} values where the schema says {}{}",
+                                  s.schema->name, count, expected, PerSample(s.width)));
         }
-        float* dst = s.kind == ColumnKind::kLabel ? out.label + r
-                                                  : out.dense + r * dense_width_ + s.dense_offset;
-        for (int k = 0; k < s.width; ++k) {
+        // Value k belongs to row r + k / width, position k % width (sample after sample).
+        for (int64_t k = 0; k < expected; ++k) {
           const float v = is_float ? floats[k] : static_cast<float>(ints[k]);
           if (!std::isfinite(v)) {
             return fail(MalformedReason::kBadNumber,
                         fmt::format("feature \"{}\" holds a non-finite value", s.schema->name));
           }
-          dst[k] = v;
+          const int64_t row = r + k / s.width;
+          if (s.kind == ColumnKind::kLabel) {
+            out.label[row] = v;
+          } else {
+            out.dense[row * dense_width_ + s.dense_offset + k % s.width] = v;
+          }
         }
         return true;
       }
@@ -475,19 +496,21 @@ bool TfRecordSource::DecodeExample(std::string_view data, int64_t r, RowOut& out
                                   "bytes_list",
                                   s.schema->name));
         }
-        const size_t limit = s.kind == ColumnKind::kSparse ? s.width : 1;
-        if (count > limit || (s.kind == ColumnKind::kTimestamp && count != 1)) {
+        // One sample per record: a sparse list may hold fewer ids than `width` (padded). Several:
+        // every list holds exactly its samples' values, or the samples cannot be told apart.
+        const size_t per_sample = s.kind == ColumnKind::kSparse ? s.width : 1;
+        const size_t limit = lps * per_sample;
+        if (count > limit || ((s.kind == ColumnKind::kTimestamp || lps > 1) && count != limit)) {
           return fail(MalformedReason::kWrongValueCount,
-                      fmt::format("feature \"{}\" has {} values; the schema allows {}",
-                                  s.schema->name, count, limit));
+                      fmt::format("feature \"{}\" has {} values; the schema allows {}{}",
+                                  s.schema->name, count, limit, PerSample(per_sample)));
         }
         if (s.kind == ColumnKind::kTimestamp) {
-          out.timestamp[r] = ints[0];
+          std::copy(ints.begin(), ints.end(), out.timestamp + r);
         } else {
           int64_t* dst = out.sparse[s.column] + r * s.width;
-          for (int k = 0; k < s.width; ++k) {
-            dst[k] = k < static_cast<int>(count) ? ints[k] : s.schema->pad_id;
-          }
+          std::copy(ints.begin(), ints.end(), dst);
+          std::fill(dst + count, dst + limit, s.schema->pad_id);
         }
         return true;
       }
@@ -530,7 +553,8 @@ bool TfRecordSource::DecodeExample(std::string_view data, int64_t r, RowOut& out
 
 ParsedChunk TfRecordSource::ParseChunk(const Chunk& chunk) const {
   ParsedChunk out;
-  const int64_t n = static_cast<int64_t>(chunk.records.size());
+  const int64_t lps = opt_.line_per_sample;
+  const int64_t n = static_cast<int64_t>(chunk.records.size()) * lps;
   Tensor label, dense, timestamp;
   RowOut row{};
   if (has_label_) {
@@ -562,7 +586,7 @@ ParsedChunk TfRecordSource::ParseChunk(const Chunk& chunk) const {
     MalformedReason reason;
     std::string detail;
     if (DecodeExample(data, r, row, &reason, &detail)) {
-      ++r;
+      r += lps;
     } else {
       out.errors.push_back(RowError{reason, -1, rec.file_offset, std::move(detail)});
     }
@@ -586,6 +610,12 @@ StatusOr<std::unique_ptr<Dataset>> TfRecordDataset(const std::vector<std::string
                                                    const TfRecordOptions& options) {
   RECSDK_RETURN_IF_ERROR(internal::ValidateReaderOptions(options.reader, "TfRecordDataset"));
   RECSDK_RETURN_IF_ERROR(internal::ValidateSchema(options.schema, "TfRecordDataset", true));
+  if (options.line_per_sample < 1 || options.line_per_sample > TfRecordOptions::kMaxLinePerSample) {
+    return absl::InvalidArgumentError(fmt::format(
+        "TfRecordDataset: line_per_sample {} is outside [1, {}]; it is the number of samples "
+        "each record packs (1 for one tf.Example per sample)",
+        options.line_per_sample, TfRecordOptions::kMaxLinePerSample));
+  }
   RECSDK_ASSIGN_OR_RETURN(auto sorted, ExpandFilePatterns(files));
   return std::unique_ptr<Dataset>(new internal::TfRecordSource(std::move(sorted), options));
 }

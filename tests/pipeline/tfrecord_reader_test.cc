@@ -154,6 +154,109 @@ TEST(TfRecordReaderTest, MalformedRecordsUnderBothPolicies) {
   }
 }
 
+// PackedExample: record i of a file with `lps` samples per record (the DCNv2 guide's
+// line_per_sample); sample j of record i is sample s = i * lps + j, whose values Example(s) has.
+std::string PackedExample(int64_t i, int64_t lps) {
+  std::vector<float> label, dense;
+  std::vector<int64_t> user, tags, ts;
+  for (int64_t j = 0; j < lps; ++j) {
+    const int64_t s = i * lps + j;
+    label.push_back(static_cast<float>(s % 2));
+    dense.insert(dense.end(), {1.5f * s, 2.0f});
+    user.push_back(s * 10);
+    tags.insert(tags.end(), {s, s + 1, s + 2});
+    ts.push_back(1000 + s);
+  }
+  return EncodeExample(
+      {{"label", label}, {"dense", dense}, {"user", user}, {"tags", tags}, {"ts", ts}});
+}
+
+TEST(TfRecordReaderTest, LinePerSampleYieldsEverySampleOfARecord) {
+  TestDir dir;
+  constexpr int64_t kLps = 3;
+  std::string file;
+  for (int i = 0; i < 5; ++i) file += FrameRecord(PackedExample(i, kLps));
+  WriteFile(dir.File("a.tfrecord"), file);
+  TfRecordOptions o = Schema();
+  o.line_per_sample = kLps;
+  auto ds = TfRecordDataset({dir.File("a.tfrecord")}, o);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  auto batches = Drain(**ds);
+  ASSERT_TRUE(batches.ok()) << batches.status();
+  ASSERT_EQ(TotalRows(*batches), 5 * kLps);
+  const auto label = Concat<float>(*batches, "label");
+  const auto dense = Concat<float>(*batches, "dense");
+  const auto user = Concat<int64_t>(*batches, "user");
+  const auto tags = Concat<int64_t>(*batches, "tags");
+  const auto ts = Concat<int64_t>(*batches, "timestamp");
+  for (int64_t s = 0; s < 5 * kLps; ++s) {
+    EXPECT_EQ(label[s], static_cast<float>(s % 2)) << s;
+    EXPECT_EQ(dense[2 * s], 1.5f * s) << s;
+    EXPECT_EQ(dense[2 * s + 1], 2.0f) << s;
+    EXPECT_EQ(user[s], s * 10) << s;
+    EXPECT_EQ(std::vector<int64_t>(tags.begin() + 3 * s, tags.begin() + 3 * s + 3),
+              (std::vector<int64_t>{s, s + 1, s + 2}))
+        << s;
+    EXPECT_EQ(ts[s], 1000 + s) << s;
+  }
+}
+
+TEST(TfRecordReaderTest, LinePerSampleNeedsEveryListWhole) {
+  TestDir dir;
+  // Record 1's tags hold 8 ids for 3 samples x 3: which sample is short cannot be told, so the
+  // whole record is malformed (never padded into the wrong sample).
+  std::string short_tags = EncodeExample({{"label", std::vector<float>{0, 1, 0}},
+                                          {"dense", std::vector<float>{1, 2, 3, 4, 5, 6}},
+                                          {"user", std::vector<int64_t>{1, 2, 3}},
+                                          {"tags", std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}},
+                                          {"ts", std::vector<int64_t>{1, 2, 3}}});
+  WriteFile(dir.File("a.tfrecord"), FrameRecord(PackedExample(0, 3)) + FrameRecord(short_tags) +
+                                        FrameRecord(PackedExample(2, 3)));
+  TfRecordOptions o = Schema();
+  o.line_per_sample = 3;
+  auto strict = Drain(**TfRecordDataset({dir.File("a.tfrecord")}, o));
+  ASSERT_FALSE(strict.ok());
+  EXPECT_THAT(strict.status().message(), HasSubstr("\"tags\" has 8 values; the schema allows 9 "
+                                                   "(3 samples x 3)"));
+  o.reader.malformed_policy = MalformedPolicy::kSkip;
+  auto lenient = TfRecordDataset({dir.File("a.tfrecord")}, o);
+  auto ok = Drain(**lenient);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(TotalRows(*ok), 6);
+  EXPECT_EQ(Concat<int64_t>(*ok, "user")[3], 60);  // record 2's first sample follows record 0's
+  EXPECT_EQ((*lenient)->malformed_counts().count(MalformedReason::kWrongValueCount), 1);
+  // Bad values of the option.
+  for (int64_t bad : {int64_t{0}, int64_t{-2}, TfRecordOptions::kMaxLinePerSample + 1}) {
+    o.line_per_sample = bad;
+    EXPECT_THAT(TfRecordDataset({dir.File("a.tfrecord")}, o).status().message(),
+                HasSubstr(absl::StrCat("line_per_sample ", bad, " is outside")));
+  }
+}
+
+TEST(TfRecordReaderTest, LinePerSampleOnTinyRecordsStaysBounded) {
+  // 20,000 empty records with every feature optional and the largest line_per_sample: each
+  // record is 65,536 default rows. The reader must not allocate every record's rows at once.
+  TestDir dir;
+  std::string file;
+  for (int i = 0; i < 20000; ++i) file += FrameRecord("");
+  WriteFile(dir.File("a.tfrecord"), file);
+  TfRecordOptions o;
+  o.schema = {{"label", ColumnKind::kLabel}, {"user", ColumnKind::kSparse, 1}};
+  for (SchemaColumn& c : o.schema) c.required = false;
+  o.line_per_sample = TfRecordOptions::kMaxLinePerSample;
+  auto ds = TfRecordDataset({dir.File("a.tfrecord")}, o);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  Batch b;
+  int64_t rows = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto more = (*ds)->GetNext(&b);
+    ASSERT_TRUE(more.ok() && *more) << more.status();
+    EXPECT_LE(b.num_rows(), TfRecordOptions::kMaxLinePerSample);
+    rows += b.num_rows();
+  }
+  EXPECT_EQ(rows, 3 * TfRecordOptions::kMaxLinePerSample);
+}
+
 TEST(TfRecordWriterTest, WritesWhatTheReaderReadsOnlyOnClose) {
   TestDir dir;
   const std::string path = dir.File("a.tfrecord");
