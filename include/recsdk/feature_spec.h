@@ -68,14 +68,14 @@ struct FeatureSpec {
   // column EffectiveIndexKey(), side by side in this order ([B, sum of n_f]); MergeFeatureFields
   // builds that column. Empty (default): the feature reads its column as it is. A field must not
   // be the feature's own column, and at most kMaxFields are allowed.
-  std::vector<std::string> fields;
+  std::vector<std::string> fields = {};
   // field_keys: how the fields' ids are kept apart (FieldKeys). Default kOffset.
   FieldKeys field_keys = FieldKeys::kOffset;
   // field_offsets: with kOffset, field f's first key; one per field, strictly increasing, >= 0
   // (e.g. the running sum of the fields' vocabulary sizes, as a preprocessing script computes).
   // Empty: field f starts at f << 32, so each field's ids must lie in [0, 2^32). Must be empty
   // with kHash.
-  std::vector<int64_t> field_offsets;
+  std::vector<int64_t> field_offsets = {};
 
   static constexpr int kMaxFields = 4096;
 

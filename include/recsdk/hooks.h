@@ -6,6 +6,8 @@
 // AfterCreateSession, BeforeRun (may add fetches to the coming step), AfterRun (their values; may
 // request a stop) and End. MonitoredSession::Run calls them around each Session::Run in the order
 // the hooks were given; the first hook error stops the run and is returned as it is.
+// MonitoredSession::RunLoop calls them once around several steps (the spec's iterations_per_loop):
+// a hook's step counting uses SessionRunContext::steps, and its fetches are the last step's.
 //
 // Threading: a MonitoredSession and its hooks are used by one training loop.
 #ifndef RECSDK_HOOKS_H_
@@ -38,17 +40,28 @@ struct SessionRunContext {
   Session* session = nullptr;
   // key_stage: the training key stage feeding the step, or null (EvictRunHook uses it).
   KeyStage* key_stage = nullptr;
-  // run_index: 0-based count of MonitoredSession::Run calls before this one.
+  // run_index: 0-based count of the steps run before this call (one per MonitoredSession::Run,
+  // `steps` per RunLoop).
   int64_t run_index = 0;
+  // steps: the steps this call runs: 1 for Run; for RunLoop its iterations in BeforeRun and the
+  // steps it ran (fewer when the input ended) in AfterRun. A hook due every n steps is due when a
+  // multiple of n lies in (run_index, run_index + steps] (DueWithin).
+  int64_t steps = 1;
   // global_step: the graph's global_step: before the step in BeforeRun, after it in AfterRun;
   // -1 when the graph has none.
   int64_t global_step = -1;
-  // batch_rows: the real rows of the step's batch (StepCounterHook's samples/s); 0 if unknown.
+  // batch_rows: the real rows of the step's batches (StepCounterHook's samples/s); 0 if unknown.
   int64_t batch_rows = 0;
   // RequestStop: the loop ends after this step (MonitoredSession::ShouldStop turns true).
   void RequestStop() { stop_requested = true; }
   bool stop_requested = false;
 };
+
+// DueWithin: whether a multiple of `every` (>= 1) lies in (before, before + steps]: a hook that
+// acts every `every` steps acts in a call that runs steps before+1 .. before+steps.
+inline bool DueWithin(int64_t before, int64_t steps, int64_t every) {
+  return every >= 1 && steps >= 1 && (before + steps) / every > before / every;
+}
 
 // SessionRunArgs: what a hook adds to the coming step: fetches whose values come back in
 // AfterRun, in the same order.
@@ -111,6 +124,16 @@ class MonitoredSession {
   Status Run(const FeedList& feeds, const std::vector<TensorName>& fetches,
              const std::vector<TensorName>& targets, std::vector<Tensor>* outputs,
              int64_t batch_rows = 0);
+  // StepSource: the next step's feeds and its batch's real rows; false when the input ended.
+  using StepSource = std::function<StatusOr<bool>(FeedList* feeds, int64_t* batch_rows)>;
+  // RunLoop: up to `iterations` (>= 1) steps with one round of hooks (the spec's
+  // iterations_per_loop): the first step's feeds are pulled first (none: returns 0 and calls no
+  // hook), then BeforeRun on every hook, then the steps, each fed by `next` (the loop ends early
+  // when it returns false), then AfterRun with the last step's fetches, the global step after it,
+  // and the rows of every step. Returns the steps run. Errors as Run.
+  StatusOr<int64_t> RunLoop(int64_t iterations, const StepSource& next,
+                            const std::vector<TensorName>& fetches,
+                            const std::vector<TensorName>& targets, std::vector<Tensor>* outputs);
   // ShouldStop: a hook requested a stop.
   bool ShouldStop() const;
   // Close: End on every hook (once); the Session stays usable through session().

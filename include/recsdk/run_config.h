@@ -47,9 +47,11 @@ struct RunConfig {
   // same name (config.h documents them); unset leaves session_config as it is.
   std::optional<bool> deterministic;
   std::optional<std::string> op_select_implmode;
-  // iterations_per_loop: steps per Session::RunLoop call. The Estimator runs its hooks after each
-  // step, so it needs 1 (Estimator::Create names the option otherwise; Session::RunLoop serves
-  // larger values in Session mode).
+  // iterations_per_loop: training steps per loop. The Estimator runs its hooks once per loop
+  // (MonitoredSession::RunLoop: they see the step the loop ended at, and the last loop stops at
+  // the asked step), so save_checkpoints_steps, save_summary_steps and log_step_count_steps must
+  // be multiples of it (Estimator::Create names the one that is not). Evaluation runs one step
+  // per call. In Session mode, Session::RunLoop runs that many steps per call.
   std::optional<int64_t> iterations_per_loop;
   std::optional<std::string> precision_mode;
   std::optional<bool> enable_data_pre_proc;

@@ -100,12 +100,23 @@ StatusOr<std::unique_ptr<Estimator>> Estimator::Create(ModelFn model_fn, RunConf
                                                        Params params, EstimatorOptions options) {
   if (!model_fn) return absl::InvalidArgumentError("Estimator: model_fn is null");
   RECSDK_RETURN_IF_ERROR(run_config.Validate());
-  if (const int64_t n = run_config.EffectiveSessionConfig().iterations_per_loop; n != 1) {
-    return absl::InvalidArgumentError(fmt::format(
-        "Estimator: iterations_per_loop {}: the Estimator runs its hooks (checkpoints, summaries, "
-        "stop conditions) after every step, so it runs one step per Session::Run and needs 1; "
-        "run several steps per call with Session::RunLoop in Session mode",
-        n));
+  // iterations_per_loop: one round of hooks per that many steps (MonitoredSession::RunLoop). A
+  // period in steps that is not a multiple would fire at a later step than asked, so it is
+  // refused instead (the periods in seconds are unaffected).
+  if (const int64_t n = run_config.EffectiveSessionConfig().iterations_per_loop; n > 1) {
+    const std::pair<const char*, int64_t> periods[] = {
+        {"save_checkpoints_steps", run_config.save_checkpoints_steps},
+        {"save_summary_steps", run_config.save_summary_steps},
+        {"log_step_count_steps", run_config.log_step_count_steps}};
+    for (const auto& [option, steps] : periods) {
+      if (steps > 0 && steps % n != 0) {
+        return absl::InvalidArgumentError(fmt::format(
+            "Estimator: RunConfig::{} {} is not a multiple of iterations_per_loop {}; the hooks "
+            "run once per loop of {} steps, so set {} to a multiple of {} (or iterations_per_loop "
+            "to a divisor of {})",
+            option, steps, n, n, option, n, steps));
+      }
+    }
   }
   auto impl = std::make_unique<Impl>();
   impl->model_fn = std::move(model_fn);
@@ -383,38 +394,46 @@ Status Estimator::Impl::TrainLoop(KeyStage* stage, int64_t last_step, const Hook
   RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<MonitoredSession> ms,
                           MonitoredSession::Wrap(*session, std::move(all)));
   ms->set_key_stage(stage);
+  const int64_t per_loop = session->config().iterations_per_loop;
   Status status;
-  FeedList feeds;
   Batch batch;
   int64_t batches = 0;
+  bool input_ended = false;
+  bool input_failed = false;  // the error came from the input, not from a step
   const int ranks = get_rank_size().value_or(1);
-  while (status.ok() && !ms->ShouldStop()) {
-    StatusOr<bool> got = stage->Next(&feeds, &batch);
-    if (!got.ok()) {
-      status = InputError(got.status(), "Train", start + batches, batches);
-      break;
-    }
+  // next: one step's feeds from the key stage; false when the input ended (on any rank).
+  const MonitoredSession::StepSource next = [&](FeedList* feeds, int64_t* rows) -> StatusOr<bool> {
+    input_failed = true;
+    StatusOr<bool> got = stage->Next(feeds, &batch);
+    if (!got.ok()) return InputError(got.status(), "Train", start + batches, batches);
     ++batches;
     // With several ranks, a rank whose input ended would leave the others waiting in the step's
     // collectives: the ranks agree each step that every one has a batch, and the epoch ends at
     // the shortest input (the rows the others still hold are not trained on).
     if (ranks > 1) {
-      StatusOr<bool> all_have = AllRanksAgree(*got, "every rank has a training batch");
-      if (!all_have.ok()) {
-        status = all_have.status();
-        break;
-      }
-      if (*got && !*all_have) {
+      RECSDK_ASSIGN_OR_RETURN(const bool all_have,
+                              AllRanksAgree(*got, "every rank has a training batch"));
+      if (*got && !all_have) {
         Print(
             fmt::format("training input of another rank ended at global step {}; this rank "
                         "stops there too (the epoch ends at the shortest input)",
                         start + batches - 1));
       }
-      if (!*all_have) break;
+      if (!all_have) got = false;
     }
-    if (!*got) break;
-    status = ms->Run(feeds, {}, {train.train_op}, nullptr, batch.num_valid());
-    if (!status.ok()) status = ShortBatchHint(status, batch);
+    input_failed = false;
+    input_ended = !*got;
+    *rows = batch.num_valid();
+    return *got;
+  };
+  while (status.ok() && !ms->ShouldStop() && !input_ended) {
+    // The last loop stops at last_step exactly, so the hooks see the step they asked for.
+    int64_t steps = per_loop;
+    if (last_step >= 0 && ms->global_step() >= 0) {
+      steps = std::clamp<int64_t>(last_step - ms->global_step(), 1, per_loop);
+    }
+    StatusOr<int64_t> ran = ms->RunLoop(steps, next, {}, {train.train_op}, nullptr);
+    if (!ran.ok()) status = input_failed ? ran.status() : ShortBatchHint(ran.status(), batch);
   }
   if (status.ok()) status = ms->Close();  // End: the final checkpoint
   if (saver != nullptr && !saver->saved().empty()) latest_checkpoint = saver->saved().back();

@@ -53,9 +53,10 @@ StatusOr<double> ScalarOf(const Tensor& t, const std::string& what) {
   }
 }
 
-// Step: the global step when the graph has one, else the run count.
+// Step: the global step when the graph has one, else the steps run (AfterRun: including this
+// call's).
 int64_t Step(const SessionRunContext& c) {
-  return c.global_step >= 0 ? c.global_step : c.run_index + 1;
+  return c.global_step >= 0 ? c.global_step : c.run_index + c.steps;
 }
 
 }  // namespace
@@ -71,7 +72,7 @@ Status LoggingTensorHook::BeforeRun(SessionRunContext& context, SessionRunArgs* 
     return absl::InvalidArgumentError(fmt::format(
         "LoggingTensorHook: every_n_iter {} is below 1; log every 1 or more steps", every_n_iter_));
   }
-  due_ = (context.run_index + 1) % every_n_iter_ == 0;
+  due_ = DueWithin(context.run_index, context.steps, every_n_iter_);
   if (due_) {
     for (const auto& [name, tensor] : tensors_) args->fetches.push_back(tensor);
   }
@@ -79,7 +80,10 @@ Status LoggingTensorHook::BeforeRun(SessionRunContext& context, SessionRunArgs* 
 }
 
 Status LoggingTensorHook::AfterRun(SessionRunContext& context, absl::Span<const Tensor> results) {
-  if (!due_) return absl::OkStatus();
+  // A loop cut short by the end of the input may not reach the step BeforeRun planned for.
+  if (!due_ || !DueWithin(context.run_index, context.steps, every_n_iter_)) {
+    return absl::OkStatus();
+  }
   std::string line = fmt::format("step {}:", Step(context));
   for (size_t i = 0; i < tensors_.size(); ++i) {
     RECSDK_ASSIGN_OR_RETURN(
@@ -123,7 +127,7 @@ Status StepCounterHook::AfterRun(SessionRunContext& context, absl::Span<const Te
     s.window_start = now;
     return absl::OkStatus();
   }
-  ++s.runs;
+  s.runs += context.steps;
   s.rows += context.batch_rows;
   if (s.runs < s.every_n_steps) return absl::OkStatus();
   const double secs = std::max(now - s.window_start, 1e-9);
@@ -159,7 +163,7 @@ Status SummarySaverHook::BeforeRun(SessionRunContext& context, SessionRunArgs* a
                     "RunConfig::save_summary_steps to 0 to write no summaries",
                     save_steps_));
   }
-  due_ = (context.run_index + 1) % save_steps_ == 0;
+  due_ = DueWithin(context.run_index, context.steps, save_steps_);
   if (due_) {
     for (const auto& [tag, tensor] : scalars_) args->fetches.push_back(tensor);
   }
@@ -167,7 +171,9 @@ Status SummarySaverHook::BeforeRun(SessionRunContext& context, SessionRunArgs* a
 }
 
 Status SummarySaverHook::AfterRun(SessionRunContext& context, absl::Span<const Tensor> results) {
-  if (!due_) return absl::OkStatus();
+  if (!due_ || !DueWithin(context.run_index, context.steps, save_steps_)) {
+    return absl::OkStatus();
+  }
   const int64_t step = Step(context);
   for (size_t i = 0; i < scalars_.size(); ++i) {
     RECSDK_ASSIGN_OR_RETURN(double v,
@@ -204,8 +210,7 @@ Status StopAtStepHook::BeforeRun(SessionRunContext& context, SessionRunArgs*) {
 }
 
 Status StopAtStepHook::AfterRun(SessionRunContext& context, absl::Span<const Tensor>) {
-  const int64_t step = context.global_step >= 0 ? context.global_step : context.run_index + 1;
-  if (step >= stop_at_) context.RequestStop();
+  if (Step(context) >= stop_at_) context.RequestStop();
   return absl::OkStatus();
 }
 
@@ -354,9 +359,9 @@ Status CheckpointSaverHook::State::AfterRun(SessionRunContext& context) {
   }
   const double now = Now();
   Due due = pending;
-  const bool full_due =
-      (options.save_steps > 0 && step % options.save_steps == 0 && step != last_saved_step) ||
-      (options.save_secs > 0 && now - last_full_time >= options.save_secs);
+  const bool full_due = (DueWithin(step - context.steps, context.steps, options.save_steps) &&
+                         step != last_saved_step) ||
+                        (options.save_secs > 0 && now - last_full_time >= options.save_secs);
   if (full_due) {
     due = Due::kFull;
   } else if (due == Due::kNone && options.is_incremental_checkpoint &&
@@ -460,8 +465,9 @@ Status ProgressHook::BeforeRun(SessionRunContext& context, SessionRunArgs* args)
         fmt::format("ProgressHook: every_n_steps {} is below 1", o.every_n_steps));
   }
   if (s.start < 0) s.start = NowSeconds();
-  const int64_t next = context.run_index + 1;
-  s.due = next % o.every_n_steps == 0 || (o.total_steps > 0 && next == o.total_steps);
+  const int64_t last = context.run_index + context.steps;  // the call's last step
+  s.due = DueWithin(context.run_index, context.steps, o.every_n_steps) ||
+          (o.total_steps > 0 && context.run_index < o.total_steps && last >= o.total_steps);
   if (s.due && o.loss.has_value()) args->fetches.push_back(*o.loss);
   return absl::OkStatus();
 }
@@ -469,7 +475,7 @@ Status ProgressHook::BeforeRun(SessionRunContext& context, SessionRunArgs* args)
 Status ProgressHook::AfterRun(SessionRunContext& context, absl::Span<const Tensor> results) {
   State& s = *state_;
   const ProgressHookOptions& o = s.options;
-  ++s.runs;
+  s.runs += context.steps;
   s.rows += context.batch_rows;
   if (!s.due) return absl::OkStatus();
   const double secs = std::max(NowSeconds() - s.start, 1e-9);

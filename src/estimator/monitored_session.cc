@@ -1,9 +1,9 @@
 // monitored_session.cc: MonitoredSession (hooks.h): a Session whose steps run the hooks' Begin /
 // AfterCreateSession / BeforeRun / AfterRun / End around them. The global step is read after
-// each step (only when the graph has one) straight from its variable, so hooks see the exact
-// value whether or not the step incremented it. Not with a Session::Run: that would advance the
-// session's run count, which keys the random streams (Session::SetRunCount), so a resumed
-// MonitoredSession would draw other Dropout masks than the run it resumes.
+// each step or loop of steps (RunLoop) (only when the graph has one) straight from its variable, so
+// hooks see the exact value whether or not the step incremented it. Not with a Session::Run: that
+// would advance the session's run count, which keys the random streams (Session::SetRunCount), so a
+// resumed MonitoredSession would draw other Dropout masks than the run it resumes.
 //
 // Threading: one loop thread.
 #include <memory>
@@ -27,7 +27,7 @@ struct MonitoredSession::Impl {
   KeyStage* key_stage = nullptr;
   bool has_global_step = false;
   int64_t global_step = -1;
-  int64_t runs = 0;
+  int64_t steps_run = 0;  // steps run so far (SessionRunContext::run_index)
   bool stop = false;
   bool closed = false;
 
@@ -101,17 +101,42 @@ StatusOr<std::unique_ptr<MonitoredSession>> MonitoredSession::Wrap(Session& sess
 Status MonitoredSession::Run(const FeedList& feeds, const std::vector<TensorName>& fetches,
                              const std::vector<TensorName>& targets, std::vector<Tensor>* outputs,
                              int64_t batch_rows) {
+  bool given = false;
+  const StepSource once = [&](FeedList* f, int64_t* rows) -> StatusOr<bool> {
+    if (given) return false;
+    given = true;
+    *f = feeds;
+    *rows = batch_rows;
+    return true;
+  };
+  return RunLoop(1, once, fetches, targets, outputs).status();
+}
+
+StatusOr<int64_t> MonitoredSession::RunLoop(int64_t iterations, const StepSource& next,
+                                            const std::vector<TensorName>& fetches,
+                                            const std::vector<TensorName>& targets,
+                                            std::vector<Tensor>* outputs) {
   Impl& s = *impl_;
   if (s.closed) {
     return absl::FailedPreconditionError(
         "MonitoredSession::Run after Close; create a new MonitoredSession to keep training");
   }
+  if (iterations < 1) {
+    return absl::InvalidArgumentError(fmt::format(
+        "MonitoredSession::RunLoop: iterations {} is below 1; run 1 or more steps", iterations));
+  }
+  if (!next)
+    return absl::InvalidArgumentError("MonitoredSession::RunLoop: the StepSource is empty");
+  FeedList feeds;
+  int64_t rows = 0;
+  RECSDK_ASSIGN_OR_RETURN(bool more, next(&feeds, &rows));
+  if (!more) return 0;
   SessionRunContext context;
   context.session = s.session;
   context.key_stage = s.key_stage;
-  context.run_index = s.runs;
+  context.run_index = s.steps_run;
+  context.steps = iterations;
   context.global_step = s.global_step;
-  context.batch_rows = batch_rows;
   std::vector<TensorName> all = fetches;
   std::vector<std::pair<size_t, size_t>> ranges;  // per hook: [begin, end) in the results
   for (const auto& hook : s.hooks) {
@@ -120,14 +145,27 @@ Status MonitoredSession::Run(const FeedList& feeds, const std::vector<TensorName
     ranges.emplace_back(all.size(), all.size() + args.fetches.size());
     all.insert(all.end(), args.fetches.begin(), args.fetches.end());
   }
+  // Every step fetches (the fetches are scalars the hooks check); the last step's are kept.
   std::vector<Tensor> results;
-  RECSDK_RETURN_IF_ERROR(s.session->Run(feeds, all, targets, &results));
-  // deterministic: the hooks (set_threshold, eviction, checkpoints) see the key stage at a fixed
-  // point, not wherever its threads happen to be (KeyStage::WaitForWindow).
-  if (s.key_stage != nullptr && s.session->config().deterministic) s.key_stage->WaitForWindow();
-  ++s.runs;
+  int64_t steps = 0;
+  int64_t total_rows = 0;
+  while (true) {
+    RECSDK_RETURN_IF_ERROR(s.session->Run(feeds, all, targets, &results));
+    // deterministic: the hooks (set_threshold, eviction, checkpoints) see the key stage at a
+    // fixed point, not wherever its threads happen to be (KeyStage::WaitForWindow).
+    if (s.key_stage != nullptr && s.session->config().deterministic) s.key_stage->WaitForWindow();
+    ++s.steps_run;
+    ++steps;
+    total_rows += rows;
+    if (steps == iterations) break;
+    feeds.clear();
+    RECSDK_ASSIGN_OR_RETURN(more, next(&feeds, &rows));
+    if (!more) break;
+  }
   RECSDK_RETURN_IF_ERROR(s.ReadGlobalStep());
   context.global_step = s.global_step;
+  context.steps = steps;
+  context.batch_rows = total_rows;
   if (outputs != nullptr) {
     outputs->assign(results.begin(), results.begin() + static_cast<long>(fetches.size()));
   }
@@ -137,7 +175,7 @@ Status MonitoredSession::Run(const FeedList& feeds, const std::vector<TensorName
         context, span.subspan(ranges[h].first, ranges[h].second - ranges[h].first)));
   }
   if (context.stop_requested) s.stop = true;
-  return absl::OkStatus();
+  return steps;
 }
 
 bool MonitoredSession::ShouldStop() const { return impl_->stop; }

@@ -365,6 +365,61 @@ TEST(EstimatorTest, AnInputErrorNamesTheCallTheStepAndTheBatch) {
       << e.status();
 }
 
+// StepLog: the global step and steps of every AfterRun the Estimator's hooks see.
+class StepLog : public SessionRunHook {
+ public:
+  Status AfterRun(SessionRunContext& c, absl::Span<const Tensor>) override {
+    calls.emplace_back(c.global_step, c.steps);
+    return absl::OkStatus();
+  }
+  std::vector<std::pair<int64_t, int64_t>> calls;
+};
+
+// The spec's iterations_per_loop with the Estimator: the hooks run once per loop and see the
+// step it ended at; the last loop stops at the asked step; the input may end inside a loop; the
+// model trains exactly as with one step per call; periods must be multiples of the loop.
+TEST(EstimatorTest, IterationsPerLoopRunsTheHooksOncePerLoop) {
+  const std::string dir = TempDir("per_loop");
+  RunConfig looped = Config(dir);
+  looped.iterations_per_loop = 5;
+  looped.save_checkpoints_steps = 10;
+  looped.save_summary_steps = 5;
+  auto est = Estimator::Create(Model(), looped);
+  ASSERT_TRUE(est.ok()) << est.status();
+  auto log = std::make_shared<StepLog>();
+  ASSERT_TRUE((*est)->Train(Input(40 * 128, 0, 128), 23, -1, {log}).ok());
+  EXPECT_EQ(*(*est)->global_step(), 23);
+  EXPECT_EQ(log->calls,
+            (std::vector<std::pair<int64_t, int64_t>>{{5, 5}, {10, 5}, {15, 5}, {20, 5}, {23, 3}}));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt-10")) << "a checkpoint every 10 steps";
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt-20"));
+  // The input (12 batches) ends inside the third loop.
+  log->calls.clear();
+  ASSERT_TRUE((*est)->Train(Input(12 * 128, 0, 128), -1, -1, {log}).ok());
+  EXPECT_EQ(*(*est)->global_step(), 35);
+  EXPECT_EQ(log->calls, (std::vector<std::pair<int64_t, int64_t>>{{28, 5}, {33, 5}, {35, 2}}));
+
+  // The same 35 steps, one per call: the same model.
+  auto single = *Estimator::Create(Model(), Config(""));
+  ASSERT_TRUE(single->Train(Input(40 * 128, 0, 128), 23).ok());
+  ASSERT_TRUE(single->Train(Input(12 * 128, 0, 128)).ok());
+  const EvalResult a = *(*est)->Evaluate(Input(2048, 1, 512));
+  const EvalResult b = *single->Evaluate(Input(2048, 1, 512));
+  EXPECT_DOUBLE_EQ(a.at("loss"), b.at("loss"));
+  EXPECT_DOUBLE_EQ(a.at("auc"), b.at("auc"));
+
+  RunConfig odd = Config("");
+  odd.iterations_per_loop = 4;  // Config's save_summary_steps is 25
+  odd.save_checkpoints_steps = 8;
+  const Status st = Estimator::Create(Model(), odd).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(st.message())
+                .find("save_summary_steps 25 is not a multiple of "
+                      "iterations_per_loop 4"),
+            std::string::npos)
+      << st;
+}
+
 TEST(EstimatorTest, ModelFnMistakesAreNamed) {
   ModelOptions bad;
   bad.eval_lookup_trains = true;

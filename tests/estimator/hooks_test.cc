@@ -103,6 +103,66 @@ TEST(HooksTest, CallOrderFetchesAndExactStop) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+TEST(HooksTest, DueWithinFindsAMultipleInTheStepsOfACall) {
+  EXPECT_TRUE(DueWithin(0, 1, 1));
+  EXPECT_TRUE(DueWithin(1, 1, 2));    // step 2
+  EXPECT_FALSE(DueWithin(0, 1, 2));   // step 1
+  EXPECT_TRUE(DueWithin(3, 3, 5));    // steps 4..6 hold 5
+  EXPECT_FALSE(DueWithin(5, 3, 10));  // steps 6..8
+  EXPECT_TRUE(DueWithin(5, 5, 10));   // steps 6..10
+  EXPECT_FALSE(DueWithin(10, 5, 0));  // no period
+  EXPECT_FALSE(DueWithin(4, 0, 5));   // no steps
+}
+
+// A loop of steps (the spec's iterations_per_loop): one round of hooks per loop, the loss of its
+// last step, the global step after it, every step's rows; the input may end inside a loop.
+TEST(HooksTest, RunLoopRunsTheHooksOncePerLoop) {
+  Model m;
+  Build(&m);
+  std::vector<std::string> log;
+  std::vector<std::string> logged;
+  MonitoredSessionOptions options;
+  options.hooks = {std::make_shared<Recorder>(&log),
+                   std::make_shared<LoggingTensorHook>(
+                       std::vector<std::pair<std::string, TensorName>>{{"loss", m.loss}}, 4,
+                       [&](const std::string& line) { logged.push_back(line); })};
+  auto ms = *MonitoredSession::Create(&m.graph, options);
+  int64_t fed = 0;
+  const MonitoredSession::StepSource seven = [&](FeedList* feeds, int64_t* rows) -> StatusOr<bool> {
+    if (fed == 7) return false;
+    ++fed;
+    *feeds = Feeds();
+    *rows = 2;
+    return true;
+  };
+  std::vector<int64_t> ran;
+  while (true) {
+    StatusOr<int64_t> n = ms->RunLoop(3, seven, {}, {m.train}, nullptr);
+    ASSERT_TRUE(n.ok()) << n.status();
+    if (*n == 0) break;
+    ran.push_back(*n);
+  }
+  EXPECT_EQ(ran, (std::vector<int64_t>{3, 3, 1}));
+  EXPECT_EQ(ms->global_step(), 7);
+  EXPECT_EQ(
+      log, (std::vector<std::string>{"begin", "created", "before 0", "after 3 1 scalar", "before 3",
+                                     "after 6 1 scalar", "before 6", "after 7 1 scalar"}));
+  // LoggingTensorHook every 4 steps: the loop covering step 4 (steps 4..6) logs; 1..3 and 7 do not.
+  ASSERT_EQ(logged.size(), 1u);
+  EXPECT_NE(logged[0].find("loss"), std::string::npos) << logged[0];
+  // The loop computes what single steps compute: the same loss after 7 steps.
+  Model single;
+  Build(&single);
+  auto one = *MonitoredSession::Create(&single.graph, MonitoredSessionOptions{});
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(one->Run(Feeds(), {}, {single.train}, nullptr).ok());
+  std::vector<Tensor> a, b;
+  ASSERT_TRUE(ms->Run(Feeds(), {m.loss}, {}, &a).ok());
+  ASSERT_TRUE(one->Run(Feeds(), {single.loss}, {}, &b).ok());
+  EXPECT_EQ(a[0].scalar<float>(), b[0].scalar<float>());
+  EXPECT_EQ(ms->RunLoop(0, seven, {}, {m.train}, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(HooksTest, NumStepsCountsFromWhereTheSessionBegan) {
   Model m;
   Build(&m);

@@ -734,6 +734,48 @@ const std::vector<SpecCase>& Cases() {
              ASSERT_TRUE(Must(ds->GetNext(&b)));
              EXPECT_EQ(b.column("v")->flat<int64_t>()[0], 7);
            }},
+      {.spec = {"line_per_sample"},
+       .run =
+           [] {
+             // Two records of three samples each: every list holds 3 x its per-sample values.
+             const std::string file = FreshDir("line_per_sample") + "/part-0.tfrecord";
+             std::string bytes;
+             for (int64_t i = 0; i < 2; ++i) {
+               bytes += internal::FrameRecord(internal::EncodeExample({
+                   {"label", std::vector<int64_t>{1, 0, 1}, true},
+                   {"sparse_feature", std::vector<int64_t>{i, 1, 2, 3, 4, 5}, true},
+               }));
+             }
+             std::ofstream(file, std::ios::binary) << bytes;
+             TfRecordOptions o;
+             o.schema = {{"label", ColumnKind::kLabel}, {"sparse_feature", ColumnKind::kSparse, 2}};
+             o.line_per_sample = 3;
+             auto ds = Must(TfRecordDataset({file}, o));
+             Batch b;
+             ASSERT_TRUE(Must(ds->GetNext(&b)));
+             ASSERT_EQ(b.num_rows(), 6);
+             EXPECT_EQ(b.column("sparse_feature")->flat<int64_t>()[6], 1);  // record 1, sample 0
+             EXPECT_EQ(b.column("sparse_feature")->flat<int64_t>()[9], 3);  // record 1, sample 1
+           }},
+      {.spec = {"sparse_feature"},
+       .run =
+           [] {
+             // Criteo's fields merged into one column for one table, each in its own key range.
+             FeatureSpec merged;
+             merged.name = "sparse_feature";
+             merged.table_name = "sparse_embeddings";
+             merged.fields = {"C1", "C2"};
+             merged.field_offsets = {0, 1000};
+             std::vector<InMemoryColumn> cols;
+             cols.push_back(InMemoryColumn{"C1", std::vector<int64_t>{7, 8}, 1});
+             cols.push_back(InMemoryColumn{"C2", std::vector<int64_t>{7, 9}, 1});
+             auto ds = Must(MergeFeatureFields(Must(InMemoryDataset(std::move(cols))), {merged}));
+             Batch b;
+             ASSERT_TRUE(Must(ds->GetNext(&b)));
+             EXPECT_EQ(std::vector<int64_t>(b.column("sparse_feature")->flat<int64_t>().begin(),
+                                            b.column("sparse_feature")->flat<int64_t>().end()),
+                       (std::vector<int64_t>{7, 1007, 8, 1009}));
+           }},
       {.spec = {"tf.compat.v1.FixedLenFeature"},
        .run =
            [] {
@@ -863,10 +905,17 @@ const std::vector<SpecCase>& Cases() {
              c = NPURunConfig();
              c.session_config.dump_mode = "everything";
              ExpectRefused(c.Validate(), "session_config");
+             // iterations_per_loop: the hooks run once per loop of steps, so a period in
+             // steps must be a multiple of it.
              c = TinyConfig("iterations_per_loop");
-             c.iterations_per_loop = 2;
+             c.iterations_per_loop = 3;
+             c.save_checkpoints_steps = 4;
              EXPECT_THAT(NPUEstimator::Create(TinyModel(), c).status().ToString(),
-                         HasSubstr("iterations_per_loop"));
+                         HasSubstr("is not a multiple of iterations_per_loop 3"));
+             c.iterations_per_loop = 2;
+             auto looped = Must(NPUEstimator::Create(TinyModel(), c));
+             ASSERT_TRUE(looped->Train(TinyInput(64, 8), 5).ok());
+             EXPECT_EQ(Must(looped->global_step()), 5);
            }},
       {.spec = {"train_distribute", "device_fn", "protocol", "eval_distribute",
                 "experimental_distribute", "tf.distribute.MirroredStrategy"},
