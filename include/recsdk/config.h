@@ -29,6 +29,8 @@ class Env;  // recsdk/env.h
 
 inline constexpr int64_t kGiB = int64_t{1} << 30;
 
+// SessionConfig: the options of a Session (the session configuration spec's, plus ours, marked so).
+// Plain struct; Validate() checks it when a Session is created.
 struct SessionConfig {
   // --- Device and parallelism -----------------------------------------------------------------
 

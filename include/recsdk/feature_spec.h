@@ -15,6 +15,7 @@
 
 namespace recsdk {
 
+// FeatureSpec: one sparse feature of a dataset (see the file comment). Validate() checks it.
 struct FeatureSpec {
   // name: the feature's name, unique among the specs of one dataset. Required.
   std::string name;
