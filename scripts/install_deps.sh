@@ -18,6 +18,9 @@ packages=(
   lld
   # tests/estimator/summary_writer_test.cc decodes TensorBoard event files with real protobuf.
   python3-protobuf
+  # The API reference of include/recsdk/ (docs/Doxyfile; CTest docs_doxygen fails on any warning,
+  # an undocumented public name included).
+  doxygen
 )
 
 missing=()

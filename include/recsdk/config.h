@@ -4,8 +4,8 @@
 // name. Each field documents its default, its rule and what it does on the CPU backend; Validate()
 // checks every rule once, when the Session is created, and its error names the option, the value,
 // the rule and the fix. Nothing is clamped, and no option is recorded and ignored: an option this
-// runtime cannot honour yet is rejected with the reason (the README's "Session configuration"
-// table says which).
+// runtime cannot honour yet is rejected with the reason (docs/session-config.md's table says
+// which).
 //
 // FromJson / ToJson load and save the config as a JSON object keyed by these names; an unknown key
 // is an error naming the nearest valid one when one is close. `recsdk validate-config FILE.json`
@@ -29,6 +29,8 @@ class Env;  // recsdk/env.h
 
 inline constexpr int64_t kGiB = int64_t{1} << 30;
 
+// SessionConfig: the options of a Session (the session configuration spec's, plus ours, marked so).
+// Plain struct; Validate() checks it when a Session is created.
 struct SessionConfig {
   // --- Device and parallelism -----------------------------------------------------------------
 
@@ -124,7 +126,7 @@ struct SessionConfig {
   // variable_format_optimize: variables stored in the backend's preferred layout. Default true.
   // The CPU backend's preferred layout is the row-major one variables already have, so there is
   // nothing to convert: keeping weights pre-packed for the GEMM was measured to save at most
-  // 0.14% (float32) and 1.3% (bfloat16) of a product at batch 4096 (README).
+  // 0.14% (float32) and 1.3% (bfloat16) of a product at batch 4096 (docs/session-config.md).
   bool variable_format_optimize = true;
 
   // enable_scope_fusion_passes: comma-separated names of optional fusion passes to run. Default

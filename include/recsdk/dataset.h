@@ -51,6 +51,7 @@ class Batch {
   // num_valid: the rows that hold real data; num_rows() - num_valid() trailing rows are padding
   // (only after BatchRows(..., pad_remainder = true)). Results for padded rows must be dropped.
   int64_t num_valid() const { return num_valid_; }
+  // set_num_valid: sets num_valid (a transform that pads rows does).
   void set_num_valid(int64_t n) { num_valid_ = n; }
 
   // AddColumn appends a column; InvalidArgument when the name exists, the tensor has rank 0 or its
@@ -62,7 +63,9 @@ class Batch {
   const Tensor* column(std::string_view name) const;
   // Column: like column() but NotFound naming the column and the ones that exist.
   StatusOr<Tensor> Column(std::string_view name) const;
+  // has_column: the batch has a column of that name. O(columns).
   bool has_column(std::string_view name) const { return column(name) != nullptr; }
+  // columns: every column, (name, tensor), in the order they were added.
   const std::vector<std::pair<std::string, Tensor>>& columns() const { return columns_; }
   // mask: the "mask" column or nullptr when the batch was not padded.
   const Tensor* mask() const { return column("mask"); }
@@ -70,6 +73,7 @@ class Batch {
   // Slice shares rows [begin, end) of every column (zero-copy); num_valid is clipped.
   // InvalidArgument naming the range when it is not inside [0, num_rows()].
   StatusOr<Batch> Slice(int64_t begin, int64_t end) const;
+  // DebugString: "Batch(rows=..., valid=..., name=tensor summary, ...)", for messages.
   std::string DebugString() const;
 
  private:
@@ -103,11 +107,15 @@ enum class MalformedReason {
   kWrongValueCount = 8,  // more values than the schema's width, or a dense width mismatch
   kBadHeader = 9,        // a binary record file with a bad magic, version or schema
 };
+// kNumMalformedReasons: the number of MalformedReason values. MalformedReasonName: a reason in
+// words ("wrong column count", "bad number", ...).
 inline constexpr int kNumMalformedReasons = 10;
 std::string_view MalformedReasonName(MalformedReason reason);
 
 // MalformedCounts: rows/records skipped under MalformedPolicy::kSkip, per reason.
 struct MalformedCounts {
+  // by_reason: the count of each reason, indexed by its value. count: the count of one reason.
+  // total: the sum. DebugString: "reason: count" for each reason counted, "none" when none is.
   std::array<int64_t, kNumMalformedReasons> by_reason{};
   int64_t count(MalformedReason r) const { return by_reason[static_cast<int>(r)]; }
   int64_t total() const;
@@ -117,6 +125,8 @@ struct MalformedCounts {
 // ---------------------------------------------------------------------------------------------
 // Dataset
 
+// Dataset: a pull-based stream of Batches (see the file comment). Not copyable. Threading: one
+// consumer at a time; malformed_counts() may be read from any thread.
 class Dataset {
  public:
   virtual ~Dataset() = default;
@@ -177,6 +187,8 @@ enum class DenseTransform {
 // CriteoOptions: the Criteo display-advertising TSV format: label, 13 integer features, 26
 // categorical features as hex strings, tab-separated, any field but the label may be empty.
 struct CriteoOptions {
+  // reader: the file reading options. dense_transform: applied to the 13 integer features. Default
+  // kNone.
   ReaderOptions reader;
   DenseTransform dense_transform = DenseTransform::kNone;
   // default_dense: the value of an empty integer field (before the transform). Default 0.
@@ -198,6 +210,8 @@ enum class ColumnKind { kLabel = 0, kDense = 1, kSparse = 2, kTimestamp = 3, kSk
 
 // SchemaColumn: one column of a delimited file or one feature of a tf.Example.
 struct SchemaColumn {
+  // name: the Batch column (kSparse, kTimestamp) or the tf.Example feature it comes from. kind: the
+  // column's role. Default kSkip.
   std::string name;
   ColumnKind kind = ColumnKind::kSkip;
   // width: values per sample. kSparse: ids per sample (the Batch column is [B,width]); a field
@@ -217,6 +231,8 @@ struct SchemaColumn {
 // DelimitedOptions: a generic delimited text reader driven by a schema (one SchemaColumn per
 // field, in order; the field count must match).
 struct DelimitedOptions {
+  // reader: the file reading options. schema: one SchemaColumn per field, in order. delimiter:
+  // between fields. Default ','.
   ReaderOptions reader;
   std::vector<SchemaColumn> schema;
   char delimiter = ',';
@@ -242,6 +258,7 @@ StatusOr<std::unique_ptr<Dataset>> DelimitedDataset(const std::vector<std::strin
 // values, dense: n x width, sparse: exactly n x width ids, timestamp: n). The reader yields n rows
 // per record; a record whose list has another count is malformed (kWrongValueCount), whole.
 struct TfRecordOptions {
+  // reader: the file reading options. schema: the features to read (see above).
   ReaderOptions reader;
   std::vector<SchemaColumn> schema;
   // line_per_sample: samples per record, in [1, kMaxLinePerSample]. Default 1: one sample per
@@ -249,6 +266,8 @@ struct TfRecordOptions {
   int64_t line_per_sample = 1;
   static constexpr int64_t kMaxLinePerSample = 1 << 16;
 };
+// TfRecordDataset: a column per schema entry, as DelimitedDataset's; blocks of at most one chunk's
+// records.
 StatusOr<std::unique_ptr<Dataset>> TfRecordDataset(const std::vector<std::string>& files,
                                                    const TfRecordOptions& options);
 
@@ -269,6 +288,7 @@ StatusOr<int64_t> ConvertToRecordFile(Dataset& source, const std::string& path,
 
 // InMemoryColumn: one column of an in-memory dataset: `values` holds rows * width values.
 struct InMemoryColumn {
+  // name: the Batch column. values: rows * width floats or int64s, row by row.
   std::string name;
   std::variant<std::vector<float>, std::vector<int64_t>> values;
   // width: values per row; the Batch column is [B,width], or [B] when width is 0 (a scalar per
@@ -298,18 +318,25 @@ struct SyntheticOptions {
   int ids_per_feature = 1;                                                   // >= 1
   int num_dense = 13;                                                        // >= 0
   double zipf_exponent = 1.05;                                               // > 0
+  // id_weight_scale, dense_weight_scale, bias: the planted model's weight scales and bias (above).
+  // Defaults 1, 0.5 and -1.
   float id_weight_scale = 1.0f;
   float dense_weight_scale = 0.5f;
   float bias = -1.0f;
   // with_timestamps: add "timestamp" [B] int64: start_timestamp + r * timestamp_step.
   bool with_timestamps = false;
+  // start_timestamp, timestamp_step: the first row's timestamp (seconds) and the step per row.
+  // Defaults 1700000000 and 1.
   int64_t start_timestamp = 1700000000;
   int64_t timestamp_step = 1;
+  // seed: fixes the planted weights and every sample. Default 1.
   uint64_t seed = 1;
   int64_t block_rows = 4096;  // >= 1
   // sparse_prefix: sparse columns are <prefix>1 .. <prefix>F.
   std::string sparse_prefix = "C";
 };
+// SyntheticDataset: label [B,1], dense [B,num_dense], <prefix>1.. [B,ids_per_feature] int64 (and
+// timestamp [B]), in blocks of block_rows. InvalidArgument naming an option that breaks its rule.
 StatusOr<std::unique_ptr<Dataset>> SyntheticDataset(const SyntheticOptions& options);
 // SyntheticTrueLogit: the planted logit of a row of a synthetic dataset with these options:
 // ids[f * ids_per_feature + k] and dense[j]. Pure function; thread-safe.
@@ -327,6 +354,7 @@ StatusOr<std::unique_ptr<Dataset>> Shard(std::unique_ptr<Dataset> input, int64_t
 // ShuffleOptions: reshuffle_each_iteration draws a new order each epoch (seed mixed with the
 // epoch number); otherwise every epoch repeats the first one's order.
 struct ShuffleOptions {
+  // reshuffle_each_iteration: see above. Default true.
   bool reshuffle_each_iteration = true;
   // output_rows: rows per yielded Batch. Default 1024.
   int64_t output_rows = 1024;
@@ -358,6 +386,7 @@ StatusOr<std::unique_ptr<Dataset>> Repeat(std::unique_ptr<Dataset> input, int64_
 
 // MapFn: transforms one Batch; an error stops the stream.
 using MapFn = std::function<StatusOr<Batch>(Batch)>;
+// Map: the input with `fn` applied to each Batch.
 StatusOr<std::unique_ptr<Dataset>> Map(std::unique_ptr<Dataset> input, MapFn fn);
 
 // MergeFeatureFields: for every spec with `fields` (FeatureSpec), adds to each batch the column

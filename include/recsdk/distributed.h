@@ -125,6 +125,8 @@ inline std::vector<Output> allreduce(const Scope& scope, const std::vector<Outpu
 // Threading: build-time, like Scope.
 class DistributedOptimizer : public Optimizer {
  public:
+  // DistributedOptimizer: wraps `inner`, whose updates run on the averaged gradients; its name() is
+  // the inner optimizer's.
   explicit DistributedOptimizer(std::shared_ptr<Optimizer> inner);
   std::string name() const override;
 

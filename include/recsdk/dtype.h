@@ -13,6 +13,7 @@
 
 namespace recsdk {
 
+// DType: an element type. Values are pinned (see the file comment).
 enum class DType : int32_t {
   kInvalid = 0,
   kFloat32 = 1,
@@ -31,6 +32,8 @@ enum class DType : int32_t {
 
 // float16: IEEE 754 binary16, stored as its bit pattern. Convert with ToFloat/FromFloat.
 struct float16 {
+  // bits: the bit pattern. FromFloat, ToFloat: conversions, rounding to nearest even.
+  // operator==: the same bits.
   uint16_t bits = 0;
   static float16 FromFloat(float value);
   float ToFloat() const;
@@ -39,6 +42,7 @@ struct float16 {
 
 // bfloat16: the upper 16 bits of a float32, rounded to nearest even on conversion.
 struct bfloat16 {
+  // bits: the bit pattern. FromFloat, ToFloat: conversions. operator==: the same bits.
   uint16_t bits = 0;
   static bfloat16 FromFloat(float value);
   float ToFloat() const;

@@ -66,15 +66,18 @@ inline constexpr int kMaxLookupsPerTable = 128;
 class SparseTable {
  public:
   SparseTable() = default;
+  // valid: false for a default-constructed handle.
   bool valid() const { return handle_.valid(); }
   // table_name: the spec's attribute name. Same as config().name.
   const std::string& table_name() const { return config_.name; }
+  // dim: the table's embedding dimension (config().dim).
   int dim() const { return config_.dim; }
   // config: the table's config as the graph holds it now, which the Session creates the table
   // from: create_table's, plus the admission and eviction thresholds FeatureSpecs or
   // access_and_evict_config gave it since (see sparse_lookup). Parsed from the handle: O(size of
   // the config).
   TableConfig config() const;
+  // optimizer: the table's sparse optimizer, as given to create_table.
   const SparseOptimizerConfig& optimizer() const { return optimizer_; }
   // handle: the TableHandle node's resource output.
   Output handle() const { return handle_; }
@@ -198,6 +201,7 @@ StatusOr<Output> PaddingMask(const Output& lookup_result);
 // SparseGrad: the gradient of one lookup: per unique row, the sum of the gradients of the ids
 // that map to it ([U, dim] float32), with the rows ([U] int32 row ids; sentinels train nothing).
 struct SparseGrad {
+  // table_name: the table the lookup reads.
   std::string table_name;
   Output unique_rows;      // the kSparseLookupIdOffset output
   Output summed;           // [U, dim]
@@ -219,10 +223,7 @@ StatusOr<std::vector<SparseGrad>> ComputeSparseGradients(
 // when local_emb is not a lookup result or grad does not match its shape.
 StatusOr<SparseGrad> SparseGradForLocalEmb(const Scope& scope, Output local_emb, Output grad);
 
-// ApplySparseGradients: one TableApply per table: gradients of several lookups of a table are
-// summed per row first, then the table's optimizer updates each touched row once with step
-// global_step + 1 (LazyAdam's bias correction). The apply runs after every lookup of the table
-// in the step. Returns a NoOp target grouping the updates.
+// SparseApplyOptions: the options of ApplySparseGradients.
 struct SparseApplyOptions {
   // global_step: the step variable read for the 1-based step; default the graph's (created if
   // missing).
@@ -231,6 +232,10 @@ struct SparseApplyOptions {
   // the dense optimizer's Minimize increments it.
   bool increment_global_step = false;
 };
+// ApplySparseGradients: one TableApply per table: gradients of several lookups of a table are
+// summed per row first, then the table's optimizer updates each touched row once with step
+// global_step + 1 (LazyAdam's bias correction). The apply runs after every lookup of the table
+// in the step. Returns a NoOp target grouping the updates.
 StatusOr<Node*> ApplySparseGradients(const Scope& scope, const std::vector<SparseGrad>& grads,
                                      const SparseApplyOptions& options = {});
 // SparseMinimize: ComputeSparseGradients + ApplySparseGradients.

@@ -29,9 +29,11 @@ namespace recsdk {
 class WritableFile {
  public:
   virtual ~WritableFile() = default;
+  // Append: writes `data` after the bytes written so far.
   [[nodiscard]] virtual Status Append(std::string_view data) = 0;
   // Sync: the bytes appended so far are on stable storage (fdatasync).
   [[nodiscard]] virtual Status Sync() = 0;
+  // Close: flushes and closes the file (idempotent, see above).
   [[nodiscard]] virtual Status Close() = 0;
 };
 
@@ -39,13 +41,16 @@ class WritableFile {
 class RandomAccessFile {
  public:
   virtual ~RandomAccessFile() = default;
+  // Read: up to n bytes at `offset` into `scratch`; returns how many were read.
   [[nodiscard]] virtual StatusOr<size_t> Read(uint64_t offset, size_t n, char* scratch) const = 0;
+  // Size: the file's size in bytes.
   [[nodiscard]] virtual StatusOr<uint64_t> Size() const = 0;
 };
 
 // FileType: what is at a path, the path itself (a symbolic link is not followed).
 enum class FileType { kRegular, kDirectory, kSymlink, kOther };
 
+// Env: the file system interface (see the file comment). Paths are the implementation's own.
 class Env {
  public:
   virtual ~Env() = default;
@@ -60,11 +65,14 @@ class Env {
   // writers (threads or processes) never share a file.
   [[nodiscard]] virtual StatusOr<std::unique_ptr<WritableFile>> NewExclusiveFile(
       const std::string& path) = 0;
+  // NewRandomAccessFile: opens `path` for reading.
   [[nodiscard]] virtual StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path) = 0;
+  // FileExists: something is at `path`.
   [[nodiscard]] virtual bool FileExists(const std::string& path) = 0;
   // GetChildren: names (not paths) of the entries of directory `dir`, without "." and "..".
   [[nodiscard]] virtual StatusOr<std::vector<std::string>> GetChildren(const std::string& dir) = 0;
+  // DeleteFile: removes the file at `path`.
   [[nodiscard]] virtual Status DeleteFile(const std::string& path) = 0;
   // CreateDir: creates `dir` and missing parents; OK when it exists.
   [[nodiscard]] virtual Status CreateDir(const std::string& dir) = 0;
@@ -84,6 +92,7 @@ class Env {
 // EnvWrapper: forwards every call to `target`; subclasses override what they change.
 class EnvWrapper : public Env {
  public:
+  // EnvWrapper: forwards to `target`, which must outlive it. target: that Env.
   explicit EnvWrapper(Env* target) : target_(target) {}
   Env* target() const { return target_; }
   StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override {

@@ -50,6 +50,7 @@ namespace recsdk {
 
 // ModeKeys: TensorFlow's tf.estimator.ModeKeys.
 enum class ModeKeys { kTrain, kEval, kPredict };
+// ModeKeysName: "train", "eval" or "infer" (TensorFlow's strings).
 std::string_view ModeKeysName(ModeKeys mode);
 
 // Features / Labels: the model_fn's inputs, one DatasetColumn output per column of the input's
@@ -63,6 +64,7 @@ using Params = std::map<std::string, std::string>;
 // [B,1] float32 predictions, or any tensor for kMean) against `labels` (0/1, same size; unused
 // for kMean), accumulated over the evaluation's real rows. Name it per head ("auc_0", "auc_1").
 struct EvalMetric {
+  // name: the result's key. kind: the metric. Default kAuc. values, labels: as above.
   std::string name;
   MetricKind kind = MetricKind::kAuc;
   Output values;
@@ -84,6 +86,9 @@ struct EstimatorSpec {
   HookList training_hooks, evaluation_hooks, prediction_hooks;
 };
 
+// ModelFn: the model_fn (TensorFlow's): builds the model for `mode` under `scope` from the input
+// columns and returns its EstimatorSpec. Called once per mode, under variable reuse (see the file
+// comment).
 using ModelFn = std::function<StatusOr<EstimatorSpec>(const Scope& scope, const Features& features,
                                                       const Labels& labels, ModeKeys mode,
                                                       const Params& params)>;
@@ -114,11 +119,15 @@ struct EstimatorOptions {
 
 // TrainSpec / EvalSpec: TrainAndEvaluate's arguments (TensorFlow's).
 struct TrainSpec {
+  // input_fn: the training data. max_steps: as Train's. hooks: added to Train's.
   InputFn input_fn;
   int64_t max_steps = -1;  // -1: until the input ends
   HookList hooks;
 };
+// EvalSpec: when and on what TrainAndEvaluate evaluates.
 struct EvalSpec {
+  // input_fn: the evaluation data. steps: as Evaluate's. name: as Evaluate's (the summaries go to
+  // model_dir/eval_<name>). hooks: added to Evaluate's.
   InputFn input_fn;
   int64_t steps = -1;  // batches per evaluation; -1: the whole input
   std::string name;
@@ -128,6 +137,7 @@ struct EvalSpec {
   // is skipped (as TensorFlow throttles) when fewer than throttle_secs seconds passed since the
   // previous one; start_delay_secs delays the first. One final evaluation always runs.
   int64_t every_n_steps = 0;
+  // throttle_secs, start_delay_secs: see every_n_steps. Default 0.
   double throttle_secs = 0;
   double start_delay_secs = 0;
 };
@@ -142,11 +152,15 @@ using PredictFn =
 // ServingInput: ExportSavedModel's serving_input_receiver_fn: the feature columns the exported
 // model is fed with (names, dtypes, shapes with an unknown batch dimension).
 struct ServingInputColumn {
+  // name: a feature column of the model. dtype: its dtype. Default float32. shape: its shape, batch
+  // dimension unknown.
   std::string name;
   DType dtype = DType::kFloat32;
   Shape shape;
 };
 
+// Estimator: trains, evaluates, predicts and exports a model_fn's model (see the file comment). Not
+// copyable; one caller at a time.
 class Estimator {
  public:
   // Create: validates run_config (RunConfig::Validate). InvalidArgument for a null model_fn.
@@ -195,6 +209,8 @@ class Estimator {
   StatusOr<int64_t> global_step();
   // session: the Session (after the first call), for tables and inspection; null before.
   Session* session();
+  // graph: the model's graph (every mode's branch); empty before the first call builds it. config:
+  // the RunConfig.
   const Graph& graph() const;
   const RunConfig& config() const;
   // latest_checkpoint: the last checkpoint directory Train wrote or restored ("" when none).

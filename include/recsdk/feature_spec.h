@@ -32,6 +32,7 @@ enum class FieldKeys {
   kHash = 1,
 };
 
+// FeatureSpec: one sparse feature of a dataset (see the file comment). Validate() checks it.
 struct FeatureSpec {
   // name: the feature's name, unique among the specs of one dataset. Required.
   std::string name;

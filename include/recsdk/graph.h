@@ -41,16 +41,21 @@ class Node;
 
 // Output: one output of a node, written "name:index" (":0" may be omitted in names).
 struct Output {
+  // node, index: the producing node (null: an invalid Output) and which of its outputs.
   Node* node = nullptr;
   int index = 0;
 
   Output() = default;
+  // Output: output i of node n.
   Output(Node* n, int i = 0) : node(n), index(i) {}  // NOLINT: an op's node is its output 0
 
+  // valid: false when there is no node (a builder that failed returns such an Output).
   bool valid() const { return node != nullptr; }
   std::string name() const;  // "node:index"
+  // dtype, shape: the output's inferred dtype and shape. The Output must be valid.
   DType dtype() const;
   const Shape& shape() const;
+  // operator==: the same output of the same node.
   friend bool operator==(const Output& a, const Output& b) {
     return a.node == b.node && a.index == b.index;
   }
@@ -59,6 +64,7 @@ struct Output {
 // AttrValue: a typed attribute of a node.
 class AttrValue {
  public:
+  // Value: the value, one of the attribute types (std::monostate: none).
   using Value =
       std::variant<std::monostate, int64_t, double, bool, std::string, DType, Shape,
                    std::vector<int64_t>, std::vector<double>, std::vector<std::string>, Tensor>;
@@ -78,6 +84,8 @@ class AttrValue {
   };
 
   AttrValue() = default;
+  // AttrValue: a value of each attribute type (int and const char* convert to int64_t and
+  // std::string); implicit, so attributes read {{"axis", 1}, {"name", "x"}}.
   AttrValue(int v) : value_(static_cast<int64_t>(v)) {}            // NOLINT
   AttrValue(int64_t v) : value_(v) {}                              // NOLINT
   AttrValue(double v) : value_(v) {}                               // NOLINT
@@ -91,8 +99,11 @@ class AttrValue {
   AttrValue(std::vector<std::string> v) : value_(std::move(v)) {}  // NOLINT
   AttrValue(Tensor v) : value_(std::move(v)) {}                    // NOLINT
 
+  // type: which alternative the value holds.
   Type type() const { return static_cast<Type>(value_.index()); }
+  // value: the value itself.
   const Value& value() const { return value_; }
+  // get_if: the value when it is a T, else null.
   template <typename T>
   const T* get_if() const {
     return std::get_if<T>(&value_);
@@ -104,28 +115,40 @@ class AttrValue {
   Value value_;
 };
 
+// AttrMap: a node's attributes by name.
 using AttrMap = std::map<std::string, AttrValue>;
 
+// Node: one op in a Graph, which owns it (Graph::AddNode makes it). Its outputs' dtypes and
+// shapes were inferred when it was added.
 class Node {
  public:
+  // id: the position in the graph's topological order (Graph::nodes).
   int id() const { return id_; }
+  // name, type, device: the unique name, the op type and the placement ("": the session's).
   const std::string& name() const { return name_; }
   const std::string& type() const { return type_; }
   const std::string& device() const { return device_; }
 
+  // num_inputs, input, inputs, control_inputs: the data inputs, in order, and the nodes that
+  // must run first.
   int num_inputs() const { return static_cast<int>(inputs_.size()); }
   const Output& input(int i) const { return inputs_[i]; }
   const std::vector<Output>& inputs() const { return inputs_; }
   const std::vector<Node*>& control_inputs() const { return control_inputs_; }
 
+  // num_outputs, output_dtype, output_shape, output: the outputs and their inferred dtypes and
+  // shapes.
   int num_outputs() const { return static_cast<int>(output_dtypes_.size()); }
   DType output_dtype(int i) const { return output_dtypes_[i]; }
   const Shape& output_shape(int i) const { return output_shapes_[i]; }
   Output output(int i) const { return Output(const_cast<Node*>(this), i); }
 
+  // attrs: every attribute. FindAttr: the attribute of that name, or null.
   const AttrMap& attrs() const { return attrs_; }
   const AttrValue* FindAttr(std::string_view name) const;
-  // Attr accessors return `fallback` when the attribute is absent or of another type.
+  // IntAttr, FloatAttr, BoolAttr, StringAttr, DTypeAttr, ShapeAttr, IntsAttr, FloatsAttr,
+  // StringsAttr: the attribute's value; `fallback` (or empty) when the attribute is absent or of
+  // another type. FloatAttr accepts an int attribute too.
   int64_t IntAttr(std::string_view name, int64_t fallback = 0) const;
   double FloatAttr(std::string_view name, double fallback = 0) const;
   bool BoolAttr(std::string_view name, bool fallback = false) const;
@@ -136,7 +159,8 @@ class Node {
   std::vector<double> FloatsAttr(std::string_view name) const;
   std::vector<std::string> StringsAttr(std::string_view name) const;
 
-  // Mutators used by graph passes; they do not re-run shape inference.
+  // set_device, SetAttr, set_input, AddControlInput: mutators used by graph passes; they do not
+  // re-run shape inference.
   void set_device(std::string device) { device_ = std::move(device); }
   void SetAttr(const std::string& name, AttrValue value) { attrs_[name] = std::move(value); }
   void set_input(int i, Output source) { inputs_[i] = source; }
@@ -162,6 +186,8 @@ class Node {
     attrs_ = std::move(attrs);
   }
 
+  // DebugString: one line: name, type, inputs ("^" before control inputs), outputs' dtypes and
+  // shapes, attributes.
   std::string DebugString() const;
 
  private:
@@ -183,18 +209,22 @@ class Node {
 struct NodeSpec {
   std::string name;  // unique in the graph
   std::string type;  // a registered op type
+  // inputs, control_inputs, attrs, device: as Node has them.
   std::vector<Output> inputs;
   std::vector<Node*> control_inputs;
   AttrMap attrs;
   std::string device;
 };
 
-// Well-known collection names.
+// kGlobalVariables, kTrainableVariables, kVariableInitializers, kGlobalStep: well-known collection
+// names.
 inline constexpr char kGlobalVariables[] = "variables";
 inline constexpr char kTrainableVariables[] = "trainable_variables";
 inline constexpr char kVariableInitializers[] = "variable_initializers";
 inline constexpr char kGlobalStep[] = "global_step";
 
+// Graph: the nodes of a model (see the file comment). Not copyable (Copy() makes a deep copy);
+// not thread-safe.
 class Graph {
  public:
   Graph();
@@ -211,6 +241,7 @@ class Graph {
   // FindOutput resolves "name:index" or "name" (index 0).
   StatusOr<Output> FindOutput(std::string_view name) const;
 
+  // num_nodes, node: the node count and the node of an id (0 <= id < num_nodes()).
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
   Node* node(int id) const { return nodes_[id].get(); }
   // nodes: every node, in id order: the order they were added, or the one Reorder set. Always a
@@ -227,25 +258,28 @@ class Graph {
   std::string UniqueName(const std::string& base);
 
   // status: the first error a builder recorded (OK if none). Builders stop adding nodes after it.
+  // RecordError: records `status` when it is an error and none is recorded yet.
   const Status& status() const { return status_; }
   void RecordError(const Status& status);
 
-  // Collections: named lists of node names (variables, initializers, ...), in insertion order.
+  // AddToCollection, Collection, collections: named lists of node names (variables,
+  // initializers, ...), in insertion order; Collection of an unknown key is empty.
   void AddToCollection(const std::string& key, const std::string& node_name);
   const std::vector<std::string>& Collection(const std::string& key) const;
   const std::map<std::string, std::vector<std::string>>& collections() const {
     return collections_;
   }
 
-  // The graph-level random seed. Ops with their own seed combine it with this one; with neither
-  // set, the op derives a seed from its name, so graphs are reproducible by default.
+  // random_seed, set_random_seed: the graph-level random seed. Ops with their own seed combine
+  // it with this one; with neither set, the op derives a seed from its name, so graphs are
+  // reproducible by default.
   int64_t random_seed() const { return random_seed_; }
   void set_random_seed(int64_t seed) { random_seed_ = seed; }
 
   // Copy returns a deep copy (nodes, attributes, collections, seed, status).
   std::unique_ptr<Graph> Copy() const;
 
-  // ToJson serialises the graph; FromJson loads it back. FromJson(ToJson(g)).ToJson() equals
+  // ToJson, FromJson: serialise the graph and load it back. FromJson(ToJson(g)).ToJson() equals
   // ToJson(g). Loading does not need the op registry (dtypes and shapes are stored).
   std::string ToJson(int indent = 1) const;
   static StatusOr<std::unique_ptr<Graph>> FromJson(std::string_view json);

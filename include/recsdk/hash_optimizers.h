@@ -100,7 +100,10 @@ StatusOr<SparseTable> create_table(const Scope& scope, const TableConfig& config
 // naming the option) for an invalid value.
 namespace optimizers {
 namespace lazy_adam {
+// Options: create_hash_optimizer's arguments, with the spec's names and defaults.
 struct Options {
+  // learning_rate, beta1, beta2, epsilon, weight_decay: SparseOptimizerConfig's fields of the same
+  // names.
   float learning_rate = 0.001f;
   float beta1 = 0.9f;
   float beta2 = 0.999f;
@@ -113,7 +116,10 @@ StatusOr<HashOptimizer> create_hash_optimizer(const Options& options = {});
 StatusOr<HashOptimizer> create_hash_optimizer_by_address(const Options& options = {});
 }  // namespace lazy_adam
 namespace adagrad {
+// Options: create_hash_optimizer's arguments, with the spec's names and defaults.
 struct Options {
+  // learning_rate, initial_accumulator_value, epsilon, weight_decay: SparseOptimizerConfig's
+  // learning_rate, initial_accumulator_value, adagrad_epsilon and weight_decay.
   float learning_rate = 0.001f;
   float initial_accumulator_value = 0.9f;
   float epsilon = 0.0f;
@@ -125,9 +131,11 @@ StatusOr<HashOptimizer> create_hash_optimizer(const Options& options = {});
 StatusOr<HashOptimizer> create_hash_optimizer_by_address(const Options& options = {});
 }  // namespace adagrad
 namespace gradient_descent {
+// Options: create_hash_optimizer's arguments, with the spec's names.
 struct Options {
   // learning_rate: no default in the spec; required (> 0).
   float learning_rate = 0.0f;
+  // weight_decay: SparseOptimizerConfig::weight_decay. Default 0.
   float weight_decay = 0.0f;
 };
 // create_hash_optimizer: SGD (SparseOptimizerConfig::SGD).
@@ -136,7 +144,11 @@ StatusOr<HashOptimizer> create_hash_optimizer(const Options& options);
 StatusOr<HashOptimizer> create_hash_optimizer_by_address(const Options& options);
 }  // namespace gradient_descent
 namespace ftrl {
+// Options: create_hash_optimizer's arguments, with the spec's names and defaults.
 struct Options {
+  // learning_rate, learning_rate_power, initial_accumulator_value, l1_regularization_strength,
+  // l2_regularization_strength, l2_shrinkage_regularization_strength: SparseOptimizerConfig's
+  // learning_rate, learning_rate_power, initial_accumulator_value, l1, l2 and l2_shrinkage.
   float learning_rate = 0.001f;
   float learning_rate_power = -0.5f;
   float initial_accumulator_value = 0.1f;

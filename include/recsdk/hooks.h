@@ -37,6 +37,7 @@ class KeyStage;
 
 // SessionRunContext: the step a hook is called around.
 struct SessionRunContext {
+  // session: the Session running the step.
   Session* session = nullptr;
   // key_stage: the training key stage feeding the step, or null (EvictRunHook uses it).
   KeyStage* key_stage = nullptr;
@@ -54,6 +55,7 @@ struct SessionRunContext {
   int64_t batch_rows = 0;
   // RequestStop: the loop ends after this step (MonitoredSession::ShouldStop turns true).
   void RequestStop() { stop_requested = true; }
+  // stop_requested: a hook called RequestStop during this step.
   bool stop_requested = false;
 };
 
@@ -66,9 +68,12 @@ inline bool DueWithin(int64_t before, int64_t steps, int64_t every) {
 // SessionRunArgs: what a hook adds to the coming step: fetches whose values come back in
 // AfterRun, in the same order.
 struct SessionRunArgs {
+  // fetches: the tensors to fetch.
   std::vector<TensorName> fetches;
 };
 
+// SessionRunHook: the base of the hooks (see the file comment); every callback defaults to OK and
+// doing nothing, so a hook overrides the ones it needs.
 class SessionRunHook {
  public:
   virtual ~SessionRunHook() = default;
@@ -76,6 +81,7 @@ class SessionRunHook {
   virtual Status Begin(Graph* /*graph*/) { return absl::OkStatus(); }
   // AfterCreateSession: the session exists and its variables are initialized (or restored).
   virtual Status AfterCreateSession(Session& /*session*/) { return absl::OkStatus(); }
+  // BeforeRun: before the step; fetches added to `args` come back to AfterRun.
   virtual Status BeforeRun(SessionRunContext& /*context*/, SessionRunArgs* /*args*/) {
     return absl::OkStatus();
   }
@@ -88,10 +94,12 @@ class SessionRunHook {
   virtual Status End(Session& /*session*/) { return absl::OkStatus(); }
 };
 
+// HookList: hooks, called in this order.
 using HookList = std::vector<std::shared_ptr<SessionRunHook>>;
 
 // MonitoredSessionOptions.
 struct MonitoredSessionOptions {
+  // config, hooks: the Session's config and the hooks to run.
   SessionConfig config;
   HookList hooks;
   // init_targets: run once after the Session is created, before AfterCreateSession (default:
@@ -139,6 +147,7 @@ class MonitoredSession {
   // Close: End on every hook (once); the Session stays usable through session().
   Status Close();
 
+  // session: the Session it runs.
   Session& session();
   // global_step: the graph's global_step as last read (-1 without one).
   int64_t global_step() const;
@@ -161,6 +170,7 @@ using LogSink = std::function<void(const std::string& line)>;
 // the named scalar tensors (or the first elements of larger ones).
 class LoggingTensorHook final : public SessionRunHook {
  public:
+  // LoggingTensorHook: `tensors` as (label, tensor) pairs; lines go to `sink`.
   LoggingTensorHook(std::vector<std::pair<std::string, TensorName>> tensors, int64_t every_n_iter,
                     LogSink sink = nullptr);
   Status BeforeRun(SessionRunContext& context, SessionRunArgs* args) override;
@@ -177,6 +187,7 @@ class LoggingTensorHook final : public SessionRunHook {
 // logs them (log == true), writes "global_step/sec" and "examples/sec" to `writer` when given.
 class StepCounterHook final : public SessionRunHook {
  public:
+  // StepCounterHook: windows of `every_n_steps`; lines go to `sink` when `log`.
   explicit StepCounterHook(int64_t every_n_steps, std::shared_ptr<SummaryWriter> writer = nullptr,
                            bool log = false, LogSink sink = nullptr);
   ~StepCounterHook() override;
@@ -195,6 +206,7 @@ class StepCounterHook final : public SessionRunHook {
 // step, then flushes.
 class SummarySaverHook final : public SessionRunHook {
  public:
+  // SummarySaverHook: `scalars` as (tag, tensor) pairs.
   SummarySaverHook(std::shared_ptr<SummaryWriter> writer, int64_t save_steps,
                    std::vector<std::pair<std::string, TensorName>> scalars, bool tables = true);
   Status BeforeRun(SessionRunContext& context, SessionRunArgs* args) override;
@@ -214,6 +226,8 @@ class SummarySaverHook final : public SessionRunHook {
 // returns InvalidArgument otherwise). Without a global_step in the graph, counts runs.
 class StopAtStepHook final : public SessionRunHook {
  public:
+  // NumSteps, LastStep, StopAtStepHook: stop after num_steps steps, or at last_step (the other
+  // one -1).
   static StopAtStepHook NumSteps(int64_t num_steps) { return StopAtStepHook(num_steps, -1); }
   static StopAtStepHook LastStep(int64_t last_step) { return StopAtStepHook(-1, last_step); }
   StopAtStepHook(int64_t num_steps, int64_t last_step)
@@ -233,6 +247,7 @@ class StopAtStepHook final : public SessionRunHook {
 // and requests a stop.
 class NanTensorHook final : public SessionRunHook {
  public:
+  // NanTensorHook: watches `loss`; fails on NaN/Inf when fail_on_nan_loss, else stops.
   explicit NanTensorHook(TensorName loss, bool fail_on_nan_loss = true)
       : loss_(std::move(loss)), fail_(fail_on_nan_loss) {}
   Status BeforeRun(SessionRunContext& context, SessionRunArgs* args) override;
@@ -248,9 +263,11 @@ class NanTensorHook final : public SessionRunHook {
 // context has one, else on every table of the session. `evicted()` counts keys evicted.
 class EvictRunHook final : public SessionRunHook {
  public:
+  // EvictRunHook: runs `hook` after each step.
   explicit EvictRunHook(EvictHook hook) : hook_(hook) {}
   Status Begin(Graph* /*graph*/) override { return hook_.Validate(); }
   Status AfterRun(SessionRunContext& context, absl::Span<const Tensor> results) override;
+  // evicted: keys evicted so far.
   int64_t evicted() const { return evicted_; }
 
  private:
@@ -268,6 +285,7 @@ std::shared_ptr<SessionRunHook> AsSessionRunHook(const EvictHook& hook);
 // nothing is left to do and is a no-op.
 class GraphModifierHook final : public SessionRunHook {
  public:
+  // GraphModifierHook: modify_graph false makes the hook a no-op.
   explicit GraphModifierHook(bool modify_graph = true) : modify_graph_(modify_graph) {}
   Status Begin(Graph* graph) override;
 
@@ -280,9 +298,11 @@ class GraphModifierHook final : public SessionRunHook {
 // at step 50.
 class SetThresholdHook final : public SessionRunHook {
  public:
+  // SetThresholdHook: sets `access_threshold` on `table_name` at global step `at_step`.
   SetThresholdHook(std::string table_name, int64_t access_threshold, int64_t at_step)
       : table_(std::move(table_name)), threshold_(access_threshold), at_step_(at_step) {}
   Status AfterRun(SessionRunContext& context, absl::Span<const Tensor> results) override;
+  // applied: the threshold has been set.
   bool applied() const { return applied_; }
 
  private:
@@ -313,6 +333,7 @@ struct ProgressHookOptions {
 // ProgressHook: "step 120/200  35.2 steps/s  36045 samples/s  loss 0.5123  ETA 2s".
 class ProgressHook final : public SessionRunHook {
  public:
+  // ProgressHook: a line as `options` say.
   explicit ProgressHook(ProgressHookOptions options);
   ~ProgressHook() override;
   Status BeforeRun(SessionRunContext& context, SessionRunArgs* args) override;
@@ -324,6 +345,33 @@ class ProgressHook final : public SessionRunHook {
   std::unique_ptr<State> state_;
 };
 
+// CheckpointSaverOptions: CheckpointSaverHook's options (the hook below says how it uses them).
+struct CheckpointSaverOptions {
+  // model_dir: where the checkpoints go. Required.
+  std::string model_dir;
+  // save_steps, save_secs: save every that many global steps or seconds; at most one > 0.
+  // Default 0 and 0: only at End.
+  int64_t save_steps = 0;
+  double save_secs = 0;
+  // keep_checkpoint_max: SaverOptions::keep_checkpoint_max (checkpoint.h). Default 5.
+  int keep_checkpoint_max = 5;
+  // is_incremental_checkpoint, save_delta_checkpoints_secs: delta checkpoints every that many
+  // seconds (both needed). Default off.
+  bool is_incremental_checkpoint = false;
+  double save_delta_checkpoints_secs = 0;
+  // log: one line per checkpoint written ("saved checkpoint <dir>") through `sink`.
+  bool log = false;
+  // sink: where the log lines go (null: stdout).
+  LogSink sink;
+  // last_step: the global step training stops at, when known (-1, the default: unknown). With a
+  // key stage, the stage then reads no batch past it, so the final checkpoint at End is one
+  // consistent moment too (the Estimator sets it).
+  int64_t last_step = -1;
+  // clock: seconds on a monotonic clock, read once per step and per save. Null (default): the
+  // process's steady clock. Tests give a fake one to drive save_secs and
+  // save_delta_checkpoints_secs without sleeping.
+  std::function<double()> clock;
+};
 // CheckpointSaverHook: saves a full checkpoint (Saver, checkpoint.h) of the session into
 // model_dir every `save_steps` global steps or `save_secs` seconds (at most one > 0; both <= 0:
 // only at End), and at End unless the last step was just saved. With is_incremental_checkpoint
@@ -338,27 +386,9 @@ class ProgressHook final : public SessionRunHook {
 // so those saves cost no pause. Only a final checkpoint at End whose step was not known (no
 // last_step, data not exhausted) cannot wait, and says so in the log.
 // AfterCreateSession makes the Saver (InvalidArgument for bad options).
-struct CheckpointSaverOptions {
-  std::string model_dir;
-  int64_t save_steps = 0;
-  double save_secs = 0;
-  int keep_checkpoint_max = 5;
-  bool is_incremental_checkpoint = false;
-  double save_delta_checkpoints_secs = 0;
-  // log: one line per checkpoint written ("saved checkpoint <dir>") through `sink`.
-  bool log = false;
-  LogSink sink;
-  // last_step: the global step training stops at, when known (-1, the default: unknown). With a
-  // key stage, the stage then reads no batch past it, so the final checkpoint at End is one
-  // consistent moment too (the Estimator sets it).
-  int64_t last_step = -1;
-  // clock: seconds on a monotonic clock, read once per step and per save. Null (default): the
-  // process's steady clock. Tests give a fake one to drive save_secs and
-  // save_delta_checkpoints_secs without sleeping.
-  std::function<double()> clock;
-};
 class CheckpointSaverHook final : public SessionRunHook {
  public:
+  // CheckpointSaverHook: saves as `options` say.
   explicit CheckpointSaverHook(CheckpointSaverOptions options);
   ~CheckpointSaverHook() override;
   Status Begin(Graph* graph) override;
@@ -383,8 +413,10 @@ class CheckpointSaverHook final : public SessionRunHook {
 // is one; elsewhere (a MonitoredSession of your own) add it to the hooks.
 class BroadcastGlobalVariablesHook final : public SessionRunHook {
  public:
+  // BroadcastGlobalVariablesHook: broadcasts from `root_rank` (root_rank() returns it).
   explicit BroadcastGlobalVariablesHook(int root_rank = 0) : root_rank_(root_rank) {}
   Status AfterCreateSession(Session& session) override;
+  // root_rank: the rank whose variables the others receive.
   int root_rank() const { return root_rank_; }
 
  private:

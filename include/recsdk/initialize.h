@@ -26,6 +26,8 @@
 
 namespace recsdk {
 
+// InitOptions: the settings of init (the spec's init keyword arguments). FromSettings parses them
+// from strings.
 struct InitOptions {
   // max_steps / train_steps / eval_steps / save_steps: -1 (default) = until the data ends;
   // >= 0 otherwise; not all four 0. train_steps <= max_steps when both are set.
@@ -54,6 +56,8 @@ struct InitOptions {
   // is_incremental_checkpoint: also save delta checkpoints every save_delta_checkpoints_secs
   // (> 0 needed then; > 0 needs it). Default false.
   bool is_incremental_checkpoint = false;
+  // save_delta_checkpoints_secs: seconds between delta checkpoints, with is_incremental_checkpoint.
+  // Default 0.
   int64_t save_delta_checkpoints_secs = 0;
   // restore_model_version: the global step of the checkpoint to restore (-1: the latest); needs
   // if_load.
@@ -71,10 +75,12 @@ class ConfigInitializer {
  public:
   // Get: the instance after init, or null before init / after terminate_config_initializer.
   static const ConfigInitializer* Get();
+  // options: the settings init was given.
   const InitOptions& options() const { return options_; }
   // bound_cpus: the cores bind_cpu pinned the threads to (empty when not bound).
   const std::vector<int>& bound_cpus() const { return bound_cpus_; }
 
+  // ConfigInitializer: init makes the instance; use Get().
   explicit ConfigInitializer(InitOptions options) : options_(std::move(options)) {}
 
  private:

@@ -30,14 +30,20 @@ struct Initializer {
     kGlorotNormal = 5,   // a.k.a. xavier_normal: truncated N(0, sqrt(2 / (fan_in + fan_out)))
   };
 
+  // kind: the distribution. Default kGlorotUniform. The fields below are its parameters.
   Kind kind = Kind::kGlorotUniform;
   double value = 0;      // kConstant
   double min = -0.05;    // kUniform
   double max = 0.05;     // kUniform
   double mean = 0;       // kNormal, kTruncatedNormal
   double stddev = 0.05;  // kNormal, kTruncatedNormal
+  // seed: 0 derives one from the graph seed and the variable's name (file comment).
   int64_t seed = 0;
 
+  // Constant, Zeros, Ones, Uniform, Normal, TruncatedNormal, GlorotUniform, GlorotNormal,
+  // XavierUniform, XavierNormal: an initializer of that kind with those parameters (Uniform in
+  // [min, max); TruncatedNormal redraws values beyond two standard deviations; Xavier* are the
+  // Glorot* ones).
   static Initializer Constant(double value);
   static Initializer Zeros() { return Constant(0); }
   static Initializer Ones() { return Constant(1); }
@@ -51,6 +57,7 @@ struct Initializer {
 
   // Validate: InvalidArgument for min > max, stddev < 0 or non-finite parameters.
   Status Validate() const;
+  // ToString: the kind and its parameters, for messages.
   std::string ToString() const;
 
   // Build adds the nodes that produce an initial value of `shape` and `dtype` (defined in the

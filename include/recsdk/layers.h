@@ -12,9 +12,14 @@
 
 namespace recsdk::layers {
 
+// Activation: the function a layer applies to its output: none, ReLU, sigmoid, tanh, GELU (exact)
+// or leaky ReLU (alpha 0.2), as the ops of those names (ops.h).
 enum class Activation { kNone, kRelu, kSigmoid, kTanh, kGelu, kLeakyRelu };
 
+// DenseOptions: the options of Dense.
 struct DenseOptions {
+  // units: the output width; > 0 (required). activation: default none. use_bias: add "<name>/bias".
+  // Default true. kernel_initializer, bias_initializer: default GlorotUniform and zeros.
   int64_t units = 0;
   Activation activation = Activation::kNone;
   bool use_bias = true;
@@ -26,8 +31,10 @@ struct DenseOptions {
 // Dense: activation(x · kernel + bias) over the last axis of a rank-2 input.
 Output Dense(const Scope& scope, Output x, const DenseOptions& options);
 
+// MlpOptions: the options of Mlp.
 struct MlpOptions {
   std::vector<int64_t> hidden_units;  // one Dense layer per entry
+  // activation: applied after each hidden layer. Default ReLU.
   Activation activation = Activation::kRelu;
   // output_units > 0 adds a final linear layer "<name>/logits" without activation.
   int64_t output_units = 0;
@@ -36,6 +43,7 @@ struct MlpOptions {
   // layer's too). Defaults as DenseOptions: GlorotUniform kernels, zero biases.
   Initializer kernel_initializer = Initializer::GlorotUniform();
   Initializer bias_initializer = Initializer::Zeros();
+  // name: the sub-scope of the layers. Default "mlp".
   std::string name = "mlp";
 };
 
@@ -57,7 +65,9 @@ enum class CrossStructure {
   kMixtureOfLowRank,
 };
 
+// CrossLayerOptions: the options of CrossLayer.
 struct CrossLayerOptions {
+  // structure: how W is parameterised. Default kFullRank.
   CrossStructure structure = CrossStructure::kFullRank;
   // rank: r of W = U V^T for kLowRank and kMixtureOfLowRank, which need r > 0 (r well below d
   // is the point: 2dr weights instead of d^2). kFullRank needs it left at 0.
@@ -65,6 +75,8 @@ struct CrossLayerOptions {
   // num_experts: kMixtureOfLowRank only, >= 1 (the paper uses 4); other structures need 0.
   int64_t num_experts = 0;
   bool use_bias = true;  // b, "<name>/bias" [d] (per expert in the mixture), zeros by default
+  // kernel_initializer, bias_initializer: of every kernel (U, V, the gate) and bias. Defaults
+  // GlorotUniform and zeros.
   Initializer kernel_initializer = Initializer::GlorotUniform();
   Initializer bias_initializer = Initializer::Zeros();
   std::string name = "cross";  // the sub-scope of the layer's ops and variables
@@ -81,9 +93,11 @@ struct CrossLayerOptions {
 StatusOr<Output> CrossLayer(const Scope& scope, Output x0, Output xl,
                             const CrossLayerOptions& options);
 
+// CrossNetworkOptions: the options of CrossNetwork.
 struct CrossNetworkOptions {
   int num_layers = 3;       // >= 1; layers "<name>/cross", "<name>/cross_1", ...
   CrossLayerOptions layer;  // every layer's options (its `name` is replaced as above)
+  // name: the sub-scope of the layers. Default "cross_network".
   std::string name = "cross_network";
 };
 
@@ -98,6 +112,7 @@ StatusOr<Output> CrossNetwork(const Scope& scope, Output x0, const CrossNetworkO
 // sparse_lookup without a combiner, or a Concat of per-field lookups reshaped), or flattened as
 // [batch, F * D] with num_fields = F. F and D must be known; the batch may be unknown.
 
+// FmInteractionOptions: the options of FmInteraction.
 struct FmInteractionOptions {
   // num_fields: F for a rank-2 input [batch, F * D] (> 0 and dividing its width). For a rank-3
   // input [batch, F, D] leave it 0 (or set it to F). Default 0.
@@ -115,6 +130,7 @@ struct FmInteractionOptions {
 StatusOr<Output> FmInteraction(const Scope& scope, Output fields,
                                const FmInteractionOptions& options = {});
 
+// CinOptions: the options of Cin.
 struct CinOptions {
   // layer_sizes: H_k, the feature maps of each CIN layer; at least one layer, each > 0. With
   // split_half every layer but the last must be even. Default {128, 128} (xDeepFM's Criteo
@@ -129,6 +145,7 @@ struct CinOptions {
   bool use_bias = true;    // "<name>/layer_<k>/bias" [H_k], zeros by default
   // kernel_initializer: each layer's "<name>/layer_<k>/kernel" [H_{k-1} * F, H_k].
   Initializer kernel_initializer = Initializer::GlorotUniform();
+  // bias_initializer: each layer's bias. Default zeros.
   Initializer bias_initializer = Initializer::Zeros();
   std::string name = "cin";  // the sub-scope of the layer's ops and variables
 };
@@ -148,6 +165,7 @@ StatusOr<Output> Cin(const Scope& scope, Output fields, const CinOptions& option
 
 // --- Multi-task: MMoE ----------------------------------------------------------------------
 
+// MixtureOfExpertsOptions: the options of MixtureOfExperts.
 struct MixtureOfExpertsOptions {
   int64_t num_experts = 4;  // >= 1: shared experts "<name>/expert_<i>"
   int64_t num_tasks = 2;    // >= 1: one gate "<name>/gate_<t>" and one output per task
@@ -174,11 +192,13 @@ StatusOr<std::vector<Output>> MixtureOfExperts(const Scope& scope, Output x,
 
 // --- Normalisation -------------------------------------------------------------------------
 
+// LayerNormOptions: the options of LayerNorm.
 struct LayerNormOptions {
   // epsilon: added to the variance, > 0 and finite. Default 1e-3 (Keras' LayerNormalization).
   double epsilon = 1e-3;
   bool center = true;  // learn beta, "<name>/beta" [c], zeros at first
   bool scale = true;   // learn gamma, "<name>/gamma" [c], ones at first
+  // name: the sub-scope of the layer's variables. Default "layer_norm".
   std::string name = "layer_norm";
 };
 
@@ -195,7 +215,9 @@ enum class NormMode {
   kInference,  // the moving averages (evaluation, prediction, export)
 };
 
+// BatchNormOptions: the options of BatchNorm.
 struct BatchNormOptions {
+  // mode: which statistics to use. Default kTraining.
   NormMode mode = NormMode::kTraining;
   // momentum: moving = momentum * moving + (1 - momentum) * batch statistic; in [0, 1).
   // Default 0.99 (Keras' BatchNormalization).
@@ -203,6 +225,7 @@ struct BatchNormOptions {
   double epsilon = 1e-3;  // > 0 and finite
   bool center = true;     // beta, "<name>/beta" [c]
   bool scale = true;      // gamma, "<name>/gamma" [c]
+  // name: the sub-scope of the layer's variables. Default "batch_norm".
   std::string name = "batch_norm";
 };
 

@@ -35,6 +35,7 @@
 
 namespace recsdk {
 
+// LossScaleOptions: how a loss-scale optimizer scales (see the file comment).
 struct LossScaleOptions {
   // loss_scale: S, the initial scale (dynamic) or the only one (static). Finite, in [1, 2^64].
   // Default 65536, the spec's DCNv2 value.
@@ -47,7 +48,8 @@ struct LossScaleOptions {
   // decr_every_n_nan_or_inf: overflowing steps in a row before S shrinks; >= 1. Default 1 (every
   // overflow lowers S; TensorFlow's manager uses 2).
   int64_t decr_every_n_nan_or_inf = 1;
-  // incr_ratio (> 1, default 2) and decr_ratio (in (0, 1), default 0.5): the factors.
+  // incr_ratio, decr_ratio: the factors; incr_ratio > 1 (default 2), decr_ratio in (0, 1)
+  // (default 0.5).
   double incr_ratio = 2.0;
   double decr_ratio = 0.5;
   // min_loss_scale / max_loss_scale: S stays in [min, max]; 1 <= min <= loss_scale <= max.
@@ -70,6 +72,7 @@ class DenseLossScaleOptimizer : public Optimizer {
  public:
   // The spec's form: static scaling by `loss_scale`.
   DenseLossScaleOptimizer(std::shared_ptr<Optimizer> inner, double loss_scale);
+  // DenseLossScaleOptimizer: `inner` scaled as `options` say, statically or dynamically.
   DenseLossScaleOptimizer(std::shared_ptr<Optimizer> inner, LossScaleOptions options);
   std::string name() const override { return inner_->name(); }
 
@@ -81,6 +84,7 @@ class DenseLossScaleOptimizer : public Optimizer {
   // loss_scale: the scale this step uses (its variable's read, or the constant when static);
   // invalid before ComputeGradients or ApplyGradients built it.
   Output loss_scale() const { return scale_; }
+  // options: the options, with name filled in.
   const LossScaleOptions& options() const { return options_; }
 
  protected:
@@ -102,9 +106,11 @@ class SparseLossScaleOptimizer {
  public:
   // The spec's form: static scaling by `loss_scale`.
   explicit SparseLossScaleOptimizer(double loss_scale);
+  // SparseLossScaleOptimizer: scaling as `options` say, statically or dynamically.
   explicit SparseLossScaleOptimizer(LossScaleOptions options);
   // The guide's form: `inner` (create_hash_optimizer) scaled statically by `loss_scale`.
   SparseLossScaleOptimizer(const HashOptimizer& inner, double loss_scale);
+  // SparseLossScaleOptimizer: `inner` scaled as `options` say.
   SparseLossScaleOptimizer(const HashOptimizer& inner, LossScaleOptions options);
 
   // compute_gradients / apply_gradients: HashOptimizer's (one SparseGradients per table of
@@ -116,6 +122,9 @@ class SparseLossScaleOptimizer {
   StatusOr<Node*> apply_gradients(const Scope& scope, const SparseGradsAndVars& grads_and_vars,
                                   const SparseApplyOptions& options = {});
 
+  // ComputeGradients, ApplyGradients, Minimize: ComputeSparseGradients, ApplySparseGradients and
+  // SparseMinimize (embedding.h) with the loss scaled by S, the gradients divided by S and, when
+  // dynamic, the updates gated and S updated.
   StatusOr<std::vector<SparseGrad>> ComputeGradients(const Scope& scope, Output loss,
                                                      const std::vector<SparseTable>& tables = {});
   StatusOr<Node*> ApplyGradients(const Scope& scope, const std::vector<SparseGrad>& grads,
@@ -124,7 +133,10 @@ class SparseLossScaleOptimizer {
                            const std::vector<SparseTable>& tables = {},
                            const SparseApplyOptions& options = {});
 
+  // loss_scale: the scale this step uses; invalid before ComputeGradients or ApplyGradients built
+  // it.
   Output loss_scale() const { return scale_; }
+  // options: the options, with name filled in.
   const LossScaleOptions& options() const { return options_; }
 
  private:

@@ -39,6 +39,7 @@ class StreamingMetric {
   // Result: the metric so far. FailedPrecondition when it is undefined (no pairs; AUC with one
   // class only), naming the metric and the counts.
   virtual StatusOr<double> Result() const = 0;
+  // Reset: forget everything accumulated (count() becomes 0).
   virtual void Reset() = 0;
   // count: pairs (or values) accumulated.
   virtual int64_t count() const = 0;
@@ -96,6 +97,7 @@ class BinnedAuc final : public StreamingMetric {
   Status MergeState(absl::Span<const double> state) override;
   // ErrorBound: the bound above for the pairs seen so far (0 before any).
   double ErrorBound() const;
+  // num_bins: the histogram's bins per class.
   int num_bins() const { return static_cast<int>(pos_.size()); }
 
  private:

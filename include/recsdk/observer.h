@@ -32,10 +32,13 @@ struct NodeExecution {
   int64_t step = 0;            // the session's step counter (completed Run calls)
   int64_t start_ns = 0;        // steady clock, nanoseconds; set in both callbacks
   int64_t end_ns = 0;          // set in AfterNode only
+  // inputs: the node's input tensors, in input order; valid during the callback only.
   const std::vector<const Tensor*>* inputs = nullptr;
   const std::vector<Tensor>* outputs = nullptr;  // set in AfterNode only
 };
 
+// ExecutionObserver: the callbacks a Session::Run makes around every node it executes. Every
+// callback has an empty default; override those you need.
 class ExecutionObserver {
  public:
   virtual ~ExecutionObserver() = default;

@@ -20,6 +20,8 @@
 
 namespace recsdk {
 
+// GradsAndVars: (gradient, variable) pairs, as ComputeGradients returns them and ApplyGradients
+// takes them.
 using GradsAndVars = std::vector<std::pair<Output, Variable>>;
 
 // LearningRateSchedule: a multiplier on a dense optimizer's learning_rate that changes with the
@@ -39,6 +41,7 @@ struct LearningRateSchedule {
   // Decay: pinned values (they are stored in the graph's op attributes).
   enum class Decay : int32_t { kConstant = 0, kExponential = 1, kCosine = 2 };
   int64_t warmup_steps = 0;  // >= 0; 0: no warm-up
+  // decay: the decay after the warm-up. Default kConstant.
   Decay decay = Decay::kConstant;
   int64_t decay_steps = 0;   // > 0 for kExponential and kCosine; 0 for kConstant
   double decay_rate = 0.96;  // kExponential: in (0, 1]
@@ -53,9 +56,12 @@ struct LearningRateSchedule {
   Status Validate(std::string_view owner) const;
 };
 
+// Optimizer: the base of the dense optimizers (see the file comment). A subclass implements name()
+// and ApplyDense, and may override the other protected hooks. Threading: build-time, like Scope.
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
+  // name: the optimizer's name, used in its slots' names ("<var>/<name()>/<slot>") and in messages.
   virtual std::string name() const = 0;
 
   // ComputeGradients: d loss / d var for each var (all trainable variables when empty). Pairs
@@ -80,6 +86,8 @@ class Optimizer {
   // Prepare runs once per ApplyGradients before the updates; FinishUpdates after them, with
   // every update op (Adam advances its step count there).
   virtual Status Prepare(const Scope& /*scope*/) { return Status(); }
+  // FinishUpdates: may add ops after `updates` and returns the updates the ApplyGradients target
+  // waits for. The default returns `updates`.
   virtual StatusOr<std::vector<Node*>> FinishUpdates(const Scope& scope,
                                                      std::vector<Node*> updates);
   // learning_rate_schedule: the optimizer's schedule (the options' learning_rate_schedule).
@@ -95,13 +103,16 @@ class Optimizer {
   Output lr_multiplier_;  // valid during ApplyGradients when the schedule is not constant
 };
 
+// SgdOptions: SgdOptimizer's options. Every number must be finite (ApplyGradients checks).
 struct SgdOptions {
+  // learning_rate: the step size. Default 0.01.
   double learning_rate = 0.01;
   LearningRateSchedule learning_rate_schedule = {};  // default: constant
 };
 // SGD: var -= lr * g.
 class SgdOptimizer : public Optimizer {
  public:
+  // SgdOptimizer, name "SGD".
   explicit SgdOptimizer(SgdOptions options = {}) : options_(options) {}
   std::string name() const override { return "SGD"; }
 
@@ -116,7 +127,10 @@ class SgdOptimizer : public Optimizer {
   SgdOptions options_;
 };
 
+// MomentumOptions: MomentumOptimizer's options. Every number must be finite.
 struct MomentumOptions {
+  // learning_rate, momentum, use_nesterov: the step size (default 0.01), the decay of the
+  // accumulator (default 0.9) and the Nesterov form (default false), as the rule below uses them.
   double learning_rate = 0.01;
   double momentum = 0.9;
   bool use_nesterov = false;
@@ -126,6 +140,7 @@ struct MomentumOptions {
 // var -= lr*(g + momentum*accum) (TensorFlow's formulation).
 class MomentumOptimizer : public Optimizer {
  public:
+  // MomentumOptimizer, name "Momentum".
   explicit MomentumOptimizer(MomentumOptions options = {}) : options_(options) {}
   std::string name() const override { return "Momentum"; }
 
@@ -140,7 +155,10 @@ class MomentumOptimizer : public Optimizer {
   MomentumOptions options_;
 };
 
+// AdagradOptions: AdagradOptimizer's options. Every number must be finite.
 struct AdagradOptions {
+  // learning_rate, initial_accumulator_value, epsilon: the step size (default 0.001), the
+  // accumulator's first value (default 0.1) and the term added to sqrt(accum) (default 1e-7).
   double learning_rate = 0.001;
   double initial_accumulator_value = 0.1;
   double epsilon = 1e-7;
@@ -149,6 +167,7 @@ struct AdagradOptions {
 // Adagrad: accum += g^2; var -= lr * g / (sqrt(accum) + epsilon).
 class AdagradOptimizer : public Optimizer {
  public:
+  // AdagradOptimizer, name "Adagrad".
   explicit AdagradOptimizer(AdagradOptions options = {}) : options_(options) {}
   std::string name() const override { return "Adagrad"; }
 
@@ -163,7 +182,10 @@ class AdagradOptimizer : public Optimizer {
   AdagradOptions options_;
 };
 
+// AdamOptions: the options of AdamOptimizer and AdamWOptimizer. Every number must be finite.
 struct AdamOptions {
+  // learning_rate, beta1, beta2, epsilon: lr (default 0.001), b1 (0.9), b2 (0.999) and eps (1e-8)
+  // of the rule below.
   double learning_rate = 0.001;
   double beta1 = 0.9;
   double beta2 = 0.999;
@@ -179,6 +201,7 @@ struct AdamOptions {
 // var -= lr_t m / (sqrt(v) + eps).
 class AdamOptimizer : public Optimizer {
  public:
+  // AdamOptimizer, name "Adam".
   explicit AdamOptimizer(AdamOptions options = {}) : options_(options) {}
   std::string name() const override { return "Adam"; }
 
@@ -191,6 +214,7 @@ class AdamOptimizer : public Optimizer {
   Status Prepare(const Scope& scope) override;
   StatusOr<std::vector<Node*>> FinishUpdates(const Scope& scope,
                                              std::vector<Node*> updates) override;
+  // options_: the options (AdamWOptimizer reads weight_decay).
   AdamOptions options_;
 
  private:
@@ -201,6 +225,7 @@ class AdamOptimizer : public Optimizer {
 // var -= lr * weight_decay * var. Default weight_decay 0.01.
 class AdamWOptimizer : public AdamOptimizer {
  public:
+  // AdamWOptimizer, name "AdamW"; DefaultOptions: AdamOptions with weight_decay 0.01.
   explicit AdamWOptimizer(AdamOptions options = DefaultOptions()) : AdamOptimizer(options) {}
   static AdamOptions DefaultOptions() {
     AdamOptions o;
@@ -210,7 +235,10 @@ class AdamWOptimizer : public AdamOptimizer {
   std::string name() const override { return "AdamW"; }
 };
 
+// RmsPropOptions: RmsPropOptimizer's options. Every number must be finite.
 struct RmsPropOptions {
+  // learning_rate, momentum, epsilon, centered: lr (default 0.001), momentum (0), eps (1e-7) and
+  // the centered form (false) of the rule below.
   double learning_rate = 0.001;
   double rho = 0.9;  // decay of the mean square
   double momentum = 0.0;
@@ -222,6 +250,7 @@ struct RmsPropOptions {
 // mom = momentum mom + lr g / sqrt(denom + eps); var -= mom.
 class RmsPropOptimizer : public Optimizer {
  public:
+  // RmsPropOptimizer, name "RMSProp".
   explicit RmsPropOptimizer(RmsPropOptions options = {}) : options_(options) {}
   std::string name() const override { return "RMSProp"; }
 

@@ -156,6 +156,7 @@ class KeyStage {
 
   // keys_processed: ids the stage has deduplicated and resolved so far.
   int64_t keys_processed() const;
+  // channel: the channel the stage was started on (KeyStageOptions::channel).
   KeyStageChannel channel() const;
   // key_process_thread_num: the number of worker threads the stage runs (from the options, or
   // from KEY_PROCESS_THREAD_NUM, see KeyStageOptions).

@@ -21,6 +21,8 @@
 
 namespace recsdk {
 
+// RunConfig: the Estimator's run settings (see the file comment). Validate() checks them when the
+// Estimator is created.
 struct RunConfig {
   // model_dir: checkpoints, event files (and eval/ for evaluation summaries). Empty: none are
   // written (Train still runs; a CheckpointSaverHook then has nowhere to save and is not added).
@@ -46,6 +48,7 @@ struct RunConfig {
   // NPURunConfig's session options: each one set here overrides session_config's field of the
   // same name (config.h documents them); unset leaves session_config as it is.
   std::optional<bool> deterministic;
+  // op_select_implmode: SessionConfig's.
   std::optional<std::string> op_select_implmode;
   // iterations_per_loop: training steps per loop. The Estimator runs its hooks once per loop
   // (MonitoredSession::RunLoop: they see the step the loop ended at, and the last loop stops at
@@ -53,6 +56,7 @@ struct RunConfig {
   // be multiples of it (Estimator::Create names the one that is not). Evaluation runs one step
   // per call. In Session mode, Session::RunLoop runs that many steps per call.
   std::optional<int64_t> iterations_per_loop;
+  // precision_mode, enable_data_pre_proc, mix_compile_mode: SessionConfig's.
   std::optional<std::string> precision_mode;
   std::optional<bool> enable_data_pre_proc;
   std::optional<bool> mix_compile_mode;

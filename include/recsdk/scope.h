@@ -32,17 +32,25 @@ enum class VariableReuse {
   kAutoReuse,  // returned if it exists, created otherwise (TensorFlow's tf.compat.v1.AUTO_REUSE)
 };
 
+// Scope: where op builders put nodes (see the file comment). A light value; copy it freely.
 class Scope {
  public:
+  // Scope: the root scope of `graph`: no prefix, no device, no control dependencies. The graph must
+  // outlive every scope made from it.
   explicit Scope(Graph* graph) : graph_(graph) {}
 
+  // graph: the graph ops are added to.
   Graph* graph() const { return graph_; }
+  // prefix: the op name prefix ("tower/fc1"; empty at the root).
   const std::string& prefix() const { return prefix_; }
+  // device: the placement of ops built with this scope ("": the session's device).
   const std::string& device() const { return device_; }
+  // control_dependencies: nodes every op built with this scope runs after.
   const std::vector<Node*>& control_dependencies() const { return control_deps_; }
   // variable_prefix: where variables built under this scope are named ("tower/fc1"); equals
   // prefix() unless variable reuse is on (see above).
   const std::string& variable_prefix() const { return var_prefix_; }
+  // variable_reuse: this scope's VariableReuse mode (kNone unless WithVariableReuse).
   VariableReuse variable_reuse() const { return reuse_; }
 
   // NewSubScope: names below it start with "<prefix>/<name>/"; a name already used gets _1, _2...

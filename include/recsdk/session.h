@@ -31,7 +31,10 @@ class SessionAccess;  // src/session/session_resources.h
 
 // TensorName: "node:index", "node" (index 0), or an Output / Node of the session's source graph.
 struct TensorName {
+  // name: "node:index" or "node".
   std::string name;
+  // TensorName: from a name, an Output or a Node (null: ""), implicitly, so calls read
+  // Run({{"x", t}}, {loss}, {train_op}).
   TensorName(const char* n) : name(n) {}                   // NOLINT
   TensorName(std::string n) : name(std::move(n)) {}        // NOLINT
   TensorName(std::string_view n) : name(n) {}              // NOLINT
@@ -39,6 +42,7 @@ struct TensorName {
   TensorName(const Node* n) : name(n ? n->name() : "") {}  // NOLINT
 };
 
+// FeedList: the tensors fed to a run, by the name of the placeholder (or any output) they replace.
 using FeedList = std::vector<std::pair<TensorName, Tensor>>;
 
 // RunOptions: per-run choices.
@@ -61,6 +65,8 @@ struct LoopResult {
 
 // SessionStats: memory accounting of the device the session runs on.
 struct SessionStats {
+  // graph_bytes_in_use, graph_peak_bytes: step buffers in use now, and the most at once since the
+  // session started. variable_bytes_in_use: variables and tables on the device.
   int64_t graph_bytes_in_use = 0;
   int64_t graph_peak_bytes = 0;
   int64_t variable_bytes_in_use = 0;
@@ -75,6 +81,7 @@ struct SessionStats {
   int64_t overflow_count = 0;
 };
 
+// Session: runs a graph (see the file comment). Create makes one; not copyable.
 class Session {
  public:
   // Create validates the config, checks the graph (its construction status, op kernels on the
@@ -118,6 +125,8 @@ class Session {
   // Close releases variables and device memory. Later Run calls fail with FailedPrecondition.
   Status Close();
 
+  // graph: the session's copy of the graph, after its passes. config: its SessionConfig. stats: its
+  // memory and step counts now.
   const Graph& graph() const;
   const SessionConfig& config() const;
   SessionStats stats() const;

@@ -85,6 +85,10 @@ struct SparseOptimizerConfig {
   float l2 = 0.0f;
   float l2_shrinkage = 0.0f;
 
+  // SGD, SGDByAddr, Adagrad, AdagradByAddress, LazyAdam, LazyAdamByAddress, FTRL: factories, one
+  // per rule, setting `kind` and the given hyper-parameters; the rest keep their defaults. The
+  // arguments keep the spec's names and defaults (`epsilon` of Adagrad is adagrad_epsilon).
+  // Validate() checks the values, when create_table does.
   static SparseOptimizerConfig SGD(float learning_rate, float weight_decay = 0.0f);
   static SparseOptimizerConfig SGDByAddr(float learning_rate, float weight_decay = 0.0f);
   static SparseOptimizerConfig Adagrad(float learning_rate = 0.001f,
@@ -111,6 +115,8 @@ struct SparseOptimizerConfig {
   bool ByAddress() const;
   // Validate: InvalidArgument naming the optimizer, the option, its value, the rule and the fix.
   Status Validate() const;
+  // ToString: the rule and its hyper-parameters, e.g. "SGD(learning_rate=0.01, weight_decay=0)",
+  // for messages and logs.
   std::string ToString() const;
 };
 

@@ -10,7 +10,9 @@
 
 namespace recsdk {
 
+// Status: the error type of every public function that can fail (absl::Status).
 using Status = absl::Status;
+// StatusOr: a T or the Status saying why there is none (absl::StatusOr).
 template <typename T>
 using StatusOr = absl::StatusOr<T>;
 

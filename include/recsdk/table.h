@@ -130,12 +130,16 @@ enum class Combiner { kSum, kMean, kSqrtn };
 // restore can move a buffer's pages into a table instead of copying them (AdoptSnapshot).
 // allocate throws std::bad_alloc when memory runs out.
 struct RowBufferAllocator : std::allocator<float> {
+  // value_type, rebind: the allocator interface; it allocates floats only.
   using value_type = float;
   template <typename U>
   struct rebind {
     static_assert(std::is_same_v<U, float>, "RowBufferAllocator allocates floats only");
+    // other: this allocator.
     using other = RowBufferAllocator;
   };
+  // allocate, deallocate: as std::allocator's. construct: with no arguments, leaves the float
+  // uninitialised (the point of this allocator); with arguments, constructs it from them.
   float* allocate(size_t n);
   void deallocate(float* p, size_t n) noexcept;
   void construct(float* p) noexcept { ::new (static_cast<void*>(p)) float; }
@@ -149,7 +153,8 @@ using RowBuffer = std::vector<float, RowBufferAllocator>;
 
 // TableSnapshot: a table's rows at one moment (EmbeddingTable::Snapshot), in key order.
 struct TableSnapshot {
-  // Identity of the table the rows came from; LoadSnapshot checks them against its own.
+  // table_name, dim, num_slots, optimizer, key_dtype, is_delta: identity of the table the rows
+  // came from; LoadSnapshot checks them against its own.
   std::string table_name;
   int dim = 0;
   int num_slots = 0;
@@ -163,7 +168,8 @@ struct TableSnapshot {
   std::vector<int64_t> timestamps;
   // removed_keys: deltas only: keys evicted since the previous snapshot (sorted, unique).
   std::vector<int64_t> removed_keys;
-  // Keys counting toward admission without a row yet: key, count, latest timestamp (sorted).
+  // pending_keys, pending_counts, pending_timestamps: keys counting toward admission without a
+  // row yet: key, count, latest timestamp (sorted).
   std::vector<int64_t> pending_keys;
   std::vector<float> pending_counts;
   std::vector<int64_t> pending_timestamps;
@@ -192,8 +198,9 @@ class SnapshotRowSink {
 // EmbeddingTable: one sparse table. Create with EmbeddingTable::Create.
 class EmbeddingTable {
  public:
-  // Row ids a lookup may return besides real rows. Both read without touching memory and
-  // never train: kPaddingRow reads zeros, kDefaultRow reads serving_default_value.
+  // kPaddingRow, kDefaultRow: row ids a lookup may return besides real rows. Both read without
+  // touching memory and never train: kPaddingRow reads zeros, kDefaultRow reads
+  // serving_default_value.
   static constexpr uint32_t kPaddingRow = 0xFFFFFFFFu;
   static constexpr uint32_t kDefaultRow = 0xFFFFFFFEu;
   // kMaxRows: the most rows a table can hold (row ids are uint32 below the sentinels).
@@ -208,11 +215,13 @@ class EmbeddingTable {
   EmbeddingTable(const EmbeddingTable&) = delete;
   EmbeddingTable& operator=(const EmbeddingTable&) = delete;
 
+  // config, optimizer: the table's configs (config's access_threshold follows
+  // SetAccessThreshold). name, dim: config().name and config().dim.
   const TableConfig& config() const { return config_; }
   const SparseOptimizerConfig& optimizer() const { return optimizer_; }
   const std::string& name() const { return config_.name; }
   int dim() const { return config_.dim; }
-  // num_slots: optimizer floats per row; row_floats = dim + num_slots.
+  // num_slots, row_floats: optimizer floats per row, and dim + num_slots.
   int num_slots() const { return num_slots_; }
   int row_floats() const { return config_.dim + num_slots_; }
 
@@ -380,10 +389,12 @@ class EmbeddingTable {
   // recsdk/checkpoint.h (same directory layout as a checkpoint's table payloads, CRC32C-checked).
 
  protected:
+  // EmbeddingTable: for the implementations Create makes.
   EmbeddingTable(const TableConfig& config, const SparseOptimizerConfig& optimizer)
       : config_(config), optimizer_(optimizer), num_slots_(optimizer.NumSlots(config.dim)) {}
 
   TableConfig config_;  // only access_threshold changes after creation (SetAccessThreshold)
+  // optimizer_, num_slots_: the sparse optimizer and its floats per row.
   const SparseOptimizerConfig optimizer_;
   const int num_slots_;
 };
@@ -403,6 +414,7 @@ class EvictHook {
   // >= 0 and returns the keys evicted (0 when not due or disabled).
   StatusOr<int64_t> AfterStep(int64_t global_step, absl::Span<EmbeddingTable* const> tables);
 
+  // evict_enable, evict_time_interval, evict_step_interval: the constructor's arguments.
   bool evict_enable() const { return evict_enable_; }
   int64_t evict_time_interval() const { return evict_time_interval_; }
   int64_t evict_step_interval() const { return evict_step_interval_; }

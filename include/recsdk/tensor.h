@@ -28,12 +28,14 @@ class TensorBuffer {
   TensorBuffer(const TensorBuffer&) = delete;
   TensorBuffer& operator=(const TensorBuffer&) = delete;
 
+  // data, size: the memory and its size in bytes.
   void* data() const { return data_; }
   size_t size() const { return size_; }
   // on_host: whether the CPU may read and write data() directly.
   virtual bool on_host() const { return true; }
 
  protected:
+  // TensorBuffer: `size` bytes at `data`, which the subclass owns.
   TensorBuffer(void* data, size_t size) : data_(data), size_(size) {}
 
  private:
@@ -45,6 +47,7 @@ class TensorBuffer {
 // not counted against any device limit (used for tensors users build and feed).
 std::shared_ptr<TensorBuffer> AllocateHostBuffer(size_t bytes);
 
+// Tensor: a dtype, a fully defined shape and a shared buffer (see the file comment).
 class Tensor {
  public:
   // An uninitialised tensor: dtype kInvalid, no buffer.
@@ -72,6 +75,7 @@ class Tensor {
   static StatusOr<Tensor> FromValues(const Shape& shape, std::initializer_list<T> values) {
     return FromValues<T>(shape, absl::Span<const T>(values.begin(), values.size()));
   }
+  // Scalar: a 0-D host tensor holding `value`.
   template <typename T>
   static Tensor Scalar(T value);
   // Vector: a 1-D tensor holding `values`.
@@ -82,6 +86,8 @@ class Tensor {
     return Vector<T>(absl::Span<const T>(values.begin(), values.size()));
   }
 
+  // IsInitialized: dtype() is not kInvalid. dtype, shape, rank, dim, num_elements: the type and
+  // the shape. TotalBytes: num_elements() * DTypeSize(dtype()).
   bool IsInitialized() const { return dtype_ != DType::kInvalid; }
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
@@ -90,6 +96,7 @@ class Tensor {
   int64_t num_elements() const { return num_elements_; }
   size_t TotalBytes() const { return static_cast<size_t>(num_elements_) * DTypeSize(dtype_); }
 
+  // raw_data: the first element's address; null without a buffer.
   void* raw_data() const {
     return buffer_ ? static_cast<char*>(buffer_->data()) + offset_ : nullptr;
   }
@@ -99,6 +106,7 @@ class Tensor {
     CheckType(DTypeOf<T>::value);
     return static_cast<T*>(raw_data());
   }
+  // flat<T>: the elements as one span; T as for data<T>.
   template <typename T>
   absl::Span<T> flat() const {
     return absl::Span<T>(data<T>(), static_cast<size_t>(num_elements_));
@@ -117,6 +125,7 @@ class Tensor {
   // Copy makes a deep host copy.
   Tensor Copy() const;
 
+  // buffer, buffer_offset: the buffer viewed and the byte offset of the first element in it.
   const std::shared_ptr<TensorBuffer>& buffer() const { return buffer_; }
   size_t buffer_offset() const { return offset_; }
   // SharesBufferWith: true when both tensors view the same buffer.

@@ -17,14 +17,18 @@
 
 namespace recsdk {
 
+// VariableOptions: how Variable::Make creates a variable.
 struct VariableOptions {
   // initializer: how the init op fills the variable. Default glorot uniform.
   Initializer initializer = Initializer::GlorotUniform();
   // trainable: listed in kTrainableVariables, so optimizers update it by default.
   bool trainable = true;
+  // dtype: the element type. Default float32.
   DType dtype = DType::kFloat32;
 };
 
+// Variable: a named, stateful tensor of the graph: a handle node, a read of its value and an
+// init node. A cheap value; the Session holds the state.
 class Variable {
  public:
   Variable() = default;
@@ -43,14 +47,19 @@ class Variable {
   // FromGraph: the variable whose handle node is `name`.
   static StatusOr<Variable> FromGraph(const Graph& graph, std::string_view name);
 
+  // valid: false for a default-constructed or failed variable. name: the handle node's name.
+  // handle: the resource output the update ops take.
   bool valid() const { return handle_.valid() && value_.valid(); }
   const std::string& name() const;
   Output handle() const { return handle_; }
   // value: the current value (the read node's output).
   Output value() const { return value_; }
+  // initializer: the node that sets the initial value (GlobalVariablesInitializer groups them).
+  // dtype, shape: the value's.
   Node* initializer() const { return initializer_; }
   DType dtype() const { return value_.dtype(); }
   const Shape& shape() const { return value_.shape(); }
+  // operator Output: the value, so a variable can be passed wherever an Output is.
   operator Output() const { return value_; }  // NOLINT: a variable reads as its value
 
  private:
