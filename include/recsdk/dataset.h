@@ -264,6 +264,7 @@ struct TfRecordOptions {
   // line_per_sample: samples per record, in [1, kMaxLinePerSample]. Default 1: one sample per
   // record, and a sparse feature may hold fewer than `width` ids (padded with pad_id).
   int64_t line_per_sample = 1;
+  // kMaxLinePerSample: the largest line_per_sample accepted.
   static constexpr int64_t kMaxLinePerSample = 1 << 16;
 };
 // TfRecordDataset: a column per schema entry, as DelimitedDataset's; blocks of at most one chunk's

@@ -78,6 +78,7 @@ struct FeatureSpec {
   // with kHash.
   std::vector<int64_t> field_offsets = {};
 
+  // kMaxFields: the most fields one feature may merge.
   static constexpr int kMaxFields = 4096;
 
   // EffectiveIndexKey: index_key, or name when index_key is empty.
