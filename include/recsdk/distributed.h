@@ -29,8 +29,10 @@
 // start; under mpirun with several ranks and without it, InitDistributed fails saying so rather
 // than letting N processes each train alone.
 //
-// Not yet (issue 24): sparse tables are NOT kept in sync across ranks. Each rank has its own
-// replica of every table and updates it with its own gradients only; sharded tables come next.
+// Sparse tables are sharded across the ranks (each key has one owner rank, ShardOwner): a
+// lookup sends each key to its owner and gathers the rows back, and the gradients go back the
+// same way; checkpoints hold one shard per rank and restore at any rank count
+// (docs/distributed.md).
 //
 // Threading: the functions here may be called from any thread. Collectives of one process are
 // serialised (one at a time, in the order their callers reach them), so every rank must reach

@@ -60,8 +60,8 @@ struct RunConfig {
   std::optional<std::string> precision_mode;
   std::optional<bool> enable_data_pre_proc;
   std::optional<bool> mix_compile_mode;
-  // distribute: the distribution strategy; empty (single process) until the distributed work
-  // lands.
+  // distribute: the spec's distribution strategy object; must stay empty (Validate refuses it
+  // with the reason): a job of several ranks is started by mpirun instead (recsdk/distributed.h).
   std::string distribute;
 
   // Arguments of TensorFlow's RunConfig that NPURunConfig does not support. Setting any of them

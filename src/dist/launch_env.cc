@@ -138,7 +138,7 @@ absl::Status CheckTfConfig(const LaunchEnvironment& env, EnvLookup lookup) {
   if (position < 0) {
     return absl::InvalidArgumentError(fmt::format(
         "TF_CONFIG: task type \"{}\" is not chief, worker or ps (an evaluator runs apart from "
-        "the job: start it without mpirun)",
+        "the job: start it without mpirun and without TF_CONFIG)",
         type));
   }
   if (type == "ps") {

@@ -13,7 +13,8 @@ Status Unsupported(const char* name, const std::optional<std::string>& value) {
   return absl::InvalidArgumentError(fmt::format(
       "RunConfig: {} (\"{}\") is not supported in NPURunConfig; delete it from the script (the "
       "spec: train_distribute, device_fn, protocol, eval_distribute and experimental_distribute "
-      "are not supported; distribute training through RunConfig::distribute once it lands)",
+      "are not supported; to train on several processes start the program under mpirun, see "
+      "docs/distributed.md)",
       name, *value));
 }
 
@@ -48,8 +49,9 @@ Status RunConfig::Validate() const {
   }
   if (!distribute.empty()) {
     return absl::InvalidArgumentError(fmt::format(
-        "RunConfig: distribute = \"{}\": distributed training arrives with the distributed work "
-        "(Communicator, MPI); leave it empty for one process",
+        "RunConfig: distribute = \"{}\": a strategy object is not how recsdk distributes; leave "
+        "it empty and start the program under mpirun (every rank holds a shard of every table "
+        "and trains, the dense gradients are all-reduced: docs/distributed.md)",
         distribute));
   }
   const Status s = EffectiveSessionConfig().Validate();
