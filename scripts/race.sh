@@ -21,6 +21,11 @@
 # does not know the CPU and falls back to a pre-AVX2 set (Prescott on a hypervisor's "Intel(R)
 # Xeon(R) Processor"): then OPENBLAS_CORETYPE is set to SkylakeX (AVX-512) or Haswell (AVX2), so
 # the race is against PyTorch at its best. RECSDK_RACE_OPENBLAS_CORETYPE overrides the choice.
+# PyTorch's OpenMP threads spin while they wait (OMP_WAIT_POLICY unset: libgomp's default), which
+# is its best on a quiet machine; with other work on the cores they collapse (the DCNv2 peer at 2
+# threads beside 2-3 compile jobs: ~2.5k samples/s spinning, ~27k passive, ~63k quiet), so each
+# line carries the load average before its rounds ("loadavg") and RECSDK_RACE_OMP_WAIT_POLICY
+# (e.g. PASSIVE) sets the peer's policy; only quiet-machine lines are worth quoting.
 #
 # Knobs: RECSDK_RACE_ROUNDS (3), RECSDK_RACE_THREADS ("1 2"), RECSDK_RACE_OPTIMIZERS
 # ("sgd adagrad"), RECSDK_RACE_MODES ("dlrm embedding little_demo dcnv2"), RECSDK_RACE_DIR
@@ -29,7 +34,7 @@
 # (recsdk's precision_mode, e.g. allow_mix_precision for the bfloat16 race; PyTorch stays float32,
 # as the issue's race is against PyTorch at its best in float32; the line then carries
 # "precision"), RECSDK_RACE_DCNV2_ROWS (32768: the DCNv2 race's TSV rows),
-# RECSDK_RACE_OPENBLAS_CORETYPE (see above).
+# RECSDK_RACE_OPENBLAS_CORETYPE, RECSDK_RACE_OMP_WAIT_POLICY (see above).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -43,6 +48,7 @@ dcnv2_rows=${RECSDK_RACE_DCNV2_ROWS:-32768}
 interaction=${RECSDK_RACE_INTERACTION:-fused}
 extra=${RECSDK_RACE_ARGS:-}
 precision=${RECSDK_RACE_PRECISION:-}
+omp_wait_policy=${RECSDK_RACE_OMP_WAIT_POLICY:-}
 py=/usr/bin/python3
 
 if ! "$py" -c 'import torch, numpy' 2>/dev/null || ! dpkg -s libopenblas0-openmp >/dev/null 2>&1; then
@@ -105,8 +111,8 @@ run_torch() {  # mode threads optimizer
   local peer=(dlrm_torch.py --data "$data" --mode "$1" --optimizer "$3")
   [ "$1" = dcnv2 ] && peer=(dcnv2_torch.py --data "$dcnv2_data/train.tsv")
   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ${openblas_core:+OPENBLAS_CORETYPE=$openblas_core} \
-    OMP_NUM_THREADS="$2" "$py" "$root/benchmarks/peers/${peer[0]}" "${peer[@]:1}" --threads "$2" \
-    $extra
+    ${omp_wait_policy:+OMP_WAIT_POLICY=$omp_wait_policy} OMP_NUM_THREADS="$2" \
+    "$py" "$root/benchmarks/peers/${peer[0]}" "${peer[@]:1}" --threads "$2" $extra
 }
 
 for mode in $modes; do
@@ -117,6 +123,7 @@ for mode in $modes; do
   for threads in $threads_list; do
     for opt in $opts; do
       results=()
+      loadavg=$(cut -d' ' -f1 /proc/loadavg)
       for ((r = 0; r < rounds; ++r)); do
         # Alternate who goes first so neither side always meets the same drift.
         if ((r % 2 == 0)); then
@@ -126,7 +133,7 @@ for mode in $modes; do
         fi
         results+=("$a" "$b")
       done
-      printf '%s\n' "${results[@]}" | "$py" -c '
+      printf '%s\n' "${results[@]}" | LOADAVG=$loadavg "$py" -c '
 import json, statistics, sys, platform, os
 lines = [json.loads(l) for l in sys.stdin if l.strip()]
 rec = [l for l in lines if l["impl"] == "recsdk"]
@@ -147,7 +154,8 @@ print(json.dumps({
   "recsdk_loss": rec[0]["loss"], "torch_loss": tor[0]["loss"],
   "recsdk_breakdown": rec[0].get("breakdown"),
   "torch_version": tor[0]["torch"], "torch_blas": tor[0]["blas"],
-  "cpu": cpu, "cores": os.cpu_count()}))
+  "torch_omp_wait_policy": os.environ.get("RECSDK_RACE_OMP_WAIT_POLICY") or "default",
+  "cpu": cpu, "cores": os.cpu_count(), "loadavg": float(os.environ["LOADAVG"])}))
 '
     done
   done
