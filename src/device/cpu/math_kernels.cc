@@ -379,30 +379,7 @@ Status BiasAddGradTyped(OpKernelContext& ctx) {
   const int64_t c = dy.dim(dy.rank() - 1);
   RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, Shape{c}));
   const int64_t rows = c == 0 ? 0 : dy.num_elements() / c;
-  const T* g = dy.data<T>();
-  T* o = out->data<T>();
-  // Blocks of kRows rows sum in parallel into partial rows, added in block order: the blocks
-  // depend on the shape alone, so the sum is bitwise the same at any thread count.
-  constexpr int64_t kRows = 512;
-  const int64_t blocks = (rows + kRows - 1) / kRows;
-  if (blocks <= 1) {
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t j = 0; j < c; ++j) o[j] += g[r * c + j];
-    }
-    return absl::OkStatus();
-  }
-  std::vector<T> partial(static_cast<size_t>(blocks * c), T(0));
-  ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      T* p = partial.data() + b * c;
-      for (int64_t r = b * kRows; r < std::min(rows, (b + 1) * kRows); ++r) {
-        for (int64_t j = 0; j < c; ++j) p[j] += g[r * c + j];
-      }
-    }
-  });
-  for (int64_t b = 0; b < blocks; ++b) {
-    for (int64_t j = 0; j < c; ++j) o[j] += partial[b * c + j];
-  }
+  BlockedColumnSums(dy.data<T>(), rows, c, out->data<T>());
   return absl::OkStatus();
 }
 
