@@ -22,11 +22,15 @@ summed; Adam (dense) and SparseAdam (tables), lr 0.01.
 --mode embedding runs the embedding-only race: the 26 tables alone, lookup + pooled gradient
 (the gradient of sum(out * w) for a fixed random w) + sparse Adagrad, reporting ids/s.
 
-Run it with OpenBLAS allowed to pick its best kernels:
-  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 dlrm_torch.py --threads 2 ...
+Run it with OpenBLAS on its best kernels for this CPU, as scripts/race.sh does: OpenBLAS's own
+detection where it knows the CPU; where it does not, it falls back to a pre-AVX2 kernel set
+(Prescott, 2-3x slower products), so race.sh sets OPENBLAS_CORETYPE=SkylakeX (AVX-512) or Haswell
+(AVX2) instead. The JSON's "blas" names the kernel set that ran:
+  env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 dlrm_torch.py --threads 2 ...
 Single-threaded driver; torch uses --threads intra-op threads.
 """
 import argparse
+import ctypes
 import json
 import statistics
 import sys
@@ -290,7 +294,13 @@ def blas_name():
         libs = {line.split()[-1] for line in maps if "blas" in line or "mkl" in line}
     for lib in sorted(libs):
         if "openblas" in lib:
-            return lib.rsplit("/", 2)[-2] + "/" + lib.rsplit("/", 1)[-1]
+            name = lib.rsplit("/", 2)[-2] + "/" + lib.rsplit("/", 1)[-1]
+            try:  # the kernel set OpenBLAS picked (OPENBLAS_CORETYPE or its CPU detection)
+                get_corename = ctypes.CDLL(lib).openblas_get_corename
+                get_corename.restype = ctypes.c_char_p
+                return f"{name} ({get_corename().decode()})"
+            except (OSError, AttributeError):
+                return name
     return ",".join(sorted(libs)) or "unknown"
 
 

@@ -84,7 +84,8 @@ struct CrossLayerOptions {
 
 // CrossLayer: one DCNv2 cross layer, x_{l+1} = x0 * (x_l W + b) + x_l (elementwise *; W stored
 // as the [d, d] right factor of the row-vector form, i.e. the transpose of the paper's W), built
-// from MatMul, BiasAdd, Mul and Add, so autodiff, fusion passes and every backend apply. `x0`
+// from MatMul and one fused op for x0 * (y + b) + xl (BiasAdd, Mul and Add without a bias), each
+// with its gradient, so autodiff, fusion passes and every backend apply. `x0`
 // and `xl` are [batch, d] of one float dtype with d known (for the first layer xl is x0). Cost
 // per sample O(d^2) full rank, O(d r) low rank, O(K d r) for K experts.
 // Errors (InvalidArgument, naming the layer and the fix): inputs not rank 2, d unknown, shapes

@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -314,6 +315,14 @@ Status Validate(const Dcnv2Options& o) {
   if (o.embedding_dim < 1 || o.deep_units.empty()) {
     return bad("embedding_dim must be >= 1 and deep_units non-empty");
   }
+  if (o.mode != "train" && o.mode != "race" && o.mode != "write_data") {
+    return bad(fmt::format("--mode={} is not train, race or write_data", o.mode));
+  }
+  if (o.warmup < 0 || o.windows < 1 || o.window_steps < 1 || o.loss_steps < 0) {
+    return bad(fmt::format(
+        "--warmup={} must be >= 0, --windows={} and --window_steps={} >= 1, --loss_steps={} >= 0",
+        o.warmup, o.windows, o.window_steps, o.loss_steps));
+  }
   return absl::OkStatus();
 }
 
@@ -321,6 +330,7 @@ Status Validate(const Dcnv2Options& o) {
 
 StatusOr<Dcnv2Result> Run(const Dcnv2Options& o) {
   RETURN_IF_ERROR(Validate(o));
+  if (o.mode == "race") return RunRace(o);
   std::FILE* out = Out(o);
   std::error_code ec;
   std::filesystem::create_directories(o.data_dir, ec);
@@ -328,6 +338,7 @@ StatusOr<Dcnv2Result> Run(const Dcnv2Options& o) {
   const PlantedRows eval_rows = MakePlantedRows(o.eval_rows, 2 * o.seed + 1);
   RETURN_IF_ERROR(WriteCriteoTsv(train_file, MakePlantedRows(o.train_rows, 2 * o.seed)));
   RETURN_IF_ERROR(WriteCriteoTsv(eval_file, eval_rows));
+  if (o.mode == "write_data") return Dcnv2Result{};
 
   Model m;
   RETURN_IF_ERROR(Build(o, &m));
@@ -392,6 +403,90 @@ StatusOr<Dcnv2Result> Run(const Dcnv2Options& o) {
                static_cast<long long>(result.steps), result.train_samples_per_second, result.auc,
                result.planted_auc, result.log_loss);
   // Guide step 4.3: close the Session (terminate_config_initializer has nothing to release here).
+  RETURN_IF_ERROR(sess->Close());
+  return result;
+}
+
+StatusOr<Dcnv2Result> RunRace(const Dcnv2Options& o) {
+  RETURN_IF_ERROR(Validate(o));
+  std::error_code ec;
+  std::filesystem::create_directories(o.data_dir, ec);
+  const std::string train_file = o.data_dir + "/train.tsv";
+  if (!std::filesystem::exists(train_file, ec)) {
+    RETURN_IF_ERROR(WriteCriteoTsv(train_file, MakePlantedRows(o.train_rows, 2 * o.seed)));
+  }
+  Model m;
+  RETURN_IF_ERROR(Build(o, &m));
+  SessionConfig config = o.session_config.value_or(SessionConfig{});
+  if (o.threads != 0 || !o.session_config.has_value()) config.intra_op_parallelism = o.threads;
+  ASSIGN_OR_RETURN(std::unique_ptr<Session> sess, Session::Create(m.graph, config));
+  RETURN_IF_ERROR(sess->Run({}, {}, {m.init->name()}, nullptr));
+
+  // The whole file as fed batches, before any timing: the timed loop is the training step alone.
+  std::vector<FeedList> feeds;
+  {
+    ASSIGN_OR_RETURN(auto data, Batches(train_file, o, /*training=*/true));
+    Batch batch;
+    while (true) {
+      ASSIGN_OR_RETURN(bool more, data->GetNext(&batch));
+      if (!more) break;
+      ASSIGN_OR_RETURN(FeedList f, Feeds(m, batch));
+      feeds.push_back(std::move(f));
+    }
+  }
+  if (feeds.empty()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "dcnv2: {} holds fewer than batch_size {} rows; remove it to have it written again",
+        train_file, o.batch_size));
+  }
+
+  Dcnv2Result result;
+  std::vector<double> losses;
+  std::vector<Tensor> fetched;
+  auto step = [&]() -> Status {
+    RETURN_IF_ERROR(
+        sess->Run(feeds[result.steps % feeds.size()], {m.loss}, {m.train->name()}, &fetched));
+    losses.push_back(fetched[0].scalar<float>());
+    ++result.steps;
+    return absl::OkStatus();
+  };
+  auto cpu_seconds = [] {
+    return static_cast<double>(std::clock()) / CLOCKS_PER_SEC;  // all threads of the process
+  };
+  for (int64_t i = 0; i < o.warmup; ++i) RETURN_IF_ERROR(step());
+  std::vector<double> rates;
+  const double cpu0 = cpu_seconds();
+  for (int64_t w = 0; w < o.windows; ++w) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < o.window_steps; ++i) RETURN_IF_ERROR(step());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rates.push_back(static_cast<double>(o.window_steps * o.batch_size) / s);
+  }
+  const double cpu_ms_per_step =
+      (cpu_seconds() - cpu0) * 1e3 / static_cast<double>(o.windows * o.window_steps);
+  const int64_t loss_steps = o.loss_steps > 0 ? o.loss_steps : result.steps;
+  while (result.steps < loss_steps) RETURN_IF_ERROR(step());
+  const int64_t tail_begin = std::max<int64_t>(0, loss_steps - 5);
+  double tail = 0;
+  for (int64_t i = tail_begin; i < loss_steps; ++i) tail += losses[i];
+  tail /= static_cast<double>(loss_steps - tail_begin);
+
+  std::vector<double> sorted = rates;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  result.train_samples_per_second =
+      n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  std::string windows;
+  for (double r : rates) windows += fmt::format("{}{:.1f}", windows.empty() ? "" : ",", r);
+  std::fprintf(Out(o),
+               "{\"impl\":\"recsdk\",\"model\":\"dcnv2\",\"threads\":%d,"
+               "\"optimizer\":\"adam+lazy_adam\",\"cross\":\"%s\",\"batch\":%lld,"
+               "\"batches\":%zu,\"samples_per_s\":%.1f,\"windows\":[%s],"
+               "\"first_loss\":%.6f,\"loss_steps\":%lld,\"loss\":%.6f,"
+               "\"cpu_ms_per_step\":%.2f}\n",
+               config.intra_op_parallelism, o.cross.c_str(), static_cast<long long>(o.batch_size),
+               feeds.size(), result.train_samples_per_second, windows.c_str(), losses[0],
+               static_cast<long long>(loss_steps), tail, cpu_ms_per_step);
   RETURN_IF_ERROR(sess->Close());
   return result;
 }
@@ -478,6 +573,16 @@ StatusOr<Dcnv2Options> ParseOptions(int argc, char** argv) {
       o.seed = static_cast<uint64_t>(n);
     } else if (arg == "data_dir") {
       o.data_dir = v;
+    } else if (arg == "mode") {
+      o.mode = v;
+    } else if (arg == "warmup") {
+      ASSIGN_OR_RETURN(o.warmup, integer());
+    } else if (arg == "windows") {
+      ASSIGN_OR_RETURN(o.windows, integer());
+    } else if (arg == "window_steps") {
+      ASSIGN_OR_RETURN(o.window_steps, integer());
+    } else if (arg == "loss_steps") {
+      ASSIGN_OR_RETURN(o.loss_steps, integer());
     } else if (arg == "session_config") {
       RETURN_IF_ERROR(read_session_config(v));
     } else {

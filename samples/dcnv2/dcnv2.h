@@ -39,6 +39,17 @@ struct Dcnv2Options {
   int threads = 0;                     // SessionConfig::intra_op_parallelism (0: all)
   uint64_t seed = 1;
   std::string data_dir = "dcnv2_data";
+  // mode: train (write the data, train, evaluate: the guide), race (the speed race against
+  // benchmarks/peers/dcnv2_torch.py, see RunRace) or write_data (write <data_dir>/train.tsv and
+  // eval.tsv, then stop).
+  std::string mode = "train";
+  // The race's timing (--mode=race): `warmup` steps, then `windows` windows of `window_steps`
+  // steps each timed; samples/s is the median window. loss_steps (0: all the steps) is the step
+  // count whose last 5 losses are averaged for the JSON's "loss".
+  int64_t warmup = 10;
+  int64_t windows = 5;
+  int64_t window_steps = 20;
+  int64_t loss_steps = 0;
   // session_config: SESSION_CONFIG=FILE or --session_config FILE, any session option of the spec
   // (enable_dump, precision_mode, ...) from a JSON file as `recsdk validate-config` checks it;
   // unset: the defaults. A nonzero --threads overrides the file's intra_op_parallelism.
@@ -84,7 +95,17 @@ struct Dcnv2Result {
 
 // Run: writes the planted data, builds the model (sess.run path), trains, evaluates; prints the
 // loss per step block, samples/s and the held-out AUC beside the planted model's.
+// --mode=race runs RunRace instead; --mode=write_data writes the two files and returns.
 recsdk::StatusOr<Dcnv2Result> Run(const Dcnv2Options& options);
+
+// RunRace: the speed race against the PyTorch peer (benchmarks/peers/dcnv2_torch.py, raced by
+// scripts/race.sh dcnv2). Trains on <data_dir>/train.tsv (written first, with train_rows planted
+// rows, only when it is missing; so both sides read the same bytes), read whole by the same
+// reader as Run into fed batches before any timing (the remainder dropped); the timed steps are
+// sess->Run of the training step alone, cycling over the batches. No evaluation. Prints one JSON
+// line: samples/s (median window), every window's rate, the first step's loss, the mean loss of
+// steps (loss_steps-4..loss_steps], and the CPU time per timed step (all threads).
+recsdk::StatusOr<Dcnv2Result> RunRace(const Dcnv2Options& options);
 
 }  // namespace dcnv2
 

@@ -1,6 +1,9 @@
 // op_gradients_test.cc: a finite-difference gradient check for every differentiable op.
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 #include "fmt/format.h"
 #include "tests/graph/gradient_checker_util.h"
 
@@ -241,6 +244,17 @@ TEST(OpGradientsTest, DotInteraction) {
   for (const Shape& shape : {Shape{3, 4, 5}, Shape{2, 6, 16}, Shape{1, 2, 1}}) {
     EXPECT_GRAD_OK(CheckGradients(
         {shape}, [](const Scope& s, V in) { return ops::DotInteraction(s, in[0]); }));
+  }
+}
+
+TEST(OpGradientsTest, DcnCross) {
+  // (x0, xl, y, bias) -> x0 * (y + bias) + xl; one row and several, d with and without a tail.
+  for (const auto& [rows, d] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 4}, {5, 7}}) {
+    EXPECT_GRAD_OK(CheckGradients({Shape{rows, d}, Shape{rows, d}, Shape{rows, d}, Shape{d}},
+                                  [](const Scope& s, V in) {
+                                    Node* n = s.AddNode("DcnCross", {in[0], in[1], in[2], in[3]});
+                                    return n == nullptr ? Output() : Output(n, 0);
+                                  }));
   }
 }
 

@@ -56,7 +56,7 @@ struct GemmPlan {
   bool split_columns = false;
   bool operator==(const GemmPlan&) const = default;
 };
-// DefaultGemmPlan: BestGemmBackend() and up to four blocks of at least 64 rows (a multiple of 16),
+// DefaultGemmPlan: BestGemmBackend() and 1, 2 or 4 blocks of at least 64 rows (a multiple of 16),
 // one block below 2 MFLOP. Depends on the shape only, never on the thread count.
 GemmPlan DefaultGemmPlan(int64_t m, int64_t n, int64_t k);
 // ParallelSgemm with an explicit plan. Blocks are multiples of 16 rows or columns, so fewer than

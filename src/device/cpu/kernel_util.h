@@ -73,6 +73,33 @@ void AddBiasRows(T* c, const T* b, int64_t n, int64_t r0, int64_t r1, bool relu)
 }
 
 // Dispatch on a numeric dtype: calls fn(T{}) with T the element type.
+// BlockedColumnSums: o[j] += sum over rows of g[r * c + j]. Blocks of 512 rows sum in parallel
+// into partial rows, added in block order: the blocks depend on the shape alone, so the sums are
+// bitwise the same at any thread count (BiasAddGrad's and DcnCrossGrad's bias gradient).
+template <typename T>
+void BlockedColumnSums(const T* g, int64_t rows, int64_t c, T* o) {
+  constexpr int64_t kRows = 512;
+  const int64_t blocks = (rows + kRows - 1) / kRows;
+  if (blocks <= 1) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < c; ++j) o[j] += g[r * c + j];
+    }
+    return;
+  }
+  std::vector<T> partial(static_cast<size_t>(blocks * c), T(0));
+  ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      T* p = partial.data() + b * c;
+      for (int64_t r = b * kRows; r < std::min(rows, (b + 1) * kRows); ++r) {
+        for (int64_t j = 0; j < c; ++j) p[j] += g[r * c + j];
+      }
+    }
+  });
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int64_t j = 0; j < c; ++j) o[j] += partial[b * c + j];
+  }
+}
+
 template <typename Fn>
 Status DispatchNumeric(const OpKernelContext& ctx, DType dtype, Fn&& fn) {
   switch (dtype) {

@@ -1,5 +1,6 @@
 // math_kernels.cc: CPU kernels for elementwise arithmetic, comparisons, reductions and BiasAdd.
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 
 #include "src/device/cpu/fast_kernels.h"
@@ -378,30 +379,7 @@ Status BiasAddGradTyped(OpKernelContext& ctx) {
   const int64_t c = dy.dim(dy.rank() - 1);
   RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, Shape{c}));
   const int64_t rows = c == 0 ? 0 : dy.num_elements() / c;
-  const T* g = dy.data<T>();
-  T* o = out->data<T>();
-  // Blocks of kRows rows sum in parallel into partial rows, added in block order: the blocks
-  // depend on the shape alone, so the sum is bitwise the same at any thread count.
-  constexpr int64_t kRows = 512;
-  const int64_t blocks = (rows + kRows - 1) / kRows;
-  if (blocks <= 1) {
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t j = 0; j < c; ++j) o[j] += g[r * c + j];
-    }
-    return absl::OkStatus();
-  }
-  std::vector<T> partial(static_cast<size_t>(blocks * c), T(0));
-  ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      T* p = partial.data() + b * c;
-      for (int64_t r = b * kRows; r < std::min(rows, (b + 1) * kRows); ++r) {
-        for (int64_t j = 0; j < c; ++j) p[j] += g[r * c + j];
-      }
-    }
-  });
-  for (int64_t b = 0; b < blocks; ++b) {
-    for (int64_t j = 0; j < c; ++j) o[j] += partial[b * c + j];
-  }
+  BlockedColumnSums(dy.data<T>(), rows, c, out->data<T>());
   return absl::OkStatus();
 }
 
@@ -453,12 +431,40 @@ Status AddNTyped(OpKernelContext& ctx) {
   }
   RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, first.shape()));
   T* o = out->data<T>();
+  std::vector<const T*> in(static_cast<size_t>(ctx.num_inputs()));
+  for (int k = 0; k < ctx.num_inputs(); ++k) in[k] = ctx.input(k).data<T>();
+  // Up to four inputs per pass over the chunk (one write of o per pass instead of one per input),
+  // each element summed left to right as ((in0 + in1) + in2) + ..., the order of one input at a
+  // time, so the bits do not change.
   ParallelFor(first.num_elements(), kElementwiseGrain, [&](int64_t s, int64_t e) {
-    for (int64_t i = s; i < e; ++i) o[i] = first.data<T>()[i];
-    for (int k = 1; k < ctx.num_inputs(); ++k) {
-      const T* in = ctx.input(k).data<T>();
-      for (int64_t i = s; i < e; ++i) o[i] += in[i];
-    }
+    const T* acc = in[0];
+    size_t k = 1;
+    do {
+      const size_t group = std::min<size_t>(4, in.size() - k);
+      const T* a = group > 0 ? in[k] : nullptr;
+      const T* b = group > 1 ? in[k + 1] : nullptr;
+      const T* c = group > 2 ? in[k + 2] : nullptr;
+      const T* d = group > 3 ? in[k + 3] : nullptr;
+      switch (group) {
+        case 0:
+          for (int64_t i = s; i < e; ++i) o[i] = acc[i];
+          break;
+        case 1:
+          for (int64_t i = s; i < e; ++i) o[i] = acc[i] + a[i];
+          break;
+        case 2:
+          for (int64_t i = s; i < e; ++i) o[i] = (acc[i] + a[i]) + b[i];
+          break;
+        case 3:
+          for (int64_t i = s; i < e; ++i) o[i] = ((acc[i] + a[i]) + b[i]) + c[i];
+          break;
+        default:
+          for (int64_t i = s; i < e; ++i) o[i] = (((acc[i] + a[i]) + b[i]) + c[i]) + d[i];
+          break;
+      }
+      acc = o;
+      k += group;
+    } while (k < in.size());
   });
   return absl::OkStatus();
 }

@@ -159,9 +159,80 @@ Status SoftmaxCeTyped(OpKernelContext& ctx) {
   return absl::OkStatus();
 }
 
+// DcnCross: x0 * (y + bias) + xl, y = xl W the cross layer's product (one pass instead of
+// BiasAdd, Mul and Add).
+template <typename T>
+Status DcnCrossTyped(OpKernelContext& ctx) {
+  const Tensor& x0 = ctx.input(0);
+  const Tensor& xl = ctx.input(1);
+  const Tensor& y = ctx.input(2);
+  const Tensor& bias = ctx.input(3);
+  if (x0.rank() != 2 || xl.shape() != x0.shape() || y.shape() != x0.shape() || bias.rank() != 1 ||
+      bias.dim(0) != x0.dim(1)) {
+    return ctx.Error("x0 {}, xl {}, y {} and bias {} must be [batch, d] three times and [d]",
+                     x0.shape().ToString(), xl.shape().ToString(), y.shape().ToString(),
+                     bias.shape().ToString());
+  }
+  const int64_t rows = x0.dim(0), d = x0.dim(1);
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, x0.shape()));
+  const T *a = x0.data<T>(), *l = xl.data<T>(), *p = y.data<T>(), *b = bias.data<T>();
+  T* o = out->data<T>();
+  ParallelFor(rows, GrainPerItem(d), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t j = 0; j < d; ++j) {
+        const int64_t i = r * d + j;
+        o[i] = a[i] * (p[i] + b[j]) + l[i];
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+// DcnCrossGrad: (x0, y, bias, g) -> (dx0 = g * (y + bias), dy = g * x0, dbias = column sums of
+// dy); xl's gradient is g itself. The values and the bias sum's order are those of the composed
+// Mul / BiasAdd gradients.
+template <typename T>
+Status DcnCrossGradTyped(OpKernelContext& ctx) {
+  const Tensor& x0 = ctx.input(0);
+  const Tensor& y = ctx.input(1);
+  const Tensor& bias = ctx.input(2);
+  const Tensor& g = ctx.input(3);
+  if (x0.rank() != 2 || y.shape() != x0.shape() || g.shape() != x0.shape() || bias.rank() != 1 ||
+      bias.dim(0) != x0.dim(1)) {
+    return ctx.Error("x0 {}, y {}, g {} and bias {} must be [batch, d] three times and [d]",
+                     x0.shape().ToString(), y.shape().ToString(), g.shape().ToString(),
+                     bias.shape().ToString());
+  }
+  const int64_t rows = x0.dim(0), d = x0.dim(1);
+  RECSDK_ASSIGN_OR_RETURN(Tensor * dx0, ctx.allocate_output_uninitialized(0, x0.shape()));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * dy, ctx.allocate_output_uninitialized(1, x0.shape()));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * db, ctx.allocate_output(2, bias.shape()));
+  const T *a = x0.data<T>(), *p = y.data<T>(), *b = bias.data<T>(), *gr = g.data<T>();
+  T *da = dx0->data<T>(), *dp = dy->data<T>();
+  ParallelFor(rows, GrainPerItem(d), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t j = 0; j < d; ++j) {
+        const int64_t i = r * d + j;
+        da[i] = gr[i] * (p[i] + b[j]);
+        dp[i] = gr[i] * a[i];
+      }
+    }
+  });
+  BlockedColumnSums(dp, rows, d, db->data<T>());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void RegisterCpuNnKernels(KernelRegistry& r) {
+  r.RegisterFn("DcnCross", kCpu, kFloatTypes, [](OpKernelContext& ctx) {
+    return DispatchFloat(ctx, ctx.input(0).dtype(),
+                         [&](auto t) { return DcnCrossTyped<decltype(t)>(ctx); });
+  });
+  r.RegisterFn("DcnCrossGrad", kCpu, kFloatTypes, [](OpKernelContext& ctx) {
+    return DispatchFloat(ctx, ctx.input(0).dtype(),
+                         [&](auto t) { return DcnCrossGradTyped<decltype(t)>(ctx); });
+  });
   RegisterCpuInteractionKernels(r);
   r.RegisterFn("Softmax", kCpu, kFloatTypes, [](OpKernelContext& ctx) {
     return DispatchFloat(ctx, ctx.input(0).dtype(),

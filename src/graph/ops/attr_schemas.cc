@@ -66,6 +66,8 @@ void DeclareCoreAttrSchemas(OpRegistry& r) {
   r.DeclareAttrsOrDie("ReduceMaxGrad", {Attr("axes", T::kInts, std::vector<int64_t>{})});
 
   // NN ops.
+  r.DeclareAttrsOrDie("DcnCross", {});
+  r.DeclareAttrsOrDie("DcnCrossGrad", {});
   r.DeclareAttrsOrDie("BatchOuterProduct", {});
   r.DeclareAttrsOrDie("BatchOuterProductGrad", {});
   r.DeclareAttrsOrDie("DotInteraction", {});

@@ -75,9 +75,47 @@ Status BatchOuterProductGradShape(InferenceContext& c) {
   return absl::OkStatus();
 }
 
+// DcnCross: (x0, xl, y, bias) -> x0 * (y + bias) + xl, the DCNv2 cross layer after its product
+// y = xl W: x0, xl, y [batch, d], bias [d].
+Status DcnCrossShape(InferenceContext& c) {
+  RECSDK_RETURN_IF_ERROR(c.ExpectFloat(0));
+  for (int i = 1; i < 4; ++i) RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, i));
+  for (int i = 0; i < 3; ++i) RECSDK_RETURN_IF_ERROR(c.ExpectRank(i, 2));
+  RECSDK_RETURN_IF_ERROR(c.ExpectRank(3, 1));
+  for (int i = 1; i < 3; ++i) {
+    if (!c.input_shape(i).IsCompatibleWith(c.input_shape(0))) {
+      return c.Error("{} must have the shape of {}", c.InputDesc(i), c.InputDesc(0));
+    }
+  }
+  const int64_t d = c.input_shape(0).dim(1), b = c.input_shape(3).dim(0);
+  if (d >= 0 && b >= 0 && d != b) {
+    return c.Error("{} must have the {} columns of {}", c.InputDesc(3), d, c.InputDesc(0));
+  }
+  return SameAsInput0(c);
+}
+
+// DcnCrossGrad: (x0, y, bias, g) -> (dx0 [batch, d], dy [batch, d], dbias [d]).
+Status DcnCrossGradShape(InferenceContext& c) {
+  RECSDK_RETURN_IF_ERROR(c.ExpectFloat(0));
+  for (int i = 1; i < 4; ++i) RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, i));
+  c.AddOutput(c.input_dtype(0), c.input_shape(0));
+  c.AddOutput(c.input_dtype(0), c.input_shape(0));
+  c.AddOutput(c.input_dtype(0), c.input_shape(2));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void RegisterNnOps(OpRegistry& r) {
+  r.Register(MakeOp("DcnCross", 4, 4, DcnCrossShape, [](const Scope& s, const Node& n, G g, DX dx) {
+    Node* grad = s.AddNode("DcnCrossGrad", {n.input(0), n.input(2), n.input(3), g[0]});
+    (*dx)[0] = Out(grad, 0);
+    (*dx)[1] = g[0];
+    (*dx)[2] = Out(grad, 1);
+    (*dx)[3] = Out(grad, 2);
+    return absl::OkStatus();
+  }));
+  r.Register(NoGradOp("DcnCrossGrad", 4, 4, DcnCrossGradShape));
   r.Register(
       MakeOp("BatchOuterProduct", 2, 2, BatchOuterProductShape,
              [](const Scope& s, const Node& n, G g, DX dx) {

@@ -1,6 +1,8 @@
 // gemm_test.cc: ParallelSgemm and SingleSgemm (src/device/cpu/gemm.cc) against SgemmReference on
 // both backends, every transpose combination, shapes that split by rows and by columns, odd sizes
-// and the DLRM shapes scaled down; plus the split under 1 and 2 threads giving the same bits.
+// and the DLRM shapes scaled down (1000x47x64 and 640x37x53 split by rows with op(B) = B^T take the
+// path that transposes B once, with tile edges in both of B's dimensions); plus the split under 1
+// and 2 threads giving the same bits.
 #include "src/device/cpu/gemm.h"
 
 #include <cmath>
@@ -26,7 +28,7 @@ TEST_P(GemmTest, MatchesTheReference) {
   const auto [backend, ta, tb] = GetParam();
   for (const Case& c :
        {Case{1, 1, 1}, Case{7, 5, 3}, Case{512, 64, 13}, Case{256, 16, 100}, Case{600, 1, 37},
-        Case{33, 130, 600}, Case{70, 300, 257}, Case{1000, 47, 64}}) {
+        Case{33, 130, 600}, Case{70, 300, 257}, Case{1000, 47, 64}, Case{640, 37, 53}}) {
     const std::vector<float> a = RandomVector(c.m * c.k, 1), b = RandomVector(c.k * c.n, 2);
     std::vector<float> want(c.m * c.n), got(c.m * c.n, 99.0f);
     SgemmReference(c.m, c.n, c.k, a.data(), ta ? c.m : c.k, ta, b.data(), tb ? c.k : c.n, tb,
