@@ -11,8 +11,9 @@
 // with every w, a, z a fixed pseudo-random value in [-1, 1]. A logistic regression over the same
 // features can learn the first two lines only; the crosses are what a cross network is for.
 //
-// Model (the guide's): all 26 fields in one table "sparse_embeddings" (keys field << 32 | id,
-// packed when the feeds are made: our reader returns C1..C26 apart, issue 26), one
+// Model (the guide's): all 26 fields in one table "sparse_embeddings": the FeatureSpec
+// "sparse_feature" merges the reader's C1..C26 into one [B, 26] column, field f's ids offset by
+// the sizes of the fields before it (the guide's preprocessing; MergeFeatureFields), and one
 // sparse_lookup of [B, 26] ids -> [B, 26, dim]; the 13 dense features normalised (BatchNorm by
 // default); x0 = [dense, embeddings]; a DCNv2 cross network (3 CrossLayers) beside a deep tower
 // (256-128 ReLU), or the tower on the cross network (--structure=stacked); one logit; sigmoid
@@ -264,22 +265,27 @@ Status Build(const Dcnv2Options& o, Model* m) {
   return s.status();
 }
 
-// Feeds: one batch of CriteoDataset's columns as the model's placeholders; the 26 [B,1] id
-// columns are packed into [B,26] keys field << 32 | id (the guide's offset-merged
-// sparse_feature).
+// SparseFeature: the guide's sparse_feature, the 26 fields C1..C26 merged for one table: field f
+// starts where field f - 1's ids (0..FieldVocabulary(f - 1)) end, as the guide's preprocessing
+// offsets them.
+FeatureSpec SparseFeature() {
+  FeatureSpec spec;
+  spec.name = "sparse_feature";
+  spec.table_name = "sparse_embeddings";
+  int64_t offset = 0;
+  for (int f = 0; f < kSparseFields; ++f) {
+    spec.fields.push_back(fmt::format("C{}", f + 1));
+    spec.field_offsets.push_back(offset);
+    offset += FieldVocabulary(f) + 1;
+  }
+  return spec;
+}
+
+// Feeds: one batch's columns as the model's placeholders.
 StatusOr<FeedList> Feeds(const Model& m, const Batch& batch) {
-  const int64_t b = batch.num_rows();
   ASSIGN_OR_RETURN(Tensor dense, batch.Column("dense"));
   ASSIGN_OR_RETURN(Tensor label, batch.Column("label"));
-  Tensor keys(DType::kInt64, Shape{b, kSparseFields});
-  int64_t* k = keys.data<int64_t>();
-  for (int f = 0; f < kSparseFields; ++f) {
-    ASSIGN_OR_RETURN(Tensor c, batch.Column(fmt::format("C{}", f + 1)));
-    const int64_t* id = c.data<int64_t>();
-    for (int64_t r = 0; r < b; ++r) {
-      k[r * kSparseFields + f] = (static_cast<int64_t>(f) << 32) | (id[r] & 0xFFFFFFFFll);
-    }
-  }
+  ASSIGN_OR_RETURN(Tensor keys, batch.Column(SparseFeature().name));
   return FeedList{{m.dense, dense}, {m.ids, keys}, {m.label, label}};
 }
 
@@ -288,6 +294,7 @@ StatusOr<std::unique_ptr<Dataset>> Batches(const std::string& file, const Dcnv2O
   CriteoOptions criteo;
   criteo.dense_transform = DenseTransform::kLog1p;
   ASSIGN_OR_RETURN(auto data, CriteoDataset({file}, criteo));
+  ASSIGN_OR_RETURN(data, MergeFeatureFields(std::move(data), {SparseFeature()}));
   BatchOptions batching;
   // Training: full batches (fixed shapes). Evaluation: the last batch padded, results trimmed.
   batching.drop_remainder = training;
