@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
@@ -282,6 +284,27 @@ Status DumpObserver::Record(const NodeExecution& exec, Tensors which,
   return error;
 }
 
+namespace {
+
+// Narrowing: for an op that turns a wider float input into a float16 / bfloat16 output (a Cast
+// the mixed-precision pass or the model put there), the narrow type and its largest finite value:
+// an Inf it makes from finite inputs means a value past that range, not an arithmetic fault.
+std::optional<std::pair<DType, double>> Narrowing(const NodeExecution& exec) {
+  auto wide = [](DType d) { return d == DType::kFloat32 || d == DType::kFloat64; };
+  if (std::none_of(exec.inputs->begin(), exec.inputs->end(),
+                   [&](const Tensor* t) { return t != nullptr && wide(t->dtype()); })) {
+    return std::nullopt;
+  }
+  for (const Tensor& t : *exec.outputs) {
+    if (t.dtype() == DType::kFloat16) return std::make_pair(DType::kFloat16, 65504.0);
+    if (t.dtype() == DType::kBFloat16)
+      return std::make_pair(DType::kBFloat16, 3.3895313892515355e38);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 void DumpObserver::AfterNode(const NodeExecution& exec) {
   bool dump_step;
   {
@@ -304,11 +327,21 @@ void DumpObserver::AfterNode(const NodeExecution& exec) {
     }
     if (overflowed) {
       overflow_count_.fetch_add(1);
+      std::string range;
+      if (const auto narrow = Narrowing(exec)) {
+        range = fmt::format(
+            "; it narrows to {}, whose range is +-{:g}: a value past it became Inf, so an op "
+            "upstream makes values too large for that precision (scale the loss down, or keep "
+            "this path in float32: precision_mode must_keep_origin_dtype)",
+            DTypeName(narrow->first), narrow->second);
+        extra["narrowed_to"] = std::string(DTypeName(narrow->first));
+      }
       std::fprintf(stderr,
                    "recsdk: overflow at step %lld: op \"%s\" (%s) made NaN/Inf from finite inputs "
-                   "(%s); inputs and outputs dumped under %s\n",
+                   "(%s)%s; inputs and outputs dumped under %s\n",
                    static_cast<long long>(exec.step), exec.node->name().c_str(),
-                   exec.node->type().c_str(), ports.dump().c_str(), dump_path_.c_str());
+                   exec.node->type().c_str(), ports.dump().c_str(), range.c_str(),
+                   dump_path_.c_str());
       extra["overflow"] = std::move(ports);
     }
   }

@@ -205,6 +205,38 @@ TEST(DumpTest, OverflowDetectionReportsTheOpAtItsStepAndFindNanNamesIt) {
   EXPECT_TRUE(StepDirs(atomic_dir).empty());
 }
 
+// A cast to float16 of a value past its range (the narrowing a precision mode inserts): the
+// overflow report says the value left float16's range rather than only "made Inf".
+TEST(DumpTest, OverflowAtANarrowingCastNamesTheNarrowTypesRange) {
+  const std::string dir = FreshDir("overflow_narrow");
+  Graph g;
+  {
+    Scope s(&g);
+    Output x = ops::Placeholder(s.WithOpName("x"), DType::kFloat32, Shape{2});
+    ops::Cast(s.WithOpName("half"), ops::Mul(s.WithOpName("big"), x, x), DType::kFloat16);
+    ASSERT_TRUE(g.status().ok()) << g.status();
+  }
+  SessionConfig config;
+  config.enable_dump_debug = true;
+  config.dump_path = dir;
+  auto session = MakeSession(g, config);
+  ASSERT_NE(session, nullptr);
+  ASSERT_TRUE(session->Run({{"x", Floats({10.0f, 2.0f})}}, {"half"}).ok());
+  EXPECT_EQ(session->stats().overflow_count, 0);  // 100 fits float16
+  ::testing::internal::CaptureStderr();
+  ASSERT_TRUE(session->Run({{"x", Floats({300.0f, 2.0f})}}, {"half"}).ok());  // 90000 > 65504
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(session->stats().overflow_count, 1);
+  EXPECT_NE(err.find("op \"half\" (Cast)"), std::string::npos) << err;
+  EXPECT_NE(err.find("it narrows to float16, whose range is +-65504"), std::string::npos) << err;
+  const auto steps = StepDirs(dir);
+  ASSERT_EQ(steps.size(), 1u);
+  const nlohmann::json m =
+      nlohmann::json::parse(ReadText(steps.begin()->second + "/manifest.json"));
+  ASSERT_EQ(m["ops"].size(), 1u);
+  EXPECT_EQ(m["ops"][0]["narrowed_to"], "float16");
+}
+
 TEST(DumpTest, FindNanTracesAFedNanUpstream) {
   const std::string dir = FreshDir("fed_nan");
   Graph g;
