@@ -1,7 +1,7 @@
 // modify_graph.cc: automatic graph modification (the spec's modify_graph_and_start_emb_cache,
 // with get_initializer, its key stage start) and the DatasetColumn placeholders the key stage
-// feeds. The rewrite itself is the pass
-// "modify_graph" in src/session/passes/modify_graph.cc; ModifyGraph runs it on the user's graph.
+// feeds. The rewrite itself is the pass "modify_graph" in
+// src/session/passes/move_lookups_to_key_stage.cc; ModifyGraph runs it on the user's graph.
 //
 // The pass keeps the graph's structure: a SparseLookup whose key work moves to the key stage is
 // marked (attribute "moved_to_key_stage") and the KeyStage feeds all of its outputs (unique rows,
@@ -47,7 +47,8 @@ FeedList BatchFeeds(const Graph& graph, const Batch& batch) {
 StatusOr<ModifyGraphResult> ModifyGraph(Graph* graph) {
   internal::RegisterTableOps();
   if (!graph->status().ok()) return graph->status();
-  // The "modify_graph" pass (src/session/passes/modify_graph.cc), validated like every pass.
+  // The "modify_graph" pass (src/session/passes/move_lookups_to_key_stage.cc), validated like every
+  // pass.
   RECSDK_RETURN_IF_ERROR(internal::ValidateGraph(*graph, ""));
   RECSDK_ASSIGN_OR_RETURN(ModifyGraphResult result, internal::MoveLookupsToKeyStage(graph));
   RECSDK_RETURN_IF_ERROR(internal::ValidateGraph(*graph, "modify_graph"));

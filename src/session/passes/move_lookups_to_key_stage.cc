@@ -1,4 +1,4 @@
-// modify_graph.cc (passes): the pass "modify_graph", automatic graph modification: every
+// move_lookups_to_key_stage.cc: the pass "modify_graph", automatic graph modification: every
 // SparseLookup built with modify_graph=true is marked moved_to_key_stage, after checking that its
 // ids, mask and timestamps are dataset columns (the key stage reads them from the batch). The
 // Session then prunes the lookup (the key stage feeds all of its outputs). See
