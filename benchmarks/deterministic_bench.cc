@@ -4,7 +4,7 @@
 // reduction orders whatever the thread count), so the cost is in the key stage: in deterministic
 // mode its window moves only at KeyStage::Next, and after each step KeyStage::WaitForWindow (which
 // MonitoredSession calls before the hooks) waits until the window is prepared
-// (src/session/key_stage.cc). The loop here calls WaitForWindow the same way.
+// (src/session/key_stage/key_stage.cc). The loop here calls WaitForWindow the same way.
 //
 // BM_DeterministicVsDefault: two live training loops (dataset + key stage, 26 sum-pooled features
 // of one table, dim 16, MLP 256-128-1, Adam + Adagrad), one with deterministic on, one off, run in

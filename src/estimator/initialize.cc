@@ -23,7 +23,7 @@
 #include "src/common/logging.h"
 #include "src/common/status_macros.h"
 #include "src/estimator/initialize_internal.h"
-#include "src/session/key_stage_registry.h"
+#include "src/session/key_stage/key_stage_registry.h"
 
 namespace recsdk {
 namespace {

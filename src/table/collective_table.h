@@ -27,10 +27,10 @@ inline int ShardOwner(int64_t key, int world) {
 }
 
 // CollectiveTable: besides Resolve and ApplyGradients (the step's collectives, in the graph's
-// order), the calls of a key stage (src/session/key_stage.cc), which resolves batches ahead of
-// the step on its own threads. Its exchanges run on a channel of their own per stage (`owner`),
-// so they never meet the step's collectives, and in the order the stage makes them, which is
-// batch order per table on every rank:
+// order), the calls of a key stage (src/session/key_stage/key_stage.cc), which resolves batches
+// ahead of the step on its own threads. Its exchanges run on a channel of their own per stage
+// (`owner`), so they never meet the step's collectives, and in the order the stage makes them,
+// which is batch order per table on every rank:
 //   OpenChannel(owner): a collective over the ranks' main threads (KeyStage::Start, at the same
 //     point of every rank's program, tables in one order); CloseChannel(owner) when it stops.
 //   AgreeBatch(owner, batch, votes): before resolving `batch`, every rank's stage says whether it

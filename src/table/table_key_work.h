@@ -1,6 +1,6 @@
 // table_key_work.h: the key work of the lookups of one table on one batch, shared by the
 // in-graph lookup kernels (device/cpu/table_op_kernels.cc) and the key stage
-// (session/key_stage.cc): check the ids, deduplicate the keys of all the table's lookups in one
+// (session/key_stage/key_stage.cc): check the ids, deduplicate the keys of all the table's lookups in one
 // pass, resolve them with one Resolve, and give each lookup its unique rows and restore indices.
 // Internal. Knows nothing of the graph: a lookup's attributes are plain data here.
 //

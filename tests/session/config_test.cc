@@ -1,4 +1,4 @@
-// config_test.cc: SessionConfig rules (Validate) and JSON load/save (src/session/config.cc).
+// config_test.cc: SessionConfig rules (Validate) and JSON load/save (src/session/config/config.cc).
 #include <gtest/gtest.h>
 
 #include <chrono>

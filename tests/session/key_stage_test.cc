@@ -1,6 +1,7 @@
 // key_stage_test.cc: tests of the key stage and automatic graph modification
-// (src/session/key_stage.cc, src/session/modify_graph.cc): both modes give identical results,
-// masks, eviction never frees rows of prepared batches, errors surface in order, Stop is clean.
+// (src/session/key_stage/key_stage.cc, src/session/modify_graph.cc): both modes give identical
+// results, masks, eviction never frees rows of prepared batches, errors surface in order, Stop is
+// clean.
 #include <sys/resource.h>
 #include <unistd.h>
 

@@ -1,7 +1,7 @@
 // key_stage_tiers_test.cc: tiered tables (host and SSD tiers, src/table/table_tiers.cc) trained
-// through the key stage (src/session/key_stage.cc), which plans the swaps ahead of compute:
-// a model trains to bitwise the same losses and exported tables with a small device tier plus
-// host (and SSD) tiers as with every row on the device, also when the stage runs batches ahead
+// through the key stage (src/session/key_stage/key_stage.cc), which plans the swaps ahead of
+// compute: a model trains to bitwise the same losses and exported tables with a small device tier
+// plus host (and SSD) tiers as with every row on the device, also when the stage runs batches ahead
 // on several threads (a two-table model, and a 26-feature Criteo-shaped one with a table per
 // feature); a device tier that cannot hold two consecutive batches is an error naming the table,
 // the number and the setting; the device tier counts against variable_memory_max_size; and the

@@ -28,8 +28,8 @@
 // Threading: AfterNode may be called concurrently (inter-op parallelism) from different threads,
 // each with its own executing-thread index; BeginRun, EndRun and Flush are called by the Session
 // on the Run thread, never concurrently with each other.
-#ifndef RECSDK_SESSION_PROFILER_H_
-#define RECSDK_SESSION_PROFILER_H_
+#ifndef RECSDK_SESSION_PROFILER_PROFILER_H_
+#define RECSDK_SESSION_PROFILER_PROFILER_H_
 
 #include <array>
 #include <atomic>
@@ -127,4 +127,4 @@ int64_t NowNs();
 
 }  // namespace recsdk::internal
 
-#endif  // RECSDK_SESSION_PROFILER_H_
+#endif  // RECSDK_SESSION_PROFILER_PROFILER_H_

@@ -1,5 +1,5 @@
 // profiler.cc: the session's profiler (see profiler.h).
-#include "src/session/profiler.h"
+#include "src/session/profiler/profiler.h"
 
 #include <algorithm>
 #include <chrono>

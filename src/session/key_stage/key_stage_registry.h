@@ -1,7 +1,7 @@
 // key_stage_registry.h: the key stages alive in the process, so terminate_config_initializer
 // (recsdk/initialize.h) can stop them. Thread-safe (one mutex).
-#ifndef RECSDK_SESSION_KEY_STAGE_REGISTRY_H_
-#define RECSDK_SESSION_KEY_STAGE_REGISTRY_H_
+#ifndef RECSDK_SESSION_KEY_STAGE_KEY_STAGE_REGISTRY_H_
+#define RECSDK_SESSION_KEY_STAGE_KEY_STAGE_REGISTRY_H_
 
 namespace recsdk {
 class KeyStage;
@@ -22,4 +22,4 @@ int DetachKeyStages(const Session* session);
 
 }  // namespace recsdk::internal
 
-#endif  // RECSDK_SESSION_KEY_STAGE_REGISTRY_H_
+#endif  // RECSDK_SESSION_KEY_STAGE_KEY_STAGE_REGISTRY_H_

@@ -59,7 +59,7 @@
 #include "recsdk/pipeline.h"
 #include "src/common/logging.h"
 #include "src/common/status_macros.h"
-#include "src/session/key_stage_registry.h"
+#include "src/session/key_stage/key_stage_registry.h"
 #include "src/session/session_resources.h"
 #include "src/session/table_ops.h"
 #include "src/table/collective_table.h"
