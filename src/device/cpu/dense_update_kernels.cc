@@ -1,63 +1,26 @@
-// dense_update_kernels.cc: the ISA variants of the dense update loops
-// (dense_update_kernels_body.inc, compiled here once per instruction set), the run-time dispatch
-// table over them and the scalar reference twins. One object, as src/table/table_kernels.cc,
-// so tests call every variant directly.
+// dense_update_kernels.cc: the run-time dispatch table over the ISA variants of the dense update
+// loops (dense_update_isa.cc) and the scalar reference twins.
 #include "src/device/cpu/dense_update_kernels.h"
-
-#include <immintrin.h>
 
 #include <cmath>
 #include <cstdint>
 
-// No fused multiply-add anywhere: the variants must round like the reference twins.
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#else
-#pragma GCC optimize("fp-contract=off")
-#endif
+#define RECSDK_DECLARE_VARIANT(isa)                                                          \
+  extern "C" {                                                                               \
+  void recsdk_dense_update_isa_##isa##_adam(float*, float*, float*, const float*, int64_t,   \
+                                            const recsdk::internal::AdamParams&);            \
+  void recsdk_dense_update_isa_##isa##_adagrad(float*, float*, const float*, int64_t, float, \
+                                               float);                                       \
+  }
+#define RECSDK_VARIANT_TABLE(isa_enum, isa)                                                 \
+  DenseUpdateKernels {                                                                      \
+    isa_enum, recsdk_dense_update_isa_##isa##_adam, recsdk_dense_update_isa_##isa##_adagrad \
+  }
 
-#define RECSDK_DU_NS du_baseline
-#define RECSDK_DU_WIDTH 4
-#include "src/device/cpu/dense_update_kernels_body.inc"
-#undef RECSDK_DU_NS
-#undef RECSDK_DU_WIDTH
-
+RECSDK_DECLARE_VARIANT(baseline)
 #ifndef RECSDK_NO_ISA_VARIANTS
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
-#define RECSDK_DU_NS du_avx2
-#define RECSDK_DU_WIDTH 8
-#include "src/device/cpu/dense_update_kernels_body.inc"
-#undef RECSDK_DU_NS
-#undef RECSDK_DU_WIDTH
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
-
-#if defined(__clang__)
-#pragma clang attribute push(                                                    \
-    __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma,f16c"))), \
-    apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma,f16c")
-#endif
-#define RECSDK_DU_NS du_avx512
-#define RECSDK_DU_WIDTH 16
-#include "src/device/cpu/dense_update_kernels_body.inc"
-#undef RECSDK_DU_NS
-#undef RECSDK_DU_WIDTH
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+RECSDK_DECLARE_VARIANT(avx2)
+RECSDK_DECLARE_VARIANT(avx512)
 #endif
 
 namespace recsdk::internal {
@@ -80,10 +43,10 @@ void DenseAdagradReference(float* w, float* acc, const float* g, int64_t n, floa
 }
 
 const DenseUpdateKernels& DenseUpdateFastFor(Isa isa) {
-  static const DenseUpdateKernels baseline{Isa::kBaseline, du_baseline::Adam, du_baseline::Adagrad};
+  static const DenseUpdateKernels baseline = RECSDK_VARIANT_TABLE(Isa::kBaseline, baseline);
 #ifndef RECSDK_NO_ISA_VARIANTS
-  static const DenseUpdateKernels avx2{Isa::kAvx2, du_avx2::Adam, du_avx2::Adagrad};
-  static const DenseUpdateKernels avx512{Isa::kAvx512, du_avx512::Adam, du_avx512::Adagrad};
+  static const DenseUpdateKernels avx2 = RECSDK_VARIANT_TABLE(Isa::kAvx2, avx2);
+  static const DenseUpdateKernels avx512 = RECSDK_VARIANT_TABLE(Isa::kAvx512, avx512);
   if (isa == Isa::kAvx512) return avx512;
   if (isa == Isa::kAvx2) return avx2;
 #else

@@ -1,6 +1,6 @@
 // dense_update_kernels.h: the dense optimizers' elementwise update loops (ApplyAdam,
-// ApplyAdagrad on float32 variables), compiled once per instruction set in
-// dense_update_kernels.cc and picked at run time by the CPU's features. The arithmetic is the
+// ApplyAdagrad on float32 variables), compiled once per instruction set in dense_update_isa.cc
+// (the *_isa.cc mechanism) and picked at run time by the CPU's features (dense_update_kernels.cc). The arithmetic is the
 // scalar loop's in state_kernels.cc operation by operation, with no fused multiply-add (sqrt,
 // divide, multiply and add are correctly rounded), so every variant is bitwise equal to it
 // (tests/device/cpu/dense_update_kernels_test.cc). Thread-safe (each call touches only the

@@ -1,12 +1,36 @@
-// dense_update_kernels_body.inc: the dense update loops, included by dense_update_kernels.cc once
-// per instruction set (baseline SSE2, and AVX2 / AVX-512 under `#pragma GCC target`), each inside
-// namespace RECSDK_DU_NS with RECSDK_DU_WIDTH floats per vector. The arithmetic follows
-// DenseAdamReference / DenseAdagradReference operation by operation. No include guard: included
-// several times on purpose.
+// dense_update_isa.cc: the dense optimizers' update loops (ApplyAdam, ApplyAdagrad on float32
+// variables), compiled once per instruction set like every *_isa.cc file: plainly (baseline SSE2,
+// 4 floats a vector) and with RECSDK_ISA_SUFFIX=avx2 / avx512 and their -m flags (8 / 16 floats),
+// keeping only the suffixed entry points global (cmake/RecsdkOptions.cmake);
+// dense_update_kernels.cc holds the dispatch table and the scalar reference twins. The arithmetic
+// follows DenseAdamReference / DenseAdagradReference operation by operation with no fused
+// multiply-add (sqrt, divide, multiply and add are correctly rounded), so every variant is bitwise
+// equal to them (tests/device/cpu/dense_update_kernels_test.cc).
+#include <immintrin.h>
 
-namespace RECSDK_DU_NS {
+#include <cstdint>
 
-#if RECSDK_DU_WIDTH == 16
+#include "src/device/cpu/dense_update_kernels.h"
+
+// No fused multiply-add anywhere: the variants must round like the reference twins. This file is
+// compiled alone (per-source options keep it out of unity batches), so the pragma stays here.
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#else
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#define RECSDK_CAT3_INNER(a, b, c) a##b##c
+#define RECSDK_CAT3(a, b, c) RECSDK_CAT3_INNER(a, b, c)
+#ifdef RECSDK_ISA_SUFFIX
+#define RECSDK_DENSE_UPDATE(name) RECSDK_CAT3(recsdk_dense_update_isa_, RECSDK_ISA_SUFFIX, _##name)
+#else
+#define RECSDK_DENSE_UPDATE(name) RECSDK_CAT3(recsdk_dense_update_isa_, baseline, _##name)
+#endif
+
+namespace {
+
+#if defined(__AVX512F__)
 using V = __m512;
 constexpr int kW = 16;
 inline V Load(const float* p) { return _mm512_loadu_ps(p); }
@@ -17,7 +41,7 @@ inline V Sub(V a, V b) { return _mm512_sub_ps(a, b); }
 inline V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
 inline V Div(V a, V b) { return _mm512_div_ps(a, b); }
 inline V Sqrt(V a) { return _mm512_sqrt_ps(a); }
-#elif RECSDK_DU_WIDTH == 8
+#elif defined(__AVX2__)
 using V = __m256;
 constexpr int kW = 8;
 inline V Load(const float* p) { return _mm256_loadu_ps(p); }
@@ -44,8 +68,8 @@ inline V Sqrt(V a) { return _mm_sqrt_ps(a); }
 // Scalar sqrt for tails: the SSE instruction, no errno path.
 inline float SqrtS(float x) { return _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(x))); }
 
-void Adam(float* __restrict w, float* __restrict m, float* __restrict v,
-          const float* __restrict g, int64_t n, const recsdk::internal::AdamParams& p) {
+void AdamImpl(float* __restrict w, float* __restrict m, float* __restrict v,
+              const float* __restrict g, int64_t n, const recsdk::internal::AdamParams& p) {
   const V vb1 = Set1(p.b1), vb2 = Set1(p.b2), vc1 = Set1(p.c1), vc2 = Set1(p.c2),
           veps = Set1(p.eps), vlr = Set1(p.lr_t), vdecay = Set1(p.decay);
   const bool decay = p.weight_decay;
@@ -71,8 +95,8 @@ void Adam(float* __restrict w, float* __restrict m, float* __restrict v,
   }
 }
 
-void Adagrad(float* __restrict w, float* __restrict acc, const float* __restrict g, int64_t n,
-             float lr, float eps) {
+void AdagradImpl(float* __restrict w, float* __restrict acc, const float* __restrict g, int64_t n,
+                 float lr, float eps) {
   const V vlr = Set1(lr), veps = Set1(eps);
   int64_t i = 0;
   for (; i + kW <= n; i += kW) {
@@ -88,4 +112,18 @@ void Adagrad(float* __restrict w, float* __restrict acc, const float* __restrict
   }
 }
 
-}  // namespace RECSDK_DU_NS
+}  // namespace
+
+extern "C" {
+
+void RECSDK_DENSE_UPDATE(adam)(float* w, float* m, float* v, const float* g, int64_t n,
+                               const recsdk::internal::AdamParams& p) {
+  AdamImpl(w, m, v, g, n, p);
+}
+
+void RECSDK_DENSE_UPDATE(adagrad)(float* w, float* acc, const float* g, int64_t n, float lr,
+                                  float eps) {
+  AdagradImpl(w, acc, g, n, lr, eps);
+}
+
+}  // extern "C"
