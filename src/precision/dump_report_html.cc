@@ -83,8 +83,8 @@ std::string Summary(const DumpComparison& c, const std::string& left, const std:
   html += fmt::format("<tr><th>LEFT</th><td>{}</td></tr>\n<tr><th>RIGHT</th><td>{}</td></tr>\n",
                       HtmlEscape(left), HtmlEscape(right));
   html += fmt::format(
-      "<tr><th>compared</th><td>{} steps, {} ops, {} tensors; {} differ (cosine &lt; {} or "
-      "NaN/Inf placement)</td></tr>\n",
+      "<tr><th>compared</th><td>steps: {}, ops: {}, tensors: {}; {} differ (cosine &lt; {} "
+      "or NaN/Inf placement)</td></tr>\n",
       steps.size(), ops.size(), c.rows.size(), differ, c.threshold);
   std::string verdict;
   if (differ == 0) {
@@ -256,8 +256,7 @@ std::string NeighbourhoodSvg(const DumpStep& step, const DumpCulprit& at) {
   for (size_t i = 0; i < nodes.size(); ++i) {
     const GraphNode& n = nodes[i];
     const bool culprit = n.name == at.op;
-    const std::string type =
-        n.op == nullptr ? std::string("(not dumped: a feed or variable)") : n.type;
+    const std::string type = n.op == nullptr ? std::string("not in the dump (a feed?)") : n.type;
     svg += fmt::format(
         "<g class=\"node{}\"><title>{} ({})</title><rect x=\"{}\" y=\"{}\" width=\"{}\" "
         "height=\"{}\" rx=\"4\"/><text x=\"{}\" y=\"{}\">{}</text><text x=\"{}\" y=\"{}\" "
