@@ -117,7 +117,7 @@ std::string Summary(const DumpComparison& c, const std::string& left, const std:
 
 std::string RowsTable(const DumpComparison& c) {
   std::string html =
-      "<h2>Tensors</h2>\n<p class=\"legend\"><span class=\"ok\" style=\"background:#e6f4e6\">"
+      "<h2>Tensors</h2>\n<p class=\"legend\"><span style=\"background:#e6f4e6\">"
       "agree</span><span style=\"background:#fff3cd\">differ, cosine &ge; 0.9</span>"
       "<span style=\"background:#f8d7da\">differ, cosine &lt; 0.9</span> Click a column to "
       "sort.</p>\n<table id=\"rows\">\n<thead><tr><th data-num>step</th><th>op</th><th>type</th>"
@@ -163,11 +163,11 @@ std::string NeighbourhoodSvg(const DumpStep& step, const DumpCulprit& at) {
   // Breadth first, both directions at once, so the nearest ops are kept when the cap bites.
   std::map<std::string, int> chosen;  // name -> index in nodes
   std::vector<GraphNode> nodes;
-  int64_t left_out = 0;
+  std::set<std::string> left_out;  // each counted once, however many ops reach it
   auto add = [&](const std::string& name) -> bool {
     if (chosen.contains(name)) return false;
     if (static_cast<int>(nodes.size()) >= kMaxReportGraphNodes) {
-      ++left_out;
+      left_out.insert(name);
       return false;
     }
     GraphNode n;
@@ -225,21 +225,27 @@ std::string NeighbourhoodSvg(const DumpStep& step, const DumpCulprit& at) {
   }
   std::map<int, std::vector<int>> layers;  // layer -> nodes, in execution order
   for (int i : order) layers[nodes[i].layer].push_back(i);
-  constexpr int kW = 200, kH = 40, kGapX = 24, kGapY = 48, kMargin = 12;
-  size_t widest = 1;
-  for (const auto& [layer, members] : layers) widest = std::max(widest, members.size());
-  const int width = kMargin * 2 + static_cast<int>(widest) * (kW + kGapX) - kGapX;
-  const int height = kMargin * 2 + static_cast<int>(layers.size()) * (kH + kGapY) - kGapY;
-  std::vector<std::pair<int, int>> xy(nodes.size());
-  int row = 0;
+  // A wide layer (an op with many consumers) wraps onto several rows of kPerRow boxes.
+  constexpr int kW = 200, kH = 40, kGapX = 24, kGapY = 48, kMargin = 12, kPerRow = 6;
+  std::vector<std::vector<int>> rows;
   for (const auto& [layer, members] : layers) {
-    const int row_width = static_cast<int>(members.size()) * (kW + kGapX) - kGapX;
+    for (size_t k = 0; k < members.size(); k += kPerRow) {
+      rows.emplace_back(members.begin() + k,
+                        members.begin() + std::min(members.size(), k + kPerRow));
+    }
+  }
+  size_t widest = 1;
+  for (const std::vector<int>& r : rows) widest = std::max(widest, r.size());
+  const int width = kMargin * 2 + static_cast<int>(widest) * (kW + kGapX) - kGapX;
+  const int height = kMargin * 2 + static_cast<int>(rows.size()) * (kH + kGapY) - kGapY;
+  std::vector<std::pair<int, int>> xy(nodes.size());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const int row_width = static_cast<int>(rows[r].size()) * (kW + kGapX) - kGapX;
     int x = (width - row_width) / 2;
-    for (int i : members) {
-      xy[i] = {x, kMargin + row * (kH + kGapY)};
+    for (int i : rows[r]) {
+      xy[i] = {x, kMargin + static_cast<int>(r) * (kH + kGapY)};
       x += kW + kGapX;
     }
-    ++row;
   }
   std::string svg = fmt::format(
       "<svg class=\"graph\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
@@ -267,9 +273,9 @@ std::string NeighbourhoodSvg(const DumpStep& step, const DumpCulprit& at) {
         HtmlEscape(Shorten(type, 30)));
   }
   svg += "</svg>\n";
-  if (left_out > 0) {
-    svg += fmt::format("<p>{} more ops within {} hops left out (at most {} shown).</p>\n", left_out,
-                       kGraphHops, kMaxReportGraphNodes);
+  if (!left_out.empty()) {
+    svg += fmt::format("<p>{} more ops within {} hops left out (at most {} shown).</p>\n",
+                       left_out.size(), kGraphHops, kMaxReportGraphNodes);
   }
   return svg;
 }

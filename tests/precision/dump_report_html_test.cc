@@ -127,6 +127,54 @@ TEST(DumpReportHtmlTest, WriteIsAtomicAndAFailureNamesThePath) {
   EXPECT_NE(std::string(s.message()).find(bad), std::string::npos) << s;
 }
 
+TEST(DumpReportHtmlTest, AWideNeighbourhoodIsCapped) {
+  // "act" feeds 60 consumers: the picture keeps the nearest kMaxReportGraphNodes ops and counts
+  // the rest.
+  auto run = [](const std::string& name, float alpha) {
+    const std::string dir = FreshDir(name);
+    Graph g;
+    Scope root(&g);
+    Output x = ops::Placeholder(root.WithOpName("x"), DType::kFloat32, Shape{4});
+    Output act = ops::LeakyRelu(root.WithOpName("act"), x, alpha);
+    std::vector<Output> squares;
+    for (int i = 0; i < 60; ++i) {
+      squares.push_back(ops::Square(root.WithOpName("sq" + std::to_string(i)), act));
+    }
+    ops::AddN(root.WithOpName("sum"), squares);
+    SessionConfig config;
+    config.enable_dump = true;
+    config.dump_path = dir;
+    config.dump_mode = "all";
+    auto session = MakeSession(g, config);
+    EXPECT_TRUE(session->Run({{"x", Floats({-2, -1, 1, 2})}}, {"sum"}).ok());
+    return dir;
+  };
+  const std::string a = run("html_wide_a", 0.2f);
+  const std::string b = run("html_wide_b", -2.0f);
+  auto c = internal::CompareDumps(Env::Default(), a, b, 0.98);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->culprit_at.has_value()) << c->Text();
+  auto html = internal::DumpReportHtml(Env::Default(), *c, a, b);
+  ASSERT_TRUE(html.ok()) << html.status();
+  EXPECT_EQ(Count(*html, "<g class=\"node"), static_cast<size_t>(internal::kMaxReportGraphNodes));
+  // Within two hops: x, act, 60 squares and "sum"; 39 ops beside act fit.
+  EXPECT_NE(html->find("23 more ops within 2 hops left out"), std::string::npos) << *html;
+}
+
+TEST(DumpReportHtmlTest, FusedOpsAreFlaggedWithWhatTheyReplace) {
+  internal::DumpComparison c;
+  internal::TensorComparison row;
+  row.op = "dense/fused";
+  row.type = "FusedDense";
+  row.direction = "output";
+  c.rows.push_back(row);
+  auto html = internal::DumpReportHtml(Env::Default(), c, "l", "r");
+  ASSERT_TRUE(html.ok()) << html.status();
+  EXPECT_NE(html->find("\"dense/fused\" (FusedDense): fused, replaces MatMul + BiasAdd"),
+            std::string::npos);
+  EXPECT_NE(html->find("No culprit"), std::string::npos);
+}
+
 TEST(DumpReportHtmlTest, EscapesEveryMarkupCharacter) {
   EXPECT_EQ(internal::HtmlEscape("a<b>&\"c'\x01"), "a&lt;b&gt;&amp;&quot;c&#39;&#xFFFD;");
 }
