@@ -367,8 +367,11 @@ StatusOr<std::string> Histograms(Env* env, const DumpComparison& c, const DumpSt
       } else if (std::isinf(x)) {
         ++h.inf;
       } else {
-        const double f = (x - lo) / (hi - lo) * kHistogramBins;
-        ++h.counts[std::clamp(static_cast<int>(f), 0, kHistogramBins - 1)];
+        // Halves, so values near the double range do not overflow to Inf - Inf; a NaN position
+        // (lo == hi after widening a huge value) goes to the first bin, never through the cast.
+        const double f = (x / 2 - lo / 2) / (hi / 2 - lo / 2) * kHistogramBins;
+        const double bin = f >= 0 ? std::min(f, kHistogramBins - 1.0) : 0.0;
+        ++h.counts[static_cast<int>(bin)];
       }
     }
     return h;

@@ -175,6 +175,45 @@ TEST(DumpReportHtmlTest, FusedOpsAreFlaggedWithWhatTheyReplace) {
   EXPECT_NE(html->find("No culprit"), std::string::npos);
 }
 
+TEST(DumpReportHtmlTest, HistogramsOfExtremeValuesStayInTheirBins) {
+  // "act" is a * b in LEFT and a / b in RIGHT (the planted kernel): LEFT's output spans about
+  // +-1.08e308, so the bins' width (hi - lo) overflows a double unless computed in halves, and a
+  // position (x - lo) / (hi - lo) would be Inf / Inf. The inputs stay small enough for their
+  // cosine.
+  auto run = [&](const std::string& name, bool divide) {
+    const std::string dir = FreshDir(name);
+    Graph g;
+    Scope root(&g);
+    auto a = Tensor::FromValues<double>(Shape{2}, {9e153, -9e153});
+    EXPECT_TRUE(a.ok()) << a.status();
+    Output ca = ops::Const(root.WithOpName("a"), *a);
+    Output cb = ops::Const(root.WithOpName("b"), 1.2e154);
+    if (divide) {
+      ops::Div(root.WithOpName("act"), ca, cb);
+    } else {
+      ops::Mul(root.WithOpName("act"), ca, cb);
+    }
+    SessionConfig config;
+    config.enable_dump = true;
+    config.dump_path = dir;
+    config.dump_mode = "all";
+    auto session = MakeSession(g, config);
+    EXPECT_TRUE(session->Run({}, {"act"}).ok());
+    return dir;
+  };
+  const std::string l = run("html_big_l", false);
+  const std::string r = run("html_big_r", true);
+  auto c = internal::CompareDumps(Env::Default(), l, r, 0.98);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->culprit_at.has_value()) << c->Text();
+  ASSERT_EQ(c->culprit_at->op, "act") << c->Text();
+  auto html = internal::DumpReportHtml(Env::Default(), *c, l, r);
+  ASSERT_TRUE(html.ok()) << html.status();
+  // LEFT: one value in the first bin, one in the last; RIGHT: +-0.75, both in the middle bin.
+  EXPECT_EQ(Count(*html, "class=\"hist-bar left\""), 2u) << *html;
+  EXPECT_EQ(Count(*html, "class=\"hist-bar right\" x=\"230.0\""), 1u) << *html;
+}
+
 TEST(DumpReportHtmlTest, EscapesEveryMarkupCharacter) {
   EXPECT_EQ(internal::HtmlEscape("a<b>&\"c'\x01"), "a&lt;b&gt;&amp;&quot;c&#39;&#xFFFD;");
 }
