@@ -138,6 +138,11 @@ StatusOr<std::map<int64_t, DumpStep>> ReadSteps(Env* env, const std::string& roo
 
 }  // namespace
 
+std::vector<double> DumpValues(const std::string& dtype, const std::string& payload) {
+  const StatusOr<DType> parsed = ParseDType(dtype);
+  return parsed.ok() ? ToDoubles(*parsed, payload) : std::vector<double>();
+}
+
 bool DumpComparison::all_agree() const {
   return std::all_of(rows.begin(), rows.end(), [](const TensorComparison& r) { return r.agree; });
 }
@@ -221,6 +226,7 @@ StatusOr<DumpComparison> CompareDumps(Env* env, const std::string& left, const s
       if (outputs_agree || result.culprit) continue;
       if (inputs_agree) {
         result.culprit = fmt::format("step {}: op \"{}\" ({})", n, lop.name, lop.type);
+        result.culprit_at = DumpCulprit{n, lop.name, lop.type, lstep.dir, rstep.dir};
       } else if (!outside.empty() && result.notes.size() < 100) {
         result.notes.push_back(fmt::format(
             "step {}: op \"{}\" ({}) differs, but so does what it was given from outside the "

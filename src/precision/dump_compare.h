@@ -40,17 +40,28 @@ struct TensorComparison {
   std::string note;  // why they disagree beyond the numbers ("shape [2] vs [3]", "NaN at ...")
 };
 
+// DumpCulprit: where the culprit is, for reports that read its step again (the HTML report).
+struct DumpCulprit {
+  int64_t step = 0;
+  std::string op, type;
+  std::string left_dir, right_dir;  // the two step directories compared
+};
+
 struct DumpComparison {
   double threshold = 0.98;
   std::vector<TensorComparison> rows;  // execution order (left's), steps ascending
   // culprit: "step S: op \"name\" (type)" of the first op whose inputs agree and outputs differ.
   std::optional<std::string> culprit;
-  std::vector<std::string> notes;  // steps or ops on one side only, differences from feeds
+  std::optional<DumpCulprit> culprit_at;  // set with culprit
+  std::vector<std::string> notes;         // steps or ops on one side only, differences from feeds
   bool all_agree() const;
   // Text: the terminal table and the verdict. Csv: one line per row, with a header.
   std::string Text() const;
   std::string Csv() const;
 };
+
+// DumpValues: a dumped tensor's payload (ReadDumpTensor's) as doubles, for any dtype dumps write.
+std::vector<double> DumpValues(const std::string& dtype, const std::string& payload);
 
 // CompareDumps: InvalidArgument when the two dumps share no step, or threshold is not in [-1, 1];
 // reader errors (a corrupt or missing file, named) as they come.

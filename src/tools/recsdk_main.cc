@@ -8,10 +8,10 @@
 //                                      manifest's checksum, and prints the first op in execution
 //                                      order whose outputs hold NaN/Inf and whether its inputs
 //                                      already did
-//   recsdk compare-dumps LEFT RIGHT [--threshold 0.98] [--csv FILE]
+//   recsdk compare-dumps LEFT RIGHT [--threshold 0.98] [--csv FILE] [--html FILE]
 //                                      compares two dumps op by op (cosine similarity, max abs and
 //                                      rel error) and names the first op whose inputs agree but
-//                                      outputs differ
+//                                      outputs differ; --html writes a single-file report
 //   recsdk compare-ckpt LEFT RIGHT     compares two checkpoints (MODEL_DIR/ckpt-N) per dense
 //                                      variable and per table (by key): cosine similarity, max abs
 //                                      difference, keys on one side only; worst first
@@ -54,6 +54,7 @@
 #include "src/graph/graph_print.h"
 #include "src/precision/dump_compare.h"
 #include "src/precision/dump_reader.h"
+#include "src/precision/dump_report_html.h"
 #include "src/precision/precision_check.h"
 
 namespace {
@@ -64,9 +65,11 @@ constexpr char kUsage[] =
     "  validate-config FILE.json   check a SessionConfig JSON file; print it with defaults\n"
     "  find-nan DUMP_DIR           the first op of a dump whose outputs hold NaN/Inf\n"
     "                              (exit 0: none, 1: found, 2: error)\n"
-    "  compare-dumps LEFT RIGHT [--threshold 0.98] [--csv FILE]\n"
+    "  compare-dumps LEFT RIGHT [--threshold 0.98] [--csv FILE] [--html FILE]\n"
     "                              compare two dumps op by op; name the first op whose inputs\n"
-    "                              agree but outputs differ (exit 0: agree, 1: differ, 2: error)\n"
+    "                              agree but outputs differ (exit 0: agree, 1: differ, 2: error);\n"
+    "                              --html: a report with a sortable table, the graph around that\n"
+    "                              op and histograms of its output\n"
     "  compare-ckpt LEFT RIGHT     compare two checkpoints (MODEL_DIR/ckpt-N) per variable and\n"
     "                              per table, worst first (exit 0: same, 1: differ, 2: error)\n"
     "  precision-check RUN_A RUN_B compare two PRECISION_CHECK traces (precision_check/<time>)\n"
@@ -127,13 +130,13 @@ int CompareDumps(int argc, char** argv) {
   // argv[0] is "compare-dumps".
   std::vector<std::string> paths;
   double threshold = 0.98;
-  std::string csv;
+  std::string csv, html;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
-    if ((arg == "--threshold" || arg == "--csv") && i + 1 < argc) {
+    if ((arg == "--threshold" || arg == "--csv" || arg == "--html") && i + 1 < argc) {
       const std::string value = argv[++i];
-      if (arg == "--csv") {
-        csv = value;
+      if (arg == "--csv" || arg == "--html") {
+        (arg == "--csv" ? csv : html) = value;
         continue;
       }
       char* end = nullptr;
@@ -173,6 +176,14 @@ int CompareDumps(int argc, char** argv) {
     if (recsdk::Status s = recsdk::internal::WriteStringToFileAtomic(env, csv, result->Csv());
         !s.ok()) {
       std::fprintf(stderr, "recsdk compare-dumps: --csv: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
+  if (!html.empty()) {
+    if (recsdk::Status s =
+            recsdk::internal::WriteDumpReportHtml(env, *result, paths[0], paths[1], html);
+        !s.ok()) {
+      std::fprintf(stderr, "recsdk compare-dumps: --html: %s\n", std::string(s.message()).c_str());
       return 2;
     }
   }
