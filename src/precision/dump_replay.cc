@@ -206,13 +206,13 @@ bool ReplayResult::all_agree() const {
 std::string ReplayResult::Text() const {
   std::string text =
       fmt::format("replayed op \"{}\" ({}) of step {} ({}) on the CPU\n", op, type, step, step_dir);
-  text += fmt::format("{:<8} {:>9} {:>11} {:>11} {:>9}  {}\n", "tensor", "cosine", "max_abs",
-                      "max_rel", "first", "");
+  text += fmt::format("{:<8} {:>9} {:>11} {:>11} {:>9}\n", "tensor", "cosine", "max_abs", "max_rel",
+                      "first");
   for (const TensorComparison& r : rows) {
-    text += fmt::format("{:<8} {:>9.6f} {:>11.4g} {:>11.4g} {:>9}  {}{}\n",
+    text += fmt::format("{:<8} {:>9.6f} {:>11.4g} {:>11.4g} {:>9}{}{}\n",
                         fmt::format("out:{}", r.port), r.cosine, r.max_abs, r.max_rel,
                         r.first_diff < 0 ? std::string("-") : std::to_string(r.first_diff),
-                        r.agree ? "" : "DIFF", r.note.empty() ? "" : " (" + r.note + ")");
+                        r.agree ? "" : "  DIFF", r.note.empty() ? "" : " (" + r.note + ")");
   }
   for (const std::string& n : notes) text += "note: " + n + "\n";
   if (all_agree()) {
