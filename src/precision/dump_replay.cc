@@ -147,26 +147,36 @@ StatusOr<ReplayResult> Replay(Env* env, const std::string& root, const std::stri
   result.op = op.name;
   result.type = op.type;
   result.threshold = options.threshold;
-  std::vector<TensorName> fetches;
-  std::vector<const DumpTensor*> dumped;
-  for (const DumpTensor& out : op.outputs) {
-    if (out.file.empty()) {
-      result.notes.push_back(
-          fmt::format("output {} not compared: it was not dumped{}", out.port,
-                      out.skipped.empty() ? " (dump_mode)" : " (" + out.skipped + ")"));
-      continue;
-    }
-    if (out.port >= (*node)->num_outputs()) {
-      return absl::DataLossError(fmt::format(
-          "dump manifest \"{}/manifest.json\": op \"{}\" ({}) lists output {}, the op has {}; "
-          "dump the step again",
-          step.dir, op.name, op.type, out.port, (*node)->num_outputs()));
-    }
-    fetches.emplace_back(fmt::format("{}:{}", (*node)->name(), out.port));
-    dumped.push_back(&out);
+  // Every output must be dumped and described as the rebuilt op infers it: the comparison needs
+  // them, and so the sizes the kernel will allocate are those of files already checked (a
+  // manifest's attributes alone could ask for any size).
+  const Node& rebuilt = **node;
+  if (static_cast<size_t>(rebuilt.num_outputs()) != op.outputs.size()) {
+    return absl::DataLossError(fmt::format(
+        "dump manifest \"{}/manifest.json\": op \"{}\" ({}) lists {} output(s), the op has {}; "
+        "dump the step again",
+        step.dir, op.name, op.type, op.outputs.size(), rebuilt.num_outputs()));
   }
-  if (fetches.empty()) {
-    return Refuse(op, "none of its outputs was dumped; dump with dump_mode \"all\"");
+  std::vector<TensorName> fetches;
+  std::vector<std::string> dumped_payloads;
+  for (int o = 0; o < rebuilt.num_outputs(); ++o) {
+    const DumpTensor& out = op.outputs[o];
+    if (out.file.empty() || out.port != o) {
+      return Refuse(op, fmt::format("output {} was not dumped{}; dump with dump_mode \"all\"", o,
+                                    out.skipped.empty() ? "" : " (" + out.skipped + ")"));
+    }
+    const Shape dumped_shape(out.shape);
+    if (out.dtype != DTypeName(rebuilt.output_dtype(o)) ||
+        !rebuilt.output_shape(o).IsCompatibleWith(dumped_shape)) {
+      return Refuse(
+          op, fmt::format("rebuilt from the manifest, its output {} is {} {}, the dump's "
+                          "is {} {}: the manifest does not describe this op",
+                          o, DTypeName(rebuilt.output_dtype(o)), rebuilt.output_shape(o).ToString(),
+                          out.dtype, dumped_shape.ToString()));
+    }
+    RECSDK_ASSIGN_OR_RETURN(std::string payload, ReadDumpTensor(env, step, out));
+    dumped_payloads.push_back(std::move(payload));
+    fetches.emplace_back(fmt::format("{}:{}", rebuilt.name(), o));
   }
   RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
                           Session::Create(graph, SessionConfig()));
@@ -176,9 +186,9 @@ StatusOr<ReplayResult> Replay(Env* env, const std::string& root, const std::stri
                   fmt::format("replaying op \"{}\" ({}) of \"{}\" on the CPU failed: {}", op.name,
                               op.type, step.dir, replayed.status().message()));
   }
-  for (size_t i = 0; i < dumped.size(); ++i) {
-    const DumpTensor& out = *dumped[i];
-    RECSDK_ASSIGN_OR_RETURN(std::string payload, ReadDumpTensor(env, step, out));
+  for (size_t i = 0; i < fetches.size(); ++i) {
+    const DumpTensor& out = op.outputs[i];
+    const std::string& payload = dumped_payloads[i];
     const Tensor& t = (*replayed)[i];
     DumpTensor mine;
     mine.port = out.port;
@@ -214,7 +224,6 @@ std::string ReplayResult::Text() const {
                         r.first_diff < 0 ? std::string("-") : std::to_string(r.first_diff),
                         r.agree ? "" : "  DIFF", r.note.empty() ? "" : " (" + r.note + ")");
   }
-  for (const std::string& n : notes) text += "note: " + n + "\n";
   if (all_agree()) {
     text += fmt::format(
         "agrees: the dumped outputs are what the CPU computes from the dumped inputs (cosine >= "

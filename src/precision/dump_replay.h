@@ -12,9 +12,11 @@
 //
 // Ops that cannot be replayed are refused with FailedPrecondition naming the op and why: stateful
 // ops (variables, tables and their lookups, random streams: their result depends on state a dump
-// does not hold), ops with a resource input, ops whose inputs were not dumped (dump_mode output),
-// ops whose manifest entry has no attributes (a dump older than this tool) or left a large tensor
-// attribute out.
+// does not hold), ops with a resource input, ops whose inputs or outputs were not all dumped
+// (dump_mode "all" is needed), ops whose outputs the manifest describes otherwise than the op
+// rebuilt from it infers, ops whose manifest entry has no attributes (a dump older than this tool)
+// or left a large tensor attribute out. The kernel's outputs are thus of sizes already checked
+// against files: a manifest's attributes alone cannot make the replay allocate without bound.
 //
 // Cost: one step's manifest per step directory up to the op's, the op's tensors, one Session.
 // Threading: pure functions over the Env.
@@ -45,10 +47,9 @@ struct ReplayResult {
   int64_t step = 0;
   std::string op, type;
   double threshold = 0.98;
-  // rows: one per dumped output port (direction "output"); the dumped tensor is the left side,
-  // the replay the right (the reference of max_rel).
+  // rows: one per output port (direction "output"); the dumped tensor is the left side, the
+  // replay the right (the reference of max_rel).
   std::vector<TensorComparison> rows;
-  std::vector<std::string> notes;  // outputs not compared (not dumped, not produced)
   bool all_agree() const;
   // Text: the table `recsdk replay-op` prints and its verdict ("agrees" / "differs").
   std::string Text() const;

@@ -7,9 +7,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 #include "recsdk/recsdk.h"
@@ -190,6 +192,56 @@ TEST(DumpReplayTest, StatefulOpsAndOldDumpsAreRefused) {
   EXPECT_NE(old.status().message().find("records no attributes"), std::string::npos)
       << old.status();
   EXPECT_TRUE(internal::FindNan(Env::Default(), dir).ok());
+}
+
+// Tamper: rewrites op `op`'s manifest entry of the dump's step with `edit` (checksums cover tensor
+// files, not the manifest).
+template <typename Edit>
+void Tamper(const std::string& dump, const std::string& op, Edit edit) {
+  const std::string manifest = StepDir(dump) + "/manifest.json";
+  nlohmann::json m = nlohmann::json::parse(testing::ReadText(manifest));
+  for (auto& entry : m["ops"]) {
+    if (entry["name"] == op) edit(entry);
+  }
+  std::ofstream(manifest, std::ios::trunc) << m.dump();
+}
+
+TEST(DumpReplayTest, AManifestThatDoesNotDescribeTheOpIsAnErrorNotACrash) {
+  struct Case {
+    const char* what;
+    std::function<void(nlohmann::json&)> edit;
+    absl::StatusCode code;
+  };
+  const std::vector<Case> cases = {
+      {"attrs not an object", [](nlohmann::json& e) { e["attrs"] = 5; },
+       absl::StatusCode::kDataLoss},
+      {"a malformed attribute",
+       [](nlohmann::json& e) {
+         e["attrs"] = {{"shape", {{"type", 6}, {"value", "x"}}}};
+       },
+       absl::StatusCode::kDataLoss},
+      {"an attribute the op does not have",
+       [](nlohmann::json& e) {
+         e["attrs"] = {{"axis", {{"type", 1}, {"value", 1}}}};
+       },
+       absl::StatusCode::kFailedPrecondition},
+      {"another op type", [](nlohmann::json& e) { e["type"] = "Log"; },
+       absl::StatusCode::kFailedPrecondition},
+      {"an unregistered type", [](nlohmann::json& e) { e["type"] = "NoSuchOp"; },
+       absl::StatusCode::kFailedPrecondition},
+      {"another output dtype", [](nlohmann::json& e) { e["outputs"][0]["dtype"] = "int32"; },
+       absl::StatusCode::kFailedPrecondition},
+      {"an extra output", [](nlohmann::json& e) { e["outputs"].push_back(e["outputs"][0]); },
+       absl::StatusCode::kDataLoss},
+      {"a large shape claimed", [](nlohmann::json& e) { e["outputs"][0]["shape"] = {1 << 30}; },
+       absl::StatusCode::kFailedPrecondition},
+  };
+  for (const Case& c : cases) {
+    const std::string dump = DumpLogModel("tamper", false);
+    Tamper(dump, "y", c.edit);
+    auto r = ReplayOp(Env::Default(), dump, "y", ReplayOptions());
+    EXPECT_EQ(r.status().code(), c.code) << c.what << ": " << r.status();
+  }
 }
 
 TEST(DumpReplayTest, ToolExitStatus) {
