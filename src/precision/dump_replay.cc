@@ -194,7 +194,9 @@ StatusOr<ReplayResult> Replay(Env* env, const std::string& root, const std::stri
     mine.port = out.port;
     mine.dtype = std::string(DTypeName(t.dtype()));
     mine.shape.assign(t.shape().dims().begin(), t.shape().dims().end());
-    std::string mine_payload(static_cast<const char*>(t.raw_data()), t.TotalBytes());
+    const std::string mine_payload =
+        t.TotalBytes() == 0 ? std::string()
+                            : std::string(static_cast<const char*>(t.raw_data()), t.TotalBytes());
     TensorComparison row;
     row.step = step.step;
     row.op = op.name;
