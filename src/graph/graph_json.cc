@@ -16,6 +16,7 @@
 #include "src/common/json_number.h"
 #include "src/common/json_parse.h"
 #include "src/common/status_macros.h"
+#include "src/graph/attr_json.h"
 
 namespace recsdk {
 namespace {
@@ -339,5 +340,39 @@ StatusOr<std::unique_ptr<Graph>> Graph::FromJson(std::string_view text) {
     return absl::InvalidArgumentError(fmt::format("graph JSON could not be loaded: {}", e.what()));
   }
 }
+
+namespace internal {
+
+json AttrMapToJson(const AttrMap& attrs) {
+  json j = json::object();
+  for (const auto& [k, v] : attrs) j[k] = AttrToJson(v);
+  return j;
+}
+
+StatusOr<AttrMap> AttrMapFromJson(const json& j, std::string_view what) {
+  if (!j.is_object()) {
+    return absl::DataLossError(fmt::format("{}: \"attrs\" is not an object", what));
+  }
+  AttrMap attrs;
+  for (const auto& [k, v] : j.items()) {
+    try {
+      if (!v.is_object()) {
+        return absl::DataLossError(fmt::format("{}: attribute \"{}\" is not an object", what, k));
+      }
+      auto a = AttrFromJson(v);
+      if (!a.ok()) {
+        return absl::DataLossError(
+            fmt::format("{}: attribute \"{}\": {}", what, k, a.status().message()));
+      }
+      attrs[k] = *std::move(a);
+    } catch (const std::exception& e) {
+      return absl::DataLossError(
+          fmt::format("{}: attribute \"{}\" is malformed: {}", what, k, e.what()));
+    }
+  }
+  return attrs;
+}
+
+}  // namespace internal
 
 }  // namespace recsdk

@@ -286,4 +286,10 @@ std::string DumpComparison::Csv() const {
   return csv;
 }
 
+void CompareTensors(const DumpTensor& left, const std::string& left_payload,
+                    const DumpTensor& right, const std::string& right_payload, double threshold,
+                    TensorComparison* row) {
+  Compare(left, left_payload, right, right_payload, threshold, row);
+}
+
 }  // namespace recsdk::internal

@@ -62,6 +62,14 @@ struct DumpComparison {
 
 // DumpValues: a dumped tensor's payload (ReadDumpTensor's) as doubles, for any dtype dumps write.
 std::vector<double> DumpValues(const std::string& dtype, const std::string& payload);
+// CompareTensors: the per-tensor comparison compare-dumps makes (cosine similarity, max abs/rel
+// error, first differing element, NaN/Inf placement, `agree` against `threshold`) of two tensors
+// and their payloads (ReadDumpTensor's), filled into `row`'s numbers; `right` is the reference
+// the relative error divides by. Used by `recsdk replay-op` (dump_replay.h) too.
+struct DumpTensor;
+void CompareTensors(const DumpTensor& left, const std::string& left_payload,
+                    const DumpTensor& right, const std::string& right_payload, double threshold,
+                    TensorComparison* row);
 
 // CompareDumps: InvalidArgument when the two dumps share no step, or threshold is not in [-1, 1];
 // reader errors (a corrupt or missing file, named) as they come.

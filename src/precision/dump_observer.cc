@@ -15,6 +15,7 @@
 #include "fmt/format.h"
 #include "src/common/crc32c.h"
 #include "src/common/status_macros.h"
+#include "src/graph/attr_json.h"
 #include "src/precision/non_finite.h"
 #include "src/table/npy.h"
 
@@ -276,6 +277,20 @@ Status DumpObserver::Record(const NodeExecution& exec, Tensors which,
   entry["name"] = node.name();
   entry["type"] = node.type();
   entry["reasons"] = std::move(reasons);
+  // The attributes, so that `recsdk replay-op` can rebuild the op; a tensor attribute past
+  // kMaxDumpAttrTensorBytes (a large constant) is left out and named, to keep manifests small.
+  AttrMap attrs;
+  json omitted = json::array();
+  for (const auto& [k, v] : node.attrs()) {
+    if (v.type() == AttrValue::Type::kTensor &&
+        std::get<Tensor>(v.value()).TotalBytes() > kMaxDumpAttrTensorBytes) {
+      omitted.push_back(k);
+    } else {
+      attrs.emplace(k, v);
+    }
+  }
+  entry["attrs"] = AttrMapToJson(attrs);
+  if (!omitted.empty()) entry["attrs_omitted"] = std::move(omitted);
   entry["inputs"] = std::move(inputs);
   entry["outputs"] = std::move(outputs);
   std::lock_guard<std::mutex> lock(mu_);

@@ -14,6 +14,8 @@
 //   {"format": "recsdk-dump", "version": 1, "step": S, "device": "cpu:0", "graph": ..., "graph_id":
 //    G, "ops": [{"seq": 0, "name", "type", "reasons": ["dump"|"overflow"|"exception"],
 //                "error": (exception only), "overflow": [{"port", "nan", "inf"}] (overflow only),
+//                "attrs": {name: {"type", "value"}} (graph JSON's layout, src/graph/attr_json.h),
+//                "attrs_omitted": [name] (tensor attributes past kMaxDumpAttrTensorBytes),
 //                "inputs": [{"port", "producer": "node:index", "dtype", "shape", "file"?, "bytes"?,
 //                            "crc32c"?, "skipped"?}],
 //                "outputs": [same, without "producer"]}, ...]}
@@ -72,6 +74,10 @@ class DumpSteps {
  private:
   std::vector<std::pair<int64_t, int64_t>> ranges_;  // inclusive; empty: every step
 };
+
+// kMaxDumpAttrTensorBytes: a tensor attribute (a constant's value) larger than this is not copied
+// into the manifest; "attrs_omitted" names it and `recsdk replay-op` refuses the op.
+inline constexpr size_t kMaxDumpAttrTensorBytes = size_t{1} << 20;
 
 // DumpFileName: "{op}.{direction}.{port}.npy" with the op name made a plain file name.
 std::string DumpFileName(std::string_view op, std::string_view direction, int port);

@@ -233,6 +233,17 @@ StatusOr<DumpStep> ReadDumpManifest(Env* env, const std::string& step_dir) {
       if (!r.is_string()) return f.Bad("a reason is not a string");
       op.reasons.push_back(r.get<std::string>());
     }
+    RECSDK_ASSIGN_OR_RETURN(const json* attrs,
+                            f.Get(o, "attrs", json::value_t::object, /*optional=*/true));
+    if (attrs != nullptr) op.attrs = *attrs;
+    RECSDK_ASSIGN_OR_RETURN(const json* omitted,
+                            f.Get(o, "attrs_omitted", json::value_t::array, /*optional=*/true));
+    if (omitted != nullptr) {
+      for (const json& a : *omitted) {
+        if (!a.is_string()) return f.Bad("an omitted attribute's name is not a string");
+        op.attrs_omitted.push_back(a.get<std::string>());
+      }
+    }
     for (auto [key, list, input] :
          {std::tuple<const char*, std::vector<DumpTensor>*, bool>{"inputs", &op.inputs, true},
           std::tuple<const char*, std::vector<DumpTensor>*, bool>{"outputs", &op.outputs, false}}) {

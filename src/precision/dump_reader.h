@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "nlohmann/json.hpp"
 #include "recsdk/status.h"
 #include "src/common/env.h"
 
@@ -42,6 +43,11 @@ struct DumpOp {
   std::string name, type, error;
   std::vector<std::string> reasons;  // "dump", "overflow", "exception"
   std::vector<DumpTensor> inputs, outputs;
+  // attrs: the op's attributes as the manifest holds them (an object in graph JSON's layout,
+  // checked only for being an object; src/graph/attr_json.h reads it). Null in dumps written
+  // before manifests recorded attributes. attrs_omitted: large tensor attributes left out.
+  nlohmann::json attrs;
+  std::vector<std::string> attrs_omitted;
 };
 
 struct DumpStep {

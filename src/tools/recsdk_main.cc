@@ -24,6 +24,10 @@
 //                                      prints a graph (Graph::ToJson's file, or the graph of an
 //                                      exported model, checked against its serving.json) as text,
 //                                      one node a line, or as Graphviz dot
+//   recsdk replay-op DUMP OP [--step N] [--threshold 0.98]
+//                                      reruns one dumped op on the CPU from its dumped inputs and
+//                                      compares each output with the dumped one (the spec's "run
+//                                      the same operator logic on the CPU")
 //
 // Exit status: validate-config: 0 valid, 1 invalid, 2 usage error. find-nan: 0 no NaN/Inf, 1 found,
 // 2 an error (a missing or corrupt dump, named) or a usage error. compare-dumps: 0 the dumps agree,
@@ -31,7 +35,9 @@
 // 1 they differ, 2 an error (a missing or corrupt checkpoint, named) or a usage error.
 // precision-check: 0 no divergence, 1 diverged, 2 an error (a missing or corrupt trace, named) or
 // a usage error. dump-graph: 0 printed, 2 an error (a missing, oversized or corrupt file, named) or
-// a usage error. Single-threaded.
+// a usage error. replay-op: 0 the replay agrees with the dump, 1 it differs, 2 an error (a missing
+// op or a corrupt dump, named; an op that cannot be replayed, with why) or a usage error.
+// Single-threaded.
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -55,6 +61,7 @@
 #include "src/precision/dump_compare.h"
 #include "src/precision/dump_reader.h"
 #include "src/precision/dump_report_html.h"
+#include "src/precision/dump_replay.h"
 #include "src/precision/precision_check.h"
 
 namespace {
@@ -77,7 +84,11 @@ constexpr char kUsage[] =
     "                              (exit 0: same, 1: diverged, 2: error)\n"
     "  dump-graph GRAPH.json|MODEL_DIR [--dot]\n"
     "                              print a graph (a graph JSON file or an exported model's) as\n"
-    "                              text, or as Graphviz dot\n";
+    "                              text, or as Graphviz dot\n"
+    "  replay-op DUMP OP [--step N] [--threshold 0.98]\n"
+    "                              rerun one dumped op on the CPU from its dumped inputs and\n"
+    "                              compare its outputs with the dumped ones\n"
+    "                              (exit 0: agree, 1: differ, 2: error)\n";
 
 // The largest graph JSON dump-graph reads: far above a model's graph (constants included), and a
 // bound on what a hostile file makes it allocate.
@@ -317,6 +328,54 @@ int DumpGraph(int argc, char** argv) {
   return 0;
 }
 
+int ReplayOp(int argc, char** argv) {
+  // argv[0] is "replay-op".
+  std::vector<std::string> args;
+  recsdk::internal::ReplayOptions options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if ((arg == "--threshold" || arg == "--step") && i + 1 < argc) {
+      const std::string value = argv[++i];
+      char* end = nullptr;
+      if (arg == "--threshold") {
+        options.threshold = std::strtod(value.c_str(), &end);
+      } else {
+        options.step = std::strtoll(value.c_str(), &end, 10);
+      }
+      if (value.empty() || end == nullptr || *end != '\0' ||
+          (arg == "--step" && options.step < 0)) {
+        std::fprintf(stderr, "recsdk replay-op: %s \"%s\" is not a %s\n", argv[i - 1],
+                     value.c_str(), arg == "--step" ? "step number" : "number");
+        return 2;
+      }
+    } else if (arg.substr(0, 2) == "--") {
+      std::fprintf(stderr, "recsdk replay-op: unknown or incomplete option \"%s\"\n%s", argv[i],
+                   kUsage);
+      return 2;
+    } else {
+      args.emplace_back(arg);
+    }
+  }
+  if (args.size() != 2) {
+    std::fprintf(stderr, "recsdk replay-op: give a dump directory and an op name, DUMP OP\n%s",
+                 kUsage);
+    return 2;
+  }
+  recsdk::StatusOr<recsdk::internal::ReplayResult> result = absl::InternalError("not run");
+  try {
+    result =
+        recsdk::internal::ReplayOp(recsdk::internal::Env::Default(), args[0], args[1], options);
+  } catch (const std::exception& e) {  // e.g. out of memory: reported, not a crash
+    result = absl::InternalError(std::string("unexpected exception: ") + e.what());
+  }
+  if (!result.ok()) {
+    std::fprintf(stderr, "recsdk replay-op: %s\n", std::string(result.status().message()).c_str());
+    return 2;
+  }
+  std::fputs(result->Text().c_str(), stdout);
+  return result->all_agree() ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -345,6 +404,7 @@ int main(int argc, char** argv) {
     return PrecisionCheck(argv[2], argv[3]);
   }
   if (argc >= 2 && std::string_view(argv[1]) == "dump-graph") return DumpGraph(argc - 1, argv + 1);
+  if (argc >= 2 && std::string_view(argv[1]) == "replay-op") return ReplayOp(argc - 1, argv + 1);
   if (argc == 2 && (std::string_view(argv[1]) == "help" || std::string_view(argv[1]) == "--help")) {
     std::fputs(kUsage, stdout);
     return 0;

@@ -1,12 +1,13 @@
 // dump_fuzz.cc: libFuzzer target for the dump reader (src/precision/dump_reader.h) behind
-// `recsdk find-nan`, `compare-dumps` and `precision-check`: a step directory's manifest.json and
-// its .npy tensor files. Input: byte 0 picks which file (every regular file of a valid step
-// directory, sorted by name) the rest replaces, in a fresh copy; byte 1's low bit reseals a
-// replaced tensor file (the manifest's "bytes" and "crc32c" for it are rewritten to match), so the
-// .npy header check behind the checksum is fuzzed too, not only the checksum. FindNan, CompareDumps
-// and PrecisionCheck (`recsdk precision-check`; the copy against the valid dump) must return a
-// Status; none may crash, whatever the files hold. Threading: libFuzzer calls the target from one
-// thread.
+// `recsdk find-nan`, `compare-dumps`, `precision-check` and `replay-op`: a step directory's
+// manifest.json and its .npy tensor files. Input: byte 0 picks which file (every regular file of a
+// valid step directory, sorted by name) the rest replaces, in a fresh copy; byte 1's low bit
+// reseals a replaced tensor file (the manifest's "bytes" and "crc32c" for it are rewritten to
+// match), so the .npy header check behind the checksum is fuzzed too, not only the checksum.
+// FindNan, CompareDumps, PrecisionCheck (`recsdk precision-check`; the copy against the valid dump)
+// and ReplayOp (`recsdk replay-op`, every op of the valid dump by name, so the manifest's types and
+// attributes are fuzzed too) must return a Status; none may crash, whatever the files hold.
+// Threading: libFuzzer calls the target from one thread.
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "src/common/env.h"
 #include "src/precision/dump_compare.h"
 #include "src/precision/dump_reader.h"
+#include "src/precision/dump_replay.h"
 #include "src/precision/precision_check.h"
 #include "tests/fuzz/fuzz_dump.h"
 #include "tests/fuzz/fuzz_util.h"
@@ -76,5 +78,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   auto check = internal::PrecisionCheck(env, good, dir);
   if (check.ok()) (void)check->Text();
+  // replay-op rebuilds each op from the manifest's type and attributes and runs it: whatever the
+  // manifest says, a Status and no unbounded allocation (output sizes are checked against files).
+  static const std::vector<std::string> op_names = [] {
+    std::vector<std::string> names;
+    auto step = internal::ReadDumpManifest(internal::Env::Default(), GoodStepDir());
+    if (!step.ok()) std::abort();
+    for (const internal::DumpOp& op : step->ops) names.push_back(op.name);
+    return names;
+  }();
+  for (const std::string& name : op_names) {
+    auto replay = internal::ReplayOp(env, dir, name, internal::ReplayOptions());
+    if (replay.ok()) (void)replay->Text();
+  }
   return 0;
 }
