@@ -60,8 +60,8 @@
 #include "src/graph/graph_print.h"
 #include "src/precision/dump_compare.h"
 #include "src/precision/dump_reader.h"
-#include "src/precision/dump_report_html.h"
 #include "src/precision/dump_replay.h"
+#include "src/precision/dump_report_html.h"
 #include "src/precision/precision_check.h"
 
 namespace {
