@@ -83,6 +83,15 @@ void Compare(const DumpTensor& lt, const std::string& lp, const DumpTensor& rt,
   const std::vector<double> a = ToDoubles(*ParseDType(lt.dtype), lp);
   const std::vector<double> b = ToDoubles(*ParseDType(rt.dtype), rp);
   row->elements = static_cast<int64_t>(a.size());
+  // The sums run over values divided by the largest finite magnitude, so float64 tensors with
+  // values past 1e154 do not overflow the sum of squares into a NaN cosine.
+  double scale = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (std::isfinite(a[i]) && std::isfinite(b[i])) {
+      scale = std::max({scale, std::fabs(a[i]), std::fabs(b[i])});
+    }
+  }
+  const double inv = scale > 0 ? 1.0 / scale : 1.0;
   double dot = 0, na = 0, nb = 0;
   int64_t special_mismatch = 0;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
@@ -100,9 +109,10 @@ void Compare(const DumpTensor& lt, const std::string& lp, const DumpTensor& rt,
     if (d > 0 && row->first_diff < 0) row->first_diff = static_cast<int64_t>(i);
     row->max_abs = std::max(row->max_abs, d);
     row->max_rel = std::max(row->max_rel, d / std::max(std::fabs(b[i]), 1e-12));
-    dot += a[i] * b[i];
-    na += a[i] * a[i];
-    nb += b[i] * b[i];
+    const double sa = a[i] * inv, sb = b[i] * inv;
+    dot += sa * sb;
+    na += sa * sa;
+    nb += sb * sb;
   }
   if (na == 0 && nb == 0) {
     row->cosine = 1;

@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "recsdk/recsdk.h"
 #include "src/common/env.h"
+#include "src/precision/dump_reader.h"
 #include "tests/precision/dump_test_util.h"
 
 namespace recsdk {
@@ -119,6 +121,26 @@ TEST(DumpCompareTest, TwoSessionsInOneDumpPathAreNotMixed) {
   EXPECT_TRUE(c->all_agree()) << c->Text();
   EXPECT_EQ(c->rows.size(), 3u);  // step 0's three outputs, once
   EXPECT_NE(c->Text().find("left out"), std::string::npos) << c->Text();
+}
+
+// float64 tensors with values past 1e154: their squares would overflow a plain sum, making the
+// cosine NaN and two equal tensors "differ".
+TEST(DumpCompareTest, HugeFloat64ValuesCompareWithoutOverflow) {
+  auto payload = [](std::vector<double> v) {
+    return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double));
+  };
+  internal::DumpTensor t;
+  t.dtype = "float64";
+  t.shape = {3};
+  internal::TensorComparison same;
+  const std::string big = payload({1e200, -2e200, 3e250});
+  internal::CompareTensors(t, big, t, big, 0.98, &same);
+  EXPECT_TRUE(same.agree) << same.cosine;
+  EXPECT_DOUBLE_EQ(same.cosine, 1.0);
+  internal::TensorComparison opposite;
+  internal::CompareTensors(t, big, t, payload({-1e200, 2e200, -3e250}), 0.98, &opposite);
+  EXPECT_FALSE(opposite.agree);
+  EXPECT_DOUBLE_EQ(opposite.cosine, -1.0);
 }
 
 TEST(DumpCompareTest, ToolExitStatus) {
