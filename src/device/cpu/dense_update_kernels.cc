@@ -5,22 +5,22 @@
 #include <cmath>
 #include <cstdint>
 
-#define RECSDK_DECLARE_VARIANT(isa)                                                          \
+#define RECSDK_DENSE_UPDATE_DECLARE(isa)                                                     \
   extern "C" {                                                                               \
   void recsdk_dense_update_isa_##isa##_adam(float*, float*, float*, const float*, int64_t,   \
                                             const recsdk::internal::AdamParams&);            \
   void recsdk_dense_update_isa_##isa##_adagrad(float*, float*, const float*, int64_t, float, \
                                                float);                                       \
   }
-#define RECSDK_VARIANT_TABLE(isa_enum, isa)                                                 \
+#define RECSDK_DENSE_UPDATE_TABLE(isa_enum, isa)                                            \
   DenseUpdateKernels {                                                                      \
     isa_enum, recsdk_dense_update_isa_##isa##_adam, recsdk_dense_update_isa_##isa##_adagrad \
   }
 
-RECSDK_DECLARE_VARIANT(baseline)
+RECSDK_DENSE_UPDATE_DECLARE(baseline)
 #ifndef RECSDK_NO_ISA_VARIANTS
-RECSDK_DECLARE_VARIANT(avx2)
-RECSDK_DECLARE_VARIANT(avx512)
+RECSDK_DENSE_UPDATE_DECLARE(avx2)
+RECSDK_DENSE_UPDATE_DECLARE(avx512)
 #endif
 
 namespace recsdk::internal {
@@ -43,10 +43,10 @@ void DenseAdagradReference(float* w, float* acc, const float* g, int64_t n, floa
 }
 
 const DenseUpdateKernels& DenseUpdateFastFor(Isa isa) {
-  static const DenseUpdateKernels baseline = RECSDK_VARIANT_TABLE(Isa::kBaseline, baseline);
+  static const DenseUpdateKernels baseline = RECSDK_DENSE_UPDATE_TABLE(Isa::kBaseline, baseline);
 #ifndef RECSDK_NO_ISA_VARIANTS
-  static const DenseUpdateKernels avx2 = RECSDK_VARIANT_TABLE(Isa::kAvx2, avx2);
-  static const DenseUpdateKernels avx512 = RECSDK_VARIANT_TABLE(Isa::kAvx512, avx512);
+  static const DenseUpdateKernels avx2 = RECSDK_DENSE_UPDATE_TABLE(Isa::kAvx2, avx2);
+  static const DenseUpdateKernels avx512 = RECSDK_DENSE_UPDATE_TABLE(Isa::kAvx512, avx512);
   if (isa == Isa::kAvx512) return avx512;
   if (isa == Isa::kAvx2) return avx2;
 #else
@@ -61,3 +61,7 @@ const DenseUpdateKernels& DenseUpdateFast() {
 }
 
 }  // namespace recsdk::internal
+
+// The macros end here: in a unity build the next file of the batch may use the same names.
+#undef RECSDK_DENSE_UPDATE_DECLARE
+#undef RECSDK_DENSE_UPDATE_TABLE

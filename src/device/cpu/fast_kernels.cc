@@ -45,3 +45,7 @@ const FastKernels& Fast() {
 }
 
 }  // namespace recsdk::internal
+
+// The macros end here: in a unity build the next file of the batch may use the same names.
+#undef RECSDK_DECLARE_VARIANT
+#undef RECSDK_VARIANT_TABLE
