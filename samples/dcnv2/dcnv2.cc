@@ -268,9 +268,11 @@ Status Build(const Dcnv2Options& o, Model* m) {
 // SparseFeature: the guide's sparse_feature, the 26 fields C1..C26 merged for one table: field f
 // starts where field f - 1's ids (0..FieldVocabulary(f - 1)) end, as the guide's preprocessing
 // offsets them.
+constexpr char kSparseFeature[] = "sparse_feature";
+
 FeatureSpec SparseFeature() {
   FeatureSpec spec;
-  spec.name = "sparse_feature";
+  spec.name = kSparseFeature;
   spec.table_name = "sparse_embeddings";
   int64_t offset = 0;
   for (int f = 0; f < kSparseFields; ++f) {
@@ -285,7 +287,7 @@ FeatureSpec SparseFeature() {
 StatusOr<FeedList> Feeds(const Model& m, const Batch& batch) {
   ASSIGN_OR_RETURN(Tensor dense, batch.Column("dense"));
   ASSIGN_OR_RETURN(Tensor label, batch.Column("label"));
-  ASSIGN_OR_RETURN(Tensor keys, batch.Column(SparseFeature().name));
+  ASSIGN_OR_RETURN(Tensor keys, batch.Column(kSparseFeature));
   return FeedList{{m.dense, dense}, {m.ids, keys}, {m.label, label}};
 }
 
