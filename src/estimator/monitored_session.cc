@@ -20,6 +20,15 @@
 
 namespace recsdk {
 
+namespace {
+
+Status AfterClose() {
+  return absl::FailedPreconditionError(
+      "MonitoredSession::Run after Close; create a new MonitoredSession to keep training");
+}
+
+}  // namespace
+
 struct MonitoredSession::Impl {
   std::unique_ptr<Session> owned;
   Session* session = nullptr;
@@ -30,6 +39,12 @@ struct MonitoredSession::Impl {
   int64_t steps_run = 0;  // steps run so far (SessionRunContext::run_index)
   bool stop = false;
   bool closed = false;
+
+  // Steps: up to `iterations` steps with one round of hooks (Run and RunLoop): the first on
+  // `first` (its rows `first_rows`), the others fed by *next (null: one step only).
+  StatusOr<int64_t> Steps(int64_t iterations, const FeedList& first, int64_t first_rows,
+                          const StepSource* next, const std::vector<TensorName>& fetches,
+                          const std::vector<TensorName>& targets, std::vector<Tensor>* outputs);
 
   Status ReadGlobalStep() {
     if (!has_global_step) return absl::OkStatus();
@@ -101,36 +116,34 @@ StatusOr<std::unique_ptr<MonitoredSession>> MonitoredSession::Wrap(Session& sess
 Status MonitoredSession::Run(const FeedList& feeds, const std::vector<TensorName>& fetches,
                              const std::vector<TensorName>& targets, std::vector<Tensor>* outputs,
                              int64_t batch_rows) {
-  bool given = false;
-  const StepSource once = [&](FeedList* f, int64_t* rows) -> StatusOr<bool> {
-    if (given) return false;
-    given = true;
-    *f = feeds;
-    *rows = batch_rows;
-    return true;
-  };
-  return RunLoop(1, once, fetches, targets, outputs).status();
+  return impl_->Steps(1, feeds, batch_rows, nullptr, fetches, targets, outputs).status();
 }
 
 StatusOr<int64_t> MonitoredSession::RunLoop(int64_t iterations, const StepSource& next,
                                             const std::vector<TensorName>& fetches,
                                             const std::vector<TensorName>& targets,
                                             std::vector<Tensor>* outputs) {
-  Impl& s = *impl_;
-  if (s.closed) {
-    return absl::FailedPreconditionError(
-        "MonitoredSession::Run after Close; create a new MonitoredSession to keep training");
-  }
   if (iterations < 1) {
     return absl::InvalidArgumentError(fmt::format(
         "MonitoredSession::RunLoop: iterations {} is below 1; run 1 or more steps", iterations));
   }
   if (!next)
     return absl::InvalidArgumentError("MonitoredSession::RunLoop: the StepSource is empty");
+  if (impl_->closed) return AfterClose();
   FeedList feeds;
   int64_t rows = 0;
-  RECSDK_ASSIGN_OR_RETURN(bool more, next(&feeds, &rows));
+  RECSDK_ASSIGN_OR_RETURN(const bool more, next(&feeds, &rows));
   if (!more) return 0;
+  return impl_->Steps(iterations, feeds, rows, &next, fetches, targets, outputs);
+}
+
+StatusOr<int64_t> MonitoredSession::Impl::Steps(int64_t iterations, const FeedList& first,
+                                                int64_t first_rows, const StepSource* next,
+                                                const std::vector<TensorName>& fetches,
+                                                const std::vector<TensorName>& targets,
+                                                std::vector<Tensor>* outputs) {
+  Impl& s = *this;
+  if (s.closed) return AfterClose();
   SessionRunContext context;
   context.session = s.session;
   context.key_stage = s.key_stage;
@@ -149,18 +162,23 @@ StatusOr<int64_t> MonitoredSession::RunLoop(int64_t iterations, const StepSource
   std::vector<Tensor> results;
   int64_t steps = 0;
   int64_t total_rows = 0;
+  // The first step runs on the caller's feeds (no copy); later ones on those `next` fills.
+  const FeedList* feeds = &first;
+  int64_t rows = first_rows;
+  FeedList pulled;
   while (true) {
-    RECSDK_RETURN_IF_ERROR(s.session->Run(feeds, all, targets, &results));
+    RECSDK_RETURN_IF_ERROR(s.session->Run(*feeds, all, targets, &results));
     // deterministic: the hooks (set_threshold, eviction, checkpoints) see the key stage at a
     // fixed point, not wherever its threads happen to be (KeyStage::WaitForWindow).
     if (s.key_stage != nullptr && s.session->config().deterministic) s.key_stage->WaitForWindow();
     ++s.steps_run;
     ++steps;
     total_rows += rows;
-    if (steps == iterations) break;
-    feeds.clear();
-    RECSDK_ASSIGN_OR_RETURN(more, next(&feeds, &rows));
+    if (steps == iterations || next == nullptr) break;
+    pulled.clear();
+    RECSDK_ASSIGN_OR_RETURN(const bool more, (*next)(&pulled, &rows));
     if (!more) break;
+    feeds = &pulled;
   }
   RECSDK_RETURN_IF_ERROR(s.ReadGlobalStep());
   context.global_step = s.global_step;
