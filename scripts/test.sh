@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds recsdk and runs its tests. Does its own set-up (installs missing Debian packages).
 #
-#   scripts/test.sh              quick suite + MPI suite (label mpi, under mpirun at 2 and 3 ranks)
+#   scripts/test.sh              quick suite (and the graph and session tests again on the
+#                                separate-memory test device, label separate_memory) + MPI suite (label mpi, under mpirun at 2 and 3 ranks)
 #                                + consumer-project check + one clang ASan/UBSan build
 #                                (build-fuzz) that runs the quick suite and then a short libFuzzer
 #                                run of every reader (scripts/fuzz.sh) + ThreadSanitizer build of
@@ -21,7 +22,7 @@ jobs=$(nproc)
 # stage: a stage's banner with the seconds since the script started (the log then shows what
 # each part of CI costs).
 stage() { echo "== [${SECONDS}s] $*"; }
-labels=${RECSDK_TEST_LABELS:-quick}
+labels=${RECSDK_TEST_LABELS:-quick|separate_memory}
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 

@@ -51,10 +51,10 @@ struct SessionConfig {
   // hardware threads.
   int intra_op_parallelism = 0;
 
-  // mix_compile_mode: an op the device has no kernel for runs on the host. Default false (such an
-  // op is an error naming it and the device). With the CPU backend the device is the host, so no
-  // op ever falls back; true is accepted and changes nothing there. With another device, true is
-  // an error until host fallback with copies is built.
+  // mix_compile_mode: an op the device has no kernel for runs on the host, with copies where its
+  // edges cross memory spaces (the placement pass). Default false (such an op is an error naming
+  // it and the device). With the CPU backend the device is the host, so no op ever falls back;
+  // true is accepted and changes nothing there.
   bool mix_compile_mode = false;
 
   // --- Memory -----------------------------------------------------------------------------------

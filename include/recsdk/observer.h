@@ -14,6 +14,7 @@
 #define RECSDK_OBSERVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -35,6 +36,17 @@ struct NodeExecution {
   // inputs: the node's input tensors, in input order; valid during the callback only.
   const std::vector<const Tensor*>* inputs = nullptr;
   const std::vector<Tensor>* outputs = nullptr;  // set in AfterNode only
+  // to_host: copies a tensor of this node from its device's memory to the host (set by the
+  // Session; use ToHost).
+  const std::function<StatusOr<Tensor>(const Tensor&)>* to_host = nullptr;
+
+  // ToHost: `t` (one of inputs or outputs) as the host can read it: `t` itself when it is in
+  // host memory (always, with the CPU backend), otherwise a copy from the device. Read tensors'
+  // values only through it: a device tensor's bytes are not the host's to read.
+  StatusOr<Tensor> ToHost(const Tensor& t) const {
+    if (t.on_host() || to_host == nullptr) return t;
+    return (*to_host)(t);
+  }
 };
 
 // ExecutionObserver: the callbacks a Session::Run makes around every node it executes. Every

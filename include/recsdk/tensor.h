@@ -21,6 +21,15 @@
 
 namespace recsdk {
 
+// MemoryKind: where a buffer's bytes live. kHost and kPinnedHost memory is the CPU's to read and
+// write (pinned host memory is also reachable by a device's copy engine); kDevice memory belongs to
+// an accelerator (or the separate-memory test device) and is reached from the host only through
+// that device's data transfer: the Session copies feeds in and fetches out.
+enum class MemoryKind { kHost, kPinnedHost, kDevice };
+
+// MemoryKindName: "host", "pinned_host" or "device".
+const char* MemoryKindName(MemoryKind kind);
+
 // TensorBuffer: a block of memory owned by an allocator. Subclasses free it in their destructor.
 class TensorBuffer {
  public:
@@ -31,8 +40,10 @@ class TensorBuffer {
   // data, size: the memory and its size in bytes.
   void* data() const { return data_; }
   size_t size() const { return size_; }
+  // memory_kind: where the bytes live (host unless the allocator says otherwise).
+  virtual MemoryKind memory_kind() const { return MemoryKind::kHost; }
   // on_host: whether the CPU may read and write data() directly.
-  virtual bool on_host() const { return true; }
+  bool on_host() const { return memory_kind() != MemoryKind::kDevice; }
 
  protected:
   // TensorBuffer: `size` bytes at `data`, which the subclass owns.
@@ -96,7 +107,12 @@ class Tensor {
   int64_t num_elements() const { return num_elements_; }
   size_t TotalBytes() const { return static_cast<size_t>(num_elements_) * DTypeSize(dtype_); }
 
-  // raw_data: the first element's address; null without a buffer.
+  // memory_kind: the buffer's memory kind; kHost without a buffer. on_host: not in device memory.
+  MemoryKind memory_kind() const { return buffer_ ? buffer_->memory_kind() : MemoryKind::kHost; }
+  bool on_host() const { return memory_kind() != MemoryKind::kDevice; }
+
+  // raw_data: the first element's address (in device memory for a device tensor: pass it to the
+  // device, never dereference it on the host); null without a buffer.
   void* raw_data() const {
     return buffer_ ? static_cast<char*>(buffer_->data()) + offset_ : nullptr;
   }
@@ -122,7 +138,8 @@ class Tensor {
   // SliceRows shares rows [begin, end) of dimension 0 (zero-copy); InvalidArgument naming the
   // range and dimension 0 when the tensor is a scalar or the range is not inside [0, dim(0)].
   StatusOr<Tensor> SliceRows(int64_t begin, int64_t end) const;
-  // Copy makes a deep host copy.
+  // Copy makes a deep host copy of a tensor in host memory (a device tensor is copied out through
+  // its device's data transfer instead).
   Tensor Copy() const;
 
   // buffer, buffer_offset: the buffer viewed and the byte offset of the first element in it.

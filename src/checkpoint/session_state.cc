@@ -78,9 +78,11 @@ StatusOr<SaveJob> SnapshotSession(Session& session, const SessionState& state,
       if (v != nullptr) {
         std::lock_guard<std::mutex> lock(v->mu);
         if (v->initialized()) {
-          s.dtype = v->value.dtype();
-          s.shape = v->value.shape();
-          s.bytes.assign(static_cast<const char*>(v->value.raw_data()), v->value.TotalBytes());
+          // A variable in device memory is read through the device.
+          RECSDK_ASSIGN_OR_RETURN(Tensor value, rm->ToHost(v->value));
+          s.dtype = value.dtype();
+          s.shape = value.shape();
+          s.bytes.assign(static_cast<const char*>(value.raw_data()), value.TotalBytes());
         }
       }
     }
@@ -594,8 +596,10 @@ Status CommitCheckpoint(Session& session, const SessionState& state, LoadedCheck
     if (res == nullptr) {
       return absl::InternalError(fmt::format("resource \"{}\" is not a variable", name));
     }
-    Tensor value(v.dtype, v.shape);
-    if (!v.bytes.empty()) std::memcpy(value.raw_data(), v.bytes.data(), v.bytes.size());
+    Tensor host(v.dtype, v.shape);
+    if (!v.bytes.empty()) std::memcpy(host.raw_data(), v.bytes.data(), v.bytes.size());
+    // Where the device keeps its variables (its own memory on an accelerator).
+    RECSDK_ASSIGN_OR_RETURN(Tensor value, rm->ToDevice(host));
     std::lock_guard<std::mutex> lock(res->mu);
     res->value = std::move(value);
   }

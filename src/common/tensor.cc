@@ -21,6 +21,18 @@ class HostBuffer final : public TensorBuffer {
 
 }  // namespace
 
+const char* MemoryKindName(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::kHost:
+      return "host";
+    case MemoryKind::kPinnedHost:
+      return "pinned_host";
+    case MemoryKind::kDevice:
+      return "device";
+  }
+  return "unknown";
+}
+
 std::shared_ptr<TensorBuffer> AllocateHostBuffer(size_t bytes) {
   const size_t rounded = (bytes + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
@@ -125,6 +137,7 @@ StatusOr<Tensor> Tensor::Reshape(const Shape& shape) const {
 
 Tensor Tensor::Copy() const {
   if (!IsInitialized()) return Tensor();
+  RECSDK_CHECK_MSG(on_host(), "Tensor::Copy of a device tensor; copy it through its device");
   Tensor t(dtype_, shape_);
   if (TotalBytes() > 0) std::memcpy(t.raw_data(), raw_data(), TotalBytes());
   return t;
@@ -140,6 +153,9 @@ void Tensor::CheckType(DType expected) const {
 
 std::string Tensor::DebugString(int max_entries) const {
   if (!IsInitialized()) return "Tensor<uninitialized>";
+  if (!on_host()) {
+    return fmt::format("Tensor<{}, {}>: in device memory", DTypeName(dtype_), shape_.ToString());
+  }
   std::string s = fmt::format("Tensor<{}, {}>: [", DTypeName(dtype_), shape_.ToString());
   const int64_t n = std::min<int64_t>(num_elements_, max_entries);
   for (int64_t i = 0; i < n; ++i) {

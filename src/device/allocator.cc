@@ -27,6 +27,14 @@
 namespace recsdk::internal {
 namespace {
 
+class SystemHostAllocator final : public Allocator {
+ public:
+  MemoryKind kind() const override { return MemoryKind::kHost; }
+  void* Allocate(size_t bytes) override { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); }
+  void Free(void* p, size_t /*bytes*/) override { std::free(p); }
+  void Zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
+};
+
 class CountedBuffer final : public TensorBuffer {
  public:
   CountedBuffer(void* data, size_t size, size_t capacity,
@@ -36,6 +44,7 @@ class CountedBuffer final : public TensorBuffer {
     state_->in_use.fetch_sub(static_cast<int64_t>(capacity_));
     state_->Give(data(), capacity_);
   }
+  MemoryKind memory_kind() const override { return state_->memory->kind(); }
 
  private:
   size_t capacity_;
@@ -43,6 +52,11 @@ class CountedBuffer final : public TensorBuffer {
 };
 
 }  // namespace
+
+std::shared_ptr<Allocator> HostAllocator() {
+  static const auto* host = new std::shared_ptr<Allocator>(std::make_shared<SystemHostAllocator>());
+  return *host;
+}
 
 size_t LimitedAllocator::SizeClass(size_t bytes) {
   if (bytes <= 512) return bytes <= 64 ? 64 : (bytes + 63) / 64 * 64;
@@ -104,9 +118,9 @@ void LimitedAllocator::State::Give(void* p, size_t capacity) {
   }
   for (auto& [q, c] : evicted) {
     RECSDK_UNPOISON(q, c);
-    std::free(q);
+    memory->Free(q, c);
   }
-  if (!kept) std::free(p);
+  if (!kept) memory->Free(p, capacity);
 }
 
 void LimitedAllocator::State::Drop() {
@@ -119,15 +133,16 @@ void LimitedAllocator::State::Drop() {
   for (auto& [capacity, bucket] : dropped) {
     for (void* p : bucket.buffers) {
       RECSDK_UNPOISON(p, capacity);
-      std::free(p);
+      memory->Free(p, capacity);
     }
   }
 }
 
-LimitedAllocator::LimitedAllocator(std::string option_name, int64_t limit_bytes)
+LimitedAllocator::LimitedAllocator(std::string option_name, int64_t limit_bytes,
+                                   std::shared_ptr<Allocator> memory)
     : option_name_(std::move(option_name)),
       limit_(limit_bytes),
-      state_(std::make_shared<State>()) {}
+      state_(std::make_shared<State>(std::move(memory))) {}
 
 int64_t LimitedAllocator::cached_bytes() const {
   std::lock_guard<std::mutex> lock(state_->mu);
@@ -154,14 +169,16 @@ StatusOr<std::shared_ptr<TensorBuffer>> LimitedAllocator::Allocate(size_t bytes)
   if (p == nullptr) {
     // Cached buffers count against the limit too: give them back before growing past it.
     if (now + cached_bytes() > limit_) state_->Drop();
-    p = std::aligned_alloc(64, capacity);
+    p = state_->memory->Allocate(capacity);
     if (p == nullptr) {
       state_->Drop();
-      p = std::aligned_alloc(64, capacity);
+      p = state_->memory->Allocate(capacity);
     }
     if (p == nullptr) {
       state_->in_use.fetch_sub(n);
-      return absl::ResourceExhaustedError(fmt::format("host allocation of {} bytes failed", bytes));
+      return absl::ResourceExhaustedError(
+          fmt::format("{} allocation of {} bytes failed (the {} pool)",
+                      MemoryKindName(state_->memory->kind()), bytes, option_name_));
     }
     state_->fresh.fetch_add(1);
   }
@@ -192,7 +209,7 @@ StatusOr<Tensor> LimitedAllocator::AllocateTensor(DType dtype, const Shape& shap
   const size_t bytes = static_cast<size_t>(shape.num_elements()) * DTypeSize(dtype);
   auto buf = Allocate(bytes);
   if (!buf.ok()) return buf.status();
-  if (bytes > 0 && fill == Fill::kZero) std::memset((*buf)->data(), 0, bytes);
+  if (bytes > 0 && fill == Fill::kZero) state_->memory->Zero((*buf)->data(), bytes);
   return Tensor(dtype, shape, *std::move(buf));
 }
 

@@ -1,9 +1,10 @@
 // allocator.h: device memory with a limit, accounting and a cache of freed buffers.
 //
-// A LimitedAllocator hands out TensorBuffers and counts the bytes in use until each buffer is
-// freed (when its last Tensor goes). Exceeding the limit is ResourceExhausted naming the pool,
-// the request and the limit (the session config's graph_memory_max_size and
-// variable_memory_max_size).
+// An Allocator is raw memory of one kind (host, pinned host, device): the host's is
+// HostAllocator(); a backend brings its own for its device memory. A LimitedAllocator hands out
+// TensorBuffers and counts the bytes in use until each buffer is freed (when its last Tensor goes).
+// Exceeding the limit is ResourceExhausted naming the pool, the request and the limit (the session
+// config's graph_memory_max_size and variable_memory_max_size).
 //
 // Freed buffers are kept, by size class, and handed out again: a training step allocates the same
 // shapes every step, and a fresh large allocation costs a page fault per 4 KiB page plus the
@@ -33,13 +34,36 @@ namespace recsdk::internal {
 
 class MemoryCharge;
 
+// Allocator: raw memory of one MemoryKind. Thread-safe.
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual MemoryKind kind() const = 0;
+  // Allocate: `bytes` (> 0) bytes aligned to 64, contents unspecified; null when the memory is
+  // not there.
+  virtual void* Allocate(size_t bytes) = 0;
+  // Free: gives back what Allocate returned, with the same `bytes`.
+  virtual void Free(void* p, size_t bytes) = 0;
+  // Zero: sets `bytes` bytes at `p` (memory of this allocator) to zero, through the device when
+  // the memory is not the host's.
+  virtual void Zero(void* p, size_t bytes) = 0;
+};
+
+// HostAllocator: the process's host memory (aligned_alloc / free).
+std::shared_ptr<Allocator> HostAllocator();
+
 // Fill: what a fresh tensor holds. kUninitialized is for kernels that write every element.
 enum class Fill { kZero, kUninitialized };
 
 class LimitedAllocator {
  public:
-  // `option_name` is what the message tells the user to raise.
-  LimitedAllocator(std::string option_name, int64_t limit_bytes);
+  // `option_name` is what the message tells the user to raise; `memory` is where the bytes come
+  // from (host memory unless a backend passes its device memory).
+  LimitedAllocator(std::string option_name, int64_t limit_bytes,
+                   std::shared_ptr<Allocator> memory = HostAllocator());
+
+  // memory_kind: where this pool's buffers live.
+  MemoryKind memory_kind() const { return state_->memory->kind(); }
 
   StatusOr<std::shared_ptr<TensorBuffer>> Allocate(size_t bytes);
   // AllocateTensor: a tensor counted against this pool, zero-filled unless `fill` says otherwise.
@@ -65,6 +89,7 @@ class LimitedAllocator {
   static size_t SizeClass(size_t bytes);
 
   struct State {
+    explicit State(std::shared_ptr<Allocator> m) : memory(std::move(m)) {}
     ~State();
     // Take: a cached buffer of exactly `capacity` bytes, or nullptr.
     void* Take(size_t capacity);
@@ -72,6 +97,7 @@ class LimitedAllocator {
     void Give(void* p, size_t capacity);
     void Drop();
 
+    const std::shared_ptr<Allocator> memory;
     std::atomic<int64_t> in_use{0};
     std::atomic<int64_t> peak{0};
     std::atomic<int64_t> fresh{0};

@@ -3,6 +3,19 @@
 
 namespace recsdk::internal {
 
+void OpKernelContext::set_output(int i, Tensor t) {
+  if (t.num_elements() > 0 && t.on_host() && t.dtype() != DType::kResource &&
+      device_->memory_kind() == MemoryKind::kDevice) {
+    auto on_device =
+        device_->graph_allocator().AllocateTensor(t.dtype(), t.shape(), Fill::kUninitialized);
+    // Out of memory leaves the host tensor, which the executor's memory check then names.
+    if (on_device.ok() && device_->data_transfer().CopyHostToDevice(t, &*on_device).ok()) {
+      t = *std::move(on_device);
+    }
+  }
+  (*outputs_)[i] = std::move(t);
+}
+
 StatusOr<Tensor*> OpKernelContext::allocate_output(int i, const Shape& shape, DType dtype,
                                                    Fill fill) {
   auto t = device_->graph_allocator().AllocateTensor(dtype, shape, fill);
@@ -42,21 +55,35 @@ void KernelRegistry::RegisterFn(const std::string& op, const std::string& device
 const KernelFactory* KernelRegistry::Find(const std::string& op, const std::string& device,
                                           DType dtype, const std::string& impl_mode) const {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const std::string& mode : {impl_mode, std::string()}) {
-    for (DType d : {dtype, DType::kInvalid}) {
-      auto it = kernels_.find({op, device, d, mode});
-      if (it != kernels_.end()) return &it->second;
+  auto alias = aliases_.find(device);
+  for (const std::string* type : {&device, alias == aliases_.end() ? nullptr : &alias->second}) {
+    if (type == nullptr) continue;
+    for (const std::string& mode : {impl_mode, std::string()}) {
+      for (DType d : {dtype, DType::kInvalid}) {
+        auto it = kernels_.find({op, *type, d, mode});
+        if (it != kernels_.end()) return &it->second;
+      }
     }
   }
   return nullptr;
 }
 
+void KernelRegistry::AddAlias(const std::string& device, const std::string& kernels_of) {
+  std::lock_guard<std::mutex> lock(mu_);
+  aliases_[device] = kernels_of;
+}
+
 std::vector<DType> KernelRegistry::DTypesFor(const std::string& op,
                                              const std::string& device) const {
   std::lock_guard<std::mutex> lock(mu_);
+  auto alias = aliases_.find(device);
   std::vector<DType> out;
   for (const auto& [key, f] : kernels_) {
-    if (std::get<0>(key) == op && std::get<1>(key) == device) out.push_back(std::get<2>(key));
+    if (std::get<0>(key) == op &&
+        (std::get<1>(key) == device ||
+         (alias != aliases_.end() && std::get<1>(key) == alias->second))) {
+      out.push_back(std::get<2>(key));
+    }
   }
   return out;
 }

@@ -61,8 +61,10 @@ class OpKernelContext {
   StatusOr<Tensor*> allocate_output_uninitialized(int i, const Shape& shape) {
     return allocate_output(i, shape, node_.output_dtype(i), Fill::kUninitialized);
   }
-  // set_output: forward an existing tensor (e.g. an input or a variable's value).
-  void set_output(int i, Tensor t) { (*outputs_)[i] = std::move(t); }
+  // set_output: forward an existing tensor (e.g. an input or a variable's value). On a device
+  // whose memory is not the host's, a host tensor the kernel built (a constant, a scalar) is
+  // copied into the device's memory first, as a device kernel would upload it.
+  void set_output(int i, Tensor t);
   Tensor* output(int i) { return &(*outputs_)[i]; }
 
   // SkipControlDependents: the nodes that take a control input from this node do not run in this
@@ -116,7 +118,12 @@ class KernelRegistry {
   // RegisterFn: a stateless kernel for each listed dtype.
   void RegisterFn(const std::string& op, const std::string& device, std::vector<DType> dtypes,
                   LambdaKernel::Fn fn, const std::string& impl_mode = "");
-  // Find: exact dtype first, then the dtype wildcard; `impl_mode` first, then the default.
+  // AddAlias: `device` also runs every kernel registered for `kernels_of` (a backend that reuses
+  // another's kernels on its own memory, as the separate-memory test device reuses the CPU's).
+  // Its own registrations come first.
+  void AddAlias(const std::string& device, const std::string& kernels_of);
+  // Find: the device's own kernels, then its alias's; exact dtype first, then the dtype
+  // wildcard; `impl_mode` first, then the default.
   const KernelFactory* Find(const std::string& op, const std::string& device, DType dtype,
                             const std::string& impl_mode) const;
   // DTypesFor: the dtypes registered for (op, device), for messages.
@@ -125,7 +132,12 @@ class KernelRegistry {
  private:
   mutable std::mutex mu_;
   std::map<std::tuple<std::string, std::string, DType, std::string>, KernelFactory> kernels_;
+  std::map<std::string, std::string> aliases_;  // device -> the device whose kernels it reuses
 };
+
+// RegisterCopyKernels: CopyHostToDevice and CopyDeviceToHost for `device`, through its
+// DataTransfer and streams (copy_kernels.cc). A backend whose memory is not the host's calls it.
+void RegisterCopyKernels(KernelRegistry& r, const std::string& device);
 
 // KernelDType: the dtype a node's kernel is looked up by.
 DType KernelDType(const Node& node);

@@ -5,6 +5,7 @@
 
 #include "fmt/format.h"
 #include "src/common/status_macros.h"
+#include "src/device/device.h"
 
 namespace recsdk::internal {
 
@@ -24,6 +25,39 @@ Resource* ResourceMgr::Lookup(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = resources_.find(name);
   return it == resources_.end() ? nullptr : it->second.get();
+}
+
+StatusOr<Tensor> ResourceMgr::ToHost(const Tensor& t) const {
+  if (!t.IsInitialized() || t.on_host()) return t;
+  if (transfer_ == nullptr) {
+    return absl::InternalError(
+        "a tensor in device memory but the resource manager has no data transfer to read it");
+  }
+  RECSDK_ASSIGN_OR_RETURN(Tensor host, Tensor::Create(t.dtype(), t.shape()));
+  RECSDK_RETURN_IF_ERROR(transfer_->CopyDeviceToHost(t, &host));
+  return host;
+}
+
+StatusOr<Tensor> ResourceMgr::ReadVariable(const std::string& name) const {
+  auto* v = dynamic_cast<VariableResource*>(Lookup(name));
+  if (v == nullptr) return Tensor();
+  std::lock_guard<std::mutex> lock(v->mu);
+  return ToHost(v->value);
+}
+
+StatusOr<Tensor> ResourceMgr::ToDevice(const Tensor& t) const {
+  if (!t.IsInitialized() || variable_allocator_ == nullptr ||
+      variable_allocator_->memory_kind() != MemoryKind::kDevice) {
+    return t;
+  }
+  if (transfer_ == nullptr) {
+    return absl::InternalError(
+        "the variable pool is device memory but the resource manager has no data transfer");
+  }
+  RECSDK_ASSIGN_OR_RETURN(Tensor device, variable_allocator_->AllocateTensor(t.dtype(), t.shape(),
+                                                                             Fill::kUninitialized));
+  RECSDK_RETURN_IF_ERROR(transfer_->CopyHostToDevice(t, &device));
+  return device;
 }
 
 void ResourceMgr::Clear() {

@@ -42,9 +42,22 @@ class VariableResource final : public Resource {
 };
 
 class LimitedAllocator;
+class DataTransfer;
 
 class ResourceMgr {
  public:
+  // set_data_transfer: how variables' bytes cross between host memory and the device's (the
+  // Session sets its device's with the variable pool). Null (the default): host memory only.
+  void set_data_transfer(DataTransfer* transfer) { transfer_ = transfer; }
+  // ToHost: `t` as the host can read it: `t` itself when it is in host memory, otherwise a host
+  // copy through the device (what a checkpoint, an export or a broadcast reads a variable with).
+  StatusOr<Tensor> ToHost(const Tensor& t) const;
+  // ReadVariable: the value of variable `name` in host memory (a copy through the device when it
+  // lives in device memory); an uninitialised Tensor when there is no such initialised variable.
+  StatusOr<Tensor> ReadVariable(const std::string& name) const;
+  // ToDevice: host tensor `t` where the device's variables live: `t` itself when the variable
+  // pool is host memory, otherwise a copy in the variable pool (what a restore assigns).
+  StatusOr<Tensor> ToDevice(const Tensor& t) const;
   // variable_allocator: the pool that memory resources map themselves (a tiered table's device
   // tier) is charged to (LimitedAllocator::Charge); null (the default) charges nothing. The
   // Session sets its device's pool before creating any resource.
@@ -68,6 +81,7 @@ class ResourceMgr {
 
  private:
   LimitedAllocator* variable_allocator_ = nullptr;
+  DataTransfer* transfer_ = nullptr;
   bool process_local_tables_ = false;
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Resource>> resources_;

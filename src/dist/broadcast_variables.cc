@@ -56,9 +56,12 @@ Status broadcast_global_variables(Session& session, int root_rank) {
     total += bytes;
   }
   std::vector<std::byte> buffer(total);
+  internal::ResourceMgr* rm = internal::SessionResources(session);
   for (const Entry& e : entries) {
     std::lock_guard<std::mutex> lock(e.resource->mu);
-    std::memcpy(buffer.data() + e.offset, e.resource->value.raw_data(), e.bytes);
+    // A variable in device memory is read through the device.
+    RECSDK_ASSIGN_OR_RETURN(Tensor host, rm->ToHost(e.resource->value));
+    std::memcpy(buffer.data() + e.offset, host.raw_data(), e.bytes);
   }
   int rank = 0;
   const Status s = dist::WithProcessCommunicator(
@@ -82,7 +85,7 @@ Status broadcast_global_variables(Session& session, int root_rank) {
     std::lock_guard<std::mutex> lock(e.resource->mu);
     Tensor fresh(e.resource->value.dtype(), e.resource->value.shape());
     std::memcpy(fresh.raw_data(), buffer.data() + e.offset, e.bytes);
-    e.resource->value = std::move(fresh);
+    RECSDK_ASSIGN_OR_RETURN(e.resource->value, rm->ToDevice(fresh));
   }
   return absl::OkStatus();
 }

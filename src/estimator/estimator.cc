@@ -253,14 +253,9 @@ Status Estimator::Impl::Restore() {
 StatusOr<int64_t> Estimator::Impl::GlobalStep() {
   // Straight from the variable: a Session::Run would advance the run count, the RNG state
   // checkpoints restore (Session::SetRunCount), so a resumed Train would draw other Dropout masks.
-  auto* v = dynamic_cast<internal::VariableResource*>(
-      internal::SessionResources(*session)->Lookup(std::string(kGlobalStep)));
-  if (v != nullptr) {
-    std::lock_guard<std::mutex> lock(v->mu);
-    if (v->initialized() && v->value.dtype() == DType::kInt64 && v->value.num_elements() == 1) {
-      return v->value.data<int64_t>()[0];
-    }
-  }
+  RECSDK_ASSIGN_OR_RETURN(
+      Tensor v, internal::SessionResources(*session)->ReadVariable(std::string(kGlobalStep)));
+  if (v.dtype() == DType::kInt64 && v.num_elements() == 1) return v.data<int64_t>()[0];
   RECSDK_ASSIGN_OR_RETURN(std::vector<Tensor> out,
                           session->Run({}, {std::string(kGlobalStep) + "/read"}));
   return out[0].scalar<int64_t>();

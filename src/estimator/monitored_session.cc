@@ -48,14 +48,11 @@ struct MonitoredSession::Impl {
 
   Status ReadGlobalStep() {
     if (!has_global_step) return absl::OkStatus();
-    auto* v = dynamic_cast<internal::VariableResource*>(
-        internal::SessionResources(*session)->Lookup(std::string(kGlobalStep)));
-    if (v != nullptr) {
-      std::lock_guard<std::mutex> lock(v->mu);
-      if (v->initialized() && v->value.dtype() == DType::kInt64 && v->value.num_elements() == 1) {
-        global_step = v->value.data<int64_t>()[0];
-        return absl::OkStatus();
-      }
+    RECSDK_ASSIGN_OR_RETURN(
+        Tensor v, internal::SessionResources(*session)->ReadVariable(std::string(kGlobalStep)));
+    if (v.dtype() == DType::kInt64 && v.num_elements() == 1) {
+      global_step = v.data<int64_t>()[0];
+      return absl::OkStatus();
     }
     RECSDK_ASSIGN_OR_RETURN(std::vector<Tensor> out,
                             session->Run({}, {std::string(kGlobalStep) + "/read"}));

@@ -11,6 +11,7 @@ namespace recsdk::internal {
 void InitializeRuntime() {
   (void)OpRegistry::Global();
   RegisterCpuBackend();
+  RegisterSeparateMemoryBackend();
   RegisterTableOps();
   // The collective ops (AllReduceMean): registered here so that a graph holding them loads and
   // runs in any Session, also one built without the distributed API's builders.

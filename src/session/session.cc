@@ -9,6 +9,13 @@
 // after their last consumer. Nodes run one at a time (the default) or, with DNN_V100:N, up to N
 // at once as oneTBB tasks fed from a ready queue; everything runs inside a oneTBB arena of
 // intra_op_parallelism threads, which kernels use for their parallel loops.
+// Memory spaces: each node runs on the device the placement pass gave it (the session's device,
+// or the host under mix_compile_mode), through that device's compute stream. When the device's
+// memory is not the host's, fed host tensors are copied to the device at the edge, fetched device
+// tensors are copied to the host, and every node's inputs and outputs are checked to be in its
+// device's memory (a missing copy is an error naming the op and the edge, not a read of the wrong
+// memory). RECSDK_TEST_DEVICE=<type> runs every session configured for "cpu" on that device
+// instead: the separate_memory CTest label runs the graph and session tests so.
 // Observers (RunOptions, the profiler under profiling_mode, and the dump observer under
 // enable_dump / enable_dump_debug / enable_exception_dump) are called around each node, and
 // OnNodeError for a failed kernel; with none, the executor's only extra work is one empty check per
@@ -18,6 +25,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <map>
@@ -69,11 +77,18 @@ struct Session::Impl {
   std::unique_ptr<Graph> graph;
   SessionConfig config;
   std::unique_ptr<Device> device;
+  // host: the CPU device for ops the placement pass put on the host (mix_compile_mode); null when
+  // none is.
+  std::unique_ptr<Device> host;
+  std::vector<Device*> node_devices;  // by node id: where the node runs
+  // separate_memory: the device's memory is not the host's: copies at the edge and memory checks.
+  bool separate_memory = false;
   internal::ResourceMgr resources;
   std::vector<std::unique_ptr<OpKernel>> kernels;  // by node id
   absl::flat_hash_map<std::string, std::shared_ptr<Plan>> plans;
   std::unique_ptr<tbb::task_arena> arena;
-  int inter_op = 1;
+  int inter_op = 1;       // DNN_V100: device ops at once
+  int host_inter_op = 1;  // DNN_VM_TF: host ops (mix_compile_mode) at once
   int64_t steps = 0;
   bool closed = false;
   std::vector<std::string> applied_passes;
@@ -87,6 +102,10 @@ struct Session::Impl {
                                           const std::vector<TensorName>& targets);
   Status Execute(const Plan& plan, const FeedList& feeds,
                  const std::vector<ExecutionObserver*>& observers, std::vector<Tensor>* outputs);
+  // CheckMemory: with separate memory, `node`'s inputs (before it runs) or outputs (after) are
+  // in the memory of the device it runs on (copies excepted on their host side).
+  Status CheckMemory(const Node& node, const std::vector<const Tensor*>& inputs,
+                     const std::vector<Tensor>* outputs) const;
 };
 
 namespace {
@@ -174,9 +193,16 @@ Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() { (void)Close(); }
 
 StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph,
-                                                   const SessionConfig& config) {
+                                                   const SessionConfig& user_config) {
   internal::InitializeRuntime();
-  RECSDK_RETURN_IF_ERROR(config.Validate());
+  RECSDK_RETURN_IF_ERROR(user_config.Validate());
+  SessionConfig config = user_config;
+  // A backend author's switch (and the separate_memory CTest label's): every session configured
+  // for the host runs on another registered device.
+  if (const char* test_device = std::getenv("RECSDK_TEST_DEVICE");
+      test_device != nullptr && *test_device != '\0' && config.device == "cpu") {
+    config.device = test_device;
+  }
   if (!graph.status().ok()) {
     return absl::InvalidArgumentError(
         fmt::format("the graph holds a construction error: {}", graph.status().message()));
@@ -193,7 +219,10 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph,
   RECSDK_ASSIGN_OR_RETURN(impl->device,
                           internal::DeviceRegistry::Global().Create(config.device, config));
   impl->resources.set_variable_allocator(&impl->device->variable_allocator());
+  impl->resources.set_data_transfer(&impl->device->data_transfer());
+  impl->separate_memory = impl->device->memory_kind() == MemoryKind::kDevice;
   impl->inter_op = config.ParsedStreamLimits()["DNN_V100"];
+  impl->host_inter_op = config.ParsedStreamLimits()["DNN_VM_TF"];
   impl->arena = std::make_unique<tbb::task_arena>(impl->device->IntraOpThreads());
   // Implementation mode per op type.
   std::set<std::string> implmode_ops;
@@ -206,13 +235,18 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph,
   for (Node* node : impl->graph->nodes()) {
     const std::string& placed = node->device();
     const std::string type = placed.empty() ? config.device : placed.substr(0, placed.find(':'));
-    if (type != config.device) {
+    // The placement pass put an op on the host ("cpu") only under mix_compile_mode.
+    if (type != config.device && !(type == "cpu" && config.mix_compile_mode)) {
       return absl::InvalidArgumentError(
           fmt::format("op \"{}\" ({}) is placed on \"{}\" but the session runs on \"{}\"; remove "
                       "the placement or change "
                       "SessionConfig::device",
                       node->name(), node->type(), placed, config.device));
     }
+    if (type != config.device && impl->host == nullptr) {
+      RECSDK_ASSIGN_OR_RETURN(impl->host, internal::DeviceRegistry::Global().Create("cpu", config));
+    }
+    impl->node_devices.push_back(type == config.device ? impl->device.get() : impl->host.get());
     const std::string mode = implmode_ops.empty() || implmode_ops.contains(node->type())
                                  ? config.op_select_implmode
                                  : std::string("high_performance");
@@ -374,7 +408,22 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
           "feed \"{}\": got {} {} but the graph expects {} {}", feeds[i].first.name,
           DTypeName(t.dtype()), t.shape().ToString(), DTypeName(o.dtype()), o.shape().ToString()));
     }
-    values[o.node->id()][o.index] = t;
+    Device* where = node_devices[o.node->id()];
+    if (separate_memory && where->memory_kind() == MemoryKind::kDevice && t.on_host() &&
+        t.num_elements() > 0) {
+      // The feed crosses into the device's memory here, at the Session's edge.
+      auto on_device = where->graph_allocator().AllocateTensor(t.dtype(), t.shape(),
+                                                               internal::Fill::kUninitialized);
+      Status s = on_device.ok() ? where->data_transfer().CopyHostToDevice(t, &*on_device)
+                                : on_device.status();
+      if (!s.ok()) {
+        return Status(s.code(), fmt::format("feed \"{}\" (copied to {}): {}", feeds[i].first.name,
+                                            where->name(), s.message()));
+      }
+      values[o.node->id()][o.index] = *std::move(on_device);
+    } else {
+      values[o.node->id()][o.index] = t;
+    }
   }
   const int64_t step = steps;
   // ControlGate (precision_ops.cc): a node whose kernel asked to skip its control dependents
@@ -405,8 +454,11 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
     std::vector<const Tensor*> inputs;
     inputs.reserve(node.num_inputs());
     for (const Output& in : node.inputs()) inputs.push_back(&values[in.node->id()][in.index]);
-    OpKernelContext ctx(node, device.get(), &resources, step, graph->random_seed(),
-                        std::move(inputs), &values[id]);
+    Device* const runs_on = node_devices[id];
+    if (separate_memory) RECSDK_RETURN_IF_ERROR(CheckMemory(node, inputs, nullptr));
+    OpKernelContext ctx(node, runs_on, &resources, step, graph->random_seed(), std::move(inputs),
+                        &values[id]);
+    internal::Stream& stream = runs_on->compute_stream();
     // Isolation: while this kernel waits inside its own parallel loops, the thread must not pick
     // up another node (which could, e.g., lock the variable this kernel holds).
     Status s;
@@ -415,24 +467,32 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
       const std::string prefix = fmt::format("op \"{}\" ({})", node.name(), node.type());
       if (s.message().find(prefix) == std::string_view::npos &&
           s.message().find("op \"" + node.name()) == std::string_view::npos) {
-        s = Status(s.code(), fmt::format("{} on {}: {}", prefix, device->name(), s.message()));
+        s = Status(s.code(), fmt::format("{} on {}: {}", prefix, runs_on->name(), s.message()));
       }
     };
+    auto compute = [&] { return kernels[id]->Compute(ctx); };
     if (observers.empty()) {
-      tbb::this_task_arena::isolate([&] { s = kernels[id]->Compute(ctx); });
+      tbb::this_task_arena::isolate([&] { s = stream.Run(compute); });
       if (!s.ok()) name_op();
     } else {
-      // device->name() returns a fresh string: keep it alive for the string_view in `exec`.
-      const std::string device_name = device->name();
+      // name() returns a fresh string: keep it alive for the string_view in `exec`.
+      const std::string device_name = runs_on->name();
       NodeExecution exec;
       exec.node = &node;
       exec.device = device_name;
       exec.thread = tbb::this_task_arena::current_thread_index();
       exec.step = step;
       exec.inputs = &ctx.inputs();
+      const std::function<StatusOr<Tensor>(const Tensor&)> to_host =
+          [runs_on](const Tensor& t) -> StatusOr<Tensor> {
+        RECSDK_ASSIGN_OR_RETURN(Tensor host, Tensor::Create(t.dtype(), t.shape()));
+        RECSDK_RETURN_IF_ERROR(runs_on->data_transfer().CopyDeviceToHost(t, &host));
+        return host;
+      };
+      exec.to_host = &to_host;
       exec.start_ns = internal::NowNs();
       for (ExecutionObserver* o : observers) o->BeforeNode(exec);
-      tbb::this_task_arena::isolate([&] { s = kernels[id]->Compute(ctx); });
+      tbb::this_task_arena::isolate([&] { s = stream.Run(compute); });
       exec.end_ns = internal::NowNs();
       exec.outputs = &values[id];
       if (s.ok()) {
@@ -443,6 +503,7 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
       }
     }
     if (!s.ok()) return s;
+    if (separate_memory) RECSDK_RETURN_IF_ERROR(CheckMemory(node, ctx.inputs(), &values[id]));
     if (plan.has_gates && ctx.skip_control_dependents()) closed[id] = 1;
     for (int o = 0; o < node.num_outputs(); ++o) {
       const Tensor& t = values[id][o];
@@ -461,16 +522,22 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
 
   Status status;
   arena->execute([&] {
-    if (inter_op <= 1 || plan.order.size() < 2) {
+    // Host ops of a session on another device count against DNN_VM_TF, the others DNN_V100.
+    auto on_host_engine = [&](int pos) {
+      return host != nullptr && node_devices[plan.order[pos]] == host.get();
+    };
+    if ((inter_op <= 1 && (host == nullptr || host_inter_op <= 1)) || plan.order.size() < 2) {
       for (size_t p = 0; p < plan.order.size() && status.ok(); ++p)
         status = run_node(static_cast<int>(p));
       return;
     }
-    // Up to inter_op nodes run at once as oneTBB tasks; a finished node releases its consumers.
+    // Up to inter_op device nodes and host_inter_op host nodes run at once as oneTBB tasks; a
+    // finished node releases its consumers.
     std::mutex mu;
     std::deque<int> ready;
     std::vector<int> pending = plan.pending_init;
-    int running = 0;
+    int running[2] = {0, 0};  // device, host
+    const int limit[2] = {inter_op, host_inter_op};
     for (size_t p = 0; p < pending.size(); ++p) {
       if (pending[p] == 0) ready.push_back(static_cast<int>(p));
     }
@@ -479,10 +546,15 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
       std::vector<int> launch;
       {
         std::lock_guard<std::mutex> lock(mu);
-        while (status.ok() && running < inter_op && !ready.empty()) {
-          launch.push_back(ready.front());
-          ready.pop_front();
-          ++running;
+        for (auto it = ready.begin(); status.ok() && it != ready.end();) {
+          const int engine = on_host_engine(*it) ? 1 : 0;
+          if (running[engine] >= limit[engine]) {
+            ++it;
+            continue;
+          }
+          launch.push_back(*it);
+          it = ready.erase(it);
+          ++running[engine];
         }
       }
       for (int pos : launch) {
@@ -491,7 +563,7 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
           {
             std::lock_guard<std::mutex> lock(mu);
             if (!s.ok() && status.ok()) status = s;
-            --running;
+            --running[on_host_engine(pos) ? 1 : 0];
             for (int c : plan.consumers[pos]) {
               if (--pending[c] == 0) ready.push_back(c);
             }
@@ -512,7 +584,49 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
                       "that loss scaling skipped); fetch a value computed before the gate",
                       f.name()));
     }
-    outputs->push_back(values[f.node->id()][f.index]);
+    const Tensor& value = values[f.node->id()][f.index];
+    if (value.on_host()) {
+      outputs->push_back(value);
+      continue;
+    }
+    // The fetch crosses out of the device's memory here, at the Session's edge.
+    RECSDK_ASSIGN_OR_RETURN(Tensor host, Tensor::Create(value.dtype(), value.shape()));
+    if (Status s = node_devices[f.node->id()]->data_transfer().CopyDeviceToHost(value, &host);
+        !s.ok()) {
+      return Status(s.code(), fmt::format("fetch \"{}\": {}", f.name(), s.message()));
+    }
+    outputs->push_back(std::move(host));
+  }
+  return absl::OkStatus();
+}
+
+Status Session::Impl::CheckMemory(const Node& node, const std::vector<const Tensor*>& inputs,
+                                  const std::vector<Tensor>* outputs) const {
+  const bool on_device = node_devices[node.id()]->memory_kind() == MemoryKind::kDevice;
+  auto misplaced = [&](const Tensor& t, bool host_side) {
+    if (!t.IsInitialized() || t.num_elements() == 0 || t.dtype() == DType::kResource) return false;
+    return t.on_host() != (host_side || !on_device);
+  };
+  if (outputs == nullptr) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!misplaced(*inputs[i], node.type() == "CopyHostToDevice")) continue;
+      const Output& in = node.input(static_cast<int>(i));
+      return absl::InternalError(fmt::format(
+          "op \"{}\" ({}) on {} reads input {} (\"{}\", from op {}) in {} memory: a copy between "
+          "memory spaces is missing (the kernel of \"{}\" must allocate its outputs through its "
+          "context, or the placement pass missed this edge)",
+          node.name(), node.type(), node_devices[node.id()]->name(), i, in.name(), in.node->type(),
+          MemoryKindName(inputs[i]->memory_kind()), in.node->name()));
+    }
+    return absl::OkStatus();
+  }
+  for (size_t o = 0; o < outputs->size(); ++o) {
+    if (!misplaced((*outputs)[o], node.type() == "CopyDeviceToHost")) continue;
+    return absl::InternalError(fmt::format(
+        "op \"{}\" ({}) on {} produced output {} in {} memory: its kernel must allocate outputs "
+        "through its context (OpKernelContext::allocate_output) or copy them to the device",
+        node.name(), node.type(), node_devices[node.id()]->name(), o,
+        MemoryKindName((*outputs)[o].memory_kind())));
   }
   return absl::OkStatus();
 }

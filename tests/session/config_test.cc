@@ -325,14 +325,19 @@ namespace {
 TEST(SessionConfigTest, MemoryLimitsAreEnforcedNamingLimitAmountAndOp) {
   Graph g;
   Scope root(&g);
-  Output x = ops::Placeholder(root.WithOpName("x"), DType::kFloat32, Shape{32, 32});
-  ops::MatMul(root.WithOpName("big"), x, x);
+  Output x = ops::Placeholder(root.WithOpName("x"), DType::kFloat32, Shape{32, 1});
+  Output y = ops::Placeholder(root.WithOpName("y"), DType::kFloat32, Shape{1, 32});
+  ops::MatMul(root.WithOpName("big"), x, y);
   SessionConfig c;
-  c.graph_memory_max_size = 2048;  // big's [32,32] float32 output needs 4096 bytes
+  // big's [32,32] float32 output needs 4096 bytes; the feeds (copied into graph memory on a
+  // device whose memory is not the host's) 128 each.
+  c.graph_memory_max_size = 2048;
   auto session = Session::Create(g, c);
   ASSERT_TRUE(session.ok()) << session.status();
-  std::vector<float> ones(32 * 32, 1.0f);
-  auto out = (*session)->Run({{"x", *Tensor::FromValues<float>(Shape{32, 32}, ones)}}, {"big"});
+  std::vector<float> ones(32, 1.0f);
+  auto out = (*session)->Run({{"x", *Tensor::FromValues<float>(Shape{32, 1}, ones)},
+                              {"y", *Tensor::FromValues<float>(Shape{1, 32}, ones)}},
+                             {"big"});
   ASSERT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted) << out.status();
   const std::string m(out.status().message());
   EXPECT_NE(m.find("\"big\""), std::string::npos) << m;

@@ -40,11 +40,17 @@ class Recorder final : public ExecutionObserver {
   std::vector<std::pair<int64_t, bool>> runs_ended;
 
  private:
+  // HostOutputs: the outputs as the host can read them (copies on a device with its own memory).
+  static std::vector<Tensor> HostOutputs(const NodeExecution& e) {
+    std::vector<Tensor> out;
+    for (const Tensor& t : *e.outputs) out.push_back(e.ToHost(t).value());
+    return out;
+  }
   void Add(const NodeExecution& e, bool after) {
     std::lock_guard<std::mutex> lock(mu);
     calls.push_back({e.node->name(), after, std::string(e.device), e.start_ns, e.end_ns,
                      static_cast<int>(e.inputs->size()),
-                     after ? *e.outputs : std::vector<Tensor>{}});
+                     after ? HostOutputs(e) : std::vector<Tensor>{}});
   }
 };
 

@@ -3,8 +3,10 @@
 //
 // Threading: stateless kernels; BF16MatMul splits its product across oneTBB (bf16_gemm.h), a
 // batched product splits over the batch. Results never depend on the thread count.
+#include <atomic>
 #include <cmath>
 
+#include "src/common/logging.h"
 #include "src/device/cpu/bf16_gemm.h"
 #include "src/device/cpu/kernel_util.h"
 
@@ -140,12 +142,28 @@ Status ControlGateKernel(OpKernelContext& ctx) {
   return absl::OkStatus();
 }
 
+// WarnWithoutBf16Dots: a bfloat16 product's kernel, after saying once per process when this CPU
+// runs it as an exact scalar emulation (the mixed_precision pass chose bfloat16 for a model; how
+// fast this machine runs it is the CPU backend's business).
+KernelFactory WarnWithoutBf16Dots(LambdaKernel::Fn fn) {
+  return [fn = std::move(fn)](const Node&) -> StatusOr<std::unique_ptr<OpKernel>> {
+    static std::atomic<bool> warned{false};
+    if (!HasBf16DotProducts() && !warned.exchange(true)) {
+      LogWarning(
+          "mixed_precision: this CPU has no AVX-512 BF16 dot products (or RECSDK_ISA lowers the "
+          "ISA); the bfloat16 products run an exact scalar emulation, slower than float32. Use "
+          "precision_mode must_keep_origin_dtype on this machine for speed");
+    }
+    return std::unique_ptr<OpKernel>(std::make_unique<LambdaKernel>(fn));
+  };
+}
+
 }  // namespace
 
 void RegisterCpuBf16Kernels(KernelRegistry& r) {
-  r.RegisterFn("BF16MatMul", kCpu, {DType::kBFloat16}, Bf16MatMulKernel);
-  r.RegisterFn("FusedDense", kCpu, {DType::kBFloat16}, FusedDenseBf16Kernel);
-  r.RegisterFn("BF16BatchMatMul", kCpu, {DType::kBFloat16}, Bf16BatchMatMulKernel);
+  r.Register("BF16MatMul", kCpu, DType::kBFloat16, WarnWithoutBf16Dots(Bf16MatMulKernel));
+  r.Register("FusedDense", kCpu, DType::kBFloat16, WarnWithoutBf16Dots(FusedDenseBf16Kernel));
+  r.Register("BF16BatchMatMul", kCpu, DType::kBFloat16, WarnWithoutBf16Dots(Bf16BatchMatMulKernel));
   r.RegisterFn("AllFinite", kCpu, {DType::kFloat32, DType::kFloat64}, AllFiniteKernel);
   r.RegisterFn("ControlGate", kCpu, {DType::kBool}, ControlGateKernel);
 }

@@ -68,15 +68,36 @@ std::mutex& RegistryMutex() {
   static std::mutex mu;
   return mu;
 }
-std::map<std::string, DeviceFactory>& Factories() {
-  static auto* f = new std::map<std::string, DeviceFactory>();
+struct RegisteredDevice {
+  DeviceFactory factory;
+  MemoryKind memory = MemoryKind::kHost;
+};
+std::map<std::string, RegisteredDevice>& Factories() {
+  static auto* f = new std::map<std::string, RegisteredDevice>();
   return *f;
+}
+std::string RegisteredNames() {
+  std::string known;
+  for (const auto& [k, v] : Factories()) known += (known.empty() ? "" : ", ") + k;
+  return known;
 }
 }  // namespace
 
-void DeviceRegistry::Register(const std::string& type, DeviceFactory factory) {
+void DeviceRegistry::Register(const std::string& type, DeviceFactory factory, MemoryKind memory) {
   std::lock_guard<std::mutex> lock(RegistryMutex());
-  Factories()[type] = std::move(factory);
+  Factories()[type] = RegisteredDevice{std::move(factory), memory};
+}
+
+StatusOr<MemoryKind> DeviceRegistry::Memory(const std::string& type) const {
+  std::lock_guard<std::mutex> lock(RegistryMutex());
+  auto it = Factories().find(type);
+  if (it == Factories().end()) {
+    return absl::NotFoundError(
+        fmt::format("device \"{}\" is not registered in this build (registered: {}); set "
+                    "SessionConfig::device to one of them",
+                    type, RegisteredNames()));
+  }
+  return it->second.memory;
 }
 
 StatusOr<std::unique_ptr<Device>> DeviceRegistry::Create(const std::string& type,
@@ -86,14 +107,12 @@ StatusOr<std::unique_ptr<Device>> DeviceRegistry::Create(const std::string& type
     std::lock_guard<std::mutex> lock(RegistryMutex());
     auto it = Factories().find(type);
     if (it == Factories().end()) {
-      std::string known;
-      for (const auto& [k, v] : Factories()) known += (known.empty() ? "" : ", ") + k;
       return absl::NotFoundError(
           fmt::format("device \"{}\" is not registered in this build (registered: {}); set "
                       "SessionConfig::device to one of them",
-                      type, known));
+                      type, RegisteredNames()));
     }
-    factory = it->second;
+    factory = it->second.factory;
   }
   return factory(config);
 }

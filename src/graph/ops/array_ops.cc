@@ -207,6 +207,10 @@ void RegisterArrayOps(OpRegistry& r) {
                return absl::OkStatus();
              }));
   r.Register(NoGradOp("StopGradient", 1, 1, SameAsInput0));
+  // The copies the placement pass inserts where an edge crosses memory spaces (after autodiff, so
+  // they need no gradient).
+  r.Register(NoGradOp("CopyHostToDevice", 1, 1, SameAsInput0));
+  r.Register(NoGradOp("CopyDeviceToHost", 1, 1, SameAsInput0));
   r.Register(NoGradOp("NoOp", 0, 0, [](InferenceContext&) { return absl::OkStatus(); }));
   r.Register(NoGradOp("ZerosLike", 1, 1, SameAsInput0));
   r.Register(NoGradOp("OnesLike", 1, 1, SameAsInput0));

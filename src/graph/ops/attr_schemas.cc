@@ -22,8 +22,9 @@ void DeclareCoreAttrSchemas(OpRegistry& r) {
                                       Attr("shape", T::kShape),  // absent: unknown shape
                                       Attr("dataset_column", T::kString, "")});
   r.DeclareAttrsOrDie("Const", {RequiredAttr("value", T::kTensor)});
-  for (const char* type : {"Identity", "StopGradient", "NoOp", "ZerosLike", "OnesLike",
-                           "ReshapeLike", "SumToShapeOf", "BroadcastToShapeOf"}) {
+  for (const char* type :
+       {"Identity", "StopGradient", "NoOp", "ZerosLike", "OnesLike", "ReshapeLike", "SumToShapeOf",
+        "BroadcastToShapeOf", "CopyHostToDevice", "CopyDeviceToHost"}) {
     r.DeclareAttrsOrDie(type, {});
   }
   r.DeclareAttrsOrDie("Gather", {Attr("axis", T::kInt, 0)});

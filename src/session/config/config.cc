@@ -134,13 +134,6 @@ Status SessionConfig::Validate() const {
         "set device to a registered accelerator backend, or use_off_line false");
   }
   if (auto s = ParseStreams(stream_max_parallel_num); !s.ok()) return s.status();
-  if (mix_compile_mode && device != "cpu") {
-    return Invalid(fmt::format(
-        "mix_compile_mode: true asks device {} to run ops it lacks on the host, but host "
-        "fallback with copies is not built yet; set it false (with \"cpu\" the device is the host "
-        "and true is accepted)",
-        Quoted(device)));
-  }
   if (intra_op_parallelism < 0 || intra_op_parallelism > kMaxIntraOpThreads) {
     return Invalid(fmt::format(
         "intra_op_parallelism: {} is outside [0, {}]; use 0 (all hardware threads) or a thread "

@@ -38,9 +38,7 @@
 #include "fmt/format.h"
 #include "recsdk/ops.h"
 #include "recsdk/scope.h"
-#include "src/common/logging.h"
 #include "src/common/status_macros.h"
-#include "src/device/cpu/bf16_gemm.h"
 #include "src/session/passes/pass_manager.h"
 
 namespace recsdk::internal {
@@ -115,17 +113,6 @@ class MixedPrecisionPass final : public GraphPass {
       order.push_back(n);
     }
     RECSDK_RETURN_IF_ERROR(graph->Reorder(order));
-    if (!HasBf16DotProducts()) {
-      static bool warned = false;
-      if (!warned) {
-        warned = true;
-        LogWarning(
-            "mixed_precision: this CPU has no AVX-512 BF16 dot products (or RECSDK_ISA lowers the "
-            "ISA); the {} bfloat16 products run an exact scalar emulation, slower than float32. "
-            "Use precision_mode must_keep_origin_dtype on this machine for speed",
-            rewritten);
-      }
-    }
     return absl::OkStatus();
   }
 };

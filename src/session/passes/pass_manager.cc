@@ -36,6 +36,10 @@ void RegisterBuiltinPasses(PassRegistry& r) {
        "pooled TableGathers + Concat become one TableGatherConcat node that pools each table "
        "into its columns (enable_scope_fusion_passes)",
        MakeFuseGatherConcatPass});
+  add({"placement", 990, PassPhase::kSession,
+       "each op to the device when it has a kernel there, else to the host under "
+       "mix_compile_mode; copies where an edge crosses memory spaces",
+       MakePlacementPass});
   add({"modify_graph", 1000, PassPhase::kExplicit,
        "automatic graph modification: lookups built with modify_graph move to the key stage",
        MakeModifyGraphPass});

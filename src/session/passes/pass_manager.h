@@ -21,6 +21,9 @@
 //   950 order_collectives  with several ranks, the nodes that make collectives are chained in
 //                        id order: one order of collectives per step on every rank (registered
 //                        by src/dist/order_collectives.cc with the collective ops)
+//   990 placement        with a device other than "cpu": each op to the device or (under
+//                        mix_compile_mode) the host, copies where edges cross memory spaces
+//                        (placement.cc)
 //
 // Threading: the registry is filled once (RegisterBuiltinPasses, under a once flag) and read
 // concurrently after; running passes is single-threaded per graph, like Graph itself.
@@ -115,6 +118,7 @@ std::unique_ptr<GraphPass> MakeMixedPrecisionPass();
 bool MixedPrecisionEnabled(const SessionConfig& config);
 std::unique_ptr<GraphPass> MakeFuseDensePass();
 std::unique_ptr<GraphPass> MakeFuseGatherConcatPass();
+std::unique_ptr<GraphPass> MakePlacementPass();
 
 // FusionPassEnabled: whether `name` is listed in config.enable_scope_fusion_passes.
 bool FusionPassEnabled(const SessionConfig& config, std::string_view name);

@@ -1,0 +1,245 @@
+// separate_memory_device.cc: "separate_memory", a test device whose memory is not the host's.
+//
+// The CPU kernels (KernelRegistry::AddAlias) run on tensors that live in one arena of reserved
+// address space. The arena is mapped PROT_NONE except while the device itself works on it: a
+// kernel running on the device's stream, a copy through its DataTransfer, the zero-fill of a
+// fresh buffer. So a host read or write of device memory anywhere else (the Session returning a
+// fetch without its copy, a checkpoint reading a variable in place, an observer reading an
+// output) is a segmentation fault at the faulting line, and a kernel given a host tensor where the
+// device expects its own is an error from the executor's memory check: a missing copy fails a
+// test instead of reading the right bytes by luck. CTest runs the graph and session tests on this
+// device (label separate_memory; RECSDK_TEST_DEVICE in session.cc).
+//
+// With several kernels at once (DNN_V100:N) the arena is open while any of them runs, so a host op
+// running beside them could touch it unnoticed: the trap is exact with one op at a time (the
+// default), which is how the suite runs.
+// Threading: the arena's allocator and its access count are guarded by their own mutexes.
+#include "src/device/separate_memory/separate_memory_device.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "fmt/format.h"
+#include "src/device/kernel.h"
+
+namespace recsdk::internal {
+namespace {
+
+constexpr size_t kArenaAlign = 64;
+// The most address space one device reserves (the pools' limits bound what is used).
+constexpr size_t kMaxArenaBytes = size_t{16} << 30;
+
+// ProtectedArena: first-fit allocation in one reserved range, inaccessible to the host outside an
+// Access scope.
+class ProtectedArena final : public Allocator {
+ public:
+  explicit ProtectedArena(size_t bytes) {
+    size_ = (bytes + 4095) / 4096 * 4096;
+    void* p = ::mmap(nullptr, size_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p != MAP_FAILED) {
+      base_ = static_cast<char*>(p);
+      free_[0] = size_;
+    }
+  }
+  ~ProtectedArena() override {
+    if (base_ != nullptr) ::munmap(base_, size_);
+  }
+  ProtectedArena(const ProtectedArena&) = delete;
+  ProtectedArena& operator=(const ProtectedArena&) = delete;
+
+  bool ok() const { return base_ != nullptr; }
+  MemoryKind kind() const override { return MemoryKind::kDevice; }
+
+  void* Allocate(size_t bytes) override {
+    const size_t need = (std::max<size_t>(bytes, 1) + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second < need) continue;
+      const size_t offset = it->first;
+      const size_t left = it->second - need;
+      free_.erase(it);
+      if (left > 0) free_[offset + need] = left;
+      return base_ + offset;
+    }
+    return nullptr;
+  }
+
+  void Free(void* p, size_t bytes) override {
+    if (p == nullptr) return;
+    size_t offset = static_cast<size_t>(static_cast<char*>(p) - base_);
+    size_t len = (std::max<size_t>(bytes, 1) + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto next = free_.lower_bound(offset);
+    if (next != free_.end() && offset + len == next->first) {
+      len += next->second;
+      next = free_.erase(next);
+    }
+    if (next != free_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == offset) {
+        prev->second += len;
+        return;
+      }
+    }
+    free_[offset] = len;
+  }
+
+  void Zero(void* p, size_t bytes) override {
+    Access access(*this);
+    std::memset(p, 0, bytes);
+  }
+
+  // Contains: whether [p, p + bytes) lies in the arena.
+  bool Contains(const void* p, size_t bytes) const {
+    const char* c = static_cast<const char*>(p);
+    return c >= base_ && c + bytes <= base_ + size_;
+  }
+
+  // Access: the arena is readable and writable while at least one Access lives.
+  class Access {
+   public:
+    explicit Access(ProtectedArena& arena) : arena_(arena) { arena_.Open(); }
+    ~Access() { arena_.Close(); }
+    Access(const Access&) = delete;
+    Access& operator=(const Access&) = delete;
+
+   private:
+    ProtectedArena& arena_;
+  };
+
+ private:
+  void Open() {
+    std::lock_guard<std::mutex> lock(access_mu_);
+    if (open_++ == 0) ::mprotect(base_, size_, PROT_READ | PROT_WRITE);
+  }
+  void Close() {
+    std::lock_guard<std::mutex> lock(access_mu_);
+    if (--open_ == 0) ::mprotect(base_, size_, PROT_NONE);
+  }
+
+  char* base_ = nullptr;
+  size_t size_ = 0;
+  std::mutex mu_;
+  std::map<size_t, size_t> free_;  // offset -> length of each free block; guarded by mu_
+  std::mutex access_mu_;
+  int open_ = 0;  // guarded by access_mu_
+};
+
+// ArenaStream: synchronous; the device's work runs with its arena open.
+class ArenaStream final : public SyncStream {
+ public:
+  ArenaStream(std::string name, ProtectedArena& arena)
+      : SyncStream(std::move(name)), arena_(arena) {}
+  Status Run(absl::FunctionRef<Status()> work) override {
+    ProtectedArena::Access access(arena_);
+    return work();
+  }
+
+ private:
+  ProtectedArena& arena_;
+};
+
+class ArenaTransfer final : public DataTransfer {
+ public:
+  explicit ArenaTransfer(ProtectedArena& arena) : arena_(arena) {}
+  Status CopyHostToDevice(const Tensor& host, Tensor* device) override {
+    RECSDK_RETURN_IF_ERROR(Check("CopyHostToDevice", host, device, /*to_device=*/true));
+    return Copy(host, device);
+  }
+  Status CopyDeviceToHost(const Tensor& device, Tensor* host) override {
+    RECSDK_RETURN_IF_ERROR(Check("CopyDeviceToHost", device, host, /*to_device=*/false));
+    return Copy(device, host);
+  }
+
+ private:
+  Status Check(const char* what, const Tensor& src, const Tensor* dst, bool to_device) const {
+    if (dst == nullptr || src.dtype() != dst->dtype() || src.shape() != dst->shape()) {
+      return absl::InvalidArgumentError(fmt::format(
+          "separate_memory {}: source {} {} and destination {} differ; allocate the destination "
+          "with the source's dtype and shape",
+          what, DTypeName(src.dtype()), src.shape().ToString(),
+          dst == nullptr ? std::string("(null)")
+                         : fmt::format("{} {}", DTypeName(dst->dtype()), dst->shape().ToString())));
+    }
+    if (src.TotalBytes() == 0) return absl::OkStatus();
+    const Tensor& device = to_device ? *dst : src;
+    const Tensor& host = to_device ? src : *dst;
+    if (!arena_.Contains(device.raw_data(), device.TotalBytes()) || !host.on_host()) {
+      return absl::InvalidArgumentError(fmt::format(
+          "separate_memory {}: the device side is not in this device's memory or the host side "
+          "is not in host memory (source in {} memory, destination in {} memory)",
+          what, MemoryKindName(src.memory_kind()), MemoryKindName(dst->memory_kind())));
+    }
+    return absl::OkStatus();
+  }
+  Status Copy(const Tensor& src, Tensor* dst) {
+    if (src.TotalBytes() == 0) return absl::OkStatus();
+    ProtectedArena::Access access(arena_);
+    std::memcpy(dst->raw_data(), src.raw_data(), src.TotalBytes());
+    return absl::OkStatus();
+  }
+
+  ProtectedArena& arena_;
+};
+
+class SeparateMemoryDevice final : public Device {
+ public:
+  SeparateMemoryDevice(std::string type, const SessionConfig& config,
+                       std::shared_ptr<ProtectedArena> arena)
+      : Device(std::move(type), 0, config, arena),
+        arena_(std::move(arena)),
+        stream_(name() + "/compute", *arena_),
+        transfer_(*arena_),
+        threads_(config.intra_op_parallelism > 0
+                     ? config.intra_op_parallelism
+                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {}
+  DataTransfer& data_transfer() override { return transfer_; }
+  Stream& compute_stream() override { return stream_; }
+  int IntraOpThreads() const override { return threads_; }
+
+ private:
+  std::shared_ptr<ProtectedArena> arena_;
+  ArenaStream stream_;
+  ArenaTransfer transfer_;
+  int threads_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Device>> CreateSeparateMemoryDevice(const std::string& type,
+                                                             const SessionConfig& config) {
+  const uint64_t want = static_cast<uint64_t>(config.graph_memory_max_size) +
+                        static_cast<uint64_t>(config.variable_memory_max_size);
+  auto arena = std::make_shared<ProtectedArena>(
+      static_cast<size_t>(std::min<uint64_t>(want, kMaxArenaBytes)));
+  if (!arena->ok()) {
+    return absl::ResourceExhaustedError(
+        fmt::format("{}: cannot reserve the device's address range (mmap failed); lower "
+                    "graph_memory_max_size and variable_memory_max_size",
+                    type));
+  }
+  return std::unique_ptr<Device>(
+      std::make_unique<SeparateMemoryDevice>(type, config, std::move(arena)));
+}
+
+void RegisterSeparateMemoryBackend() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    DeviceRegistry::Global().Register(
+        "separate_memory",
+        [](const SessionConfig& config) {
+          return CreateSeparateMemoryDevice("separate_memory", config);
+        },
+        MemoryKind::kDevice);
+    KernelRegistry& r = KernelRegistry::Global();
+    r.AddAlias("separate_memory", "cpu");
+    RegisterCopyKernels(r, "separate_memory");
+  });
+}
+
+}  // namespace recsdk::internal
