@@ -50,8 +50,10 @@ find_program(RECSDK_GNU_OBJCOPY NAMES objcopy REQUIRED)
 function(recsdk_isa_variants out_var source symbol_prefix)
   set(objects)
   set(isas avx2 avx512)
-  set(flags_avx2 -mavx2 -mfma -mf16c)
-  set(flags_avx512 -mavx512f -mavx512dq -mavx512vl -mavx512bw -mavx2 -mfma -mf16c)
+  # POPCNT and BMI1 come with every AVX2 CPU (BestIsa checks them too): the separator index counts
+  # and walks bit masks with them.
+  set(flags_avx2 -mavx2 -mfma -mf16c -mpopcnt -mbmi)
+  set(flags_avx512 -mavx512f -mavx512dq -mavx512vl -mavx512bw -mavx2 -mfma -mf16c -mpopcnt -mbmi)
   get_filename_component(stem ${source} NAME_WE)
   foreach(isa IN LISTS isas)
     set(lib ${stem}_${isa}_obj)

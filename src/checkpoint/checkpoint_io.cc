@@ -39,12 +39,6 @@ Status Corrupt(const std::string& path, std::string_view why) {
 
 }  // namespace
 
-std::string JoinPath(const std::string& a, const std::string& b) {
-  if (a.empty()) return b;
-  if (a.back() == '/') return a + b;
-  return a + "/" + b;
-}
-
 nlohmann::json PayloadInfo::ToJson() const {
   return {{"file", file}, {"dtype", descr}, {"shape", shape}, {"bytes", bytes}, {"crc32c", crc32c}};
 }

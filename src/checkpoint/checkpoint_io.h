@@ -104,9 +104,6 @@ template <typename T, typename Alloc>
 // missing; DataLoss naming the file when it is not JSON, lacks the checksum or fails it.
 [[nodiscard]] StatusOr<nlohmann::json> ReadJsonDocument(Env* env, const std::string& path);
 
-// JoinPath: a + "/" + b.
-std::string JoinPath(const std::string& a, const std::string& b);
-
 }  // namespace recsdk::internal
 
 #endif  // RECSDK_CHECKPOINT_CHECKPOINT_IO_H_

@@ -11,7 +11,11 @@ Isa DetectIsa() {
   Isa best = Isa::kBaseline;
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) best = Isa::kAvx2;
+  // The AVX2 variants are compiled with -mavx2 -mfma -mf16c -mpopcnt -mbmi (recsdk_isa_variants).
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("popcnt") && __builtin_cpu_supports("bmi")) {
+    best = Isa::kAvx2;
+  }
   if (best == Isa::kAvx2 && __builtin_cpu_supports("avx512f") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512bw")) {

@@ -443,4 +443,10 @@ std::string Dirname(const std::string& path) {
   return path.substr(0, slash);
 }
 
+std::string JoinPath(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (a.back() == '/') return a + b;
+  return a + "/" + b;
+}
+
 }  // namespace recsdk::internal

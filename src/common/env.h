@@ -129,6 +129,9 @@ class AtomicFileWriter {
 // Dirname: the part of `path` before its last '/' ("." when none).
 std::string Dirname(const std::string& path);
 
+// JoinPath: a + "/" + b (b alone when a is empty; one slash when a ends with one).
+std::string JoinPath(const std::string& a, const std::string& b);
+
 }  // namespace recsdk::internal
 
 #endif  // RECSDK_COMMON_ENV_H_

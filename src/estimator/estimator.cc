@@ -749,22 +749,4 @@ const Graph& Estimator::graph() const { return impl_->graph; }
 const RunConfig& Estimator::config() const { return impl_->config; }
 const std::string& Estimator::latest_checkpoint() const { return impl_->latest_checkpoint; }
 
-StatusOr<std::pair<std::vector<Variable>, std::vector<SparseTable>>> get_dense_and_sparse_variable(
-    Graph* graph) {
-  std::pair<std::vector<Variable>, std::vector<SparseTable>> out;
-  out.first = TrainableVariables(*graph);
-  const Scope reuse = Scope(graph).WithVariableReuse(VariableReuse::kReuse);
-  for (const std::string& name : graph->Collection(kSparseTables)) {
-    const Node* n = graph->FindNode(name);
-    if (n == nullptr) continue;
-    RECSDK_ASSIGN_OR_RETURN(TableConfig config,
-                            internal::TableConfigFromJson(n->StringAttr("table_config")));
-    RECSDK_ASSIGN_OR_RETURN(SparseOptimizerConfig optimizer,
-                            internal::OptimizerConfigFromJson(n->StringAttr("optimizer_config")));
-    RECSDK_ASSIGN_OR_RETURN(SparseTable table, create_table(reuse, config, optimizer));
-    out.second.push_back(std::move(table));
-  }
-  return out;
-}
-
 }  // namespace recsdk

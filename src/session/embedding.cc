@@ -15,10 +15,12 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "fmt/format.h"
+#include "recsdk/estimator.h"
 #include "recsdk/gradients.h"
 #include "recsdk/initialize.h"
 #include "recsdk/ops.h"
 #include "recsdk/pipeline.h"
+#include "recsdk/variables.h"
 #include "src/common/status_macros.h"
 #include "src/graph/op_registry.h"
 #include "src/session/session_resources.h"
@@ -623,6 +625,26 @@ StatusOr<std::vector<EmbeddingTable*>> SessionTables(Session& session) {
   for (Node* n : TableHandleNodes(session.graph())) {
     RECSDK_ASSIGN_OR_RETURN(EmbeddingTable * t, LookupTable(session, n->StringAttr("table_name")));
     out.push_back(t);
+  }
+  return out;
+}
+
+// get_dense_and_sparse_variable (recsdk/estimator.h): here, beside create_table, not in estimator/,
+// because Session-mode code and the hash optimizers (this layer) call it.
+StatusOr<std::pair<std::vector<Variable>, std::vector<SparseTable>>> get_dense_and_sparse_variable(
+    Graph* graph) {
+  std::pair<std::vector<Variable>, std::vector<SparseTable>> out;
+  out.first = TrainableVariables(*graph);
+  const Scope reuse = Scope(graph).WithVariableReuse(VariableReuse::kReuse);
+  for (const std::string& name : graph->Collection(kSparseTables)) {
+    const Node* n = graph->FindNode(name);
+    if (n == nullptr) continue;
+    RECSDK_ASSIGN_OR_RETURN(TableConfig config,
+                            internal::TableConfigFromJson(n->StringAttr("table_config")));
+    RECSDK_ASSIGN_OR_RETURN(SparseOptimizerConfig optimizer,
+                            internal::OptimizerConfigFromJson(n->StringAttr("optimizer_config")));
+    RECSDK_ASSIGN_OR_RETURN(SparseTable table, create_table(reuse, config, optimizer));
+    out.second.push_back(std::move(table));
   }
   return out;
 }

@@ -1,12 +1,34 @@
-// evict_hook.cc: EvictHook, the trigger of eviction during training. Not thread-safe: one
-// training loop owns a hook.
+// evict_hook.cc: EvictHook, the trigger of eviction during training, and the rule of stale
+// eviction (eviction.h), which every eviction of stale keys runs: EmbeddingTable::EvictStale, and
+// the key stage's (KeyStage::AfterStep gives the hook tables whose EvictStale keeps the keys of
+// its batches in flight). Not thread-safe: one training loop owns a hook.
 #include <algorithm>
 #include <limits>
 
 #include "fmt/format.h"
 #include "recsdk/table.h"
+#include "src/table/eviction.h"
 
 namespace recsdk {
+namespace internal {
+
+std::optional<int64_t> StaleCutoff(int64_t data_time, int64_t eviction_threshold,
+                                   int64_t in_flight_from) {
+  if (data_time == std::numeric_limits<int64_t>::min()) return std::nullopt;
+  const int64_t cutoff = data_time - eviction_threshold;
+  if (in_flight_from == kNothingInFlight) return cutoff;
+  return std::min(cutoff, in_flight_from - 1);
+}
+
+StatusOr<int64_t> EvictStaleKeys(EmbeddingTable& table, int64_t in_flight_from) {
+  const int64_t threshold = table.config().eviction_threshold;
+  if (threshold < 0) return table.EvictStale();  // its FailedPrecondition names the fix
+  const std::optional<int64_t> cutoff = StaleCutoff(table.data_time(), threshold, in_flight_from);
+  if (!cutoff) return 0;
+  return table.EvictLastAccessedAtOrBefore(*cutoff);
+}
+
+}  // namespace internal
 
 EvictHook::EvictHook(bool evict_enable, int64_t evict_time_interval, int64_t evict_step_interval)
     : evict_enable_(evict_enable),

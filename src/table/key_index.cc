@@ -13,8 +13,22 @@
 #include <utility>
 
 #include "src/common/check.h"
+#include "src/table/key_index_match.h"
+
+#define RECSDK_KEY_INDEX_DECLARE(isa)                                                        \
+  extern "C" void recsdk_key_index_isa_##isa##_find_batch(const recsdk::internal::KeyIndex*, \
+                                                          const int64_t*, size_t, uint32_t*);
+RECSDK_KEY_INDEX_DECLARE(baseline)
+#ifndef RECSDK_NO_ISA_VARIANTS
+RECSDK_KEY_INDEX_DECLARE(avx2)
+RECSDK_KEY_INDEX_DECLARE(avx512)
+#endif
+#undef RECSDK_KEY_INDEX_DECLARE
 
 namespace recsdk::internal {
+
+using key_index_match::MatchSse2;
+using key_index_match::OrLanes;
 
 namespace {
 // Large bucket arrays get their own mapping (page-aligned, so a group is one page) with huge
@@ -46,35 +60,7 @@ void FreeBytes(void* p, uint64_t bytes) {
 }
 }  // namespace
 
-// SSE2 (every x86-64): four 16-byte loads per bucket, [k0 k1] [k2 k3] [k4 | r0 r1] [r2 r3 r4 |
-// flags]. A 64-bit compare is a 32-bit compare ANDed with itself with its halves swapped; the key
-// matches are then moved onto their rows' dword lanes, ANDed with row + 1, and ORed together.
 namespace {
-inline __m128i Eq64Sse2(__m128i a, __m128i b) {
-  const __m128i e = _mm_cmpeq_epi32(a, b);
-  return _mm_and_si128(e, _mm_shuffle_epi32(e, _MM_SHUFFLE(2, 3, 0, 1)));
-}
-
-inline __m128i MatchSse2(const void* bucket, __m128i key) {
-  const __m128i* p = static_cast<const __m128i*>(bucket);
-  const __m128i one = _mm_set1_epi32(1);
-  const __m128i k4_r0_r1 = _mm_load_si128(p + 2);
-  const __m128i r2_r3_r4 = _mm_load_si128(p + 3);
-  const __m128i m01 = Eq64Sse2(_mm_load_si128(p), key);
-  const __m128i m23 = Eq64Sse2(_mm_load_si128(p + 1), key);
-  const __m128i m4 = Eq64Sse2(k4_r0_r1, key);
-  // Lanes 2, 3 of the third load are r0, r1: their masks are m01's dwords 0 and 2.
-  const __m128i on_r0_r1 =
-      _mm_and_si128(_mm_shuffle_epi32(m01, _MM_SHUFFLE(2, 0, 0, 0)), _mm_set_epi32(-1, -1, 0, 0));
-  // Lanes 0, 1, 2 of the fourth load are r2, r3, r4: masks m23's dwords 0, 2 and m4's dword 0.
-  const __m128i on_r2_r4 =
-      _mm_and_si128(_mm_castps_si128(_mm_shuffle_ps(_mm_castsi128_ps(m23), _mm_castsi128_ps(m4),
-                                                    _MM_SHUFFLE(0, 0, 2, 0))),
-                    _mm_set_epi32(0, -1, -1, -1));
-  return _mm_or_si128(_mm_and_si128(on_r0_r1, _mm_add_epi32(k4_r0_r1, one)),
-                      _mm_and_si128(on_r2_r4, _mm_add_epi32(r2_r3_r4, one)));
-}
-
 // EmptySse2: bit j set when entry j of the bucket is empty (its row is all ones).
 inline uint32_t EmptySse2(const void* bucket) {
   const __m128i* p = static_cast<const __m128i*>(bucket);
@@ -84,11 +70,6 @@ inline uint32_t EmptySse2(const void* bucket) {
   return static_cast<uint32_t>((r0_r1 >> 2) | ((r2_r4 & 7) << 2));
 }
 
-inline uint32_t OrLanes(__m128i v) {
-  v = _mm_or_si128(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 0, 3, 2)));
-  v = _mm_or_si128(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 3, 0, 1)));
-  return static_cast<uint32_t>(_mm_cvtsi128_si32(v));
-}
 }  // namespace
 
 uint64_t KeyIndex::BucketsFor(uint64_t expected) {
@@ -337,96 +318,15 @@ bool KeyIndex::Erase(int64_t key) {
   return false;
 }
 
-// The batch lookups, one variant per ISA. Each keeps the buckets of key i + kAhead located (in a
-// ring) and prefetched while key i is matched; the match has no data-dependent branch, so the
-// core also runs ahead on its own. What limits the loop is how many loads wait on lines still in
-// flight. Measured on uniform keys of a 10M-key index (one run, ns per key): a scalar match (20
-// such loads per key) 34, SSE2 (8) 15, AVX2 (4) 13.5, reading the two lines raw 8-11; the linear
-// probing this replaced 22-25. 32 ahead beat 16 by ~15%; 64 and 128 were no better.
-namespace {
-constexpr size_t kFindAhead = 32;
-}  // namespace
-
-#define RECSDK_KEY_INDEX_FIND_BATCH_LOOP(MATCH)                          \
-  do {                                                                   \
-    Place ring[kFindAhead];                                              \
-    for (size_t i = 0; i < std::min(n, kFindAhead); ++i) {               \
-      ring[i] = Locate(keys[i]);                                         \
-      Prefetch(ring[i]);                                                 \
-    }                                                                    \
-    for (size_t i = 0; i < n; ++i) {                                     \
-      const Place p = ring[i % kFindAhead];                              \
-      if (i + kFindAhead < n) {                                          \
-        ring[i % kFindAhead] = Locate(keys[i + kFindAhead]);             \
-        Prefetch(ring[i % kFindAhead]);                                  \
-      }                                                                  \
-      const Bucket& x = buckets_[p.b1];                                  \
-      rows[i] = Resolved(MATCH(x, buckets_[p.b2], keys[i]), x, keys[i]); \
-    }                                                                    \
-  } while (false)
-
-template <>
-void KeyIndex::FindBatchIsa<Isa::kBaseline>(const int64_t* keys, size_t n, uint32_t* rows) const {
-  // The SSE2 match of FindIn (every x86-64 has it).
-  auto match = [](const Bucket& x, const Bucket& y, int64_t key) {
-    const __m128i k = _mm_set1_epi64x(key);
-    return OrLanes(_mm_or_si128(MatchSse2(&x, k), MatchSse2(&y, k)));
-  };
-  RECSDK_KEY_INDEX_FIND_BATCH_LOOP(match);
-}
-
-#ifndef RECSDK_NO_ISA_VARIANTS
-// GCC takes `#pragma GCC target`; clang (fuzz builds) ignores it and takes the same target through
-// `#pragma clang attribute`, so both compilers build the AVX2 variant.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2")
-#endif
-// AVX2: two 32-byte loads per bucket, keys 0-3, then [k4 lo, k4 hi, r0, r1, r2, r3, r4, flags];
-// the same moves as SSE2 on twice the width. (On the machine these were measured on, a Zen 5
-// with AVX-512, this variant ran as fast as any AVX-512 form tried, so AVX-512 CPUs use it too.)
-namespace {
-inline __m256i MatchAvx2(const void* bucket, __m256i key) {
-  const __m256i* p = static_cast<const __m256i*>(bucket);
-  const __m256i tail = _mm256_load_si256(p + 1);
-  const __m256i eq_keys = _mm256_cmpeq_epi64(_mm256_load_si256(p), key);  // lanes 0..3
-  const __m256i eq_tail = _mm256_cmpeq_epi64(tail, key);                  // lane 0: key 4
-  const __m256i on_rows = _mm256_blend_epi32(
-      _mm256_permutevar8x32_epi32(eq_keys, _mm256_setr_epi32(0, 0, 0, 2, 4, 6, 0, 0)),
-      _mm256_permutevar8x32_epi32(eq_tail, _mm256_setzero_si256()), 0x40);
-  const __m256i row_lanes = _mm256_setr_epi32(0, 0, -1, -1, -1, -1, -1, 0);
-  return _mm256_and_si256(_mm256_and_si256(on_rows, row_lanes),
-                          _mm256_add_epi32(tail, _mm256_set1_epi32(1)));
-}
-}  // namespace
-
-template <>
-void KeyIndex::FindBatchIsa<Isa::kAvx2>(const int64_t* keys, size_t n, uint32_t* rows) const {
-  auto match = [](const Bucket& x, const Bucket& y, int64_t key) {
-    const __m256i k = _mm256_set1_epi64x(key);
-    const __m256i v = _mm256_or_si256(MatchAvx2(&x, k), MatchAvx2(&y, k));
-    return OrLanes(_mm_or_si128(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
-  };
-  RECSDK_KEY_INDEX_FIND_BATCH_LOOP(match);
-}
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
-#endif  // RECSDK_NO_ISA_VARIANTS
-
-#undef RECSDK_KEY_INDEX_FIND_BATCH_LOOP
-
+// The batch lookups' ISA variants (key_index_isa.cc). AVX-512 CPUs run the AVX2 build: on the
+// machine these were measured on, a Zen 5 with AVX-512, it ran as fast as any AVX-512 form tried.
 void KeyIndex::FindBatchFor(Isa isa, const int64_t* keys, size_t n, uint32_t* rows) const {
 #ifndef RECSDK_NO_ISA_VARIANTS
-  if (isa != Isa::kBaseline) return FindBatchIsa<Isa::kAvx2>(keys, n, rows);
+  if (isa != Isa::kBaseline) return recsdk_key_index_isa_avx2_find_batch(this, keys, n, rows);
 #else
   (void)isa;
 #endif
-  FindBatchIsa<Isa::kBaseline>(keys, n, rows);
+  recsdk_key_index_isa_baseline_find_batch(this, keys, n, rows);
 }
 
 void KeyIndex::FindBatch(const int64_t* keys, size_t n, uint32_t* rows) const {

@@ -125,8 +125,8 @@ class KeyIndex {
   }
 
  private:
-  template <Isa kIsa>
-  void FindBatchIsa(const int64_t* keys, size_t n, uint32_t* rows) const;
+  // The batch lookup of each ISA variant (key_index_isa.cc) walks the buckets.
+  friend struct KeyIndexFindBatch;
 
   // Bucket: one cache line. An entry j is live when rows[j] != kEmpty; the key of an empty entry
   // is left as it was and never read on its own.

@@ -2,14 +2,14 @@
 #include "absl/container/flat_hash_set.h"
 #include "fmt/format.h"
 #include "src/common/status_macros.h"
+#include "src/table/eviction.h"
 #include "src/table/table_impl.h"
 
 namespace recsdk::internal {
 
 StatusOr<int64_t> TableImpl::EvictStale() {
   if (!evicting_) return NoEviction();
-  if (data_time_ == std::numeric_limits<int64_t>::min()) return 0;
-  return EvictLastAccessedAtOrBefore(data_time_ - config_.eviction_threshold);
+  return EvictStaleKeys(*this);
 }
 
 Status TableImpl::NoEviction() const {

@@ -13,7 +13,7 @@
 #include "fmt/format.h"
 #include "recsdk/initialize.h"
 #include "recsdk/recsdk.h"
-#include "src/estimator/initialize_internal.h"
+#include "src/session/initialize_internal.h"
 
 namespace recsdk {
 namespace {

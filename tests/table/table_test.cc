@@ -25,6 +25,7 @@
 #include "src/common/hash.h"
 #include "src/common/random.h"
 #include "src/table/dedup.h"
+#include "src/table/eviction.h"
 #include "src/table/npy.h"
 #include "src/table/table_impl.h"
 
@@ -461,6 +462,37 @@ TEST(TableTest, EvictHookTriggersBySteps) {
   EXPECT_EQ(*by_time.AfterStep(1, tables), 0);
   Resolve(*t, {3}, LookupMode::kTrain, {150});
   EXPECT_EQ(*by_time.AfterStep(2, tables), 1);  // key 2 (t=10) goes
+}
+
+// The one rule of stale eviction (eviction.h), with batches in flight (what the key stage's
+// tables pass): keys last accessed at or after in_flight_from stay, the rest goes as EvictStale
+// decides; with nothing in flight it evicts exactly what EvictStale evicts.
+TEST(TableTest, EvictStaleKeysKeepsTheKeysOfBatchesInFlight) {
+  TableConfig c = Config();
+  c.access_threshold = 0;
+  c.eviction_threshold = 5;
+  auto make = [&] {
+    auto t = Make(c);
+    Resolve(*t, {1, 2, 3}, LookupMode::kTrain, {0, 10, 20});
+    Resolve(*t, {4}, LookupMode::kTrain, {100});  // data time 100: keys 1-3 are stale
+    return t;
+  };
+  auto a = make(), b = make(), reference = make();
+  EXPECT_EQ(*internal::EvictStaleKeys(*a, /*in_flight_from=*/10), 1);
+  EXPECT_EQ(a->FindRow(1), EmbeddingTable::kDefaultRow);  // before the oldest batch: goes
+  EXPECT_NE(a->FindRow(2), EmbeddingTable::kDefaultRow);  // a batch at 10 may use it: stays
+  EXPECT_NE(a->FindRow(3), EmbeddingTable::kDefaultRow);
+  EXPECT_EQ(*internal::EvictStaleKeys(*b), 3);
+  EXPECT_EQ(*reference->EvictStale(), 3);
+  for (int64_t key : {1, 2, 3, 4}) {
+    EXPECT_EQ(b->FindRow(key), reference->FindRow(key)) << key;
+  }
+  EXPECT_EQ(internal::StaleCutoff(std::numeric_limits<int64_t>::min(), 5), std::nullopt);
+  EXPECT_EQ(internal::StaleCutoff(100, 5), 95);
+  EXPECT_EQ(internal::StaleCutoff(100, 5, /*in_flight_from=*/10), 9);
+  auto disabled = Make(Config());
+  EXPECT_EQ(internal::EvictStaleKeys(*disabled).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(TableTest, FullTableIsResourceExhaustedNamingTheTable) {

@@ -6,10 +6,9 @@
 // follows DenseAdamReference / DenseAdagradReference operation by operation with no fused
 // multiply-add (sqrt, divide, multiply and add are correctly rounded), so every variant is bitwise
 // equal to them (tests/device/cpu/dense_update_kernels_test.cc).
-#include <immintrin.h>
-
 #include <cstdint>
 
+#include "src/common/simd_f32.h"
 #include "src/device/cpu/dense_update_kernels.h"
 
 // No fused multiply-add anywhere: the variants must round like the reference twins. This file is
@@ -30,43 +29,7 @@
 
 namespace {
 
-#if defined(__AVX512F__)
-using V = __m512;
-constexpr int kW = 16;
-inline V Load(const float* p) { return _mm512_loadu_ps(p); }
-inline void Store(float* p, V v) { _mm512_storeu_ps(p, v); }
-inline V Set1(float x) { return _mm512_set1_ps(x); }
-inline V Add(V a, V b) { return _mm512_add_ps(a, b); }
-inline V Sub(V a, V b) { return _mm512_sub_ps(a, b); }
-inline V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
-inline V Div(V a, V b) { return _mm512_div_ps(a, b); }
-inline V Sqrt(V a) { return _mm512_sqrt_ps(a); }
-#elif defined(__AVX2__)
-using V = __m256;
-constexpr int kW = 8;
-inline V Load(const float* p) { return _mm256_loadu_ps(p); }
-inline void Store(float* p, V v) { _mm256_storeu_ps(p, v); }
-inline V Set1(float x) { return _mm256_set1_ps(x); }
-inline V Add(V a, V b) { return _mm256_add_ps(a, b); }
-inline V Sub(V a, V b) { return _mm256_sub_ps(a, b); }
-inline V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
-inline V Div(V a, V b) { return _mm256_div_ps(a, b); }
-inline V Sqrt(V a) { return _mm256_sqrt_ps(a); }
-#else
-using V = __m128;
-constexpr int kW = 4;
-inline V Load(const float* p) { return _mm_loadu_ps(p); }
-inline void Store(float* p, V v) { _mm_storeu_ps(p, v); }
-inline V Set1(float x) { return _mm_set1_ps(x); }
-inline V Add(V a, V b) { return _mm_add_ps(a, b); }
-inline V Sub(V a, V b) { return _mm_sub_ps(a, b); }
-inline V Mul(V a, V b) { return _mm_mul_ps(a, b); }
-inline V Div(V a, V b) { return _mm_div_ps(a, b); }
-inline V Sqrt(V a) { return _mm_sqrt_ps(a); }
-#endif
-
-// Scalar sqrt for tails: the SSE instruction, no errno path.
-inline float SqrtS(float x) { return _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(x))); }
+using namespace recsdk::internal::simd;  // NOLINT: the vector of this file's ISA
 
 void AdamImpl(float* __restrict w, float* __restrict m, float* __restrict v,
               const float* __restrict g, int64_t n, const recsdk::internal::AdamParams& p) {

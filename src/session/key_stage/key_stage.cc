@@ -63,6 +63,7 @@
 #include "src/session/session_resources.h"
 #include "src/session/table_ops.h"
 #include "src/table/collective_table.h"
+#include "src/table/eviction.h"
 #include "src/table/forwarding_table.h"
 
 namespace recsdk {
@@ -74,31 +75,21 @@ using internal::LookupBatch;
 using internal::TableKeyWork;
 using internal::TableResource;
 
-// ProtectedEvictTable: forwards to a table, but EvictStale never evicts keys last accessed at
-// or after `protect_from` (the oldest time of a batch in flight). Lets EvictHook's trigger logic
-// run unchanged on the key stage's tables.
-class ProtectedEvictTable final : public internal::ForwardingTable {
+// InFlightEvictTable: a table whose EvictStale keeps the keys last accessed at or after
+// `in_flight_from` (the oldest data time of the stage's batches in flight), so that EvictHook's
+// trigger runs unchanged on the key stage's tables. The rule is EvictStaleKeys' (eviction.h), the
+// one every EvictStale runs.
+class InFlightEvictTable final : public internal::ForwardingTable {
  public:
-  ProtectedEvictTable(EmbeddingTable* inner, bool protect, int64_t protect_from)
-      : ForwardingTable(inner), protect_(protect), protect_from_(protect_from) {}
+  InFlightEvictTable(EmbeddingTable* inner, int64_t in_flight_from)
+      : ForwardingTable(inner), in_flight_from_(in_flight_from) {}
 
   StatusOr<int64_t> EvictStale() override {
-    const int64_t now = inner()->data_time();
-    if (config().eviction_threshold < 0 || now == std::numeric_limits<int64_t>::min()) {
-      return inner()->EvictStale();
-    }
-    int64_t cutoff = now - config().eviction_threshold;
-    if (protect_) cutoff = std::min(cutoff, protect_from_ - 1);
-    return inner()->EvictLastAccessedAtOrBefore(cutoff);
-  }
-  StatusOr<int64_t> EvictLastAccessedAtOrBefore(int64_t cutoff) override {
-    if (protect_) cutoff = std::min(cutoff, protect_from_ - 1);
-    return inner()->EvictLastAccessedAtOrBefore(cutoff);
+    return internal::EvictStaleKeys(*inner(), in_flight_from_);
   }
 
  private:
-  bool protect_;
-  int64_t protect_from_;
+  int64_t in_flight_from_;
 };
 
 struct LookupPlan {
@@ -772,24 +763,21 @@ StatusOr<int64_t> KeyStage::AfterStep(EvictHook& hook, int64_t global_step) {
   // No Resolve may run while rows are freed.
   std::vector<internal::TableGuard> locked;
   for (TableResource* r : s.all_tables) locked.push_back(r->table()->LockAll());
-  std::vector<std::unique_ptr<ProtectedEvictTable>> wrapped;
+  // The keys of batches in flight stay: per table, the oldest data time of those batches.
+  std::vector<std::unique_ptr<InFlightEvictTable>> wrapped;
   std::vector<EmbeddingTable*> tables;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     for (size_t i = 0; i < s.all_tables.size(); ++i) {
       TableResource* r = s.all_tables[i];
-      bool protect = false;
-      int64_t oldest = std::numeric_limits<int64_t>::max();
+      int64_t oldest = internal::kNothingInFlight;
       for (TablePlan& t : s.tables) {
         if (t.resource != r) continue;
         // Batches already consumed have run their step; only later ones are in flight.
         t.inflight_time.erase(t.inflight_time.begin(), t.inflight_time.lower_bound(s.next_consume));
-        for (const auto& [seq, time] : t.inflight_time) {
-          protect = true;
-          oldest = std::min(oldest, time);
-        }
+        for (const auto& [seq, time] : t.inflight_time) oldest = std::min(oldest, time);
       }
-      wrapped.push_back(std::make_unique<ProtectedEvictTable>(locked[i].get(), protect, oldest));
+      wrapped.push_back(std::make_unique<InFlightEvictTable>(locked[i].get(), oldest));
       tables.push_back(wrapped.back().get());
     }
   }

@@ -1,4 +1,4 @@
-// Tests of init's settings that take effect on the graph (src/estimator/initialize.cc with
+// Tests of init's settings that take effect on the graph (src/session/initialize.cc with
 // src/session/embedding.cc): use_dynamic becomes the default of the lookups and
 // use_dynamic_expansion the setting of the tables made while init is in effect.
 #include "recsdk/initialize.h"

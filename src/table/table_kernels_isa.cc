@@ -1,56 +1,39 @@
-// table_kernels_body.inc: the sparse optimizers' batch update loops, included by table_kernels.cc
-// once per instruction set: plainly (baseline: SSE2) and under `#pragma GCC target` for AVX2 and
-// AVX-512, each inside its own namespace RECSDK_TK_NS with RECSDK_TK_WIDTH floats per vector. (Not
-// an *_isa.cc file: the lower-layer test and benchmark targets link only the components' compiled
-// objects, not the localised ISA objects that convention produces, so table/ keeps its variants in
-// one object.)
+// table_kernels_isa.cc: the sparse optimizers' batch update loops, compiled once per instruction
+// set like every *_isa.cc file: plainly (baseline SSE2, 4 floats a vector) and with
+// RECSDK_ISA_SUFFIX=avx2 / avx512 and their -m flags (8 / 16 floats), keeping only the suffixed
+// entry points global (cmake/RecsdkOptions.cmake); table_kernels.cc holds the dispatch table.
 //
 // Each entry point walks a batch of rows (by row id in a slab, or by address), prefetching rows
 // ahead for writing, and applies one optimizer step per row with explicit vector sqrt and divide.
 // The arithmetic is the reference kernels' (src/table/sparse_optimizers.cc) operation by operation,
 // with no fused multiply-add: sqrt, divide, multiply and add are correctly rounded, so every
 // variant is bitwise equal to the reference twin (tests/table/table_kernels_test.cc checks it).
-// No include guard: included several times on purpose.
+#include <cstddef>
+#include <cstdint>
 
-namespace RECSDK_TK_NS {
+#include "src/common/prefetch.h"
+#include "src/common/simd_f32.h"
 
-#if RECSDK_TK_WIDTH == 16
-using V = __m512;
-constexpr int kW = 16;
-inline V Load(const float* p) { return _mm512_loadu_ps(p); }
-inline void Store(float* p, V v) { _mm512_storeu_ps(p, v); }
-inline V Set1(float x) { return _mm512_set1_ps(x); }
-inline V Add(V a, V b) { return _mm512_add_ps(a, b); }
-inline V Sub(V a, V b) { return _mm512_sub_ps(a, b); }
-inline V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
-inline V Div(V a, V b) { return _mm512_div_ps(a, b); }
-inline V Sqrt(V a) { return _mm512_sqrt_ps(a); }
-#elif RECSDK_TK_WIDTH == 8
-using V = __m256;
-constexpr int kW = 8;
-inline V Load(const float* p) { return _mm256_loadu_ps(p); }
-inline void Store(float* p, V v) { _mm256_storeu_ps(p, v); }
-inline V Set1(float x) { return _mm256_set1_ps(x); }
-inline V Add(V a, V b) { return _mm256_add_ps(a, b); }
-inline V Sub(V a, V b) { return _mm256_sub_ps(a, b); }
-inline V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
-inline V Div(V a, V b) { return _mm256_div_ps(a, b); }
-inline V Sqrt(V a) { return _mm256_sqrt_ps(a); }
+// No fused multiply-add anywhere: the variants must round like the reference twin. This file is
+// compiled alone (per-source options keep it out of unity batches), so the pragma stays here.
+#if defined(__clang__)
+#pragma clang fp contract(off)
 #else
-using V = __m128;
-constexpr int kW = 4;
-inline V Load(const float* p) { return _mm_loadu_ps(p); }
-inline void Store(float* p, V v) { _mm_storeu_ps(p, v); }
-inline V Set1(float x) { return _mm_set1_ps(x); }
-inline V Add(V a, V b) { return _mm_add_ps(a, b); }
-inline V Sub(V a, V b) { return _mm_sub_ps(a, b); }
-inline V Mul(V a, V b) { return _mm_mul_ps(a, b); }
-inline V Div(V a, V b) { return _mm_div_ps(a, b); }
-inline V Sqrt(V a) { return _mm_sqrt_ps(a); }
+#pragma GCC optimize("fp-contract=off")
 #endif
 
-// Scalar sqrt for tails: the SSE instruction, no errno path (arguments are never negative).
-inline float SqrtS(float x) { return _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(x))); }
+#define RECSDK_TK_CAT3_INNER(a, b, c) a##b##c
+#define RECSDK_TK_CAT3(a, b, c) RECSDK_TK_CAT3_INNER(a, b, c)
+#ifdef RECSDK_ISA_SUFFIX
+#define RECSDK_TABLE_KERNEL(name) \
+  RECSDK_TK_CAT3(recsdk_table_kernels_isa_, RECSDK_ISA_SUFFIX, _##name)
+#else
+#define RECSDK_TABLE_KERNEL(name) RECSDK_TK_CAT3(recsdk_table_kernels_isa_, baseline, _##name)
+#endif
+
+namespace {
+
+using namespace recsdk::internal::simd;  // NOLINT: the vector of this file's ISA
 
 // Rows prefetched ahead of the one being updated: with 2-3 lines per row this keeps ~32-48 lines
 // in flight, enough to cover DRAM latency on one core.
@@ -175,32 +158,43 @@ struct ByAddr {
   float* operator()(int64_t i) const { return addrs[i]; }
 };
 
+}  // namespace
+
+extern "C" {
+
 // *_rows: rows[i] < kFirstSentinel is at base + rows[i] * row_bytes; sentinels are skipped.
 // *_addrs: addrs[i] is a row's address; nullptr is skipped. grads is [n, dim].
-void SgdRows(char* base, int64_t row_bytes, const uint32_t* rows, int64_t n, const float* grads,
-             int64_t dim, float lr, float wd) {
+void RECSDK_TABLE_KERNEL(sgd_rows)(char* base, int64_t row_bytes, const uint32_t* rows, int64_t n,
+                                   const float* grads, int64_t dim, float lr, float wd) {
   Walk(ById{base, row_bytes, rows}, n, grads, dim, row_bytes, Sgd{dim, lr, wd});
 }
-void SgdAddrs(float* const* addrs, int64_t row_bytes, int64_t n, const float* grads, int64_t dim,
-              float lr, float wd) {
+void RECSDK_TABLE_KERNEL(sgd_addrs)(float* const* addrs, int64_t row_bytes, int64_t n,
+                                    const float* grads, int64_t dim, float lr, float wd) {
   Walk(ByAddr{addrs}, n, grads, dim, row_bytes, Sgd{dim, lr, wd});
 }
-void AdagradRows(char* base, int64_t row_bytes, const uint32_t* rows, int64_t n, const float* grads,
-                 int64_t dim, float lr, float eps, float wd) {
+void RECSDK_TABLE_KERNEL(adagrad_rows)(char* base, int64_t row_bytes, const uint32_t* rows,
+                                       int64_t n, const float* grads, int64_t dim, float lr,
+                                       float eps, float wd) {
   Walk(ById{base, row_bytes, rows}, n, grads, dim, row_bytes, Adagrad{dim, lr, eps, wd});
 }
-void AdagradAddrs(float* const* addrs, int64_t row_bytes, int64_t n, const float* grads,
-                  int64_t dim, float lr, float eps, float wd) {
+void RECSDK_TABLE_KERNEL(adagrad_addrs)(float* const* addrs, int64_t row_bytes, int64_t n,
+                                        const float* grads, int64_t dim, float lr, float eps,
+                                        float wd) {
   Walk(ByAddr{addrs}, n, grads, dim, row_bytes, Adagrad{dim, lr, eps, wd});
 }
-void LazyAdamRows(char* base, int64_t row_bytes, const uint32_t* rows, int64_t n,
-                  const float* grads, int64_t dim, float b1, float b2, float eps, float lr_t,
-                  float wd) {
+void RECSDK_TABLE_KERNEL(lazy_adam_rows)(char* base, int64_t row_bytes, const uint32_t* rows,
+                                         int64_t n, const float* grads, int64_t dim, float b1,
+                                         float b2, float eps, float lr_t, float wd) {
   Walk(ById{base, row_bytes, rows}, n, grads, dim, row_bytes, LazyAdam{dim, b1, b2, eps, lr_t, wd});
 }
-void LazyAdamAddrs(float* const* addrs, int64_t row_bytes, int64_t n, const float* grads,
-                   int64_t dim, float b1, float b2, float eps, float lr_t, float wd) {
+void RECSDK_TABLE_KERNEL(lazy_adam_addrs)(float* const* addrs, int64_t row_bytes, int64_t n,
+                                          const float* grads, int64_t dim, float b1, float b2,
+                                          float eps, float lr_t, float wd) {
   Walk(ByAddr{addrs}, n, grads, dim, row_bytes, LazyAdam{dim, b1, b2, eps, lr_t, wd});
 }
 
-}  // namespace RECSDK_TK_NS
+}  // extern "C"
+
+#undef RECSDK_TABLE_KERNEL
+#undef RECSDK_TK_CAT3
+#undef RECSDK_TK_CAT3_INNER

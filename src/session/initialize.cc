@@ -22,7 +22,7 @@
 #include "recsdk/initialize.h"
 #include "src/common/logging.h"
 #include "src/common/status_macros.h"
-#include "src/estimator/initialize_internal.h"
+#include "src/session/initialize_internal.h"
 #include "src/session/key_stage/key_stage_registry.h"
 
 namespace recsdk {

@@ -1,6 +1,6 @@
 // initialize_internal.h: the pure parts of init's CPU binding, exposed for tests.
-#ifndef RECSDK_ESTIMATOR_INITIALIZE_INTERNAL_H_
-#define RECSDK_ESTIMATOR_INITIALIZE_INTERNAL_H_
+#ifndef RECSDK_SESSION_INITIALIZE_INTERNAL_H_
+#define RECSDK_SESSION_INITIALIZE_INTERNAL_H_
 
 #include <vector>
 
@@ -15,4 +15,4 @@ std::vector<int> CpusForLocalRank(const std::vector<std::vector<int>>& numa_node
 
 }  // namespace recsdk::internal
 
-#endif  // RECSDK_ESTIMATOR_INITIALIZE_INTERNAL_H_
+#endif  // RECSDK_SESSION_INITIALIZE_INTERNAL_H_
