@@ -56,7 +56,7 @@ CC="${cc}" CXX="${cxx}" cmake -S "${root}" -B "${build}" "${generator[@]}" \
   -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" \
   -DRECSDK_PIPELINE_FUZZ=ON -DRECSDK_WERROR=OFF -DRECSDK_UNITY_BUILD="${RECSDK_FUZZ_UNITY:-OFF}" \
   -DRECSDK_TEST_OPT="${RECSDK_FUZZ_TEST_OPT:-}" \
-  "${linker[@]}" -DRECSDK_BUILD_BENCHMARKS=OFF -DRECSDK_BUILD_SAMPLES=OFF >/dev/null
+  "${linker[@]}" -DRECSDK_BUILD_BENCHMARKS=OFF -DRECSDK_BUILD_SAMPLES=OFF -DRECSDK_CUDA=OFF >/dev/null
 # intercept_tls_get_addr=0 for every run under ASan: clang 14's runtime (Debian 12; fixed in LLVM
 # 17) takes a dynamic TLS block that happens to start 16 bytes into a page for a pre-2.25 glibc
 # header and reads the two words before it, so LeakSanitizer's tracer can die at exit
