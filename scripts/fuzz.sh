@@ -50,6 +50,8 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 # (RECSDK_FUZZ_TEST_OPT=-O0: 2x faster to compile under ASan + UBSan, and a test's run time is
 # the library's, which stays at -O1). lld, when present, links the ~70 instrumented test
 # binaries 2-3x faster than GNU ld.
+# The CUDA backend stays out (-DRECSDK_CUDA=OFF): nvcc's objects carry no sanitizer or coverage
+# instrumentation, and the Release tree already compiles it.
 linker=()
 command -v ld.lld >/dev/null && linker=(-DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld)
 CC="${cc}" CXX="${cxx}" cmake -S "${root}" -B "${build}" "${generator[@]}" \
