@@ -112,6 +112,23 @@ __global__ void ReduceColumnsKernel(bool mean, const float* x, int64_t outer, in
   }
 }
 
+// ReduceRowsKernel: one warp per output for contiguous rows (inner = 1): lane l sums
+// a = l, l + 32, ... in order, then the warp adds the 32 lane sums as a fixed butterfly.
+__global__ void ReduceRowsKernel(bool mean, const float* x, int64_t rows, int64_t axis,
+                                 float* out) {
+  const int64_t warps = GridStride() / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (int64_t r = GlobalIndex() / 32; r < rows; r += warps) {
+    const float* p = x + r * axis;
+    float acc = 0.0f;
+    for (int64_t a = lane; a < axis; a += 32) acc += p[a];
+    for (int offset = 16; offset > 0; offset /= 2) {
+      acc += __shfl_down_sync(0xffffffffu, acc, offset);
+    }
+    if (lane == 0) out[r] = mean ? acc / static_cast<float>(axis) : acc;  // axis >= 32
+  }
+}
+
 // ReduceBlockKernel: one block per output (o, i) for long axes: thread t sums a = t, t + 256, ...
 // in order, then the block adds the 256 partial sums as a fixed tree.
 __global__ void ReduceBlockKernel(bool mean, const float* x, int64_t outer, int64_t axis,
@@ -346,9 +363,12 @@ int Reduce(void* stream, bool mean, const float* x, int64_t outer, int64_t axis,
            float* out) {
   const int64_t n = outer * inner;
   if (n == 0) return 0;
-  // Many outputs or a short axis: a thread per output. Few outputs over a long axis: a block per
-  // output (a thread per output would leave the GPU idle).
-  if (axis < 256 || n >= 4096) {
+  // Many outputs or a short axis: a thread per output (a warp per output for contiguous rows).
+  // Few outputs over a long axis: a block per output (a thread each would leave the GPU idle).
+  if (inner == 1 && axis >= 32 && n >= 64) {
+    // Rows of a matrix (a per-row sum): a warp per row reads it coalesced.
+    ReduceRowsKernel<<<Blocks(n * 32), kThreads, 0, S(stream)>>>(mean, x, n, axis, out);
+  } else if (axis < 256 || n >= 4096) {
     ReduceColumnsKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(mean, x, outer, axis, inner, out);
   } else {
     const unsigned blocks = static_cast<unsigned>(n < (1 << 20) ? n : (1 << 20));

@@ -351,6 +351,7 @@ TEST_F(CudaKernelTest, ReduceSumAndMeanMatchCpu) {
                                                      {{513, 33}, 0},
                                                      {{7, 1000}, 1},
                                                      {{2048, 3}, 1},
+                                                     {{4096, 100}, 1},
                                                      {{3, 9, 4096}, 1}}) {
     Shape shape;
     int64_t total = 1;
