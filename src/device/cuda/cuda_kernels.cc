@@ -323,6 +323,29 @@ Status SparseApply(Stream& stream, const SparseOptimizerConfig& config, int64_t 
                   "SparseApply");
 }
 
+Status DenseSgd(Stream& stream, float* w, const float* g, int64_t n, float lr) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("DenseSgd", {{"n", n}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers("DenseSgd", n == 0, {{"w", w}, {"g", g}}));
+  return Launched(launch::DenseSgd(stream.native(), w, g, n, lr), "DenseSgd");
+}
+
+Status DenseAdagrad(Stream& stream, float* w, float* acc, const float* g, int64_t n, float lr,
+                    float eps) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("DenseAdagrad", {{"n", n}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers("DenseAdagrad", n == 0, {{"w", w}, {"acc", acc}, {"g", g}}));
+  return Launched(launch::DenseAdagrad(stream.native(), w, acc, g, n, lr, eps), "DenseAdagrad");
+}
+
+Status DenseAdam(Stream& stream, float* w, float* m, float* v, const float* g, int64_t n,
+                 const DenseAdamStep& p) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("DenseAdam", {{"n", n}}));
+  RECSDK_RETURN_IF_ERROR(
+      CheckPointers("DenseAdam", n == 0, {{"w", w}, {"m", m}, {"v", v}, {"g", g}}));
+  return Launched(launch::DenseAdam(stream.native(), w, m, v, g, n, p.b1, p.b2, p.c1, p.c2, p.eps,
+                                    p.lr_t, p.decay, p.weight_decay),
+                  "DenseAdam");
+}
+
 Status CopyKernel(Stream& stream, const void* in, void* out, int64_t bytes) {
   if (bytes < 0 || bytes % 16 != 0) {
     return Bad("CopyKernel", fmt::format("bytes is {}; pass a multiple of 16", bytes));

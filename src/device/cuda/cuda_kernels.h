@@ -12,6 +12,7 @@
 //   GatherRows                the table's row lookup
 //   SegmentSum                AggregateGradients (src/table/dedup.h)
 //   SparseApply               RowUpdater::Apply (src/table/sparse_optimizers.cc)
+//   DenseSgd/Adagrad/Adam     ApplyGradientDescent, DenseAdagradReference, DenseAdamReference
 // The elementwise, loss and optimizer kernels are compiled without fused multiply-adds, as the
 // CPU code is, so they round the same way; exp/log/pow come from CUDA's libdevice (within 2 ulp
 // of the C library's), so the tests compare with tolerances.
@@ -143,6 +144,22 @@ StatusOr<SegmentCsr> BuildSegmentCsr(const std::vector<uint32_t>& restore_index,
 [[nodiscard]] Status SparseApply(Stream& stream, const SparseOptimizerConfig& config, int64_t step,
                                  const RowTable& table, const int64_t* rows, const float* grads,
                                  int64_t count);
+
+// DenseSgd: w[i] -= lr * g[i] (ApplyGradientDescent's loop).
+[[nodiscard]] Status DenseSgd(Stream& stream, float* w, const float* g, int64_t n, float lr);
+// DenseAdagrad: acc += g g; w -= (lr g) / (sqrt(acc) + eps) (DenseAdagradReference).
+[[nodiscard]] Status DenseAdagrad(Stream& stream, float* w, float* acc, const float* g, int64_t n,
+                                  float lr, float eps);
+// DenseAdamStep: ApplyAdam's constants for one step, each rounded to float as the CPU's
+// AdamParams holds them (src/device/cpu/dense_update_kernels.h).
+struct DenseAdamStep {
+  float b1 = 0.9f, b2 = 0.999f, c1 = 0.1f, c2 = 0.001f, eps = 1e-8f, lr_t = 0.0f, decay = 0.0f;
+  bool weight_decay = false;
+};
+// DenseAdam: if weight_decay, w -= decay w (decoupled); m = b1 m + c1 g; v = b2 v + (c2 g) g;
+// w -= (lr_t m) / (sqrt(v) + eps) (DenseAdamReference).
+[[nodiscard]] Status DenseAdam(Stream& stream, float* w, float* m, float* v, const float* g,
+                               int64_t n, const DenseAdamStep& step);
 
 // CopyKernel: out[i] = in[i] for `bytes` bytes with a plain vectorised copy kernel (not the copy
 // engine): the device-memory bandwidth yardstick the gather benchmark's roofline is measured

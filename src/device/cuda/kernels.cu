@@ -326,6 +326,35 @@ __global__ void SparseApplyKernel(OptimizerParams c, float* table, int64_t strid
   }
 }
 
+// The dense optimizers: ApplyGradientDescent (state_kernels.cc) and DenseAdagradReference /
+// DenseAdamReference (dense_update_kernels.cc), operation by operation.
+__global__ void DenseSgdKernel(float* w, const float* g, int64_t n, float lr) {
+  for (int64_t i = GlobalIndex(); i < n; i += GridStride()) w[i] -= lr * g[i];
+}
+
+__global__ void DenseAdagradKernel(float* w, float* acc, const float* g, int64_t n, float lr,
+                                   float eps) {
+  for (int64_t i = GlobalIndex(); i < n; i += GridStride()) {
+    const float a = acc[i] + g[i] * g[i];
+    acc[i] = a;
+    w[i] -= lr * g[i] / (sqrtf(a) + eps);
+  }
+}
+
+__global__ void DenseAdamKernel(float* w, float* m, float* v, const float* g, int64_t n, float b1,
+                                float b2, float c1, float c2, float eps, float lr_t, float decay,
+                                bool weight_decay) {
+  for (int64_t i = GlobalIndex(); i < n; i += GridStride()) {
+    float wi = w[i];
+    if (weight_decay) wi -= decay * wi;
+    const float mi = b1 * m[i] + c1 * g[i];
+    const float vi = b2 * v[i] + c2 * g[i] * g[i];
+    m[i] = mi;
+    v[i] = vi;
+    w[i] = wi - lr_t * mi / (sqrtf(vi) + eps);
+  }
+}
+
 __global__ void CopyKernel16(const int4* in, int4* out, int64_t n) {
   for (int64_t i = GlobalIndex(); i < n; i += GridStride()) out[i] = in[i];
 }
@@ -443,6 +472,27 @@ int SparseApply(void* stream, const OptimizerParams& params, float* table, int64
   if (count * dim == 0) return 0;
   SparseApplyKernel<<<Blocks(count * dim), kThreads, 0, S(stream)>>>(params, table, stride, dim,
                                                                      rows, grads, count);
+  return LastError();
+}
+
+int DenseSgd(void* stream, float* w, const float* g, int64_t n, float lr) {
+  if (n == 0) return 0;
+  DenseSgdKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(w, g, n, lr);
+  return LastError();
+}
+
+int DenseAdagrad(void* stream, float* w, float* acc, const float* g, int64_t n, float lr,
+                 float eps) {
+  if (n == 0) return 0;
+  DenseAdagradKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(w, acc, g, n, lr, eps);
+  return LastError();
+}
+
+int DenseAdam(void* stream, float* w, float* m, float* v, const float* g, int64_t n, float b1,
+              float b2, float c1, float c2, float eps, float lr_t, float decay, bool weight_decay) {
+  if (n == 0) return 0;
+  DenseAdamKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(w, m, v, g, n, b1, b2, c1, c2, eps, lr_t,
+                                                         decay, weight_decay);
   return LastError();
 }
 

@@ -52,6 +52,12 @@ int SegmentSum(void* stream, const float* grads, int64_t dim, const int32_t* off
                const int32_t* positions, int64_t num_segments, float* out);
 int SparseApply(void* stream, const OptimizerParams& params, float* table, int64_t stride,
                 int64_t dim, const int64_t* rows, const float* grads, int64_t count);
+int DenseSgd(void* stream, float* w, const float* g, int64_t n, float lr);
+int DenseAdagrad(void* stream, float* w, float* acc, const float* g, int64_t n, float lr,
+                 float eps);
+// DenseAdam: the constants as AdamParams (src/device/cpu/dense_update_kernels.h) holds them.
+int DenseAdam(void* stream, float* w, float* m, float* v, const float* g, int64_t n, float b1,
+              float b2, float c1, float c2, float eps, float lr_t, float decay, bool weight_decay);
 int CopyKernel(void* stream, const void* in, void* out, int64_t bytes);
 
 }  // namespace recsdk::cuda::launch

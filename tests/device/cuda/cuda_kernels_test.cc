@@ -20,6 +20,7 @@
 
 #include "recsdk/recsdk.h"
 #include "src/device/cpu/bf16_gemm.h"
+#include "src/device/cpu/dense_update_kernels.h"
 #include "src/device/cpu/gemm.h"
 #include "src/device/cpu/interaction_kernels.h"
 #include "src/device/cuda/cuda_runtime.h"
@@ -546,6 +547,51 @@ TEST_F(CudaKernelTest, SparseApplyRejectsATableWithoutRoomForSlots) {
                   {d.as<float>(), 8, 16, 16}, d.as<int64_t>(), d.as<float>(), 1);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   EXPECT_NE(st.message().find("table.stride 16"), std::string::npos) << st;
+}
+
+TEST_F(CudaKernelTest, DenseOptimizersMatchTheirReferenceTwins) {
+  const int64_t n = 10007;
+  const std::vector<float> w0 = Random(n, 40), g = Random(n, 41);
+  const std::vector<float> acc0 = Random(n, 42, 0.1f, 1.0f), m0 = Random(n, 43);
+  const std::vector<float> v0 = Random(n, 44, 0.0f, 0.5f);
+  // SGD: ApplyGradientDescent's loop, w -= lr * g.
+  std::vector<float> want = w0;
+  for (int64_t i = 0; i < n; ++i) want[static_cast<size_t>(i)] -= 0.05f * g[static_cast<size_t>(i)];
+  DeviceBuffer dw = Up(w0), dg = Up(g);
+  ASSERT_TRUE(DenseSgd(*stream_, dw.as<float>(), dg.as<float>(), n, 0.05f).ok());
+  EXPECT_EQ(Down<float>(dw, n), want);
+  // Adagrad.
+  std::vector<float> w = w0, acc = acc0;
+  internal::DenseAdagradReference(w.data(), acc.data(), g.data(), n, 0.1f, 1e-7f);
+  dw = Up(w0);
+  DeviceBuffer dacc = Up(acc0);
+  ASSERT_TRUE(
+      DenseAdagrad(*stream_, dw.as<float>(), dacc.as<float>(), dg.as<float>(), n, 0.1f, 1e-7f)
+          .ok());
+  ExpectNear(Down<float>(dw, n), w, 1e-7, 1e-9, "adagrad w");
+  ExpectNear(Down<float>(dacc, n), acc, 1e-7, 1e-9, "adagrad acc");
+  // Adam, with and without decoupled weight decay.
+  for (bool decay : {false, true}) {
+    internal::AdamParams p{};
+    p.b1 = 0.9f;
+    p.b2 = 0.999f;
+    p.c1 = static_cast<float>(1.0 - 0.9);
+    p.c2 = static_cast<float>(1.0 - 0.999);
+    p.eps = 1e-8f;
+    p.lr_t = 0.003f;
+    p.decay = 0.0001f;
+    p.weight_decay = decay;
+    std::vector<float> wa = w0, m = m0, v = v0;
+    internal::DenseAdamReference(wa.data(), m.data(), v.data(), g.data(), n, p);
+    DeviceBuffer dwa = Up(w0), dm = Up(m0), dv = Up(v0);
+    const DenseAdamStep step{p.b1, p.b2, p.c1, p.c2, p.eps, p.lr_t, p.decay, p.weight_decay};
+    ASSERT_TRUE(DenseAdam(*stream_, dwa.as<float>(), dm.as<float>(), dv.as<float>(), dg.as<float>(),
+                          n, step)
+                    .ok());
+    ExpectNear(Down<float>(dwa, n), wa, 1e-7, 1e-9, decay ? "adamw w" : "adam w");
+    ExpectNear(Down<float>(dm, n), m, 1e-7, 1e-9, "adam m");
+    ExpectNear(Down<float>(dv, n), v, 1e-7, 1e-9, "adam v");
+  }
 }
 
 // --- copies and swaps ---
