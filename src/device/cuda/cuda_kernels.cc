@@ -128,6 +128,75 @@ Status Binary(Stream& stream, BinaryOp op, const float* x, const float* y, float
   return Launched(launch::Binary(stream.native(), static_cast<int>(op), x, y, out, n), "Binary");
 }
 
+Status AddN(Stream& stream, const std::vector<const float*>& inputs, float* out, int64_t n) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("AddN", {{"n", n}}));
+  if (inputs.empty()) return Bad("AddN", "no inputs; pass at least one");
+  RECSDK_RETURN_IF_ERROR(CheckPointers("AddN", n == 0, {{"out", out}}));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (n > 0 && inputs[i] == nullptr) {
+      return Bad("AddN", fmt::format("input {} is null; pass device memory", i));
+    }
+  }
+  if (n == 0) return absl::OkStatus();
+  if (inputs.size() == 1) {
+    if (inputs[0] == out) return absl::OkStatus();
+    return CopyDeviceToDevice(stream, out, inputs[0], n * static_cast<int64_t>(sizeof(float)));
+  }
+  // One add per input, into out: the sum of the first k inputs is complete before input k + 1 is
+  // added, the CPU's left-to-right order. An input that aliases out after the first would read
+  // the partial sum: refused.
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    if (inputs[i] == out) {
+      return Bad("AddN", fmt::format("input {} aliases out; only the first input may", i));
+    }
+  }
+  RECSDK_RETURN_IF_ERROR(Launched(
+      launch::Binary(stream.native(), launch::kBinaryAdd, inputs[0], inputs[1], out, n), "AddN"));
+  for (size_t i = 2; i < inputs.size(); ++i) {
+    RECSDK_RETURN_IF_ERROR(Launched(
+        launch::Binary(stream.native(), launch::kBinaryAdd, out, inputs[i], out, n), "AddN"));
+  }
+  return absl::OkStatus();
+}
+
+Status ConcatColumns(Stream& stream, const std::vector<ConcatInput>& inputs, int64_t rows,
+                     float* out) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("ConcatColumns", {{"rows", rows}}));
+  int64_t total = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].cols < 0) {
+      return Bad("ConcatColumns",
+                 fmt::format("input {} has {} columns; pass a size >= 0", i, inputs[i].cols));
+    }
+    if (rows > 0 && inputs[i].cols > 0 && inputs[i].data == nullptr) {
+      return Bad("ConcatColumns", fmt::format("input {} is null; pass device memory", i));
+    }
+    total += inputs[i].cols;
+  }
+  RECSDK_RETURN_IF_ERROR(CheckSizes("ConcatColumns", {{"rows", rows}, {"total columns", total}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers("ConcatColumns", rows * total == 0, {{"out", out}}));
+  int64_t offset = 0;
+  for (const ConcatInput& in : inputs) {
+    if (rows > 0 && in.cols > 0) {
+      const size_t width = static_cast<size_t>(in.cols) * sizeof(float);
+      RECSDK_RETURN_IF_ERROR(CudaStatus(
+          cudaMemcpy2DAsync(out + offset, static_cast<size_t>(total) * sizeof(float), in.data,
+                            width, width, static_cast<size_t>(rows), cudaMemcpyDeviceToDevice,
+                            static_cast<cudaStream_t>(stream.native())),
+          "cuda::ConcatColumns (cudaMemcpy2DAsync)"));
+    }
+    offset += in.cols;
+  }
+  return absl::OkStatus();
+}
+
+Status Transpose2D(Stream& stream, const float* x, int64_t rows, int64_t cols, float* out) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("Transpose2D", {{"rows", rows}, {"cols", cols}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers("Transpose2D", rows * cols == 0, {{"x", x}, {"out", out}}));
+  if (x == out && rows * cols > 0) return Bad("Transpose2D", "x and out alias; pass another out");
+  return Launched(launch::Transpose2D(stream.native(), x, rows, cols, out), "Transpose2D");
+}
+
 Status BiasAdd(Stream& stream, const float* x, const float* bias, float* out, int64_t rows,
                int64_t cols, Activation activation) {
   RECSDK_RETURN_IF_ERROR(CheckSizes("BiasAdd", {{"rows", rows}, {"cols", cols}}));

@@ -7,6 +7,8 @@
 //   Gemm / GemmBatched        SgemmReference, Bf16GemmReference (src/device/cpu/*gemm.h)
 //   Binary, BiasAdd, Unary,   the CPU kernels of Add/Sub/Mul, BiasAdd, Relu/Sigmoid and their
 //   UnaryGrad, Reduce         gradients, ReduceSum/ReduceMean (src/device/cpu/math_kernels.cc)
+//   AddN, ConcatColumns,      AddN, Concat on axis 1, Transpose {1, 0} (CPU kernels in a Session)
+//   Transpose2D
 //   DotInteraction(Grad)      DotInteractionReference / DotInteractionGradReference
 //   SigmoidCrossEntropy(Grad) SigmoidCrossEntropyWithLogits and its gradient (nn_kernels.cc)
 //   GatherRows                the table's row lookup
@@ -60,6 +62,26 @@ enum class BinaryOp { kAdd, kSub, kMul };
 // Binary: out[i] = x[i] op y[i] for i < n (out may alias x or y).
 [[nodiscard]] Status Binary(Stream& stream, BinaryOp op, const float* x, const float* y, float* out,
                             int64_t n);
+
+// AddN: out = ((x0 + x1) + x2) + ... for the n-element inputs, summed left to right as the CPU's
+// AddN (the same bits). At least one input; out may alias the first.
+[[nodiscard]] Status AddN(Stream& stream, const std::vector<const float*>& inputs, float* out,
+                          int64_t n);
+
+// ConcatInput: one input of ConcatColumns: a [rows, cols] matrix, row-major and compact.
+struct ConcatInput {
+  const float* data = nullptr;
+  int64_t cols = 0;
+};
+// ConcatColumns: out [rows, sum of cols] = the inputs side by side (Concat on axis 1 of 2-D
+// tensors, what DLRM joins the dense vector and the interaction with). Strided copies on the
+// copy engine, no kernel.
+[[nodiscard]] Status ConcatColumns(Stream& stream, const std::vector<ConcatInput>& inputs,
+                                   int64_t rows, float* out);
+
+// Transpose2D: out [cols, rows] = x [rows, cols] transposed (Transpose with perm {1, 0}).
+[[nodiscard]] Status Transpose2D(Stream& stream, const float* x, int64_t rows, int64_t cols,
+                                 float* out);
 
 // Activation: what BiasAdd applies after the add (the fused Dense epilogue).
 enum class Activation { kNone, kRelu };

@@ -355,6 +355,28 @@ __global__ void DenseAdamKernel(float* w, float* m, float* v, const float* g, in
   }
 }
 
+// Transpose2DKernel: out[c, r] = x[r, c] through a 32 x 33 shared tile (the padding column keeps
+// the tile's column reads free of bank conflicts), so both the reads and the writes coalesce.
+constexpr int kTile = 32;
+__global__ void Transpose2DKernel(const float* x, int64_t rows, int64_t cols, float* out) {
+  __shared__ float tile[kTile][kTile + 1];
+  const int64_t tiles_c = (cols + kTile - 1) / kTile;
+  const int64_t tiles = tiles_c * ((rows + kTile - 1) / kTile);
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t r0 = (t / tiles_c) * kTile, c0 = (t % tiles_c) * kTile;
+    for (int k = threadIdx.y; k < kTile; k += blockDim.y) {
+      const int64_t r = r0 + k, c = c0 + threadIdx.x;
+      if (r < rows && c < cols) tile[k][threadIdx.x] = x[r * cols + c];
+    }
+    __syncthreads();
+    for (int k = threadIdx.y; k < kTile; k += blockDim.y) {
+      const int64_t c = c0 + k, r = r0 + threadIdx.x;
+      if (r < rows && c < cols) out[c * rows + r] = tile[threadIdx.x][k];
+    }
+    __syncthreads();
+  }
+}
+
 __global__ void CopyKernel16(const int4* in, int4* out, int64_t n) {
   for (int64_t i = GlobalIndex(); i < n; i += GridStride()) out[i] = in[i];
 }
@@ -493,6 +515,14 @@ int DenseAdam(void* stream, float* w, float* m, float* v, const float* g, int64_
   if (n == 0) return 0;
   DenseAdamKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(w, m, v, g, n, b1, b2, c1, c2, eps, lr_t,
                                                          decay, weight_decay);
+  return LastError();
+}
+
+int Transpose2D(void* stream, const float* x, int64_t rows, int64_t cols, float* out) {
+  if (rows * cols == 0) return 0;
+  const int64_t tiles = ((rows + kTile - 1) / kTile) * ((cols + kTile - 1) / kTile);
+  const unsigned blocks = static_cast<unsigned>(tiles < (1 << 20) ? tiles : (1 << 20));
+  Transpose2DKernel<<<blocks, dim3(kTile, 8), 0, S(stream)>>>(x, rows, cols, out);
   return LastError();
 }
 

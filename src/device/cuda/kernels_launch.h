@@ -58,6 +58,7 @@ int DenseAdagrad(void* stream, float* w, float* acc, const float* g, int64_t n, 
 // DenseAdam: the constants as AdamParams (src/device/cpu/dense_update_kernels.h) holds them.
 int DenseAdam(void* stream, float* w, float* m, float* v, const float* g, int64_t n, float b1,
               float b2, float c1, float c2, float eps, float lr_t, float decay, bool weight_decay);
+int Transpose2D(void* stream, const float* x, int64_t rows, int64_t cols, float* out);
 int CopyKernel(void* stream, const void* in, void* out, int64_t bytes);
 
 }  // namespace recsdk::cuda::launch

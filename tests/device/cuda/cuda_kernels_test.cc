@@ -271,6 +271,42 @@ TEST_F(CudaKernelTest, BinaryMatchesCpuAddSubMul) {
   }
 }
 
+TEST_F(CudaKernelTest, AddNConcatAndTransposeMatchCpu) {
+  const int64_t rows = 257, n = rows * 16;
+  const std::vector<float> a = Random(n, 50), b = Random(n, 51), c = Random(n, 52),
+                           d = Random(n, 53), e = Random(n, 54);
+  const std::vector<float> x1 = Random(rows * 13, 55), x2 = Random(rows * 351, 56);
+  CpuGraph cpu;
+  std::vector<Output> xs;
+  int k = 0;
+  for (const auto* v : {&a, &b, &c, &d, &e}) {
+    xs.push_back(cpu.Input("a" + std::to_string(k++), *v, Shape{rows, 16}));
+  }
+  Output o1 = cpu.Input("x1", x1, Shape{rows, 13}), o2 = cpu.Input("x2", x2, Shape{rows, 351});
+  const auto want = cpu.Run({ops::AddN(cpu.scope(), xs), ops::AddN(cpu.scope(), {xs[0], xs[1]}),
+                             ops::Concat(cpu.scope(), {o1, xs[0], o2}, 1),
+                             ops::Transpose(cpu.scope(), o2, {1, 0})});
+  DeviceBuffer da = Up(a), db = Up(b), dc = Up(c), dd = Up(d), de = Up(e), out = Zeros(n * 4);
+  ASSERT_TRUE(AddN(*stream_,
+                   {da.as<float>(), db.as<float>(), dc.as<float>(), dd.as<float>(), de.as<float>()},
+                   out.as<float>(), n)
+                  .ok());
+  EXPECT_EQ(Down<float>(out, n), want[0]) << "AddN of 5";
+  ASSERT_TRUE(AddN(*stream_, {da.as<float>(), db.as<float>()}, out.as<float>(), n).ok());
+  EXPECT_EQ(Down<float>(out, n), want[1]) << "AddN of 2";
+  DeviceBuffer dx1 = Up(x1), dx2 = Up(x2), cat = Zeros(rows * (13 + 16 + 351) * 4);
+  ASSERT_TRUE(ConcatColumns(*stream_,
+                            {{dx1.as<float>(), 13}, {da.as<float>(), 16}, {dx2.as<float>(), 351}},
+                            rows, cat.as<float>())
+                  .ok());
+  EXPECT_EQ(Down<float>(cat, rows * (13 + 16 + 351)), want[2]) << "Concat";
+  DeviceBuffer tr = Zeros(rows * 351 * 4);
+  ASSERT_TRUE(Transpose2D(*stream_, dx2.as<float>(), rows, 351, tr.as<float>()).ok());
+  EXPECT_EQ(Down<float>(tr, rows * 351), want[3]) << "Transpose";
+  EXPECT_EQ(AddN(*stream_, {da.as<float>(), out.as<float>()}, out.as<float>(), n).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(CudaKernelTest, BiasAddAndReluMatchCpu) {
   const int64_t rows = 333, cols = 65;
   const std::vector<float> x = Random(rows * cols, 12), b = Random(cols, 13);
