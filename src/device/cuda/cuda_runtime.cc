@@ -5,7 +5,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include <mutex>
+#include <chrono>
 #include <thread>
 #include <utility>
 
