@@ -176,7 +176,8 @@ TEST_F(CudaKernelTest, GemmFloat32MatchesSgemmReference) {
     const std::string what = "m " + std::to_string(c.m) + " n " + std::to_string(c.n) + " k " +
                              std::to_string(c.k) + " ta " + std::to_string(c.ta) + " tb " +
                              std::to_string(c.tb);
-    const int64_t lda = c.ta ? c.m : c.k, ldb = c.tb ? c.k : c.n;
+    const int64_t lda = std::max<int64_t>(1, c.ta ? c.m : c.k),
+                  ldb = std::max<int64_t>(1, c.tb ? c.k : c.n);
     const std::vector<float> a = Random(c.m * c.k, 1), b = Random(c.k * c.n, 2);
     std::vector<float> want(static_cast<size_t>(c.m * c.n));
     internal::SgemmReference(c.m, c.n, c.k, a.data(), lda, c.ta, b.data(), ldb, c.tb, want.data(),
@@ -213,7 +214,8 @@ TEST_F(CudaKernelTest, GemmBFloat16MatchesBf16GemmReference) {
                                                  {31, 17, 129, true, false},
                                                  {16, 48, 64, false, true},
                                                  {9, 11, 33, true, true}}) {
-    const int64_t lda = c.ta ? c.m : c.k, ldb = c.tb ? c.k : c.n;
+    const int64_t lda = std::max<int64_t>(1, c.ta ? c.m : c.k),
+                  ldb = std::max<int64_t>(1, c.tb ? c.k : c.n);
     const std::vector<float> af = Random(c.m * c.k, 6), bf = Random(c.k * c.n, 7);
     std::vector<uint16_t> a(af.size()), b(bf.size());
     internal::ConvertF32ToBf16(af.data(), a.data(), static_cast<int64_t>(af.size()));
