@@ -1,0 +1,430 @@
+// cuda_kernels.cc: cuda_kernels.h: the argument checks, cuBLAS for the GEMMs, and the launchers of
+// kernels.cu for the rest. Compiled by the host compiler.
+#include "src/device/cuda/cuda_kernels.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <limits>
+#include <string>
+
+#include "fmt/format.h"
+#include "src/device/cuda/cuda_error.h"
+#include "src/device/cuda/kernels_launch.h"
+#include "src/table/sparse_optimizers_impl.h"
+
+namespace recsdk::cuda {
+
+static_assert(static_cast<int>(BinaryOp::kAdd) == launch::kBinaryAdd &&
+              static_cast<int>(BinaryOp::kSub) == launch::kBinarySub &&
+              static_cast<int>(BinaryOp::kMul) == launch::kBinaryMul);
+static_assert(static_cast<int>(UnaryOp::kRelu) == launch::kUnaryRelu &&
+              static_cast<int>(UnaryOp::kSigmoid) == launch::kUnarySigmoid &&
+              static_cast<int>(UnaryOp::kTanh) == launch::kUnaryTanh &&
+              static_cast<int>(UnaryOp::kNeg) == launch::kUnaryNeg);
+
+namespace {
+
+Status Bad(std::string_view kernel, std::string_view what) {
+  return absl::InvalidArgumentError(fmt::format("cuda::{}: {}", kernel, what));
+}
+
+// CheckSizes: every size >= 0 and their product within int64 (n values of 4 bytes addressable).
+Status CheckSizes(std::string_view kernel,
+                  std::initializer_list<std::pair<const char*, int64_t>> sizes) {
+  int64_t product = 1;
+  for (const auto& [name, v] : sizes) {
+    if (v < 0) return Bad(kernel, fmt::format("{} is {}; pass a size >= 0", name, v));
+    if (v > 0 && product > std::numeric_limits<int64_t>::max() / 8 / v) {
+      return Bad(kernel, fmt::format("{} = {} makes the tensor too large to address", name, v));
+    }
+    product *= v;
+  }
+  return absl::OkStatus();
+}
+
+// CheckPointers: no null pointer where the work is not empty.
+Status CheckPointers(std::string_view kernel, bool empty,
+                     std::initializer_list<std::pair<const char*, const void*>> pointers) {
+  if (empty) return absl::OkStatus();
+  for (const auto& [name, p] : pointers) {
+    if (p == nullptr) return Bad(kernel, fmt::format("{} is null; pass device memory", name));
+  }
+  return absl::OkStatus();
+}
+
+Status Launched(int error, std::string_view kernel) {
+  return CudaStatus(error, fmt::format("cuda::{} launch", kernel));
+}
+
+int32_t Int32(int64_t v) { return static_cast<int32_t>(v); }
+
+Status CheckGemmDims(std::string_view kernel, int64_t m, int64_t n, int64_t k) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes(kernel, {{"m", m}, {"n", n}, {"k", k}}));
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  if (m > kMax || n > kMax || k > kMax) {
+    return Bad(kernel, fmt::format("m {}, n {}, k {}: cuBLAS takes dimensions below 2^31; split "
+                                   "the product",
+                                   m, n, k));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Status Gemm(Stream& stream, GemmInput input, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
+            const GemmOperand& b, float* c, int64_t ldc, float alpha, float beta) {
+  RECSDK_RETURN_IF_ERROR(CheckGemmDims("Gemm", m, n, k));
+  // Row-major leading dimensions as stored: A is [m, k] (or [k, m] transposed), B [k, n] (or
+  // [n, k]), C [m, n].
+  const int64_t a_cols = a.transpose ? m : k, b_cols = b.transpose ? k : n;
+  if (a.ld < std::max<int64_t>(1, a_cols) || b.ld < std::max<int64_t>(1, b_cols) ||
+      ldc < std::max<int64_t>(1, n)) {
+    return Bad("Gemm", fmt::format("row strides lda {}, ldb {}, ldc {} are below the stored "
+                                   "columns {}, {}, {}; pass each matrix's row stride",
+                                   a.ld, b.ld, ldc, a_cols, b_cols, n));
+  }
+  if (m == 0 || n == 0) return absl::OkStatus();
+  RECSDK_RETURN_IF_ERROR(CheckPointers("Gemm", k == 0, {{"a", a.data}, {"b", b.data}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers("Gemm", false, {{"c", c}}));
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS multiplies B's
+  // storage by A's, with n and m swapped.
+  const cudaDataType_t type = input == GemmInput::kFloat32 ? CUDA_R_32F : CUDA_R_16BF;
+  return CublasStatus(
+      cublasGemmEx(static_cast<cublasHandle_t>(stream.blas()),
+                   b.transpose ? CUBLAS_OP_T : CUBLAS_OP_N, a.transpose ? CUBLAS_OP_T : CUBLAS_OP_N,
+                   Int32(n), Int32(m), Int32(k), &alpha, b.data, type, Int32(b.ld), a.data, type,
+                   Int32(a.ld), &beta, c, CUDA_R_32F, Int32(ldc), CUBLAS_COMPUTE_32F,
+                   CUBLAS_GEMM_DEFAULT),
+      "cuda::Gemm (cublasGemmEx)");
+}
+
+Status GemmBatched(Stream& stream, GemmInput input, int64_t batch, int64_t m, int64_t n, int64_t k,
+                   const void* a, bool trans_a, const void* b, bool trans_b, float* c) {
+  RECSDK_RETURN_IF_ERROR(CheckGemmDims("GemmBatched", m, n, k));
+  RECSDK_RETURN_IF_ERROR(CheckSizes("GemmBatched", {{"batch", batch}, {"m", m}, {"n", n}}));
+  if (batch > std::numeric_limits<int32_t>::max()) {
+    return Bad("GemmBatched", fmt::format("batch {} is 2^31 or more; split it", batch));
+  }
+  if (batch == 0 || m == 0 || n == 0) return absl::OkStatus();
+  RECSDK_RETURN_IF_ERROR(CheckPointers("GemmBatched", k == 0, {{"a", a}, {"b", b}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers("GemmBatched", false, {{"c", c}}));
+  const float alpha = 1.0f, beta = 0.0f;
+  const int64_t lda = std::max<int64_t>(1, trans_a ? m : k);
+  const int64_t ldb = std::max<int64_t>(1, trans_b ? k : n);
+  const cudaDataType_t type = input == GemmInput::kFloat32 ? CUDA_R_32F : CUDA_R_16BF;
+  return CublasStatus(
+      cublasGemmStridedBatchedEx(
+          static_cast<cublasHandle_t>(stream.blas()), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+          trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, Int32(n), Int32(m), Int32(k), &alpha, b, type,
+          Int32(ldb), k * n, a, type, Int32(lda), m * k, &beta, c, CUDA_R_32F, Int32(n), m * n,
+          Int32(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      "cuda::GemmBatched (cublasGemmStridedBatchedEx)");
+}
+
+Status Binary(Stream& stream, BinaryOp op, const float* x, const float* y, float* out, int64_t n) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("Binary", {{"n", n}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers("Binary", n == 0, {{"x", x}, {"y", y}, {"out", out}}));
+  return Launched(launch::Binary(stream.native(), static_cast<int>(op), x, y, out, n), "Binary");
+}
+
+Status AddN(Stream& stream, const std::vector<const float*>& inputs, float* out, int64_t n) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("AddN", {{"n", n}}));
+  if (inputs.empty()) return Bad("AddN", "no inputs; pass at least one");
+  RECSDK_RETURN_IF_ERROR(CheckPointers("AddN", n == 0, {{"out", out}}));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (n > 0 && inputs[i] == nullptr) {
+      return Bad("AddN", fmt::format("input {} is null; pass device memory", i));
+    }
+  }
+  if (n == 0) return absl::OkStatus();
+  if (inputs.size() == 1) {
+    if (inputs[0] == out) return absl::OkStatus();
+    return CopyDeviceToDevice(stream, out, inputs[0], n * static_cast<int64_t>(sizeof(float)));
+  }
+  // One add per input, into out: the sum of the first k inputs is complete before input k + 1 is
+  // added, the CPU's left-to-right order. An input that aliases out after the first would read
+  // the partial sum: refused.
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    if (inputs[i] == out) {
+      return Bad("AddN", fmt::format("input {} aliases out; only the first input may", i));
+    }
+  }
+  RECSDK_RETURN_IF_ERROR(Launched(
+      launch::Binary(stream.native(), launch::kBinaryAdd, inputs[0], inputs[1], out, n), "AddN"));
+  for (size_t i = 2; i < inputs.size(); ++i) {
+    RECSDK_RETURN_IF_ERROR(Launched(
+        launch::Binary(stream.native(), launch::kBinaryAdd, out, inputs[i], out, n), "AddN"));
+  }
+  return absl::OkStatus();
+}
+
+Status ConcatColumns(Stream& stream, const std::vector<ConcatInput>& inputs, int64_t rows,
+                     float* out) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("ConcatColumns", {{"rows", rows}}));
+  int64_t total = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].cols < 0) {
+      return Bad("ConcatColumns",
+                 fmt::format("input {} has {} columns; pass a size >= 0", i, inputs[i].cols));
+    }
+    if (rows > 0 && inputs[i].cols > 0 && inputs[i].data == nullptr) {
+      return Bad("ConcatColumns", fmt::format("input {} is null; pass device memory", i));
+    }
+    total += inputs[i].cols;
+  }
+  RECSDK_RETURN_IF_ERROR(CheckSizes("ConcatColumns", {{"rows", rows}, {"total columns", total}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers("ConcatColumns", rows * total == 0, {{"out", out}}));
+  int64_t offset = 0;
+  for (const ConcatInput& in : inputs) {
+    if (rows > 0 && in.cols > 0) {
+      const size_t width = static_cast<size_t>(in.cols) * sizeof(float);
+      RECSDK_RETURN_IF_ERROR(CudaStatus(
+          cudaMemcpy2DAsync(out + offset, static_cast<size_t>(total) * sizeof(float), in.data,
+                            width, width, static_cast<size_t>(rows), cudaMemcpyDeviceToDevice,
+                            static_cast<cudaStream_t>(stream.native())),
+          "cuda::ConcatColumns (cudaMemcpy2DAsync)"));
+    }
+    offset += in.cols;
+  }
+  return absl::OkStatus();
+}
+
+Status Transpose2D(Stream& stream, const float* x, int64_t rows, int64_t cols, float* out) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("Transpose2D", {{"rows", rows}, {"cols", cols}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers("Transpose2D", rows * cols == 0, {{"x", x}, {"out", out}}));
+  if (x == out && rows * cols > 0) return Bad("Transpose2D", "x and out alias; pass another out");
+  return Launched(launch::Transpose2D(stream.native(), x, rows, cols, out), "Transpose2D");
+}
+
+Status BiasAdd(Stream& stream, const float* x, const float* bias, float* out, int64_t rows,
+               int64_t cols, Activation activation) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("BiasAdd", {{"rows", rows}, {"cols", cols}}));
+  RECSDK_RETURN_IF_ERROR(
+      CheckPointers("BiasAdd", rows * cols == 0, {{"x", x}, {"bias", bias}, {"out", out}}));
+  return Launched(
+      launch::BiasAdd(stream.native(), x, bias, out, rows, cols, activation == Activation::kRelu),
+      "BiasAdd");
+}
+
+Status Unary(Stream& stream, UnaryOp op, const float* x, float* out, int64_t n) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("Unary", {{"n", n}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers("Unary", n == 0, {{"x", x}, {"out", out}}));
+  return Launched(launch::Unary(stream.native(), static_cast<int>(op), x, out, n), "Unary");
+}
+
+Status UnaryGrad(Stream& stream, UnaryOp op, const float* ref, const float* dy, float* dx,
+                 int64_t n) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("UnaryGrad", {{"n", n}}));
+  RECSDK_RETURN_IF_ERROR(
+      CheckPointers("UnaryGrad", n == 0, {{"ref", ref}, {"dy", dy}, {"dx", dx}}));
+  return Launched(launch::UnaryGrad(stream.native(), static_cast<int>(op), ref, dy, dx, n),
+                  "UnaryGrad");
+}
+
+Status Reduce(Stream& stream, ReduceKind kind, const float* x, int64_t outer, int64_t axis,
+              int64_t inner, float* out) {
+  RECSDK_RETURN_IF_ERROR(
+      CheckSizes("Reduce", {{"outer", outer}, {"axis", axis}, {"inner", inner}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers("Reduce", outer * inner == 0, {{"out", out}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers("Reduce", outer * axis * inner == 0, {{"x", x}}));
+  if (axis == 0) {  // no input to read: the sum (and the CPU's mean) of nothing is 0
+    return Memset(stream, out, 0, outer * inner * static_cast<int64_t>(sizeof(float)));
+  }
+  return Launched(
+      launch::Reduce(stream.native(), kind == ReduceKind::kMean, x, outer, axis, inner, out),
+      "Reduce");
+}
+
+Status DotInteraction(Stream& stream, const float* x, int64_t batch, int64_t f, int64_t d,
+                      float* out) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("DotInteraction", {{"batch", batch}, {"f", f}, {"d", d}}));
+  RECSDK_RETURN_IF_ERROR(
+      CheckPointers("DotInteraction", batch * f * d == 0 || f < 2, {{"x", x}, {"out", out}}));
+  return Launched(launch::DotInteraction(stream.native(), x, batch, f, d, out), "DotInteraction");
+}
+
+Status DotInteractionGrad(Stream& stream, const float* x, const float* dy, int64_t batch, int64_t f,
+                          int64_t d, float* dx) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("DotInteractionGrad", {{"batch", batch}, {"f", f}, {"d", d}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers("DotInteractionGrad", batch * f * d == 0,
+                                       {{"x", x}, {"dy", f < 2 ? x : dy}, {"dx", dx}}));
+  return Launched(launch::DotInteractionGrad(stream.native(), x, dy, batch, f, d, dx),
+                  "DotInteractionGrad");
+}
+
+Status SigmoidCrossEntropy(Stream& stream, const float* labels, const float* logits, float* loss,
+                           int64_t n) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("SigmoidCrossEntropy", {{"n", n}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers("SigmoidCrossEntropy", n == 0,
+                                       {{"labels", labels}, {"logits", logits}, {"loss", loss}}));
+  return Launched(launch::SigmoidCe(stream.native(), labels, logits, loss, n),
+                  "SigmoidCrossEntropy");
+}
+
+Status SigmoidCrossEntropyGrad(Stream& stream, const float* labels, const float* logits,
+                               const float* dloss, float* dlogits, int64_t n) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("SigmoidCrossEntropyGrad", {{"n", n}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers(
+      "SigmoidCrossEntropyGrad", n == 0,
+      {{"labels", labels}, {"logits", logits}, {"dloss", dloss}, {"dlogits", dlogits}}));
+  return Launched(launch::SigmoidCeGrad(stream.native(), labels, logits, dloss, dlogits, n),
+                  "SigmoidCrossEntropyGrad");
+}
+
+namespace {
+
+Status CheckTable(std::string_view kernel, const RowTable& t, int64_t min_stride) {
+  RECSDK_RETURN_IF_ERROR(
+      CheckSizes(kernel, {{"table.num_rows", t.num_rows}, {"table.stride", t.stride}}));
+  if (t.dim < 1)
+    return Bad(kernel, fmt::format("table.dim is {}; pass the table's dim (>= 1)", t.dim));
+  if (t.stride < min_stride) {
+    return Bad(kernel, fmt::format("table.stride {} is below the {} floats a row holds (dim {} "
+                                   "and its slots); pass the row stride of the table",
+                                   t.stride, min_stride, t.dim));
+  }
+  if (t.num_rows > 0 && t.data == nullptr) return Bad(kernel, "table.data is null");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Status GatherRows(Stream& stream, const RowTable& table, const int64_t* ids, int64_t n, float* out,
+                  int32_t* invalid_ids) {
+  RECSDK_RETURN_IF_ERROR(CheckTable("GatherRows", table, table.dim));
+  RECSDK_RETURN_IF_ERROR(CheckSizes("GatherRows", {{"n", n}, {"table.dim", table.dim}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers("GatherRows", n == 0, {{"ids", ids}, {"out", out}}));
+  return Launched(launch::GatherRows(stream.native(), table.data, table.num_rows, table.stride,
+                                     table.dim, ids, n, out, invalid_ids),
+                  "GatherRows");
+}
+
+StatusOr<SegmentCsr> BuildSegmentCsr(const std::vector<uint32_t>& restore_index,
+                                     int64_t num_segments) {
+  if (num_segments < 0 || num_segments >= std::numeric_limits<int32_t>::max() ||
+      restore_index.size() >= static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    return absl::InvalidArgumentError(fmt::format(
+        "cuda::BuildSegmentCsr: {} segments over {} positions; both must be in [0, 2^31 - 1)",
+        num_segments, restore_index.size()));
+  }
+  SegmentCsr csr;
+  csr.offsets.assign(static_cast<size_t>(num_segments) + 1, 0);
+  for (size_t i = 0; i < restore_index.size(); ++i) {
+    const uint32_t u = restore_index[i];
+    if (u >= num_segments) {
+      return absl::InvalidArgumentError(fmt::format(
+          "cuda::BuildSegmentCsr: restore index {} at position {} is out of range for {} "
+          "segments; pass the restore_index of the same DedupKeys",
+          u, i, num_segments));
+    }
+    ++csr.offsets[u + 1];
+  }
+  for (size_t u = 0; u < static_cast<size_t>(num_segments); ++u) {
+    csr.offsets[u + 1] += csr.offsets[u];
+  }
+  // A stable counting sort: each segment's positions in increasing order.
+  std::vector<int32_t> next(csr.offsets.begin(), csr.offsets.end() - 1);
+  csr.positions.resize(restore_index.size());
+  for (size_t i = 0; i < restore_index.size(); ++i) {
+    csr.positions[static_cast<size_t>(next[restore_index[i]]++)] = static_cast<int32_t>(i);
+  }
+  return csr;
+}
+
+Status SegmentSum(Stream& stream, const float* grads, int64_t n, int64_t dim,
+                  const int32_t* offsets, const int32_t* positions, int64_t num_segments,
+                  float* out) {
+  RECSDK_RETURN_IF_ERROR(
+      CheckSizes("SegmentSum", {{"n", n}, {"dim", dim}, {"num_segments", num_segments}}));
+  if (dim < 1) return Bad("SegmentSum", fmt::format("dim is {}; pass the table's dim (>= 1)", dim));
+  RECSDK_RETURN_IF_ERROR(
+      CheckPointers("SegmentSum", num_segments == 0, {{"offsets", offsets}, {"out", out}}));
+  RECSDK_RETURN_IF_ERROR(
+      CheckPointers("SegmentSum", n == 0, {{"grads", grads}, {"positions", positions}}));
+  return Launched(
+      launch::SegmentSum(stream.native(), grads, dim, offsets, positions, num_segments, out),
+      "SegmentSum");
+}
+
+Status SparseApply(Stream& stream, const SparseOptimizerConfig& config, int64_t step,
+                   const RowTable& table, const int64_t* rows, const float* grads, int64_t count) {
+  RECSDK_RETURN_IF_ERROR(config.Validate());
+  RECSDK_RETURN_IF_ERROR(CheckTable("SparseApply", table, table.dim * (1 + config.SlotsPerDim())));
+  RECSDK_RETURN_IF_ERROR(CheckSizes("SparseApply", {{"count", count}, {"table.dim", table.dim}}));
+  RECSDK_RETURN_IF_ERROR(
+      CheckPointers("SparseApply", count == 0, {{"rows", rows}, {"grads", grads}}));
+  if (table.dim > std::numeric_limits<int>::max()) {
+    return Bad("SparseApply", fmt::format("table.dim {} is 2^31 or more", table.dim));
+  }
+  launch::OptimizerParams p;
+  switch (config.kind) {
+    case SparseOptimizerKind::kSGD:
+    case SparseOptimizerKind::kSGDByAddr:
+      p.kind = launch::kOptSgd;
+      break;
+    case SparseOptimizerKind::kAdagrad:
+    case SparseOptimizerKind::kAdagradByAddress:
+      p.kind = launch::kOptAdagrad;
+      break;
+    case SparseOptimizerKind::kLazyAdam:
+    case SparseOptimizerKind::kLazyAdamByAddress:
+      p.kind = launch::kOptLazyAdam;
+      break;
+    case SparseOptimizerKind::kFTRL:
+      p.kind = launch::kOptFtrl;
+      break;
+  }
+  p.learning_rate = config.learning_rate;
+  p.weight_decay = config.weight_decay;
+  p.adagrad_epsilon = config.adagrad_epsilon;
+  p.beta1 = config.beta1;
+  p.beta2 = config.beta2;
+  p.epsilon = config.epsilon;
+  // LazyAdam's bias-corrected rate for this step, computed by the CPU's own code (in double).
+  p.lr_t = internal::RowUpdater(config, static_cast<int>(table.dim), step).adam_lr_t();
+  p.learning_rate_power = config.learning_rate_power;
+  p.l1 = config.l1;
+  p.l2 = config.l2;
+  p.l2_shrinkage = config.l2_shrinkage;
+  return Launched(launch::SparseApply(stream.native(), p, table.data, table.stride, table.dim, rows,
+                                      grads, count),
+                  "SparseApply");
+}
+
+Status DenseSgd(Stream& stream, float* w, const float* g, int64_t n, float lr) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("DenseSgd", {{"n", n}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers("DenseSgd", n == 0, {{"w", w}, {"g", g}}));
+  return Launched(launch::DenseSgd(stream.native(), w, g, n, lr), "DenseSgd");
+}
+
+Status DenseAdagrad(Stream& stream, float* w, float* acc, const float* g, int64_t n, float lr,
+                    float eps) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("DenseAdagrad", {{"n", n}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers("DenseAdagrad", n == 0, {{"w", w}, {"acc", acc}, {"g", g}}));
+  return Launched(launch::DenseAdagrad(stream.native(), w, acc, g, n, lr, eps), "DenseAdagrad");
+}
+
+Status DenseAdam(Stream& stream, float* w, float* m, float* v, const float* g, int64_t n,
+                 const DenseAdamStep& p) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("DenseAdam", {{"n", n}}));
+  RECSDK_RETURN_IF_ERROR(
+      CheckPointers("DenseAdam", n == 0, {{"w", w}, {"m", m}, {"v", v}, {"g", g}}));
+  return Launched(launch::DenseAdam(stream.native(), w, m, v, g, n, p.b1, p.b2, p.c1, p.c2, p.eps,
+                                    p.lr_t, p.decay, p.weight_decay),
+                  "DenseAdam");
+}
+
+Status CopyKernel(Stream& stream, const void* in, void* out, int64_t bytes) {
+  if (bytes < 0 || bytes % 16 != 0) {
+    return Bad("CopyKernel", fmt::format("bytes is {}; pass a multiple of 16", bytes));
+  }
+  if (bytes > 0 &&
+      (reinterpret_cast<uintptr_t>(in) % 16 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0)) {
+    return Bad("CopyKernel", "in and out must be 16-byte aligned (as cudaMalloc returns them)");
+  }
+  RECSDK_RETURN_IF_ERROR(CheckPointers("CopyKernel", bytes == 0, {{"in", in}, {"out", out}}));
+  return Launched(launch::CopyKernel(stream.native(), in, out, bytes), "CopyKernel");
+}
+
+}  // namespace recsdk::cuda
