@@ -11,6 +11,7 @@
 #include "src/common/status_macros.h"
 #include "src/dist/create_communicator.h"
 #include "src/dist/process_communicator.h"
+#include "src/dist/replicated_table.h"
 #include "src/table/pooled_gather.h"
 #include "src/table/tier_lease.h"
 
@@ -790,6 +791,7 @@ StatusOr<std::unique_ptr<EmbeddingTable>> MaybeShardTable(std::unique_ptr<Embedd
   RECSDK_ASSIGN_OR_RETURN(const int size, get_rank_size());
   if (size <= 1) return table;
   RECSDK_ASSIGN_OR_RETURN(const int rank, get_rank_id());
+  if (table->config().is_dp) return ReplicatedTable::Create(std::move(table), rank, size);
   return ShardedTable::Create(std::move(table), rank, size);
 }
 
