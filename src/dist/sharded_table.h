@@ -198,7 +198,7 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
   };
   std::map<const void*, OpenChannelState> channels_;
   // Labels of the exchanges (CallTag keeps a view).
-  const std::string keys_label_, rows_label_, grads_label_, counts_label_, agree_label_;
+  const std::string keys_label_, rows_label_, grads_label_, agree_label_;
 };
 
 // MaybeShardTable: `table` as the Session of this process should hold it: when this process is
