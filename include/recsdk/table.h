@@ -73,8 +73,11 @@ struct TableConfig {
   std::vector<std::string> ssd_data_path;
   // is_save: whether checkpoints (Saver, checkpoint.h) include this table. Default true.
   bool is_save = true;
-  // is_dp: data-parallel table (every rank holds all keys, gradients allreduced) instead of being
-  // sharded by key. Default false. Recorded for the distributed layer.
+  // is_dp: data-parallel table: on several ranks every rank holds the whole table (a replica) and
+  // the ranks exchange only keys and gradients (gathered, summed in rank order, averaged), instead
+  // of the default: sharded by key, rows sent to and from their owners. For small tables read by
+  // every rank. Not with a by-address optimizer, use_dynamic_expansion or the key stage (each
+  // refused with the reason). Default false. docs/distributed.md.
   bool is_dp = false;
   // all2all_gradients_op: how gradients of a key gathered from ranks combine: "sum" (default) or
   // "sum_gradients_and_div_by_ranksize". Recorded for the distributed layer.

@@ -37,6 +37,13 @@
 // time per timed step (all threads; steadier than wall time on a shared machine), and
 // with --breakdown the step split into parts measured by running sub-graphs (see Breakdown()).
 //
+// Under mpirun (--mode dlrm only; docs/distributed.md) every rank trains its slice of each global
+// batch (rows [rank x B/N, (rank + 1) x B/N) of the file's batch of B), the 26 tables sharded over
+// the ranks, the dense gradients averaged (npu_distributed_optimizer_wrapper), the initial
+// variables broadcast from rank 0; rank 0 prints the line, samples/s counting the global batch.
+// `mpirun -np 2 dlrm --threads 1` against `dlrm --threads 2` is scripts/dist_figures.sh's
+// ranks_vs_threads.
+//
 // Threading: single-threaded driver; the Session uses `--threads` threads inside kernels.
 #include <sys/resource.h>
 
@@ -57,6 +64,9 @@
 #include "fmt/format.h"
 #include "recsdk/recsdk.h"
 #include "samples/little_demo/little_demo.h"
+#if defined(DLRM_WITH_MPI)
+#include "src/dist/mpi/mpi_communicator.h"
+#endif
 
 namespace {
 
@@ -103,6 +113,7 @@ struct Flags {
   std::string mode = "dlrm";   // or "embedding" (the sparse path alone) or "little_demo"
   std::string precision_mode;  // SessionConfig::precision_mode, e.g. allow_mix_precision
   int inter_op = 1;            // SessionConfig::stream_max_parallel_num DNN_V100:N
+  int rank = 0, ranks = 1;     // under mpirun: this rank and the world size
 };
 
 // RaceData: the pre-generated batches, as laid out in the file.
@@ -289,8 +300,9 @@ void Build(const Flags& flags, Model* m) {
   const bool adagrad = flags.optimizer == "adagrad";
   const float lr = 0.01f;
   std::vector<Output> vecs;
-  m->dense = ops::Placeholder(s.WithOpName("dense"), DType::kFloat32, Shape{flags.batch, kDense});
-  m->label = ops::Placeholder(s.WithOpName("label"), DType::kFloat32, Shape{flags.batch, 1});
+  const int64_t batch = flags.batch / flags.ranks;  // this rank's slice of the global batch
+  m->dense = ops::Placeholder(s.WithOpName("dense"), DType::kFloat32, Shape{batch, kDense});
+  m->label = ops::Placeholder(s.WithOpName("label"), DType::kFloat32, Shape{batch, 1});
   layers::MlpOptions bottom;
   bottom.name = "bottom";
   bottom.hidden_units = {512, 256, kDim};
@@ -304,8 +316,8 @@ void Build(const Flags& flags, Model* m) {
     SparseOptimizerConfig opt =
         adagrad ? SparseOptimizerConfig::Adagrad(lr, 0.1f, 1e-10f) : SparseOptimizerConfig::SGD(lr);
     SparseTable table = Check(create_table(s, c, opt), "create_table");
-    Output ids = ops::Placeholder(s.WithOpName("ids" + std::to_string(t)), DType::kInt64,
-                                  Shape{flags.batch, 1});
+    Output ids =
+        ops::Placeholder(s.WithOpName("ids" + std::to_string(t)), DType::kInt64, Shape{batch, 1});
     m->ids.push_back(ids);
     SparseLookupOptions lo;
     lo.combiner = Combiner::kSum;
@@ -343,16 +355,17 @@ void Build(const Flags& flags, Model* m) {
   m->logits = layers::Mlp(s, ops::Concat(s, {vecs[0], inter}, 1), top);
   m->loss = ops::ReduceMean(s.WithOpName("loss"),
                             ops::SigmoidCrossEntropyWithLogits(s, m->label, m->logits));
-  std::unique_ptr<Optimizer> dense_opt;
+  std::shared_ptr<Optimizer> dense_opt;
   if (adagrad) {
     AdagradOptions o;
     o.learning_rate = lr;
     o.initial_accumulator_value = 0.1;
     o.epsilon = 1e-10;
-    dense_opt = std::make_unique<AdagradOptimizer>(o);
+    dense_opt = std::make_shared<AdagradOptimizer>(o);
   } else {
-    dense_opt = std::make_unique<SgdOptimizer>(SgdOptions{lr});
+    dense_opt = std::make_shared<SgdOptimizer>(SgdOptions{lr});
   }
+  if (flags.ranks > 1) dense_opt = npu_distributed_optimizer_wrapper(dense_opt);
   m->dense_train = Check(dense_opt->Minimize(s, m->loss), "dense optimizer");
   Node* sparse_train = Check(SparseMinimize(s, m->loss), "sparse optimizer");
   m->train = ops::Group(s.WithOpName("train"), {m->dense_train, sparse_train});
@@ -361,20 +374,24 @@ void Build(const Flags& flags, Model* m) {
 }
 
 // Feeds: the tensors of batch b (copied once, before timing).
-std::vector<FeedList> MakeFeeds(const RaceData& d, const Model& m) {
+// Under mpirun: rank r's slice of each batch, rows [r x B/N, (r + 1) x B/N).
+std::vector<FeedList> MakeFeeds(const RaceData& d, const Model& m, int rank, int ranks) {
   std::vector<FeedList> out;
+  const int64_t lb = d.batch / ranks, first = rank * lb;
   for (int64_t b = 0; b < d.num_batches; ++b) {
     FeedList f;
     for (int t = 0; t < kTables; ++t) {
-      Tensor ids(DType::kInt64, Shape{d.batch, 1});
-      std::memcpy(ids.raw_data(), &d.ids[(b * kTables + t) * d.batch], d.batch * sizeof(int64_t));
+      Tensor ids(DType::kInt64, Shape{lb, 1});
+      std::memcpy(ids.raw_data(), &d.ids[(b * kTables + t) * d.batch + first],
+                  lb * sizeof(int64_t));
       f.emplace_back(m.ids[t], ids);
     }
-    Tensor dense(DType::kFloat32, Shape{d.batch, kDense});
-    std::memcpy(dense.raw_data(), &d.dense[b * d.batch * kDense], d.batch * kDense * sizeof(float));
+    Tensor dense(DType::kFloat32, Shape{lb, kDense});
+    std::memcpy(dense.raw_data(), &d.dense[(b * d.batch + first) * kDense],
+                lb * kDense * sizeof(float));
     f.emplace_back(m.dense, dense);
-    Tensor label(DType::kFloat32, Shape{d.batch, 1});
-    std::memcpy(label.raw_data(), &d.labels[b * d.batch], d.batch * sizeof(float));
+    Tensor label(DType::kFloat32, Shape{lb, 1});
+    std::memcpy(label.raw_data(), &d.labels[b * d.batch + first], lb * sizeof(float));
     f.emplace_back(m.label, label);
     out.push_back(std::move(f));
   }
@@ -410,6 +427,9 @@ double Median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#if defined(DLRM_WITH_MPI)
+  recsdk::dist::RegisterMpiCommunicator();
+#endif
   Flags flags;
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
@@ -473,6 +493,16 @@ int main(int argc, char** argv) {
                  "dlrm|embedding|little_demo (with --batch a multiple of 512)\n");
     return 2;
   }
+  flags.ranks = Check(get_rank_size(), "get_rank_size");
+  flags.rank = Check(get_rank_id(), "get_rank_id");
+  if (flags.ranks > 1 && (flags.mode != "dlrm" || flags.batch % flags.ranks != 0)) {
+    std::fprintf(stderr,
+                 "dlrm: under mpirun only --mode dlrm runs, with --batch a multiple of the %d "
+                 "ranks\n",
+                 flags.ranks);
+    return 2;
+  }
+  if (flags.ranks > 1) Check(InitDistributed(), "InitDistributed");
   if (flags.mode == "embedding") flags.optimizer = "adagrad";
   if (flags.mode == "little_demo") flags.optimizer = "adam";
   const bool demo = flags.mode == "little_demo";
@@ -497,7 +527,9 @@ int main(int argc, char** argv) {
   config.enable_scope_fusion_passes = flags.fusion == "none" ? "" : flags.fusion;
   auto session = Check(Session::Create(m.graph, config), "Session::Create");
   Check(session->Run({}, {}, {m.init}).status(), "init");
-  const std::vector<FeedList> feeds = demo ? MakeDemoFeeds(data, m) : MakeFeeds(data, m);
+  if (flags.ranks > 1) Check(broadcast_global_variables(*session, 0), "broadcast_global_variables");
+  const std::vector<FeedList> feeds =
+      demo ? MakeDemoFeeds(data, m) : MakeFeeds(data, m, flags.rank, flags.ranks);
 
   // Samples per step for the model; ids per step for the embedding-only race.
   const double per_step =
@@ -563,15 +595,17 @@ int main(int argc, char** argv) {
         "\"sparse_grad_and_update\":{:.2f},\"full_step\":{:.2f}}}",
         lookup, forward - lookup, dense_step - forward, full - dense_step, full);
   }
+  if (flags.rank != 0) return 0;  // rank 0 reports for the job
   std::string windows;
   for (double r : rates) windows += (windows.empty() ? "" : ",") + fmt::format("{:.1f}", r);
   std::printf(
-      "{\"impl\":\"recsdk\",\"model\":\"%s\",\"threads\":%d,\"optimizer\":\"%s\","
+      "{\"impl\":\"recsdk\",\"model\":\"%s\",\"ranks\":%d,\"threads\":%d,\"optimizer\":\"%s\","
       "\"interaction\":\"%s\",\"fusion\":\"%s\",\"batch\":%lld,\"%s\":%.1f,\"windows\":[%s],"
       "\"first_loss\":%.6f,\"loss_steps\":%d,\"loss\":%.6f,\"page_faults_per_step\":%.1f,"
       "\"fresh_buffers_per_step\":%.1f,\"cpu_ms_per_step\":%.2f,\"breakdown\":%s}\n",
-      flags.mode.c_str(), flags.threads, flags.optimizer.c_str(), flags.interaction.c_str(),
-      flags.fusion.c_str(), static_cast<long long>(demo ? kDemoBatch : flags.batch),
+      flags.mode.c_str(), flags.ranks, flags.threads, flags.optimizer.c_str(),
+      flags.interaction.c_str(), flags.fusion.c_str(),
+      static_cast<long long>(demo ? kDemoBatch : flags.batch),
       flags.mode == "embedding" ? "ids_per_s" : "samples_per_s", Median(rates), windows.c_str(),
       losses[0], loss_steps, tail, faults_per_step, fresh_per_step, cpu_ms_per_step,
       breakdown.c_str());

@@ -120,6 +120,8 @@ std::string CollectiveKindName(CollectiveKind kind) {
       return "AllToAllV";
     case CollectiveKind::kBarrier:
       return "Barrier";
+    case CollectiveKind::kExchangeV:
+      return "ExchangeV";
   }
   return fmt::format("unknown({})", static_cast<int32_t>(kind));
 }
@@ -299,6 +301,57 @@ absl::Status Communicator::AllToAllVImpl(const void* send, size_t send_count,
     if (r != rank()) bytes_sent_ += static_cast<uint64_t>(send_layout.counts[r]) * elem_size;
   }
   return DoAllToAllV(call, send, send_displs_, recv, recv_displs_);
+}
+
+absl::Status Communicator::ExchangeVImpl(const void* send, size_t send_count,
+                                         absl::Span<const int64_t> send_counts,
+                                         std::vector<int64_t>* recv_counts,
+                                         absl::FunctionRef<void*(int64_t)> alloc, size_t elem_size,
+                                         Deadline deadline, const CallTag& tag) {
+  CollectiveCall call = NewCall(CollectiveKind::kExchangeV, deadline, tag, elem_size);
+  const size_t n = static_cast<size_t>(size());
+  if (send_counts.size() != n) {
+    return Rejected(call, Invalid(*this, call,
+                                  fmt::format("send_counts has {} entries; it needs one per rank "
+                                              "({}), 0 for ranks without a block",
+                                              send_counts.size(), size())));
+  }
+  uint64_t total = 0;
+  for (size_t r = 0; r < n; ++r) {
+    if (send_counts[r] < 0) {
+      return Rejected(call, Invalid(*this, call,
+                                    fmt::format("send_counts[{}] is {}; counts are element "
+                                                "counts, >= 0",
+                                                r, send_counts[r])));
+    }
+    total += static_cast<uint64_t>(send_counts[r]);
+  }
+  if (total != send_count) {
+    return Rejected(call, Invalid(*this, call,
+                                  fmt::format("send_counts add up to {} elements but `send` holds "
+                                              "{}; the blocks are packed in rank order and fill "
+                                              "`send`",
+                                              total, send_count)));
+  }
+  if (recv_counts == nullptr) {
+    return Rejected(call, Invalid(*this, call, "recv_counts is null; pass a vector to fill"));
+  }
+  recv_counts->assign(n, 0);
+  bytes_sent_ += sizeof(int64_t) * (n - 1);  // the counts round
+  for (size_t r = 0; r < n; ++r) {
+    if (static_cast<int>(r) != rank()) {
+      bytes_sent_ += static_cast<uint64_t>(send_counts[r]) * elem_size;
+    }
+  }
+  return DoExchangeV(call, send, send_counts, absl::MakeSpan(*recv_counts), alloc);
+}
+
+absl::Status Communicator::DoExchangeV(const CollectiveCall& call, const void*,
+                                       absl::Span<const int64_t>, absl::Span<int64_t>,
+                                       absl::FunctionRef<void*(int64_t)>) {
+  return absl::UnimplementedError(fmt::format(
+      "{}: this communicator ({}) has no ExchangeV; use AllToAll of the counts, then AllToAllV",
+      Where(*this, call), name()));
 }
 
 absl::Status Communicator::Barrier(Deadline deadline, const CallTag& tag) {

@@ -38,6 +38,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "recsdk/dtype.h"
@@ -55,6 +56,7 @@ enum class CollectiveKind : int32_t {
   kAllToAll = 5,
   kAllToAllV = 6,
   kBarrier = 7,
+  kExchangeV = 8,
 };
 
 // CollectiveKindName: "AllReduce", "Broadcast", ...; "unknown(<n>)" for other values.
@@ -208,6 +210,30 @@ class Communicator {
                          recv_layout, sizeof(T), deadline, tag);
   }
 
+  // ExchangeV: an AllToAllV whose receive counts the call learns, for exchanges where only the
+  // sender knows what it sends (keys to their owners, gradients back): block j of `send` (packed
+  // in rank order, send_counts[j] elements; one count per rank, summing to send.size()) goes to
+  // rank j. On return `*recv` holds the blocks this rank received, packed in rank order, and
+  // (*recv_counts)[r] the elements from rank r. The same as AllToAll of the counts then
+  // AllToAllV, as one call: under MPI the two rounds share one header exchange (one round trip
+  // fewer), and a block may hold at most (2^31 - 1) / size() bytes, so that no rank's receive
+  // total can overflow an MPI count once the others have moved on (larger blocks are refused,
+  // like any bad argument, on every rank).
+  template <typename T>
+  [[nodiscard]] absl::Status ExchangeV(absl::Span<const T> send,
+                                       absl::Span<const int64_t> send_counts, std::vector<T>* recv,
+                                       std::vector<int64_t>* recv_counts, Deadline deadline,
+                                       const CallTag& tag = {}) {
+    static_assert(std::is_trivially_copyable_v<T>, "collectives move raw bytes");
+    return ExchangeVImpl(
+        send.data(), send.size(), send_counts, recv_counts,
+        [recv](int64_t elements) -> void* {
+          recv->resize(static_cast<size_t>(elements));
+          return recv->data();
+        },
+        sizeof(T), deadline, tag);
+  }
+
   // Barrier: returns once every rank has entered the same Barrier.
   [[nodiscard]] absl::Status Barrier(Deadline deadline, const CallTag& tag = {});
 
@@ -227,6 +253,13 @@ class Communicator {
                                    absl::Span<const int64_t> send_displs, void* recv,
                                    absl::Span<const int64_t> recv_displs) = 0;
   virtual absl::Status DoBarrier(const CollectiveCall& call) = 0;
+  // DoExchangeV: `send_counts` (one per rank, summing to the elements of `send`) passed the
+  // checks; fills `recv_counts` (one per rank) and the receive buffer `alloc(total elements)`
+  // returns. The default refuses (Unimplemented): LocalCommunicator and MPI implement it.
+  virtual absl::Status DoExchangeV(const CollectiveCall& call, const void* send,
+                                   absl::Span<const int64_t> send_counts,
+                                   absl::Span<int64_t> recv_counts,
+                                   absl::FunctionRef<void*(int64_t)> alloc);
   // Rejected: this rank's arguments to `call` failed the checks with `error`. The default
   // returns `error`; MPI first tells the other ranks, so that they fail the call too instead of
   // waiting for this rank until their deadline. `call` carries what could be filled in.
@@ -248,6 +281,11 @@ class Communicator {
                              void* recv, size_t recv_count, BlockLayout recv_layout,
                              size_t elem_size, Deadline deadline, const CallTag& tag);
   absl::Status AllReduceImpl(void* data, size_t count, DType dtype, size_t elem_size, ReduceOp op,
+                             Deadline deadline, const CallTag& tag);
+  absl::Status ExchangeVImpl(const void* send, size_t send_count,
+                             absl::Span<const int64_t> send_counts,
+                             std::vector<int64_t>* recv_counts,
+                             absl::FunctionRef<void*(int64_t)> alloc, size_t elem_size,
                              Deadline deadline, const CallTag& tag);
   // NewCall: the next call of `kind` (takes its sequence number).
   CollectiveCall NewCall(CollectiveKind kind, Deadline deadline, const CallTag& tag,

@@ -60,4 +60,13 @@ absl::Status LocalCommunicator::DoAllToAllV(const CollectiveCall& call, const vo
 
 absl::Status LocalCommunicator::DoBarrier(const CollectiveCall&) { return absl::OkStatus(); }
 
+absl::Status LocalCommunicator::DoExchangeV(const CollectiveCall& call, const void* send,
+                                            absl::Span<const int64_t> send_counts,
+                                            absl::Span<int64_t> recv_counts,
+                                            absl::FunctionRef<void*(int64_t)> alloc) {
+  recv_counts[0] = send_counts[0];
+  Copy(alloc(send_counts[0]), send, send_counts[0], call.elem_size);
+  return absl::OkStatus();
+}
+
 }  // namespace recsdk::dist

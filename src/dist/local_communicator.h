@@ -35,6 +35,9 @@ class LocalCommunicator final : public Communicator {
                            absl::Span<const int64_t> send_displs, void* recv,
                            absl::Span<const int64_t> recv_displs) override;
   absl::Status DoBarrier(const CollectiveCall& call) override;
+  absl::Status DoExchangeV(const CollectiveCall& call, const void* send,
+                           absl::Span<const int64_t> send_counts, absl::Span<int64_t> recv_counts,
+                           absl::FunctionRef<void*(int64_t)> alloc) override;
 };
 
 }  // namespace recsdk::dist

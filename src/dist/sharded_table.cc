@@ -11,6 +11,7 @@
 #include "src/common/status_macros.h"
 #include "src/dist/create_communicator.h"
 #include "src/dist/process_communicator.h"
+#include "src/dist/replicated_table.h"
 #include "src/table/pooled_gather.h"
 #include "src/table/tier_lease.h"
 
@@ -58,12 +59,6 @@ std::vector<int64_t> Scaled(const std::vector<int64_t>& counts, int64_t per) {
   return out;
 }
 
-int64_t Total(const std::vector<int64_t>& counts) {
-  int64_t t = 0;
-  for (int64_t c : counts) t += c;
-  return t;
-}
-
 }  // namespace
 
 int ShardedTable::Owner(int64_t key, int size) { return internal::ShardOwner(key, size); }
@@ -76,7 +71,6 @@ ShardedTable::ShardedTable(std::unique_ptr<EmbeddingTable> shard, int rank, int 
       keys_label_(name() + "/keys"),
       rows_label_(name() + "/rows"),
       grads_label_(name() + "/grads"),
-      counts_label_(name() + "/counts"),
       agree_label_(name() + "/agree") {}
 
 StatusOr<std::unique_ptr<EmbeddingTable>> ShardedTable::Create(
@@ -182,15 +176,11 @@ Status ShardedTable::ResolveInto(int slot, Communicator* channel,
     send[p] = {unique_keys[i], counts.empty() ? 1 : static_cast<int64_t>(counts[i]),
                timestamps.empty() ? kNoTime : timestamps[i]};
   }
-  batch.recv_counts.assign(world_, 0);
-  RECSDK_RETURN_IF_ERROR(exchange("exchanging the key counts", [&](Communicator& c, auto d) {
-    return c.AllToAll<int64_t>(batch.send_counts, absl::MakeSpan(batch.recv_counts), d,
-                               CallTag{tag_step, counts_label_});
-  }));
-  std::vector<KeyRecord> received(static_cast<size_t>(Total(batch.recv_counts)));
+  // The keys and their counts in one call (one header round; the owners learn the counts).
+  std::vector<KeyRecord> received;
   RECSDK_RETURN_IF_ERROR(exchange("sending keys to their owners", [&](Communicator& c, auto d) {
-    return c.AllToAllV<KeyRecord>(send, {batch.send_counts, {}}, absl::MakeSpan(received),
-                                  {batch.recv_counts, {}}, d, CallTag{tag_step, keys_label_});
+    return c.ExchangeV<KeyRecord>(send, batch.send_counts, &received, &batch.recv_counts, d,
+                                  CallTag{tag_step, keys_label_});
   }));
 
   // As the owner: the union of the keys asked for, in rank order, resolved once.
@@ -498,17 +488,12 @@ Status ShardedTable::ApplyGradients(absl::Span<const uint32_t> rows,
   }
   // Every rank knows what it will receive from the Resolve, unless a rank sends nothing: the
   // counts go first so a rank that refused its arguments does not break the others' exchange.
-  std::vector<int64_t> incoming(world_, 0);
-  RECSDK_RETURN_IF_ERROR(
-      Exchange(name(), "exchanging the gradient counts", [&](Communicator& c, auto d) {
-        return c.AllToAll<int64_t>(send_counts, absl::MakeSpan(incoming), d,
-                                   CallTag{step, counts_label_});
-      }));
-  std::vector<float> received(static_cast<size_t>(Total(incoming)));
+  std::vector<int64_t> incoming;
+  std::vector<float> received;
   RECSDK_RETURN_IF_ERROR(
       Exchange(name(), "sending gradients to their owners", [&](Communicator& c, auto d) {
-        return c.AllToAllV<float>(send, {send_counts, {}}, absl::MakeSpan(received), {incoming, {}},
-                                  d, CallTag{step, grads_label_});
+        return c.ExchangeV<float>(send, send_counts, &received, &incoming, d,
+                                  CallTag{step, grads_label_});
       }));
   RECSDK_RETURN_IF_ERROR(own);
   if (incoming != recv_counts) {
@@ -689,16 +674,11 @@ Status ShardedTable::PullLeased(const void* owner, int64_t lease_batch, bool fai
         "resolve on this rank",
         name(), lease_batch));
   }
-  std::vector<int64_t> incoming(world_, 0);
+  std::vector<int64_t> incoming;
+  std::vector<float> back;
   RECSDK_RETURN_IF_ERROR(
       Exchange(name(), "bringing a key stage batch's rows", [&](Communicator& c, auto d) {
-        return c.AllToAll<int64_t>(send_counts, absl::MakeSpan(incoming), d,
-                                   CallTag{lease_batch, counts_label_});
-      }));
-  std::vector<float> back(static_cast<size_t>(Total(incoming)));
-  RECSDK_RETURN_IF_ERROR(
-      Exchange(name(), "bringing a key stage batch's rows", [&](Communicator& c, auto d) {
-        return c.AllToAllV<float>(send, {send_counts, {}}, absl::MakeSpan(back), {incoming, {}}, d,
+        return c.ExchangeV<float>(send, send_counts, &back, &incoming, d,
                                   CallTag{lease_batch, rows_label_});
       }));
   RECSDK_RETURN_IF_ERROR(own);
@@ -790,6 +770,7 @@ StatusOr<std::unique_ptr<EmbeddingTable>> MaybeShardTable(std::unique_ptr<Embedd
   RECSDK_ASSIGN_OR_RETURN(const int size, get_rank_size());
   if (size <= 1) return table;
   RECSDK_ASSIGN_OR_RETURN(const int rank, get_rank_id());
+  if (table->config().is_dp) return ReplicatedTable::Create(std::move(table), rank, size);
   return ShardedTable::Create(std::move(table), rank, size);
 }
 

@@ -198,12 +198,13 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
   };
   std::map<const void*, OpenChannelState> channels_;
   // Labels of the exchanges (CallTag keeps a view).
-  const std::string keys_label_, rows_label_, grads_label_, counts_label_, agree_label_;
+  const std::string keys_label_, rows_label_, grads_label_, agree_label_;
 };
 
-// MaybeShardTable: `table` as the Session of this process should hold it: a ShardedTable when
-// this process is one of several ranks (the process communicator's world, or the launcher's
-// when none exists yet), else unchanged. The table decorator of every Session's tables
+// MaybeShardTable: `table` as the Session of this process should hold it: when this process is
+// one of several ranks (the process communicator's world, or the launcher's when none exists
+// yet), a ShardedTable, or a ReplicatedTable (replicated_table.h) when its config has is_dp;
+// else unchanged. The table decorator of every Session's tables
 // (SetTableDecorator, src/device/table_resource.h), installed with the collective ops.
 [[nodiscard]] StatusOr<std::unique_ptr<EmbeddingTable>> MaybeShardTable(
     std::unique_ptr<EmbeddingTable> table);

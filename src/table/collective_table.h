@@ -70,6 +70,15 @@ class CollectiveTable {
   virtual int64_t LeasedOldestTime(const void* owner, int64_t batch) const = 0;
 };
 
+// ReplicatedCollectives: the mark of a table held whole on every rank whose Resolve and
+// ApplyGradients are collectives too (src/dist/replicated_table.h, TableConfig::is_dp). It has
+// no calls for a key stage, so KeyStage::Start refuses it: the stage's worker would issue its
+// collectives on its own thread, beside the step's.
+class ReplicatedCollectives {
+ public:
+  virtual ~ReplicatedCollectives() = default;
+};
+
 }  // namespace recsdk::internal
 
 #endif  // RECSDK_TABLE_COLLECTIVE_TABLE_H_

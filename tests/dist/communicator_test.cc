@@ -196,6 +196,34 @@ TEST(LocalCommunicatorTest, AllToAllVNamesCountsThatDoNotMatch) {
   EXPECT_EQ(recv, (std::vector<float>{0, 0, 0}));
 }
 
+TEST(LocalCommunicatorTest, ExchangeVCopiesTheOwnBlockAndChecksTheCounts) {
+  LocalCommunicator comm;
+  const std::vector<int64_t> send = {7, 8, 9};
+  const std::vector<int64_t> counts = {3};
+  std::vector<int64_t> recv, recv_counts;
+  ASSERT_TRUE(
+      comm.ExchangeV(absl::MakeConstSpan(send), counts, &recv, &recv_counts, Soon(), {4, "keys"})
+          .ok());
+  EXPECT_EQ(recv, send);
+  EXPECT_EQ(recv_counts, counts);
+  // Empty: nothing moves.
+  const std::vector<int64_t> zero = {0};
+  ASSERT_TRUE(comm.ExchangeV(absl::Span<const int64_t>(), zero, &recv, &recv_counts, Soon()).ok());
+  EXPECT_TRUE(recv.empty());
+  // Counts that do not fill `send`, or not one per rank, are refused naming the rule.
+  const std::vector<int64_t> two = {2};
+  absl::Status s = comm.ExchangeV(absl::MakeConstSpan(send), two, &recv, &recv_counts, Soon());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(s), AllOf(HasSubstr("ExchangeV #2"),
+                                HasSubstr("send_counts add up to 2 elements but `send` holds 3")));
+  const std::vector<int64_t> per_two_ranks = {1, 2};
+  s = comm.ExchangeV(absl::MakeConstSpan(send), per_two_ranks, &recv, &recv_counts, Soon());
+  EXPECT_THAT(Message(s), HasSubstr("send_counts has 2 entries; it needs one per rank (1)"));
+  const std::vector<int64_t> negative = {-1};
+  s = comm.ExchangeV(absl::Span<const int64_t>(), negative, &recv, &recv_counts, Soon());
+  EXPECT_THAT(Message(s), HasSubstr("send_counts[0] is -1"));
+}
+
 TEST(LocalCommunicatorTest, ADeadlineThatPassedDoesNotFailAWorldOfOne) {
   LocalCommunicator comm;
   EXPECT_TRUE(comm.Barrier(DeadlineClock::now() - std::chrono::seconds(1)).ok());

@@ -4,6 +4,10 @@
 //     must end in bounded time, non-zero, with a message naming rank 1.
 //   kill_rank_job restore DIR: 2 ranks restore the latest checkpoint (step 10, the last one
 //     complete before the kill), check it and train on.
+//   kill_rank_job stop DIR: as kill, but rank 1 stops itself with SIGSTOP in step 12 and never
+//     resumes (tests/dist/stop_rank_test.sh, CTest dist_stop_rank), with a collective timeout of
+//     kStopTimeoutS: rank 0 must fail its next collective with DeadlineExceeded naming rank 1
+//     and the step, and exit non-zero; mpirun then ends the stopped rank.
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -21,6 +25,8 @@ using recsdk::testing::sparse::ShardOf;
 using recsdk::testing::sparse::SparseNet;
 
 constexpr int64_t kGlobalRows = 12;
+// kStopTimeoutS: the collective timeout of the stop phase (short: the test waits for it).
+constexpr double kStopTimeoutS = 3;
 
 int Fail(const std::string& what) {
   std::fprintf(stderr, "kill_rank_job: %s\n", what.c_str());
@@ -31,15 +37,16 @@ int Fail(const std::string& what) {
 
 int main(int argc, char** argv) {
   using namespace recsdk;  // NOLINT(google-build-using-namespace): a test program's main
-  if (argc != 3) return Fail("usage: kill_rank_job kill|restore DIR");
+  if (argc != 3) return Fail("usage: kill_rank_job kill|restore|stop DIR");
   const std::string phase = argv[1], dir = argv[2];
   dist::RegisterMpiCommunicator();
   DistributedOptions options;
-  options.collective_timeout_s = 30;
+  options.collective_timeout_s = phase == "stop" ? kStopTimeoutS : 30;
   if (Status s = InitDistributed(options); !s.ok()) return Fail(s.ToString());
   const int rank = *get_rank_id(), size = *get_rank_size();
   if (size != 2) return Fail("run under mpirun -np 2");
-  if (phase == "kill" && rank == 0) std::filesystem::remove_all(dir);
+  const bool fault = phase == "kill" || phase == "stop";
+  if (fault && rank == 0) std::filesystem::remove_all(dir);
   if (!AllRanksAgree(true, "the directory is ready").ok()) return Fail("agreeing");
   SparseNet net(npu_distributed_optimizer_wrapper(std::make_shared<SgdOptimizer>()),
                 kGlobalRows / size);
@@ -61,10 +68,16 @@ int main(int argc, char** argv) {
       std::fflush(stderr);
       std::raise(SIGKILL);
     }
+    if (phase == "stop" && rank == 1 && step == 12) {
+      std::fprintf(stderr, "kill_rank_job: rank 1 stops itself (SIGSTOP) in step 12\n");
+      std::fflush(stderr);
+      std::raise(SIGSTOP);
+      return Fail("rank 1 was resumed; nothing in the test resumes it");
+    }
     if (Status s = net.Step(ShardOf(GlobalBatch(step, kGlobalRows), size, rank)); !s.ok()) {
       return Fail("step " + std::to_string(step) + ": " + s.ToString());
     }
-    if (phase == "kill" && step % 5 == 4) {
+    if (fault && step % 5 == 4) {
       StatusOr<std::string> saved = (*saver)->Save(step + 1);
       if (!saved.ok()) return Fail("save: " + saved.status().ToString());
     }

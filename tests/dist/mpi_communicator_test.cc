@@ -181,6 +181,51 @@ TEST_F(MpiCommunicatorTest, AllToAllVWithUnevenCountsIncludingZeros) {
   EXPECT_EQ(recv, expected) << "rank " << rank_;
 }
 
+TEST_F(MpiCommunicatorTest, ExchangeVLearnsTheCountsAndMovesTheBlocksInOneCall) {
+  // Rank i sends (i + 2 j) % 3 elements to rank j, as above; the receivers learn the counts.
+  auto pair_count = [](int from, int to) -> int64_t { return (from + 2 * to) % 3; };
+  std::vector<int64_t> send_counts(size_);
+  std::vector<int64_t> send;
+  for (int j = 0; j < size_; ++j) {
+    send_counts[j] = pair_count(rank_, j);
+    for (int64_t k = 0; k < send_counts[j]; ++k) send.push_back(rank_ * 1000 + j * 10 + k);
+  }
+  std::vector<int64_t> recv, recv_counts;
+  ASSERT_TRUE(comm_
+                  ->ExchangeV(absl::MakeConstSpan(send), send_counts, &recv, &recv_counts,
+                              Generous(), {9, "keys"})
+                  .ok());
+  std::vector<int64_t> expected, expected_counts;
+  for (int i = 0; i < size_; ++i) {
+    expected_counts.push_back(pair_count(i, rank_));
+    for (int64_t k = 0; k < pair_count(i, rank_); ++k)
+      expected.push_back(i * 1000 + rank_ * 10 + k);
+  }
+  EXPECT_EQ(recv_counts, expected_counts) << "rank " << rank_;
+  EXPECT_EQ(recv, expected) << "rank " << rank_;
+  EXPECT_EQ(comm_->calls_issued(), 1u) << "one call, one sequence number";
+  // A rank whose counts do not fill its buffer refuses the call and tells the others, which fail
+  // at once; then a call against another collective is named as out of order. Both leave the
+  // communicator usable.
+  std::vector<int64_t> bad_counts = send_counts;
+  if (rank_ == 1) bad_counts[0] += 1;
+  absl::Status s = comm_->ExchangeV(absl::MakeConstSpan(send), bad_counts, &recv, &recv_counts,
+                                    Generous(), {10, "keys"});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(Message(s),
+              HasSubstr(rank_ == 1 ? "send_counts add up to" : "rank 1 refused its own arguments"));
+  std::vector<float> data(2, 1.0f);
+  if (rank_ == 0) {
+    s = comm_->ExchangeV(absl::MakeConstSpan(send), send_counts, &recv, &recv_counts, Generous(),
+                         {11, "keys"});
+  } else {
+    s = comm_->AllReduce(absl::MakeSpan(data), ReduceOp::kSum, Generous(), {11, "keys"});
+  }
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(Message(s), HasSubstr("collectives out of order"));
+  ASSERT_TRUE(comm_->Barrier(Generous()).ok());
+}
+
 TEST_F(MpiCommunicatorTest, BarrierKeepsEveryRankInStep) {
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(comm_->Barrier(Generous(), {i, "barrier"}).ok());
   // Every rank issued the same calls: the sequence numbers agree, which the next barrier checks.

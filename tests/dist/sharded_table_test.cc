@@ -2,7 +2,8 @@
 // is the LocalCommunicator's copy: it must behave exactly as the table it shards (the same
 // admissions, sentinels, gathers and updates, bit for bit), keep the rows of its last two
 // batches readable, refuse what it cannot honour with the reason, and spread skewed keys evenly
-// over the ranks. The multi-rank behaviour is tests/dist/mpi_sharded_table_test.cc's.
+// over the ranks. The multi-rank behaviour is tests/dist/mpi_sharded_table_test.cc's. The same
+// for ReplicatedTable (is_dp, replicated_table.h) at the end.
 #include "src/dist/sharded_table.h"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "recsdk/table.h"
+#include "src/dist/replicated_table.h"
 
 namespace recsdk::dist {
 namespace {
@@ -236,6 +238,67 @@ TEST(ShardedTableTest, OwnersSpreadSkewedKeysEvenly) {
   EXPECT_LE(balance(multiples), 1.02);
   EXPECT_LE(balance(clustered), 1.02);
   EXPECT_EQ(ShardedTable::Owner(12345, 1), 0);
+}
+
+// ReplicatedTable in a world of one: the exchanges are copies, and the table must train exactly
+// as the one it replicates (row ids included: a replica's ids are its table's).
+TEST(ReplicatedTableTest, OneRankTrainsBitForBitLikeItsTable) {
+  std::unique_ptr<EmbeddingTable> plain = Plain();
+  StatusOr<std::unique_ptr<EmbeddingTable>> made = ReplicatedTable::Create(Plain(), 0, 1);
+  ASSERT_TRUE(made.ok()) << made.status();
+  EmbeddingTable& replica = **made;
+  for (int step = 1; step <= 6; ++step) {
+    const Batch b = MakeBatch(step);
+    const size_t u = b.keys.size();
+    std::vector<uint32_t> rp(u), rr(u);
+    ASSERT_TRUE(plain->Resolve(b.keys, b.counts, {}, LookupMode::kTrain, absl::MakeSpan(rp)).ok());
+    const Status s = replica.Resolve(b.keys, b.counts, {}, LookupMode::kTrain, absl::MakeSpan(rr));
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(rp, rr) << "step " << step;
+    std::vector<float> grads(u * kDim);
+    for (size_t i = 0; i < grads.size(); ++i) grads[i] = 0.01f * static_cast<float>(i % 7) - 0.03f;
+    ASSERT_TRUE(plain->ApplyGradients(rp, grads, step).ok());
+    const Status a = replica.ApplyGradients(rr, grads, step);
+    ASSERT_TRUE(a.ok()) << a;
+  }
+  EXPECT_EQ(replica.size(), plain->size());
+  EXPECT_GT(plain->size(), 0);
+  for (int64_t key = 0; key < 20; ++key) {
+    const StatusOr<std::vector<float>> want = plain->ReadRow(key);
+    const StatusOr<std::vector<float>> got = replica.ReadRow(key);
+    ASSERT_EQ(got.ok(), want.ok()) << key;
+    if (want.ok()) {
+      EXPECT_EQ(*got, *want) << "key " << key;
+    }
+    EXPECT_EQ(replica.AdmissionCount(key), plain->AdmissionCount(key)) << key;
+  }
+  // A rank's wrong arguments fail the call (every rank's, under MPI) and change nothing.
+  const Batch b = MakeBatch(7);
+  std::vector<uint32_t> short_rows(1);
+  const int64_t before = replica.size();
+  const Status bad =
+      replica.Resolve(b.keys, b.counts, {}, LookupMode::kTrain, absl::MakeSpan(short_rows));
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+  EXPECT_EQ(replica.size(), before);
+  std::vector<uint32_t> one_row = {0};
+  std::vector<float> wrong(kDim + 1);
+  EXPECT_EQ(replica.ApplyGradients(one_row, wrong, 8).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ReplicatedTableTest, WhatItCannotHonourIsRefusedWithTheReason) {
+  SparseOptimizerConfig by_address = SparseOptimizerConfig::Adagrad(0.1f);
+  by_address.kind = SparseOptimizerKind::kAdagradByAddress;
+  StatusOr<std::unique_ptr<EmbeddingTable>> refused =
+      ReplicatedTable::Create(Plain(Config(), by_address), 0, 2);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()),
+              AllOf(HasSubstr("\"t\" is replicated"), HasSubstr("AdagradByAddress"),
+                    HasSubstr("is_dp = false")));
+  EXPECT_EQ(ReplicatedTable::Create(Plain(), 2, 2).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReplicatedTable::Create(nullptr, 0, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

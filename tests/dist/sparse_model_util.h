@@ -77,9 +77,10 @@ struct SparseNet {
   SessionConfig config_;
 
   // second_table: a second table "emb2" looked up on the same ids (two tables' collectives in a
-  // step). config: the Session's.
+  // step). config: the Session's. emb_is_dp: "emb" has TableConfig::is_dp (replicated on every
+  // rank; "emb2" stays sharded).
   SparseNet(const std::shared_ptr<Optimizer>& opt, int64_t rows, bool second_table = false,
-            const SessionConfig& config = {})
+            const SessionConfig& config = {}, bool emb_is_dp = false)
       : config_(config) {
     g.set_random_seed(5);
     Output ids = ops::Placeholder(s.WithOpName("ids"), DType::kInt64, Shape{rows, kFeatures});
@@ -91,6 +92,7 @@ struct SparseNet {
     table.device_vocabulary_size = 4096;
     table.access_threshold = 2;
     table.initializer = Initializer::Uniform(-0.3, 0.3, 17);
+    table.is_dp = emb_is_dp;
     StatusOr<SparseTable> t1 = create_table(s, table, SparseOptimizerConfig::Adagrad(0.2f));
     EXPECT_TRUE(t1.ok()) << t1.status();
     SparseLookupOptions lo;
@@ -100,6 +102,7 @@ struct SparseNet {
     std::vector<Output> parts = {*emb, x};
     if (second_table) {
       table.name = "emb2";
+      table.is_dp = false;
       StatusOr<SparseTable> t2 = create_table(s, table, SparseOptimizerConfig::LazyAdam(0.05f));
       EXPECT_TRUE(t2.ok()) << t2.status();
       SparseLookupOptions o2;

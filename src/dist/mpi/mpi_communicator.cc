@@ -201,6 +201,9 @@ class MpiCommunicator final : public Communicator {
                            absl::Span<const int64_t> send_displs, void* recv,
                            absl::Span<const int64_t> recv_displs) override;
   absl::Status DoBarrier(const CollectiveCall& call) override;
+  absl::Status DoExchangeV(const CollectiveCall& call, const void* send,
+                           absl::Span<const int64_t> send_counts, absl::Span<int64_t> recv_counts,
+                           absl::FunctionRef<void*(int64_t)> alloc) override;
   absl::Status Rejected(const CollectiveCall& call, absl::Status error) override;
 
  private:
@@ -511,6 +514,62 @@ absl::Status MpiCommunicator::DoBarrier(const CollectiveCall& call) {
   // header, sent when that rank entered, has arrived. An MPI_Ibarrier after it would add a round
   // trip and nothing else.
   return Begin(call);
+}
+
+absl::Status MpiCommunicator::DoExchangeV(const CollectiveCall& call, const void* send,
+                                          absl::Span<const int64_t> send_counts,
+                                          absl::Span<int64_t> recv_counts,
+                                          absl::FunctionRef<void*(int64_t)> alloc) {
+  // One header round for both rounds: once every rank is in this call (the headers say so), the
+  // counts round and the data round follow on every rank with no choice left in between. So
+  // that no rank can fail between them, a block is limited to (2^31 - 1) / size() bytes here,
+  // before the headers: then every rank's receive total fits an MPI count.
+  const int64_t block_limit = std::numeric_limits<int>::max() / size_;
+  for (int r = 0; r < size_; ++r) {
+    if (send_counts[r] > block_limit / call.elem_size) {
+      return Rejected(
+          call, absl::InvalidArgumentError(fmt::format(
+                    "{}: the block for rank {} is {} elements of {} bytes; ExchangeV moves at "
+                    "most {} bytes per block at {} ranks (so that a rank's receive total fits an "
+                    "MPI count); split the exchange",
+                    Where(call), r, send_counts[r], call.elem_size, block_limit, size_)));
+    }
+  }
+  absl::Status begun = Begin(call);
+  if (!begun.ok()) return begun;
+  MPI_Request request = MPI_REQUEST_NULL;
+  int rc = MPI_Ialltoall(send_counts.data(), sizeof(int64_t), MPI_BYTE, recv_counts.data(),
+                         sizeof(int64_t), MPI_BYTE, comm_, &request);
+  if (rc != MPI_SUCCESS) return Fail(MpiFailed(Where(call), "MPI_Ialltoall", rc));
+  absl::Status counted = Finish(call, request);
+  if (!counted.ok()) return counted;
+  int64_t total = 0;
+  send_bytes_.resize(size_);
+  send_byte_displs_.resize(size_);
+  recv_bytes_.resize(size_);
+  recv_byte_displs_.resize(size_);
+  int64_t sent = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (recv_counts[r] < 0 || recv_counts[r] > block_limit / call.elem_size) {
+      // Every sender checked its blocks: only a rank of another build sends this. The others
+      // have posted the data round; this communicator cannot go on.
+      return Fail(absl::InternalError(
+          fmt::format("{}: rank {} announced a block of {} elements, outside [0, {}]; every rank "
+                      "must run the same program build",
+                      Where(call), r, recv_counts[r], block_limit / call.elem_size)));
+    }
+    recv_byte_displs_[r] = static_cast<int>(total * call.elem_size);
+    recv_bytes_[r] = static_cast<int>(recv_counts[r] * call.elem_size);
+    total += recv_counts[r];
+    send_byte_displs_[r] = static_cast<int>(sent * call.elem_size);
+    send_bytes_[r] = static_cast<int>(send_counts[r] * call.elem_size);
+    sent += send_counts[r];
+  }
+  void* recv = alloc(total);
+  rc = MPI_Ialltoallv(send, send_bytes_.data(), send_byte_displs_.data(), MPI_BYTE, recv,
+                      recv_bytes_.data(), recv_byte_displs_.data(), MPI_BYTE, comm_, &request);
+  if (rc != MPI_SUCCESS) return Fail(MpiFailed(Where(call), "MPI_Ialltoallv", rc));
+  return Finish(call, request);
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateForRegistry(const LaunchEnvironment& env,

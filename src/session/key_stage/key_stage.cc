@@ -621,6 +621,15 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
       impl->sharded = true;
       if (impl->voter == nullptr) impl->voter = c;
     }
+    if (dynamic_cast<internal::ReplicatedCollectives*>(&t.resource->table()->SelfSynchronised()) !=
+        nullptr) {
+      return absl::FailedPreconditionError(fmt::format(
+          "KeyStage: table \"{}\" is replicated on every rank (is_dp), and its lookups and "
+          "updates are collectives that must run in the step's order; the key stage resolves "
+          "batches ahead on a thread of its own. Look the table up in the graph (no "
+          "modify_graph / FeatureSpec key stage for it), or set is_dp = false to shard it",
+          t.name));
+    }
   }
   // The spec: every table uses the host tier or none does.
   {
