@@ -78,8 +78,12 @@ struct Options {
   int64_t tmpfs_mib = 96;
 };
 
+// g_mounted: the tmpfs the disk_full mode mounted, unmounted on any exit.
+std::string g_mounted;
+
 [[noreturn]] void Die(const std::string& what, const Status& st) {
   std::fprintf(stderr, "scale: %s: %s\n", what.c_str(), std::string(st.message()).c_str());
+  if (!g_mounted.empty()) (void)umount2(g_mounted.c_str(), MNT_DETACH);
   std::exit(2);
 }
 template <typename T>
@@ -199,6 +203,7 @@ struct Model {
 };
 
 void Build(const Options& o, const Sizes& z, const std::string& ssd_dir, Model* m) {
+  if (z.ssd) fs::create_directories(ssd_dir);
   m->graph = std::make_unique<Graph>();
   Scope s(m->graph.get());
   m->graph->set_random_seed(3);
@@ -678,12 +683,16 @@ int DiskFullMode(const Options& o) {
     std::printf("disk_full: skipped: mount tmpfs on %s: %s\n", mnt.c_str(), std::strerror(errno));
     return 77;
   }
+  g_mounted = mnt;
   struct Unmount {
     std::string dir;
-    ~Unmount() { (void)umount2(dir.c_str(), MNT_DETACH); }
+    ~Unmount() {
+      (void)umount2(dir.c_str(), MNT_DETACH);
+      g_mounted.clear();
+    }
   } unmount{mnt};
-  // One 64 MiB SSD file fits on the tmpfs, a second does not: prefill fills most of the first
-  // file, and training's demotions need the second.
+  // One SSD file of about 64 MiB fits on the tmpfs, a second does not: prefill fills most of the
+  // first file, and training's demotions need the second.
   Sizes z;
   const int64_t rows_per_file = (int64_t{64} << 20) / RecordBytes(o);
   z.keys = rows_per_file * 3;
@@ -691,6 +700,7 @@ int DiskFullMode(const Options& o) {
   z.host_rows = 2 * o.batch;
   z.ssd = true;
   Options p = o;
+  p.tables = 1;  // one table's files on the tmpfs
   p.prefill = static_cast<double>(rows_per_file - 2 * o.batch) / static_cast<double>(z.keys);
   const std::string ckpt = o.data_dir + "/ckpt";
   bool ok = true;
@@ -734,10 +744,23 @@ int DiskFullMode(const Options& o) {
     expect(absl::IsResourceExhausted(err), "the error is not ResourceExhausted");
     expect(msg.find("ssd") != std::string::npos, "the message does not name the ssd tier");
     expect(msg.find(mnt) != std::string::npos, "the message does not name the path");
-    // The table still reads every row (state not corrupted): export it.
+    // State not corrupted: every row the index names is in its tier (the counts agree), and a
+    // full save after the failure reads every row of every tier back, checksums included.
     for (EmbeddingTable* t : m.tables) {
-      int64_t n = t->size();
-      expect(n > 0, "a table lost its rows");
+      const internal::TierStats ts = internal::GetTierStats(*t);
+      expect(t->size() > 0 && ts.device_rows + ts.host_rows + ts.ssd_rows == t->size(),
+             "the tiers' row counts do not add up to the table's size after the failure");
+    }
+    {
+      SaverOptions so2;
+      so2.model_dir = o.data_dir + "/ckpt_after";
+      auto after = Check(Saver::Create(*m.session, so2), "Saver::Create");
+      const Status saved = after->Save(at + 1).status();
+      if (!saved.ok())
+        std::printf("disk_full: save after the failure: %s\n",
+                    std::string(saved.message()).c_str());
+      expect(saved.ok(), "a save after the failure fails");
+      fs::remove_all(so2.model_dir);
     }
     // The last checkpoint restores into a fresh session (SSD on the real disk) that trains on.
     Model r;

@@ -231,6 +231,13 @@ Status TableImpl::PlanTiers(absl::Span<const int64_t> keys, absl::Span<const uin
             name(), ssd_->size(), config_.ssd_vocabulary_size,
             fmt::join(config_.ssd_data_path, "\", \""), plan->cold.size()));
       }
+      // The SSD files those rows need are made now, before anything changes: a full disk then
+      // fails the plan (ResourceExhausted naming the tier, the folders and the file), not the
+      // swap half done. ExecuteTiers frees the SSD slots of the rows coming up before it
+      // allocates the slots of the rows going down, so a file made there failed after the index
+      // still named the freed slots: the table's next snapshot read unallocated slots (issue 29).
+      RECSDK_RETURN_IF_ERROR(
+          ssd_->Reserve(uint64_t{ssd_->size()} - plan->ssd_slots.size() + plan->cold.size()));
     }
   }
   // The arriving rows' metadata, read before their slots can be reused below (an SSD row's
