@@ -28,7 +28,9 @@
 //     checkpoint restores into a fresh session that trains on; disk_full_ok=1 (exit 1 otherwise).
 // Not thread-safe; a driver, not a library.
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -123,6 +125,26 @@ Io ReadIo() {
     if (key == "write_bytes:") io.write = v;
   }
   return io;
+}
+
+// DiskIo: bytes read and written by the whole block device holding `dir` (/proc/diskstats, so
+// other processes' I/O on the disk counts too), {0, 0} when not found.
+Io DiskIo(const std::string& dir) {
+  struct stat st {};
+  if (stat(dir.c_str(), &st) != 0) return {};
+  std::ifstream in("/proc/diskstats");
+  unsigned maj = 0, mnr = 0;
+  std::string name;
+  int64_t f[11] = {};
+  while (in >> maj >> mnr >> name) {
+    for (int64_t& x : f) in >> x;
+    std::string rest;
+    std::getline(in, rest);
+    if (maj == major(st.st_dev) && mnr == minor(st.st_dev)) {
+      return {f[2] * 512, f[6] * 512};  // sectors read, sectors written
+    }
+  }
+  return {};
 }
 
 uint64_t DirBytes(const std::string& dir) {
@@ -333,13 +355,14 @@ struct RunResult {
   double seconds = 0;
   internal::TierStats delta;  // over the timed steps
   Io io;                      // over the timed steps
+  Io disk;                    // the data disk's, over the timed steps (all processes)
   int64_t rss_max = 0;
 };
 
 // Train: warm-up steps, then steps until `seconds` (or `max_steps`) pass; losses appended to
 // `losses` when given.
 RunResult Train(KeyStage& stage, Model& m, int64_t warmup, double seconds, int64_t max_steps,
-                RssSampler* rss, std::vector<float>* losses) {
+                RssSampler* rss, std::vector<float>* losses, const std::string& disk_dir = "") {
   FeedList feeds;
   std::vector<Tensor> out;
   auto step = [&]() {
@@ -355,6 +378,7 @@ RunResult Train(KeyStage& stage, Model& m, int64_t warmup, double seconds, int64
   RunResult r;
   const internal::TierStats before = SumStats(m);
   const Io io0 = ReadIo();
+  const Io d0 = DiskIo(disk_dir);
   const auto start = Clock::now();
   while (r.steps < max_steps) {
     step();
@@ -363,6 +387,8 @@ RunResult Train(KeyStage& stage, Model& m, int64_t warmup, double seconds, int64
     if (r.seconds >= seconds) break;
   }
   const Io io1 = ReadIo();
+  const Io d1 = DiskIo(disk_dir);
+  r.disk = {d1.read - d0.read, d1.write - d0.write};
   const internal::TierStats after = SumStats(m);
   r.io = {io1.read - io0.read, io1.write - io0.write};
   r.delta.device_hits = after.device_hits - before.device_hits;
@@ -461,20 +487,25 @@ int RunMode(const Options& o, int64_t ram) {
       small.keys);
   std::fflush(stdout);
 
-  // 1. The same model, tables scaled down to the host budget, all in memory.
-  RunResult mem;
-  {
-    rss.SetPhase("memory");
-    Model m;
-    Build(o, small, ssd_dir, &m);
-    auto stage = StartStage(o, small, m, 0);
-    mem = Train(*stage, m, o.warmup_steps, o.memory_seconds, int64_t{1} << 40, &rss, nullptr);
-    mem.samples_per_s = static_cast<double>(mem.steps * o.batch) / mem.seconds;
+  // 1. The same model, tables scaled down to the host budget, all in memory: run before and
+  // after the tables at scale, and the ratio takes their mean, so a load that changes during the
+  // run (other builds on the machine) weighs on both sides.
+  auto memory_run = [&](const char* when) {
+    rss.SetPhase(std::string("memory_") + when);
+    Model mm;
+    Build(o, small, ssd_dir, &mm);
+    auto stage = StartStage(o, small, mm, 0);
+    RunResult r =
+        Train(*stage, mm, o.warmup_steps, o.memory_seconds, int64_t{1} << 40, &rss, nullptr);
+    r.samples_per_s = static_cast<double>(r.steps * o.batch) / r.seconds;
     stage->Stop();
-    std::printf("memory: %" PRId64 " steps in %.1f s: %.0f samples/s\n", mem.steps, mem.seconds,
-                mem.samples_per_s);
+    std::printf("memory (%s): %" PRId64 " steps in %.1f s: %.0f samples/s\n", when, r.steps,
+                r.seconds, r.samples_per_s);
     std::fflush(stdout);
-  }
+    return r.samples_per_s;
+  };
+  RunResult mem;
+  const double mem_before = memory_run("before");
 
   // 2. At scale.
   rss.SetPhase("build");
@@ -495,10 +526,15 @@ int RunMode(const Options& o, int64_t ram) {
   std::fflush(stdout);
   rss.SetPhase("scale");
   auto stage = StartStage(o, big, m, 0);
-  RunResult at = Train(*stage, m, o.warmup_steps, o.seconds, int64_t{1} << 40, &rss, nullptr);
+  RunResult at =
+      Train(*stage, m, o.warmup_steps, o.seconds, int64_t{1} << 40, &rss, nullptr, ssd_dir);
   at.samples_per_s = static_cast<double>(at.steps * o.batch) / at.seconds;
   const internal::TierStats end = SumStats(m);
   const uint64_t ssd_file_bytes = DirBytes(ssd_dir);
+  const int64_t consumed = stage->batches_consumed();
+  stage->Stop();
+  const double mem_after = memory_run("after");
+  mem.samples_per_s = (mem_before + mem_after) / 2;
   const int64_t rows = end.device_rows + end.host_rows + end.ssd_rows;
   const double steps = static_cast<double>(at.steps);
   const double hit = at.delta.device_lookups > 0 ? static_cast<double>(at.delta.device_hits) /
@@ -547,6 +583,7 @@ int RunMode(const Options& o, int64_t ram) {
   if (!o.checkpoint_dir.empty()) {
     rss.SetPhase("checkpoint");
     fs::remove_all(o.checkpoint_dir);
+    stage = StartStage(o, big, m, consumed);
     Drain(*stage, m);
     SaverOptions so;
     so.model_dir = o.checkpoint_dir;
@@ -592,17 +629,19 @@ int RunMode(const Options& o, int64_t ram) {
   stage->Stop();
   std::printf(
       "ssd_vs_memory_at_scale=%.3f samples_per_s=%.0f memory_samples_per_s=%.0f "
+      "memory_before=%.0f memory_after=%.0f "
       "table_gib=%.2f ram_multiple_reached=%.3f ssd_file_gb=%.2f rows=%" PRId64
       " device_hit=%.4f ssd_read_share=%.4f io_read_per_step=%.0f min_read_per_step=%.0f "
-      "io_write_per_step=%.0f min_write_per_step=%.0f rss_max_gib=%.2f rss_limit_gib=%.2f "
+      "io_write_per_step=%.0f min_write_per_step=%.0f disk_write_per_step=%.0f rss_max_gib=%.2f "
+      "rss_limit_gib=%.2f "
       "rss_bounded=%d%s\n",
-      at.samples_per_s / mem.samples_per_s, at.samples_per_s, mem.samples_per_s,
-      static_cast<double>(rows * RowBytes(o)) / (1 << 30),
+      at.samples_per_s / mem.samples_per_s, at.samples_per_s, mem.samples_per_s, mem_before,
+      mem_after, static_cast<double>(rows * RowBytes(o)) / (1 << 30),
       static_cast<double>(rows * RowBytes(o)) / static_cast<double>(ram),
       static_cast<double>(ssd_file_bytes) / 1e9, rows, hit, ssd_share, io_read, min_read, io_write,
-      min_write, static_cast<double>(rss_max) / (1 << 30),
-      static_cast<double>(budget + overhead) / (1 << 30), rss_max <= budget + overhead ? 1 : 0,
-      ckpt_figures.c_str());
+      min_write, static_cast<double>(at.disk.write) / steps,
+      static_cast<double>(rss_max) / (1 << 30), static_cast<double>(budget + overhead) / (1 << 30),
+      rss_max <= budget + overhead ? 1 : 0, ckpt_figures.c_str());
   return 0;
 }
 
