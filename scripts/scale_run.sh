@@ -28,6 +28,6 @@ status=0
   --host_fraction "${HOST_FRACTION:-0.125}" --zipf "${ZIPF:-1.05}" \
   --seconds "${SECONDS_AT_SCALE:-120}" --memory_seconds "${MEMORY_SECONDS:-30}" \
   --max_disk_gb "${MAX_DISK_GB:-40}" --data_dir "$data" --rss_csv "$data/rss.csv" \
-  "${ckpt[@]}" ${EXTRA:-} || status=$?
+  --keep_data "${KEEP:-0}" "${ckpt[@]}" ${EXTRA:-} || status=$?
 if [ "${KEEP:-0}" != "1" ]; then rm -rf "$data/ssd" "$data/ckpt"; fi
 exit $status

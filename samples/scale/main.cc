@@ -78,6 +78,7 @@ struct Options {
   double max_disk_gb = 40;  // refuse a table whose SSD files would exceed this
   int64_t ram_bytes = 0;    // 0: MemTotal (tests use a fixed figure)
   int64_t tmpfs_mib = 96;
+  int64_t keep_data = 0;  // 1: leave the SSD files and checkpoints (run mode deletes them)
 };
 
 // g_mounted: the tmpfs the disk_full mode mounted, unmounted on any exit.
@@ -642,6 +643,11 @@ int RunMode(const Options& o, int64_t ram) {
       min_write, static_cast<double>(at.disk.write) / steps,
       static_cast<double>(rss_max) / (1 << 30), static_cast<double>(budget + overhead) / (1 << 30),
       rss_max <= budget + overhead ? 1 : 0, ckpt_figures.c_str());
+  if (o.keep_data == 0) {
+    m.session.reset();  // closes the tables' SSD files
+    fs::remove_all(ssd_dir);
+    if (!o.checkpoint_dir.empty()) fs::remove_all(o.checkpoint_dir);
+  }
   return 0;
 }
 
@@ -875,6 +881,8 @@ int main(int argc, char** argv) {
       return integer(&o.ram_bytes);
     else if (name == "tmpfs_mib")
       return integer(&o.tmpfs_mib);
+    else if (name == "keep_data")
+      return integer(&o.keep_data);
     else if (name == "data_dir")
       o.data_dir = v;
     else if (name == "rss_csv")
