@@ -22,6 +22,8 @@
 //   restore: trains --steps, saves, trains --steps more; a second session restores the
 //     checkpoint and trains the same --steps; prints restore_equal=1 when every loss of the
 //     continuation is bitwise the never-stopped run's (exit 1 otherwise).
+//   kill9: a child process trains and checkpoints every 5 steps until SIGKILL; the latest
+//     checkpoint restores (the same SSD folder) and continues bitwise as a never-stopped run.
 //   disk_full: the SSD tier on a tmpfs of --tmpfs_mib (mounted here; needs root, exit 77 =
 //     skipped otherwise) filled by prefill; training grows the tier past it. Prints the error,
 //     checks it names the ssd tier and the path, that the session still saves and that the last
@@ -31,6 +33,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,6 +41,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -715,6 +719,84 @@ int RestoreMode(const Options& o) {
   return ok ? 0 : 1;
 }
 
+// KillMode: a child process trains and saves a checkpoint every 5 steps until this process
+// kills it with SIGKILL (after its second checkpoint, mid-step); then a fresh session in the same
+// SSD folder restores the latest checkpoint and trains --steps more, and a never-stopped run
+// (fresh, the same prefill) trains to the same step: the continuation's losses must be bitwise
+// equal. Prints kill9_equal=1.
+int KillMode(const Options& o) {
+  const Sizes z = SmallSizes(o);
+  fs::remove_all(o.data_dir);
+  fs::create_directories(o.data_dir);
+  const std::string ckpt = o.data_dir + "/ckpt";
+  const std::string ssd = o.data_dir + "/ssd";
+  const pid_t child = fork();
+  if (child < 0) Die("fork", absl::InternalError(std::strerror(errno)));
+  if (child == 0) {
+    Model m;
+    Build(o, z, ssd, &m);
+    Prefill(o, z, m);
+    SaverOptions so;
+    so.model_dir = ckpt;
+    so.keep_checkpoint_max = 0;
+    auto saver = Check(Saver::Create(*m.session, so), "Saver::Create");
+    for (int64_t at = 0;; at += 5) {
+      auto stage = StartStage(o, z, m, at);
+      Train(*stage, m, 0, 1e9, 5, nullptr, nullptr);
+      stage->Stop();
+      Check(saver->Save(at + 5).status(), "Save");
+    }
+  }
+  // Wait (at most 120 s) for two checkpoints, then kill the child in the middle of its run.
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  auto count = [&] {
+    int n = 0;
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(ckpt, ec); !ec && it != fs::end(it); it.increment(ec)) {
+      n += it->path().filename().string().rfind("ckpt-", 0) == 0 ? 1 : 0;
+    }
+    return n;
+  };
+  while (count() < 2 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  kill(child, SIGKILL);
+  int wstatus = 0;
+  waitpid(child, &wstatus, 0);
+  const bool killed = WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL;
+  std::vector<float> resumed, never_stopped;
+  int64_t step = -1;
+  {
+    Model r;
+    Build(o, z, ssd, &r);  // the killed run's SSD folder: its files are replaced
+    SaverOptions so;
+    so.model_dir = ckpt;
+    auto saver = Check(Saver::Create(*r.session, so), "Saver::Create");
+    step = Check(saver->Restore(), "Restore");
+    TrainSteps(o, z, r, step, o.steps, &resumed);
+  }
+  {
+    Model n;
+    Build(o, z, o.data_dir + "/ssd_n", &n);
+    Prefill(o, z, n);
+    for (int64_t at = 0; at < step; at += 5)
+      TrainSteps(o, z, n, at, std::min<int64_t>(5, step - at), nullptr);
+    TrainSteps(o, z, n, step, o.steps, &never_stopped);
+  }
+  size_t differ = 0;
+  for (size_t i = 0; i < never_stopped.size() && i < resumed.size(); ++i) {
+    differ += std::memcmp(&never_stopped[i], &resumed[i], sizeof(float)) != 0 ? 1 : 0;
+  }
+  const bool ok = killed && step > 0 && !resumed.empty() &&
+                  resumed.size() == never_stopped.size() && differ == 0;
+  std::printf("kill9: child killed by SIGKILL: %d, %d checkpoints; restored step %" PRId64
+              ", %zu continuation losses, %zu differ\nkill9_equal=%d\n",
+              killed ? 1 : 0, count(), step, resumed.size(), differ, ok ? 1 : 0);
+  fs::remove_all(o.data_dir);
+  return ok ? 0 : 1;
+}
+
 int DiskFullMode(const Options& o) {
   if (geteuid() != 0) {
     std::printf("disk_full: skipped: mounting a tmpfs needs root\n");
@@ -917,5 +999,7 @@ int main(int argc, char** argv) {
   if (o.mode == "run") return RunMode(o, ram);
   if (o.mode == "restore") return RestoreMode(o);
   if (o.mode == "disk_full") return DiskFullMode(o);
-  Die("flags", absl::InvalidArgumentError("scale: --mode must be run, restore or disk_full"));
+  if (o.mode == "kill9") return KillMode(o);
+  Die("flags",
+      absl::InvalidArgumentError("scale: --mode must be run, restore, disk_full or kill9"));
 }
