@@ -91,8 +91,9 @@ int64_t TableImpl::MemoryBytes() const {
 }
 
 // InitRow: embedding from the initializer stream of (seed, key), then fresh slots.
-void TableImpl::InitRow(uint32_t row, int64_t key) const {
-  float* w = Row(row);
+void TableImpl::InitRow(uint32_t row, int64_t key) const { InitRowAt(Row(row), key); }
+
+void TableImpl::InitRowAt(float* w, int64_t key) const {
   const Initializer& init = config_.initializer;
   const int dim = config_.dim;
   PhiloxStream stream(CombineSeeds(seed_, static_cast<uint64_t>(key)), 0);

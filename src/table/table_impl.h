@@ -155,6 +155,8 @@ class TableImpl final : public EmbeddingTable {
   }
   // InitRow: embedding from the initializer stream of (seed, key), then fresh slots.
   void InitRow(uint32_t row, int64_t key) const;
+  // InitRowAt: InitRow into the row_floats floats at w (any memory, e.g. an SSD record).
+  void InitRowAt(float* w, int64_t key) const;
   // InitRows: InitRow(rows[at[j]], keys[at[j]]) for j < n, bitwise the same; uniform
   // initializers draw the rows' streams side by side (PhiloxStreamBlocks).
   void InitRows(const uint32_t* at, size_t n, const uint32_t* rows, const int64_t* keys) const;
@@ -234,6 +236,9 @@ class TableImpl final : public EmbeddingTable {
   Status TwoBatchesError(size_t needed) const;
   TierStats Stats() const;
   void DropSsdCleanPages();
+  // PrefillSsd: rows for the keys absent from the table, initialised as a first use would
+  // initialise them, written straight into the SSD tier (see tier_lease.h).
+  Status PrefillSsd(absl::Span<const int64_t> keys);
   // History: the use history of the row at a packed location on the device or host tier (an SSD
   // row's is in its record; this part of the reservation is never touched).
   uint64_t* History(uint32_t packed) const {

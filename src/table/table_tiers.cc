@@ -231,6 +231,13 @@ Status TableImpl::PlanTiers(absl::Span<const int64_t> keys, absl::Span<const uin
             name(), ssd_->size(), config_.ssd_vocabulary_size,
             fmt::join(config_.ssd_data_path, "\", \""), plan->cold.size()));
       }
+      // The SSD files those rows need are made now, before anything changes: a full disk then
+      // fails the plan (ResourceExhausted naming the tier, the folders and the file), not the
+      // swap half done. ExecuteTiers frees the SSD slots of the rows coming up before it
+      // allocates the slots of the rows going down, so a file made there failed after the index
+      // still named the freed slots: the table's next snapshot read unallocated slots (issue 29).
+      RECSDK_RETURN_IF_ERROR(
+          ssd_->Reserve(uint64_t{ssd_->size()} - plan->ssd_slots.size() + plan->cold.size()));
     }
   }
   // The arriving rows' metadata, read before their slots can be reused below (an SSD row's
@@ -607,6 +614,62 @@ void TableImpl::DropSsdCleanPages() {
   if (ssd_ != nullptr) ssd_->DropCleanPages();
 }
 
+Status TableImpl::PrefillSsd(absl::Span<const int64_t> keys) {
+  if (!tiered_ || ssd_ == nullptr) {
+    return absl::FailedPreconditionError(
+        fmt::format("PrefillSsd: table \"{}\" has no SSD tier; set host_vocabulary_size, "
+                    "ssd_vocabulary_size and ssd_data_path",
+                    name()));
+  }
+  if (config_.access_threshold > 0) {
+    return absl::FailedPreconditionError(fmt::format(
+        "PrefillSsd: table \"{}\" admits keys after {} uses (access_threshold); prefilled rows "
+        "would skip admission, so prefill only tables with access_threshold 0",
+        name(), config_.access_threshold));
+  }
+  std::lock_guard<std::mutex> lock(tier_mu_);
+  ApplyPendingReleases();
+  std::vector<int64_t> fresh;
+  fresh.reserve(keys.size());
+  absl::flat_hash_set<int64_t> seen;
+  seen.reserve(keys.size());
+  for (int64_t k : keys) {
+    if (index_->Find(k) == KeyIndex::kEmpty && seen.insert(k).second) fresh.push_back(k);
+  }
+  if (fresh.empty()) return absl::OkStatus();
+  const int64_t room = config_.ssd_vocabulary_size - static_cast<int64_t>(ssd_->size());
+  if (static_cast<int64_t>(fresh.size()) > room) {
+    return absl::ResourceExhaustedError(fmt::format(
+        "PrefillSsd: table \"{}\": the ssd tier has room for {} more rows (ssd_vocabulary_size "
+        "{}), {} asked; raise ssd_vocabulary_size",
+        name(), room, config_.ssd_vocabulary_size, fresh.size()));
+  }
+  const size_t rf = static_cast<size_t>(row_floats_);
+  const size_t stride = rf + kHistoryFloats;
+  std::vector<uint32_t> slots(fresh.size());
+  RECSDK_RETURN_IF_ERROR(ssd_->Allocate(fresh.size(), slots.data()));
+  std::vector<float> records(fresh.size() * stride);
+  ParallelFor(fresh.size(), 1024, [&](size_t b, size_t e) {
+    for (size_t j = b; j < e; ++j) {
+      InitRowAt(records.data() + j * stride, fresh[j]);
+      SetRecordHistory(records.data() + j * stride, rf, kNoHistory);
+    }
+  });
+  if (Status st = ssd_->Write(slots, records.data()); !st.ok()) {
+    // Nothing refers to the slots yet: give them back, and the table is as it was.
+    (void)ssd_->Free(slots);
+    return st;
+  }
+  for (size_t j = 0; j < fresh.size(); ++j) {
+    const uint32_t packed = bases_.Pack({Tier::kSsd, slots[j]});
+    index_->Insert(fresh[j], packed);
+    // As a row a batch creates: changed since the last snapshot, never accessed.
+    SetTierDirty(packed, true);
+    if (evicting_) *Timestamp(packed) = std::numeric_limits<int64_t>::min();
+  }
+  return absl::OkStatus();
+}
+
 TierStats TableImpl::Stats() const {
   TierStats s;
   if (!tiered_) {
@@ -685,6 +748,15 @@ void ReleaseLeases(EmbeddingTable& table, const void* owner, int64_t before_batc
 
 void DropSsdCleanPages(EmbeddingTable& table) {
   if (TableImpl* impl = ImplOf(table)) impl->DropSsdCleanPages();
+}
+
+Status PrefillSsd(EmbeddingTable& table, absl::Span<const int64_t> keys) {
+  TableImpl* impl = ImplOf(table);
+  if (impl == nullptr) {
+    return absl::FailedPreconditionError(
+        fmt::format("PrefillSsd: table \"{}\" is not a local tiered table", table.name()));
+  }
+  return impl->PrefillSsd(keys);
 }
 
 int64_t DeviceTierBytes(const EmbeddingTable& table) {

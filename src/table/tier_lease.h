@@ -69,6 +69,18 @@ TierStats GetTierStats(const EmbeddingTable& table);
 // written since (benchmarks: an SSD tier larger than the page cache). No-op without SSD tier.
 void DropSsdCleanPages(EmbeddingTable& table);
 
+// PrefillSsd: a bulk path to build a table larger than memory: rows for the keys not in the
+// table yet (duplicates and present keys are skipped), each initialised from (seed, key) exactly
+// as its first use would initialise it, written straight into the SSD tier in one bulk write (next
+// fit: adjacent slots, so a sequential write), never through the device and host tiers. The rows
+// count as changed since the last snapshot, as fresh rows do. Training then finds them on SSD
+// with the values a lazily created row would have had. FailedPrecondition without an SSD tier or
+// with admission (access_threshold > 0); ResourceExhausted naming the table when the SSD tier
+// lacks room (nothing changed); an I/O error leaves the table as it was. Not concurrent with a
+// running key stage's Resolve of the same table (it takes the tier lock, so it is safe, but the
+// rows' placement then depends on timing).
+Status PrefillSsd(EmbeddingTable& table, absl::Span<const int64_t> keys);
+
 }  // namespace recsdk::internal
 
 #endif  // RECSDK_TABLE_TIER_LEASE_H_

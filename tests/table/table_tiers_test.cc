@@ -8,6 +8,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <ostream>
@@ -180,6 +181,103 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"ssd_lazyadam", 26, 20, 200, SparseOptimizerConfig::LazyAdam(0.01f), false, false},
         Layout{"ssd_evict", 26, 20, 200, SparseOptimizerConfig::SGD(0.1f), false, true}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// internal::PrefillSsd (issue 29's bulk path to a table larger than memory): rows written
+// straight into the SSD tier hold what a first use would have made, so training reads bitwise
+// the same rows as a table that created them lazily; the rules refuse what it cannot do.
+TEST(TieredTable, PrefillSsdGivesTheRowsAFirstUseWould) {
+  testing::TierTestDir dir;
+  const auto opt = SparseOptimizerConfig::Adagrad(0.1f);
+  auto flat = Make(Flat(400), opt);
+  auto tiered = Make(Tiered(26, 20, 300, dir.Sub("ssd")), opt);
+  ASSERT_NE(flat, nullptr);
+  ASSERT_NE(tiered, nullptr);
+  EXPECT_EQ(internal::PrefillSsd(*flat, {{1, 2}}).code(), absl::StatusCode::kFailedPrecondition);
+  // Keys 0..149 in a scattered order, in two calls, with duplicates and a repeat: 150 rows.
+  std::vector<int64_t> keys;
+  for (int64_t i = 0; i < 150; ++i) keys.push_back((i * 97) % 150);
+  std::vector<int64_t> first(keys.begin(), keys.begin() + 100);
+  first.push_back(keys[3]);
+  ASSERT_TRUE(internal::PrefillSsd(*tiered, first).ok());
+  ASSERT_TRUE(internal::PrefillSsd(*tiered, keys).ok());
+  EXPECT_EQ(tiered->size(), 150);
+  EXPECT_EQ(internal::GetTierStats(*tiered).ssd_rows, 150);
+  // More rows than the SSD tier has room for: refused whole, the table unchanged.
+  std::vector<int64_t> many;
+  for (int64_t k = 1000; k < 1200; ++k) many.push_back(k);
+  const Status full = internal::PrefillSsd(*tiered, many);
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_NE(full.message().find("ssd_vocabulary_size"), std::string_view::npos) << full;
+  EXPECT_EQ(tiered->size(), 150);
+  std::mt19937_64 rng(5);
+  for (int step = 1; step <= 60; ++step) {
+    // Keys up to 170: some prefilled, some made lazily on the device.
+    const auto batch = Batch(rng, 12, 170);
+    const auto a = Step(*flat, batch, step, step, false);
+    const auto b = Step(*tiered, batch, step, step, false);
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "step " << step;
+  }
+  auto snap = flat->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+  ASSERT_TRUE(snap.ok());
+  for (int64_t k : snap->keys) {
+    auto ra = flat->ReadRow(k);
+    auto rb = tiered->ReadRow(k);
+    ASSERT_TRUE(ra.ok() && rb.ok()) << k;
+    EXPECT_EQ(*ra, *rb) << k;
+  }
+  // A prefilled key no batch used holds its first-use row: the flat table makes it now.
+  std::vector<int64_t> unused;
+  for (int64_t k = 0; k < 150; ++k) {
+    if (!std::binary_search(snap->keys.begin(), snap->keys.end(), k)) unused.push_back(k);
+  }
+  ASSERT_FALSE(unused.empty());
+  std::vector<uint32_t> rows(unused.size());
+  ASSERT_TRUE(flat->Resolve(unused, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+  for (int64_t k : unused) {
+    auto ra = flat->ReadRow(k);
+    auto rb = tiered->ReadRow(k);
+    ASSERT_TRUE(ra.ok() && rb.ok()) << k;
+    EXPECT_EQ(*ra, *rb) << k;
+  }
+}
+
+// A disk that fills while rows go down to SSD (here the folder vanishes, so the table's second
+// SSD file cannot be made) fails the Resolve before anything changed: the index still names only
+// allocated slots, so every row reads back (a snapshot) and the tiers' counts add up. Before the
+// fix the swap freed the SSD slots of the rows coming up, then failed to make the file, and the
+// next snapshot read unallocated slots (issue 29).
+TEST(TieredTable, SsdFileThatCannotBeMadeMidTrainingChangesNothing) {
+  testing::TierTestDir dir;
+  const std::string folder = dir.Sub("ssd");
+  TableConfig c = Tiered(26, 20, 40000, folder);
+  c.dim = 1024;  // 4 KiB rows: files of 16352 rows, quick to fill
+  auto t = Make(c, SparseOptimizerConfig::SGD(0.1f));
+  ASSERT_NE(t, nullptr);
+  constexpr int64_t kFilled = 16352 - 8;  // the first file, all but 8 slots
+  std::vector<int64_t> keys(kFilled);
+  for (int64_t k = 0; k < kFilled; ++k) keys[k] = k;
+  ASSERT_TRUE(internal::PrefillSsd(*t, keys).ok());
+  std::filesystem::remove_all(folder);  // the open file stays usable; no new file can be made
+  Status failed;
+  std::mt19937_64 rng(9);
+  for (int step = 1; step <= 50 && failed.ok(); ++step) {
+    // Half the keys from the prefilled rows (they come up from SSD), half new.
+    std::vector<int64_t> batch = Batch(rng, 6, kFilled);
+    for (int64_t k : Batch(rng, 6, 1000)) batch.push_back(kFilled + 100 * step + k % 100);
+    std::sort(batch.begin(), batch.end());
+    batch.erase(std::unique(batch.begin(), batch.end()), batch.end());
+    std::vector<uint32_t> rows(batch.size());
+    failed = t->Resolve(batch, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows));
+  }
+  ASSERT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
+  EXPECT_NE(failed.message().find("ssd tier"), std::string_view::npos) << failed;
+  EXPECT_NE(failed.message().find(folder), std::string_view::npos) << failed;
+  const internal::TierStats st = internal::GetTierStats(*t);
+  EXPECT_EQ(st.device_rows + st.host_rows + st.ssd_rows, t->size());
+  auto snap = t->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  EXPECT_EQ(static_cast<int64_t>(snap->keys.size()), t->size());
+}
 
 TEST(TieredTable, SnapshotsMoveBetweenFlatAndTieredTables) {
   testing::TierTestDir dir;
