@@ -194,13 +194,21 @@ struct SessionConfig {
   std::string dump_mode = "output";
   // enable_dump_debug: overflow detection at every step: an op whose inputs are finite and whose
   // float outputs hold NaN/Inf is reported on stderr by name and step, counted
-  // (SessionStats::overflow_count) and its inputs and outputs dumped; training continues. Default
-  // false. Needs dump_path. Cost: one scan of every float output (and, on a hit, the inputs).
+  // (SessionStats::overflow_count) and its inputs and outputs dumped; training continues (or stops:
+  // stop_on_overflow). Default false. Needs dump_path. Cost: one scan of every float output (and,
+  // on a hit, the inputs).
   bool enable_dump_debug = false;
   // dump_debug_mode: which ops overflow detection watches: "atomic_overflow" the accumulating ones
   // (GatherGrad, TableGradAggregate, TableApply), "aicore_overflow" the others, "all" (default)
   // every op.
   std::string dump_debug_mode = "all";
+  // stop_on_overflow (ours, not the spec's): what overflow detection does at the first overflow.
+  // false (default): report, count and continue (what loss scaling needs: the step's update is
+  // skipped by the scaler and training goes on). true: the Run stops right after the op that
+  // overflowed (the ops after it, the step's updates included, do not run and the step counter
+  // does not advance) and Session::Run returns InvalidArgument naming the op, the step and the
+  // directory holding its dumped inputs and outputs. Needs enable_dump_debug.
+  bool stop_on_overflow = false;
   // enable_exception_dump: 0 (default) or 1: when an op's kernel fails, dump its inputs (and any
   // outputs it produced) and name the directory in the error Session::Run returns. Needs
   // dump_path. Costs nothing until an op fails.

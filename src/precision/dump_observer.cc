@@ -126,7 +126,8 @@ DumpObserver::DumpObserver(const SessionConfig& config, std::string device, int6
       graph_id_(graph_id),
       dump_(config.enable_dump),
       overflow_(config.enable_dump_debug),
-      exception_(config.enable_exception_dump == 1) {
+      exception_(config.enable_exception_dump == 1),
+      stop_on_overflow_(config.stop_on_overflow) {
   dump_inputs_ = config.dump_mode == "input" || config.dump_mode == "all";
   dump_outputs_ = config.dump_mode == "output" || config.dump_mode == "all";
   check_atomic_ = config.dump_debug_mode != "aicore_overflow";
@@ -169,6 +170,8 @@ void DumpObserver::BeginRun(int64_t step) {
   ops_ = json::array();
   seq_ = 0;
   error_ = absl::OkStatus();
+  stop_ = absl::OkStatus();
+  stop_requested_.store(false, std::memory_order_release);
 }
 
 Status DumpObserver::EnsureStepDir() {
@@ -357,6 +360,21 @@ void DumpObserver::AfterNode(const NodeExecution& exec) {
                    static_cast<long long>(exec.step), exec.node->name().c_str(),
                    exec.node->type().c_str(), ports.dump().c_str(), range.c_str(),
                    dump_path_.c_str());
+      if (stop_on_overflow_) {
+        // The step directory is named now (its final name: EndRun publishes it as the Run ends).
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stop_.ok()) {
+          if (time_.empty()) time_ = UtcNow();  // as EnsureStepDir would, for the step's name
+          stop_ = absl::InvalidArgumentError(fmt::format(
+              "overflow at step {}: op \"{}\" ({}) made NaN/Inf from finite inputs ({}){}; "
+              "stop_on_overflow stopped the run there (the ops after it did not run); its inputs "
+              "and outputs are dumped in \"{}\" (recsdk find-nan / replay-op read it); set "
+              "stop_on_overflow false to count overflows and continue",
+              exec.step, exec.node->name(), exec.node->type(), ports.dump(), range,
+              StepDir(step_, false)));
+          stop_requested_.store(true, std::memory_order_release);
+        }
+      }
       extra["overflow"] = std::move(ports);
     }
   }

@@ -32,7 +32,10 @@
 // Overflow detection checks every op at every step (dump_step does not narrow it): an op whose
 // inputs are all finite and whose floating-point outputs hold NaN or Inf is reported on stderr by
 // name and step, counted (overflow_count), and its inputs and outputs are dumped in that step's
-// directory with the reason "overflow". The Run continues. dump_debug_mode picks the ops: the
+// directory with the reason "overflow". The Run continues, unless stop_on_overflow is on: then
+// StopStatus() holds the error from the first overflow on, and the executor (Session::Run) stops
+// the Run right after the op, returning that error (InvalidArgument naming the op, the step and
+// the step's dump directory, which EndRun still publishes). dump_debug_mode picks the ops: the
 // accumulating ones (GatherGrad's scatter-add, TableGradAggregate's segment sum, TableApply; the
 // spec's atomic_overflow), the others (aicore_overflow), or all.
 //
@@ -104,6 +107,14 @@ class DumpObserver final : public ExecutionObserver {
   void AfterNode(const NodeExecution& exec) override;
   void OnNodeError(const NodeExecution& exec, Status* error) override;
 
+  // StopStatus: OK, or (stop_on_overflow) the error that stops this Run at its first overflow.
+  // Called by the executor after every node's AfterNode: one relaxed atomic load until a stop.
+  Status StopStatus() const {
+    if (!stop_requested_.load(std::memory_order_acquire)) return absl::OkStatus();
+    std::lock_guard<std::mutex> lock(mu_);
+    return stop_;
+  }
+
   // overflow_count: op executions overflow detection reported since the session started.
   int64_t overflow_count() const { return overflow_count_.load(); }
   // last_step_dir: the directory of the last published step ("" when none).
@@ -125,11 +136,12 @@ class DumpObserver final : public ExecutionObserver {
   Env* const env_;
   const std::string dump_path_, device_, device_id_;
   const int64_t graph_id_;
-  const bool dump_, overflow_, exception_;
+  const bool dump_, overflow_, exception_, stop_on_overflow_;
   bool dump_inputs_ = false, dump_outputs_ = true;
   bool check_atomic_ = true, check_other_ = true;
   DumpSteps steps_;
   std::atomic<int64_t> overflow_count_{0};
+  std::atomic<bool> stop_requested_{false};  // stop_ is set (this Run)
 
   mutable std::mutex mu_;  // guards everything below
   std::string time_;       // of the first dump; fixed for the session
@@ -140,6 +152,7 @@ class DumpObserver final : public ExecutionObserver {
   nlohmann::json ops_;
   int64_t seq_ = 0;
   Status error_;  // the step's first write error
+  Status stop_;   // stop_on_overflow: the error of this Run's first overflow
   std::string last_step_dir_;
 };
 
