@@ -146,6 +146,41 @@ StatusOr<std::map<int64_t, DumpStep>> ReadSteps(Env* env, const std::string& roo
   return steps;
 }
 
+// ReadBy: the first dumped (written) input tensor of `step` whose producer is `producer`; null
+// when none.
+const DumpTensor* ReadBy(const DumpStep& step, const std::string& producer) {
+  for (const DumpOp& op : step.ops) {
+    for (const DumpTensor& t : op.inputs) {
+      if (t.producer == producer && !t.file.empty()) return &t;
+    }
+  }
+  return nullptr;
+}
+
+// FusedList: "MatMul \"mm\" + BiasAdd \"ba\"" for a fused op's fused_from.
+std::string FusedList(const DumpOp& op) {
+  std::vector<std::string> parts;
+  for (const FusedOp& f : op.fused_from) {
+    parts.push_back(f.type.empty() ? fmt::format("\"{}\"", f.name)
+                                   : fmt::format("{} \"{}\"", f.type, f.name));
+  }
+  return fmt::format("{}", fmt::join(parts, " + "));
+}
+
+// FusedText: TensorComparison::fused for a pair of ops of one name.
+std::string FusedText(const DumpOp& l, const DumpOp& r) {
+  const bool lf = !l.fused_from.empty(), rf = !r.fused_from.empty();
+  if (lf && rf && l.type == r.type && FusedList(l) == FusedList(r)) {
+    return fmt::format("both {} replaces {}", l.type, FusedList(l));
+  }
+  std::string text;
+  if (lf) text = fmt::format("LEFT {} replaces {}", l.type, FusedList(l));
+  if (rf) {
+    text += fmt::format("{}RIGHT {} replaces {}", lf ? "; " : "", r.type, FusedList(r));
+  }
+  return text;
+}
+
 }  // namespace
 
 std::vector<double> DumpValues(const std::string& dtype, const std::string& payload) {
@@ -186,36 +221,69 @@ StatusOr<DumpComparison> CompareDumps(Env* env, const std::string& left, const s
     const DumpStep& rstep = rit->second;
     std::map<std::string, const DumpOp*> rops;
     for (const DumpOp& op : rstep.ops) rops.emplace(op.name, &op);
+    // The ops a fused op of RIGHT replaced: name -> that fused op.
+    std::map<std::string, const DumpOp*> fused_in_right;
+    for (const DumpOp& op : rstep.ops) {
+      for (const FusedOp& f : op.fused_from) fused_in_right.emplace(f.name, &op);
+    }
     std::map<std::string, bool> output_agrees;  // "node:port" -> compared and agreed
     for (const DumpOp& lop : lstep.ops) {
       auto found = rops.find(lop.name);
       if (found == rops.end()) {
-        result.notes.push_back(fmt::format("step {}: op \"{}\" only in LEFT", n, lop.name));
+        auto by = fused_in_right.find(lop.name);
+        result.notes.push_back(
+            by == fused_in_right.end()
+                ? fmt::format("step {}: op \"{}\" only in LEFT", n, lop.name)
+                : fmt::format(
+                      "step {}: op \"{}\" ({}) only in LEFT: RIGHT fused it into \"{}\" ({})", n,
+                      lop.name, lop.type, by->second->name, by->second->type));
         continue;
       }
       const DumpOp& rop = *found->second;
-      auto compare = [&](const char* direction, const std::vector<DumpTensor>& ls,
-                         const std::vector<DumpTensor>& rs, size_t i) -> StatusOr<int> {
+      const std::string fused = FusedText(lop, rop);
+      // One side's fused op stands for a chain whose last op the other side ran: their inputs do
+      // not pair up by port. The fused side's inputs are the chain's; each is compared with the
+      // same producer's tensor as the other side's chain read it (any dumped input of that
+      // producer in its step), else judged through the producer's compared output.
+      const bool fused_pair =
+          lop.type != rop.type && (!lop.fused_from.empty() || !rop.fused_from.empty());
+      const std::vector<DumpTensor>& judged =
+          fused_pair && lop.fused_from.empty() ? rop.inputs : lop.inputs;
+      auto compare_pair = [&](const char* direction, const DumpTensor* l, const DumpTensor* r,
+                              int port) -> StatusOr<int> {
         // -1: not compared (missing on a side); 0: differ; 1: agree.
-        if (i >= rs.size() || ls[i].file.empty() || rs[i].file.empty()) return -1;
-        RECSDK_ASSIGN_OR_RETURN(std::string lp, ReadDumpTensor(env, lstep, ls[i]));
-        RECSDK_ASSIGN_OR_RETURN(std::string rp, ReadDumpTensor(env, rstep, rs[i]));
+        if (l == nullptr || r == nullptr || l->file.empty() || r->file.empty()) return -1;
+        RECSDK_ASSIGN_OR_RETURN(std::string lp, ReadDumpTensor(env, lstep, *l));
+        RECSDK_ASSIGN_OR_RETURN(std::string rp, ReadDumpTensor(env, rstep, *r));
         TensorComparison row;
         row.step = n;
         row.op = lop.name;
         row.type = lop.type;
         row.direction = direction;
-        row.port = ls[i].port;
-        Compare(ls[i], lp, rs[i], rp, threshold, &row);
+        row.port = port;
+        row.fused = fused;
+        Compare(*l, lp, *r, rp, threshold, &row);
         result.rows.push_back(row);
         return row.agree ? 1 : 0;
       };
+      auto compare = [&](const char* direction, const std::vector<DumpTensor>& ls,
+                         const std::vector<DumpTensor>& rs, size_t i) -> StatusOr<int> {
+        return compare_pair(direction, &ls[i], i < rs.size() ? &rs[i] : nullptr, ls[i].port);
+      };
       bool inputs_agree = true;
       std::vector<std::string> outside;  // differing or unknown inputs from outside the dump
-      for (size_t i = 0; i < lop.inputs.size(); ++i) {
-        const DumpTensor& in = lop.inputs[i];
+      for (size_t i = 0; i < judged.size(); ++i) {
+        const DumpTensor& in = judged[i];
         if (in.dtype == "resource") continue;
-        RECSDK_ASSIGN_OR_RETURN(int direct, compare("input", lop.inputs, rop.inputs, i));
+        int direct = -1;
+        if (!fused_pair) {
+          RECSDK_ASSIGN_OR_RETURN(direct, compare("input", lop.inputs, rop.inputs, i));
+        } else {
+          const bool left_fused = &judged == &lop.inputs;
+          const DumpTensor* other = ReadBy(left_fused ? rstep : lstep, in.producer);
+          RECSDK_ASSIGN_OR_RETURN(direct, compare_pair("input", left_fused ? &in : other,
+                                                       left_fused ? other : &in, in.port));
+        }
         auto produced = output_agrees.find(in.producer);
         const int via_producer = produced == output_agrees.end() ? -1 : (produced->second ? 1 : 0);
         const int state = direct >= 0 ? direct : via_producer;
@@ -259,12 +327,13 @@ std::string DumpComparison::Text() const {
                   "type", "tensor", "cosine", "max_abs", "max_rel", "first", "");
   for (const TensorComparison& r : rows) {
     const std::string op = r.op.size() > 40 ? "..." + r.op.substr(r.op.size() - 37) : r.op;
-    text += fmt::format("{:>5}  {:<40} {:<18} {:<10} {:>9.6f} {:>11.4g} {:>11.4g} {:>9}  {}{}\n",
+    text += fmt::format("{:>5}  {:<40} {:<18} {:<10} {:>9.6f} {:>11.4g} {:>11.4g} {:>9}  {}{}{}\n",
                         r.step, op, r.type.substr(0, 18),
                         fmt::format("{}:{}", r.direction == "input" ? "in" : "out", r.port),
                         r.cosine, r.max_abs, r.max_rel,
                         r.first_diff < 0 ? std::string("-") : std::to_string(r.first_diff),
-                        r.agree ? "" : "DIFF", r.note.empty() ? "" : " (" + r.note + ")");
+                        r.agree ? "" : "DIFF", r.note.empty() ? "" : " (" + r.note + ")",
+                        r.fused.empty() ? "" : " [fused: " + r.fused + "]");
   }
   for (const std::string& n : notes) text += "note: " + n + "\n";
   const int64_t differ =
@@ -284,14 +353,17 @@ std::string DumpComparison::Text() const {
 
 std::string DumpComparison::Csv() const {
   std::string csv =
-      "step,op,type,direction,port,elements,cosine,max_abs,max_rel,first_diff,agree\n";
+      "step,op,type,direction,port,elements,cosine,max_abs,max_rel,first_diff,agree,fused\n";
+  // Quoted: a CSV field in double quotes, quotes doubled (op names and fused_from lists).
+  auto quoted = [](const std::string& text) {
+    std::string q = "\"";
+    for (char c : text) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  };
   for (const TensorComparison& r : rows) {
-    // Op names hold no quotes or commas in practice; quote them anyway.
-    std::string op;
-    for (char c : r.op) op += c == '"' ? std::string("\"\"") : std::string(1, c);
-    csv += fmt::format("{},\"{}\",{},{},{},{},{:.9g},{:.9g},{:.9g},{},{}\n", r.step, op, r.type,
-                       r.direction, r.port, r.elements, r.cosine, r.max_abs, r.max_rel,
-                       r.first_diff, r.agree ? 1 : 0);
+    csv += fmt::format("{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{},{},{}\n", r.step, quoted(r.op),
+                       r.type, r.direction, r.port, r.elements, r.cosine, r.max_abs, r.max_rel,
+                       r.first_diff, r.agree ? 1 : 0, r.fused.empty() ? "" : quoted(r.fused));
   }
   return csv;
 }

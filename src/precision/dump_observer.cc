@@ -16,6 +16,7 @@
 #include "src/common/crc32c.h"
 #include "src/common/status_macros.h"
 #include "src/graph/attr_json.h"
+#include "src/graph/fused_from.h"
 #include "src/precision/non_finite.h"
 #include "src/table/npy.h"
 
@@ -293,6 +294,16 @@ Status DumpObserver::Record(const NodeExecution& exec, Tensors which,
     }
   }
   entry["attrs"] = AttrMapToJson(attrs);
+  // fused_from: the ops a fusion pass replaced with this one (src/graph/fused_from.h), spelled
+  // out for compare-dumps and for people reading the manifest.
+  if (const std::vector<std::string> fused = node.StringsAttr(kFusedFromAttr); !fused.empty()) {
+    json list = json::array();
+    for (const std::string& e : fused) {
+      auto [type, name] = ParseFusedFromEntry(e);
+      list.push_back({{"name", std::move(name)}, {"type", std::move(type)}});
+    }
+    entry["fused_from"] = std::move(list);
+  }
   if (!omitted.empty()) entry["attrs_omitted"] = std::move(omitted);
   entry["inputs"] = std::move(inputs);
   entry["outputs"] = std::move(outputs);

@@ -16,6 +16,8 @@
 //                "error": (exception only), "overflow": [{"port", "nan", "inf"}] (overflow only),
 //                "attrs": {name: {"type", "value"}} (graph JSON's layout, src/graph/attr_json.h),
 //                "attrs_omitted": [name] (tensor attributes past kMaxDumpAttrTensorBytes),
+//                "fused_from": [{"name", "type"}] (an op a fusion pass built: the ops it
+//                              replaced, src/graph/fused_from.h; absent otherwise),
 //                "inputs": [{"port", "producer": "node:index", "dtype", "shape", "file"?, "bytes"?,
 //                            "crc32c"?, "skipped"?}],
 //                "outputs": [same, without "producer"]}, ...]}

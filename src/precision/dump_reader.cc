@@ -244,6 +244,16 @@ StatusOr<DumpStep> ReadDumpManifest(Env* env, const std::string& step_dir) {
         op.attrs_omitted.push_back(a.get<std::string>());
       }
     }
+    RECSDK_ASSIGN_OR_RETURN(const json* fused,
+                            f.Get(o, "fused_from", json::value_t::array, /*optional=*/true));
+    if (fused != nullptr) {
+      for (const json& e : *fused) {
+        FusedOp replaced;
+        RECSDK_ASSIGN_OR_RETURN(replaced.name, f.String(e, "name"));
+        RECSDK_ASSIGN_OR_RETURN(replaced.type, f.String(e, "type"));
+        op.fused_from.push_back(std::move(replaced));
+      }
+    }
     for (auto [key, list, input] :
          {std::tuple<const char*, std::vector<DumpTensor>*, bool>{"inputs", &op.inputs, true},
           std::tuple<const char*, std::vector<DumpTensor>*, bool>{"outputs", &op.outputs, false}}) {

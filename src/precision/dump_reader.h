@@ -38,6 +38,11 @@ struct DumpTensor {
   std::string skipped;
 };
 
+// FusedOp: one op a fused op replaced (the manifest's "fused_from", src/graph/fused_from.h).
+struct FusedOp {
+  std::string name, type;
+};
+
 struct DumpOp {
   int64_t seq = 0;
   std::string name, type, error;
@@ -48,6 +53,9 @@ struct DumpOp {
   // before manifests recorded attributes. attrs_omitted: large tensor attributes left out.
   nlohmann::json attrs;
   std::vector<std::string> attrs_omitted;
+  // fused_from: for an op a fusion pass built (FusedDense, TableGatherConcat), the unfused ops it
+  // replaced, in graph order (its own name among them); empty otherwise and in older dumps.
+  std::vector<FusedOp> fused_from;
 };
 
 struct DumpStep {
