@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <type_traits>
 #include <utility>
 
 #include "fmt/format.h"
@@ -16,53 +17,51 @@ namespace recsdk::internal {
 
 namespace {
 
+// ElementAt: element i of a payload as a double, for every dtype dumps write.
+template <typename T>
+double ElementAt(const char* p, size_t i) {
+  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+    T v;
+    std::memcpy(&v.bits, p + i * 2, 2);
+    return v.ToFloat();
+  } else {
+    T v;
+    std::memcpy(&v, p + i * sizeof(T), sizeof(T));
+    return static_cast<double>(v);
+  }
+}
+
+// VisitElements: calls f(std::type_identity<T>()) with T the C type of `dtype` (bool and uint8 as
+// one byte); one dispatch per tensor, so the loops inside are typed (ElementAt<T> inlines).
+template <typename F>
+void VisitElements(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return f(std::type_identity<float>());
+    case DType::kFloat64:
+      return f(std::type_identity<double>());
+    case DType::kFloat16:
+      return f(std::type_identity<float16>());
+    case DType::kBFloat16:
+      return f(std::type_identity<bfloat16>());
+    case DType::kInt32:
+      return f(std::type_identity<int32_t>());
+    case DType::kInt64:
+      return f(std::type_identity<int64_t>());
+    default:  // bool, uint8: one byte
+      return f(std::type_identity<unsigned char>());
+  }
+}
+
 // ToDoubles: a payload's elements as doubles (every dtype dumps write).
 std::vector<double> ToDoubles(DType dtype, const std::string& payload) {
   const size_t item = DTypeSize(dtype);
   const size_t n = item == 0 ? 0 : payload.size() / item;
   std::vector<double> out(n);
-  const char* p = payload.data();
-  for (size_t i = 0; i < n; ++i) {
-    const char* e = p + i * item;
-    switch (dtype) {
-      case DType::kFloat32: {
-        float v;
-        std::memcpy(&v, e, 4);
-        out[i] = v;
-        break;
-      }
-      case DType::kFloat64:
-        std::memcpy(&out[i], e, 8);
-        break;
-      case DType::kFloat16: {
-        float16 v;
-        std::memcpy(&v.bits, e, 2);
-        out[i] = v.ToFloat();
-        break;
-      }
-      case DType::kBFloat16: {
-        bfloat16 v;
-        std::memcpy(&v.bits, e, 2);
-        out[i] = v.ToFloat();
-        break;
-      }
-      case DType::kInt32: {
-        int32_t v;
-        std::memcpy(&v, e, 4);
-        out[i] = v;
-        break;
-      }
-      case DType::kInt64: {
-        int64_t v;
-        std::memcpy(&v, e, 8);
-        out[i] = static_cast<double>(v);
-        break;
-      }
-      default:  // bool, uint8: one byte
-        out[i] = static_cast<unsigned char>(*e);
-        break;
-    }
-  }
+  VisitElements(dtype, [&](auto type) {
+    using T = typename decltype(type)::type;
+    for (size_t i = 0; i < n; ++i) out[i] = ElementAt<T>(payload.data(), i);
+  });
   return out;
 }
 
@@ -80,40 +79,59 @@ void Compare(const DumpTensor& lt, const std::string& lp, const DumpTensor& rt,
         fmt::format("{} {} vs {} {}", lt.dtype, ShapeText(lt.shape), rt.dtype, ShapeText(rt.shape));
     return;
   }
-  const std::vector<double> a = ToDoubles(*ParseDType(lt.dtype), lp);
-  const std::vector<double> b = ToDoubles(*ParseDType(rt.dtype), rp);
-  row->elements = static_cast<int64_t>(a.size());
-  // The sums run over values divided by the largest finite magnitude, so float64 tensors with
-  // values past 1e154 do not overflow the sum of squares into a NaN cosine.
-  double scale = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    if (std::isfinite(a[i]) && std::isfinite(b[i])) {
-      scale = std::max({scale, std::fabs(a[i]), std::fabs(b[i])});
-    }
-  }
-  const double inv = scale > 0 ? 1.0 / scale : 1.0;
+  const DType dtype = *ParseDType(lt.dtype);  // ReadDumpTensor checked it; both sides agree
+  const size_t item = DTypeSize(dtype);
+  const size_t n = item == 0 ? 0 : std::min(lp.size(), rp.size()) / item;
+  row->elements = static_cast<int64_t>(item == 0 ? 0 : lp.size() / item);
   double dot = 0, na = 0, nb = 0;
   int64_t special_mismatch = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    const bool fa = std::isfinite(a[i]), fb = std::isfinite(b[i]);
-    if (!fa || !fb) {
-      // NaN/Inf agree only with the same kind at the same place.
-      const bool same = (std::isnan(a[i]) && std::isnan(b[i])) || a[i] == b[i];
-      if (!same) {
-        ++special_mismatch;
-        if (row->first_diff < 0) row->first_diff = static_cast<int64_t>(i);
+  // One pass over both payloads, read in their own type (no copy as doubles). Only float64 can
+  // overflow (or underflow) a sum of squares: its sums run over values divided by the largest
+  // finite magnitude, found first, so values past 1e154 do not turn the cosine into NaN.
+  VisitElements(dtype, [&](auto type) {
+    using T = typename decltype(type)::type;
+    const auto at = [](const char* p, size_t i) { return ElementAt<T>(p, i); };
+    const char* pa = lp.data();
+    const char* pb = rp.data();
+    double inv = 1.0;
+    if (dtype == DType::kFloat64) {
+      double scale = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const double x = at(pa, i), y = at(pb, i);
+        if (std::isfinite(x) && std::isfinite(y)) {
+          scale = std::max({scale, std::fabs(x), std::fabs(y)});
+        }
       }
-      continue;
+      if (scale > 0) inv = 1.0 / scale;
     }
-    const double d = std::fabs(a[i] - b[i]);
-    if (d > 0 && row->first_diff < 0) row->first_diff = static_cast<int64_t>(i);
-    row->max_abs = std::max(row->max_abs, d);
-    row->max_rel = std::max(row->max_rel, d / std::max(std::fabs(b[i]), 1e-12));
-    const double sa = a[i] * inv, sb = b[i] * inv;
-    dot += sa * sb;
-    na += sa * sa;
-    nb += sb * sb;
-  }
+    double max_abs = 0, max_rel = 0;
+    int64_t first_diff = -1;
+    for (size_t i = 0; i < n; ++i) {
+      const double x = at(pa, i), y = at(pb, i);
+      if (!std::isfinite(x) || !std::isfinite(y)) {
+        // NaN/Inf agree only with the same kind at the same place.
+        const bool same = (std::isnan(x) && std::isnan(y)) || x == y;
+        if (!same) {
+          ++special_mismatch;
+          if (first_diff < 0) first_diff = static_cast<int64_t>(i);
+        }
+        continue;
+      }
+      const double d = std::fabs(x - y);
+      if (d > 0) {
+        if (first_diff < 0) first_diff = static_cast<int64_t>(i);
+        max_abs = std::max(max_abs, d);
+        max_rel = std::max(max_rel, d / std::max(std::fabs(y), 1e-12));
+      }
+      const double sa = x * inv, sb = y * inv;
+      dot += sa * sb;
+      na += sa * sa;
+      nb += sb * sb;
+    }
+    row->max_abs = max_abs;
+    row->max_rel = max_rel;
+    row->first_diff = first_diff;
+  });
   if (na == 0 && nb == 0) {
     row->cosine = 1;
   } else if (na == 0 || nb == 0) {

@@ -315,7 +315,8 @@ StatusOr<std::string> ReadDumpTensor(Env* env, const DumpStep& step, const DumpT
   if (bytes.compare(0, header.size(), header) != 0) {
     return bad("its .npy header does not match the manifest's dtype and shape");
   }
-  return bytes.substr(header.size());
+  bytes.erase(0, header.size());  // in place: no second buffer of the tensor's size
+  return bytes;
 }
 
 StatusOr<NanReport> FindNan(Env* env, const std::string& root) {
