@@ -192,6 +192,13 @@ struct SessionConfig {
   std::string dump_step;
   // dump_mode: "input", "output" (default) or "all".
   std::string dump_mode = "output";
+  // dump_checksums (ours, not the spec's): a compact dump for bit-for-bit comparisons (the
+  // PRECISION_CHECK trace): each tensor enable_dump writes becomes, instead of its .npy, the
+  // CRC-32C of its elements and its first kDumpSampleElements values in the manifest
+  // ("payload_crc32c", "sample"). compare-dumps and precision-check compare the checksums (and
+  // the samples, for the numbers); find-nan and replay-op need the tensors. Overflow and exception
+  // dumps still write whole tensors. Default false. Needs enable_dump.
+  bool dump_checksums = false;
   // enable_dump_debug: overflow detection at every step: an op whose inputs are finite and whose
   // float outputs hold NaN/Inf is reported on stderr by name and step, counted
   // (SessionStats::overflow_count) and its inputs and outputs dumped; training continues (or stops:

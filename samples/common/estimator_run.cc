@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "fmt/format.h"
+#include "samples/common/precision_check.h"
 
 namespace samples {
 
@@ -82,6 +83,14 @@ StatusOr<TrainEvalResult> TrainAndEvaluate(const RunOptions& o, ModelFn model_fn
   config.log_step_count_steps = std::max<int64_t>(1, o.train_rows / o.batch_size / 5);
   config.seed = o.seed;
   config.session_config.intra_op_parallelism = o.threads;
+  // PRECISION_CHECK=1: the spec's monitoring mode (samples/common/precision_check.h).
+  auto precision_check = PrecisionCheckFromEnv("PRECISION_CHECK");
+  if (!precision_check.ok()) return precision_check.status();
+  if (Status s = ApplyPrecisionCheck("PRECISION_CHECK", *precision_check, &config.session_config,
+                                     OutputOf(o));
+      !s.ok()) {
+    return s;
+  }
   EstimatorOptions options;
   options.label_columns = std::move(label_columns);
   options.log = OutputOf(o);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -17,6 +18,7 @@
 #include "src/common/status_macros.h"
 #include "src/graph/attr_json.h"
 #include "src/graph/fused_from.h"
+#include "src/precision/dump_compare.h"
 #include "src/precision/non_finite.h"
 #include "src/table/npy.h"
 
@@ -128,7 +130,8 @@ DumpObserver::DumpObserver(const SessionConfig& config, std::string device, int6
       dump_(config.enable_dump),
       overflow_(config.enable_dump_debug),
       exception_(config.enable_exception_dump == 1),
-      stop_on_overflow_(config.stop_on_overflow) {
+      stop_on_overflow_(config.stop_on_overflow),
+      checksums_(config.dump_checksums) {
   dump_inputs_ = config.dump_mode == "input" || config.dump_mode == "all";
   dump_outputs_ = config.dump_mode == "output" || config.dump_mode == "all";
   check_atomic_ = config.dump_debug_mode != "aicore_overflow";
@@ -186,7 +189,7 @@ Status DumpObserver::EnsureStepDir() {
   return absl::OkStatus();
 }
 
-json DumpObserver::WriteTensor(const Tensor* t, const std::string& file, bool write,
+json DumpObserver::WriteTensor(const Tensor* t, const std::string& file, bool write, bool checksum,
                                Status* error) {
   json entry = json::object();
   if (t == nullptr || !t->IsInitialized()) {
@@ -207,10 +210,22 @@ json DumpObserver::WriteTensor(const Tensor* t, const std::string& file, bool wr
     entry["skipped"] = "not in host memory";
     return entry;
   }
-  const std::string header =
-      NpyHeader(descr, std::vector<int64_t>(t->shape().dims().begin(), t->shape().dims().end()));
   const std::string_view payload(static_cast<const char*>(t->raw_data()),
                                  t->num_elements() > 0 ? t->TotalBytes() : 0);
+  if (checksum) {
+    // dump_checksums: the elements' CRC-32C and the first few values; nothing is written.
+    entry["payload_crc32c"] = Crc32c(payload);
+    json sample = json::array();
+    const std::vector<double> values = DumpValues(
+        std::string(DTypeName(t->dtype())),
+        std::string(payload.substr(
+            0, std::min<size_t>(payload.size(), kDumpSampleElements * DTypeSize(t->dtype())))));
+    for (double v : values) sample.push_back(std::isfinite(v) ? json(v) : json(nullptr));
+    entry["sample"] = std::move(sample);
+    return entry;
+  }
+  const std::string header =
+      NpyHeader(descr, std::vector<int64_t>(t->shape().dims().begin(), t->shape().dims().end()));
   const std::string path = StepDir(step_, true) + "/" + file;
   Status s = [&]() -> Status {
     RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, env_->NewWritableFile(path));
@@ -263,7 +278,7 @@ Status DumpObserver::Record(const NodeExecution& exec, Tensors which,
     const Tensor* t = exec.inputs != nullptr && i < static_cast<int>(exec.inputs->size())
                           ? (*exec.inputs)[i]
                           : nullptr;
-    json e = WriteTensor(t, in_files[i], which.inputs && error.ok(), &error);
+    json e = WriteTensor(t, in_files[i], which.inputs && error.ok(), which.checksums, &error);
     e["port"] = i;
     e["producer"] = node.input(i).name();
     inputs.push_back(std::move(e));
@@ -272,7 +287,7 @@ Status DumpObserver::Record(const NodeExecution& exec, Tensors which,
     const Tensor* t = exec.outputs != nullptr && o < static_cast<int>(exec.outputs->size())
                           ? &(*exec.outputs)[o]
                           : nullptr;
-    json e = WriteTensor(t, out_files[o], which.outputs && error.ok(), &error);
+    json e = WriteTensor(t, out_files[o], which.outputs && error.ok(), which.checksums, &error);
     e["port"] = o;
     outputs.push_back(std::move(e));
   }
@@ -393,15 +408,17 @@ void DumpObserver::AfterNode(const NodeExecution& exec) {
   if (dump_step) reasons.push_back("dump");
   if (overflowed) reasons.push_back("overflow");
   // Errors are kept for EndRun, which the Run returns.
-  (void)Record(exec, {dump_inputs_ || overflowed, dump_outputs_ || overflowed}, std::move(reasons),
-               std::move(extra));
+  // dump_checksums compacts the plain dump; an overflow's tensors are written whole.
+  (void)Record(exec,
+               {dump_inputs_ || overflowed, dump_outputs_ || overflowed, checksums_ && !overflowed},
+               std::move(reasons), std::move(extra));
 }
 
 void DumpObserver::OnNodeError(const NodeExecution& exec, Status* error) {
   if (!exception_) return;
   std::string dir;
-  Status s =
-      Record(exec, {true, true}, {"exception"}, json{{"error", std::string(error->message())}});
+  Status s = Record(exec, {true, true, false}, {"exception"},
+                    json{{"error", std::string(error->message())}});
   {
     std::lock_guard<std::mutex> lock(mu_);
     dir = StepDir(step_, false);

@@ -19,12 +19,15 @@
 //                "fused_from": [{"name", "type"}] (an op a fusion pass built: the ops it
 //                              replaced, src/graph/fused_from.h; absent otherwise),
 //                "inputs": [{"port", "producer": "node:index", "dtype", "shape", "file"?, "bytes"?,
-//                            "crc32c"?, "skipped"?}],
+//                            "crc32c"?, "skipped"?, "payload_crc32c"?, "sample"?}],
 //                "outputs": [same, without "producer"]}, ...]}
 // Ops appear in execution order (with inter-op parallelism: the order they finished, which is
 // still a topological order). A tensor listed without "file" was not written: dump_mode left it
 // out, or "skipped" says why (a resource handle, an output the op did not produce). "crc32c" is the
-// CRC-32C of the whole .npy file and "bytes" its size. src/precision/dump_reader.h reads this.
+// CRC-32C of the whole .npy file and "bytes" its size. With dump_checksums a dumped tensor has no
+// file but "payload_crc32c" (the CRC-32C of its elements, C order, no header) and "sample" (its
+// first kDumpSampleElements values as numbers, NaN and Inf as null). src/precision/dump_reader.h
+// reads this.
 //
 // Crash safety: a step is written into "{step}.tmp-{pid}" and renamed to "{step}" when the Run
 // ends, after its manifest; so a step directory with a manifest is complete. Tensor files are not
@@ -80,6 +83,9 @@ class DumpSteps {
   std::vector<std::pair<int64_t, int64_t>> ranges_;  // inclusive; empty: every step
 };
 
+// kDumpSampleElements: how many leading values a dump_checksums entry keeps ("sample").
+inline constexpr int64_t kDumpSampleElements = 8;
+
 // kMaxDumpAttrTensorBytes: a tensor attribute (a constant's value) larger than this is not copied
 // into the manifest; "attrs_omitted" names it and `recsdk replay-op` refuses the op.
 inline constexpr size_t kMaxDumpAttrTensorBytes = size_t{1} << 20;
@@ -125,6 +131,7 @@ class DumpObserver final : public ExecutionObserver {
  private:
   struct Tensors {
     bool inputs = false, outputs = false;
+    bool checksums = false;  // dump_checksums: a checksum and a sample instead of the .npy
   };
   DumpObserver(const SessionConfig& config, std::string device, int64_t graph_id);
   // Record: dumps the chosen tensors of one node and adds its manifest entry. Returns the entry's
@@ -133,12 +140,15 @@ class DumpObserver final : public ExecutionObserver {
                 nlohmann::json extra);
   Status EnsureStepDir();  // mu_ held
   std::string StepDir(int64_t step, bool tmp) const;
-  nlohmann::json WriteTensor(const Tensor* t, const std::string& file, bool write, Status* error);
+  // WriteTensor: the manifest entry of one tensor, its .npy written when `write` (a checksum and
+  // sample instead when `checksum`).
+  nlohmann::json WriteTensor(const Tensor* t, const std::string& file, bool write, bool checksum,
+                             Status* error);
 
   Env* const env_;
   const std::string dump_path_, device_, device_id_;
   const int64_t graph_id_;
-  const bool dump_, overflow_, exception_, stop_on_overflow_;
+  const bool dump_, overflow_, exception_, stop_on_overflow_, checksums_;
   bool dump_inputs_ = false, dump_outputs_ = true;
   bool check_atomic_ = true, check_other_ = true;
   DumpSteps steps_;

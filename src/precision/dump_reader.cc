@@ -2,6 +2,7 @@
 #include "src/precision/dump_reader.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -109,6 +110,22 @@ StatusOr<DumpTensor> ParseTensor(const ManifestFields& f, const json& j, bool in
     if (crc->get<uint64_t>() > 0xFFFFFFFFu) return f.Bad("a crc32c is above 32 bits");
     t.crc32c = static_cast<uint32_t>(crc->get<uint64_t>());
     if (t.dtype.empty()) return f.Bad(fmt::format("tensor file \"{}\" has no dtype", t.file));
+  }
+  RECSDK_ASSIGN_OR_RETURN(const json* checksum,
+                          f.Get(j, "payload_crc32c", json::value_t::number_unsigned, true));
+  if (checksum != nullptr) {
+    if (checksum->get<uint64_t>() > 0xFFFFFFFFu) return f.Bad("a payload_crc32c is above 32 bits");
+    t.has_checksum = true;
+    t.payload_crc32c = static_cast<uint32_t>(checksum->get<uint64_t>());
+    if (t.dtype.empty()) return f.Bad("a checksummed tensor has no dtype");
+    RECSDK_ASSIGN_OR_RETURN(const json* sample, f.Get(j, "sample", json::value_t::array, true));
+    if (sample != nullptr) {
+      if (sample->size() > 64) return f.Bad(fmt::format("a sample of {} values", sample->size()));
+      for (const json& v : *sample) {
+        if (!v.is_number() && !v.is_null()) return f.Bad("a sample value is not a number");
+        t.sample.push_back(v.is_null() ? std::nan("") : v.get<double>());
+      }
+    }
   }
   return t;
 }

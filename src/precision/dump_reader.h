@@ -36,6 +36,11 @@ struct DumpTensor {
   uint64_t bytes = 0;
   uint32_t crc32c = 0;
   std::string skipped;
+  // dump_checksums: the CRC-32C of the elements and the first values (NaN/Inf read as NaN), in
+  // place of a file; has_checksum false otherwise.
+  bool has_checksum = false;
+  uint32_t payload_crc32c = 0;
+  std::vector<double> sample;
 };
 
 // FusedOp: one op a fused op replaced (the manifest's "fused_from", src/graph/fused_from.h).

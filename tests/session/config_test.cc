@@ -144,6 +144,15 @@ TEST(SessionConfigTest, DumpsNeedAPath) {
   EXPECT_TRUE(e.Validate().ok()) << e.Validate();
 }
 
+TEST(SessionConfigTest, DumpChecksumsNeedEnableDump) {
+  SessionConfig c;
+  c.dump_checksums = true;
+  ExpectInvalid(c, {"dump_checksums", "enable_dump"});
+  c.enable_dump = true;
+  c.dump_path = "/tmp/dumps";
+  EXPECT_TRUE(c.Validate().ok()) << c.Validate();
+}
+
 TEST(SessionConfigTest, StopOnOverflowNeedsOverflowDetection) {
   SessionConfig c;
   c.stop_on_overflow = true;
