@@ -17,9 +17,9 @@ namespace recsdk::internal {
 
 namespace {
 
-// ElementAt: element i of a payload as a double, for every dtype dumps write.
+// DumpElementAt: element i of a payload as a double, for every dtype dumps write.
 template <typename T>
-double ElementAt(const char* p, size_t i) {
+double DumpElementAt(const char* p, size_t i) {
   if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
     T v;
     std::memcpy(&v.bits, p + i * 2, 2);
@@ -31,10 +31,10 @@ double ElementAt(const char* p, size_t i) {
   }
 }
 
-// VisitElements: calls f(std::type_identity<T>()) with T the C type of `dtype` (bool and uint8 as
-// one byte); one dispatch per tensor, so the loops inside are typed (ElementAt<T> inlines).
+// VisitDumpElements: calls f(std::type_identity<T>()) with T the C type of `dtype` (bool and uint8
+// as one byte); one dispatch per tensor, so the loops inside are typed (DumpElementAt<T> inlines).
 template <typename F>
-void VisitElements(DType dtype, F&& f) {
+void VisitDumpElements(DType dtype, F&& f) {
   switch (dtype) {
     case DType::kFloat32:
       return f(std::type_identity<float>());
@@ -58,9 +58,9 @@ std::vector<double> ToDoubles(DType dtype, const std::string& payload) {
   const size_t item = DTypeSize(dtype);
   const size_t n = item == 0 ? 0 : payload.size() / item;
   std::vector<double> out(n);
-  VisitElements(dtype, [&](auto type) {
+  VisitDumpElements(dtype, [&](auto type) {
     using T = typename decltype(type)::type;
-    for (size_t i = 0; i < n; ++i) out[i] = ElementAt<T>(payload.data(), i);
+    for (size_t i = 0; i < n; ++i) out[i] = DumpElementAt<T>(payload.data(), i);
   });
   return out;
 }
@@ -88,9 +88,9 @@ void Compare(const DumpTensor& lt, const std::string& lp, const DumpTensor& rt,
   // One pass over both payloads, read in their own type (no copy as doubles). Only float64 can
   // overflow (or underflow) a sum of squares: its sums run over values divided by the largest
   // finite magnitude, found first, so values past 1e154 do not turn the cosine into NaN.
-  VisitElements(dtype, [&](auto type) {
+  VisitDumpElements(dtype, [&](auto type) {
     using T = typename decltype(type)::type;
-    const auto at = [](const char* p, size_t i) { return ElementAt<T>(p, i); };
+    const auto at = [](const char* p, size_t i) { return DumpElementAt<T>(p, i); };
     const char* pa = lp.data();
     const char* pb = rp.data();
     double inv = 1.0;
@@ -145,10 +145,10 @@ void Compare(const DumpTensor& lt, const std::string& lp, const DumpTensor& rt,
   }
 }
 
-// CompareChecksums: two dump_checksums tensors: equal when dtype, shape and the elements'
+// CompareDumpChecksums: two dump_checksums tensors: equal when dtype, shape and the elements'
 // CRC-32C match (cosine 1); otherwise the numbers come from the samples (the first values), and
 // the note says so.
-void CompareChecksums(const DumpTensor& l, const DumpTensor& r, TensorComparison* row) {
+void CompareDumpChecksums(const DumpTensor& l, const DumpTensor& r, TensorComparison* row) {
   int64_t elements = 1;
   for (int64_t d : l.shape) elements = d > 0 && elements < (int64_t{1} << 50) ? elements * d : 0;
   row->elements = elements;
@@ -200,9 +200,9 @@ StatusOr<std::map<int64_t, DumpStep>> ReadSteps(Env* env, const std::string& roo
   return steps;
 }
 
-// ReadBy: the first dumped (written) input tensor of `step` whose producer is `producer`; null
+// FirstReadOf: the first dumped (written) input tensor of `step` whose producer is `producer`; null
 // when none.
-const DumpTensor* ReadBy(const DumpStep& step, const std::string& producer) {
+const DumpTensor* FirstReadOf(const DumpStep& step, const std::string& producer) {
   for (const DumpOp& op : step.ops) {
     for (const DumpTensor& t : op.inputs) {
       if (t.producer == producer && !t.file.empty()) return &t;
@@ -211,8 +211,8 @@ const DumpTensor* ReadBy(const DumpStep& step, const std::string& producer) {
   return nullptr;
 }
 
-// FusedList: "MatMul \"mm\" + BiasAdd \"ba\"" for a fused op's fused_from.
-std::string FusedList(const DumpOp& op) {
+// FusedOpList: "MatMul \"mm\" + BiasAdd \"ba\"" for a fused op's fused_from.
+std::string FusedOpList(const DumpOp& op) {
   std::vector<std::string> parts;
   for (const FusedOp& f : op.fused_from) {
     parts.push_back(f.type.empty() ? fmt::format("\"{}\"", f.name)
@@ -221,16 +221,16 @@ std::string FusedList(const DumpOp& op) {
   return fmt::format("{}", fmt::join(parts, " + "));
 }
 
-// FusedText: TensorComparison::fused for a pair of ops of one name.
-std::string FusedText(const DumpOp& l, const DumpOp& r) {
+// FusedPairText: TensorComparison::fused for a pair of ops of one name.
+std::string FusedPairText(const DumpOp& l, const DumpOp& r) {
   const bool lf = !l.fused_from.empty(), rf = !r.fused_from.empty();
-  if (lf && rf && l.type == r.type && FusedList(l) == FusedList(r)) {
-    return fmt::format("both {} replaces {}", l.type, FusedList(l));
+  if (lf && rf && l.type == r.type && FusedOpList(l) == FusedOpList(r)) {
+    return fmt::format("both {} replaces {}", l.type, FusedOpList(l));
   }
   std::string text;
-  if (lf) text = fmt::format("LEFT {} replaces {}", l.type, FusedList(l));
+  if (lf) text = fmt::format("LEFT {} replaces {}", l.type, FusedOpList(l));
   if (rf) {
-    text += fmt::format("{}RIGHT {} replaces {}", lf ? "; " : "", r.type, FusedList(r));
+    text += fmt::format("{}RIGHT {} replaces {}", lf ? "; " : "", r.type, FusedOpList(r));
   }
   return text;
 }
@@ -294,7 +294,7 @@ StatusOr<DumpComparison> CompareDumps(Env* env, const std::string& left, const s
         continue;
       }
       const DumpOp& rop = *found->second;
-      const std::string fused = FusedText(lop, rop);
+      const std::string fused = FusedPairText(lop, rop);
       // One side's fused op stands for a chain whose last op the other side ran: their inputs do
       // not pair up by port. The fused side's inputs are the chain's; each is compared with the
       // same producer's tensor as the other side's chain read it (any dumped input of that
@@ -314,7 +314,7 @@ StatusOr<DumpComparison> CompareDumps(Env* env, const std::string& left, const s
           row.direction = direction;
           row.port = port;
           row.fused = fused;
-          CompareChecksums(*l, *r, &row);
+          CompareDumpChecksums(*l, *r, &row);
           result.rows.push_back(row);
           return row.agree ? 1 : 0;
         }
@@ -346,7 +346,7 @@ StatusOr<DumpComparison> CompareDumps(Env* env, const std::string& left, const s
           RECSDK_ASSIGN_OR_RETURN(direct, compare("input", lop.inputs, rop.inputs, i));
         } else {
           const bool left_fused = &judged == &lop.inputs;
-          const DumpTensor* other = ReadBy(left_fused ? rstep : lstep, in.producer);
+          const DumpTensor* other = FirstReadOf(left_fused ? rstep : lstep, in.producer);
           RECSDK_ASSIGN_OR_RETURN(direct, compare_pair("input", left_fused ? &in : other,
                                                        left_fused ? other : &in, in.port));
         }

@@ -297,18 +297,22 @@ Status DumpObserver::Record(const NodeExecution& exec, Tensors which,
   entry["type"] = node.type();
   entry["reasons"] = std::move(reasons);
   // The attributes, so that `recsdk replay-op` can rebuild the op; a tensor attribute past
-  // kMaxDumpAttrTensorBytes (a large constant) is left out and named, to keep manifests small.
-  AttrMap attrs;
-  json omitted = json::array();
-  for (const auto& [k, v] : node.attrs()) {
-    if (v.type() == AttrValue::Type::kTensor &&
-        std::get<Tensor>(v.value()).TotalBytes() > kMaxDumpAttrTensorBytes) {
-      omitted.push_back(k);
-    } else {
-      attrs.emplace(k, v);
+  // kMaxDumpAttrTensorBytes (a large constant) is left out and named, to keep manifests small. A
+  // checksummed entry (dump_checksums) has no tensors to replay the op on: no attributes.
+  if (!which.checksums) {
+    AttrMap attrs;
+    json omitted = json::array();
+    for (const auto& [k, v] : node.attrs()) {
+      if (v.type() == AttrValue::Type::kTensor &&
+          std::get<Tensor>(v.value()).TotalBytes() > kMaxDumpAttrTensorBytes) {
+        omitted.push_back(k);
+      } else {
+        attrs.emplace(k, v);
+      }
     }
+    entry["attrs"] = AttrMapToJson(attrs);
+    if (!omitted.empty()) entry["attrs_omitted"] = std::move(omitted);
   }
-  entry["attrs"] = AttrMapToJson(attrs);
   // fused_from: the ops a fusion pass replaced with this one (src/graph/fused_from.h), spelled
   // out for compare-dumps and for people reading the manifest.
   if (const std::vector<std::string> fused = node.StringsAttr(kFusedFromAttr); !fused.empty()) {
@@ -319,7 +323,6 @@ Status DumpObserver::Record(const NodeExecution& exec, Tensors which,
     }
     entry["fused_from"] = std::move(list);
   }
-  if (!omitted.empty()) entry["attrs_omitted"] = std::move(omitted);
   entry["inputs"] = std::move(inputs);
   entry["outputs"] = std::move(outputs);
   std::lock_guard<std::mutex> lock(mu_);
@@ -450,7 +453,8 @@ Status DumpObserver::EndRun(int64_t step, Status run_status) {
     publish = [&]() -> Status {
       RECSDK_RETURN_IF_ERROR(WriteStringToFileAtomic(
           env_, tmp + "/manifest.json",
-          manifest.dump(1, ' ', false, json::error_handler_t::replace) + "\n"));
+          // dump_checksums (the compact trace): no indentation, a third smaller.
+          manifest.dump(checksums_ ? -1 : 1, ' ', false, json::error_handler_t::replace) + "\n"));
       if (env_->FileExists(final_dir)) {
         // The step ran before in this session (SetRunCount moved the counter back).
         RECSDK_RETURN_IF_ERROR(DeleteRecursively(env_, final_dir));

@@ -26,8 +26,8 @@
 // out, or "skipped" says why (a resource handle, an output the op did not produce). "crc32c" is the
 // CRC-32C of the whole .npy file and "bytes" its size. With dump_checksums a dumped tensor has no
 // file but "payload_crc32c" (the CRC-32C of its elements, C order, no header) and "sample" (its
-// first kDumpSampleElements values as numbers, NaN and Inf as null). src/precision/dump_reader.h
-// reads this.
+// first kDumpSampleElements values as numbers, NaN and Inf as null), and the entry no "attrs"; such
+// a manifest is written without indentation. src/precision/dump_reader.h reads this.
 //
 // Crash safety: a step is written into "{step}.tmp-{pid}" and renamed to "{step}" when the Run
 // ends, after its manifest; so a step directory with a manifest is complete. Tensor files are not

@@ -61,9 +61,9 @@ std::string ProducerNode(const std::string& producer) {
   return colon == std::string::npos ? producer : producer.substr(0, colon);
 }
 
-// FusedText: what the summary says of a row's op: the recorded fused_from (compare-dumps'
+// FusedSummaryText: what the summary says of a row's op: the recorded fused_from (compare-dumps'
 // `fused`), or, for a fused type in a dump written before manifests recorded it, that it is fused.
-std::string FusedText(const TensorComparison& r) {
+std::string FusedSummaryText(const TensorComparison& r) {
   if (!r.fused.empty()) return r.fused;
   if (r.type.rfind("Fused", 0) == 0 || r.type == "TableGatherConcat") {
     return "fused by a fusion pass (this dump does not record the ops it replaced: dumped before "
@@ -80,7 +80,7 @@ std::string Summary(const DumpComparison& c, const std::string& left, const std:
   for (const TensorComparison& r : c.rows) {
     steps.insert(r.step);
     ops.emplace(r.step, r.op);
-    if (std::string text = FusedText(r); !text.empty())
+    if (std::string text = FusedSummaryText(r); !text.empty())
       fused.emplace(std::pair(r.op, r.type), text);
     if (!r.agree) ++differ;
   }
