@@ -63,7 +63,9 @@ std::vector<Tensor> RunModel(Model& m, const SessionConfig& config, int* fused_n
     const std::vector<std::string> from = n->StringsAttr("fused_from");
     EXPECT_GE(from.size(), 2u) << n->name();
     if (from.size() < 2) continue;
-    EXPECT_EQ(from[0].rfind("MatMul ", 0), 0u) << from[0];
+    // The product: MatMul, or BF16MatMul after mixed_precision (order 300).
+    EXPECT_TRUE(from[0].rfind("MatMul ", 0) == 0 || from[0].rfind("BF16MatMul ", 0) == 0)
+        << from[0];
     EXPECT_EQ(from[1].rfind("BiasAdd ", 0), 0u) << from[1];
     const std::string own =
         (n->StringAttr("activation") == "relu" ? "Relu " : "BiasAdd ") + n->name();
