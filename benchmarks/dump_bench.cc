@@ -61,10 +61,20 @@ double CpuNow() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+// BenchRoot: this process's directory under RECSDK_BENCH_DIR, removed when the process exits.
+const std::string& BenchRoot() {
+  static const std::string* root = [] {
+    const char* d = std::getenv("RECSDK_BENCH_DIR");
+    auto* r = new std::string(std::string(d != nullptr ? d : "/tmp") + "/recsdk_dump_bench_" +
+                              std::to_string(static_cast<long>(::getpid())));
+    std::atexit([] { fs::remove_all(BenchRoot()); });
+    return r;
+  }();
+  return *root;
+}
+
 std::string BenchDir(const std::string& name) {
-  const char* d = std::getenv("RECSDK_BENCH_DIR");
-  const std::string dir = std::string(d != nullptr ? d : "/tmp") + "/recsdk_dump_bench_" +
-                          std::to_string(static_cast<long>(::getpid())) + "/" + name;
+  const std::string dir = BenchRoot() + "/" + name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
