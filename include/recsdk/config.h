@@ -192,15 +192,30 @@ struct SessionConfig {
   std::string dump_step;
   // dump_mode: "input", "output" (default) or "all".
   std::string dump_mode = "output";
+  // dump_checksums (ours, not the spec's): a compact dump for bit-for-bit comparisons (the
+  // PRECISION_CHECK trace): each tensor enable_dump writes becomes, instead of its .npy, the
+  // CRC-32C of its elements and its first kDumpSampleElements values in the manifest
+  // ("payload_crc32c", "sample"). compare-dumps and precision-check compare the checksums (and
+  // the samples, for the numbers); find-nan and replay-op need the tensors. Overflow and exception
+  // dumps still write whole tensors. Default false. Needs enable_dump.
+  bool dump_checksums = false;
   // enable_dump_debug: overflow detection at every step: an op whose inputs are finite and whose
   // float outputs hold NaN/Inf is reported on stderr by name and step, counted
-  // (SessionStats::overflow_count) and its inputs and outputs dumped; training continues. Default
-  // false. Needs dump_path. Cost: one scan of every float output (and, on a hit, the inputs).
+  // (SessionStats::overflow_count) and its inputs and outputs dumped; training continues (or stops:
+  // stop_on_overflow). Default false. Needs dump_path. Cost: one scan of every float output (and,
+  // on a hit, the inputs).
   bool enable_dump_debug = false;
   // dump_debug_mode: which ops overflow detection watches: "atomic_overflow" the accumulating ones
   // (GatherGrad, TableGradAggregate, TableApply), "aicore_overflow" the others, "all" (default)
   // every op.
   std::string dump_debug_mode = "all";
+  // stop_on_overflow (ours, not the spec's): what overflow detection does at the first overflow.
+  // false (default): report, count and continue (what loss scaling needs: the step's update is
+  // skipped by the scaler and training goes on). true: the Run stops right after the op that
+  // overflowed (the ops after it, the step's updates included, do not run and the step counter
+  // does not advance) and Session::Run returns InvalidArgument naming the op, the step and the
+  // directory holding its dumped inputs and outputs. Needs enable_dump_debug.
+  bool stop_on_overflow = false;
   // enable_exception_dump: 0 (default) or 1: when an op's kernel fails, dump its inputs (and any
   // outputs it produced) and name the directory in the error Session::Run returns. Needs
   // dump_path. Costs nothing until an op fails.

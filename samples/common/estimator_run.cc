@@ -3,11 +3,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <utility>
 
 #include "fmt/format.h"
+#include "recsdk/config_file.h"
+#include "samples/common/precision_check.h"
 
 namespace samples {
 
@@ -81,7 +84,26 @@ StatusOr<TrainEvalResult> TrainAndEvaluate(const RunOptions& o, ModelFn model_fn
   config.save_checkpoints_secs = 0;  // one checkpoint, at the end of Train
   config.log_step_count_steps = std::max<int64_t>(1, o.train_rows / o.batch_size / 5);
   config.seed = o.seed;
-  config.session_config.intra_op_parallelism = o.threads;
+  // --session_config FILE or SESSION_CONFIG=FILE: any session option, read by the parser
+  // `recsdk validate-config` uses; a nonzero --threads overrides its intra_op_parallelism.
+  std::string config_file = o.session_config;
+  if (const char* env = std::getenv("SESSION_CONFIG"); config_file.empty() && env != nullptr) {
+    config_file = env;
+  }
+  if (!config_file.empty()) {
+    StatusOr<SessionConfig> file = SessionConfigFromFile(config_file);
+    if (!file.ok()) return file.status();
+    config.session_config = *std::move(file);
+  }
+  if (o.threads != 0 || config_file.empty()) config.session_config.intra_op_parallelism = o.threads;
+  // PRECISION_CHECK=1: the spec's monitoring mode (samples/common/precision_check.h).
+  auto precision_check = PrecisionCheckFromEnv("PRECISION_CHECK");
+  if (!precision_check.ok()) return precision_check.status();
+  if (Status s = ApplyPrecisionCheck("PRECISION_CHECK", *precision_check, &config.session_config,
+                                     OutputOf(o));
+      !s.ok()) {
+    return s;
+  }
   EstimatorOptions options;
   options.label_columns = std::move(label_columns);
   options.log = OutputOf(o);

@@ -26,7 +26,8 @@ struct RunOptions {
   int threads = 0;
   uint64_t seed = 0;
   std::string model_dir;
-  std::FILE* out = nullptr;  // default stdout
+  std::string session_config;  // a session config file ("": SESSION_CONFIG, else none)
+  std::FILE* out = nullptr;    // default stdout
 };
 
 // RunOptionsOf: the shared fields of a sample's options.
@@ -40,6 +41,7 @@ RunOptions RunOptionsOf(const Options& o) {
   r.threads = o.threads;
   r.seed = o.seed;
   r.model_dir = o.model_dir;
+  r.session_config = o.session_config;
   r.out = o.out;
   return r;
 }
@@ -82,7 +84,8 @@ struct TrainEvalResult {
   recsdk::EvalResult metrics;
 };
 
-// TrainAndEvaluate: one Estimator over `model_fn` (model_dir emptied first; one checkpoint, at
+// TrainAndEvaluate: one Estimator over `model_fn` (model_dir emptied first; its session options
+// from o.session_config or SESSION_CONFIG when given, then PRECISION_CHECK; one checkpoint, at
 // the end of Train; five progress lines per epoch; its lines go to the sample's output), trained
 // on `train` and evaluated on `eval`. label_columns: the batch columns that are labels.
 recsdk::StatusOr<TrainEvalResult> TrainAndEvaluate(

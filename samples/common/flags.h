@@ -68,7 +68,7 @@ recsdk::Status UnknownFlag(const std::string& sample, const std::string& name);
 
 // AddRunFlags: binds the flags every planted-data sample has to the fields of the same names:
 // train_rows, eval_rows, batch_size, embedding_dim, threads, seed (integers),
-// dense_learning_rate (a number > 0) and model_dir.
+// dense_learning_rate (a number > 0), model_dir and session_config.
 template <typename Options>
 void AddRunFlags(Flags* flags, Options* o) {
   flags->Integer("train_rows", &o->train_rows);
@@ -79,6 +79,7 @@ void AddRunFlags(Flags* flags, Options* o) {
   flags->Integer("seed", &o->seed);
   flags->PositiveNumber("dense_learning_rate", &o->dense_learning_rate);
   flags->String("model_dir", &o->model_dir);
+  flags->String("session_config", &o->session_config);
 }
 
 }  // namespace samples

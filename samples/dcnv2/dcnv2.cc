@@ -39,6 +39,7 @@
 #include "recsdk/config_file.h"
 #include "recsdk/recsdk.h"
 #include "samples/common/flags.h"
+#include "samples/common/precision_check.h"
 
 // Debian's Abseil (20220623) has no status macros and recsdk keeps its own internal; a user
 // program defines these two, as here.
@@ -77,6 +78,13 @@ double Planted(uint64_t kind, uint64_t field, int64_t id, uint64_t k = 0) {
 }
 
 std::FILE* Out(const Dcnv2Options& o) { return o.out != nullptr ? o.out : stdout; }
+
+// PrecisionCheck: PRECISION_CHECK=1 (samples/common/precision_check.h) traces the session's steps.
+Status PrecisionCheck(const Dcnv2Options& o, SessionConfig* config) {
+  auto knobs = samples::PrecisionCheckFromEnv("dcnv2");
+  if (!knobs.ok()) return knobs.status();
+  return samples::ApplyPrecisionCheck("dcnv2", *knobs, config, Out(o));
+}
 
 }  // namespace
 
@@ -353,6 +361,7 @@ StatusOr<Dcnv2Result> Run(const Dcnv2Options& o) {
   RETURN_IF_ERROR(Build(o, &m));
   SessionConfig config = o.session_config.value_or(SessionConfig{});
   if (o.threads != 0 || !o.session_config.has_value()) config.intra_op_parallelism = o.threads;
+  RETURN_IF_ERROR(PrecisionCheck(o, &config));
   ASSIGN_OR_RETURN(std::unique_ptr<Session> sess, Session::Create(m.graph, config));
   RETURN_IF_ERROR(sess->Run({}, {}, {m.init->name()}, nullptr));
 
@@ -428,6 +437,7 @@ StatusOr<Dcnv2Result> RunRace(const Dcnv2Options& o) {
   RETURN_IF_ERROR(Build(o, &m));
   SessionConfig config = o.session_config.value_or(SessionConfig{});
   if (o.threads != 0 || !o.session_config.has_value()) config.intra_op_parallelism = o.threads;
+  RETURN_IF_ERROR(PrecisionCheck(o, &config));
   ASSIGN_OR_RETURN(std::unique_ptr<Session> sess, Session::Create(m.graph, config));
   RETURN_IF_ERROR(sess->Run({}, {}, {m.init->name()}, nullptr));
 

@@ -63,6 +63,7 @@
 
 #include "fmt/format.h"
 #include "recsdk/recsdk.h"
+#include "samples/common/precision_check.h"
 #include "samples/little_demo/little_demo.h"
 #if defined(DLRM_WITH_MPI)
 #include "src/dist/mpi/mpi_communicator.h"
@@ -525,6 +526,11 @@ int main(int argc, char** argv) {
   config.precision_mode = flags.precision_mode;
   config.stream_max_parallel_num = fmt::format("DNN_V100:{}", flags.inter_op);
   config.enable_scope_fusion_passes = flags.fusion == "none" ? "" : flags.fusion;
+  // PRECISION_CHECK=1 traces the steps (samples/common/precision_check.h); its line goes to
+  // stderr, stdout is the JSON line.
+  const samples::PrecisionCheckOptions precision_check =
+      Check(samples::PrecisionCheckFromEnv("dlrm"), "PRECISION_CHECK");
+  Check(samples::ApplyPrecisionCheck("dlrm", precision_check, &config, stderr), "PRECISION_CHECK");
   auto session = Check(Session::Create(m.graph, config), "Session::Create");
   Check(session->Run({}, {}, {m.init}).status(), "init");
   if (flags.ranks > 1) Check(broadcast_global_variables(*session, 0), "broadcast_global_variables");

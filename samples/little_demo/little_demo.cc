@@ -28,6 +28,7 @@
 #include "recsdk/initialize.h"
 #include "recsdk/recsdk.h"
 #include "samples/common/planted.h"
+#include "samples/common/precision_check.h"
 
 namespace little_demo {
 namespace {
@@ -275,6 +276,16 @@ bool EnvBool(const char* name, bool fallback, Status* error) {
   return fallback;
 }
 
+// PrecisionCheckOf: the PRECISION_CHECK knobs of the options.
+samples::PrecisionCheckOptions PrecisionCheckOf(const DemoOptions& o) {
+  samples::PrecisionCheckOptions p;
+  p.on = o.precision_check;
+  p.dir = o.precision_check_dir;
+  p.steps = o.precision_check_steps;
+  p.tensors = o.precision_check_tensors;
+  return p;
+}
+
 }  // namespace
 
 StatusOr<DemoOptions> ParseOptions(int argc, char** argv) {
@@ -285,7 +296,7 @@ StatusOr<DemoOptions> ParseOptions(int argc, char** argv) {
        {"USE_MODE", "CACHE_MODE", "USE_DYNAMIC", "USE_DYNAMIC_EXPANSION", "USE_MULTI_LOOKUP",
         "MULTI_LOOKUP_TIMES", "USE_MODIFY_GRAPH", "USE_TIMESTAMP", "USE_DETERMINISTIC",
         "USE_PADDING_KEYS", "KEY_PROCESS_THREAD_NUM", "SESSION_CONFIG", "PRECISION_CHECK",
-        "PRECISION_CHECK_DIR", "PRECISION_CHECK_STEPS", "SEED"}) {
+        "PRECISION_CHECK_DIR", "PRECISION_CHECK_STEPS", "PRECISION_CHECK_TENSORS", "SEED"}) {
     if (const char* v = std::getenv(env)) {
       std::string name(env);
       for (char& c : name) c = static_cast<char>(std::tolower(c));
@@ -379,6 +390,8 @@ StatusOr<DemoOptions> ParseOptions(int argc, char** argv) {
       o.precision_check_dir = v;
     } else if (name == "precision_check_steps") {
       o.precision_check_steps = v;
+    } else if (name == "precision_check_tensors") {
+      s = as_bool(name, v, &o.precision_check_tensors);
     } else if (name == "seed") {
       s = as_int(name, v, &n);
       if (s.ok() && n < 0) {
@@ -402,7 +415,8 @@ StatusOr<DemoOptions> ParseOptions(int argc, char** argv) {
           "use_dynamic_expansion, use_multi_lookup, multi_lookup_times, use_modify_graph, "
           "use_timestamp, use_deterministic, use_padding_keys, key_process_thread_num, "
           "train_steps, batch_size, model_dir, export_dir, hidden_units, session_config, "
-          "precision_check, precision_check_dir, precision_check_steps, seed",
+          "precision_check, precision_check_dir, precision_check_steps, "
+          "precision_check_tensors, seed",
           name));
     }
     if (!s.ok()) return s;
@@ -410,13 +424,10 @@ StatusOr<DemoOptions> ParseOptions(int argc, char** argv) {
   if (o.precision_check) {
     // Checked here so the error names the knob, not the dump_step it becomes.
     SessionConfig trace;
-    trace.enable_dump = true;
-    trace.dump_path = o.precision_check_dir;
-    trace.dump_step = o.precision_check_steps;
-    if (Status s = trace.Validate(); !s.ok()) {
-      return absl::InvalidArgumentError(
-          fmt::format("little_demo: PRECISION_CHECK_STEPS \"{}\" / PRECISION_CHECK_DIR \"{}\": {}",
-                      o.precision_check_steps, o.precision_check_dir, std::string(s.message())));
+    if (Status s =
+            samples::ApplyPrecisionCheck("little_demo", PrecisionCheckOf(o), &trace, nullptr);
+        !s.ok()) {
+      return s;
     }
   }
   if (o.use_mode != "train" && o.use_mode != "load_and_train" && o.use_mode != "predict") {
@@ -497,16 +508,11 @@ StatusOr<DemoResult> Run(const DemoOptions& o) {
   config.keep_checkpoint_max = 3;
   config.seed = o.seed;
   if (o.session_config.has_value()) config.session_config = *o.session_config;
-  if (o.precision_check) {
-    // The trace is a dump of every op's inputs and outputs: one mechanism (the dump observer),
-    // read back by the dump reader's checks, compared by `recsdk precision-check`.
-    SessionConfig& sc = config.session_config;
-    sc.enable_dump = true;
-    sc.dump_path = o.precision_check_dir;
-    sc.dump_mode = "all";
-    sc.dump_step = o.precision_check_steps;
-    print(fmt::format("PRECISION_CHECK: tracing steps {} under {}/<time>/", o.precision_check_steps,
-                      o.precision_check_dir));
+  // PRECISION_CHECK=1: the trace (samples/common/precision_check.h), as in every sample.
+  if (Status s = samples::ApplyPrecisionCheck("little_demo", PrecisionCheckOf(o),
+                                              &config.session_config, out);
+      !s.ok()) {
+    return s;
   }
   if (o.use_deterministic) config.deterministic = true;
   if (o.intra_op_parallelism != 0 || !o.session_config.has_value()) {

@@ -38,14 +38,17 @@ struct DemoOptions {
   // (enable_dump, precision_mode, ...) from a JSON file as `recsdk validate-config` checks it;
   // unset: the defaults. USE_DETERMINISTIC and a nonzero intra_op_parallelism override the file.
   std::optional<recsdk::SessionConfig> session_config;
-  // PRECISION_CHECK=1 (the spec's monitoring mode): the training steps of precision_check_steps
-  // (dump_step syntax) are traced under precision_check_dir/<time>/ with every op's inputs and
-  // outputs and their CRC-32C (a dump, dump_mode "all": batch ids, lookups, dense outputs, loss,
-  // gradients, updates); `recsdk precision-check RUN_A RUN_B` names the first step and stage where
-  // two runs diverge. Overrides the session config file's dump options.
+  // PRECISION_CHECK=1 (the spec's monitoring mode, samples/common/precision_check.h, as in every
+  // sample): the training steps of precision_check_steps (dump_step syntax) are traced under
+  // precision_check_dir/<time>/: every op's inputs and outputs (a dump, dump_mode "all": batch
+  // ids, lookups, dense outputs, loss, gradients, updates) as the CRC-32C of their elements and
+  // their first values (dump_checksums), or whole with PRECISION_CHECK_TENSORS=1;
+  // `recsdk precision-check RUN_A RUN_B` names the first step and stage where two runs diverge.
+  // Overrides the session config file's dump options.
   bool precision_check = false;
   std::string precision_check_dir = "precision_check";  // PRECISION_CHECK_DIR
   std::string precision_check_steps = "0-9";            // PRECISION_CHECK_STEPS
+  bool precision_check_tensors = false;                 // PRECISION_CHECK_TENSORS
   uint64_t seed = 20240807;  // SEED: RunConfig::seed and the tables' initializer seed
 
   int64_t train_steps = 200;  // per Train call (load_and_train trains this many more)

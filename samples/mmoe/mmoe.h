@@ -30,7 +30,11 @@ struct MmoeOptions {
   int threads = 0;                            // SessionConfig::intra_op_parallelism (0: all)
   uint64_t seed = 1;
   std::string model_dir = "mmoe_model";  // checkpoints and summaries ("" writes none)
-  std::FILE* out = nullptr;              // default stdout
+  // session_config: --session_config FILE (or SESSION_CONFIG=FILE; the flag wins): any session
+  // option from a JSON file as `recsdk validate-config` checks it. A nonzero --threads overrides
+  // the file's intra_op_parallelism.
+  std::string session_config;
+  std::FILE* out = nullptr;  // default stdout
 };
 
 // ParseOptions: "--name=value" or "--name value" for every field above but `out`

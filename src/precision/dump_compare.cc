@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <type_traits>
 #include <utility>
 
 #include "fmt/format.h"
@@ -16,53 +17,51 @@ namespace recsdk::internal {
 
 namespace {
 
+// DumpElementAt: element i of a payload as a double, for every dtype dumps write.
+template <typename T>
+double DumpElementAt(const char* p, size_t i) {
+  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+    T v;
+    std::memcpy(&v.bits, p + i * 2, 2);
+    return v.ToFloat();
+  } else {
+    T v;
+    std::memcpy(&v, p + i * sizeof(T), sizeof(T));
+    return static_cast<double>(v);
+  }
+}
+
+// VisitDumpElements: calls f(std::type_identity<T>()) with T the C type of `dtype` (bool and uint8
+// as one byte); one dispatch per tensor, so the loops inside are typed (DumpElementAt<T> inlines).
+template <typename F>
+void VisitDumpElements(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return f(std::type_identity<float>());
+    case DType::kFloat64:
+      return f(std::type_identity<double>());
+    case DType::kFloat16:
+      return f(std::type_identity<float16>());
+    case DType::kBFloat16:
+      return f(std::type_identity<bfloat16>());
+    case DType::kInt32:
+      return f(std::type_identity<int32_t>());
+    case DType::kInt64:
+      return f(std::type_identity<int64_t>());
+    default:  // bool, uint8: one byte
+      return f(std::type_identity<unsigned char>());
+  }
+}
+
 // ToDoubles: a payload's elements as doubles (every dtype dumps write).
 std::vector<double> ToDoubles(DType dtype, const std::string& payload) {
   const size_t item = DTypeSize(dtype);
   const size_t n = item == 0 ? 0 : payload.size() / item;
   std::vector<double> out(n);
-  const char* p = payload.data();
-  for (size_t i = 0; i < n; ++i) {
-    const char* e = p + i * item;
-    switch (dtype) {
-      case DType::kFloat32: {
-        float v;
-        std::memcpy(&v, e, 4);
-        out[i] = v;
-        break;
-      }
-      case DType::kFloat64:
-        std::memcpy(&out[i], e, 8);
-        break;
-      case DType::kFloat16: {
-        float16 v;
-        std::memcpy(&v.bits, e, 2);
-        out[i] = v.ToFloat();
-        break;
-      }
-      case DType::kBFloat16: {
-        bfloat16 v;
-        std::memcpy(&v.bits, e, 2);
-        out[i] = v.ToFloat();
-        break;
-      }
-      case DType::kInt32: {
-        int32_t v;
-        std::memcpy(&v, e, 4);
-        out[i] = v;
-        break;
-      }
-      case DType::kInt64: {
-        int64_t v;
-        std::memcpy(&v, e, 8);
-        out[i] = static_cast<double>(v);
-        break;
-      }
-      default:  // bool, uint8: one byte
-        out[i] = static_cast<unsigned char>(*e);
-        break;
-    }
-  }
+  VisitDumpElements(dtype, [&](auto type) {
+    using T = typename decltype(type)::type;
+    for (size_t i = 0; i < n; ++i) out[i] = DumpElementAt<T>(payload.data(), i);
+  });
   return out;
 }
 
@@ -80,40 +79,59 @@ void Compare(const DumpTensor& lt, const std::string& lp, const DumpTensor& rt,
         fmt::format("{} {} vs {} {}", lt.dtype, ShapeText(lt.shape), rt.dtype, ShapeText(rt.shape));
     return;
   }
-  const std::vector<double> a = ToDoubles(*ParseDType(lt.dtype), lp);
-  const std::vector<double> b = ToDoubles(*ParseDType(rt.dtype), rp);
-  row->elements = static_cast<int64_t>(a.size());
-  // The sums run over values divided by the largest finite magnitude, so float64 tensors with
-  // values past 1e154 do not overflow the sum of squares into a NaN cosine.
-  double scale = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    if (std::isfinite(a[i]) && std::isfinite(b[i])) {
-      scale = std::max({scale, std::fabs(a[i]), std::fabs(b[i])});
-    }
-  }
-  const double inv = scale > 0 ? 1.0 / scale : 1.0;
+  const DType dtype = *ParseDType(lt.dtype);  // ReadDumpTensor checked it; both sides agree
+  const size_t item = DTypeSize(dtype);
+  const size_t n = item == 0 ? 0 : std::min(lp.size(), rp.size()) / item;
+  row->elements = static_cast<int64_t>(item == 0 ? 0 : lp.size() / item);
   double dot = 0, na = 0, nb = 0;
   int64_t special_mismatch = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    const bool fa = std::isfinite(a[i]), fb = std::isfinite(b[i]);
-    if (!fa || !fb) {
-      // NaN/Inf agree only with the same kind at the same place.
-      const bool same = (std::isnan(a[i]) && std::isnan(b[i])) || a[i] == b[i];
-      if (!same) {
-        ++special_mismatch;
-        if (row->first_diff < 0) row->first_diff = static_cast<int64_t>(i);
+  // One pass over both payloads, read in their own type (no copy as doubles). Only float64 can
+  // overflow (or underflow) a sum of squares: its sums run over values divided by the largest
+  // finite magnitude, found first, so values past 1e154 do not turn the cosine into NaN.
+  VisitDumpElements(dtype, [&](auto type) {
+    using T = typename decltype(type)::type;
+    const auto at = [](const char* p, size_t i) { return DumpElementAt<T>(p, i); };
+    const char* pa = lp.data();
+    const char* pb = rp.data();
+    double inv = 1.0;
+    if (dtype == DType::kFloat64) {
+      double scale = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const double x = at(pa, i), y = at(pb, i);
+        if (std::isfinite(x) && std::isfinite(y)) {
+          scale = std::max({scale, std::fabs(x), std::fabs(y)});
+        }
       }
-      continue;
+      if (scale > 0) inv = 1.0 / scale;
     }
-    const double d = std::fabs(a[i] - b[i]);
-    if (d > 0 && row->first_diff < 0) row->first_diff = static_cast<int64_t>(i);
-    row->max_abs = std::max(row->max_abs, d);
-    row->max_rel = std::max(row->max_rel, d / std::max(std::fabs(b[i]), 1e-12));
-    const double sa = a[i] * inv, sb = b[i] * inv;
-    dot += sa * sb;
-    na += sa * sa;
-    nb += sb * sb;
-  }
+    double max_abs = 0, max_rel = 0;
+    int64_t first_diff = -1;
+    for (size_t i = 0; i < n; ++i) {
+      const double x = at(pa, i), y = at(pb, i);
+      if (!std::isfinite(x) || !std::isfinite(y)) {
+        // NaN/Inf agree only with the same kind at the same place.
+        const bool same = (std::isnan(x) && std::isnan(y)) || x == y;
+        if (!same) {
+          ++special_mismatch;
+          if (first_diff < 0) first_diff = static_cast<int64_t>(i);
+        }
+        continue;
+      }
+      const double d = std::fabs(x - y);
+      if (d > 0) {
+        if (first_diff < 0) first_diff = static_cast<int64_t>(i);
+        max_abs = std::max(max_abs, d);
+        max_rel = std::max(max_rel, d / std::max(std::fabs(y), 1e-12));
+      }
+      const double sa = x * inv, sb = y * inv;
+      dot += sa * sb;
+      na += sa * sa;
+      nb += sb * sb;
+    }
+    row->max_abs = max_abs;
+    row->max_rel = max_rel;
+    row->first_diff = first_diff;
+  });
   if (na == 0 && nb == 0) {
     row->cosine = 1;
   } else if (na == 0 || nb == 0) {
@@ -125,6 +143,42 @@ void Compare(const DumpTensor& lt, const std::string& lp, const DumpTensor& rt,
   if (special_mismatch > 0) {
     row->note = fmt::format("{} NaN/Inf at different places", special_mismatch);
   }
+}
+
+// CompareDumpChecksums: two dump_checksums tensors: equal when dtype, shape and the elements'
+// CRC-32C match (cosine 1); otherwise the numbers come from the samples (the first values), and
+// the note says so.
+void CompareDumpChecksums(const DumpTensor& l, const DumpTensor& r, TensorComparison* row) {
+  int64_t elements = 1;
+  for (int64_t d : l.shape) elements = d > 0 && elements < (int64_t{1} << 50) ? elements * d : 0;
+  row->elements = elements;
+  if (l.shape != r.shape || l.dtype != r.dtype) {
+    row->agree = false;
+    row->cosine = 0;
+    row->note =
+        fmt::format("{} {} vs {} {}", l.dtype, ShapeText(l.shape), r.dtype, ShapeText(r.shape));
+    return;
+  }
+  if (l.payload_crc32c == r.payload_crc32c) return;  // agree, cosine 1
+  row->agree = false;
+  double dot = 0, na = 0, nb = 0;
+  for (size_t i = 0; i < l.sample.size() && i < r.sample.size(); ++i) {
+    const double x = l.sample[i], y = r.sample[i];
+    const bool same = (std::isnan(x) && std::isnan(y)) || x == y;
+    if (!same && row->first_diff < 0) row->first_diff = static_cast<int64_t>(i);
+    if (std::isnan(x) || std::isnan(y)) continue;
+    const double d = std::fabs(x - y);
+    row->max_abs = std::max(row->max_abs, d);
+    row->max_rel = std::max(row->max_rel, d / std::max(std::fabs(y), 1e-12));
+    dot += x * y;
+    na += x * x;
+    nb += y * y;
+  }
+  row->cosine = na > 0 && nb > 0 ? dot / (std::sqrt(na) * std::sqrt(nb)) : (na == nb ? 1 : 0);
+  row->note =
+      fmt::format("checksums differ; cosine, max_abs and first over the first {} values only{}",
+                  std::min(l.sample.size(), r.sample.size()),
+                  row->first_diff < 0 ? " (they agree: the difference is further on)" : "");
 }
 
 // Steps: step number -> the first dump of that step under `root` (FindStepDirs' order); a note
@@ -144,6 +198,41 @@ StatusOr<std::map<int64_t, DumpStep>> ReadSteps(Env* env, const std::string& roo
     }
   }
   return steps;
+}
+
+// FirstReadOf: the first dumped (written) input tensor of `step` whose producer is `producer`; null
+// when none.
+const DumpTensor* FirstReadOf(const DumpStep& step, const std::string& producer) {
+  for (const DumpOp& op : step.ops) {
+    for (const DumpTensor& t : op.inputs) {
+      if (t.producer == producer && !t.file.empty()) return &t;
+    }
+  }
+  return nullptr;
+}
+
+// FusedOpList: "MatMul \"mm\" + BiasAdd \"ba\"" for a fused op's fused_from.
+std::string FusedOpList(const DumpOp& op) {
+  std::vector<std::string> parts;
+  for (const FusedOp& f : op.fused_from) {
+    parts.push_back(f.type.empty() ? fmt::format("\"{}\"", f.name)
+                                   : fmt::format("{} \"{}\"", f.type, f.name));
+  }
+  return fmt::format("{}", fmt::join(parts, " + "));
+}
+
+// FusedPairText: TensorComparison::fused for a pair of ops of one name.
+std::string FusedPairText(const DumpOp& l, const DumpOp& r) {
+  const bool lf = !l.fused_from.empty(), rf = !r.fused_from.empty();
+  if (lf && rf && l.type == r.type && FusedOpList(l) == FusedOpList(r)) {
+    return fmt::format("both {} replaces {}", l.type, FusedOpList(l));
+  }
+  std::string text;
+  if (lf) text = fmt::format("LEFT {} replaces {}", l.type, FusedOpList(l));
+  if (rf) {
+    text += fmt::format("{}RIGHT {} replaces {}", lf ? "; " : "", r.type, FusedOpList(r));
+  }
+  return text;
 }
 
 }  // namespace
@@ -186,36 +275,81 @@ StatusOr<DumpComparison> CompareDumps(Env* env, const std::string& left, const s
     const DumpStep& rstep = rit->second;
     std::map<std::string, const DumpOp*> rops;
     for (const DumpOp& op : rstep.ops) rops.emplace(op.name, &op);
+    // The ops a fused op of RIGHT replaced: name -> that fused op.
+    std::map<std::string, const DumpOp*> fused_in_right;
+    for (const DumpOp& op : rstep.ops) {
+      for (const FusedOp& f : op.fused_from) fused_in_right.emplace(f.name, &op);
+    }
     std::map<std::string, bool> output_agrees;  // "node:port" -> compared and agreed
     for (const DumpOp& lop : lstep.ops) {
       auto found = rops.find(lop.name);
       if (found == rops.end()) {
-        result.notes.push_back(fmt::format("step {}: op \"{}\" only in LEFT", n, lop.name));
+        auto by = fused_in_right.find(lop.name);
+        result.notes.push_back(
+            by == fused_in_right.end()
+                ? fmt::format("step {}: op \"{}\" only in LEFT", n, lop.name)
+                : fmt::format(
+                      "step {}: op \"{}\" ({}) only in LEFT: RIGHT fused it into \"{}\" ({})", n,
+                      lop.name, lop.type, by->second->name, by->second->type));
         continue;
       }
       const DumpOp& rop = *found->second;
-      auto compare = [&](const char* direction, const std::vector<DumpTensor>& ls,
-                         const std::vector<DumpTensor>& rs, size_t i) -> StatusOr<int> {
+      const std::string fused = FusedPairText(lop, rop);
+      // One side's fused op stands for a chain whose last op the other side ran: their inputs do
+      // not pair up by port. The fused side's inputs are the chain's; each is compared with the
+      // same producer's tensor as the other side's chain read it (any dumped input of that
+      // producer in its step), else judged through the producer's compared output.
+      const bool fused_pair =
+          lop.type != rop.type && (!lop.fused_from.empty() || !rop.fused_from.empty());
+      const std::vector<DumpTensor>& judged =
+          fused_pair && lop.fused_from.empty() ? rop.inputs : lop.inputs;
+      auto compare_pair = [&](const char* direction, const DumpTensor* l, const DumpTensor* r,
+                              int port) -> StatusOr<int> {
         // -1: not compared (missing on a side); 0: differ; 1: agree.
-        if (i >= rs.size() || ls[i].file.empty() || rs[i].file.empty()) return -1;
-        RECSDK_ASSIGN_OR_RETURN(std::string lp, ReadDumpTensor(env, lstep, ls[i]));
-        RECSDK_ASSIGN_OR_RETURN(std::string rp, ReadDumpTensor(env, rstep, rs[i]));
+        if (l != nullptr && r != nullptr && l->has_checksum && r->has_checksum) {
+          TensorComparison row;  // dump_checksums on both sides: compared by checksum
+          row.step = n;
+          row.op = lop.name;
+          row.type = lop.type;
+          row.direction = direction;
+          row.port = port;
+          row.fused = fused;
+          CompareDumpChecksums(*l, *r, &row);
+          result.rows.push_back(row);
+          return row.agree ? 1 : 0;
+        }
+        if (l == nullptr || r == nullptr || l->file.empty() || r->file.empty()) return -1;
+        RECSDK_ASSIGN_OR_RETURN(std::string lp, ReadDumpTensor(env, lstep, *l));
+        RECSDK_ASSIGN_OR_RETURN(std::string rp, ReadDumpTensor(env, rstep, *r));
         TensorComparison row;
         row.step = n;
         row.op = lop.name;
         row.type = lop.type;
         row.direction = direction;
-        row.port = ls[i].port;
-        Compare(ls[i], lp, rs[i], rp, threshold, &row);
+        row.port = port;
+        row.fused = fused;
+        Compare(*l, lp, *r, rp, threshold, &row);
         result.rows.push_back(row);
         return row.agree ? 1 : 0;
       };
+      auto compare = [&](const char* direction, const std::vector<DumpTensor>& ls,
+                         const std::vector<DumpTensor>& rs, size_t i) -> StatusOr<int> {
+        return compare_pair(direction, &ls[i], i < rs.size() ? &rs[i] : nullptr, ls[i].port);
+      };
       bool inputs_agree = true;
       std::vector<std::string> outside;  // differing or unknown inputs from outside the dump
-      for (size_t i = 0; i < lop.inputs.size(); ++i) {
-        const DumpTensor& in = lop.inputs[i];
+      for (size_t i = 0; i < judged.size(); ++i) {
+        const DumpTensor& in = judged[i];
         if (in.dtype == "resource") continue;
-        RECSDK_ASSIGN_OR_RETURN(int direct, compare("input", lop.inputs, rop.inputs, i));
+        int direct = -1;
+        if (!fused_pair) {
+          RECSDK_ASSIGN_OR_RETURN(direct, compare("input", lop.inputs, rop.inputs, i));
+        } else {
+          const bool left_fused = &judged == &lop.inputs;
+          const DumpTensor* other = FirstReadOf(left_fused ? rstep : lstep, in.producer);
+          RECSDK_ASSIGN_OR_RETURN(direct, compare_pair("input", left_fused ? &in : other,
+                                                       left_fused ? other : &in, in.port));
+        }
         auto produced = output_agrees.find(in.producer);
         const int via_producer = produced == output_agrees.end() ? -1 : (produced->second ? 1 : 0);
         const int state = direct >= 0 ? direct : via_producer;
@@ -259,12 +393,13 @@ std::string DumpComparison::Text() const {
                   "type", "tensor", "cosine", "max_abs", "max_rel", "first", "");
   for (const TensorComparison& r : rows) {
     const std::string op = r.op.size() > 40 ? "..." + r.op.substr(r.op.size() - 37) : r.op;
-    text += fmt::format("{:>5}  {:<40} {:<18} {:<10} {:>9.6f} {:>11.4g} {:>11.4g} {:>9}  {}{}\n",
+    text += fmt::format("{:>5}  {:<40} {:<18} {:<10} {:>9.6f} {:>11.4g} {:>11.4g} {:>9}  {}{}{}\n",
                         r.step, op, r.type.substr(0, 18),
                         fmt::format("{}:{}", r.direction == "input" ? "in" : "out", r.port),
                         r.cosine, r.max_abs, r.max_rel,
                         r.first_diff < 0 ? std::string("-") : std::to_string(r.first_diff),
-                        r.agree ? "" : "DIFF", r.note.empty() ? "" : " (" + r.note + ")");
+                        r.agree ? "" : "DIFF", r.note.empty() ? "" : " (" + r.note + ")",
+                        r.fused.empty() ? "" : " [fused: " + r.fused + "]");
   }
   for (const std::string& n : notes) text += "note: " + n + "\n";
   const int64_t differ =
@@ -284,14 +419,17 @@ std::string DumpComparison::Text() const {
 
 std::string DumpComparison::Csv() const {
   std::string csv =
-      "step,op,type,direction,port,elements,cosine,max_abs,max_rel,first_diff,agree\n";
+      "step,op,type,direction,port,elements,cosine,max_abs,max_rel,first_diff,agree,fused\n";
+  // Quoted: a CSV field in double quotes, quotes doubled (op names and fused_from lists).
+  auto quoted = [](const std::string& text) {
+    std::string q = "\"";
+    for (char c : text) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  };
   for (const TensorComparison& r : rows) {
-    // Op names hold no quotes or commas in practice; quote them anyway.
-    std::string op;
-    for (char c : r.op) op += c == '"' ? std::string("\"\"") : std::string(1, c);
-    csv += fmt::format("{},\"{}\",{},{},{},{},{:.9g},{:.9g},{:.9g},{},{}\n", r.step, op, r.type,
-                       r.direction, r.port, r.elements, r.cosine, r.max_abs, r.max_rel,
-                       r.first_diff, r.agree ? 1 : 0);
+    csv += fmt::format("{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{},{},{}\n", r.step, quoted(r.op),
+                       r.type, r.direction, r.port, r.elements, r.cosine, r.max_abs, r.max_rel,
+                       r.first_diff, r.agree ? 1 : 0, r.fused.empty() ? "" : quoted(r.fused));
   }
   return csv;
 }

@@ -14,6 +14,12 @@
 // the same step. Its consumers, whose inputs already differ, are not blamed. When the first
 // disagreeing op got a differing input from outside the dump (a feed), the report says so instead.
 //
+// Fused ops (a fusion pass on one side, e.g. fuse_dense in RIGHT only): the fused node keeps the
+// name of the last op it replaced, so it is compared with that op's outputs; its rows carry
+// `fused` (which side, what it replaced), the ops it replaced that only the other side ran are
+// noted as fused rather than "only in LEFT", and since its inputs are the chain's inputs, not
+// the last op's, they are judged through their producers' outputs (which both sides hold).
+//
 // Cost: both dumps are read once; one step's tensors of one op are in memory at a time.
 // Threading: pure functions over the Env.
 #ifndef RECSDK_PRECISION_DUMP_COMPARE_H_
@@ -38,6 +44,10 @@ struct TensorComparison {
   int64_t first_diff = -1;  // flat index of the first element that differs; -1 when none
   bool agree = true;
   std::string note;  // why they disagree beyond the numbers ("shape [2] vs [3]", "NaN at ...")
+  // fused: for an op a fusion pass built on either side (the manifest's fused_from), which side
+  // and the unfused ops it replaced: "RIGHT FusedDense replaces MatMul \"mm\" + BiasAdd \"ba\"";
+  // "" for other ops.
+  std::string fused;
 };
 
 // DumpCulprit: where the culprit is, for reports that read its step again (the HTML report).

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -16,6 +17,8 @@
 #include "src/common/crc32c.h"
 #include "src/common/status_macros.h"
 #include "src/graph/attr_json.h"
+#include "src/graph/fused_from.h"
+#include "src/precision/dump_compare.h"
 #include "src/precision/non_finite.h"
 #include "src/table/npy.h"
 
@@ -126,7 +129,9 @@ DumpObserver::DumpObserver(const SessionConfig& config, std::string device, int6
       graph_id_(graph_id),
       dump_(config.enable_dump),
       overflow_(config.enable_dump_debug),
-      exception_(config.enable_exception_dump == 1) {
+      exception_(config.enable_exception_dump == 1),
+      stop_on_overflow_(config.stop_on_overflow),
+      checksums_(config.dump_checksums) {
   dump_inputs_ = config.dump_mode == "input" || config.dump_mode == "all";
   dump_outputs_ = config.dump_mode == "output" || config.dump_mode == "all";
   check_atomic_ = config.dump_debug_mode != "aicore_overflow";
@@ -169,6 +174,8 @@ void DumpObserver::BeginRun(int64_t step) {
   ops_ = json::array();
   seq_ = 0;
   error_ = absl::OkStatus();
+  stop_ = absl::OkStatus();
+  stop_requested_.store(false, std::memory_order_release);
 }
 
 Status DumpObserver::EnsureStepDir() {
@@ -182,7 +189,7 @@ Status DumpObserver::EnsureStepDir() {
   return absl::OkStatus();
 }
 
-json DumpObserver::WriteTensor(const Tensor* t, const std::string& file, bool write,
+json DumpObserver::WriteTensor(const Tensor* t, const std::string& file, bool write, bool checksum,
                                Status* error) {
   json entry = json::object();
   if (t == nullptr || !t->IsInitialized()) {
@@ -203,10 +210,22 @@ json DumpObserver::WriteTensor(const Tensor* t, const std::string& file, bool wr
     entry["skipped"] = "not in host memory";
     return entry;
   }
-  const std::string header =
-      NpyHeader(descr, std::vector<int64_t>(t->shape().dims().begin(), t->shape().dims().end()));
   const std::string_view payload(static_cast<const char*>(t->raw_data()),
                                  t->num_elements() > 0 ? t->TotalBytes() : 0);
+  if (checksum) {
+    // dump_checksums: the elements' CRC-32C and the first few values; nothing is written.
+    entry["payload_crc32c"] = Crc32c(payload);
+    json sample = json::array();
+    const std::vector<double> values = DumpValues(
+        std::string(DTypeName(t->dtype())),
+        std::string(payload.substr(
+            0, std::min<size_t>(payload.size(), kDumpSampleElements * DTypeSize(t->dtype())))));
+    for (double v : values) sample.push_back(std::isfinite(v) ? json(v) : json(nullptr));
+    entry["sample"] = std::move(sample);
+    return entry;
+  }
+  const std::string header =
+      NpyHeader(descr, std::vector<int64_t>(t->shape().dims().begin(), t->shape().dims().end()));
   const std::string path = StepDir(step_, true) + "/" + file;
   Status s = [&]() -> Status {
     RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, env_->NewWritableFile(path));
@@ -259,7 +278,7 @@ Status DumpObserver::Record(const NodeExecution& exec, Tensors which,
     const Tensor* t = exec.inputs != nullptr && i < static_cast<int>(exec.inputs->size())
                           ? (*exec.inputs)[i]
                           : nullptr;
-    json e = WriteTensor(t, in_files[i], which.inputs && error.ok(), &error);
+    json e = WriteTensor(t, in_files[i], which.inputs && error.ok(), which.checksums, &error);
     e["port"] = i;
     e["producer"] = node.input(i).name();
     inputs.push_back(std::move(e));
@@ -268,7 +287,7 @@ Status DumpObserver::Record(const NodeExecution& exec, Tensors which,
     const Tensor* t = exec.outputs != nullptr && o < static_cast<int>(exec.outputs->size())
                           ? &(*exec.outputs)[o]
                           : nullptr;
-    json e = WriteTensor(t, out_files[o], which.outputs && error.ok(), &error);
+    json e = WriteTensor(t, out_files[o], which.outputs && error.ok(), which.checksums, &error);
     e["port"] = o;
     outputs.push_back(std::move(e));
   }
@@ -278,19 +297,32 @@ Status DumpObserver::Record(const NodeExecution& exec, Tensors which,
   entry["type"] = node.type();
   entry["reasons"] = std::move(reasons);
   // The attributes, so that `recsdk replay-op` can rebuild the op; a tensor attribute past
-  // kMaxDumpAttrTensorBytes (a large constant) is left out and named, to keep manifests small.
-  AttrMap attrs;
-  json omitted = json::array();
-  for (const auto& [k, v] : node.attrs()) {
-    if (v.type() == AttrValue::Type::kTensor &&
-        std::get<Tensor>(v.value()).TotalBytes() > kMaxDumpAttrTensorBytes) {
-      omitted.push_back(k);
-    } else {
-      attrs.emplace(k, v);
+  // kMaxDumpAttrTensorBytes (a large constant) is left out and named, to keep manifests small. A
+  // checksummed entry (dump_checksums) has no tensors to replay the op on: no attributes.
+  if (!which.checksums) {
+    AttrMap attrs;
+    json omitted = json::array();
+    for (const auto& [k, v] : node.attrs()) {
+      if (v.type() == AttrValue::Type::kTensor &&
+          std::get<Tensor>(v.value()).TotalBytes() > kMaxDumpAttrTensorBytes) {
+        omitted.push_back(k);
+      } else {
+        attrs.emplace(k, v);
+      }
     }
+    entry["attrs"] = AttrMapToJson(attrs);
+    if (!omitted.empty()) entry["attrs_omitted"] = std::move(omitted);
   }
-  entry["attrs"] = AttrMapToJson(attrs);
-  if (!omitted.empty()) entry["attrs_omitted"] = std::move(omitted);
+  // fused_from: the ops a fusion pass replaced with this one (src/graph/fused_from.h), spelled
+  // out for compare-dumps and for people reading the manifest.
+  if (const std::vector<std::string> fused = node.StringsAttr(kFusedFromAttr); !fused.empty()) {
+    json list = json::array();
+    for (const std::string& e : fused) {
+      auto [type, name] = ParseFusedFromEntry(e);
+      list.push_back({{"name", std::move(name)}, {"type", std::move(type)}});
+    }
+    entry["fused_from"] = std::move(list);
+  }
   entry["inputs"] = std::move(inputs);
   entry["outputs"] = std::move(outputs);
   std::lock_guard<std::mutex> lock(mu_);
@@ -357,6 +389,21 @@ void DumpObserver::AfterNode(const NodeExecution& exec) {
                    static_cast<long long>(exec.step), exec.node->name().c_str(),
                    exec.node->type().c_str(), ports.dump().c_str(), range.c_str(),
                    dump_path_.c_str());
+      if (stop_on_overflow_) {
+        // The step directory is named now (its final name: EndRun publishes it as the Run ends).
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stop_.ok()) {
+          if (time_.empty()) time_ = UtcNow();  // as EnsureStepDir would, for the step's name
+          stop_ = absl::InvalidArgumentError(fmt::format(
+              "overflow at step {}: op \"{}\" ({}) made NaN/Inf from finite inputs ({}){}; "
+              "stop_on_overflow stopped the run there (the ops after it did not run); its inputs "
+              "and outputs are dumped in \"{}\" (recsdk find-nan / replay-op read it); set "
+              "stop_on_overflow false to count overflows and continue",
+              exec.step, exec.node->name(), exec.node->type(), ports.dump(), range,
+              StepDir(step_, false)));
+          stop_requested_.store(true, std::memory_order_release);
+        }
+      }
       extra["overflow"] = std::move(ports);
     }
   }
@@ -364,15 +411,17 @@ void DumpObserver::AfterNode(const NodeExecution& exec) {
   if (dump_step) reasons.push_back("dump");
   if (overflowed) reasons.push_back("overflow");
   // Errors are kept for EndRun, which the Run returns.
-  (void)Record(exec, {dump_inputs_ || overflowed, dump_outputs_ || overflowed}, std::move(reasons),
-               std::move(extra));
+  // dump_checksums compacts the plain dump; an overflow's tensors are written whole.
+  (void)Record(exec,
+               {dump_inputs_ || overflowed, dump_outputs_ || overflowed, checksums_ && !overflowed},
+               std::move(reasons), std::move(extra));
 }
 
 void DumpObserver::OnNodeError(const NodeExecution& exec, Status* error) {
   if (!exception_) return;
   std::string dir;
-  Status s =
-      Record(exec, {true, true}, {"exception"}, json{{"error", std::string(error->message())}});
+  Status s = Record(exec, {true, true, false}, {"exception"},
+                    json{{"error", std::string(error->message())}});
   {
     std::lock_guard<std::mutex> lock(mu_);
     dir = StepDir(step_, false);
@@ -404,7 +453,8 @@ Status DumpObserver::EndRun(int64_t step, Status run_status) {
     publish = [&]() -> Status {
       RECSDK_RETURN_IF_ERROR(WriteStringToFileAtomic(
           env_, tmp + "/manifest.json",
-          manifest.dump(1, ' ', false, json::error_handler_t::replace) + "\n"));
+          // dump_checksums (the compact trace): no indentation, a third smaller.
+          manifest.dump(checksums_ ? -1 : 1, ' ', false, json::error_handler_t::replace) + "\n"));
       if (env_->FileExists(final_dir)) {
         // The step ran before in this session (SetRunCount moved the counter back).
         RECSDK_RETURN_IF_ERROR(DeleteRecursively(env_, final_dir));

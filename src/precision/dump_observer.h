@@ -16,13 +16,18 @@
 //                "error": (exception only), "overflow": [{"port", "nan", "inf"}] (overflow only),
 //                "attrs": {name: {"type", "value"}} (graph JSON's layout, src/graph/attr_json.h),
 //                "attrs_omitted": [name] (tensor attributes past kMaxDumpAttrTensorBytes),
+//                "fused_from": [{"name", "type"}] (an op a fusion pass built: the ops it
+//                              replaced, src/graph/fused_from.h; absent otherwise),
 //                "inputs": [{"port", "producer": "node:index", "dtype", "shape", "file"?, "bytes"?,
-//                            "crc32c"?, "skipped"?}],
+//                            "crc32c"?, "skipped"?, "payload_crc32c"?, "sample"?}],
 //                "outputs": [same, without "producer"]}, ...]}
 // Ops appear in execution order (with inter-op parallelism: the order they finished, which is
 // still a topological order). A tensor listed without "file" was not written: dump_mode left it
 // out, or "skipped" says why (a resource handle, an output the op did not produce). "crc32c" is the
-// CRC-32C of the whole .npy file and "bytes" its size. src/precision/dump_reader.h reads this.
+// CRC-32C of the whole .npy file and "bytes" its size. With dump_checksums a dumped tensor has no
+// file but "payload_crc32c" (the CRC-32C of its elements, C order, no header) and "sample" (its
+// first kDumpSampleElements values as numbers, NaN and Inf as null), and the entry no "attrs"; such
+// a manifest is written without indentation. src/precision/dump_reader.h reads this.
 //
 // Crash safety: a step is written into "{step}.tmp-{pid}" and renamed to "{step}" when the Run
 // ends, after its manifest; so a step directory with a manifest is complete. Tensor files are not
@@ -32,7 +37,10 @@
 // Overflow detection checks every op at every step (dump_step does not narrow it): an op whose
 // inputs are all finite and whose floating-point outputs hold NaN or Inf is reported on stderr by
 // name and step, counted (overflow_count), and its inputs and outputs are dumped in that step's
-// directory with the reason "overflow". The Run continues. dump_debug_mode picks the ops: the
+// directory with the reason "overflow". The Run continues, unless stop_on_overflow is on: then
+// StopStatus() holds the error from the first overflow on, and the executor (Session::Run) stops
+// the Run right after the op, returning that error (InvalidArgument naming the op, the step and
+// the step's dump directory, which EndRun still publishes). dump_debug_mode picks the ops: the
 // accumulating ones (GatherGrad's scatter-add, TableGradAggregate's segment sum, TableApply; the
 // spec's atomic_overflow), the others (aicore_overflow), or all.
 //
@@ -75,6 +83,9 @@ class DumpSteps {
   std::vector<std::pair<int64_t, int64_t>> ranges_;  // inclusive; empty: every step
 };
 
+// kDumpSampleElements: how many leading values a dump_checksums entry keeps ("sample").
+inline constexpr int64_t kDumpSampleElements = 8;
+
 // kMaxDumpAttrTensorBytes: a tensor attribute (a constant's value) larger than this is not copied
 // into the manifest; "attrs_omitted" names it and `recsdk replay-op` refuses the op.
 inline constexpr size_t kMaxDumpAttrTensorBytes = size_t{1} << 20;
@@ -104,6 +115,14 @@ class DumpObserver final : public ExecutionObserver {
   void AfterNode(const NodeExecution& exec) override;
   void OnNodeError(const NodeExecution& exec, Status* error) override;
 
+  // StopStatus: OK, or (stop_on_overflow) the error that stops this Run at its first overflow.
+  // Called by the executor after every node's AfterNode: one relaxed atomic load until a stop.
+  Status StopStatus() const {
+    if (!stop_requested_.load(std::memory_order_acquire)) return absl::OkStatus();
+    std::lock_guard<std::mutex> lock(mu_);
+    return stop_;
+  }
+
   // overflow_count: op executions overflow detection reported since the session started.
   int64_t overflow_count() const { return overflow_count_.load(); }
   // last_step_dir: the directory of the last published step ("" when none).
@@ -112,6 +131,7 @@ class DumpObserver final : public ExecutionObserver {
  private:
   struct Tensors {
     bool inputs = false, outputs = false;
+    bool checksums = false;  // dump_checksums: a checksum and a sample instead of the .npy
   };
   DumpObserver(const SessionConfig& config, std::string device, int64_t graph_id);
   // Record: dumps the chosen tensors of one node and adds its manifest entry. Returns the entry's
@@ -120,16 +140,20 @@ class DumpObserver final : public ExecutionObserver {
                 nlohmann::json extra);
   Status EnsureStepDir();  // mu_ held
   std::string StepDir(int64_t step, bool tmp) const;
-  nlohmann::json WriteTensor(const Tensor* t, const std::string& file, bool write, Status* error);
+  // WriteTensor: the manifest entry of one tensor, its .npy written when `write` (a checksum and
+  // sample instead when `checksum`).
+  nlohmann::json WriteTensor(const Tensor* t, const std::string& file, bool write, bool checksum,
+                             Status* error);
 
   Env* const env_;
   const std::string dump_path_, device_, device_id_;
   const int64_t graph_id_;
-  const bool dump_, overflow_, exception_;
+  const bool dump_, overflow_, exception_, stop_on_overflow_, checksums_;
   bool dump_inputs_ = false, dump_outputs_ = true;
   bool check_atomic_ = true, check_other_ = true;
   DumpSteps steps_;
   std::atomic<int64_t> overflow_count_{0};
+  std::atomic<bool> stop_requested_{false};  // stop_ is set (this Run)
 
   mutable std::mutex mu_;  // guards everything below
   std::string time_;       // of the first dump; fixed for the session
@@ -140,6 +164,7 @@ class DumpObserver final : public ExecutionObserver {
   nlohmann::json ops_;
   int64_t seq_ = 0;
   Status error_;  // the step's first write error
+  Status stop_;   // stop_on_overflow: the error of this Run's first overflow
   std::string last_step_dir_;
 };
 

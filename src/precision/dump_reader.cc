@@ -2,6 +2,7 @@
 #include "src/precision/dump_reader.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -109,6 +110,22 @@ StatusOr<DumpTensor> ParseTensor(const ManifestFields& f, const json& j, bool in
     if (crc->get<uint64_t>() > 0xFFFFFFFFu) return f.Bad("a crc32c is above 32 bits");
     t.crc32c = static_cast<uint32_t>(crc->get<uint64_t>());
     if (t.dtype.empty()) return f.Bad(fmt::format("tensor file \"{}\" has no dtype", t.file));
+  }
+  RECSDK_ASSIGN_OR_RETURN(const json* checksum,
+                          f.Get(j, "payload_crc32c", json::value_t::number_unsigned, true));
+  if (checksum != nullptr) {
+    if (checksum->get<uint64_t>() > 0xFFFFFFFFu) return f.Bad("a payload_crc32c is above 32 bits");
+    t.has_checksum = true;
+    t.payload_crc32c = static_cast<uint32_t>(checksum->get<uint64_t>());
+    if (t.dtype.empty()) return f.Bad("a checksummed tensor has no dtype");
+    RECSDK_ASSIGN_OR_RETURN(const json* sample, f.Get(j, "sample", json::value_t::array, true));
+    if (sample != nullptr) {
+      if (sample->size() > 64) return f.Bad(fmt::format("a sample of {} values", sample->size()));
+      for (const json& v : *sample) {
+        if (!v.is_number() && !v.is_null()) return f.Bad("a sample value is not a number");
+        t.sample.push_back(v.is_null() ? std::nan("") : v.get<double>());
+      }
+    }
   }
   return t;
 }
@@ -244,6 +261,16 @@ StatusOr<DumpStep> ReadDumpManifest(Env* env, const std::string& step_dir) {
         op.attrs_omitted.push_back(a.get<std::string>());
       }
     }
+    RECSDK_ASSIGN_OR_RETURN(const json* fused,
+                            f.Get(o, "fused_from", json::value_t::array, /*optional=*/true));
+    if (fused != nullptr) {
+      for (const json& e : *fused) {
+        FusedOp replaced;
+        RECSDK_ASSIGN_OR_RETURN(replaced.name, f.String(e, "name"));
+        RECSDK_ASSIGN_OR_RETURN(replaced.type, f.String(e, "type"));
+        op.fused_from.push_back(std::move(replaced));
+      }
+    }
     for (auto [key, list, input] :
          {std::tuple<const char*, std::vector<DumpTensor>*, bool>{"inputs", &op.inputs, true},
           std::tuple<const char*, std::vector<DumpTensor>*, bool>{"outputs", &op.outputs, false}}) {
@@ -305,7 +332,8 @@ StatusOr<std::string> ReadDumpTensor(Env* env, const DumpStep& step, const DumpT
   if (bytes.compare(0, header.size(), header) != 0) {
     return bad("its .npy header does not match the manifest's dtype and shape");
   }
-  return bytes.substr(header.size());
+  bytes.erase(0, header.size());  // in place: no second buffer of the tensor's size
+  return bytes;
 }
 
 StatusOr<NanReport> FindNan(Env* env, const std::string& root) {

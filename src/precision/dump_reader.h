@@ -36,6 +36,16 @@ struct DumpTensor {
   uint64_t bytes = 0;
   uint32_t crc32c = 0;
   std::string skipped;
+  // dump_checksums: the CRC-32C of the elements and the first values (NaN/Inf read as NaN), in
+  // place of a file; has_checksum false otherwise.
+  bool has_checksum = false;
+  uint32_t payload_crc32c = 0;
+  std::vector<double> sample;
+};
+
+// FusedOp: one op a fused op replaced (the manifest's "fused_from", src/graph/fused_from.h).
+struct FusedOp {
+  std::string name, type;
 };
 
 struct DumpOp {
@@ -48,6 +58,9 @@ struct DumpOp {
   // before manifests recorded attributes. attrs_omitted: large tensor attributes left out.
   nlohmann::json attrs;
   std::vector<std::string> attrs_omitted;
+  // fused_from: for an op a fusion pass built (FusedDense, TableGatherConcat), the unfused ops it
+  // replaced, in graph order (its own name among them); empty otherwise and in older dumps.
+  std::vector<FusedOp> fused_from;
 };
 
 struct DumpStep {

@@ -61,22 +61,27 @@ std::string ProducerNode(const std::string& producer) {
   return colon == std::string::npos ? producer : producer.substr(0, colon);
 }
 
-// FusedReplaces: the unfused ops a fused op type stands for ("" when the type is not fused).
-std::string FusedReplaces(const std::string& type) {
-  if (type == "FusedDense") return "MatMul + BiasAdd (+ Relu), by the fuse_dense pass";
-  if (type.rfind("Fused", 0) == 0) return "several ops, by a fusion pass";
+// FusedSummaryText: what the summary says of a row's op: the recorded fused_from (compare-dumps'
+// `fused`), or, for a fused type in a dump written before manifests recorded it, that it is fused.
+std::string FusedSummaryText(const TensorComparison& r) {
+  if (!r.fused.empty()) return r.fused;
+  if (r.type.rfind("Fused", 0) == 0 || r.type == "TableGatherConcat") {
+    return "fused by a fusion pass (this dump does not record the ops it replaced: dumped before "
+           "manifests had fused_from)";
+  }
   return "";
 }
 
 std::string Summary(const DumpComparison& c, const std::string& left, const std::string& right) {
   std::set<int64_t> steps;
   std::set<std::pair<int64_t, std::string>> ops;
-  std::map<std::string, std::string> fused;  // op -> type
+  std::map<std::pair<std::string, std::string>, std::string> fused;  // (op, type) -> text
   int64_t differ = 0;
   for (const TensorComparison& r : c.rows) {
     steps.insert(r.step);
     ops.emplace(r.step, r.op);
-    if (!FusedReplaces(r.type).empty()) fused.emplace(r.op, r.type);
+    if (std::string text = FusedSummaryText(r); !text.empty())
+      fused.emplace(std::pair(r.op, r.type), text);
     if (!r.agree) ++differ;
   }
   std::string html = "<h2>Summary</h2>\n<table class=\"summary\">\n";
@@ -101,9 +106,9 @@ std::string Summary(const DumpComparison& c, const std::string& left, const std:
   std::string fused_text = "none";
   if (!fused.empty()) {
     fused_text.clear();
-    for (const auto& [op, type] : fused) {
-      fused_text += fmt::format("<div class=\"fused\">\"{}\" ({}): fused, replaces {}</div>",
-                                HtmlEscape(op), HtmlEscape(type), FusedReplaces(type));
+    for (const auto& [op, text] : fused) {
+      fused_text += fmt::format("<div class=\"fused\">\"{}\" ({}): {}</div>", HtmlEscape(op.first),
+                                HtmlEscape(op.second), HtmlEscape(text));
     }
   }
   html += "<tr><th>fused ops</th><td>" + fused_text + "</td></tr>\n</table>\n";
@@ -123,7 +128,7 @@ std::string RowsTable(const DumpComparison& c) {
       "sort.</p>\n<table id=\"rows\">\n<thead><tr><th data-num>step</th><th>op</th><th>type</th>"
       "<th>direction</th><th data-num>port</th><th data-num>elements</th><th data-num>cosine</th>"
       "<th data-num>max_abs</th><th data-num>max_rel</th><th data-num>first_diff</th>"
-      "<th data-num>agree</th><th>note</th></tr></thead>\n<tbody>\n";
+      "<th data-num>agree</th><th>note</th><th>fused</th></tr></thead>\n<tbody>\n";
   const std::optional<DumpCulprit>& at = c.culprit_at;
   for (const TensorComparison& r : c.rows) {
     std::string cls = r.agree ? "ok" : (r.cosine >= 0.9 ? "near" : "bad");
@@ -133,11 +138,11 @@ std::string RowsTable(const DumpComparison& c) {
         "</td><td class=\"s\">{}</td><td data-v=\"{}\">{}</td><td data-v=\"{}\">{}</td>"
         "<td data-v=\"{:.17g}\">{:.6f}</td><td data-v=\"{:.17g}\">{:.4g}</td>"
         "<td data-v=\"{:.17g}\">{:.4g}</td><td data-v=\"{}\">{}</td><td data-v=\"{}\">{}</td>"
-        "<td class=\"s\">{}</td></tr>\n",
+        "<td class=\"s\">{}</td><td class=\"s\">{}</td></tr>\n",
         cls, r.step, r.step, HtmlEscape(r.op), HtmlEscape(r.type), HtmlEscape(r.direction), r.port,
         r.port, r.elements, r.elements, r.cosine, r.cosine, r.max_abs, r.max_abs, r.max_rel,
         r.max_rel, r.first_diff, r.first_diff, r.agree ? 1 : 0, r.agree ? "yes" : "no",
-        HtmlEscape(r.note));
+        HtmlEscape(r.note), HtmlEscape(r.fused));
   }
   return html + "</tbody>\n</table>\n";
 }

@@ -497,6 +497,8 @@ Status Session::Impl::Execute(const Plan& plan, const FeedList& feeds,
       exec.outputs = &values[id];
       if (s.ok()) {
         for (ExecutionObserver* o : observers) o->AfterNode(exec);
+        // stop_on_overflow: the dump observer saw this op overflow; nothing after it runs.
+        if (dumper != nullptr) s = dumper->StopStatus();
       } else {
         name_op();
         for (ExecutionObserver* o : observers) o->OnNodeError(exec, &s);

@@ -44,7 +44,10 @@ void DeclareTableOpAttrSchemas(OpRegistry& r) {
                        Attr("is_grad", T::kBool, true), Attr("padding_mask", T::kBool, false)});
   r.DeclareAttrsOrDie(kTableGatherConcatOp,
                       {RequiredAttr("segment_kinds", T::kInts),
-                       RequiredAttr("combiners", T::kStrings), RequiredAttr("dims", T::kInts)});
+                       RequiredAttr("combiners", T::kStrings), RequiredAttr("dims", T::kInts),
+                       // Set by fuse_gather_concat: the Concat and TableGathers it replaced
+                       // (src/graph/fused_from.h).
+                       Attr("fused_from", T::kStrings, std::vector<std::string>{})});
   r.DeclareAttrsOrDie(kTableGradAggregateOp,
                       {Attr("num_features", T::kInt, 1), RequiredAttr("dim", T::kInt),
                        RequiredAttr("combiner", T::kString)});

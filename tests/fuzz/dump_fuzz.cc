@@ -4,7 +4,8 @@
 // valid step directory, sorted by name) the rest replaces, in a fresh copy; byte 1's low bit
 // reseals a replaced tensor file (the manifest's "bytes" and "crc32c" for it are rewritten to
 // match), so the .npy header check behind the checksum is fuzzed too, not only the checksum.
-// FindNan, CompareDumps, PrecisionCheck (`recsdk precision-check`; the copy against the valid dump)
+// FindNan, CompareDumps (against the valid dump, and against an unfused one: fused_from and the
+// fused op's pairing), PrecisionCheck (`recsdk precision-check`; the copy against the valid dump)
 // and ReplayOp (`recsdk replay-op`, every op of the valid dump by name, so the manifest's types and
 // attributes are fuzzed too) must return a Status; none may crash, whatever the files hold.
 // Threading: libFuzzer calls the target from one thread.
@@ -76,6 +77,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)comparison->Text();
     (void)comparison->Csv();
   }
+  // The unfused dump against the copy: the fused op's pairing with the chain it replaced reads
+  // the copy's fused_from, inputs and producers.
+  static const std::string unfused =
+      fuzz::WriteFuzzDump(fuzz::ScratchDir() + "/unfused_dump", /*fused=*/false);
+  auto fused_pair = internal::CompareDumps(env, unfused, dir, 0.98);
+  if (fused_pair.ok()) (void)fused_pair->Text();
   auto check = internal::PrecisionCheck(env, good, dir);
   if (check.ok()) (void)check->Text();
   // replay-op rebuilds each op from the manifest's type and attributes and runs it: whatever the

@@ -1624,14 +1624,16 @@ const std::vector<SpecCase>& Cases() {
       {.spec = {"PRECISION_CHECK", "precision_check.py"},
        .run =
            [] {
-             // little_demo with PRECISION_CHECK=1 traces its steps as this dump does (dump_mode
-             // "all"); tests/samples/little_demo_test.cc runs the sample itself that way.
+             // little_demo (and every sample) with PRECISION_CHECK=1 traces its steps as this
+             // dump does (dump_mode "all", dump_checksums); tests/samples/little_demo_test.cc runs
+             // the sample itself that way.
              auto trace = [](const std::string& name, float scale) {
                LinearModel m;
                BuildLinearModel(&m);
                SessionConfig c;
                c.enable_dump = true;
                c.dump_mode = "all";
+               c.dump_checksums = true;
                c.dump_step = "0-9";
                c.deterministic = true;
                c.dump_path = FreshDir(name);

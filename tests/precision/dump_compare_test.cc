@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -163,6 +164,108 @@ TEST(DumpCompareTest, ToolExitStatus) {
   EXPECT_EQ(RunTool("compare-dumps " + a).first, 2);
   EXPECT_EQ(RunTool("compare-dumps " + a + " " + b + " --threshold x").first, 2);
   EXPECT_EQ(RunTool("compare-dumps " + a + " " + a + "/missing").first, 2);
+}
+
+// DenseRun: out = 2 * relu(x w + b) (ops "dense/mm", "dense/ba", "dense/relu", "out"), one step
+// dumped with dump_mode all into a fresh `name`; with `fuse`, the fuse_dense pass makes
+// "dense/relu" one FusedDense; with `perturb`, that op's kernel is perturbed (a planted fault).
+std::string DenseRun(const std::string& name, bool fuse, bool perturb) {
+  const std::string dir = FreshDir(name);
+  auto build = [](Graph* g) {
+    Scope s(g);
+    Output x = ops::Placeholder(s.WithOpName("x"), DType::kFloat32, Shape{2, 3});
+    Output w = ops::Const(s.WithOpName("w"),
+                          *Tensor::FromValues<float>(Shape{3, 2}, {1, -2, 3, 4, -5, 6}));
+    Output b = ops::Const(s.WithOpName("b"), *Tensor::FromValues<float>(Shape{2}, {0.5f, -1}));
+    Output mm = ops::MatMul(s.WithOpName("dense/mm"), x, w);
+    Output relu =
+        ops::Relu(s.WithOpName("dense/relu"), ops::BiasAdd(s.WithOpName("dense/ba"), mm, b));
+    ops::Mul(s.WithOpName("out"), relu, ops::Const(s.WithOpName("two"), 2.0f));
+  };
+  {
+    Graph g;  // registers the CPU kernels before one is perturbed
+    build(&g);
+    MakeSession(g, SessionConfig());
+  }
+  std::optional<testing::ScopedPerturbedKernel> perturbed;
+  if (perturb) perturbed.emplace("FusedDense");
+  Graph g;
+  build(&g);
+  SessionConfig config;
+  config.enable_dump = true;
+  config.dump_path = dir;
+  config.dump_mode = "all";
+  if (fuse) config.enable_scope_fusion_passes = "fuse_dense";
+  auto session = MakeSession(g, config);
+  const Tensor x = *Tensor::FromValues<float>(Shape{2, 3}, {1, 2, 3, 4, 5, 6});
+  EXPECT_TRUE(session->Run({{"x", x}}, {"out"}).ok());
+  return dir;
+}
+
+// compare-dumps between an unfused run and one with fuse_dense: the fused op's rows say it is
+// fused and what it replaced (table, CSV, tool output), the ops it replaced are noted as fused
+// rather than missing, and a fault in the fused kernel names the fused op as the culprit (its
+// inputs, the chain's, are compared with what the other side's chain read, not port by port
+// against the Relu's).
+TEST(DumpCompareTest, FusedOpsAreFlaggedWithTheOpsTheyReplaced) {
+  const std::string plain = DenseRun("fused_plain", false, false);
+  const std::string fused = DenseRun("fused_fused", true, false);
+  auto c = internal::CompareDumps(Env::Default(), plain, fused, 0.98);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->all_agree()) << c->Text();
+  const std::string want =
+      "RIGHT FusedDense replaces MatMul \"dense/mm\" + BiasAdd \"dense/ba\" + Relu \"dense/relu\"";
+  int fused_rows = 0;
+  for (const auto& r : c->rows) {
+    if (r.op == "dense/relu") {
+      EXPECT_EQ(r.fused, want);
+      ++fused_rows;
+    } else {
+      EXPECT_EQ(r.fused, "") << r.op;
+    }
+  }
+  // Its three inputs (x, w, b: compared with what LEFT's MatMul and BiasAdd read) and its output.
+  EXPECT_EQ(fused_rows, 4);
+  const std::string text = c->Text();
+  EXPECT_NE(text.find("[fused: " + want + "]"), std::string::npos) << text;
+  EXPECT_NE(text.find("op \"dense/mm\" (MatMul) only in LEFT: RIGHT fused it into \"dense/relu\" "
+                      "(FusedDense)"),
+            std::string::npos)
+      << text;
+  const std::string csv = c->Csv();
+  EXPECT_NE(csv.find(",agree,fused\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\"dense/relu\",Relu,output,0,4,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",1,\"RIGHT FusedDense replaces MatMul \"\"dense/mm\"\" + BiasAdd"),
+            std::string::npos)
+      << csv;
+  // The manifest holds the record the pass made.
+  auto step = internal::ReadDumpManifest(Env::Default(), testing::StepDirs(fused).begin()->second);
+  ASSERT_TRUE(step.ok()) << step.status();
+  bool found = false;
+  for (const auto& op : step->ops) {
+    if (op.name != "dense/relu") continue;
+    found = true;
+    EXPECT_EQ(op.type, "FusedDense");
+    ASSERT_EQ(op.fused_from.size(), 3u);
+    EXPECT_EQ(op.fused_from[0].name, "dense/mm");
+    EXPECT_EQ(op.fused_from[0].type, "MatMul");
+    EXPECT_EQ(op.fused_from[2].type, "Relu");
+  }
+  EXPECT_TRUE(found);
+
+  // A planted fault in the fused kernel: the fused op is the culprit, "out" is not.
+  const std::string broken = DenseRun("fused_broken", true, true);
+  auto d = internal::CompareDumps(Env::Default(), plain, broken, 0.98);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_TRUE(d->culprit.has_value()) << d->Text();
+  EXPECT_EQ(*d->culprit, "step 0: op \"dense/relu\" (Relu)") << d->Text();
+
+  // The tool: exit 0, the flag in its table; --csv with the column.
+  const std::string csv_path = FreshDir("fused_csv") + "/out.csv";
+  auto [rc, out] = RunTool("compare-dumps " + plain + " " + fused + " --csv " + csv_path);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("[fused: RIGHT FusedDense replaces"), std::string::npos) << out;
+  EXPECT_NE(testing::ReadText(csv_path).find(",agree,fused"), std::string::npos);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,23 +33,6 @@ using testing::FreshDir;
 using testing::MakeSession;
 using testing::RunTool;
 
-// PerturbedKernel: the CPU kernel it wraps, with the last element of output 0 negated (the planted
-// fault a broken device kernel would make).
-class PerturbedKernel final : public internal::OpKernel {
- public:
-  explicit PerturbedKernel(std::unique_ptr<internal::OpKernel> inner) : inner_(std::move(inner)) {}
-  Status Compute(internal::OpKernelContext& ctx) override {
-    if (Status s = inner_->Compute(ctx); !s.ok()) return s;
-    Tensor* out = ctx.output(0);
-    float* v = out->data<float>();
-    v[out->num_elements() - 1] = -v[out->num_elements() - 1];
-    return absl::OkStatus();
-  }
-
- private:
-  std::unique_ptr<internal::OpKernel> inner_;
-};
-
 // DumpLogModel: one step of BuildLogModel fed {1, 2}, dumped with `mode` into a fresh `name`; with
 // `perturb_mul`, the float Mul kernel ("y") is perturbed while the step runs and restored after.
 std::string DumpLogModel(const std::string& name, bool perturb_mul,
@@ -60,22 +44,8 @@ std::string DumpLogModel(const std::string& name, bool perturb_mul,
     BuildLogModel(&g);
     MakeSession(g, SessionConfig());
   }
-  internal::KernelRegistry& registry = internal::KernelRegistry::Global();
-  const internal::KernelFactory* found = registry.Find("Mul", "cpu", DType::kFloat32, "");
-  if (found == nullptr) {
-    ADD_FAILURE() << "no float32 Mul kernel for the CPU";
-    return dir;
-  }
-  const internal::KernelFactory original = *found;
-  if (perturb_mul) {
-    registry.Register(
-        "Mul", "cpu", DType::kFloat32,
-        [original](const Node& node) -> StatusOr<std::unique_ptr<internal::OpKernel>> {
-          auto inner = original(node);
-          if (!inner.ok()) return inner.status();
-          return std::make_unique<PerturbedKernel>(*std::move(inner));
-        });
-  }
+  std::optional<testing::ScopedPerturbedKernel> perturbed;
+  if (perturb_mul) perturbed.emplace("Mul");
   {
     Graph g;
     BuildLogModel(&g);
@@ -86,7 +56,6 @@ std::string DumpLogModel(const std::string& name, bool perturb_mul,
     auto session = MakeSession(g, config);
     EXPECT_TRUE(session->Run({{"x", Floats({1, 2})}}, {"scope/z"}).ok());
   }
-  if (perturb_mul) registry.Register("Mul", "cpu", DType::kFloat32, original);
   return dir;
 }
 

@@ -167,11 +167,23 @@ TEST(DumpReportHtmlTest, FusedOpsAreFlaggedWithWhatTheyReplace) {
   row.op = "dense/fused";
   row.type = "FusedDense";
   row.direction = "output";
+  row.fused = "RIGHT FusedDense replaces MatMul \"mm\" + BiasAdd \"dense/fused\"";
+  c.rows.push_back(row);
+  // A dump written before manifests recorded fused_from: flagged by its type.
+  row.op = "concat";
+  row.type = "TableGatherConcat";
+  row.fused = "";
   c.rows.push_back(row);
   auto html = internal::DumpReportHtml(Env::Default(), c, "l", "r");
   ASSERT_TRUE(html.ok()) << html.status();
-  EXPECT_NE(html->find("\"dense/fused\" (FusedDense): fused, replaces MatMul + BiasAdd"),
-            std::string::npos);
+  EXPECT_NE(html->find("\"dense/fused\" (FusedDense): RIGHT FusedDense replaces MatMul "
+                       "&quot;mm&quot; + BiasAdd &quot;dense/fused&quot;"),
+            std::string::npos)
+      << *html;
+  EXPECT_NE(html->find("\"concat\" (TableGatherConcat): fused by a fusion pass (this dump does "
+                       "not record"),
+            std::string::npos)
+      << *html;
   EXPECT_NE(html->find("No culprit"), std::string::npos);
 }
 

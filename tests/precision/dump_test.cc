@@ -205,6 +205,60 @@ TEST(DumpTest, OverflowDetectionReportsTheOpAtItsStepAndFindNanNamesIt) {
   EXPECT_TRUE(StepDirs(atomic_dir).empty());
 }
 
+// stop_on_overflow: the Run stops right after the op that overflowed, with an error naming the
+// op, the step and the dump directory; the ops after it do not run (the variable's update), the
+// step counter does not advance, and the overflowing op's tensors are dumped.
+TEST(DumpTest, StopOnOverflowStopsTheRunAtTheOpNamingStepAndDump) {
+  const std::string dir = FreshDir("overflow_stop");
+  Graph g;
+  std::string value, init, update;
+  {
+    Scope s(&g);
+    Output x = ops::Placeholder(s.WithOpName("x"), DType::kFloat32, Shape{2});
+    const Variable v = Variable::Make(s, "v", Shape{2}, {.initializer = Initializer::Zeros()});
+    value = v.value().name();
+    init = GlobalVariablesInitializer(s)->name();
+    Output z = ops::Log(s.WithOpName("scope/z"), x);
+    update = AssignAdd(s.WithOpName("update"), v, z)->name();
+    ASSERT_TRUE(g.status().ok()) << g.status();
+  }
+  SessionConfig config;
+  config.enable_dump_debug = true;
+  config.stop_on_overflow = true;
+  config.dump_path = dir;
+  auto session = MakeSession(g, config);
+  ASSERT_NE(session, nullptr);
+  ASSERT_TRUE(session->Run({}, {}, {init}, nullptr).ok());                               // step 0
+  ASSERT_TRUE(session->Run({{"x", Floats({1.0f, 1.0f})}}, {}, {update}, nullptr).ok());  // 1
+  ::testing::internal::CaptureStderr();
+  const Status s = session->Run({{"x", Floats({-1.0f, 1.0f})}}, {}, {update}, nullptr);  // 2
+  (void)::testing::internal::GetCapturedStderr();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  const std::string msg(s.message());
+  EXPECT_NE(msg.find("overflow at step 2: op \"scope/z\" (Log)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("stop_on_overflow"), std::string::npos) << msg;
+  EXPECT_EQ(session->stats().overflow_count, 1);
+  // The directory the error names is the published step, holding the op's inputs and outputs.
+  const auto steps = StepDirs(dir);
+  ASSERT_EQ(steps.size(), 1u);
+  ASSERT_EQ(steps.begin()->first, 2);
+  EXPECT_NE(msg.find("\"" + steps.begin()->second + "\""), std::string::npos) << msg;
+  const nlohmann::json m =
+      nlohmann::json::parse(ReadText(steps.begin()->second + "/manifest.json"));
+  ASSERT_EQ(m["ops"].size(), 1u);
+  EXPECT_EQ(m["ops"][0]["name"], "scope/z");
+  EXPECT_TRUE(m["ops"][0]["inputs"][0].contains("file"));
+  // The update after the op did not run: v holds step 1's log(1) = 0, not a NaN.
+  auto v = session->Run({}, {value});
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ((*v)[0].data<float>()[0], 0.0f);
+  EXPECT_EQ((*v)[0].data<float>()[1], 0.0f);
+  // The failed Run did not count as a step: the next Run is step 2 again, and finite inputs pass.
+  ASSERT_TRUE(session->Run({{"x", Floats({2.0f, 1.0f})}}, {}, {update}, nullptr).ok());
+  EXPECT_EQ(session->stats().overflow_count, 1);
+}
+
 // A cast to float16 of a value past its range (the narrowing a precision mode inserts): the
 // overflow report says the value left float16's range rather than only "made Inf".
 TEST(DumpTest, OverflowAtANarrowingCastNamesTheNarrowTypesRange) {

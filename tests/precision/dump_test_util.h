@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "recsdk/recsdk.h"
+#include "src/device/kernel.h"
 
 namespace recsdk::testing {
 
@@ -67,6 +68,57 @@ inline std::unique_ptr<Session> MakeSession(const Graph& g, const SessionConfig&
   EXPECT_TRUE(s.ok()) << s.status();
   return s.ok() ? std::move(*s) : nullptr;
 }
+
+// PerturbedKernel: the CPU kernel it wraps, with the last element of output 0 negated (the planted
+// fault a broken device kernel would make). Float32 outputs only.
+class PerturbedKernel final : public internal::OpKernel {
+ public:
+  explicit PerturbedKernel(std::unique_ptr<internal::OpKernel> inner) : inner_(std::move(inner)) {}
+  Status Compute(internal::OpKernelContext& ctx) override {
+    if (Status s = inner_->Compute(ctx); !s.ok()) return s;
+    Tensor* out = ctx.output(0);
+    float* v = out->data<float>();
+    v[out->num_elements() - 1] = -v[out->num_elements() - 1];
+    return absl::OkStatus();
+  }
+
+ private:
+  std::unique_ptr<internal::OpKernel> inner_;
+};
+
+// ScopedPerturbedKernel: while it lives, the float32 CPU kernel of `type` is a PerturbedKernel
+// (a test-only registration); the original is registered again when it goes. The CPU kernels must
+// be registered already (a Session was created).
+class ScopedPerturbedKernel {
+ public:
+  explicit ScopedPerturbedKernel(std::string type) : type_(std::move(type)) {
+    internal::KernelRegistry& registry = internal::KernelRegistry::Global();
+    const internal::KernelFactory* found = registry.Find(type_, "cpu", DType::kFloat32, "");
+    if (found == nullptr) {
+      ADD_FAILURE() << "no float32 " << type_ << " kernel for the CPU";
+      return;
+    }
+    original_ = *found;
+    registry.Register(
+        type_, "cpu", DType::kFloat32,
+        [original = original_](const Node& node) -> StatusOr<std::unique_ptr<internal::OpKernel>> {
+          auto inner = original(node);
+          if (!inner.ok()) return inner.status();
+          return std::make_unique<PerturbedKernel>(*std::move(inner));
+        });
+  }
+  ~ScopedPerturbedKernel() {
+    if (original_) {
+      internal::KernelRegistry::Global().Register(type_, "cpu", DType::kFloat32, original_);
+    }
+  }
+  ScopedPerturbedKernel(const ScopedPerturbedKernel&) = delete;
+  ScopedPerturbedKernel& operator=(const ScopedPerturbedKernel&) = delete;
+
+ private:
+  std::string type_;
+  internal::KernelFactory original_;
+};
 
 // RunTool: `recsdk ARGS` (the installed command line; RECSDK_TOOL is set by tests/CMakeLists.txt):
 // its exit status and what it printed.

@@ -10,8 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "nlohmann/json.hpp"
 #include "recsdk/recsdk.h"
+#include "src/common/crc32c.h"
 #include "src/common/env.h"
+#include "src/precision/dump_compare.h"
 #include "tests/precision/dump_test_util.h"
 
 namespace recsdk {
@@ -26,7 +29,9 @@ using testing::MakeSession;
 using testing::StepDirs;
 
 // Trace: two steps of BuildLogModel(three) fed `x`, dumped with dump_mode all (as PRECISION_CHECK).
-std::string Trace(const std::string& name, float three, std::vector<float> x) {
+// With `checksums`, the compact trace PRECISION_CHECK writes by default (dump_checksums).
+std::string Trace(const std::string& name, float three, std::vector<float> x,
+                  bool checksums = false) {
   const std::string dir = FreshDir(name);
   Graph g;
   BuildLogModel(&g, three);
@@ -34,6 +39,7 @@ std::string Trace(const std::string& name, float three, std::vector<float> x) {
   config.enable_dump = true;
   config.dump_path = dir;
   config.dump_mode = "all";
+  config.dump_checksums = checksums;
   auto session = MakeSession(g, config);
   for (int step = 0; step < 2; ++step) {
     EXPECT_TRUE(session->Run({{"x", Floats(x)}}, {"scope/z"}).ok());
@@ -87,6 +93,51 @@ TEST(PrecisionCheckTest, TheSmallestDifferenceIsADivergence) {
   EXPECT_NE(near->Text().find("first divergence: step 0, stage dense: op \"three\""),
             std::string::npos)
       << near->Text();
+}
+
+// The compact trace (dump_checksums): no tensor files, each tensor's CRC-32C and first values in
+// the manifest; the verdicts are those of the whole-tensor trace, the numbers from the samples.
+TEST(PrecisionCheckTest, ChecksumTracesGiveTheSameVerdictWithoutTensorFiles) {
+  const std::string a = Trace("sum_a", 3.0f, {1, 2}, true);
+  const std::string b = Trace("sum_b", 3.0f, {1, 2}, true);
+  const std::string c = Trace("sum_c", 3.0000002f, {1, 2}, true);
+  const std::string whole = Trace("sum_whole", 3.0f, {1, 2}, false);
+  uint64_t compact_bytes = 0, whole_bytes = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(a)) {
+    EXPECT_NE(e.path().extension(), ".npy") << e.path();
+    if (e.is_regular_file()) compact_bytes += e.file_size();
+  }
+  for (const auto& e : std::filesystem::recursive_directory_iterator(whole)) {
+    if (e.is_regular_file()) whole_bytes += e.file_size();
+  }
+  EXPECT_LT(compact_bytes, whole_bytes);
+  const nlohmann::json m =
+      nlohmann::json::parse(testing::ReadText(StepDirs(a).at(0) + "/manifest.json"));
+  const nlohmann::json& y_out = m["ops"][1]["outputs"][0];
+  EXPECT_EQ(m["ops"][1]["name"], "y");
+  EXPECT_FALSE(y_out.contains("file"));
+  EXPECT_EQ(y_out["sample"], nlohmann::json::array({3.0, 6.0}));
+  const float y[2] = {3.0f, 6.0f};
+  EXPECT_EQ(y_out["payload_crc32c"], internal::Crc32c(y, sizeof(y)));
+
+  auto same = internal::PrecisionCheck(Env::Default(), a, b);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_FALSE(same->first.has_value()) << same->Text();
+  EXPECT_EQ(same->tensors_compared, 12);  // per step: three out, y in 2 + out, z in + out
+
+  auto near = internal::PrecisionCheck(Env::Default(), a, c);
+  ASSERT_TRUE(near.ok()) << near.status();
+  ASSERT_TRUE(near->first.has_value()) << near->Text();
+  EXPECT_EQ(near->first->step, 0);
+  EXPECT_EQ(near->first->tensor.op, "three");
+  EXPECT_EQ(near->first->tensor.first_diff, 0);
+  EXPECT_NE(near->Text().find("checksums differ"), std::string::npos) << near->Text();
+  // compare-dumps over the same traces: the pair agrees or not by checksum.
+  auto compared = internal::CompareDumps(Env::Default(), a, c, 0.98);
+  ASSERT_TRUE(compared.ok()) << compared.status();
+  EXPECT_FALSE(compared->all_agree());
+  ASSERT_TRUE(compared->culprit.has_value()) << compared->Text();
+  EXPECT_EQ(*compared->culprit, "step 0: op \"three\" (Const)");
 }
 
 // Hostile or broken traces are errors naming the file, never a crash or a verdict.

@@ -144,6 +144,34 @@ TEST(SessionConfigTest, DumpsNeedAPath) {
   EXPECT_TRUE(e.Validate().ok()) << e.Validate();
 }
 
+TEST(SessionConfigTest, DumpChecksumsNeedEnableDump) {
+  SessionConfig c;
+  c.dump_checksums = true;
+  ExpectInvalid(c, {"dump_checksums", "enable_dump"});
+  c.enable_dump = true;
+  c.dump_path = "/tmp/dumps";
+  EXPECT_TRUE(c.Validate().ok()) << c.Validate();
+}
+
+TEST(SessionConfigTest, StopOnOverflowNeedsOverflowDetection) {
+  SessionConfig c;
+  c.stop_on_overflow = true;
+  ExpectInvalid(c, {"stop_on_overflow", "enable_dump_debug"});
+  c.enable_dump_debug = true;
+  c.dump_path = "/tmp/dumps";
+  EXPECT_TRUE(c.Validate().ok()) << c.Validate();
+  // JSON: a boolean, like the spec's switches; a string is refused naming the option.
+  auto parsed = SessionConfig::FromJson(
+      R"({"enable_dump_debug": true, "dump_path": "/tmp/d", "stop_on_overflow": true})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(parsed->stop_on_overflow);
+  auto bad = SessionConfig::FromJson(
+      R"({"enable_dump_debug": true, "dump_path": "/tmp/d", "stop_on_overflow": "yes"})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("stop_on_overflow"), std::string_view::npos)
+      << bad.status();
+}
+
 TEST(SessionConfigTest, ProfilingRules) {
   SessionConfig c;
   c.profiling_mode = true;

@@ -70,7 +70,9 @@ Status FusedDenseGrad(const Scope& s, const Node& n, const std::vector<Output>& 
 
 void RegisterFusedOps(OpRegistry& r) {
   r.Register(MakeOp("FusedDense", 3, 3, FusedDenseShape, FusedDenseGrad));
-  r.DeclareAttrsOrDie("FusedDense", {Attr("activation", T::kString, "none")});
+  // fused_from: set by the fuse_dense pass, the ops the node replaced (src/graph/fused_from.h).
+  r.DeclareAttrsOrDie("FusedDense", {Attr("activation", T::kString, "none"),
+                                     Attr("fused_from", T::kStrings, std::vector<std::string>{})});
 }
 
 }  // namespace recsdk::internal

@@ -282,6 +282,17 @@ Status SessionConfig::Validate() const {
   RECSDK_RETURN_IF_ERROR(OneOf("dump_mode", dump_mode, {"input", "output", "all"}));
   RECSDK_RETURN_IF_ERROR(
       OneOf("dump_debug_mode", dump_debug_mode, {"aicore_overflow", "atomic_overflow", "all"}));
+  if (dump_checksums && !enable_dump) {
+    return Invalid(
+        "dump_checksums: true makes enable_dump's tensors checksums, but enable_dump is off; turn "
+        "enable_dump on or set dump_checksums false");
+  }
+  if (stop_on_overflow && !enable_dump_debug) {
+    return Invalid(
+        "stop_on_overflow: true stops the run at the first overflow that overflow detection "
+        "reports, but enable_dump_debug (overflow detection) is off; turn enable_dump_debug on or "
+        "set stop_on_overflow false");
+  }
   if (enable_exception_dump != 0 && enable_exception_dump != 1) {
     return Invalid(fmt::format("enable_exception_dump: {} is not 0 or 1", enable_exception_dump));
   }
@@ -406,8 +417,10 @@ const std::vector<OptionIo>& Options() {
       Field("dump_path", &SessionConfig::dump_path),
       Field("dump_step", &SessionConfig::dump_step),
       Field("dump_mode", &SessionConfig::dump_mode),
+      Field("dump_checksums", &SessionConfig::dump_checksums),
       Field("enable_dump_debug", &SessionConfig::enable_dump_debug),
       Field("dump_debug_mode", &SessionConfig::dump_debug_mode),
+      Field("stop_on_overflow", &SessionConfig::stop_on_overflow),
       Field("enable_exception_dump", &SessionConfig::enable_exception_dump),
   };
   return *options;

@@ -13,11 +13,14 @@
 // BiasAdd alone becomes FusedDense with activation "none". The replaced node keeps its name, so
 // fetches and "name:index" references still work; the MatMul (and BiasAdd) it bypasses stay in
 // the graph, unused, and the executor never runs them. The node ids keep their order (FusedDense
-// takes the place of the last node of the chain, after all its inputs).
+// takes the place of the last node of the chain, after all its inputs). The fused node's
+// "fused_from" attribute lists the ops it replaced (src/graph/fused_from.h), so a dump and
+// compare-dumps can say what it stands for.
 #include <map>
 #include <utility>
 #include <vector>
 
+#include "src/graph/fused_from.h"
 #include "src/session/passes/pass_manager.h"
 
 namespace recsdk::internal {
@@ -71,11 +74,18 @@ Status FuseDense(Graph* graph) {
     }
     bool fuse_relu = relu != nullptr && only_relu && relu->num_inputs() == 1;
     for (const Node* g : relu_grads) fuse_relu = fuse_relu && g->id() > relu->id();
+    // fused_from: what the node stands for, for dumps and compare-dumps (src/graph/fused_from.h).
+    std::vector<std::string> replaced = {FusedFromEntry(*mm), FusedFromEntry(*bias)};
     if (fuse_relu) {
-      relu->ReplaceOp("FusedDense", inputs, {{"activation", AttrValue(std::string("relu"))}});
+      replaced.push_back(FusedFromEntry(*relu));
+      relu->ReplaceOp("FusedDense", inputs,
+                      {{"activation", AttrValue(std::string("relu"))},
+                       {kFusedFromAttr, AttrValue(std::move(replaced))}});
       for (Node* g : relu_grads) g->set_input(0, relu->output(0));
     } else {
-      bias->ReplaceOp("FusedDense", inputs, {{"activation", AttrValue(std::string("none"))}});
+      bias->ReplaceOp("FusedDense", inputs,
+                      {{"activation", AttrValue(std::string("none"))},
+                       {kFusedFromAttr, AttrValue(std::move(replaced))}});
     }
   }
   return absl::OkStatus();

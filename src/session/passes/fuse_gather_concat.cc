@@ -15,13 +15,15 @@
 // the same widths, so it no longer needs the gathers' outputs, and the gathers, now unused, never
 // run (the executor runs only what the fetches need); their backward (TableGradAggregate reads the
 // restore indices and the gradient slices, not the gathered rows) is unchanged. The replaced
-// nodes keep their names, so fetches still work. The fused result is bit-for-bit the unfused
-// one: the same sums in the same order, written to a different place.
+// nodes keep their names, so fetches still work; the fused node's "fused_from" attribute lists
+// the gathers and the Concat it replaced (src/graph/fused_from.h). The fused result is bit-for-bit
+// the unfused one: the same sums in the same order, written to a different place.
 #include <algorithm>
 #include <map>
 #include <utility>
 #include <vector>
 
+#include "src/graph/fused_from.h"
 #include "src/session/passes/pass_manager.h"
 #include "src/session/table_ops.h"
 
@@ -122,10 +124,15 @@ Status FuseGatherConcat(Graph* graph) {
     for (const Node* gather : fused) {
       for (Node* node : graph->nodes()) node->ReplaceControlInput(gather, concat);
     }
+    // fused_from: the gathers and the Concat, for dumps and compare-dumps (fused_from.h).
+    std::vector<std::string> replaced;
+    for (const Node* gather : fused) replaced.push_back(FusedFromEntry(*gather));
+    replaced.push_back(FusedFromEntry(*concat));
     concat->ReplaceOp(kTableGatherConcatOp, inputs,
                       {{"segment_kinds", AttrValue(kinds)},
                        {"combiners", AttrValue(combiners)},
-                       {"dims", AttrValue(dims)}});
+                       {"dims", AttrValue(dims)},
+                       {kFusedFromAttr, AttrValue(std::move(replaced))}});
   }
   return absl::OkStatus();
 }

@@ -56,7 +56,21 @@ std::vector<Tensor> RunModel(Model& m, const SessionConfig& config, int* fused_n
   auto session = Session::Create(m.g, config);
   EXPECT_TRUE(session.ok()) << session.status();
   *fused_nodes = 0;
-  for (const Node* n : (*session)->graph().nodes()) *fused_nodes += n->type() == "FusedDense";
+  for (const Node* n : (*session)->graph().nodes()) {
+    if (n->type() != "FusedDense") continue;
+    ++*fused_nodes;
+    // fused_from names the ops it replaced ("TYPE NAME"), its own former op last.
+    const std::vector<std::string> from = n->StringsAttr("fused_from");
+    EXPECT_GE(from.size(), 2u) << n->name();
+    if (from.size() < 2) continue;
+    // The product: MatMul, or BF16MatMul after mixed_precision (order 300).
+    EXPECT_TRUE(from[0].rfind("MatMul ", 0) == 0 || from[0].rfind("BF16MatMul ", 0) == 0)
+        << from[0];
+    EXPECT_EQ(from[1].rfind("BiasAdd ", 0), 0u) << from[1];
+    const std::string own =
+        (n->StringAttr("activation") == "relu" ? "Relu " : "BiasAdd ") + n->name();
+    EXPECT_EQ(from.back(), own);
+  }
   std::vector<TensorName> fetches = {m.loss.name()};
   for (const Output& g : m.grads) fetches.push_back(g.name());
   auto out = (*session)->Run({{"x", RandomTensor(Shape{64, 13}, 9)}}, fetches);

@@ -35,9 +35,10 @@ class CountingObserver final : public ExecutionObserver {
 
 struct Result {
   std::vector<float> losses, kernel, rows;
-  std::map<std::string, int> ran;    // op type -> executions over the training steps
-  std::map<std::string, int> types;  // op type -> count in the Session's graph
-  std::vector<int64_t> kinds;        // the fused node's segment_kinds
+  std::map<std::string, int> ran;       // op type -> executions over the training steps
+  std::map<std::string, int> types;     // op type -> count in the Session's graph
+  std::vector<int64_t> kinds;           // the fused node's segment_kinds
+  std::vector<std::string> fused_from;  // the fused node's fused_from
 };
 
 // Concat([e_a, dense x, e_b1, e_c, e_b2], 1) -> 32 relu -> 1, where table b has two features in
@@ -86,7 +87,10 @@ Result Train(const SessionConfig& config) {
   Result r;
   for (const Node* n : session->graph().nodes()) {
     ++r.types[n->type()];
-    if (n->type() == "TableGatherConcat") r.kinds = n->IntsAttr("segment_kinds");
+    if (n->type() == "TableGatherConcat") {
+      r.kinds = n->IntsAttr("segment_kinds");
+      r.fused_from = n->StringsAttr("fused_from");
+    }
   }
   EXPECT_TRUE(session->Run({}, {}, {init->name()}).ok());
   auto ids = [](int64_t cols, int64_t step, int64_t salt) {
@@ -144,6 +148,12 @@ TEST(FuseGatherConcatTest, FusedTrainsBitForBitLikeUnfusedAndOnlyWhenAsked) {
   EXPECT_EQ(b.types.count("ConcatGrad"), 0u);
   // a (gather), x (dense), b's first feature (gather), c (read elsewhere: dense), b's second.
   EXPECT_EQ(b.kinds, (std::vector<int64_t>{1, 0, 1, 0, 1}));
+  // What the fused node replaced, for dumps and compare-dumps: the two fused gathers (a's, and
+  // b's, whose two features are one gather) and the Concat itself, "TYPE NAME" each.
+  ASSERT_EQ(b.fused_from.size(), 3u);
+  EXPECT_EQ(b.fused_from[0].rfind("TableGather ", 0), 0u) << b.fused_from[0];
+  EXPECT_EQ(b.fused_from[1].rfind("TableGather ", 0), 0u) << b.fused_from[1];
+  EXPECT_EQ(b.fused_from[2].rfind("Concat ", 0), 0u) << b.fused_from[2];
   // Unfused, the three gathers run every step; fused, only c's (its result is read elsewhere).
   EXPECT_EQ(a.ran.at("TableGather"), 3 * 6);
   EXPECT_EQ(b.ran.at("TableGather"), 1 * 6);
