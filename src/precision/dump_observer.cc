@@ -37,6 +37,16 @@ bool IsAtomicOp(std::string_view type) {
 }
 
 // Count: NaN and Inf in a tensor the CPU can read; zero for other dtypes.
+// OnHost: `t` itself, or in `*keep` a host copy of it when it lives in device memory (through the
+// Session's NodeExecution::ToHost); `t` when the copy fails (then it is skipped as not on host).
+const Tensor* OnHost(const NodeExecution& exec, const Tensor* t, Tensor* keep) {
+  if (t == nullptr || !t->IsInitialized() || t->on_host()) return t;
+  auto host = exec.ToHost(*t);
+  if (!host.ok()) return t;
+  *keep = *std::move(host);
+  return keep;
+}
+
 NonFinite Count(const Tensor* t) {
   if (t == nullptr || !t->IsInitialized() || t->num_elements() == 0 || !t->buffer() ||
       !t->buffer()->on_host()) {
@@ -275,18 +285,24 @@ Status DumpObserver::Record(const NodeExecution& exec, Tensors which,
   Status error;
   json inputs = json::array(), outputs = json::array();
   for (int i = 0; i < node.num_inputs(); ++i) {
-    const Tensor* t = exec.inputs != nullptr && i < static_cast<int>(exec.inputs->size())
-                          ? (*exec.inputs)[i]
-                          : nullptr;
+    Tensor keep;
+    const Tensor* t = OnHost(exec,
+                             exec.inputs != nullptr && i < static_cast<int>(exec.inputs->size())
+                                 ? (*exec.inputs)[i]
+                                 : nullptr,
+                             &keep);
     json e = WriteTensor(t, in_files[i], which.inputs && error.ok(), which.checksums, &error);
     e["port"] = i;
     e["producer"] = node.input(i).name();
     inputs.push_back(std::move(e));
   }
   for (int o = 0; o < node.num_outputs(); ++o) {
-    const Tensor* t = exec.outputs != nullptr && o < static_cast<int>(exec.outputs->size())
-                          ? &(*exec.outputs)[o]
-                          : nullptr;
+    Tensor keep;
+    const Tensor* t = OnHost(exec,
+                             exec.outputs != nullptr && o < static_cast<int>(exec.outputs->size())
+                                 ? &(*exec.outputs)[o]
+                                 : nullptr,
+                             &keep);
     json e = WriteTensor(t, out_files[o], which.outputs && error.ok(), which.checksums, &error);
     e["port"] = o;
     outputs.push_back(std::move(e));
@@ -365,12 +381,15 @@ void DumpObserver::AfterNode(const NodeExecution& exec) {
     // Outputs first: most ops are finite, and then their inputs need no scan.
     json ports = json::array();
     for (size_t o = 0; o < exec.outputs->size(); ++o) {
-      const NonFinite c = Count(&(*exec.outputs)[o]);
+      Tensor keep;
+      const NonFinite c = Count(OnHost(exec, &(*exec.outputs)[o], &keep));
       if (c.any()) ports.push_back({{"port", o}, {"nan", c.nan}, {"inf", c.inf}});
     }
     if (!ports.empty()) {
-      overflowed = std::none_of(exec.inputs->begin(), exec.inputs->end(),
-                                [](const Tensor* t) { return Count(t).any(); });
+      overflowed = std::none_of(exec.inputs->begin(), exec.inputs->end(), [&](const Tensor* t) {
+        Tensor keep;
+        return Count(OnHost(exec, t, &keep)).any();
+      });
     }
     if (overflowed) {
       overflow_count_.fetch_add(1);
