@@ -31,6 +31,10 @@
 //        [--inter_op N]  (SessionConfig::stream_max_parallel_num "DNN_V100:N": ops run at once)
 //        [--fusion PASSES]  (SessionConfig::enable_scope_fusion_passes; default "fuse_dense",
 //                            "none" for no fusion pass)
+//        [--session_config FILE]  (or SESSION_CONFIG=FILE; the flag wins: any session option,
+//                                  the format `recsdk validate-config` checks; --threads,
+//                                  --precision_mode, --inter_op and --fusion override the file's
+//                                  values only when given)
 // It prints one JSON line: samples/s (median of the timing windows after the warm-up), every
 // window's rate, the mean loss of the first batch and of the steps (loss_steps-4..loss_steps], the
 // minor page faults and fresh step buffers per timed step (both ~0 in a steady step), the CPU
@@ -58,10 +62,12 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "fmt/format.h"
+#include "recsdk/config_file.h"
 #include "recsdk/recsdk.h"
 #include "samples/common/precision_check.h"
 #include "samples/little_demo/little_demo.h"
@@ -111,10 +117,12 @@ struct Flags {
   std::string interaction = "fused";
   std::string fusion = "fuse_dense";
   bool write_data_only = false;
-  std::string mode = "dlrm";   // or "embedding" (the sparse path alone) or "little_demo"
-  std::string precision_mode;  // SessionConfig::precision_mode, e.g. allow_mix_precision
-  int inter_op = 1;            // SessionConfig::stream_max_parallel_num DNN_V100:N
-  int rank = 0, ranks = 1;     // under mpirun: this rank and the world size
+  std::string mode = "dlrm";    // or "embedding" (the sparse path alone) or "little_demo"
+  std::string precision_mode;   // SessionConfig::precision_mode, e.g. allow_mix_precision
+  int inter_op = 1;             // SessionConfig::stream_max_parallel_num DNN_V100:N
+  std::string session_config;   // a session config file ("": SESSION_CONFIG, else none)
+  std::set<std::string> given;  // the flags on the command line
+  int rank = 0, ranks = 1;      // under mpirun: this rank and the world size
 };
 
 // RaceData: the pre-generated batches, as laid out in the file.
@@ -441,6 +449,7 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
+    flags.given.insert(f);
     if (f == "--data")
       flags.data = next();
     else if (f == "--batches")
@@ -475,6 +484,8 @@ int main(int argc, char** argv) {
       flags.inter_op = std::atoi(next().c_str());
     else if (f == "--write_data_only")
       flags.write_data_only = true;
+    else if (f == "--session_config")
+      flags.session_config = next();
     else {
       std::fprintf(stderr, "dlrm: unknown flag %s (see the usage in samples/dlrm/main.cc)\n",
                    f.c_str());
@@ -521,11 +532,25 @@ int main(int argc, char** argv) {
   } else {
     Build(flags, &m);
   }
+  // --session_config FILE or SESSION_CONFIG=FILE: any session option; dlrm's own session flags
+  // override the file's values only when given (without a file, their defaults apply).
+  std::string config_file = flags.session_config;
+  if (const char* env = std::getenv("SESSION_CONFIG"); config_file.empty() && env != nullptr) {
+    config_file = env;
+  }
   SessionConfig config;
-  config.intra_op_parallelism = flags.threads;
-  config.precision_mode = flags.precision_mode;
-  config.stream_max_parallel_num = fmt::format("DNN_V100:{}", flags.inter_op);
-  config.enable_scope_fusion_passes = flags.fusion == "none" ? "" : flags.fusion;
+  if (!config_file.empty()) config = Check(SessionConfigFromFile(config_file), "--session_config");
+  auto use_flag = [&](const char* flag) {
+    return config_file.empty() || flags.given.contains(flag);
+  };
+  if (use_flag("--threads")) config.intra_op_parallelism = flags.threads;
+  if (use_flag("--precision_mode")) config.precision_mode = flags.precision_mode;
+  if (use_flag("--inter_op")) {
+    config.stream_max_parallel_num = fmt::format("DNN_V100:{}", flags.inter_op);
+  }
+  if (use_flag("--fusion")) {
+    config.enable_scope_fusion_passes = flags.fusion == "none" ? "" : flags.fusion;
+  }
   // PRECISION_CHECK=1 traces the steps (samples/common/precision_check.h); its line goes to
   // stderr, stdout is the JSON line.
   const samples::PrecisionCheckOptions precision_check =

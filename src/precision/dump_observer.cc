@@ -16,10 +16,12 @@
 #include "fmt/format.h"
 #include "src/common/crc32c.h"
 #include "src/common/status_macros.h"
+#include "src/device/table_resource.h"
 #include "src/graph/attr_json.h"
 #include "src/graph/fused_from.h"
 #include "src/precision/dump_compare.h"
 #include "src/precision/non_finite.h"
+#include "src/table/collective_table.h"
 #include "src/table/npy.h"
 
 namespace recsdk::internal {
@@ -29,6 +31,8 @@ using nlohmann::json;
 namespace {
 
 constexpr char kGraphName[] = "recsdk_graph";
+// The rows a TableApply's dump reads back from its table after the update (RowsAfterUpdate).
+constexpr size_t kRowsAfterSample = 8;
 
 // IsAtomicOp: the ops that accumulate many values into one by scatter-add or segment sum (the
 // spec's "Atomic Add"): what atomic_overflow watches.
@@ -45,6 +49,39 @@ const Tensor* OnHost(const NodeExecution& exec, const Tensor* t, Tensor* keep) {
   if (!host.ok()) return t;
   *keep = *std::move(host);
   return keep;
+}
+
+// RowsAfterUpdate: for a TableApply, the first kRowsAfterSample rows it updated ([k, dim]
+// float32, in the update's order), read back from the table after the update: the spec's
+// "updated rows for a sample of keys", so two runs that apply the same gradients to tables that
+// differ part here. Uninitialised for another op, a sharded table (reading it would be a
+// collective outside the step's order) or rows that cannot be read.
+Tensor RowsAfterUpdate(const NodeExecution& exec) {
+  if (exec.node->type() != "TableApply" || exec.inputs == nullptr || exec.inputs->size() < 3) {
+    return Tensor();
+  }
+  auto* resource = dynamic_cast<TableResource*>(ResourceFromTensor(*(*exec.inputs)[0]));
+  if (resource == nullptr ||
+      dynamic_cast<CollectiveTable*>(&resource->table()->SelfSynchronised()) != nullptr) {
+    return Tensor();
+  }
+  Tensor keep;
+  const Tensor* unique = OnHost(exec, (*exec.inputs)[2], &keep);
+  if (unique == nullptr || !unique->IsInitialized() || !unique->on_host() ||
+      unique->dtype() != DType::kInt32) {
+    return Tensor();
+  }
+  std::vector<uint32_t> rows;
+  for (int32_t r : unique->flat<int32_t>()) {
+    const auto row = static_cast<uint32_t>(r);
+    if (row == EmbeddingTable::kPaddingRow || row == EmbeddingTable::kDefaultRow) continue;
+    rows.push_back(row);
+    if (rows.size() == kRowsAfterSample) break;
+  }
+  auto out = Tensor::Create(DType::kFloat32,
+                            Shape{static_cast<int64_t>(rows.size()), resource->table()->dim()});
+  if (!out.ok() || !resource->table()->Gather(rows, out->flat<float>()).ok()) return Tensor();
+  return *std::move(out);
 }
 
 NonFinite Count(const Tensor* t) {
@@ -258,7 +295,10 @@ Status DumpObserver::Record(const NodeExecution& exec, Tensors which,
                             std::vector<std::string> reasons, json extra) {
   const Node& node = *exec.node;
   int64_t seq = 0;
-  std::vector<std::string> in_files(node.num_inputs()), out_files(node.num_outputs());
+  // A table update's dump also holds the rows it left (RowsAfterUpdate), as one more output.
+  const bool rows_after = which.outputs && node.type() == "TableApply";
+  std::vector<std::string> in_files(node.num_inputs()),
+      out_files(node.num_outputs() + (rows_after ? 1 : 0));
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!error_.ok()) return error_;  // this step's dump already failed: stop writing
@@ -279,7 +319,9 @@ Status DumpObserver::Record(const NodeExecution& exec, Tensors which,
       for (int i = 0; i < node.num_inputs(); ++i) in_files[i] = reserve("input", i);
     }
     if (which.outputs) {
-      for (int o = 0; o < node.num_outputs(); ++o) out_files[o] = reserve("output", o);
+      for (int o = 0; o < static_cast<int>(out_files.size()); ++o) {
+        out_files[o] = reserve("output", o);
+      }
     }
   }
   Status error;
@@ -305,6 +347,13 @@ Status DumpObserver::Record(const NodeExecution& exec, Tensors which,
                              &keep);
     json e = WriteTensor(t, out_files[o], which.outputs && error.ok(), which.checksums, &error);
     e["port"] = o;
+    outputs.push_back(std::move(e));
+  }
+  if (rows_after) {
+    const Tensor after = RowsAfterUpdate(exec);
+    json e = WriteTensor(&after, out_files.back(), error.ok(), which.checksums, &error);
+    e["port"] = node.num_outputs();
+    e["rows_after_update"] = true;
     outputs.push_back(std::move(e));
   }
   json entry = std::move(extra);

@@ -3,8 +3,10 @@
 // find-nan of src/precision/dump_reader.cc, on small graphs run by a Session.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -474,8 +476,15 @@ TEST(DumpTest, TableLookupsAreDumpedAndANanRowIsTracedToTheTable) {
   ASSERT_TRUE(session->Run({}, {}, {init}).ok());  // step 0
   const Tensor batch = *Tensor::FromValues<int64_t>(Shape{2, 2}, {3, 4, 3, 5});
   ASSERT_TRUE(session->Run({{"ids", batch}}, {loss}, {*train}).ok());  // step 1: clean
-  // Plant a NaN in key 4's row.
   auto* t = *LookupTable(*session, "user_table");
+  // The rows of keys 3, 4 and 5 after step 1's update, which the update's dump reads back.
+  std::vector<std::vector<float>> updated;
+  for (int64_t key : {3, 4, 5}) {
+    std::vector<float> row(4);
+    ASSERT_TRUE(t->Gather({t->FindRow(key)}, absl::MakeSpan(row)).ok());
+    updated.push_back(row);
+  }
+  // Plant a NaN in key 4's row.
   const uint32_t row = t->FindRow(4);
   float* address = nullptr;
   ASSERT_TRUE(t->RowAddresses({row}, absl::MakeSpan(&address, 1)).ok());
@@ -507,6 +516,22 @@ TEST(DumpTest, TableLookupsAreDumpedAndANanRowIsTracedToTheTable) {
     ids_dumped = true;
   }
   EXPECT_TRUE(ids_dumped);
+  // The update's dump holds the rows it left: [3, 4], one per key it updated.
+  const internal::DumpOp* apply = nullptr;
+  for (const auto& op : step1->ops) {
+    if (op.type == "TableApply") apply = &op;
+  }
+  ASSERT_NE(apply, nullptr);
+  ASSERT_EQ(apply->outputs.size(), 1u);
+  EXPECT_EQ(apply->outputs[0].shape, (std::vector<int64_t>{3, 4}));
+  auto after = internal::ReadDumpTensor(Env::Default(), *step1, apply->outputs[0]);
+  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_EQ(after->size(), 12 * sizeof(float));
+  std::vector<std::vector<float>> dumped(3, std::vector<float>(4));
+  for (int r = 0; r < 3; ++r) std::memcpy(dumped[r].data(), after->data() + r * 16, 16);
+  std::sort(dumped.begin(), dumped.end());
+  std::sort(updated.begin(), updated.end());
+  EXPECT_EQ(dumped, updated);
   // The rows it returned: [2, 2, 4] float32.
   ASSERT_FALSE(gather->outputs.empty());
   EXPECT_EQ(gather->outputs[0].shape, (std::vector<int64_t>{2, 2, 4}));
