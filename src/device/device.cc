@@ -38,7 +38,9 @@ void DeviceRegistry::Register(const std::string& type, DeviceFactory factory, Me
   Factories()[type] = RegisteredDevice{std::move(factory), memory};
 }
 
-StatusOr<MemoryKind> DeviceRegistry::Memory(const std::string& type) const {
+namespace {
+// Registered: a copy of the entry of `type`; NotFound naming the registered types otherwise.
+StatusOr<RegisteredDevice> Registered(const std::string& type) {
   std::lock_guard<std::mutex> lock(RegistryMutex());
   auto it = Factories().find(type);
   if (it == Factories().end()) {
@@ -47,24 +49,22 @@ StatusOr<MemoryKind> DeviceRegistry::Memory(const std::string& type) const {
                     "SessionConfig::device to one of them",
                     type, RegisteredNames()));
   }
-  return it->second.memory;
+  return it->second;
+}
+}  // namespace
+
+StatusOr<MemoryKind> DeviceRegistry::Memory(const std::string& type) const {
+  auto entry = Registered(type);
+  if (!entry.ok()) return entry.status();
+  return entry->memory;
 }
 
 StatusOr<std::unique_ptr<Device>> DeviceRegistry::Create(const std::string& type,
                                                          const SessionConfig& config) const {
-  DeviceFactory factory;
-  {
-    std::lock_guard<std::mutex> lock(RegistryMutex());
-    auto it = Factories().find(type);
-    if (it == Factories().end()) {
-      return absl::NotFoundError(
-          fmt::format("device \"{}\" is not registered in this build (registered: {}); set "
-                      "SessionConfig::device to one of them",
-                      type, RegisteredNames()));
-    }
-    factory = it->second.factory;
-  }
-  return factory(config);
+  auto entry = Registered(type);
+  if (!entry.ok()) return entry.status();
+  // The factory runs outside the lock: it may register or look up devices itself.
+  return entry->factory(config);
 }
 
 std::vector<std::string> DeviceRegistry::Types() const {

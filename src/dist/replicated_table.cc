@@ -10,19 +10,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "fmt/format.h"
 #include "src/common/status_macros.h"
+#include "src/dist/key_union.h"
 #include "src/dist/process_communicator.h"
 
 namespace recsdk::dist {
 namespace {
-
-constexpr int64_t kReplicaNoTime = std::numeric_limits<int64_t>::min();
-
-// ReplicaKeyRecord: one unique key of a rank's batch, as every rank receives it.
-struct ReplicaKeyRecord {
-  int64_t key;
-  int64_t count;
-  int64_t time;  // kReplicaNoTime: the lookup had no timestamps
-};
 
 // ReplicaExchange: runs `fn` on the process communicator with its deadline, and names the table
 // and the step's collective in an error.
@@ -124,10 +116,10 @@ Status ReplicatedTable::Resolve(absl::Span<const int64_t> unique_keys,
         "why); no rank resolved this batch, so the replicas are unchanged",
         name(), failed.size() > 1 ? "s" : "", Ranks(failed)));
   }
-  std::vector<ReplicaKeyRecord> send(n);
+  std::vector<KeyRecord> send(n);
   for (size_t i = 0; i < n; ++i) {
     send[i] = {unique_keys[i], counts.empty() ? 1 : static_cast<int64_t>(counts[i]),
-               timestamps.empty() ? kReplicaNoTime : timestamps[i]};
+               timestamps.empty() ? kNoKeyTime : timestamps[i]};
   }
   int64_t total = 0;
   std::vector<int64_t> offset(static_cast<size_t>(world_));
@@ -135,43 +127,19 @@ Status ReplicatedTable::Resolve(absl::Span<const int64_t> unique_keys,
     offset[r] = total;
     total += per_rank[r];
   }
-  std::vector<ReplicaKeyRecord> received(static_cast<size_t>(total));
+  std::vector<KeyRecord> received(static_cast<size_t>(total));
   RECSDK_RETURN_IF_ERROR(
       ReplicaExchange(name(), "gathering every rank's keys", [&](Communicator& c, auto d) {
-        return c.AllGatherV<ReplicaKeyRecord>(send, absl::MakeSpan(received), {per_rank, {}}, d,
-                                              CallTag{-1, keys_label_});
+        return c.AllGatherV<KeyRecord>(send, absl::MakeSpan(received), {per_rank, {}}, d,
+                                       CallTag{-1, keys_label_});
       }));
   // The union of every rank's keys in rank order, resolved once on each replica.
-  std::vector<int64_t> keys;
-  std::vector<uint32_t> key_counts;
-  std::vector<int64_t> key_times;
-  std::vector<uint32_t> which(received.size());
-  bool any_time = false, all_time = true;
-  {
-    absl::flat_hash_map<int64_t, uint32_t> index;
-    index.reserve(received.size());
-    for (size_t p = 0; p < received.size(); ++p) {
-      const ReplicaKeyRecord& r = received[p];
-      auto [it, inserted] = index.try_emplace(r.key, static_cast<uint32_t>(keys.size()));
-      if (inserted) {
-        keys.push_back(r.key);
-        key_counts.push_back(0);
-        key_times.push_back(kReplicaNoTime);
-      }
-      const uint32_t u = it->second;
-      which[p] = u;
-      const int64_t sum = static_cast<int64_t>(key_counts[u]) + std::max<int64_t>(r.count, 0);
-      key_counts[u] =
-          static_cast<uint32_t>(std::min<int64_t>(sum, std::numeric_limits<uint32_t>::max()));
-      key_times[u] = std::max(key_times[u], r.time);
-      any_time |= r.time != kReplicaNoTime;
-      all_time &= r.time != kReplicaNoTime;
-    }
-  }
-  if (any_time && !all_time) {
-    // Some lookups had timestamps and some not: the others take the data time, as in one table.
-    for (int64_t& t : key_times) t = t == kReplicaNoTime ? table_->data_time() : t;
-  }
+  const KeyUnion united = UniteKeys(received, table_->data_time());
+  const std::vector<int64_t>& keys = united.keys;
+  const std::vector<uint32_t>& key_counts = united.counts;
+  const std::vector<int64_t>& key_times = united.times;  // empty: no lookup had timestamps
+  const std::vector<uint32_t>& which = united.which;
+  const bool any_time = !key_times.empty();
   std::vector<uint32_t> key_rows(keys.size());
   Status resolved = table_->Resolve(
       keys, key_counts, any_time ? absl::MakeConstSpan(key_times) : absl::Span<const int64_t>(),

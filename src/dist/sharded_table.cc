@@ -10,6 +10,7 @@
 #include "recsdk/distributed.h"
 #include "src/common/status_macros.h"
 #include "src/dist/create_communicator.h"
+#include "src/dist/key_union.h"
 #include "src/dist/process_communicator.h"
 #include "src/dist/replicated_table.h"
 #include "src/table/pooled_gather.h"
@@ -20,7 +21,6 @@ namespace {
 
 constexpr uint32_t kDefaultRow = EmbeddingTable::kDefaultRow;
 constexpr uint32_t kPaddingRow = EmbeddingTable::kPaddingRow;
-constexpr int64_t kNoTime = std::numeric_limits<int64_t>::min();
 // A row id of a batch: its slot in the top 4 bits, the key's index below.
 constexpr int kSlotShift = 28;
 constexpr uint32_t kIndexMask = (1u << kSlotShift) - 1;
@@ -30,13 +30,6 @@ constexpr int64_t kMaxKeys = static_cast<int64_t>(kIndexMask) - 2;
 uint32_t RowId(int slot, int64_t index) {
   return (static_cast<uint32_t>(slot) << kSlotShift) | static_cast<uint32_t>(index);
 }
-
-// KeyRecord: one key a rank asks its owner for.
-struct KeyRecord {
-  int64_t key;
-  int64_t count;
-  int64_t time;  // kNoTime: the lookup had no timestamps
-};
 
 // The first float of each answer (and gradient) record says what follows.
 enum Flag : int { kRow = 0, kDefault = 1, kPadding = 2, kOwnerFailed = 3 };
@@ -174,7 +167,7 @@ Status ShardedTable::ResolveInto(int slot, Communicator* channel,
     const int64_t p = next[owner[i]]++;
     batch.send_position[i] = p;
     send[p] = {unique_keys[i], counts.empty() ? 1 : static_cast<int64_t>(counts[i]),
-               timestamps.empty() ? kNoTime : timestamps[i]};
+               timestamps.empty() ? kNoKeyTime : timestamps[i]};
   }
   // The keys and their counts in one call (one header round; the owners learn the counts).
   std::vector<KeyRecord> received;
@@ -184,36 +177,12 @@ Status ShardedTable::ResolveInto(int slot, Communicator* channel,
   }));
 
   // As the owner: the union of the keys asked for, in rank order, resolved once.
-  std::vector<int64_t> keys;
-  std::vector<uint32_t> key_counts;
-  std::vector<int64_t> key_times;
-  std::vector<uint32_t> which(received.size());
-  bool any_time = false, all_time = true;
-  {
-    absl::flat_hash_map<int64_t, uint32_t> index;
-    index.reserve(received.size());
-    for (size_t p = 0; p < received.size(); ++p) {
-      const KeyRecord& r = received[p];
-      auto [it, inserted] = index.try_emplace(r.key, static_cast<uint32_t>(keys.size()));
-      if (inserted) {
-        keys.push_back(r.key);
-        key_counts.push_back(0);
-        key_times.push_back(kNoTime);
-      }
-      const uint32_t u = it->second;
-      which[p] = u;
-      const int64_t sum = static_cast<int64_t>(key_counts[u]) + std::max<int64_t>(r.count, 0);
-      key_counts[u] =
-          static_cast<uint32_t>(std::min<int64_t>(sum, std::numeric_limits<uint32_t>::max()));
-      key_times[u] = std::max(key_times[u], r.time);
-      any_time |= r.time != kNoTime;
-      all_time &= r.time != kNoTime;
-    }
-  }
-  if (any_time && !all_time) {
-    // Some lookups had timestamps and some not: the others take the data time, as in one table.
-    for (int64_t& t : key_times) t = t == kNoTime ? shard_->data_time() : t;
-  }
+  const KeyUnion united = UniteKeys(received, shard_->data_time());
+  const std::vector<int64_t>& keys = united.keys;
+  const std::vector<uint32_t>& key_counts = united.counts;
+  const std::vector<int64_t>& key_times = united.times;  // empty: no lookup had timestamps
+  const std::vector<uint32_t>& which = united.which;
+  const bool any_time = !key_times.empty();
   std::vector<uint32_t> key_rows(keys.size());
   const absl::Span<const int64_t> owned_times =
       any_time ? absl::MakeConstSpan(key_times) : absl::Span<const int64_t>();
