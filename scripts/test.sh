@@ -12,7 +12,7 @@
 #   RECSDK_SKIP_SANITIZE=1 scripts/test.sh              skip the quick suite under ASan/UBSan
 #   RECSDK_SKIP_TSAN=1 scripts/test.sh                  skip the ThreadSanitizer build (label tsan)
 #   RECSDK_SKIP_FUZZ=1 scripts/test.sh                  skip the fuzz build and run
-#   RECSDK_FUZZ_SECONDS=30 scripts/test.sh              fuzz each target this long (default 10)
+#   RECSDK_FUZZ_SECONDS=30 scripts/test.sh              fuzz each target this long (default 7)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -83,7 +83,7 @@ fi
 skip_sanitize=${RECSDK_SKIP_SANITIZE:-0}
 skip_fuzz=${RECSDK_SKIP_FUZZ:-0}
 if [ "$skip_sanitize" != "1" ] || [ "$skip_fuzz" != "1" ]; then
-  fuzz_seconds=${RECSDK_FUZZ_SECONDS:-10}
+  fuzz_seconds=${RECSDK_FUZZ_SECONDS:-7}
   [ "$skip_fuzz" = "1" ] && fuzz_seconds=0
   with_tests=1
   [ "$skip_sanitize" = "1" ] && with_tests=0
