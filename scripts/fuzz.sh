@@ -9,6 +9,7 @@
 #   RECSDK_FUZZ_JOBS=N                             run N targets at once (default 1; a bigger
 #                                                  machine runs them all in parallel)
 #   RECSDK_FUZZ_UNITY=ON RECSDK_FUZZ_TEST_OPT=-O0  CI's faster-compiling build (see below)
+#   RECSDK_FUZZ_TEST_PCH=ON                        the tests against one precompiled header (CI)
 #   RECSDK_FUZZ_WITH_TESTS=1 scripts/fuzz.sh       also build the test suite in the same tree and
 #                                                  run its label "sanitize" (ASan + UBSan) before
 #                                                  fuzzing: CI's one sanitizer build serves both
@@ -48,8 +49,10 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 # crash), stack traces with lines. CI (scripts/test.sh) asks for a unity build of the library
 # (RECSDK_FUZZ_UNITY=ON: its -O1 compile is mostly headers) and for the tests' own code at -O0
 # (RECSDK_FUZZ_TEST_OPT=-O0: 2x faster to compile under ASan + UBSan, and a test's run time is
-# the library's, which stays at -O1). lld, when present, links the ~70 instrumented test
-# binaries 2-3x faster than GNU ld.
+# the library's, which stays at -O1) and for one precompiled header shared by the tests
+# (RECSDK_FUZZ_TEST_PCH=ON: ~30% of a test's compile is parsing GoogleTest and the API). The MPI
+# programs of tests/dist are not built (RECSDK_MPI_TESTS=OFF): nothing here runs label mpi.
+# lld, when present, links the ~70 instrumented test binaries 2-3x faster than GNU ld.
 # The CUDA backend stays out (-DRECSDK_CUDA=OFF): nvcc's objects carry no sanitizer or coverage
 # instrumentation, and the Release tree already compiles it.
 linker=()
@@ -57,7 +60,7 @@ command -v ld.lld >/dev/null && linker=(-DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld)
 CC="${cc}" CXX="${cxx}" cmake -S "${root}" -B "${build}" "${generator[@]}" \
   -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" \
   -DRECSDK_PIPELINE_FUZZ=ON -DRECSDK_WERROR=OFF -DRECSDK_UNITY_BUILD="${RECSDK_FUZZ_UNITY:-OFF}" \
-  -DRECSDK_TEST_OPT="${RECSDK_FUZZ_TEST_OPT:-}" \
+  -DRECSDK_TEST_OPT="${RECSDK_FUZZ_TEST_OPT:-}" -DRECSDK_MPI_TESTS=OFF -DRECSDK_TEST_PCH="${RECSDK_FUZZ_TEST_PCH:-OFF}" \
   "${linker[@]}" -DRECSDK_BUILD_BENCHMARKS=OFF -DRECSDK_BUILD_SAMPLES=OFF -DRECSDK_CUDA=OFF >/dev/null
 # intercept_tls_get_addr=0 for every run under ASan: clang 14's runtime (Debian 12; fixed in LLVM
 # 17) takes a dynamic TLS block that happens to start 16 bytes into a page for a pre-2.25 glibc

@@ -89,9 +89,11 @@ if [ "$skip_sanitize" != "1" ] || [ "$skip_fuzz" != "1" ]; then
   [ "$skip_sanitize" = "1" ] && with_tests=0
   stage "clang ASan + UBSan build: label sanitize (unless skipped), then libFuzzer ${fuzz_seconds}s per reader"
   # One target per core: each runs its seconds of wall time, so 10 targets take 5 rounds on 2 cores.
-  # A unity build of the library and the tests' own code at -O0 (scripts/fuzz.sh says why).
+  # A unity build of the library, the tests' own code at -O0 against one precompiled header, and
+  # no MPI programs (the mpi label does not run here) (scripts/fuzz.sh says why).
   RECSDK_FUZZ_REQUIRE_CLANG=1 RECSDK_FUZZ_WITH_TESTS=$with_tests RECSDK_FUZZ_JOBS=${RECSDK_FUZZ_JOBS:-$jobs} \
     RECSDK_FUZZ_UNITY=${RECSDK_FUZZ_UNITY:-ON} RECSDK_FUZZ_TEST_OPT=${RECSDK_FUZZ_TEST_OPT:--O0} \
+    RECSDK_FUZZ_TEST_PCH=${RECSDK_FUZZ_TEST_PCH:-ON} \
     scripts/fuzz.sh "$fuzz_seconds"
 fi
 stage "all tests passed"
