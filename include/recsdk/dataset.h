@@ -159,8 +159,9 @@ class Dataset {
 
 // ExpandFilePatterns turns paths, directories (their regular files) and glob patterns into one
 // sorted, de-duplicated list, so every run and every rank sees the same order. NotFound when a
-// pattern matches nothing.
-StatusOr<std::vector<std::string>> ExpandFilePatterns(const std::vector<std::string>& patterns);
+// pattern matches nothing. env: the file system to list (null: Env::Default()).
+StatusOr<std::vector<std::string>> ExpandFilePatterns(const std::vector<std::string>& patterns,
+                                                      Env* env = nullptr);
 
 // ReaderOptions: shared by the file sources.
 struct ReaderOptions {
@@ -174,6 +175,9 @@ struct ReaderOptions {
   // max_line_bytes: every line (text sources) longer than this, newline excluded, is an error
   // (kError) or skipped and counted as kTruncated (kSkip). In [16, 1 GiB]. Default 16 MiB.
   int64_t max_line_bytes = 16 << 20;
+  // env: the file system the files are listed and read through (tests inject faults; a remote
+  // file system plugs in). Not owned; must outlive the source. Default null: Env::Default().
+  Env* env = nullptr;
 };
 
 // DenseTransform: applied to the integer features of Criteo data.

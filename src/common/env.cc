@@ -137,9 +137,10 @@ class PosixEnv final : public Env {
     // expected is refused instead of blocking the restore forever.
     RECSDK_ASSIGN_OR_RETURN(
         const int fd,
-        OpenRegularFile(path, "opening",
-                        "expected a regular file there (a checkpoint, bundle or config file); "
-                        "check the path, or restore from another copy"));
+        OpenRegularFile(
+            path, "opening",
+            "expected a regular file there; check the path (a checkpoint, bundle or config "
+            "file: restore from another copy)"));
     return std::unique_ptr<RandomAccessFile>(new PosixRandomAccessFile(path, fd));
   }
   bool FileExists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
@@ -236,9 +237,13 @@ class FaultWritableFile final : public WritableFile {
 
 class ShortReadFile final : public RandomAccessFile {
  public:
-  ShortReadFile(FaultInjectionEnv* env, std::unique_ptr<RandomAccessFile> f)
-      : env_(env), f_(std::move(f)) {}
+  ShortReadFile(FaultInjectionEnv* env, std::string path, std::unique_ptr<RandomAccessFile> f)
+      : env_(env), path_(std::move(path)), f_(std::move(f)) {}
   StatusOr<size_t> Read(uint64_t offset, size_t n, char* scratch) const override {
+    // fetch_sub: one counter for all files and threads; the read that takes it from 0 to -1 fails.
+    if (env_->fail_read_after.load() >= 0 && env_->fail_read_after.fetch_sub(1) == 0) {
+      return ErrnoToStatus(EIO, "reading", path_);
+    }
     const int64_t cap = env_->short_read_bytes.load();
     if (cap >= 0 && n > static_cast<size_t>(cap)) n = static_cast<size_t>(cap);
     return f_->Read(offset, n, scratch);
@@ -247,6 +252,7 @@ class ShortReadFile final : public RandomAccessFile {
 
  private:
   FaultInjectionEnv* env_;
+  std::string path_;
   std::unique_ptr<RandomAccessFile> f_;
 };
 
@@ -300,7 +306,7 @@ StatusOr<std::unique_ptr<WritableFile>> FaultInjectionEnv::NewExclusiveFile(
 StatusOr<std::unique_ptr<RandomAccessFile>> FaultInjectionEnv::NewRandomAccessFile(
     const std::string& path) {
   RECSDK_ASSIGN_OR_RETURN(auto f, target()->NewRandomAccessFile(path));
-  return std::unique_ptr<RandomAccessFile>(new ShortReadFile(this, std::move(f)));
+  return std::unique_ptr<RandomAccessFile>(new ShortReadFile(this, path, std::move(f)));
 }
 
 Status FaultInjectionEnv::RenameFile(const std::string& from, const std::string& to) {

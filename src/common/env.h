@@ -39,6 +39,8 @@ using ::recsdk::WritableFile;
 //     up to it and then fails with ResourceExhausted (ENOSPC), as a write() that came back short
 //     on a filling disk: the file holds a torn tail. Later Appends write nothing and fail too.
 //   short_read_bytes: every Read returns at most this many bytes (a truncated read).
+//   fail_read_after: the Nth Read from now (0 = the next one), of any file opened through this
+//     Env, fails with Internal (EIO), as a read of a bad sector does.
 //   fail_rename: RenameFile fails with Internal without renaming (a crash between write and
 //     rename, as far as the files on disk show).
 //   fail_sync: every Sync fails with Internal (EIO), as fsync does when writeback failed.
@@ -49,6 +51,7 @@ class FaultInjectionEnv final : public EnvWrapper {
   std::atomic<int64_t> disk_full_after_bytes{-1};
   std::atomic<int64_t> short_write_after_bytes{-1};
   std::atomic<int64_t> short_read_bytes{-1};
+  std::atomic<int64_t> fail_read_after{-1};
   std::atomic<bool> fail_rename{false};
   std::atomic<bool> fail_sync{false};
   std::atomic<int64_t> renames{0};  // renames done (counted, for tests)

@@ -1,17 +1,12 @@
 // chunked_source.cc: see chunked_source.h.
 #include "src/pipeline/chunked_source.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
 #include "fmt/format.h"
+#include "src/common/env.h"
 #include "src/common/exception_guard.h"
-#include "src/common/file_open.h"
 #include "src/common/logging.h"
 #include "src/common/status_macros.h"
 #include "tbb/task_group.h"
@@ -20,42 +15,41 @@ namespace recsdk::internal {
 
 FileCursor::~FileCursor() { Close(); }
 
-Status FileCursor::Open(const std::string& path) {
+Status FileCursor::Open(Env* env, const std::string& path) {
   Close();
-  // The file was a regular file when the pattern was expanded, but it may have been replaced
-  // since: OpenRegularFile checks the descriptor itself and never blocks on a pipe.
-  RECSDK_ASSIGN_OR_RETURN(fd_, OpenRegularFile(path, "dataset"));
-  struct stat st;
-  if (::fstat(fd_, &st) != 0) {
-    const int err = errno;
-    Close();
-    return ErrnoToStatus(err, fmt::format("dataset: cannot stat \"{}\"", path));
+  // Through the Env (a test's Env injects short reads and read errors; a remote file system
+  // plugs in). The file was a regular file when the pattern was expanded, but it may have been
+  // replaced since: the Default Env checks the descriptor itself and never blocks on a pipe.
+  auto opened = env->NewRandomAccessFile(path);
+  if (!opened.ok()) {
+    return Status(opened.status().code(), fmt::format("dataset: {}", opened.status().message()));
   }
-  size_ = st.st_size;
+  auto size = (*opened)->Size();
+  if (!size.ok()) {
+    return Status(size.status().code(), fmt::format("dataset: {}", size.status().message()));
+  }
+  file_ = std::move(*opened);
+  size_ = static_cast<int64_t>(*size);
   offset_ = 0;
   path_ = path;
-#ifdef POSIX_FADV_SEQUENTIAL
-  ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
-#endif
   return absl::OkStatus();
 }
 
-void FileCursor::Close() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
+void FileCursor::Close() { file_.reset(); }
 
 StatusOr<size_t> FileCursor::Read(char* out, size_t n) {
+  // RandomAccessFile::Read may return fewer bytes than asked before the end (a short read): ask
+  // again until n bytes or a read of 0 (the end of the file).
   size_t done = 0;
   while (done < n) {
-    const ssize_t r = ::read(fd_, out + done, n - done);
-    if (r < 0) {
-      if (errno == EINTR) continue;
+    auto got = file_->Read(static_cast<uint64_t>(offset_) + done, n - done, out + done);
+    if (!got.ok()) {
       return absl::DataLossError(fmt::format("read error in \"{}\" at byte offset {}: {}", path_,
-                                             offset_ + done, std::strerror(errno)));
+                                             offset_ + static_cast<int64_t>(done),
+                                             got.status().message()));
     }
-    if (r == 0) break;
-    done += static_cast<size_t>(r);
+    if (*got == 0) break;
+    done += *got;
   }
   offset_ += static_cast<int64_t>(done);
   return done;
@@ -211,7 +205,8 @@ Status ChunkedSource::FillQueue() {
       if (!file_open_) {
         if (next_file_ >= static_cast<int>(files_.size())) break;
         const int index = next_file_++;
-        RECSDK_RETURN_IF_ERROR(file_.Open(files_[index]));
+        RECSDK_RETURN_IF_ERROR(
+            file_.Open(options_.env == nullptr ? Env::Default() : options_.env, files_[index]));
         file_open_ = true;
         carry_.clear();
         discarding_line_ = false;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "recsdk/dataset.h"
+#include "recsdk/env.h"
 #include "tbb/task_arena.h"
 
 namespace recsdk::internal {
@@ -63,7 +64,8 @@ void TrimRows(Batch* batch, int64_t rows);
 class FileCursor {
  public:
   ~FileCursor();
-  Status Open(const std::string& path);
+  // Open: `path` through `env` (never null).
+  Status Open(Env* env, const std::string& path);
   void Close();
   // Read reads up to n bytes (fewer only at end of file); returns the count.
   StatusOr<size_t> Read(char* out, size_t n);
@@ -72,7 +74,7 @@ class FileCursor {
   const std::string& path() const { return path_; }
 
  private:
-  int fd_ = -1;
+  std::unique_ptr<RandomAccessFile> file_;
   int64_t offset_ = 0;
   int64_t size_ = 0;
   std::string path_;

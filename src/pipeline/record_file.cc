@@ -306,7 +306,7 @@ Status Context(const Status& s, const std::string& path) {
 StatusOr<std::unique_ptr<Dataset>> RecordFileDataset(const std::vector<std::string>& files,
                                                      const ReaderOptions& options) {
   RECSDK_RETURN_IF_ERROR(internal::ValidateReaderOptions(options, "RecordFileDataset"));
-  RECSDK_ASSIGN_OR_RETURN(auto sorted, ExpandFilePatterns(files));
+  RECSDK_ASSIGN_OR_RETURN(auto sorted, ExpandFilePatterns(files, options.env));
   return std::unique_ptr<Dataset>(new internal::RecordFileSource(std::move(sorted), options));
 }
 

@@ -301,7 +301,7 @@ StatusOr<std::unique_ptr<Dataset>> CriteoDataset(const std::vector<std::string>&
   RECSDK_RETURN_IF_ERROR(internal::CheckFiniteOption(
       "CriteoDataset", "default_dense", options.default_dense,
       "every empty integer field would feed it to the model; use a finite value such as 0"));
-  RECSDK_ASSIGN_OR_RETURN(auto sorted, ExpandFilePatterns(files));
+  RECSDK_ASSIGN_OR_RETURN(auto sorted, ExpandFilePatterns(files, options.reader.env));
   return std::unique_ptr<Dataset>(new internal::CriteoSource(std::move(sorted), options));
 }
 
@@ -313,7 +313,7 @@ StatusOr<std::unique_ptr<Dataset>> DelimitedDataset(const std::vector<std::strin
     return absl::InvalidArgumentError(
         "DelimitedDataset: delimiter must differ from newline and from value_delimiter");
   }
-  RECSDK_ASSIGN_OR_RETURN(auto sorted, ExpandFilePatterns(files));
+  RECSDK_ASSIGN_OR_RETURN(auto sorted, ExpandFilePatterns(files, options.reader.env));
   return std::unique_ptr<Dataset>(new internal::DelimitedSource(std::move(sorted), options));
 }
 

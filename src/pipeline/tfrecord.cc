@@ -616,7 +616,7 @@ StatusOr<std::unique_ptr<Dataset>> TfRecordDataset(const std::vector<std::string
         "each record packs (1 for one tf.Example per sample)",
         options.line_per_sample, TfRecordOptions::kMaxLinePerSample));
   }
-  RECSDK_ASSIGN_OR_RETURN(auto sorted, ExpandFilePatterns(files));
+  RECSDK_ASSIGN_OR_RETURN(auto sorted, ExpandFilePatterns(files, options.reader.env));
   return std::unique_ptr<Dataset>(new internal::TfRecordSource(std::move(sorted), options));
 }
 

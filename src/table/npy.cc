@@ -2,17 +2,11 @@
 // Thread-safe (no shared state).
 #include "src/table/npy.h"
 
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
 
 #include "fmt/format.h"
 #include "src/common/env.h"
-#include "src/common/file_open.h"
 #include "src/common/hash.h"
 
 namespace recsdk::internal {
@@ -107,34 +101,18 @@ Status WriteNpy(const std::string& path, std::string_view descr, const std::vect
       {header, std::string_view(static_cast<const char*>(data), static_cast<size_t>(bytes))});
 }
 
-StatusOr<std::string> ReadFile(const std::string& path) {
-  // OpenRegularFile: a named pipe or device never blocks, permissions are PermissionDenied.
-  StatusOr<int> fd = OpenRegularFile(path, "reading");
-  if (!fd.ok()) {
-    if (fd.status().code() == absl::StatusCode::kNotFound) {
-      return absl::NotFoundError(fmt::format("file \"{}\" does not exist", path));
-    }
-    return fd.status();
+StatusOr<std::string> ReadFile(const std::string& path, Env* env) {
+  // Through the Env (a test's Env injects short reads and failures). The Default Env opens
+  // without blocking on a named pipe or device and refuses them; permissions are PermissionDenied.
+  StatusOr<std::string> bytes = ReadFileToString(env != nullptr ? env : Env::Default(), path);
+  if (!bytes.ok() && bytes.status().code() == absl::StatusCode::kNotFound) {
+    return absl::NotFoundError(fmt::format("file \"{}\" does not exist", path));
   }
-  std::unique_ptr<FILE, int (*)(FILE*)> f(::fdopen(*fd, "rb"), &std::fclose);
-  if (!f) {
-    const int err = errno;
-    ::close(*fd);
-    return ErrnoToStatus(err, fmt::format("cannot read \"{}\"", path));
-  }
-  std::string out;
-  char buf[1 << 16];
-  size_t got;
-  while ((got = std::fread(buf, 1, sizeof(buf), f.get())) > 0) out.append(buf, got);
-  if (std::ferror(f.get())) {
-    return absl::DataLossError(
-        fmt::format("reading \"{}\" failed: {}", path, std::strerror(errno)));
-  }
-  return out;
+  return bytes;
 }
 
-StatusOr<NpyArray> ReadNpy(const std::string& path) {
-  auto file = ReadFile(path);
+StatusOr<NpyArray> ReadNpy(const std::string& path, Env* env) {
+  auto file = ReadFile(path, env);
   if (!file.ok()) return file.status();
   const std::string& bytes = *file;
   auto bad = [&](std::string_view why) {

@@ -31,11 +31,12 @@ Status WriteNpy(const std::string& path, std::string_view descr, const std::vect
                 const void* data, uint64_t bytes, Env* env = nullptr);
 
 // ReadNpy: parses a file. NotFound when missing; DataLoss for a bad header, an unsupported
-// layout or a payload size that does not match the shape (truncated file).
-StatusOr<NpyArray> ReadNpy(const std::string& path);
+// layout or a payload size that does not match the shape (truncated file). Read through `env`
+// (null: the process's).
+StatusOr<NpyArray> ReadNpy(const std::string& path, Env* env = nullptr);
 
-// ReadFile: the whole file. NotFound when missing, DataLoss when unreadable.
-StatusOr<std::string> ReadFile(const std::string& path);
+// ReadFile: the whole file through `env` (null: the process's). NotFound when missing.
+StatusOr<std::string> ReadFile(const std::string& path, Env* env = nullptr);
 
 }  // namespace recsdk::internal
 
