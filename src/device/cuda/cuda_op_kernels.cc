@@ -12,7 +12,9 @@
 // host, the CPU kernel, its outputs copied back), which is correct and slow: Add/Sub/Mul with
 // broadcasting, ReduceSum/ReduceMean over axes that are not one contiguous block, Transpose other
 // than a 2-D {1, 0}, and AssignAdd/AssignSub of a non-float32 variable (the int64 global step).
-// Only float32 kernels are registered (the samples' dtype); other dtypes go to the host.
+// Variables live in device memory, so every op that writes one runs here: ApplyMomentum and
+// ApplyRmsProp have no CUDA kernel and are staged through the host (RunUpdateOnHost).
+// Only float32 kernels are registered otherwise (the samples' dtype); other dtypes go to the host.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -586,6 +588,64 @@ Status ApplyAdamKernel(OpKernelContext& ctx) {
   });
 }
 
+// RunUpdateOnHost: a dense optimizer without a CUDA kernel (Momentum, RMSProp) computed on the
+// host: the first `handles` inputs are variables in device memory; host copies of them go to the
+// CPU kernel as stand-in variables, and the updated values come back into fresh buffers of the
+// variable pool. Correct and slow (every step copies the variables both ways); the samples' SGD,
+// Adagrad and Adam have CUDA kernels.
+Status RunUpdateOnHost(OpKernelContext& ctx, int handles) {
+  const Node& node = ctx.node();
+  internal::Device* host = HostDeviceOf(ctx.device());
+  const internal::KernelFactory* factory =
+      KernelRegistry::Global().Find(node.type(), "cpu", internal::KernelDType(node), "");
+  if (host == nullptr || factory == nullptr) {
+    return absl::InternalError(
+        fmt::format("op \"{}\" ({}): no host device or host kernel to "
+                    "compute it on",
+                    node.name(), node.type()));
+  }
+  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<internal::OpKernel> kernel, (*factory)(node));
+  std::vector<VariableResource*> vars;
+  for (int i = 0; i < handles; ++i) {
+    RECSDK_ASSIGN_OR_RETURN(VariableResource * v, VarInput(ctx, i));
+    vars.push_back(v);
+  }
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (VariableResource* v : vars) locks.emplace_back(v->mu);
+  std::vector<std::unique_ptr<VariableResource>> stand_ins;
+  std::vector<Tensor> inputs;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    if (i < handles) {
+      VariableResource* v = vars[static_cast<size_t>(i)];
+      if (!v->initialized()) return NotInitialized(ctx, i);
+      auto stand_in = std::make_unique<VariableResource>(v->dtype(), v->shape());
+      RECSDK_ASSIGN_OR_RETURN(stand_in->value, OnHost(ctx, v->value));
+      // A private host copy: the CPU kernel may update it in place.
+      if (stand_in->value.BufferRefCount() > 1) stand_in->value = stand_in->value.Copy();
+      inputs.push_back(internal::MakeResourceTensor(stand_in.get()));
+      stand_ins.push_back(std::move(stand_in));
+    } else {
+      RECSDK_ASSIGN_OR_RETURN(Tensor t, OnHost(ctx, ctx.input(i)));
+      inputs.push_back(std::move(t));
+    }
+  }
+  std::vector<const Tensor*> pointers;
+  for (const Tensor& t : inputs) pointers.push_back(&t);
+  std::vector<Tensor> outputs(static_cast<size_t>(node.num_outputs()));
+  OpKernelContext host_ctx(node, host, ctx.resources(), ctx.step_id(), ctx.graph_seed(),
+                           std::move(pointers), &outputs);
+  RECSDK_RETURN_IF_ERROR(kernel->Compute(host_ctx));
+  for (int i = 0; i < handles; ++i) {
+    VariableResource* v = vars[static_cast<size_t>(i)];
+    RECSDK_ASSIGN_OR_RETURN(Tensor fresh, ctx.device()->variable_allocator().AllocateTensor(
+                                              v->dtype(), v->shape(), Fill::kUninitialized));
+    RECSDK_RETURN_IF_ERROR(ctx.device()->data_transfer().CopyHostToDevice(
+        stand_ins[static_cast<size_t>(i)]->value, &fresh));
+    v->value = std::move(fresh);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void RegisterCudaKernels(KernelRegistry& r) {
@@ -651,6 +711,12 @@ void RegisterCudaKernels(KernelRegistry& r) {
   Reg(r, "ApplyGradientDescent", f32, ApplyGradientDescentKernel);
   Reg(r, "ApplyAdagrad", f32, ApplyAdagradKernel);
   Reg(r, "ApplyAdam", f32, ApplyAdamKernel);
+  // Every other op that writes a variable must run here too (a host kernel would write GPU memory
+  // in place): the dense optimizers without a CUDA kernel, staged through the host.
+  Reg(r, "ApplyMomentum", {DType::kFloat32, DType::kFloat64},
+      [](OpKernelContext& ctx) { return RunUpdateOnHost(ctx, 2); });
+  Reg(r, "ApplyRmsProp", {DType::kFloat32, DType::kFloat64},
+      [](OpKernelContext& ctx) { return RunUpdateOnHost(ctx, 4); });
 }
 
 const std::vector<std::string>& CudaKernelOps() { return MutableOps(); }
