@@ -5,7 +5,9 @@
 // training graph given the registered kernel set (dense ops on the GPU, tables, key stage and
 // initialisers on the host, a copy on every edge between them). With a GPU: the same model trained
 // on "cuda" and on "cpu" gives the same losses (tolerance), and the no-GPU test skips; without one
-// the GPU test skips, saying so. Labels: cuda and quick.
+// the GPU test skips, saying so. Also the device tier's RowStore in GPU memory (CudaRowStore):
+// its option checks and no-GPU error everywhere, its swaps with the host tier on a GPU.
+// Labels: cuda and quick.
 #include "src/device/cuda/cuda_device.h"
 
 #include <gtest/gtest.h>
@@ -18,9 +20,11 @@
 #include <vector>
 
 #include "recsdk/recsdk.h"
+#include "src/device/cuda/cuda_row_store.h"
 #include "src/device/kernel.h"
 #include "src/session/passes/pass_manager.h"
 #include "src/session/runtime.h"
+#include "src/table/tiers/memory_store.h"
 
 namespace recsdk::cuda {
 namespace {
@@ -258,6 +262,105 @@ TEST(CudaDeviceTest, TrainsAsOnTheCpu) {
   for (size_t i = 0; i < losses[0].size(); ++i) {
     EXPECT_NEAR(losses[1][i], losses[0][i], 1e-4 + 1e-4 * std::fabs(losses[0][i])) << "step " << i;
   }
+}
+
+TEST(CudaRowStoreTest, ChecksItsOptionsThenNeedsAGpu) {
+  CudaRowStoreOptions bad;
+  bad.row_floats = 8;
+  bad.dim = 9;  // more than a row
+  bad.capacity = 10;
+  bad.label = "table \"t\"";
+  auto store = CudaRowStore::Create(bad);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument) << store.status();
+  EXPECT_NE(store.status().message().find("table \"t\""), std::string::npos);
+  if (GpuCount() > 0) return;  // the rest is the no-GPU error
+  CudaRowStoreOptions good = bad;
+  good.dim = 4;
+  store = CudaRowStore::Create(good);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
+  EXPECT_NE(store.status().message().find("no GPU found"), std::string::npos) << store.status();
+}
+
+// With a GPU: rows move between the host tier's MemoryStore and the GPU store bitwise, the
+// CUDA lookup reads them from table(), pins hold rows on the device, duplicates keep the later row.
+TEST(CudaRowStoreTest, SwapsRowsWithTheHostTier) {
+  if (GpuCount() == 0) {
+    GTEST_SKIP() << "no GPU found (" << NoGpuReason()
+                 << "): the device tier in GPU memory needs an NVIDIA GPU; scripts/gpu_proof.sh "
+                    "runs this test on one";
+  }
+  constexpr int kRowFloats = 12, kDim = 4;
+  constexpr size_t kRows = 300;
+  CudaRowStoreOptions o;
+  o.row_floats = kRowFloats;
+  o.dim = kDim;
+  o.capacity = 1000;
+  o.chunk_rows = 64;  // several chunks per call
+  o.label = "test";
+  auto gpu = CudaRowStore::Create(o);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  internal::MemoryStoreOptions mo;
+  mo.tier = internal::Tier::kHost;
+  mo.row_floats = kRowFloats;
+  mo.capacity = 1000;
+  auto host = internal::MemoryStore::Create(mo);
+  ASSERT_TRUE(host.ok()) << host.status();
+
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> rows(kRows * kRowFloats);
+  for (float& v : rows) v = u(rng);
+  std::vector<uint32_t> host_slots(kRows), gpu_slots(kRows), back(kRows);
+  ASSERT_TRUE((*host)->Allocate(kRows, host_slots.data()).ok());
+  ASSERT_TRUE((*host)->Write(host_slots, rows.data()).ok());
+  ASSERT_TRUE(internal::MoveRows(**host, host_slots, **gpu, gpu_slots.data()).ok());
+  EXPECT_EQ((*host)->size(), 0u);
+  EXPECT_EQ((*gpu)->size(), kRows);
+
+  std::vector<float> read(rows.size());
+  ASSERT_TRUE((*gpu)->Read(gpu_slots, read.data()).ok());
+  EXPECT_EQ(read, rows);
+
+  // The lookup kernel reads the same rows from the device table.
+  std::vector<int64_t> ids(gpu_slots.begin(), gpu_slots.end());
+  Stream& stream = (*gpu)->stream();
+  auto ids_device = Upload(stream, ids);
+  ASSERT_TRUE(ids_device.ok()) << ids_device.status();
+  auto out = DeviceBuffer::Allocate(stream, static_cast<int64_t>(kRows * kDim * sizeof(float)));
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_TRUE(GatherRows(stream, (*gpu)->table(), ids_device->as<int64_t>(),
+                         static_cast<int64_t>(kRows), out->as<float>())
+                  .ok());
+  auto gathered = Download<float>(stream, *out, static_cast<int64_t>(kRows * kDim));
+  ASSERT_TRUE(gathered.ok()) << gathered.status();
+  for (size_t r = 0; r < kRows; ++r) {
+    for (int d = 0; d < kDim; ++d) {
+      ASSERT_EQ((*gathered)[r * kDim + d], rows[r * kRowFloats + d]) << "row " << r;
+    }
+  }
+
+  // A pinned row stays; after Unpin the rows go back down, bitwise.
+  ASSERT_TRUE((*gpu)->Pin({gpu_slots[5]}).ok());
+  EXPECT_EQ(internal::MoveRows(**gpu, gpu_slots, **host, back.data()).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE((*gpu)->Unpin({gpu_slots[5]}).ok());
+  ASSERT_TRUE(internal::MoveRows(**gpu, gpu_slots, **host, back.data()).ok());
+  std::vector<float> down(rows.size());
+  ASSERT_TRUE((*host)->Read(back, down.data()).ok());
+  EXPECT_EQ(down, rows);
+
+  // A slot written twice in one call keeps the later row.
+  uint32_t slot = 0;
+  ASSERT_TRUE((*gpu)->Allocate(1, &slot).ok());
+  std::vector<float> two(2 * kRowFloats);
+  for (float& v : two) v = u(rng);
+  const std::vector<uint32_t> twice = {slot, slot};
+  ASSERT_TRUE((*gpu)->Write(twice, two.data()).ok());
+  std::vector<float> one(kRowFloats);
+  ASSERT_TRUE((*gpu)->Read({slot}, one.data()).ok());
+  EXPECT_EQ(one, std::vector<float>(two.begin() + kRowFloats, two.end()));
 }
 
 }  // namespace
