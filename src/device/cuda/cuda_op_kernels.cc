@@ -6,15 +6,16 @@
 //
 // What is not here runs on the host under mix_compile_mode (the placement pass inserts the
 // copies): the key stage and the table ops (tables live in host memory; the device tier is not
-// built), initialisers (RandomUniform, Fill, Cast), OnesLike, ReduceSumGrad and the other ops
-// without a CUDA kernel. A registered op meets a case its CUDA kernel does not cover in three
-// places, and then computes on the host inside its own kernel (RunOnHost: its inputs copied to the
-// host, the CPU kernel, its outputs copied back), which is correct and slow: Add/Sub/Mul with
-// broadcasting, ReduceSum/ReduceMean over axes that are not one contiguous block, Transpose other
-// than a 2-D {1, 0}, and AssignAdd/AssignSub of a non-float32 variable (the int64 global step).
+// built), initialisers (RandomUniform, Fill, Cast) and the other ops without a CUDA kernel.
+//
+// Cases a registered op's CUDA kernel does not cover are computed on the host inside the op's own
+// kernel (RunOnHost: inputs copied to the host, the CPU kernel, outputs copied back), correct and
+// slow: Add/Sub/Mul with broadcasting; ReduceSum/ReduceMean/ReduceSumGrad over axes that are not
+// one contiguous block; Transpose other than 2-D {1, 0}; FusedDense with an activation other than
+// none or relu; AssignAdd/AssignSub of a non-float32 variable (the int64 global step).
 // Variables live in device memory, so every op that writes one runs here: ApplyMomentum and
-// ApplyRmsProp have no CUDA kernel and are staged through the host (RunUpdateOnHost).
-// Only float32 kernels are registered otherwise (the samples' dtype); other dtypes go to the host.
+// ApplyRmsProp have no CUDA kernel and are staged through the host (RunUpdateOnHost). Otherwise
+// only float32 kernels are registered (the samples' dtype); other dtypes go to the host.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -256,6 +257,45 @@ void RegisterReduce(KernelRegistry& r, const char* op, ReduceKind kind) {
     if (out->num_elements() == 0) return absl::OkStatus();
     return Reduce(*s, kind, F(x), outer, axis, inner, F(out));
   });
+}
+
+// ReduceSumGrad: dy (the reduced shape) broadcast back to x's shape, times 1 / count for a mean
+// (the CPU's scale, computed the same way in float32).
+Status ReduceSumGradKernel(OpKernelContext& ctx) {
+  const Tensor& dy = ctx.input(0);
+  const Tensor& x = ctx.input(1);
+  const int rank = x.rank();
+  const std::vector<int64_t> axes = ctx.node().IntsAttr("axes");
+  std::vector<bool> reduced(static_cast<size_t>(rank), axes.empty());
+  for (int64_t a : axes) {
+    const int64_t i = a < 0 ? a + rank : a;
+    if (i < 0 || i >= rank)
+      return ctx.Error("axis {} is out of range for {}", a, x.shape().ToString());
+    reduced[static_cast<size_t>(i)] = true;
+  }
+  int first = -1, last = -1;
+  for (int i = 0; i < rank; ++i) {
+    if (!reduced[static_cast<size_t>(i)]) continue;
+    if (first < 0) first = i;
+    last = i;
+  }
+  for (int i = first; first >= 0 && i <= last; ++i) {
+    if (!reduced[static_cast<size_t>(i)]) return RunOnHost(ctx);  // not one block of axes
+  }
+  int64_t outer = 1, axis = 1, inner = 1;
+  for (int i = 0; i < rank; ++i) {
+    (first < 0 || i < first ? outer : i > last ? inner : axis) *= x.dim(i);
+  }
+  if (dy.num_elements() != outer * inner) {
+    return ctx.Error("gradient {} does not fit {} reduced over the node's {} axes",
+                     dy.shape().ToString(), x.shape().ToString(), axes.size());
+  }
+  const float scale =
+      ctx.node().BoolAttr("mean") && axis > 0 ? 1.0f / static_cast<float>(axis) : 1.0f;
+  RECSDK_ASSIGN_OR_RETURN(Stream * s, StreamOf(ctx));
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, x.shape()));
+  if (out->num_elements() == 0) return absl::OkStatus();
+  return Broadcast(*s, F(dy), outer, axis, inner, scale, F(out));
 }
 
 Status SigmoidCeKernel(OpKernelContext& ctx) {
@@ -669,6 +709,16 @@ void RegisterCudaKernels(KernelRegistry& r) {
   Reg(r, "AddN", f32, AddNKernel);
   RegisterReduce(r, "ReduceSum", ReduceKind::kSum);
   RegisterReduce(r, "ReduceMean", ReduceKind::kMean);
+  Reg(r, "ReduceSumGrad", f32, ReduceSumGradKernel);
+  for (const auto& [op, value] : {std::pair<const char*, float>{"OnesLike", 1.0f},
+                                  std::pair<const char*, float>{"ZerosLike", 0.0f}}) {
+    Reg(r, op, f32, [value](OpKernelContext& ctx) -> Status {
+      RECSDK_ASSIGN_OR_RETURN(Stream * s, StreamOf(ctx));
+      RECSDK_ASSIGN_OR_RETURN(Tensor * out,
+                              ctx.allocate_output_uninitialized(0, ctx.input(0).shape()));
+      return cuda::Fill(*s, value, F(out), out->num_elements());
+    });
+  }
   Reg(r, "SigmoidCrossEntropyWithLogits", f32, SigmoidCeKernel);
   Reg(r, "DotInteraction", f32, DotInteractionKernel);
   Reg(r, "DotInteractionGrad", f32, DotInteractionGradKernel);

@@ -127,15 +127,16 @@ TEST(CudaDeviceTest, LinkingRecsdkCudaRegistersTheDeviceAndItsKernels) {
     EXPECT_NE(r.Find(op, "cuda", DType::kFloat32, ""), nullptr) << op;
   }
   for (const char* op :
-       {"MatMul", "BiasAdd", "BiasAddGrad", "Relu", "ReluGrad", "DotInteraction",
-        "DotInteractionGrad", "SigmoidCrossEntropyWithLogits", "ReduceMean", "Concat", "ConcatGrad",
-        "ApplyGradientDescent", "ApplyAdagrad", "ApplyAdam", "ReadVariable", "Assign",
-        "CopyHostToDevice", "CopyDeviceToHost"}) {
+       {"MatMul",       "BiasAdd",        "BiasAddGrad",        "Relu",
+        "ReluGrad",     "DotInteraction", "DotInteractionGrad", "SigmoidCrossEntropyWithLogits",
+        "ReduceMean",   "Concat",         "ConcatGrad",         "ApplyGradientDescent",
+        "ApplyAdagrad", "ApplyAdam",      "ReadVariable",       "Assign",
+        "OnesLike",     "ReduceSumGrad",  "CopyHostToDevice",   "CopyDeviceToHost"}) {
     EXPECT_NE(r.Find(op, "cuda", DType::kFloat32, ""), nullptr) << op;
   }
   // No CPU kernel is borrowed: the device has no alias, so what has no CUDA kernel is absent.
-  for (const char* op : {"TableGather", "SparseLookup", "TableApply", "RandomUniform", "Softmax",
-                         "OnesLike", "Placeholder"}) {
+  for (const char* op :
+       {"TableGather", "SparseLookup", "TableApply", "RandomUniform", "Softmax", "Placeholder"}) {
     EXPECT_EQ(r.Find(op, "cuda", DType::kFloat32, ""), nullptr) << op;
   }
   // float32 kernels only (but the int64 global step's AssignAdd, staged through the host).
@@ -197,7 +198,7 @@ TEST(CudaDeviceTest, PlacementPutsDenseOpsOnTheGpuAndTablesOnTheHost) {
   }
   for (const char* op : {"MatMul", "BiasAdd", "Relu", "ReluGrad", "BiasAddGrad", "Concat",
                          "SigmoidCrossEntropyWithLogits", "ReduceMean", "ApplyGradientDescent",
-                         "ReadVariable", "Assign"}) {
+                         "ReadVariable", "Assign", "OnesLike", "ReduceSumGrad"}) {
     EXPECT_TRUE(on_gpu.contains(op)) << op << " should run on the GPU";
   }
   for (const char* op :
