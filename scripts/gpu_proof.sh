@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # gpu_proof.sh: the CUDA backend's proof on a GPU machine (issue 27), in one run of under 10
 # minutes: configures a Release tree with the CUDA backend required (build-gpu,
-# -DRECSDK_CUDA=ON), builds the CUDA kernel tests, the CUDA benchmark and the DLRM sample, runs
-# the tests (every kernel against its CPU twin; none may skip here), then prints the figures:
+# -DRECSDK_CUDA=ON), builds the CUDA kernel tests, the cuda Device's tests, the CUDA benchmark and
+# the DLRM sample, runs the tests (every kernel against its CPU twin, and a model trained on the
+# cuda device against the CPU; none may skip here), then prints the figures:
 #   GEMM         our cuda::Gemm vs cublasGemmEx direct          vs_cublas    (want >= 0.95)
 #   row gather   GatherRows rows/s vs the copy-kernel roofline  vs_roofline  (want >= 0.5)
 #   swap         RowSwapper bytes/s vs pinned cudaMemcpy        vs_pinned    (want >= 0.8)
-#   DLRM         our 2-thread CPU samples/s (the baseline of the GPU figure), and whether a
-#                PyTorch with CUDA is there for the peer figure.
-# The DLRM sample cannot run on the GPU yet: that needs the `cuda` Device behind the device seam
-# (issue 27 part 1), which this script will run once it exists; it says so in its output.
+#   DLRM         samples/s with --device cuda (dense ops on the GPU, tables and key stage on the
+#                host under mix_compile_mode) vs our 2-thread CPU samples/s   gpu_vs_cpu2
+#                (want >= 20), the same for --mode little_demo, and whether a PyTorch with CUDA
+#                is there for the peer figure.
 #
 #   scripts/gpu_proof.sh                 everything
 #   RECSDK_GPU_PROOF_JOBS=N              build jobs (default: all cores)
@@ -37,8 +38,9 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DRECSDK_CUDA=ON \
   -DRECSDK_WERROR=ON -DRECSDK_MPI=OFF >/dev/null
 
-stage "build: device_cuda_kernels_test cuda_bench dlrm ($jobs jobs)"
-cmake --build "$dir" -j "$jobs" --target device_cuda_kernels_test cuda_bench dlrm
+stage "build: device_cuda_kernels_test device_cuda_device_test cuda_bench dlrm ($jobs jobs)"
+cmake --build "$dir" -j "$jobs" --target device_cuda_kernels_test device_cuda_device_test \
+  cuda_bench dlrm
 
 stage "CUDA kernel tests (every kernel against its CPU twin)"
 # --gtest_fail_if_no_test_run is not enough: a skip is a pass to GoogleTest, so count them.
@@ -49,15 +51,35 @@ if grep -q '^\[  SKIPPED \]' "$test_log"; then
   exit 1
 fi
 
+stage "cuda Device tests (registration, placement, a model trained on cuda vs the CPU)"
+# The no-GPU error test is the one that cannot run on a GPU machine: left out, so a skip is news.
+"$dir/tests/device_cuda_device_test" --gtest_filter='-*WithoutAGpu*' 2>&1 | tee "$test_log"
+if grep -q '^\[  SKIPPED \]' "$test_log"; then
+  echo "gpu_proof.sh: cuda Device tests skipped on a GPU machine: the runtime found no usable GPU" >&2
+  exit 1
+fi
+
 stage "CUDA figures (cuda_bench)"
 "$dir/benchmarks/cuda_bench" --benchmark_counters_tabular=true --benchmark_min_time=0.2
 
-stage "DLRM sample: our CPU samples/s at 2 threads (the GPU figure's baseline)"
+# rate: the samples_per_s of dlrm's JSON line.
+rate() { sed -n 's/.*"samples_per_s":\([0-9.]*\).*/\1/p' <<<"$1"; }
 data="$dir/dlrm_proof_data.bin"
 "$dir/samples/dlrm" --data "$data" --write_data_only >/dev/null
-"$dir/samples/dlrm" --data "$data" --threads 2 --inter_op 2 --optimizer sgd
-echo "DLRM on the GPU: not measurable yet: the sample runs on a Device, and the cuda Device"
-echo "(issue 27 part 1's seam with these kernels) does not exist in this tree."
+for mode in dlrm little_demo; do
+  opt=sgd
+  [[ $mode == little_demo ]] && opt=adam
+  stage "$mode sample: our CPU at 2 threads (the baseline), then --device cuda"
+  cpu=$("$dir/samples/dlrm" --data "$data" --mode "$mode" --optimizer "$opt" --threads 2 \
+    --inter_op 2)
+  echo "$cpu"
+  # The GPU run's host side (tables, key stage) uses every core: that is the GPU machine's setup.
+  gpu=$("$dir/samples/dlrm" --data "$data" --mode "$mode" --optimizer "$opt" --threads "$(nproc)" \
+    --device cuda)
+  echo "$gpu"
+  awk -v g="$(rate "$gpu")" -v c="$(rate "$cpu")" -v m="$mode" \
+    'BEGIN { printf "%s: gpu_samples_per_s=%.1f cpu2_samples_per_s=%.1f gpu_vs_cpu2=%.2f (want >= 20)\n", m, g, c, g / c }'
+done
 if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   echo "PyTorch with CUDA is available: benchmarks/peers/dlrm_torch.py is the peer figure"
 else

@@ -31,6 +31,9 @@
 //        [--inter_op N]  (SessionConfig::stream_max_parallel_num "DNN_V100:N": ops run at once)
 //        [--fusion PASSES]  (SessionConfig::enable_scope_fusion_passes; default "fuse_dense",
 //                            "none" for no fusion pass)
+//        [--device NAME]  (SessionConfig::device, e.g. cuda when this build links recsdk_cuda;
+//                          any device but cpu runs with mix_compile_mode on: the ops without a
+//                          kernel there, the tables' and the key stage's, run on the host)
 //        [--session_config FILE]  (or SESSION_CONFIG=FILE; the flag wins: any session option,
 //                                  the format `recsdk validate-config` checks; --threads,
 //                                  --precision_mode, --inter_op and --fusion override the file's
@@ -121,6 +124,7 @@ struct Flags {
   std::string precision_mode;   // SessionConfig::precision_mode, e.g. allow_mix_precision
   int inter_op = 1;             // SessionConfig::stream_max_parallel_num DNN_V100:N
   std::string session_config;   // a session config file ("": SESSION_CONFIG, else none)
+  std::string device = "cpu";   // SessionConfig::device
   std::set<std::string> given;  // the flags on the command line
   int rank = 0, ranks = 1;      // under mpirun: this rank and the world size
 };
@@ -486,6 +490,8 @@ int main(int argc, char** argv) {
       flags.write_data_only = true;
     else if (f == "--session_config")
       flags.session_config = next();
+    else if (f == "--device")
+      flags.device = next();
     else {
       std::fprintf(stderr, "dlrm: unknown flag %s (see the usage in samples/dlrm/main.cc)\n",
                    f.c_str());
@@ -550,6 +556,10 @@ int main(int argc, char** argv) {
   }
   if (use_flag("--fusion")) {
     config.enable_scope_fusion_passes = flags.fusion == "none" ? "" : flags.fusion;
+  }
+  if (use_flag("--device")) {
+    config.device = flags.device;
+    config.mix_compile_mode = flags.device != "cpu";
   }
   // PRECISION_CHECK=1 traces the steps (samples/common/precision_check.h); its line goes to
   // stderr, stdout is the JSON line.
@@ -630,12 +640,13 @@ int main(int argc, char** argv) {
   std::string windows;
   for (double r : rates) windows += (windows.empty() ? "" : ",") + fmt::format("{:.1f}", r);
   std::printf(
-      "{\"impl\":\"recsdk\",\"model\":\"%s\",\"ranks\":%d,\"threads\":%d,\"optimizer\":\"%s\","
+      "{\"impl\":\"recsdk\",\"model\":\"%s\",\"device\":\"%s\",\"ranks\":%d,\"threads\":%d,"
+      "\"optimizer\":\"%s\","
       "\"interaction\":\"%s\",\"fusion\":\"%s\",\"batch\":%lld,\"%s\":%.1f,\"windows\":[%s],"
       "\"first_loss\":%.6f,\"loss_steps\":%d,\"loss\":%.6f,\"page_faults_per_step\":%.1f,"
       "\"fresh_buffers_per_step\":%.1f,\"cpu_ms_per_step\":%.2f,\"breakdown\":%s}\n",
-      flags.mode.c_str(), flags.ranks, flags.threads, flags.optimizer.c_str(),
-      flags.interaction.c_str(), flags.fusion.c_str(),
+      flags.mode.c_str(), config.device.c_str(), flags.ranks, flags.threads,
+      flags.optimizer.c_str(), flags.interaction.c_str(), flags.fusion.c_str(),
       static_cast<long long>(demo ? kDemoBatch : flags.batch),
       flags.mode == "embedding" ? "ids_per_s" : "samples_per_s", Median(rates), windows.c_str(),
       losses[0], loss_steps, tail, faults_per_step, fresh_per_step, cpu_ms_per_step,

@@ -207,6 +207,22 @@ Status BiasAdd(Stream& stream, const float* x, const float* bias, float* out, in
       "BiasAdd");
 }
 
+Status Fill(Stream& stream, float value, float* out, int64_t n) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("Fill", {{"n", n}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers("Fill", n == 0, {{"out", out}}));
+  return Launched(launch::Fill(stream.native(), value, out, n), "Fill");
+}
+
+Status Broadcast(Stream& stream, const float* dy, int64_t outer, int64_t axis, int64_t inner,
+                 float scale, float* out) {
+  RECSDK_RETURN_IF_ERROR(
+      CheckSizes("Broadcast", {{"outer", outer}, {"axis", axis}, {"inner", inner}}));
+  RECSDK_RETURN_IF_ERROR(
+      CheckPointers("Broadcast", outer * axis * inner == 0, {{"dy", dy}, {"out", out}}));
+  return Launched(launch::Broadcast(stream.native(), dy, outer, axis, inner, scale, out),
+                  "Broadcast");
+}
+
 Status Unary(Stream& stream, UnaryOp op, const float* x, float* out, int64_t n) {
   RECSDK_RETURN_IF_ERROR(CheckSizes("Unary", {{"n", n}}));
   RECSDK_RETURN_IF_ERROR(CheckPointers("Unary", n == 0, {{"x", x}, {"out", out}}));

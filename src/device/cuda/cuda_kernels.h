@@ -6,7 +6,8 @@
 // Every kernel has a CPU twin it is tested against (tests/device/cuda/cuda_kernels_test.cc):
 //   Gemm / GemmBatched        SgemmReference, Bf16GemmReference (src/device/cpu/*gemm.h)
 //   Binary, BiasAdd, Unary,   the CPU kernels of Add/Sub/Mul, BiasAdd, Relu/Sigmoid and their
-//   UnaryGrad, Reduce         gradients, ReduceSum/ReduceMean (src/device/cpu/math_kernels.cc)
+//   UnaryGrad, Reduce,        gradients, ReduceSum/ReduceMean and ReduceSumGrad, OnesLike
+//   Broadcast, Fill           (src/device/cpu/math_kernels.cc, array_kernels.cc)
 //   AddN, ConcatColumns,      AddN, Concat on axis 1, Transpose {1, 0} (CPU kernels in a Session)
 //   Transpose2D
 //   DotInteraction(Grad)      DotInteractionReference / DotInteractionGradReference
@@ -82,6 +83,14 @@ struct ConcatInput {
 // Transpose2D: out [cols, rows] = x [rows, cols] transposed (Transpose with perm {1, 0}).
 [[nodiscard]] Status Transpose2D(Stream& stream, const float* x, int64_t rows, int64_t cols,
                                  float* out);
+
+// Fill: out[i] = value for i < n (OnesLike, ZerosLike).
+[[nodiscard]] Status Fill(Stream& stream, float value, float* out, int64_t n);
+// Broadcast: out viewed as [outer, axis, inner] (contiguous); out[o, a, i] = dy[o, i] * scale:
+// the gradient of Reduce (ReduceSumGrad: scale 1 for a sum, 1 / axis for a mean), the same bits
+// as the CPU's.
+[[nodiscard]] Status Broadcast(Stream& stream, const float* dy, int64_t outer, int64_t axis,
+                               int64_t inner, float scale, float* out);
 
 // Activation: what BiasAdd applies after the add (the fused Dense epilogue).
 enum class Activation { kNone, kRelu };

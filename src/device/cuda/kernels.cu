@@ -49,6 +49,21 @@ __global__ void BinaryKernel(int op, const float* x, const float* y, float* out,
   }
 }
 
+__global__ void FillKernel(float value, float* out, int64_t n) {
+  for (int64_t i = GlobalIndex(); i < n; i += GridStride()) out[i] = value;
+}
+
+// BroadcastKernel: out[o, a, i] = dy[o, i] * scale (the gradient of a sum or mean over the middle
+// axis; the CPU's ReduceSumGrad multiplies by its scale, 1 for a sum, so the bits are the same).
+__global__ void BroadcastKernel(const float* dy, int64_t outer, int64_t axis, int64_t inner,
+                                float scale, float* out) {
+  const int64_t n = outer * axis * inner;
+  for (int64_t i = GlobalIndex(); i < n; i += GridStride()) {
+    const int64_t o = i / (axis * inner), in = i % inner;
+    out[i] = dy[o * inner + in] * scale;
+  }
+}
+
 __global__ void BiasAddKernel(const float* x, const float* bias, float* out, int64_t rows,
                               int64_t cols, bool relu) {
   const int64_t n = rows * cols;
@@ -388,6 +403,20 @@ cudaStream_t S(void* stream) { return static_cast<cudaStream_t>(stream); }
 int Binary(void* stream, int op, const float* x, const float* y, float* out, int64_t n) {
   if (n == 0) return 0;
   BinaryKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(op, x, y, out, n);
+  return LastError();
+}
+
+int Fill(void* stream, float value, float* out, int64_t n) {
+  if (n == 0) return 0;
+  FillKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(value, out, n);
+  return LastError();
+}
+
+int Broadcast(void* stream, const float* dy, int64_t outer, int64_t axis, int64_t inner,
+              float scale, float* out) {
+  const int64_t n = outer * axis * inner;
+  if (n == 0) return 0;
+  BroadcastKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(dy, outer, axis, inner, scale, out);
   return LastError();
 }
 

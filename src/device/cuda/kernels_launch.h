@@ -32,6 +32,9 @@ struct OptimizerParams {
 };
 
 int Binary(void* stream, int op, const float* x, const float* y, float* out, int64_t n);
+int Fill(void* stream, float value, float* out, int64_t n);
+int Broadcast(void* stream, const float* dy, int64_t outer, int64_t axis, int64_t inner,
+              float scale, float* out);
 int BiasAdd(void* stream, const float* x, const float* bias, float* out, int64_t rows, int64_t cols,
             bool relu);
 int Unary(void* stream, int op, const float* x, float* out, int64_t n);

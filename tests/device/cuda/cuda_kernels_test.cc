@@ -1,10 +1,10 @@
 // cuda_kernels_test.cc: every kernel of the CUDA backend (src/device/cuda/cuda_kernels.h) and the
 // RowSwapper against its CPU twin on random inputs: the GEMMs against SgemmReference and
 // Bf16GemmReference, the elementwise, reduction and loss ops against the CPU kernels run through
-// a Session, the interaction against its reference functions, SegmentSum against
-// AggregateGradients and SparseApply against RowUpdater::Apply. Without a GPU (cudaGetDeviceCount
-// fails or finds none) each GPU test skips, saying so; the host-side checks (argument errors,
-// BuildSegmentCsr) run everywhere. Labels: cuda and quick (CI runs it, and it skips there).
+// a Session (Broadcast against ReduceSumGrad through Gradients), the interaction against its
+// reference functions, SegmentSum against AggregateGradients and SparseApply against
+// RowUpdater::Apply. Without a GPU (cudaGetDeviceCount fails or finds none) each GPU test skips,
+// saying so; the host-side checks (argument errors, BuildSegmentCsr) run everywhere. Labels: cuda and quick (CI runs it, and it skips there).
 #include "src/device/cuda/cuda_kernels.h"
 
 #include <gtest/gtest.h>
@@ -426,6 +426,35 @@ TEST_F(CudaKernelTest, ReduceSumAndMeanMatchCpu) {
     ExpectNear(Down<float>(out, outer * inner), want[1], 1e-6, tol / static_cast<double>(axis),
                "mean over axis " + std::to_string(c.axis));
   }
+}
+
+// Broadcast against the CPU's ReduceSumGrad: d/dx sum(reduce(x) * w) is w broadcast over the
+// reduced axis (times 1 / count for a mean), through the graph's own gradient ops.
+TEST_F(CudaKernelTest, BroadcastMatchesReduceSumGradAndFillFills) {
+  const int64_t outer = 4, axis = 300, inner = 5, total = outer * axis * inner;
+  const std::vector<float> x = Random(total, 40), w = Random(outer * inner, 41);
+  CpuGraph cpu;
+  Output xo = cpu.Input("x", x, Shape{outer, axis, inner});
+  Output wo = cpu.Input("w", w, Shape{outer, inner});
+  std::vector<Output> grads;
+  for (bool mean : {false, true}) {
+    Output r = mean ? ops::ReduceMean(cpu.scope(), xo, {1}) : ops::ReduceSum(cpu.scope(), xo, {1});
+    auto g =
+        Gradients(cpu.scope(), {ops::ReduceSum(cpu.scope(), ops::Mul(cpu.scope(), r, wo))}, {xo});
+    ASSERT_TRUE(g.ok()) << g.status();
+    grads.push_back((*g)[0]);
+  }
+  const auto want = cpu.Run(grads);
+  DeviceBuffer dw = Up(w), out = Zeros(total * 4);
+  ASSERT_TRUE(Broadcast(*stream_, dw.as<float>(), outer, axis, inner, 1.0f, out.as<float>()).ok());
+  EXPECT_EQ(Down<float>(out, total), want[0]) << "sum";
+  ASSERT_TRUE(Broadcast(*stream_, dw.as<float>(), outer, axis, inner,
+                        1.0f / static_cast<float>(axis), out.as<float>())
+                  .ok());
+  EXPECT_EQ(Down<float>(out, total), want[1]) << "mean";
+  ASSERT_TRUE(Fill(*stream_, 1.0f, out.as<float>(), total).ok());
+  EXPECT_EQ(Down<float>(out, total), std::vector<float>(static_cast<size_t>(total), 1.0f));
+  EXPECT_EQ(Fill(*stream_, 1.0f, nullptr, 3).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(CudaKernelTest, SigmoidCrossEntropyAndGradientMatchCpu) {

@@ -1,0 +1,368 @@
+// cuda_device_test.cc: the "cuda" Device behind the device seam (src/device/cuda/cuda_device.h).
+// Without a GPU (every CI machine): the registration that linking recsdk_cuda performs (the
+// device, its memory kind, its kernels and copies), the Session's error naming the missing GPU and
+// the fix, the pinned allocator's refusal, and the placement pass's decisions for a DLRM-shaped
+// training graph given the registered kernel set (dense ops on the GPU, tables, key stage and
+// initialisers on the host, a copy on every edge between them). With a GPU: the same model trained
+// on "cuda" and on "cpu" gives the same losses (tolerance), and the no-GPU test skips; without one
+// the GPU test skips, saying so. Also the device tier's RowStore in GPU memory (CudaRowStore):
+// its option checks and no-GPU error everywhere, its swaps with the host tier on a GPU.
+// Labels: cuda and quick.
+#include "src/device/cuda/cuda_device.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "recsdk/recsdk.h"
+#include "src/device/cuda/cuda_row_store.h"
+#include "src/device/kernel.h"
+#include "src/session/passes/pass_manager.h"
+#include "src/session/runtime.h"
+#include "src/table/tiers/memory_store.h"
+
+namespace recsdk::cuda {
+namespace {
+
+using internal::DeviceRegistry;
+using internal::KernelRegistry;
+
+// DlrmLike: two tables looked up by ids, a dense input through a bottom MLP, the joined vector
+// through a top MLP, sigmoid cross-entropy, SGD on the dense variables and the tables: the op mix
+// of the DLRM sample at a small size.
+struct DlrmLike {
+  Graph graph;
+  Output dense, label, loss;
+  std::vector<Output> ids;
+  Node* train = nullptr;
+  Node* init = nullptr;
+  static constexpr int64_t kBatch = 8;
+
+  DlrmLike() {
+    graph.set_random_seed(3);
+    Scope s(&graph);
+    dense = ops::Placeholder(s.WithOpName("dense"), DType::kFloat32, Shape{kBatch, 5});
+    label = ops::Placeholder(s.WithOpName("label"), DType::kFloat32, Shape{kBatch, 1});
+    layers::MlpOptions bottom;
+    bottom.name = "bottom";
+    bottom.hidden_units = {16, 4};
+    std::vector<Output> vecs = {layers::Mlp(s, dense, bottom)};
+    for (int t = 0; t < 2; ++t) {
+      TableConfig c;
+      c.name = "table" + std::to_string(t);
+      c.dim = 4;
+      c.device_vocabulary_size = 100;
+      c.initializer = Initializer::Uniform(-0.05, 0.05, 10 + t);
+      auto table = create_table(s, c, SparseOptimizerConfig::SGD(0.05f));
+      EXPECT_TRUE(table.ok()) << table.status();
+      Output id = ops::Placeholder(s.WithOpName("ids" + std::to_string(t)), DType::kInt64,
+                                   Shape{kBatch, 1});
+      ids.push_back(id);
+      SparseLookupOptions lo;
+      lo.combiner = Combiner::kSum;
+      auto e = sparse_lookup(s, *table, id, lo);
+      EXPECT_TRUE(e.ok()) << e.status();
+      vecs.push_back(*e);
+    }
+    layers::MlpOptions top;
+    top.name = "top";
+    top.hidden_units = {8};
+    top.output_units = 1;
+    Output logits = layers::Mlp(s, ops::Concat(s, vecs, 1), top);
+    loss =
+        ops::ReduceMean(s.WithOpName("loss"), ops::SigmoidCrossEntropyWithLogits(s, label, logits));
+    auto dense_train = SgdOptimizer(SgdOptions{0.05}).Minimize(s, loss);
+    EXPECT_TRUE(dense_train.ok()) << dense_train.status();
+    auto sparse_train = SparseMinimize(s, loss);
+    EXPECT_TRUE(sparse_train.ok()) << sparse_train.status();
+    train = ops::Group(s.WithOpName("train"), {*dense_train, *sparse_train});
+    init = GlobalVariablesInitializer(s);
+    EXPECT_TRUE(s.status().ok()) << s.status();
+  }
+
+  FeedList Feeds(int step) const {
+    std::mt19937 rng(static_cast<uint32_t>(100 + step));
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    FeedList f;
+    Tensor d(DType::kFloat32, Shape{kBatch, 5});
+    for (float& v : d.flat<float>()) v = u(rng);
+    Tensor l(DType::kFloat32, Shape{kBatch, 1});
+    for (float& v : l.flat<float>()) v = u(rng) > 0 ? 1.0f : 0.0f;
+    f.emplace_back(dense, d);
+    f.emplace_back(label, l);
+    for (const Output& o : ids) {
+      Tensor t(DType::kInt64, Shape{kBatch, 1});
+      for (int64_t& v : t.flat<int64_t>()) v = static_cast<int64_t>(rng() % 100);
+      f.emplace_back(o, t);
+    }
+    return f;
+  }
+};
+
+SessionConfig CudaConfig(bool mix) {
+  SessionConfig c;
+  c.device = kCudaDeviceType;
+  c.mix_compile_mode = mix;
+  c.intra_op_parallelism = 1;
+  return c;
+}
+
+TEST(CudaDeviceTest, LinkingRecsdkCudaRegistersTheDeviceAndItsKernels) {
+  const std::vector<std::string> types = DeviceRegistry::Global().Types();
+  ASSERT_NE(std::find(types.begin(), types.end(), "cuda"), types.end())
+      << "linking recsdk_cuda must register the \"cuda\" device (static initializer in "
+         "cuda_device.cc, kept by --undefined=recsdk_cuda_backend_anchor)";
+  auto memory = DeviceRegistry::Global().Memory("cuda");
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  EXPECT_EQ(*memory, MemoryKind::kDevice);
+
+  const KernelRegistry& r = KernelRegistry::Global();
+  ASSERT_FALSE(CudaKernelOps().empty());
+  for (const std::string& op : CudaKernelOps()) {
+    EXPECT_NE(r.Find(op, "cuda", DType::kFloat32, ""), nullptr) << op;
+  }
+  for (const char* op :
+       {"MatMul",       "BiasAdd",        "BiasAddGrad",        "Relu",
+        "ReluGrad",     "DotInteraction", "DotInteractionGrad", "SigmoidCrossEntropyWithLogits",
+        "ReduceMean",   "Concat",         "ConcatGrad",         "ApplyGradientDescent",
+        "ApplyAdagrad", "ApplyAdam",      "ReadVariable",       "Assign",
+        "OnesLike",     "ReduceSumGrad",  "CopyHostToDevice",   "CopyDeviceToHost"}) {
+    EXPECT_NE(r.Find(op, "cuda", DType::kFloat32, ""), nullptr) << op;
+  }
+  // No CPU kernel is borrowed: the device has no alias, so what has no CUDA kernel is absent.
+  for (const char* op :
+       {"TableGather", "SparseLookup", "TableApply", "RandomUniform", "Softmax", "Placeholder"}) {
+    EXPECT_EQ(r.Find(op, "cuda", DType::kFloat32, ""), nullptr) << op;
+  }
+  // float32 kernels only (but the int64 global step's AssignAdd, staged through the host).
+  EXPECT_EQ(r.Find("MatMul", "cuda", DType::kFloat64, ""), nullptr);
+  EXPECT_NE(r.Find("AssignAdd", "cuda", DType::kInt64, ""), nullptr);
+}
+
+TEST(CudaDeviceTest, WithoutAGpuTheSessionNamesTheMissingGpuAndTheFix) {
+  if (GpuCount() > 0) GTEST_SKIP() << "a GPU is present: the no-GPU error cannot happen here";
+  Graph g;
+  Scope s(&g);
+  Output x = ops::Placeholder(s.WithOpName("x"), DType::kFloat32, Shape{2, 3});
+  ops::Relu(s.WithOpName("r"), x);
+  auto session = Session::Create(g, CudaConfig(/*mix=*/true));
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kFailedPrecondition) << session.status();
+  EXPECT_NE(session.status().message().find("device \"cuda\": no GPU found"), std::string::npos)
+      << session.status();
+  EXPECT_NE(session.status().message().find("SessionConfig::device"), std::string::npos)
+      << session.status();
+  // The device factory alike (what the Session calls).
+  auto device = CreateCudaDevice(SessionConfig{});
+  ASSERT_FALSE(device.ok());
+  EXPECT_EQ(device.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(CudaDeviceTest, PinnedHostAllocatorNeedsAGpu) {
+  auto pinned = PinnedHostAllocator();
+  EXPECT_EQ(pinned->kind(), MemoryKind::kPinnedHost);
+  if (GpuCount() > 0) {
+    void* p = pinned->Allocate(4096);
+    ASSERT_NE(p, nullptr);
+    pinned->Zero(p, 4096);
+    EXPECT_EQ(static_cast<unsigned char*>(p)[4095], 0);
+    pinned->Free(p, 4096);
+  } else {
+    EXPECT_EQ(pinned->Allocate(4096), nullptr) << "no GPU: no pinned memory either";
+  }
+}
+
+TEST(CudaDeviceTest, PlacementPutsDenseOpsOnTheGpuAndTablesOnTheHost) {
+  internal::InitializeRuntime();
+  DlrmLike model;
+  std::unique_ptr<Graph> g = model.graph.Copy();
+  auto passes = internal::RunSessionPasses(CudaConfig(/*mix=*/true), g.get());
+  ASSERT_TRUE(passes.ok()) << passes.status();
+  const KernelRegistry& r = KernelRegistry::Global();
+  std::set<std::string> on_gpu, on_host;
+  int to_device = 0, to_host = 0;
+  for (Node* n : g->nodes()) {
+    if (n->type() == "CopyHostToDevice") ++to_device;
+    if (n->type() == "CopyDeviceToHost") ++to_host;
+    const bool gpu = n->device() == "cuda:0";
+    ASSERT_TRUE(gpu || n->device() == "cpu:0") << n->name() << " on " << n->device();
+    (gpu ? on_gpu : on_host).insert(n->type());
+    // The rule: on the GPU exactly when the GPU has a kernel for it.
+    const bool has = r.Find(n->type(), "cuda", internal::KernelDType(*n), "") != nullptr;
+    EXPECT_EQ(gpu, has) << n->name() << " (" << n->type() << ")";
+  }
+  for (const char* op : {"MatMul", "BiasAdd", "Relu", "ReluGrad", "BiasAddGrad", "Concat",
+                         "SigmoidCrossEntropyWithLogits", "ReduceMean", "ApplyGradientDescent",
+                         "ReadVariable", "Assign", "OnesLike", "ReduceSumGrad"}) {
+    EXPECT_TRUE(on_gpu.contains(op)) << op << " should run on the GPU";
+  }
+  for (const char* op :
+       {"TableGather", "SparseLookup", "TableApply", "Placeholder", "RandomUniform"}) {
+    EXPECT_TRUE(on_host.contains(op)) << op << " should run on the host";
+  }
+  EXPECT_GT(to_device, 0);
+  EXPECT_GT(to_host, 0);
+  // Every data edge stays in one memory space once the copies are in.
+  auto host_side = [](const Node* n, bool as_consumer) {
+    if (n->type() == "CopyHostToDevice") return as_consumer;
+    if (n->type() == "CopyDeviceToHost") return !as_consumer;
+    return n->device() == "cpu:0";
+  };
+  for (Node* n : g->nodes()) {
+    for (int i = 0; i < n->num_inputs(); ++i) {
+      const Output& in = n->input(i);
+      if (in.dtype() == DType::kResource) continue;
+      EXPECT_EQ(host_side(in.node, false), host_side(n, true))
+          << n->name() << " input " << i << " from " << in.node->name() << " crosses memory "
+          << "spaces without a copy";
+    }
+  }
+}
+
+TEST(CudaDeviceTest, WithoutMixCompileModeTheFirstHostOnlyOpIsNamed) {
+  internal::InitializeRuntime();
+  DlrmLike model;
+  std::unique_ptr<Graph> g = model.graph.Copy();
+  auto passes = internal::RunSessionPasses(CudaConfig(/*mix=*/false), g.get());
+  ASSERT_FALSE(passes.ok());
+  EXPECT_EQ(passes.status().code(), absl::StatusCode::kUnimplemented) << passes.status();
+  EXPECT_NE(passes.status().message().find("has no cuda kernel"), std::string::npos)
+      << passes.status();
+  EXPECT_NE(passes.status().message().find("mix_compile_mode"), std::string::npos)
+      << passes.status();
+}
+
+// With a GPU: the model trains on "cuda" as on "cpu" (GEMMs in full float32 on both; sums in a
+// different order, hence the tolerance).
+TEST(CudaDeviceTest, TrainsAsOnTheCpu) {
+  if (GpuCount() == 0) {
+    GTEST_SKIP() << "no GPU found (" << NoGpuReason()
+                 << "): training on the cuda device needs an NVIDIA GPU; scripts/gpu_proof.sh "
+                    "runs this test on one";
+  }
+  DlrmLike model;
+  std::vector<std::vector<float>> losses(2);
+  for (int d = 0; d < 2; ++d) {
+    SessionConfig config = d == 0 ? SessionConfig{} : CudaConfig(/*mix=*/true);
+    config.intra_op_parallelism = 1;
+    auto session = Session::Create(model.graph, config);
+    ASSERT_TRUE(session.ok()) << session.status();
+    ASSERT_TRUE((*session)->Run({}, {}, {model.init}).ok());
+    for (int step = 0; step < 5; ++step) {
+      std::vector<Tensor> out;
+      Status st = (*session)->Run(model.Feeds(step), {model.loss}, {model.train}, &out);
+      ASSERT_TRUE(st.ok()) << st;
+      losses[static_cast<size_t>(d)].push_back(out[0].scalar<float>());
+    }
+  }
+  for (size_t i = 0; i < losses[0].size(); ++i) {
+    EXPECT_NEAR(losses[1][i], losses[0][i], 1e-4 + 1e-4 * std::fabs(losses[0][i])) << "step " << i;
+  }
+}
+
+TEST(CudaRowStoreTest, ChecksItsOptionsThenNeedsAGpu) {
+  CudaRowStoreOptions bad;
+  bad.row_floats = 8;
+  bad.dim = 9;  // more than a row
+  bad.capacity = 10;
+  bad.label = "table \"t\"";
+  auto store = CudaRowStore::Create(bad);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument) << store.status();
+  EXPECT_NE(store.status().message().find("table \"t\""), std::string::npos);
+  if (GpuCount() > 0) return;  // the rest is the no-GPU error
+  CudaRowStoreOptions good = bad;
+  good.dim = 4;
+  store = CudaRowStore::Create(good);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
+  EXPECT_NE(store.status().message().find("no GPU found"), std::string::npos) << store.status();
+}
+
+// With a GPU: rows move between the host tier's MemoryStore and the GPU store bitwise, the
+// CUDA lookup reads them from table(), pins hold rows on the device, duplicates keep the later row.
+TEST(CudaRowStoreTest, SwapsRowsWithTheHostTier) {
+  if (GpuCount() == 0) {
+    GTEST_SKIP() << "no GPU found (" << NoGpuReason()
+                 << "): the device tier in GPU memory needs an NVIDIA GPU; scripts/gpu_proof.sh "
+                    "runs this test on one";
+  }
+  constexpr int kRowFloats = 12, kDim = 4;
+  constexpr size_t kRows = 300;
+  CudaRowStoreOptions o;
+  o.row_floats = kRowFloats;
+  o.dim = kDim;
+  o.capacity = 1000;
+  o.chunk_rows = 64;  // several chunks per call
+  o.label = "test";
+  auto gpu = CudaRowStore::Create(o);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  internal::MemoryStoreOptions mo;
+  mo.tier = internal::Tier::kHost;
+  mo.row_floats = kRowFloats;
+  mo.capacity = 1000;
+  auto host = internal::MemoryStore::Create(mo);
+  ASSERT_TRUE(host.ok()) << host.status();
+
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> rows(kRows * kRowFloats);
+  for (float& v : rows) v = u(rng);
+  std::vector<uint32_t> host_slots(kRows), gpu_slots(kRows), back(kRows);
+  ASSERT_TRUE((*host)->Allocate(kRows, host_slots.data()).ok());
+  ASSERT_TRUE((*host)->Write(host_slots, rows.data()).ok());
+  ASSERT_TRUE(internal::MoveRows(**host, host_slots, **gpu, gpu_slots.data()).ok());
+  EXPECT_EQ((*host)->size(), 0u);
+  EXPECT_EQ((*gpu)->size(), kRows);
+
+  std::vector<float> read(rows.size());
+  ASSERT_TRUE((*gpu)->Read(gpu_slots, read.data()).ok());
+  EXPECT_EQ(read, rows);
+
+  // The lookup kernel reads the same rows from the device table.
+  std::vector<int64_t> ids(gpu_slots.begin(), gpu_slots.end());
+  Stream& stream = (*gpu)->stream();
+  auto ids_device = Upload(stream, ids);
+  ASSERT_TRUE(ids_device.ok()) << ids_device.status();
+  auto out = DeviceBuffer::Allocate(stream, static_cast<int64_t>(kRows * kDim * sizeof(float)));
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_TRUE(GatherRows(stream, (*gpu)->table(), ids_device->as<int64_t>(),
+                         static_cast<int64_t>(kRows), out->as<float>())
+                  .ok());
+  auto gathered = Download<float>(stream, *out, static_cast<int64_t>(kRows * kDim));
+  ASSERT_TRUE(gathered.ok()) << gathered.status();
+  for (size_t r = 0; r < kRows; ++r) {
+    for (int d = 0; d < kDim; ++d) {
+      ASSERT_EQ((*gathered)[r * kDim + d], rows[r * kRowFloats + d]) << "row " << r;
+    }
+  }
+
+  // A pinned row stays; after Unpin the rows go back down, bitwise.
+  ASSERT_TRUE((*gpu)->Pin({gpu_slots[5]}).ok());
+  EXPECT_EQ(internal::MoveRows(**gpu, gpu_slots, **host, back.data()).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE((*gpu)->Unpin({gpu_slots[5]}).ok());
+  ASSERT_TRUE(internal::MoveRows(**gpu, gpu_slots, **host, back.data()).ok());
+  std::vector<float> down(rows.size());
+  ASSERT_TRUE((*host)->Read(back, down.data()).ok());
+  EXPECT_EQ(down, rows);
+
+  // A slot written twice in one call keeps the later row.
+  uint32_t slot = 0;
+  ASSERT_TRUE((*gpu)->Allocate(1, &slot).ok());
+  std::vector<float> two(2 * kRowFloats);
+  for (float& v : two) v = u(rng);
+  const std::vector<uint32_t> twice = {slot, slot};
+  ASSERT_TRUE((*gpu)->Write(twice, two.data()).ok());
+  std::vector<float> one(kRowFloats);
+  ASSERT_TRUE((*gpu)->Read({slot}, one.data()).ok());
+  EXPECT_EQ(one, std::vector<float>(two.begin() + kRowFloats, two.end()));
+}
+
+}  // namespace
+}  // namespace recsdk::cuda
