@@ -163,8 +163,10 @@ StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
   RECSDK_RETURN_IF_ERROR(internal::ValidateAttrs(*def, spec.name, spec.attrs));
   std::vector<DType> dtypes;
   std::vector<Shape> shapes;
-  internal::InferenceContext ctx(spec, &dtypes, &shapes);
+  internal::InferenceContext ctx(*def, spec, &dtypes, &shapes);
   if (def->shape_fn) RECSDK_RETURN_IF_ERROR(def->shape_fn(ctx));
+  RECSDK_RETURN_IF_ERROR(
+      internal::CheckOutputCount(*def, spec.name, static_cast<int>(dtypes.size())));
   return AddNodeUnchecked(std::move(spec), std::move(dtypes), std::move(shapes));
 }
 

@@ -248,7 +248,7 @@ StatusOr<std::vector<Output>> BuildLookup(const Scope& scope, const SparseTable&
   for (const Node* n : scope.graph()->nodes()) {
     if (n->type() == internal::kSparseLookupOp &&
         n->StringAttr("table_name") == table.table_name()) {
-      earlier += n->IntAttr("num_features", 1);
+      earlier += internal::NodeAttrs(*n).Int("num_features");
       ++calls;
     }
   }
@@ -440,7 +440,7 @@ StatusOr<Output> PaddingMask(const Output& result) {
           : result;
   const Node* n = lookup_result.node;
   if (n == nullptr || n->type() != internal::kTableGatherOp ||
-      lookup_result.index >= n->IntAttr("num_features", 1)) {
+      lookup_result.index >= internal::NodeAttrs(*n).Int("num_features")) {
     return absl::InvalidArgumentError(fmt::format(
         "PaddingMask: \"{}\" is not a result of sparse_lookup; pass an Output sparse_lookup "
         "returned",
@@ -452,8 +452,9 @@ StatusOr<Output> PaddingMask(const Output& result) {
         "table's padding_keys_mask is false; create the table with padding_keys_mask = true",
         n->name(), n->StringAttr("table_name")));
   }
-  return Output(const_cast<Node*>(n),
-                static_cast<int>(n->IntAttr("num_features", 1)) + lookup_result.index);
+  return Output(
+      const_cast<Node*>(n),
+      static_cast<int>(internal::NodeAttrs(*n).Int("num_features")) + lookup_result.index);
 }
 
 StatusOr<std::vector<SparseGrad>> ComputeSparseGradients(const Scope& scope, Output loss,
@@ -512,7 +513,7 @@ StatusOr<SparseGrad> SparseGradForLocalEmb(const Scope& scope, Output local_emb,
   if (!scope.ok()) return scope.status();
   Node* n = local_emb.node;
   if (n == nullptr || n->type() != internal::kTableGatherOp ||
-      local_emb.index >= n->IntAttr("num_features", 1)) {
+      local_emb.index >= internal::NodeAttrs(*n).Int("num_features")) {
     return absl::InvalidArgumentError(fmt::format(
         "SparseGradForLocalEmb: \"{}\" is not a lookup result; pass an entry of the {} "
         "collection",
