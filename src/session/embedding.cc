@@ -70,13 +70,13 @@ StatusOr<SparseTable> create_table(const Scope& scope, const TableConfig& config
     if (n != nullptr && n->StringAttr("table_name") == config.name &&
         scope.variable_reuse() != VariableReuse::kNone) {
       // Variable reuse (the Estimator's train, eval and predict branches): the same table.
-      if (n->IntAttr("dim", 0) != config.dim ||
+      if (n->IntAttr("dim") != config.dim ||
           n->StringAttr("optimizer_config") != internal::OptimizerConfigToJson(optimizer)) {
         return absl::InvalidArgumentError(fmt::format(
             "create_table \"{}\": under variable reuse the table exists with dim {} and "
             "optimizer {}, but this call asks for dim {} and {}; build the table the same way in "
             "every mode",
-            config.name, n->IntAttr("dim", 0), n->StringAttr("optimizer_config"), config.dim,
+            config.name, n->IntAttr("dim"), n->StringAttr("optimizer_config"), config.dim,
             optimizer.ToString()));
       }
       SparseTable t;
@@ -465,7 +465,17 @@ StatusOr<std::vector<SparseGrad>> ComputeSparseGradients(const Scope& scope, Out
   std::vector<Output> xs;
   for (const std::string& name : g->Collection(kSparseLookups)) {
     Node* n = g->FindNode(name);
-    if (n == nullptr || !n->BoolAttr("is_grad", true)) continue;
+    if (n == nullptr) continue;
+    if (n->type() != internal::kTableGatherOp) {
+      // The collection is part of a loaded graph: a name in it that is no lookup result is bad
+      // input, not a node whose inputs this code may index.
+      return absl::InvalidArgumentError(fmt::format(
+          "ComputeSparseGradients: collection \"{}\" names node \"{}\" ({}), which is not a "
+          "sparse_lookup result ({}); fix the graph's collection",
+          kSparseLookups, n->name(), n->type(), internal::kTableGatherOp));
+    }
+    const internal::NodeAttrs attrs(*n);  // absent attributes read as the declared defaults
+    if (!attrs.Bool("is_grad")) continue;
     const std::string table = n->StringAttr("table_name");
     if (!tables.empty() && std::none_of(tables.begin(), tables.end(), [&](const SparseTable& t) {
           return t.table_name() == table;
@@ -474,7 +484,7 @@ StatusOr<std::vector<SparseGrad>> ComputeSparseGradients(const Scope& scope, Out
     }
     lookups.push_back(n);
     // The embeddings only: padding masks (the outputs after them) have no gradient.
-    const int k = static_cast<int>(n->IntAttr("num_features", 1));
+    const int k = static_cast<int>(attrs.Int("num_features"));
     for (int o = 0; o < k; ++o) xs.push_back(n->output(o));
   }
   if (lookups.empty()) {
@@ -487,7 +497,7 @@ StatusOr<std::vector<SparseGrad>> ComputeSparseGradients(const Scope& scope, Out
   size_t next = 0;
   const Scope s = scope.NewSubScope("sparse_gradients");
   for (Node* n : lookups) {
-    const int k = static_cast<int>(n->IntAttr("num_features", 1));
+    const int k = static_cast<int>(internal::NodeAttrs(*n).Int("num_features"));
     std::vector<Output> restore, gs;
     for (int f = 0; f < k; ++f) {
       const Output& grad = grads[next++];
