@@ -337,6 +337,12 @@ StatusOr<std::unique_ptr<Graph>> Graph::FromJson(std::string_view text) {
         RECSDK_ASSIGN_OR_RETURN(Shape shape, ShapeFromJson(o.at("shape")));
         shapes.push_back(std::move(shape));
       }
+      if (const internal::OpDef* def = internal::OpRegistry::Global().Find(spec.type)) {
+        if (Status s = internal::CheckOutputCount(*def, spec.name, static_cast<int>(dtypes.size()));
+            !s.ok()) {
+          return absl::InvalidArgumentError(fmt::format("graph JSON: {}", s.message()));
+        }
+      }
       g->AddNodeUnchecked(std::move(spec), std::move(dtypes), std::move(shapes));
     }
     return g;

@@ -355,10 +355,9 @@ Status ValidateAttrs(const OpDef& def, std::string_view node_name, const AttrMap
 
 Status CheckOutputCount(const OpDef& def, std::string_view node_name, int count) {
   if (count < def.min_outputs || (def.max_outputs >= 0 && count > def.max_outputs)) {
-    return absl::InternalError(fmt::format(
-        "node \"{}\" ({}): {} outputs, but the op's declaration has outputs [{}]; the shape "
-        "function and the declaration disagree",
-        node_name, def.type, count, fmt::join(def.outputs, ", ")));
+    return absl::InternalError(
+        fmt::format("node \"{}\" ({}): {} outputs, but the op's declaration has outputs [{}]",
+                    node_name, def.type, count, fmt::join(def.outputs, ", ")));
   }
   return absl::OkStatus();
 }

@@ -161,8 +161,9 @@ struct OpDef {
 // the node, the op, the attribute, the type found and the type expected, or the op's attributes.
 Status ValidateAttrs(const OpDef& def, std::string_view node_name, const AttrMap& attrs);
 
-// CheckOutputCount: InternalError when `count` outputs (what the shape function added, or what a
-// loaded graph says) do not fit the declaration's `outputs`.
+// CheckOutputCount: an error naming the node, the op, the count and the declared outputs when
+// `count` outputs (what the shape function added, or what a loaded graph lists) do not fit the
+// declaration's `outputs`. Internal code; the callers say whose fault it is.
 Status CheckOutputCount(const OpDef& def, std::string_view node_name, int count);
 
 // AttrOf: what a reader of attribute `name` of a node of op `def` sees: the node's value, or the

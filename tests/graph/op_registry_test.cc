@@ -230,6 +230,22 @@ TEST(OpRegistryTest, MistypedAttributeInJsonNamesTheOpTheAttributeAndTheTypes) {
       << loaded.status();
 }
 
+// A loaded node must list the outputs its declaration has: a kernel sets only those.
+TEST(OpRegistryTest, JsonNodeWithOtherOutputsThanDeclaredIsAnError) {
+  nlohmann::json j = nlohmann::json::parse(MatMulJson(nlohmann::json::object()));
+  for (auto& node : j["nodes"]) {
+    if (node["name"] == "mm") node["outputs"].push_back(node["outputs"][0]);
+  }
+  const auto loaded = Graph::FromJson(j.dump());
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(Msg(loaded.status())
+                .find("node \"mm\" (MatMul): 2 outputs, but the op's declaration has outputs "
+                      "[product]"),
+            std::string::npos)
+      << loaded.status();
+}
+
 TEST(OpRegistryTest, MistypedAttributeIsAnErrorNamingNodeAttrAndType) {
   Graph g;
   Scope root(&g);
