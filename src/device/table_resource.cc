@@ -6,6 +6,7 @@
 
 #include "fmt/format.h"
 #include "src/common/status_macros.h"
+#include "src/graph/op_registry.h"
 #include "src/table/table_config_json.h"
 #include "src/table/tier_lease.h"
 
@@ -54,10 +55,11 @@ LookupAttrs ReadLookupAttrs(const Node& node) {
   LookupAttrs a;
   a.name = node.name();
   a.table_name = node.StringAttr("table_name");
-  a.num_features = static_cast<int>(node.IntAttr("num_features", 1));
-  a.is_train = node.BoolAttr("is_train", true);
-  a.static_shape = !node.BoolAttr("use_dynamic", true);
-  a.send_count = node.IntAttr("send_count", 0);
+  const NodeAttrs attrs(node);  // absent attributes read as the declared defaults
+  a.num_features = static_cast<int>(attrs.Int("num_features"));
+  a.is_train = attrs.Bool("is_train");
+  a.static_shape = !attrs.Bool("use_dynamic");
+  a.send_count = attrs.Int("send_count");
   a.has_mask = node.BoolAttr("has_mask");
   a.has_timestamps = node.BoolAttr("has_timestamps");
   a.feature_weights = node.IntsAttr("feature_weights");
@@ -78,7 +80,7 @@ std::vector<LookupAttrs> ReadGroupAttrs(const Node& node) {
     LookupAttrs& a = out[m];
     a.name = names[m];
     a.table_name = node.StringAttr("table_name");
-    a.is_train = node.BoolAttr("is_train", true);
+    a.is_train = NodeAttrs(node).Bool("is_train");
     a.num_features = static_cast<int>(features[m]);
     a.has_mask = masks[m] != 0;
     a.has_timestamps = times[m] != 0;

@@ -132,18 +132,14 @@ class AllReduceMeanKernel final : public OpKernel {
 void RegisterCollectiveOps() {
   static std::once_flag once;
   std::call_once(once, [] {
-    internal::OpDef def;
-    def.type = kAllReduceMeanOp;
-    def.min_inputs = 1;
-    def.max_inputs = -1;
     // Stateful: its value depends on the other ranks, so it is never constant-folded, and two
     // nodes are never merged (each rank must issue the same collectives).
-    def.stateful = true;
-    def.shape_fn = AllReduceMeanShape;
-    def.grad_fn = AllReduceMeanGrad;
-    internal::OpRegistry& r = internal::OpRegistry::Global();
-    r.Register(std::move(def));
-    r.DeclareAttrsOrDie(kAllReduceMeanOp, {});
+    internal::OpRegistry::Global().Register({.type = kAllReduceMeanOp,
+                                             .inputs = {"tensors+"},
+                                             .outputs = {"means+"},
+                                             .shape_fn = AllReduceMeanShape,
+                                             .grad_fn = AllReduceMeanGrad,
+                                             .stateful = true});
     internal::KernelRegistry::Global().Register(
         kAllReduceMeanOp, internal::kCpu, DType::kFloat32,
         [](const Node&) -> StatusOr<std::unique_ptr<OpKernel>> {

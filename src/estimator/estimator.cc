@@ -22,6 +22,7 @@
 #include "src/common/env.h"
 #include "src/common/status_macros.h"
 #include "src/device/resource_mgr.h"
+#include "src/graph/op_registry.h"
 #include "src/session/session_resources.h"
 #include "src/session/table_ops.h"
 
@@ -149,7 +150,7 @@ Status Estimator::Impl::CheckSpec(ModeKeys mode, const EstimatorSpec& s, int fir
     const std::vector<Node*> nodes = graph.nodes();
     for (size_t i = static_cast<size_t>(first_node); i < nodes.size(); ++i) {
       const Node* n = nodes[i];
-      if (n->type() == internal::kSparseLookupOp && n->BoolAttr("is_train", true)) {
+      if (n->type() == internal::kSparseLookupOp && internal::NodeAttrs(*n).Bool("is_train")) {
         return absl::InvalidArgumentError(fmt::format(
             "Estimator: model_fn in mode {} built sparse_lookup \"{}\" with is_train = true: "
             "evaluation and prediction lookups must only read; set SparseLookupOptions::is_train "

@@ -163,8 +163,13 @@ StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
   RECSDK_RETURN_IF_ERROR(internal::ValidateAttrs(*def, spec.name, spec.attrs));
   std::vector<DType> dtypes;
   std::vector<Shape> shapes;
-  internal::InferenceContext ctx(spec, &dtypes, &shapes);
+  internal::InferenceContext ctx(*def, spec, &dtypes, &shapes);
   if (def->shape_fn) RECSDK_RETURN_IF_ERROR(def->shape_fn(ctx));
+  if (Status s = internal::CheckOutputCount(*def, spec.name, static_cast<int>(dtypes.size()));
+      !s.ok()) {
+    return absl::InternalError(fmt::format(
+        "{}; the shape function and the declaration disagree (a bug in the op)", s.message()));
+  }
   return AddNodeUnchecked(std::move(spec), std::move(dtypes), std::move(shapes));
 }
 

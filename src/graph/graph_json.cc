@@ -17,6 +17,7 @@
 #include "src/common/json_parse.h"
 #include "src/common/status_macros.h"
 #include "src/graph/attr_json.h"
+#include "src/graph/op_registry.h"
 
 namespace recsdk {
 namespace {
@@ -314,10 +315,18 @@ StatusOr<std::unique_ptr<Graph>> Graph::FromJson(std::string_view text) {
           spec.inputs.push_back(*o);
         }
       }
-      for (const auto& [k, v] : jn.at("attrs").items()) {
-        auto a = AttrFromJson(v);
-        if (!a.ok()) return a.status();
-        spec.attrs[k] = *std::move(a);
+      // The attributes: each one that cannot be read names the node, its op and the attribute;
+      // a node of a registered op is checked against the op's declaration here, so an unknown or
+      // mistyped attribute is an error naming the op, the attribute and the declared ones (ops
+      // of upper layers that are not registered yet are checked when a Session is created).
+      RECSDK_ASSIGN_OR_RETURN(
+          spec.attrs,
+          internal::AttrMapFromJson(
+              jn.at("attrs"), fmt::format("graph JSON node \"{}\" ({})", spec.name, spec.type)));
+      if (const internal::OpDef* def = internal::OpRegistry::Global().Find(spec.type)) {
+        if (Status s = internal::ValidateAttrs(*def, spec.name, spec.attrs); !s.ok()) {
+          return absl::InvalidArgumentError(fmt::format("graph JSON: {}", s.message()));
+        }
       }
       std::vector<DType> dtypes;
       std::vector<Shape> shapes;
@@ -327,6 +336,12 @@ StatusOr<std::unique_ptr<Graph>> Graph::FromJson(std::string_view text) {
         dtypes.push_back(*d);
         RECSDK_ASSIGN_OR_RETURN(Shape shape, ShapeFromJson(o.at("shape")));
         shapes.push_back(std::move(shape));
+      }
+      if (const internal::OpDef* def = internal::OpRegistry::Global().Find(spec.type)) {
+        if (Status s = internal::CheckOutputCount(*def, spec.name, static_cast<int>(dtypes.size()));
+            !s.ok()) {
+          return absl::InvalidArgumentError(fmt::format("graph JSON: {}", s.message()));
+        }
       }
       g->AddNodeUnchecked(std::move(spec), std::move(dtypes), std::move(shapes));
     }

@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <mutex>
 
+#include "absl/strings/numbers.h"
+#include "nlohmann/json.hpp"
 #include "src/common/check.h"
 #include "src/common/hash.h"
+#include "src/graph/attr_json.h"
 
 namespace recsdk::internal {
 
@@ -13,48 +16,112 @@ const AttrValue* InferenceContext::attr(std::string_view name) const {
   auto it = spec_.attrs.find(std::string(name));
   return it == spec_.attrs.end() ? nullptr : &it->second;
 }
-int64_t InferenceContext::IntAttr(std::string_view name, int64_t fallback) const {
-  const AttrValue* a = attr(name);
-  if (a == nullptr) return fallback;
-  if (auto* v = a->get_if<int64_t>()) return *v;
-  return fallback;
+
+namespace {
+
+// The typed value of an attribute as a reader sees it (AttrOf); a value of another type reads as
+// the type's empty value, as Node::IntAttr & co. read it (validation rules that out first).
+int64_t OpAttrInt(const AttrValue& a) {
+  if (auto* v = a.get_if<int64_t>()) return *v;
+  return 0;
 }
-double InferenceContext::FloatAttr(std::string_view name, double fallback) const {
-  const AttrValue* a = attr(name);
-  if (a == nullptr) return fallback;
-  if (auto* v = a->get_if<double>()) return *v;
-  if (auto* v = a->get_if<int64_t>()) return static_cast<double>(*v);
-  return fallback;
+double OpAttrFloat(const AttrValue& a) {
+  if (auto* v = a.get_if<double>()) return *v;
+  if (auto* v = a.get_if<int64_t>()) return static_cast<double>(*v);
+  return 0;
 }
-bool InferenceContext::BoolAttr(std::string_view name, bool fallback) const {
-  const AttrValue* a = attr(name);
-  if (a == nullptr) return fallback;
-  if (auto* v = a->get_if<bool>()) return *v;
-  return fallback;
+bool OpAttrBool(const AttrValue& a) {
+  if (auto* v = a.get_if<bool>()) return *v;
+  return false;
 }
-std::string InferenceContext::StringAttr(std::string_view name) const {
-  const AttrValue* a = attr(name);
-  if (a == nullptr) return "";
-  if (auto* v = a->get_if<std::string>()) return *v;
+std::string OpAttrString(const AttrValue& a) {
+  if (auto* v = a.get_if<std::string>()) return *v;
   return "";
 }
+std::vector<int64_t> OpAttrInts(const AttrValue& a) {
+  if (auto* v = a.get_if<std::vector<int64_t>>()) return *v;
+  return {};
+}
+std::vector<std::string> OpAttrStrings(const AttrValue& a) {
+  if (auto* v = a.get_if<std::vector<std::string>>()) return *v;
+  return {};
+}
+
+std::string DeclaredAttrNames(const OpDef& def) {
+  std::vector<std::string> known;
+  for (const AttrDef& d : def.attrs) known.push_back(d.name);
+  return fmt::format("[{}]", fmt::join(known, ", "));
+}
+
+}  // namespace
+
+const AttrValue& AttrOf(const OpDef& def, const AttrMap& attrs, std::string_view name) {
+  const AttrDef* d = def.FindAttr(name);
+  RECSDK_CHECK_MSG(d != nullptr,
+                   fmt::format("op {} reads attribute \"{}\", which its declaration does not "
+                               "have (it declares {}); declare it in the op's OpDef or fix the "
+                               "reader",
+                               def.type, name, DeclaredAttrNames(def)));
+  auto it = attrs.find(std::string(name));
+  // A present value of another type (only a graph that skipped validation has one) reads as the
+  // default, as the readers' fallbacks did.
+  if (it != attrs.end() &&
+      (it->second.type() == d->type ||
+       (d->type == AttrValue::Type::kFloat && it->second.type() == AttrValue::Type::kInt))) {
+    return it->second;
+  }
+  return d->default_value;
+}
+
+int64_t InferenceContext::IntAttr(std::string_view name) const {
+  return OpAttrInt(AttrOf(def_, spec_.attrs, name));
+}
+double InferenceContext::FloatAttr(std::string_view name) const {
+  return OpAttrFloat(AttrOf(def_, spec_.attrs, name));
+}
+bool InferenceContext::BoolAttr(std::string_view name) const {
+  return OpAttrBool(AttrOf(def_, spec_.attrs, name));
+}
+std::string InferenceContext::StringAttr(std::string_view name) const {
+  return OpAttrString(AttrOf(def_, spec_.attrs, name));
+}
 DType InferenceContext::DTypeAttr(std::string_view name) const {
-  const AttrValue* a = attr(name);
-  if (a == nullptr) return DType::kInvalid;
-  if (auto* v = a->get_if<DType>()) return *v;
+  const AttrValue& a = AttrOf(def_, spec_.attrs, name);
+  if (auto* v = a.get_if<DType>()) return *v;
   return DType::kInvalid;
 }
 Shape InferenceContext::ShapeAttr(std::string_view name) const {
-  const AttrValue* a = attr(name);
-  if (a == nullptr) return Shape();
-  if (auto* v = a->get_if<Shape>()) return *v;
+  const AttrValue& a = AttrOf(def_, spec_.attrs, name);
+  if (auto* v = a.get_if<Shape>()) return *v;
   return Shape();
 }
 std::vector<int64_t> InferenceContext::IntsAttr(std::string_view name) const {
-  const AttrValue* a = attr(name);
-  if (a == nullptr) return {};
-  if (auto* v = a->get_if<std::vector<int64_t>>()) return *v;
-  return {};
+  return OpAttrInts(AttrOf(def_, spec_.attrs, name));
+}
+
+NodeAttrs::NodeAttrs(const Node& node) : node_(node), def_(OpRegistry::Global().Find(node.type())) {
+  RECSDK_CHECK_MSG(def_ != nullptr,
+                   fmt::format("NodeAttrs: node \"{}\" has op type \"{}\", which is not "
+                               "registered (the graph was validated, so this is a reader bug)",
+                               node.name(), node.type()));
+}
+int64_t NodeAttrs::Int(std::string_view name) const {
+  return OpAttrInt(AttrOf(*def_, node_.attrs(), name));
+}
+double NodeAttrs::Float(std::string_view name) const {
+  return OpAttrFloat(AttrOf(*def_, node_.attrs(), name));
+}
+bool NodeAttrs::Bool(std::string_view name) const {
+  return OpAttrBool(AttrOf(*def_, node_.attrs(), name));
+}
+std::string NodeAttrs::String(std::string_view name) const {
+  return OpAttrString(AttrOf(*def_, node_.attrs(), name));
+}
+std::vector<int64_t> NodeAttrs::Ints(std::string_view name) const {
+  return OpAttrInts(AttrOf(*def_, node_.attrs(), name));
+}
+std::vector<std::string> NodeAttrs::Strings(std::string_view name) const {
+  return OpAttrStrings(AttrOf(*def_, node_.attrs(), name));
 }
 
 std::string InferenceContext::InputDesc(int i) const {
@@ -112,40 +179,114 @@ OpRegistry& OpRegistry::Global() {
     RegisterStateOps(*r);
     RegisterRandomOps(*r);
     RegisterFusedOps(*r);
-    DeclareCoreAttrSchemas(*r);
-    RegisterPrecisionOps(*r);  // declares its own schemas
+    RegisterPrecisionOps(*r);
     return r;
   }();
   return *registry;
 }
 
+namespace {
+
+// OpArity: the counts a list of input or output names allows (OpDef::inputs' grammar), or an error
+// naming the entry that breaks it.
+struct OpArity {
+  int min = 0;
+  int max = 0;  // -1: any number
+};
+
+StatusOr<OpArity> ParseOpArity(const std::vector<std::string>& names, std::string_view what) {
+  OpArity arity;
+  bool optional_seen = false;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& n = names[i];
+    const bool last = i + 1 == names.size();
+    auto bad = [&](std::string_view why) {
+      return absl::InvalidArgumentError(fmt::format("{} entry \"{}\": {}", what, n, why));
+    };
+    if (n.empty()) return bad("a name is needed");
+    const char q = n.back();
+    int repeat_min = -1;  // >= 0: this entry repeats, at least that many times
+    if (q == '*') {
+      repeat_min = 0;
+    } else if (q == '+') {
+      repeat_min = 1;
+    } else if (q == '}') {
+      const size_t open = n.rfind('{');
+      const std::string_view body =
+          open == std::string::npos ? std::string_view() : std::string_view(n).substr(open + 1);
+      int count = 0;
+      if (body.size() < 3 || body.substr(body.size() - 2) != ",}" ||
+          !absl::SimpleAtoi(absl::string_view(body.data(), body.size() - 2), &count) || count < 0) {
+        return bad("a repeat is written {N,}");
+      }
+      repeat_min = count;
+    }
+    if (repeat_min >= 0) {
+      if (!last) return bad("only the last entry may repeat");
+      if (optional_seen) return bad("a repeated entry cannot follow an optional one");
+      arity.min += repeat_min;
+      arity.max = -1;
+    } else if (q == '?') {
+      optional_seen = true;
+      ++arity.max;
+    } else {
+      if (optional_seen) return bad("a required entry cannot follow an optional one");
+      ++arity.min;
+      ++arity.max;
+    }
+  }
+  return arity;
+}
+
+// CheckDeclaration: a malformed declaration's error, naming what is wrong.
+Status CheckOpDeclaration(OpDef& def) {
+  if (def.type.empty()) return absl::InvalidArgumentError("an op declaration needs a type");
+  RECSDK_ASSIGN_OR_RETURN(const OpArity in, ParseOpArity(def.inputs, "inputs"));
+  RECSDK_ASSIGN_OR_RETURN(const OpArity out, ParseOpArity(def.outputs, "outputs"));
+  def.min_inputs = in.min;
+  def.max_inputs = in.max;
+  def.min_outputs = out.min;
+  def.max_outputs = out.max;
+  for (size_t i = 0; i < def.attrs.size(); ++i) {
+    const AttrDef& a = def.attrs[i];
+    for (size_t j = 0; j < i; ++j) {
+      if (def.attrs[j].name == a.name) {
+        return absl::InvalidArgumentError(
+            fmt::format("attribute \"{}\" is declared twice", a.name));
+      }
+    }
+    if (a.type == AttrValue::Type::kNone) {
+      return absl::InvalidArgumentError(fmt::format("attribute \"{}\" needs a type", a.name));
+    }
+    const AttrValue::Type dt = a.default_value.type();
+    if (a.required && dt != AttrValue::Type::kNone) {
+      return absl::InvalidArgumentError(
+          fmt::format("required attribute \"{}\" cannot have a default", a.name));
+    }
+    if (dt != AttrValue::Type::kNone && dt != a.type) {
+      return absl::InvalidArgumentError(
+          fmt::format("attribute \"{}\" is {} but its default {} is {}", a.name,
+                      AttrTypeName(a.type), a.default_value.ToString(), AttrTypeName(dt)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 void OpRegistry::Register(OpDef def) {
+  const Status s = CheckOpDeclaration(def);
+  RECSDK_CHECK_MSG(s.ok(),
+                   fmt::format("op declaration \"{}\" is malformed: {}", def.type, s.message()));
   absl::MutexLock lock(&mu_);
   std::string type = def.type;
   ops_[type] = std::make_unique<OpDef>(std::move(def));
 }
 
 const OpDef* OpRegistry::Find(std::string_view type) const {
-  absl::MutexLock lock(&mu_);
-  auto it = ops_.find(std::string(type));
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = ops_.find(absl::string_view(type.data(), type.size()));  // no string is built
   return it == ops_.end() ? nullptr : it->second.get();
-}
-
-Status OpRegistry::DeclareAttrs(std::string_view type, std::vector<AttrDef> attrs) {
-  absl::MutexLock lock(&mu_);
-  auto it = ops_.find(std::string(type));
-  if (it == ops_.end()) {
-    return absl::FailedPreconditionError(
-        fmt::format("DeclareAttrs: op type \"{}\" is not registered; register it first", type));
-  }
-  it->second->attrs = std::move(attrs);
-  it->second->attrs_declared = true;
-  return absl::OkStatus();
-}
-
-void OpRegistry::DeclareAttrsOrDie(std::string_view type, std::vector<AttrDef> attrs) {
-  const Status s = DeclareAttrs(type, std::move(attrs));
-  RECSDK_CHECK_MSG(s.ok(), std::string(s.message()));
 }
 
 std::string_view AttrTypeName(AttrValue::Type type) {
@@ -185,15 +326,12 @@ const AttrDef* OpDef::FindAttr(std::string_view name) const {
 }
 
 Status ValidateAttrs(const OpDef& def, std::string_view node_name, const AttrMap& attrs) {
-  if (!def.attrs_declared) return absl::OkStatus();
   for (const auto& [name, value] : attrs) {
     const AttrDef* a = def.FindAttr(name);
     if (a == nullptr) {
-      std::vector<std::string> known;
-      for (const AttrDef& d : def.attrs) known.push_back(d.name);
       return absl::InvalidArgumentError(
-          fmt::format("node \"{}\" ({}): unknown attribute \"{}\"; the op's attributes are [{}]",
-                      node_name, def.type, name, fmt::join(known, ", ")));
+          fmt::format("node \"{}\" ({}): unknown attribute \"{}\"; the op's attributes are {}",
+                      node_name, def.type, name, DeclaredAttrNames(def)));
     }
     const AttrValue::Type got = value.type();
     const bool widened = a->type == AttrValue::Type::kFloat && got == AttrValue::Type::kInt;
@@ -215,12 +353,45 @@ Status ValidateAttrs(const OpDef& def, std::string_view node_name, const AttrMap
   return absl::OkStatus();
 }
 
+Status CheckOutputCount(const OpDef& def, std::string_view node_name, int count) {
+  if (count < def.min_outputs || (def.max_outputs >= 0 && count > def.max_outputs)) {
+    return absl::InternalError(
+        fmt::format("node \"{}\" ({}): {} outputs, but the op's declaration has outputs [{}]",
+                    node_name, def.type, count, fmt::join(def.outputs, ", ")));
+  }
+  return absl::OkStatus();
+}
+
 std::vector<std::string> OpRegistry::OpTypes() const {
-  absl::MutexLock lock(&mu_);
+  absl::ReaderMutexLock lock(&mu_);
   std::vector<std::string> types;
   for (const auto& [k, v] : ops_) types.push_back(k);
   std::sort(types.begin(), types.end());
   return types;
+}
+
+std::string OpRegistry::SchemaJson(int indent) const {
+  nlohmann::json ops = nlohmann::json::array();
+  for (const std::string& type : OpTypes()) {
+    const OpDef& def = *Find(type);
+    nlohmann::json attrs = nlohmann::json::array();
+    for (const AttrDef& a : def.attrs) {
+      nlohmann::json ja = {
+          {"name", a.name}, {"type", std::string(AttrTypeName(a.type))}, {"required", a.required}};
+      if (a.default_value.type() != AttrValue::Type::kNone) {
+        ja["default"] = AttrMapToJson({{a.name, a.default_value}})[a.name];
+      }
+      attrs.push_back(std::move(ja));
+    }
+    ops.push_back({{"type", def.type},
+                   {"inputs", def.inputs},
+                   {"outputs", def.outputs},
+                   {"attrs", std::move(attrs)},
+                   {"stateful", def.stateful},
+                   {"differentiable", static_cast<bool>(def.grad_fn)}});
+  }
+  return nlohmann::json{{"format", "recsdk.op_schema"}, {"version", 1}, {"ops", std::move(ops)}}
+      .dump(indent);
 }
 
 StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b) {

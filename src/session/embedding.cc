@@ -70,13 +70,13 @@ StatusOr<SparseTable> create_table(const Scope& scope, const TableConfig& config
     if (n != nullptr && n->StringAttr("table_name") == config.name &&
         scope.variable_reuse() != VariableReuse::kNone) {
       // Variable reuse (the Estimator's train, eval and predict branches): the same table.
-      if (n->IntAttr("dim", 0) != config.dim ||
+      if (n->IntAttr("dim") != config.dim ||
           n->StringAttr("optimizer_config") != internal::OptimizerConfigToJson(optimizer)) {
         return absl::InvalidArgumentError(fmt::format(
             "create_table \"{}\": under variable reuse the table exists with dim {} and "
             "optimizer {}, but this call asks for dim {} and {}; build the table the same way in "
             "every mode",
-            config.name, n->IntAttr("dim", 0), n->StringAttr("optimizer_config"), config.dim,
+            config.name, n->IntAttr("dim"), n->StringAttr("optimizer_config"), config.dim,
             optimizer.ToString()));
       }
       SparseTable t;
@@ -248,7 +248,7 @@ StatusOr<std::vector<Output>> BuildLookup(const Scope& scope, const SparseTable&
   for (const Node* n : scope.graph()->nodes()) {
     if (n->type() == internal::kSparseLookupOp &&
         n->StringAttr("table_name") == table.table_name()) {
-      earlier += n->IntAttr("num_features", 1);
+      earlier += internal::NodeAttrs(*n).Int("num_features");
       ++calls;
     }
   }
@@ -440,7 +440,7 @@ StatusOr<Output> PaddingMask(const Output& result) {
           : result;
   const Node* n = lookup_result.node;
   if (n == nullptr || n->type() != internal::kTableGatherOp ||
-      lookup_result.index >= n->IntAttr("num_features", 1)) {
+      lookup_result.index >= internal::NodeAttrs(*n).Int("num_features")) {
     return absl::InvalidArgumentError(fmt::format(
         "PaddingMask: \"{}\" is not a result of sparse_lookup; pass an Output sparse_lookup "
         "returned",
@@ -452,8 +452,9 @@ StatusOr<Output> PaddingMask(const Output& result) {
         "table's padding_keys_mask is false; create the table with padding_keys_mask = true",
         n->name(), n->StringAttr("table_name")));
   }
-  return Output(const_cast<Node*>(n),
-                static_cast<int>(n->IntAttr("num_features", 1)) + lookup_result.index);
+  return Output(
+      const_cast<Node*>(n),
+      static_cast<int>(internal::NodeAttrs(*n).Int("num_features")) + lookup_result.index);
 }
 
 StatusOr<std::vector<SparseGrad>> ComputeSparseGradients(const Scope& scope, Output loss,
@@ -464,7 +465,17 @@ StatusOr<std::vector<SparseGrad>> ComputeSparseGradients(const Scope& scope, Out
   std::vector<Output> xs;
   for (const std::string& name : g->Collection(kSparseLookups)) {
     Node* n = g->FindNode(name);
-    if (n == nullptr || !n->BoolAttr("is_grad", true)) continue;
+    if (n == nullptr) continue;
+    if (n->type() != internal::kTableGatherOp) {
+      // The collection is part of a loaded graph: a name in it that is no lookup result is bad
+      // input, not a node whose inputs this code may index.
+      return absl::InvalidArgumentError(fmt::format(
+          "ComputeSparseGradients: collection \"{}\" names node \"{}\" ({}), which is not a "
+          "sparse_lookup result ({}); fix the graph's collection",
+          kSparseLookups, n->name(), n->type(), internal::kTableGatherOp));
+    }
+    const internal::NodeAttrs attrs(*n);  // absent attributes read as the declared defaults
+    if (!attrs.Bool("is_grad")) continue;
     const std::string table = n->StringAttr("table_name");
     if (!tables.empty() && std::none_of(tables.begin(), tables.end(), [&](const SparseTable& t) {
           return t.table_name() == table;
@@ -473,7 +484,7 @@ StatusOr<std::vector<SparseGrad>> ComputeSparseGradients(const Scope& scope, Out
     }
     lookups.push_back(n);
     // The embeddings only: padding masks (the outputs after them) have no gradient.
-    const int k = static_cast<int>(n->IntAttr("num_features", 1));
+    const int k = static_cast<int>(attrs.Int("num_features"));
     for (int o = 0; o < k; ++o) xs.push_back(n->output(o));
   }
   if (lookups.empty()) {
@@ -486,7 +497,7 @@ StatusOr<std::vector<SparseGrad>> ComputeSparseGradients(const Scope& scope, Out
   size_t next = 0;
   const Scope s = scope.NewSubScope("sparse_gradients");
   for (Node* n : lookups) {
-    const int k = static_cast<int>(n->IntAttr("num_features", 1));
+    const int k = static_cast<int>(internal::NodeAttrs(*n).Int("num_features"));
     std::vector<Output> restore, gs;
     for (int f = 0; f < k; ++f) {
       const Output& grad = grads[next++];
@@ -512,7 +523,7 @@ StatusOr<SparseGrad> SparseGradForLocalEmb(const Scope& scope, Output local_emb,
   if (!scope.ok()) return scope.status();
   Node* n = local_emb.node;
   if (n == nullptr || n->type() != internal::kTableGatherOp ||
-      local_emb.index >= n->IntAttr("num_features", 1)) {
+      local_emb.index >= internal::NodeAttrs(*n).Int("num_features")) {
     return absl::InvalidArgumentError(fmt::format(
         "SparseGradForLocalEmb: \"{}\" is not a lookup result; pass an entry of the {} "
         "collection",

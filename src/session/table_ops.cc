@@ -1,7 +1,8 @@
-// table_ops.cc: the definitions of the table ops (TableHandle, SparseLookup, TableGather,
-// TableGatherConcat, TableGradAggregate, TableApply, TableLookupGroup, TableLookupForward): their
-// inputs and shape functions. Their kernels are the backend's (src/device/cpu/table_op_kernels.cc),
-// the builders of recsdk/embedding.h are in embedding.cc.
+// table_ops.cc: the declarations of the table ops (TableHandle, SparseLookup, TableGather,
+// TableGatherConcat, TableGradAggregate, TableApply, TableLookupGroup, TableLookupForward): one
+// OpDef each, with their inputs, outputs, attributes and shape functions. Their kernels are the
+// backend's (src/device/cpu/table_op_kernels.cc), the builders of recsdk/embedding.h are in
+// embedding.cc.
 #include "src/session/table_ops.h"
 
 #include <functional>
@@ -55,7 +56,7 @@ Status AddLookupOutputs(InferenceContext& c, int first, int k, bool has_mask, bo
 
 Status LookupShape(InferenceContext& c) {
   RECSDK_RETURN_IF_ERROR(c.ExpectDType(0, DType::kResource));
-  const int k = static_cast<int>(c.IntAttr("num_features", 1));
+  const int k = static_cast<int>(c.IntAttr("num_features"));
   const bool has_mask = c.BoolAttr("has_mask");
   const bool has_ts = c.BoolAttr("has_timestamps");
   if (k < 1 || c.num_inputs() != 1 + k + (has_mask ? 1 : 0) + (has_ts ? 1 : 0)) {
@@ -66,7 +67,7 @@ Status LookupShape(InferenceContext& c) {
   if (!weights.empty() && static_cast<int>(weights.size()) != k) {
     return c.Error("feature_weights has {} entries for {} features", weights.size(), k);
   }
-  return AddLookupOutputs(c, 1, k, has_mask, has_ts, c.BoolAttr("use_dynamic", true),
+  return AddLookupOutputs(c, 1, k, has_mask, has_ts, c.BoolAttr("use_dynamic"),
                           c.IntAttr("send_count"));
 }
 
@@ -105,7 +106,7 @@ Status ForwardShape(InferenceContext& c) {
 Status GatherShape(InferenceContext& c) {
   RECSDK_RETURN_IF_ERROR(c.ExpectDType(0, DType::kResource));
   RECSDK_RETURN_IF_ERROR(c.ExpectDType(1, DType::kInt32));
-  const int k = static_cast<int>(c.IntAttr("num_features", 1));
+  const int k = static_cast<int>(c.IntAttr("num_features"));
   if (c.num_inputs() != 2 + k) return c.Error("expects handle, unique rows and {} restore", k);
   const int64_t dim = c.IntAttr("dim");
   RECSDK_ASSIGN_OR_RETURN(auto combiner, ParseCombiner(c.StringAttr("combiner")));
@@ -149,7 +150,7 @@ Status GatherConcatShape(InferenceContext& c) {
 }
 
 Status AggregateShape(InferenceContext& c) {
-  const int k = static_cast<int>(c.IntAttr("num_features", 1));
+  const int k = static_cast<int>(c.IntAttr("num_features"));
   if (c.num_inputs() != 1 + 2 * k)
     return c.Error("expects unique rows, {} restore, {} grads", k, k);
   RECSDK_RETURN_IF_ERROR(c.ExpectDType(0, DType::kInt32));
@@ -173,15 +174,30 @@ Status ApplyShape(InferenceContext& c) {
   return absl::OkStatus();
 }
 
-OpDef Stateful(std::string type, int min_in, int max_in, ShapeFn fn) {
-  OpDef d;
-  d.type = std::move(type);
-  d.min_inputs = min_in;
-  d.max_inputs = max_in;
-  d.shape_fn = std::move(fn);
-  d.no_gradient = true;
-  d.stateful = true;
-  return d;
+constexpr AttrType kBool = AttrType::kBool;
+constexpr AttrType kInt = AttrType::kInt;
+constexpr AttrType kInts = AttrType::kInts;
+constexpr AttrType kString = AttrType::kString;
+
+// The attributes of a lookup (SparseLookup, and TableLookupForward, which keeps every attribute of
+// the SparseLookup it replaces when GroupTableLookups turns one into the other).
+std::vector<AttrDef> LookupAttrDefs() {
+  return {RequiredAttr("table_name", kString), Attr("num_features", kInt, 1),
+          Attr("is_train", kBool, true), Attr("is_grad", kBool, true),
+          Attr("use_dynamic", kBool, true), Attr("send_count", kInt, 0),
+          Attr("modify_graph", kBool, false), Attr("has_mask", kBool, false),
+          Attr("has_timestamps", kBool, false),
+          Attr("feature_weights", kInts, std::vector<int64_t>{}),
+          // Set by ModifyGraph: the key stage feeds this lookup's outputs.
+          Attr("moved_to_key_stage", kBool, false)};
+}
+
+// The table ops are stateful (they read or update a table) and have no gradient function: the
+// embedding builders (embedding.cc) wire the backward pass themselves.
+void RegisterTableOp(OpRegistry& r, OpDef def) {
+  def.no_gradient = true;
+  def.stateful = true;
+  r.Register(std::move(def));
 }
 
 }  // namespace
@@ -190,15 +206,76 @@ void RegisterTableOps() {
   static std::once_flag once;
   std::call_once(once, [] {
     OpRegistry& r = OpRegistry::Global();
-    r.Register(Stateful(kTableHandleOp, 0, 0, HandleShape));
-    r.Register(Stateful(kSparseLookupOp, 2, -1, LookupShape));
-    r.Register(Stateful(kTableGatherOp, 3, -1, GatherShape));
-    r.Register(Stateful(kTableGradAggregateOp, 3, -1, AggregateShape));
-    r.Register(Stateful(kTableGatherConcatOp, 1, -1, GatherConcatShape));
-    r.Register(Stateful(kTableApplyOp, 4, -1, ApplyShape));
-    r.Register(Stateful(kTableLookupGroupOp, 3, -1, GroupShape));
-    r.Register(Stateful(kTableLookupForwardOp, 1, -1, ForwardShape));
-    DeclareTableOpAttrSchemas(r);
+    RegisterTableOp(
+        r, {.type = kTableHandleOp,
+            .inputs = {},
+            .outputs = {"handle"},
+            .attrs = {RequiredAttr("table_name", kString), RequiredAttr("dim", kInt),
+                      RequiredAttr("table_config", kString), Attr("optimizer_config", kString, ""),
+                      // Who set the thresholds in table_config (messages name it).
+                      Attr("access_threshold_source", kString, ""),
+                      Attr("eviction_threshold_source", kString, "")},
+            .shape_fn = HandleShape});
+    // SparseLookup's inputs: the handle, num_features ids, then a mask (has_mask) and timestamps
+    // (has_timestamps); its outputs the unique rows and one restore per feature.
+    RegisterTableOp(r, {.type = kSparseLookupOp,
+                        .inputs = {"handle", "ids_mask_timestamps+"},
+                        .outputs = {"unique_rows", "restore+"},
+                        .attrs = LookupAttrDefs(),
+                        .shape_fn = LookupShape});
+    // TableGather: per feature the embeddings, then with padding_mask per feature its mask.
+    RegisterTableOp(r,
+                    {.type = kTableGatherOp,
+                     .inputs = {"handle", "unique_rows", "restore+"},
+                     .outputs = {"embeddings_then_masks+"},
+                     .attrs = {RequiredAttr("table_name", kString), Attr("num_features", kInt, 1),
+                               RequiredAttr("dim", kInt), RequiredAttr("combiner", kString),
+                               Attr("is_grad", kBool, true), Attr("padding_mask", kBool, false)},
+                     .shape_fn = GatherShape});
+    // TableGradAggregate: the unique rows, num_features restores, then as many gradients.
+    RegisterTableOp(r, {.type = kTableGradAggregateOp,
+                        .inputs = {"unique_rows", "restores_then_grads{2,}"},
+                        .outputs = {"row_grads"},
+                        .attrs = {Attr("num_features", kInt, 1), RequiredAttr("dim", kInt),
+                                  RequiredAttr("combiner", kString)},
+                        .shape_fn = AggregateShape});
+    RegisterTableOp(
+        r, {.type = kTableGatherConcatOp,
+            .inputs = {"segments+"},
+            .outputs = {"concat"},
+            .attrs = {RequiredAttr("segment_kinds", kInts),
+                      RequiredAttr("combiners", AttrType::kStrings), RequiredAttr("dims", kInts),
+                      // Set by fuse_gather_concat: the Concat and TableGathers it
+                      // replaced (src/graph/fused_from.h).
+                      Attr("fused_from", AttrType::kStrings, std::vector<std::string>{})},
+            .shape_fn = GatherConcatShape});
+    // TableApply: the handle, the step, then (unique rows, summed gradients) pairs.
+    RegisterTableOp(r, {.type = kTableApplyOp,
+                        .inputs = {"handle", "step", "rows_and_grads{2,}"},
+                        .outputs = {},
+                        .attrs = {RequiredAttr("table_name", kString)},
+                        .shape_fn = ApplyShape});
+    // TableLookupGroup: the handle, then each member's inputs; each member's outputs in turn.
+    RegisterTableOp(r,
+                    {.type = kTableLookupGroupOp,
+                     .inputs = {"handle", "member_inputs{2,}"},
+                     .outputs = {"member_outputs{2,}"},
+                     .attrs = {RequiredAttr("table_name", kString), Attr("is_train", kBool, true),
+                               RequiredAttr("member_names", AttrType::kStrings),
+                               RequiredAttr("member_num_features", kInts),
+                               RequiredAttr("member_has_mask", kInts),
+                               RequiredAttr("member_has_timestamps", kInts),
+                               RequiredAttr("member_use_dynamic", kInts),
+                               RequiredAttr("member_send_count", kInts),
+                               Attr("member_feature_weights", kInts, std::vector<int64_t>{})},
+                     .shape_fn = GroupShape});
+    std::vector<AttrDef> forward = LookupAttrDefs();
+    forward.push_back(RequiredAttr("lookup_group", kString));
+    RegisterTableOp(r, {.type = kTableLookupForwardOp,
+                        .inputs = {"group_outputs+"},
+                        .outputs = {"outputs+"},
+                        .attrs = std::move(forward),
+                        .shape_fn = ForwardShape});
   });
 }
 

@@ -1,5 +1,5 @@
 // table_ops.h: the table ops in the graph, as the Session side sees them: their definitions
-// (table_ops.cc: shape functions, attribute schemas in table_op_schemas.cc), the attributes the
+// (table_ops.cc: one OpDef each, with its attributes and shape function), the attributes the
 // graph passes read and write (modify_graph.cc, passes/, key_stage.cc), and the lookup grouping
 // pass. The pieces a backend's kernels need (op names, TableResource, LookupAttrs, the key work)
 // are one layer down and included here: src/device/table_resource.h,
@@ -15,11 +15,6 @@
 #include "src/table/table_key_work.h"
 
 namespace recsdk::internal {
-
-// DeclareTableOpAttrSchemas: the attribute schemas of the table ops (table_op_schemas.cc), declared
-// by RegisterTableOps right after it registers them.
-class OpRegistry;
-void DeclareTableOpAttrSchemas(OpRegistry& registry);
 
 // Attribute of placeholders: the Batch column a DatasetColumn is fed from.
 inline constexpr char kDatasetColumnAttr[] = "dataset_column";

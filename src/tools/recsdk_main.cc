@@ -24,6 +24,9 @@
 //                                      prints a graph (Graph::ToJson's file, or the graph of an
 //                                      exported model, checked against its serving.json) as text,
 //                                      one node a line, or as Graphviz dot
+//   recsdk ops                         prints every op's declaration (inputs, outputs, attributes
+//                                      with types and defaults) as JSON: the schema a graph JSON
+//                                      file's nodes are checked against (OpRegistry::SchemaJson)
 //   recsdk replay-op DUMP OP [--step N] [--threshold 0.98]
 //                                      reruns one dumped op on the CPU from its dumped inputs and
 //                                      compares each output with the dumped one (the spec's "run
@@ -58,11 +61,13 @@
 #include "src/common/json_number.h"
 #include "src/common/status_macros.h"
 #include "src/graph/graph_print.h"
+#include "src/graph/op_registry.h"
 #include "src/precision/dump_compare.h"
 #include "src/precision/dump_reader.h"
 #include "src/precision/dump_replay.h"
 #include "src/precision/dump_report_html.h"
 #include "src/precision/precision_check.h"
+#include "src/session/runtime.h"
 
 namespace {
 
@@ -85,6 +90,8 @@ constexpr char kUsage[] =
     "  dump-graph GRAPH.json|MODEL_DIR [--dot]\n"
     "                              print a graph (a graph JSON file or an exported model's) as\n"
     "                              text, or as Graphviz dot\n"
+    "  ops                         print every op's declaration (inputs, outputs, attributes\n"
+    "                              with types and defaults) as JSON\n"
     "  replay-op DUMP OP [--step N] [--threshold 0.98]\n"
     "                              rerun one dumped op on the CPU from its dumped inputs and\n"
     "                              compare its outputs with the dumped ones\n"
@@ -405,6 +412,11 @@ int main(int argc, char** argv) {
   }
   if (argc >= 2 && std::string_view(argv[1]) == "dump-graph") return DumpGraph(argc - 1, argv + 1);
   if (argc >= 2 && std::string_view(argv[1]) == "replay-op") return ReplayOp(argc - 1, argv + 1);
+  if (argc == 2 && std::string_view(argv[1]) == "ops") {
+    recsdk::internal::InitializeRuntime();  // the core ops and those of the upper layers
+    std::fputs((recsdk::internal::OpRegistry::Global().SchemaJson() + "\n").c_str(), stdout);
+    return 0;
+  }
   if (argc == 2 && (std::string_view(argv[1]) == "help" || std::string_view(argv[1]) == "--help")) {
     std::fputs(kUsage, stdout);
     return 0;

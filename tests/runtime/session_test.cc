@@ -136,15 +136,17 @@ ConcurrencyProbe* g_probe = nullptr;
 void RegisterConcurrencyProbeOp() {
   static std::once_flag once;
   std::call_once(once, [] {
-    internal::OpDef def;
-    def.type = "TestConcurrencyProbe";
-    def.stateful = true;  // never merged with its identical siblings
-    def.no_gradient = true;
-    def.shape_fn = [](internal::InferenceContext& c) {
-      c.AddOutput(DType::kFloat32, Shape{});
-      return absl::OkStatus();
-    };
-    internal::OpRegistry::Global().Register(std::move(def));
+    internal::OpRegistry::Global().Register(
+        {.type = "TestConcurrencyProbe",
+         .outputs = {"value"},
+         .attrs = {internal::Attr("index", internal::AttrType::kInt)},
+         .shape_fn =
+             [](internal::InferenceContext& c) {
+               c.AddOutput(DType::kFloat32, Shape{});
+               return absl::OkStatus();
+             },
+         .no_gradient = true,
+         .stateful = true});  // stateful: never merged with its identical siblings
     internal::KernelRegistry::Global().RegisterFn(
         "TestConcurrencyProbe", "cpu", {DType::kFloat32},
         [](internal::OpKernelContext& ctx) -> Status {

@@ -359,6 +359,24 @@ TEST(TableOpsTest, IsGradFalseLookupDoesNotTrain) {
   EXPECT_EQ(ValueOrDie(table->ReadRow(2))[0], before[1].data<float>()[0]);
 }
 
+// The sparse_lookups collection belongs to the graph (a loaded one too): a name in it that is not
+// a lookup result is an error naming it, not a node whose inputs are indexed as a lookup's.
+TEST(TableOpsTest, SparseGradientsRefuseACollectionEntryThatIsNoLookup) {
+  Graph g;
+  Scope s(&g);
+  SparseTable t = ValueOrDie(create_table(s, SmallTable("t", 2), SparseOptimizerConfig::SGD(0.5f)));
+  Output a = ValueOrDie(sparse_lookup(s, t, ops::Const(s, Ids(1, 1, {1}))));
+  Output loss = ops::ReduceSum(s.WithOpName("loss"), a);
+  g.AddToCollection(kSparseLookups, "loss");
+  const auto grads = ComputeSparseGradients(s, loss);
+  ASSERT_FALSE(grads.ok());
+  EXPECT_EQ(grads.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(grads.status().message())
+                .find("collection \"sparse_lookups\" names node \"loss\" (ReduceSum)"),
+            std::string::npos)
+      << grads.status();
+}
+
 TEST(TableOpsTest, SendCountExceededNamesTableCountAndLimit) {
   Graph g;
   Scope s(&g);

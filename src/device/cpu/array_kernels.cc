@@ -3,6 +3,7 @@
 
 #include "src/device/cpu/bf16_gemm.h"
 #include "src/device/cpu/kernel_util.h"
+#include "src/graph/op_registry.h"
 
 namespace recsdk::internal {
 namespace {
@@ -352,7 +353,7 @@ template <typename Index>
 Status GatherTyped(OpKernelContext& ctx) {
   const Tensor& params = ctx.input(0);
   const Tensor& indices = ctx.input(1);
-  const GatherView v = ViewForGather(params.shape(), ctx.node().IntAttr("axis", 0));
+  const GatherView v = ViewForGather(params.shape(), NodeAttrs(ctx.node()).Int("axis"));
   Shape out_shape;
   for (int i = 0; i < v.axis; ++i) out_shape.AddDim(params.dim(i));
   for (int i = 0; i < indices.rank(); ++i) out_shape.AddDim(indices.dim(i));
@@ -386,7 +387,7 @@ Status GatherGradTyped(OpKernelContext& ctx) {
   const Tensor& indices = ctx.input(1);
   const Tensor& params = ctx.input(2);
   RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, params.shape()));
-  const GatherView v = ViewForGather(params.shape(), ctx.node().IntAttr("axis", 0));
+  const GatherView v = ViewForGather(params.shape(), NodeAttrs(ctx.node()).Int("axis"));
   const int64_t row = v.inner, k = indices.num_elements();
   const Index* idx = indices.data<Index>();
   const T* g = dy.data<T>();

@@ -9,6 +9,7 @@
 #include "src/common/logging.h"
 #include "src/device/cpu/bf16_gemm.h"
 #include "src/device/cpu/kernel_util.h"
+#include "src/graph/op_registry.h"
 
 namespace recsdk::internal {
 namespace {
@@ -57,7 +58,7 @@ Status FusedDenseBf16Kernel(OpKernelContext& ctx) {
   float* c = out->data<float>();
   Bf16Gemm(m, n, k, Bits(a), k, false, Bits(w), n, false, c, n);
   const float* b = bias.data<float>();
-  const bool relu = ctx.node().StringAttr("activation", "none") == "relu";
+  const bool relu = NodeAttrs(ctx.node()).String("activation") == "relu";
   ParallelFor(m, GrainPerItem(n),
               [&](int64_t r0, int64_t r1) { AddBiasRows(c, b, n, r0, r1, relu); });
   return absl::OkStatus();

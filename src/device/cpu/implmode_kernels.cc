@@ -89,7 +89,7 @@ Status Softmax(OpKernelContext& ctx, bool log) {
   const Tensor& x = ctx.input(0);
   RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.shape()));
   const Shape& s = x.shape();
-  const int64_t axis_attr = ctx.node().IntAttr("axis", -1);
+  const int64_t axis_attr = NodeAttrs(ctx.node()).Int("axis");
   const int axis = static_cast<int>(axis_attr < 0 ? axis_attr + s.rank() : axis_attr);
   int64_t outer = 1, n = 1, inner = 1;
   for (int i = 0; i < s.rank(); ++i) {

@@ -5,6 +5,7 @@
 
 #include "src/device/cpu/fast_kernels.h"
 #include "src/device/cpu/kernel_util.h"
+#include "src/graph/op_registry.h"
 
 namespace recsdk::internal {
 namespace {
@@ -121,8 +122,10 @@ void RegisterUnary(KernelRegistry& r, const char* op, std::vector<DType> types, 
       using T = decltype(tag);
       const T* in = x.data<T>();
       T* o = out->data<T>();
-      const double alpha = ctx.node().FloatAttr("alpha", 0.2);
-      const bool approximate = ctx.node().BoolAttr("approximate");
+      // Shared by the unary ops: only LeakyRelu declares alpha, only Gelu approximate.
+      const NodeAttrs attrs(ctx.node());
+      const double alpha = attrs.Declares("alpha") ? attrs.Float("alpha") : 0.0;
+      const bool approximate = attrs.Declares("approximate") && attrs.Bool("approximate");
       ParallelFor(x.num_elements(), kElementwiseGrain, [&](int64_t s, int64_t e) {
         for (int64_t i = s; i < e; ++i)
           o[i] = static_cast<T>(f(in[i], static_cast<T>(alpha), approximate));
@@ -147,8 +150,9 @@ void RegisterUnaryGrad(KernelRegistry& r, const char* op, F f) {
       const T* a = ref.data<T>();
       const T* g = dy.data<T>();
       T* o = out->data<T>();
-      const T alpha = static_cast<T>(ctx.node().FloatAttr("alpha", 0.2));
-      const bool approximate = ctx.node().BoolAttr("approximate");
+      const NodeAttrs attrs(ctx.node());
+      const T alpha = static_cast<T>(attrs.Declares("alpha") ? attrs.Float("alpha") : 0.0);
+      const bool approximate = attrs.Declares("approximate") && attrs.Bool("approximate");
       ParallelFor(ref.num_elements(), kElementwiseGrain, [&](int64_t s, int64_t e) {
         for (int64_t i = s; i < e; ++i) o[i] = f(a[i], g[i], alpha, approximate);
       });

@@ -6,6 +6,7 @@
 #include "src/device/cpu/gemm.h"
 #include "src/device/cpu/gemm_tuner.h"
 #include "src/device/cpu/kernel_util.h"
+#include "src/graph/op_registry.h"
 
 namespace recsdk::internal {
 namespace {
@@ -105,7 +106,7 @@ Status FusedDenseTyped(OpKernelContext& ctx) {
   const Tensor& a = ctx.input(0);
   const Tensor& w = ctx.input(1);
   const Tensor& bias = ctx.input(2);
-  const std::string act = ctx.node().StringAttr("activation", "none");
+  const std::string act = NodeAttrs(ctx.node()).String("activation");
   if (a.rank() != 2 || w.rank() != 2 || bias.rank() != 1 || a.dim(1) != w.dim(0) ||
       bias.dim(0) != w.dim(1)) {
     return ctx.Error("shapes {} x {} + {} do not fit a [m,k] x [k,n] + [n] dense layer",

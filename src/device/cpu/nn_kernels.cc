@@ -28,7 +28,7 @@ template <typename T>
 Status SoftmaxTyped(OpKernelContext& ctx, bool log) {
   const Tensor& x = ctx.input(0);
   RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, x.shape()));
-  const AxisView v = ViewAround(x.shape(), ctx.node().IntAttr("axis", -1));
+  const AxisView v = ViewAround(x.shape(), NodeAttrs(ctx.node()).Int("axis"));
   const T* in = x.data<T>();
   T* o = out->data<T>();
   ParallelFor(v.outer * v.inner, GrainPerItem(v.n, 4096), [&](int64_t s, int64_t e) {
@@ -54,7 +54,7 @@ Status SoftmaxGradTyped(OpKernelContext& ctx, bool log) {
   const Tensor& y = ctx.input(0);
   const Tensor& dy = ctx.input(1);
   RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, y.shape()));
-  const AxisView v = ViewAround(y.shape(), ctx.node().IntAttr("axis", -1));
+  const AxisView v = ViewAround(y.shape(), NodeAttrs(ctx.node()).Int("axis"));
   const T* yp = y.data<T>();
   const T* g = dy.data<T>();
   T* o = out->data<T>();

@@ -8,6 +8,7 @@
 #include "src/common/learning_rate_schedule.h"
 #include "src/device/cpu/dense_update_kernels.h"
 #include "src/device/cpu/kernel_util.h"
+#include "src/graph/op_registry.h"
 
 namespace recsdk::internal {
 namespace {
@@ -151,13 +152,13 @@ void RegisterCpuStateKernels(KernelRegistry& r) {
   r.RegisterFn("AssignSub", kCpu, {any}, [](OpKernelContext& ctx) { return AssignKernel(ctx, 2); });
 
   r.RegisterFn("LearningRateMultiplier", kCpu, {any}, [](OpKernelContext& ctx) {
-    const Node& n = ctx.node();
+    const NodeAttrs n(ctx.node());  // absent attributes read as the declared defaults
     const Tensor& step = ctx.input(0);
     if (step.num_elements() != 1) return ctx.Error("step must be an int64 scalar");
-    ctx.set_output(0, Tensor::Scalar<double>(LearningRateMultiplierAt(
-                          step.scalar<int64_t>(), n.IntAttr("warmup_steps"), n.IntAttr("decay"),
-                          n.IntAttr("decay_steps"), n.FloatAttr("decay_rate", 0.96),
-                          n.BoolAttr("staircase"), n.FloatAttr("alpha"))));
+    ctx.set_output(
+        0, Tensor::Scalar<double>(LearningRateMultiplierAt(
+               step.scalar<int64_t>(), n.Int("warmup_steps"), n.Int("decay"), n.Int("decay_steps"),
+               n.Float("decay_rate"), n.Bool("staircase"), n.Float("alpha"))));
     return absl::OkStatus();
   });
   r.RegisterFn("ApplyGradientDescent", kCpu, kFloatTypes, [](OpKernelContext& ctx) {

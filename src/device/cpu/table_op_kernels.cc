@@ -20,6 +20,7 @@
 #include "src/device/cpu/kernel_util.h"
 #include "src/device/kernel.h"
 #include "src/device/table_resource.h"
+#include "src/graph/op_registry.h"
 #include "src/table/dedup.h"
 #include "src/table/table_config_json.h"
 #include "src/table/table_key_work.h"
@@ -95,7 +96,7 @@ Status SparseLookupKernel(OpKernelContext& ctx) {
   // A moved lookup runs only in its key stage: running it here would do its key work (for a
   // training lookup: admission and inserts) on whatever batch fed the ids, e.g. an evaluation one.
   if (ctx.node().BoolAttr("moved_to_key_stage")) {
-    const bool train = ctx.node().BoolAttr("is_train", true);
+    const bool train = NodeAttrs(ctx.node()).Bool("is_train");
     return absl::FailedPreconditionError(fmt::format(
         "sparse_lookup \"{}\" (table \"{}\", is_train {}) was moved to the key stage "
         "(ModifyGraph) but this step did not feed its results: feed the step from a {} key stage "
@@ -119,7 +120,7 @@ Status TableGatherKernel(OpKernelContext& ctx) {
   RECSDK_ASSIGN_OR_RETURN(TableResource * t, TableInput(ctx));
   const EmbeddingTable& table = *t->table();
   const Tensor& unique = ctx.input(1);
-  const int k = static_cast<int>(ctx.node().IntAttr("num_features", 1));
+  const int k = static_cast<int>(NodeAttrs(ctx.node()).Int("num_features"));
   RECSDK_ASSIGN_OR_RETURN(auto combiner, ParseCombiner(ctx.node().StringAttr("combiner")));
   const int64_t dim = table.dim();
   const auto rows = absl::Span<const uint32_t>(
@@ -217,7 +218,7 @@ Status TableGatherConcatKernel(OpKernelContext& ctx) {
 
 Status TableGradAggregateKernel(OpKernelContext& ctx) {
   const Tensor& unique = ctx.input(0);
-  const int k = static_cast<int>(ctx.node().IntAttr("num_features", 1));
+  const int k = static_cast<int>(NodeAttrs(ctx.node()).Int("num_features"));
   const int64_t dim = ctx.node().IntAttr("dim");
   RECSDK_ASSIGN_OR_RETURN(auto combiner, ParseCombiner(ctx.node().StringAttr("combiner")));
   const int64_t num_unique = unique.num_elements();

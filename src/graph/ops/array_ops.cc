@@ -168,7 +168,7 @@ Status GatherShape(InferenceContext& c) {
   if (id != DType::kInt32 && id != DType::kInt64)
     return c.Error("{} must be int32 or int64 indices", c.InputDesc(1));
   const Shape& params = c.input_shape(0);
-  RECSDK_ASSIGN_OR_RETURN(const int axis, c.NormalizeAxis(c.IntAttr("axis", 0), params.rank()));
+  RECSDK_ASSIGN_OR_RETURN(const int axis, c.NormalizeAxis(c.IntAttr("axis"), params.rank()));
   Shape out;
   for (int i = 0; i < axis; ++i) out.AddDim(params.dim(i));
   for (int i = 0; i < c.input_shape(1).rank(); ++i) out.AddDim(c.input_shape(1).dim(i));
@@ -182,144 +182,231 @@ Status ShapeOfInput1(InferenceContext& c) {
   return absl::OkStatus();
 }
 
+using G = const std::vector<Output>&;
+using DX = std::vector<Output>*;
+
+// A one-input op whose output has input 0's dtype and shape.
+void RegisterSameShapeOp(OpRegistry& r, std::string type, GradFn grad) {
+  const bool no_gradient = !grad;
+  r.Register({.type = std::move(type),
+              .inputs = {"x"},
+              .outputs = {"y"},
+              .shape_fn = SameAsInput0,
+              .grad_fn = std::move(grad),
+              .no_gradient = no_gradient});
+}
+
+// A gradient helper (x_grad, x) -> x's shape; `attrs` as declared.
+void RegisterShapeOfInput1Op(OpRegistry& r, std::string type, std::vector<std::string> inputs,
+                             std::vector<AttrDef> attrs, GradFn grad) {
+  const bool no_gradient = !grad;
+  r.Register({.type = std::move(type),
+              .inputs = std::move(inputs),
+              .outputs = {"y"},
+              .attrs = std::move(attrs),
+              .shape_fn = ShapeOfInput1,
+              .grad_fn = std::move(grad),
+              .no_gradient = no_gradient});
+}
+
 }  // namespace
 
 void RegisterArrayOps(OpRegistry& r) {
-  {
-    OpDef d = NoGradOp("Placeholder", 0, 0, [](InferenceContext& c) {
-      if (c.DTypeAttr("dtype") == DType::kInvalid) return c.Error("needs a dtype");
-      c.AddOutput(c.DTypeAttr("dtype"), c.ShapeAttr("shape"));
-      return absl::OkStatus();
-    });
-    r.Register(d);
-  }
-  r.Register(NoGradOp("Const", 0, 0, [](InferenceContext& c) {
-    const AttrValue* v = c.attr("value");
-    const Tensor* t = v ? v->get_if<Tensor>() : nullptr;
-    if (t == nullptr || !t->IsInitialized()) return c.Error("needs a tensor attribute \"value\"");
-    c.AddOutput(t->dtype(), t->shape());
+  // Placeholder's dataset_column marks a column the pipeline feeds (DatasetColumn).
+  r.Register({.type = "Placeholder",
+              .inputs = {},
+              .outputs = {"value"},
+              .attrs = {RequiredAttr("dtype", AttrType::kDType),
+                        Attr("shape", AttrType::kShape),  // absent: unknown shape
+                        Attr("dataset_column", AttrType::kString, "")},
+              .shape_fn =
+                  [](InferenceContext& c) {
+                    if (c.DTypeAttr("dtype") == DType::kInvalid) return c.Error("needs a dtype");
+                    c.AddOutput(c.DTypeAttr("dtype"), c.ShapeAttr("shape"));
+                    return absl::OkStatus();
+                  },
+              .no_gradient = true});
+  r.Register({.type = "Const",
+              .inputs = {},
+              .outputs = {"value"},
+              .attrs = {RequiredAttr("value", AttrType::kTensor)},
+              .shape_fn =
+                  [](InferenceContext& c) {
+                    const AttrValue* v = c.attr("value");
+                    const Tensor* t = v ? v->get_if<Tensor>() : nullptr;
+                    if (t == nullptr || !t->IsInitialized())
+                      return c.Error("needs a tensor attribute \"value\"");
+                    c.AddOutput(t->dtype(), t->shape());
+                    return absl::OkStatus();
+                  },
+              .no_gradient = true});
+  RegisterSameShapeOp(r, "Identity", [](const Scope&, const Node&, G g, DX dx) {
+    (*dx)[0] = g[0];
     return absl::OkStatus();
-  }));
-  r.Register(
-      MakeOp("Identity", 1, 1, SameAsInput0,
-             [](const Scope&, const Node&, const std::vector<Output>& g, std::vector<Output>* dx) {
-               (*dx)[0] = g[0];
-               return absl::OkStatus();
-             }));
-  r.Register(NoGradOp("StopGradient", 1, 1, SameAsInput0));
+  });
+  RegisterSameShapeOp(r, "StopGradient", nullptr);
   // The copies the placement pass inserts where an edge crosses memory spaces (after autodiff, so
   // they need no gradient).
-  r.Register(NoGradOp("CopyHostToDevice", 1, 1, SameAsInput0));
-  r.Register(NoGradOp("CopyDeviceToHost", 1, 1, SameAsInput0));
-  r.Register(NoGradOp("NoOp", 0, 0, [](InferenceContext&) { return absl::OkStatus(); }));
-  r.Register(NoGradOp("ZerosLike", 1, 1, SameAsInput0));
-  r.Register(NoGradOp("OnesLike", 1, 1, SameAsInput0));
-  r.Register(NoGradOp("Fill", 1, 1, [](InferenceContext& c) {
-    RECSDK_RETURN_IF_ERROR(c.ExpectRank(0, 0));
-    const Shape s = c.ShapeAttr("shape");
-    if (!s.IsFullyDefined()) return c.Error("shape {} must be fully defined", s.ToString());
-    c.AddOutput(c.input_dtype(0), s);
-    return absl::OkStatus();
-  }));
-  r.Register(MakeOp(
-      "Cast", 1, 1,
-      [](InferenceContext& c) {
-        const DType to = c.DTypeAttr("dtype");
-        if (DTypeSize(to) == 0 || to == DType::kResource)
-          return c.Error("cannot cast to {}", DTypeName(to));
-        c.AddOutput(to, c.input_shape(0));
-        return absl::OkStatus();
-      },
-      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-        const DType from = n.input(0).dtype();
-        if (IsFloatingPoint(from) && IsFloatingPoint(n.output_dtype(0))) {
-          (*dx)[0] = ops::Cast(s, g[0], from);
-        }
-        return absl::OkStatus();
-      }));
-  r.Register(MakeOp(
-      "Concat", 1, -1, ConcatShape,
-      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-        std::vector<Output> ins = {g[0]};
-        for (const Output& in : n.inputs()) ins.push_back(in);
-        Node* cg = s.AddNode("ConcatGrad", ins, {{"axis", n.IntAttr("axis")}});
-        for (int i = 0; i < n.num_inputs(); ++i) (*dx)[i] = Out(cg, i);
-        return absl::OkStatus();
-      }));
-  r.Register(NoGradOp("ConcatGrad", 2, -1, [](InferenceContext& c) {
-    for (int i = 1; i < c.num_inputs(); ++i) c.AddOutput(c.input_dtype(0), c.input_shape(i));
-    return absl::OkStatus();
-  }));
-  r.Register(MakeOp(
-      "SplitV", 1, 1, SplitVShape,
-      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-        std::vector<Output> parts;
-        for (int i = 0; i < n.num_outputs(); ++i) {
-          parts.push_back(g[i].valid() ? g[i] : ops::ZerosLike(s, n.output(i)));
-        }
-        (*dx)[0] = ops::Concat(s, parts, static_cast<int>(n.IntAttr("axis")));
-        return absl::OkStatus();
-      }));
-  r.Register(MakeOp(
-      "Slice", 1, 1, SliceShape,
-      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-        (*dx)[0] =
-            Out(s.AddNode("SliceGrad", {g[0], n.input(0)}, {{"begin", n.IntsAttr("begin")}}));
-        return absl::OkStatus();
-      }));
-  r.Register(NoGradOp("SliceGrad", 2, 2, ShapeOfInput1));
-  r.Register(MakeOp(
-      "Reshape", 1, 1, ReshapeShape,
-      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-        (*dx)[0] = Out(s.AddNode("ReshapeLike", {g[0], n.input(0)}));
-        return absl::OkStatus();
-      }));
-  r.Register(MakeOp(
-      "ReshapeLike", 2, 2, ShapeOfInput1,
-      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-        (*dx)[0] = Out(s.AddNode("ReshapeLike", {g[0], n.input(0)}));
-        return absl::OkStatus();
-      }));
-  r.Register(MakeOp(
-      "Transpose", 1, 1, TransposeShape,
-      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-        const auto perm = n.IntsAttr("perm");
-        std::vector<int64_t> inv(perm.size());
-        for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
-        (*dx)[0] = ops::Transpose(s, g[0], inv);
-        return absl::OkStatus();
-      }));
-  r.Register(MakeOp(
-      "Tile", 1, 1, TileShape,
-      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-        (*dx)[0] = Out(
-            s.AddNode("TileGrad", {g[0], n.input(0)}, {{"multiples", n.IntsAttr("multiples")}}));
-        return absl::OkStatus();
-      }));
-  r.Register(NoGradOp("TileGrad", 2, 2, ShapeOfInput1));
-  r.Register(MakeOp(
-      "Gather", 2, 2, GatherShape,
-      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-        (*dx)[0] = Out(s.AddNode("GatherGrad", {g[0], n.input(1), n.input(0)},
-                                 {{"axis", n.IntAttr("axis", 0)}}));
-        return absl::OkStatus();
-      }));
-  r.Register(NoGradOp("GatherGrad", 3, 3, [](InferenceContext& c) {
-    c.AddOutput(c.input_dtype(0), c.input_shape(2));
-    return absl::OkStatus();
-  }));
-  r.Register(MakeOp(
-      "SumToShapeOf", 2, 2, ShapeOfInput1,
-      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-        (*dx)[0] = Out(s.AddNode("BroadcastToShapeOf", {g[0], n.input(0)}));
-        return absl::OkStatus();
-      }));
-  r.Register(MakeOp(
-      "BroadcastToShapeOf", 2, 2, ShapeOfInput1,
-      [](const Scope& s, const Node& n, const std::vector<Output>& g, std::vector<Output>* dx) {
-        (*dx)[0] = Out(s.AddNode("SumToShapeOf", {g[0], n.input(0)}));
-        return absl::OkStatus();
-      }));
+  RegisterSameShapeOp(r, "CopyHostToDevice", nullptr);
+  RegisterSameShapeOp(r, "CopyDeviceToHost", nullptr);
+  r.Register({.type = "NoOp",
+              .inputs = {},
+              .outputs = {},
+              .shape_fn = [](InferenceContext&) { return absl::OkStatus(); },
+              .no_gradient = true});
+  RegisterSameShapeOp(r, "ZerosLike", nullptr);
+  RegisterSameShapeOp(r, "OnesLike", nullptr);
+  r.Register({.type = "Fill",
+              .inputs = {"value"},
+              .outputs = {"filled"},
+              .attrs = {RequiredAttr("shape", AttrType::kShape)},
+              .shape_fn =
+                  [](InferenceContext& c) {
+                    RECSDK_RETURN_IF_ERROR(c.ExpectRank(0, 0));
+                    const Shape s = c.ShapeAttr("shape");
+                    if (!s.IsFullyDefined())
+                      return c.Error("shape {} must be fully defined", s.ToString());
+                    c.AddOutput(c.input_dtype(0), s);
+                    return absl::OkStatus();
+                  },
+              .no_gradient = true});
+  r.Register({.type = "Cast",
+              .inputs = {"x"},
+              .outputs = {"y"},
+              .attrs = {RequiredAttr("dtype", AttrType::kDType)},
+              .shape_fn =
+                  [](InferenceContext& c) {
+                    const DType to = c.DTypeAttr("dtype");
+                    if (DTypeSize(to) == 0 || to == DType::kResource)
+                      return c.Error("cannot cast to {}", DTypeName(to));
+                    c.AddOutput(to, c.input_shape(0));
+                    return absl::OkStatus();
+                  },
+              .grad_fn =
+                  [](const Scope& s, const Node& n, G g, DX dx) {
+                    const DType from = n.input(0).dtype();
+                    if (IsFloatingPoint(from) && IsFloatingPoint(n.output_dtype(0))) {
+                      (*dx)[0] = ops::Cast(s, g[0], from);
+                    }
+                    return absl::OkStatus();
+                  }});
+  r.Register({.type = "Concat",
+              .inputs = {"values+"},
+              .outputs = {"concat"},
+              .attrs = {Attr("axis", AttrType::kInt, 0)},
+              .shape_fn = ConcatShape,
+              .grad_fn = [](const Scope& s, const Node& n, G g, DX dx) {
+                std::vector<Output> ins = {g[0]};
+                for (const Output& in : n.inputs()) ins.push_back(in);
+                Node* cg = s.AddNode("ConcatGrad", ins, {{"axis", NodeAttrs(n).Int("axis")}});
+                for (int i = 0; i < n.num_inputs(); ++i) (*dx)[i] = Out(cg, i);
+                return absl::OkStatus();
+              }});
+  r.Register({.type = "ConcatGrad",
+              .inputs = {"dconcat", "values+"},
+              .outputs = {"dvalues+"},
+              .attrs = {Attr("axis", AttrType::kInt, 0)},
+              .shape_fn =
+                  [](InferenceContext& c) {
+                    for (int i = 1; i < c.num_inputs(); ++i)
+                      c.AddOutput(c.input_dtype(0), c.input_shape(i));
+                    return absl::OkStatus();
+                  },
+              .no_gradient = true});
+  r.Register({.type = "SplitV",
+              .inputs = {"value"},
+              .outputs = {"parts+"},
+              .attrs = {RequiredAttr("sizes", AttrType::kInts), Attr("axis", AttrType::kInt, 0)},
+              .shape_fn = SplitVShape,
+              .grad_fn = [](const Scope& s, const Node& n, G g, DX dx) {
+                std::vector<Output> parts;
+                for (int i = 0; i < n.num_outputs(); ++i) {
+                  parts.push_back(g[i].valid() ? g[i] : ops::ZerosLike(s, n.output(i)));
+                }
+                (*dx)[0] = ops::Concat(s, parts, static_cast<int>(NodeAttrs(n).Int("axis")));
+                return absl::OkStatus();
+              }});
+  r.Register(
+      {.type = "Slice",
+       .inputs = {"x"},
+       .outputs = {"y"},
+       .attrs = {RequiredAttr("begin", AttrType::kInts), RequiredAttr("size", AttrType::kInts)},
+       .shape_fn = SliceShape,
+       .grad_fn = [](const Scope& s, const Node& n, G g, DX dx) {
+         (*dx)[0] =
+             Out(s.AddNode("SliceGrad", {g[0], n.input(0)}, {{"begin", n.IntsAttr("begin")}}));
+         return absl::OkStatus();
+       }});
+  RegisterShapeOfInput1Op(r, "SliceGrad", {"dy", "x"}, {RequiredAttr("begin", AttrType::kInts)},
+                          nullptr);
+  r.Register({.type = "Reshape",
+              .inputs = {"x"},
+              .outputs = {"y"},
+              .attrs = {RequiredAttr("shape", AttrType::kInts)},
+              .shape_fn = ReshapeShape,
+              .grad_fn = [](const Scope& s, const Node& n, G g, DX dx) {
+                (*dx)[0] = Out(s.AddNode("ReshapeLike", {g[0], n.input(0)}));
+                return absl::OkStatus();
+              }});
+  RegisterShapeOfInput1Op(r, "ReshapeLike", {"x", "like"}, {},
+                          [](const Scope& s, const Node& n, G g, DX dx) {
+                            (*dx)[0] = Out(s.AddNode("ReshapeLike", {g[0], n.input(0)}));
+                            return absl::OkStatus();
+                          });
+  r.Register({.type = "Transpose",
+              .inputs = {"x"},
+              .outputs = {"y"},
+              .attrs = {RequiredAttr("perm", AttrType::kInts)},
+              .shape_fn = TransposeShape,
+              .grad_fn = [](const Scope& s, const Node& n, G g, DX dx) {
+                const auto perm = n.IntsAttr("perm");
+                std::vector<int64_t> inv(perm.size());
+                for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
+                (*dx)[0] = ops::Transpose(s, g[0], inv);
+                return absl::OkStatus();
+              }});
+  r.Register({.type = "Tile",
+              .inputs = {"x"},
+              .outputs = {"y"},
+              .attrs = {RequiredAttr("multiples", AttrType::kInts)},
+              .shape_fn = TileShape,
+              .grad_fn = [](const Scope& s, const Node& n, G g, DX dx) {
+                (*dx)[0] = Out(s.AddNode("TileGrad", {g[0], n.input(0)},
+                                         {{"multiples", n.IntsAttr("multiples")}}));
+                return absl::OkStatus();
+              }});
+  RegisterShapeOfInput1Op(r, "TileGrad", {"dy", "x"}, {RequiredAttr("multiples", AttrType::kInts)},
+                          nullptr);
+  r.Register({.type = "Gather",
+              .inputs = {"params", "indices"},
+              .outputs = {"y"},
+              .attrs = {Attr("axis", AttrType::kInt, 0)},
+              .shape_fn = GatherShape,
+              .grad_fn = [](const Scope& s, const Node& n, G g, DX dx) {
+                (*dx)[0] = Out(s.AddNode("GatherGrad", {g[0], n.input(1), n.input(0)},
+                                         {{"axis", NodeAttrs(n).Int("axis")}}));
+                return absl::OkStatus();
+              }});
+  r.Register({.type = "GatherGrad",
+              .inputs = {"dy", "indices", "params"},
+              .outputs = {"dparams"},
+              .attrs = {Attr("axis", AttrType::kInt, 0)},
+              .shape_fn =
+                  [](InferenceContext& c) {
+                    c.AddOutput(c.input_dtype(0), c.input_shape(2));
+                    return absl::OkStatus();
+                  },
+              .no_gradient = true});
+  RegisterShapeOfInput1Op(r, "SumToShapeOf", {"x", "like"}, {},
+                          [](const Scope& s, const Node& n, G g, DX dx) {
+                            (*dx)[0] = Out(s.AddNode("BroadcastToShapeOf", {g[0], n.input(0)}));
+                            return absl::OkStatus();
+                          });
+  RegisterShapeOfInput1Op(r, "BroadcastToShapeOf", {"x", "like"}, {},
+                          [](const Scope& s, const Node& n, G g, DX dx) {
+                            (*dx)[0] = Out(s.AddNode("SumToShapeOf", {g[0], n.input(0)}));
+                            return absl::OkStatus();
+                          });
 }
 
 }  // namespace internal

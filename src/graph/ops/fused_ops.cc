@@ -13,8 +13,6 @@
 namespace recsdk::internal {
 namespace {
 
-using T = AttrValue::Type;
-
 Status FusedDenseShape(InferenceContext& c) {
   RECSDK_RETURN_IF_ERROR(c.ExpectRank(0, 2));
   RECSDK_RETURN_IF_ERROR(c.ExpectRank(1, 2));
@@ -49,7 +47,7 @@ Status FusedDenseGrad(const Scope& s, const Node& n, const std::vector<Output>& 
                       std::vector<Output>* dx) {
   const Output a = n.input(0), w = n.input(1);
   Output dz = g[0];
-  if (n.StringAttr("activation", "none") == "relu") {
+  if (NodeAttrs(n).String("activation") == "relu") {
     dz = Out(s.AddNode("ReluGrad", {n.output(0), g[0]}));
   }
   if (a.dtype() == DType::kBFloat16) {
@@ -69,10 +67,15 @@ Status FusedDenseGrad(const Scope& s, const Node& n, const std::vector<Output>& 
 }  // namespace
 
 void RegisterFusedOps(OpRegistry& r) {
-  r.Register(MakeOp("FusedDense", 3, 3, FusedDenseShape, FusedDenseGrad));
-  // fused_from: set by the fuse_dense pass, the ops the node replaced (src/graph/fused_from.h).
-  r.DeclareAttrsOrDie("FusedDense", {Attr("activation", T::kString, "none"),
-                                     Attr("fused_from", T::kStrings, std::vector<std::string>{})});
+  r.Register({.type = "FusedDense",
+              .inputs = {"a", "w", "bias"},
+              .outputs = {"y"},
+              // fused_from: set by the fuse_dense pass, the ops the node replaced
+              // (src/graph/fused_from.h).
+              .attrs = {Attr("activation", AttrType::kString, "none"),
+                        Attr("fused_from", AttrType::kStrings, std::vector<std::string>{})},
+              .shape_fn = FusedDenseShape,
+              .grad_fn = FusedDenseGrad});
 }
 
 }  // namespace recsdk::internal

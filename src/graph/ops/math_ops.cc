@@ -150,99 +150,169 @@ Status BatchMatMulGrad(const Scope& s, const Node& n, G g, DX dx) {
   return absl::OkStatus();
 }
 
-// Unary ops whose gradient is a dedicated fused op taking (y or x, dy).
+constexpr AttrType kBool = AttrType::kBool;
+
+// Unary ops whose gradient is a dedicated fused op taking (y or x, dy); both declare `attrs`,
+// which the gradient node copies from the forward node.
 void RegisterUnaryWithGradOp(OpRegistry& r, const std::string& type, const std::string& grad_type,
-                             bool grad_uses_output) {
-  r.Register(MakeOp(type, 1, 1, FloatUnaryShape,
-                    [grad_type, grad_uses_output](const Scope& s, const Node& n, G g, DX dx) {
-                      const Output ref = grad_uses_output ? n.output(0) : n.input(0);
-                      AttrMap attrs;
-                      if (n.FindAttr("alpha")) attrs["alpha"] = *n.FindAttr("alpha");
-                      if (n.FindAttr("approximate"))
-                        attrs["approximate"] = *n.FindAttr("approximate");
-                      (*dx)[0] = Out(s.AddNode(grad_type, {ref, g[0]}, attrs));
-                      return absl::OkStatus();
-                    }));
-  r.Register(NoGradOp(grad_type, 2, 2, [](InferenceContext& c) {
-    RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
-    return SameAsInput0(c);
-  }));
+                             bool grad_uses_output, std::vector<AttrDef> attrs = {}) {
+  std::vector<std::string> names;
+  for (const AttrDef& a : attrs) names.push_back(a.name);
+  r.Register(
+      {.type = type,
+       .inputs = {"x"},
+       .outputs = {"y"},
+       .attrs = attrs,
+       .shape_fn = FloatUnaryShape,
+       .grad_fn = [grad_type, grad_uses_output, names](const Scope& s, const Node& n, G g, DX dx) {
+         const Output ref = grad_uses_output ? n.output(0) : n.input(0);
+         AttrMap copied;
+         for (const std::string& name : names) {
+           if (const AttrValue* v = n.FindAttr(name)) copied[name] = *v;
+         }
+         (*dx)[0] = Out(s.AddNode(grad_type, {ref, g[0]}, copied));
+         return absl::OkStatus();
+       }});
+  r.Register({.type = grad_type,
+              .inputs = {grad_uses_output ? "y" : "x", "dy"},
+              .outputs = {"dx"},
+              .attrs = std::move(attrs),
+              .shape_fn =
+                  [](InferenceContext& c) {
+                    RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
+                    return SameAsInput0(c);
+                  },
+              .no_gradient = true});
+}
+
+// Binary elementwise ops with broadcasting: x, y -> z.
+void RegisterBinaryOp(OpRegistry& r, std::string type, GradFn grad) {
+  const bool no_gradient = !grad;
+  r.Register({.type = std::move(type),
+              .inputs = {"x", "y"},
+              .outputs = {"z"},
+              .shape_fn = BinaryShape,
+              .grad_fn = std::move(grad),
+              .no_gradient = no_gradient});
+}
+
+// Unary elementwise ops: x -> y.
+void RegisterUnaryOp(OpRegistry& r, std::string type, ShapeFn shape, GradFn grad) {
+  const bool no_gradient = !grad;
+  r.Register({.type = std::move(type),
+              .inputs = {"x"},
+              .outputs = {"y"},
+              .shape_fn = std::move(shape),
+              .grad_fn = std::move(grad),
+              .no_gradient = no_gradient});
+}
+
+// The reductions' attributes: `axes` (all when empty) and keep_dims.
+std::vector<AttrDef> ReduceAttrs() {
+  return {Attr("axes", AttrType::kInts, std::vector<int64_t>{}), Attr("keep_dims", kBool, false)};
 }
 
 }  // namespace
 
 void RegisterMathOps(OpRegistry& r) {
-  r.Register(MakeOp("MatMul", 2, 2, MatMulShape, MatMulGrad));
-  r.Register(MakeOp("BatchMatMul", 2, 2, BatchMatMulShape, BatchMatMulGrad));
-  r.Register(MakeOp("BiasAdd", 2, 2, BiasAddShape, [](const Scope& s, const Node&, G g, DX dx) {
-    (*dx)[0] = g[0];
-    (*dx)[1] = Out(s.AddNode("BiasAddGrad", {g[0]}));
-    return absl::OkStatus();
-  }));
-  r.Register(NoGradOp("BiasAddGrad", 1, 1, [](InferenceContext& c) {
-    RECSDK_RETURN_IF_ERROR(c.ExpectMinRank(0, 1));
-    c.AddOutput(c.input_dtype(0), Shape{c.input_shape(0).dim_from_end(1)});
-    return absl::OkStatus();
-  }));
-  r.Register(MakeOp("Add", 2, 2, BinaryShape, AddGrad));
-  r.Register(MakeOp("Sub", 2, 2, BinaryShape, SubGrad));
-  r.Register(MakeOp("Mul", 2, 2, BinaryShape, MulGrad));
-  r.Register(MakeOp("Div", 2, 2, BinaryShape, DivGrad));
-  r.Register(MakeOp("Maximum", 2, 2, BinaryShape, [](const Scope& s, const Node& n, G g, DX dx) {
+  r.Register({.type = "MatMul",
+              .inputs = {"a", "b"},
+              .outputs = {"product"},
+              .attrs = {Attr("transpose_a", kBool, false), Attr("transpose_b", kBool, false)},
+              .shape_fn = MatMulShape,
+              .grad_fn = MatMulGrad});
+  r.Register({.type = "BatchMatMul",
+              .inputs = {"x", "y"},
+              .outputs = {"product"},
+              .attrs = {Attr("adj_x", kBool, false), Attr("adj_y", kBool, false)},
+              .shape_fn = BatchMatMulShape,
+              .grad_fn = BatchMatMulGrad});
+  r.Register({.type = "BiasAdd",
+              .inputs = {"x", "bias"},
+              .outputs = {"y"},
+              .shape_fn = BiasAddShape,
+              .grad_fn = [](const Scope& s, const Node&, G g, DX dx) {
+                (*dx)[0] = g[0];
+                (*dx)[1] = Out(s.AddNode("BiasAddGrad", {g[0]}));
+                return absl::OkStatus();
+              }});
+  r.Register({.type = "BiasAddGrad",
+              .inputs = {"dy"},
+              .outputs = {"dbias"},
+              .shape_fn =
+                  [](InferenceContext& c) {
+                    RECSDK_RETURN_IF_ERROR(c.ExpectMinRank(0, 1));
+                    c.AddOutput(c.input_dtype(0), Shape{c.input_shape(0).dim_from_end(1)});
+                    return absl::OkStatus();
+                  },
+              .no_gradient = true});
+  RegisterBinaryOp(r, "Add", AddGrad);
+  RegisterBinaryOp(r, "Sub", SubGrad);
+  RegisterBinaryOp(r, "Mul", MulGrad);
+  RegisterBinaryOp(r, "Div", DivGrad);
+  RegisterBinaryOp(r, "Maximum", [](const Scope& s, const Node& n, G g, DX dx) {
     return MaxMinGrad(s, n, g, dx, true);
-  }));
-  r.Register(MakeOp("Minimum", 2, 2, BinaryShape, [](const Scope& s, const Node& n, G g, DX dx) {
+  });
+  RegisterBinaryOp(r, "Minimum", [](const Scope& s, const Node& n, G g, DX dx) {
     return MaxMinGrad(s, n, g, dx, false);
-  }));
-  r.Register(MakeOp("Pow", 2, 2, BinaryShape, PowGrad));
-  r.Register(MakeOp(
-      "AddN", 1, -1,
-      [](InferenceContext& c) {
-        for (int i = 1; i < c.num_inputs(); ++i) {
-          RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, i));
-          if (!c.input_shape(i).IsCompatibleWith(c.input_shape(0))) {
-            return c.Error("{} and {} differ in shape", c.InputDesc(0), c.InputDesc(i));
-          }
-        }
-        return SameAsInput0(c);
-      },
-      [](const Scope&, const Node& n, G g, DX dx) {
-        for (int i = 0; i < n.num_inputs(); ++i) (*dx)[i] = g[0];
-        return absl::OkStatus();
-      }));
-  r.Register(MakeOp("Neg", 1, 1, SameAsInput0, [](const Scope& s, const Node&, G g, DX dx) {
+  });
+  RegisterBinaryOp(r, "Pow", PowGrad);
+  r.Register({.type = "AddN",
+              .inputs = {"inputs+"},
+              .outputs = {"sum"},
+              .shape_fn =
+                  [](InferenceContext& c) {
+                    for (int i = 1; i < c.num_inputs(); ++i) {
+                      RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, i));
+                      if (!c.input_shape(i).IsCompatibleWith(c.input_shape(0))) {
+                        return c.Error("{} and {} differ in shape", c.InputDesc(0), c.InputDesc(i));
+                      }
+                    }
+                    return SameAsInput0(c);
+                  },
+              .grad_fn =
+                  [](const Scope&, const Node& n, G g, DX dx) {
+                    for (int i = 0; i < n.num_inputs(); ++i) (*dx)[i] = g[0];
+                    return absl::OkStatus();
+                  }});
+  RegisterUnaryOp(r, "Neg", SameAsInput0, [](const Scope& s, const Node&, G g, DX dx) {
     (*dx)[0] = Neg(s, g[0]);
     return absl::OkStatus();
-  }));
-  r.Register(MakeOp("Square", 1, 1, SameAsInput0, [](const Scope& s, const Node& n, G g, DX dx) {
+  });
+  RegisterUnaryOp(r, "Square", SameAsInput0, [](const Scope& s, const Node& n, G g, DX dx) {
     (*dx)[0] = Mul(s, g[0], Mul(s, n.input(0), ops::ScalarLike(s, n.input(0), 2.0)));
     return absl::OkStatus();
-  }));
-  r.Register(MakeOp("Exp", 1, 1, FloatUnaryShape, [](const Scope& s, const Node& n, G g, DX dx) {
+  });
+  RegisterUnaryOp(r, "Exp", FloatUnaryShape, [](const Scope& s, const Node& n, G g, DX dx) {
     (*dx)[0] = Mul(s, g[0], n.output(0));
     return absl::OkStatus();
-  }));
-  r.Register(MakeOp("Log", 1, 1, FloatUnaryShape, [](const Scope& s, const Node& n, G g, DX dx) {
+  });
+  RegisterUnaryOp(r, "Log", FloatUnaryShape, [](const Scope& s, const Node& n, G g, DX dx) {
     (*dx)[0] = Div(s, g[0], n.input(0));
     return absl::OkStatus();
-  }));
-  r.Register(MakeOp("Abs", 1, 1, SameAsInput0, [](const Scope& s, const Node& n, G g, DX dx) {
+  });
+  RegisterUnaryOp(r, "Abs", SameAsInput0, [](const Scope& s, const Node& n, G g, DX dx) {
     (*dx)[0] = Mul(s, g[0], Out(s.AddNode("Sign", {n.input(0)})));
     return absl::OkStatus();
-  }));
-  r.Register(NoGradOp("Sign", 1, 1, SameAsInput0));
+  });
+  RegisterUnaryOp(r, "Sign", SameAsInput0, nullptr);
   RegisterUnaryWithGradOp(r, "Sqrt", "SqrtGrad", true);
   RegisterUnaryWithGradOp(r, "Rsqrt", "RsqrtGrad", true);
   RegisterUnaryWithGradOp(r, "Relu", "ReluGrad", false);
-  RegisterUnaryWithGradOp(r, "LeakyRelu", "LeakyReluGrad", false);
+  RegisterUnaryWithGradOp(r, "LeakyRelu", "LeakyReluGrad", false,
+                          {Attr("alpha", AttrType::kFloat, 0.2)});
   RegisterUnaryWithGradOp(r, "Sigmoid", "SigmoidGrad", true);
   RegisterUnaryWithGradOp(r, "Tanh", "TanhGrad", true);
-  RegisterUnaryWithGradOp(r, "Gelu", "GeluGrad", false);
+  RegisterUnaryWithGradOp(r, "Gelu", "GeluGrad", false, {Attr("approximate", kBool, false)});
 
   for (const char* cmp : {"Less", "LessEqual", "Greater", "GreaterEqual", "Equal"}) {
-    r.Register(NoGradOp(cmp, 2, 2, CompareShape));
+    r.Register({.type = cmp,
+                .inputs = {"x", "y"},
+                .outputs = {"z"},
+                .shape_fn = CompareShape,
+                .no_gradient = true});
   }
-  r.Register(MakeOp("FloorMod", 2, 2, BinaryShape, [](const Scope& s, const Node& n, G g, DX dx) {
+  RegisterBinaryOp(r, "FloorMod", [](const Scope& s, const Node& n, G g, DX dx) {
     // x mod y = x - floor(x / y) * y.
     (*dx)[0] = ReduceGradTo(s, g[0], n.input(0));
     if (IsFloatingPoint(n.input(1).dtype())) {
@@ -250,51 +320,84 @@ void RegisterMathOps(OpRegistry& r) {
       (*dx)[1] = ReduceGradTo(s, Neg(s, Mul(s, g[0], q)), n.input(1));
     }
     return absl::OkStatus();
-  }));
-  r.Register(NoGradOp("FloorDiv", 2, 2, BinaryShape));
-  r.Register(MakeOp(
-      "Where", 3, 3,
-      [](InferenceContext& c) {
-        RECSDK_RETURN_IF_ERROR(c.ExpectDType(0, DType::kBool));
-        RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(1, 2));
-        auto s1 = BroadcastShapes(c.input_shape(1), c.input_shape(2));
-        if (!s1.ok())
-          return c.Error("{} and {}: {}", c.InputDesc(1), c.InputDesc(2), s1.status().message());
-        auto s2 = BroadcastShapes(c.input_shape(0), *s1);
-        if (!s2.ok()) return c.Error("condition {}: {}", c.InputDesc(0), s2.status().message());
-        c.AddOutput(c.input_dtype(1), *s2);
-        return absl::OkStatus();
-      },
-      [](const Scope& s, const Node& n, G g, DX dx) {
-        const Output zeros = ops::ZerosLike(s, g[0]);
-        (*dx)[1] = ReduceGradTo(s, ops::Where(s, n.input(0), g[0], zeros), n.input(1));
-        (*dx)[2] = ReduceGradTo(s, ops::Where(s, n.input(0), zeros, g[0]), n.input(2));
-        return absl::OkStatus();
-      }));
+  });
+  RegisterBinaryOp(r, "FloorDiv", nullptr);
+  r.Register({.type = "Where",
+              .inputs = {"condition", "x", "y"},
+              .outputs = {"z"},
+              .shape_fn =
+                  [](InferenceContext& c) {
+                    RECSDK_RETURN_IF_ERROR(c.ExpectDType(0, DType::kBool));
+                    RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(1, 2));
+                    auto s1 = BroadcastShapes(c.input_shape(1), c.input_shape(2));
+                    if (!s1.ok())
+                      return c.Error("{} and {}: {}", c.InputDesc(1), c.InputDesc(2),
+                                     s1.status().message());
+                    auto s2 = BroadcastShapes(c.input_shape(0), *s1);
+                    if (!s2.ok())
+                      return c.Error("condition {}: {}", c.InputDesc(0), s2.status().message());
+                    c.AddOutput(c.input_dtype(1), *s2);
+                    return absl::OkStatus();
+                  },
+              .grad_fn =
+                  [](const Scope& s, const Node& n, G g, DX dx) {
+                    const Output zeros = ops::ZerosLike(s, g[0]);
+                    (*dx)[1] = ReduceGradTo(s, ops::Where(s, n.input(0), g[0], zeros), n.input(1));
+                    (*dx)[2] = ReduceGradTo(s, ops::Where(s, n.input(0), zeros, g[0]), n.input(2));
+                    return absl::OkStatus();
+                  }});
 
-  r.Register(MakeOp("ReduceSum", 1, 1, ReduceShape, [](const Scope& s, const Node& n, G g, DX dx) {
-    (*dx)[0] = Out(s.AddNode("ReduceSumGrad", {g[0], n.input(0)},
-                             {{"axes", n.IntsAttr("axes")}, {"mean", false}}));
-    return absl::OkStatus();
-  }));
-  r.Register(MakeOp("ReduceMean", 1, 1, ReduceShape, [](const Scope& s, const Node& n, G g, DX dx) {
-    (*dx)[0] = Out(s.AddNode("ReduceSumGrad", {g[0], n.input(0)},
-                             {{"axes", n.IntsAttr("axes")}, {"mean", true}}));
-    return absl::OkStatus();
-  }));
-  r.Register(MakeOp("ReduceMax", 1, 1, ReduceShape, [](const Scope& s, const Node& n, G g, DX dx) {
-    (*dx)[0] = Out(s.AddNode("ReduceMaxGrad", {g[0], n.input(0), n.output(0)},
-                             {{"axes", n.IntsAttr("axes")}}));
-    return absl::OkStatus();
-  }));
-  r.Register(NoGradOp("ReduceSumGrad", 2, 2, [](InferenceContext& c) {
-    c.AddOutput(c.input_dtype(0), c.input_shape(1));
-    return absl::OkStatus();
-  }));
-  r.Register(NoGradOp("ReduceMaxGrad", 3, 3, [](InferenceContext& c) {
-    c.AddOutput(c.input_dtype(0), c.input_shape(1));
-    return absl::OkStatus();
-  }));
+  r.Register({.type = "ReduceSum",
+              .inputs = {"x"},
+              .outputs = {"y"},
+              .attrs = ReduceAttrs(),
+              .shape_fn = ReduceShape,
+              .grad_fn = [](const Scope& s, const Node& n, G g, DX dx) {
+                (*dx)[0] = Out(s.AddNode("ReduceSumGrad", {g[0], n.input(0)},
+                                         {{"axes", n.IntsAttr("axes")}, {"mean", false}}));
+                return absl::OkStatus();
+              }});
+  r.Register({.type = "ReduceMean",
+              .inputs = {"x"},
+              .outputs = {"y"},
+              .attrs = ReduceAttrs(),
+              .shape_fn = ReduceShape,
+              .grad_fn = [](const Scope& s, const Node& n, G g, DX dx) {
+                (*dx)[0] = Out(s.AddNode("ReduceSumGrad", {g[0], n.input(0)},
+                                         {{"axes", n.IntsAttr("axes")}, {"mean", true}}));
+                return absl::OkStatus();
+              }});
+  r.Register({.type = "ReduceMax",
+              .inputs = {"x"},
+              .outputs = {"y"},
+              .attrs = ReduceAttrs(),
+              .shape_fn = ReduceShape,
+              .grad_fn = [](const Scope& s, const Node& n, G g, DX dx) {
+                (*dx)[0] = Out(s.AddNode("ReduceMaxGrad", {g[0], n.input(0), n.output(0)},
+                                         {{"axes", n.IntsAttr("axes")}}));
+                return absl::OkStatus();
+              }});
+  r.Register(
+      {.type = "ReduceSumGrad",
+       .inputs = {"dy", "x"},
+       .outputs = {"dx"},
+       .attrs = {Attr("axes", AttrType::kInts, std::vector<int64_t>{}), Attr("mean", kBool, false)},
+       .shape_fn =
+           [](InferenceContext& c) {
+             c.AddOutput(c.input_dtype(0), c.input_shape(1));
+             return absl::OkStatus();
+           },
+       .no_gradient = true});
+  r.Register({.type = "ReduceMaxGrad",
+              .inputs = {"dy", "x", "y"},
+              .outputs = {"dx"},
+              .attrs = {Attr("axes", AttrType::kInts, std::vector<int64_t>{})},
+              .shape_fn =
+                  [](InferenceContext& c) {
+                    c.AddOutput(c.input_dtype(0), c.input_shape(1));
+                    return absl::OkStatus();
+                  },
+              .no_gradient = true});
 }
 
 }  // namespace internal

@@ -11,7 +11,7 @@ using DX = std::vector<Output>*;
 Status SoftmaxShape(InferenceContext& c) {
   RECSDK_RETURN_IF_ERROR(c.ExpectFloat(0));
   RECSDK_RETURN_IF_ERROR(c.ExpectMinRank(0, 1));
-  RECSDK_RETURN_IF_ERROR(c.NormalizeAxis(c.IntAttr("axis", -1), c.input_shape(0).rank()).status());
+  RECSDK_RETURN_IF_ERROR(c.NormalizeAxis(c.IntAttr("axis"), c.input_shape(0).rank()).status());
   return SameAsInput0(c);
 }
 
@@ -104,110 +104,155 @@ Status DcnCrossGradShape(InferenceContext& c) {
   return absl::OkStatus();
 }
 
+// Softmax and LogSoftmax (and their gradients) normalise along `axis`, the last by default.
+std::vector<AttrDef> SoftmaxAttrs() { return {Attr("axis", AttrType::kInt, -1)}; }
+
+GradFn SoftmaxGradFn(std::string grad_type) {
+  return [grad_type](const Scope& s, const Node& n, G g, DX dx) {
+    (*dx)[0] = Out(s.AddNode(grad_type, {n.output(0), g[0]}, {{"axis", NodeAttrs(n).Int("axis")}}));
+    return absl::OkStatus();
+  };
+}
+
 }  // namespace
 
 void RegisterNnOps(OpRegistry& r) {
-  r.Register(MakeOp("DcnCross", 4, 4, DcnCrossShape, [](const Scope& s, const Node& n, G g, DX dx) {
-    Node* grad = s.AddNode("DcnCrossGrad", {n.input(0), n.input(2), n.input(3), g[0]});
-    (*dx)[0] = Out(grad, 0);
-    (*dx)[1] = g[0];
-    (*dx)[2] = Out(grad, 1);
-    (*dx)[3] = Out(grad, 2);
-    return absl::OkStatus();
-  }));
-  r.Register(NoGradOp("DcnCrossGrad", 4, 4, DcnCrossGradShape));
-  r.Register(
-      MakeOp("BatchOuterProduct", 2, 2, BatchOuterProductShape,
-             [](const Scope& s, const Node& n, G g, DX dx) {
-               Node* grad = s.AddNode("BatchOuterProductGrad", {n.input(0), n.input(1), g[0]});
-               (*dx)[0] = Out(grad, 0);
-               (*dx)[1] = Out(grad, 1);
-               return absl::OkStatus();
-             }));
-  r.Register(NoGradOp("BatchOuterProductGrad", 3, 3, BatchOuterProductGradShape));
-  r.Register(MakeOp("DotInteraction", 1, 1, DotInteractionShape,
-                    [](const Scope& s, const Node& n, G g, DX dx) {
-                      (*dx)[0] = Out(s.AddNode("DotInteractionGrad", {n.input(0), g[0]}));
-                      return absl::OkStatus();
-                    }));
-  r.Register(NoGradOp("DotInteractionGrad", 2, 2, DotInteractionGradShape));
-  r.Register(MakeOp("Softmax", 1, 1, SoftmaxShape, [](const Scope& s, const Node& n, G g, DX dx) {
-    (*dx)[0] =
-        Out(s.AddNode("SoftmaxGrad", {n.output(0), g[0]}, {{"axis", n.IntAttr("axis", -1)}}));
-    return absl::OkStatus();
-  }));
-  r.Register(
-      MakeOp("LogSoftmax", 1, 1, SoftmaxShape, [](const Scope& s, const Node& n, G g, DX dx) {
-        (*dx)[0] = Out(
-            s.AddNode("LogSoftmaxGrad", {n.output(0), g[0]}, {{"axis", n.IntAttr("axis", -1)}}));
-        return absl::OkStatus();
-      }));
-  r.Register(NoGradOp("SoftmaxGrad", 2, 2, SameAsInput0));
-  r.Register(NoGradOp("LogSoftmaxGrad", 2, 2, SameAsInput0));
-
-  // Dropout outputs (y, mask) where mask holds 0 or 1/(1-rate); the gradient is dy * mask.
-  {
-    OpDef d = MakeOp(
-        "Dropout", 1, 1,
-        [](InferenceContext& c) {
-          RECSDK_RETURN_IF_ERROR(c.ExpectFloat(0));
-          const double rate = c.FloatAttr("rate");
-          if (!(rate >= 0 && rate < 1)) return c.Error("rate {} must be in [0, 1)", rate);
-          c.AddOutput(c.input_dtype(0), c.input_shape(0));
-          c.AddOutput(c.input_dtype(0), c.input_shape(0));
-          return absl::OkStatus();
-        },
-        [](const Scope& s, const Node& n, G g, DX dx) {
-          (*dx)[0] = ops::Mul(s, g[0], n.output(1));
-          return absl::OkStatus();
-        });
-    d.stateful = true;
-    r.Register(d);
+  r.Register({.type = "DcnCross",
+              .inputs = {"x0", "xl", "y", "bias"},
+              .outputs = {"z"},
+              .shape_fn = DcnCrossShape,
+              .grad_fn = [](const Scope& s, const Node& n, G g, DX dx) {
+                Node* grad = s.AddNode("DcnCrossGrad", {n.input(0), n.input(2), n.input(3), g[0]});
+                (*dx)[0] = Out(grad, 0);
+                (*dx)[1] = g[0];
+                (*dx)[2] = Out(grad, 1);
+                (*dx)[3] = Out(grad, 2);
+                return absl::OkStatus();
+              }});
+  r.Register({.type = "DcnCrossGrad",
+              .inputs = {"x0", "y", "bias", "dz"},
+              .outputs = {"dx0", "dy", "dbias"},
+              .shape_fn = DcnCrossGradShape,
+              .no_gradient = true});
+  r.Register({.type = "BatchOuterProduct",
+              .inputs = {"a", "b"},
+              .outputs = {"z"},
+              .shape_fn = BatchOuterProductShape,
+              .grad_fn = [](const Scope& s, const Node& n, G g, DX dx) {
+                Node* grad = s.AddNode("BatchOuterProductGrad", {n.input(0), n.input(1), g[0]});
+                (*dx)[0] = Out(grad, 0);
+                (*dx)[1] = Out(grad, 1);
+                return absl::OkStatus();
+              }});
+  r.Register({.type = "BatchOuterProductGrad",
+              .inputs = {"a", "b", "dz"},
+              .outputs = {"da", "db"},
+              .shape_fn = BatchOuterProductGradShape,
+              .no_gradient = true});
+  r.Register({.type = "DotInteraction",
+              .inputs = {"features"},
+              .outputs = {"dots"},
+              .shape_fn = DotInteractionShape,
+              .grad_fn = [](const Scope& s, const Node& n, G g, DX dx) {
+                (*dx)[0] = Out(s.AddNode("DotInteractionGrad", {n.input(0), g[0]}));
+                return absl::OkStatus();
+              }});
+  r.Register({.type = "DotInteractionGrad",
+              .inputs = {"features", "ddots"},
+              .outputs = {"dfeatures"},
+              .shape_fn = DotInteractionGradShape,
+              .no_gradient = true});
+  r.Register({.type = "Softmax",
+              .inputs = {"logits"},
+              .outputs = {"y"},
+              .attrs = SoftmaxAttrs(),
+              .shape_fn = SoftmaxShape,
+              .grad_fn = SoftmaxGradFn("SoftmaxGrad")});
+  r.Register({.type = "LogSoftmax",
+              .inputs = {"logits"},
+              .outputs = {"y"},
+              .attrs = SoftmaxAttrs(),
+              .shape_fn = SoftmaxShape,
+              .grad_fn = SoftmaxGradFn("LogSoftmaxGrad")});
+  for (const char* type : {"SoftmaxGrad", "LogSoftmaxGrad"}) {
+    r.Register({.type = type,
+                .inputs = {"y", "dy"},
+                .outputs = {"dlogits"},
+                .attrs = SoftmaxAttrs(),
+                .shape_fn = SameAsInput0,
+                .no_gradient = true});
   }
 
-  r.Register(MakeOp(
-      "SigmoidCrossEntropyWithLogits", 2, 2,
-      [](InferenceContext& c) {
-        RECSDK_RETURN_IF_ERROR(c.ExpectFloat(1));
-        RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
-        if (!c.input_shape(0).IsCompatibleWith(c.input_shape(1))) {
-          return c.Error("labels {} and logits {} must have the same shape", c.InputDesc(0),
-                         c.InputDesc(1));
-        }
-        c.AddOutput(c.input_dtype(1), c.input_shape(1));
-        return absl::OkStatus();
-      },
-      [](const Scope& s, const Node& n, G g, DX dx) {
-        // loss = max(x,0) - x z + log(1 + exp(-|x|)); d/dx = sigmoid(x) - z; d/dz = -x.
-        const Output z = n.input(0), x = n.input(1);
-        (*dx)[1] = ops::Mul(s, g[0], ops::Sub(s, ops::Sigmoid(s, x), z));
-        (*dx)[0] = ops::Mul(s, g[0], ops::Neg(s, x));
-        return absl::OkStatus();
-      }));
-  r.Register(MakeOp(
-      "SoftmaxCrossEntropyWithLogits", 2, 2,
-      [](InferenceContext& c) {
-        RECSDK_RETURN_IF_ERROR(c.ExpectFloat(1));
-        RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
-        RECSDK_RETURN_IF_ERROR(c.ExpectMinRank(1, 1));
-        if (!c.input_shape(0).IsCompatibleWith(c.input_shape(1))) {
-          return c.Error("labels {} and logits {} must have the same shape", c.InputDesc(0),
-                         c.InputDesc(1));
-        }
-        Shape loss = c.input_shape(1);
-        loss.RemoveDim(loss.rank() - 1);
-        c.AddOutput(c.input_dtype(1), loss);
-        // Output 1: softmax(logits) - labels, the gradient per unit of loss.
-        c.AddOutput(c.input_dtype(1), c.input_shape(1));
-        return absl::OkStatus();
-      },
-      [](const Scope& s, const Node& n, G g, DX dx) {
-        if (!g[0].valid()) return absl::OkStatus();
-        const Output dl = ops::ExpandDims(s, g[0], -1);
-        (*dx)[1] = ops::Mul(s, dl, n.output(1));
-        (*dx)[0] = ops::Mul(s, dl, ops::Neg(s, ops::LogSoftmax(s, n.input(1))));
-        return absl::OkStatus();
-      }));
+  // Dropout outputs (y, mask) where mask holds 0 or 1/(1-rate); the gradient is dy * mask.
+  r.Register({.type = "Dropout",
+              .inputs = {"x"},
+              .outputs = {"y", "mask"},
+              .attrs = {RequiredAttr("rate", AttrType::kFloat), Attr("seed", AttrType::kInt, 0)},
+              .shape_fn =
+                  [](InferenceContext& c) {
+                    RECSDK_RETURN_IF_ERROR(c.ExpectFloat(0));
+                    const double rate = c.FloatAttr("rate");
+                    if (!(rate >= 0 && rate < 1)) return c.Error("rate {} must be in [0, 1)", rate);
+                    c.AddOutput(c.input_dtype(0), c.input_shape(0));
+                    c.AddOutput(c.input_dtype(0), c.input_shape(0));
+                    return absl::OkStatus();
+                  },
+              .grad_fn =
+                  [](const Scope& s, const Node& n, G g, DX dx) {
+                    (*dx)[0] = ops::Mul(s, g[0], n.output(1));
+                    return absl::OkStatus();
+                  },
+              .stateful = true});
+
+  r.Register({.type = "SigmoidCrossEntropyWithLogits",
+              .inputs = {"labels", "logits"},
+              .outputs = {"loss"},
+              .shape_fn =
+                  [](InferenceContext& c) {
+                    RECSDK_RETURN_IF_ERROR(c.ExpectFloat(1));
+                    RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
+                    if (!c.input_shape(0).IsCompatibleWith(c.input_shape(1))) {
+                      return c.Error("labels {} and logits {} must have the same shape",
+                                     c.InputDesc(0), c.InputDesc(1));
+                    }
+                    c.AddOutput(c.input_dtype(1), c.input_shape(1));
+                    return absl::OkStatus();
+                  },
+              .grad_fn =
+                  [](const Scope& s, const Node& n, G g, DX dx) {
+                    // loss = max(x,0) - x z + log(1 + exp(-|x|)); d/dx = sigmoid(x) - z; d/dz = -x.
+                    const Output z = n.input(0), x = n.input(1);
+                    (*dx)[1] = ops::Mul(s, g[0], ops::Sub(s, ops::Sigmoid(s, x), z));
+                    (*dx)[0] = ops::Mul(s, g[0], ops::Neg(s, x));
+                    return absl::OkStatus();
+                  }});
+  r.Register({.type = "SoftmaxCrossEntropyWithLogits",
+              .inputs = {"labels", "logits"},
+              // Output 1: softmax(logits) - labels, the gradient per unit of loss.
+              .outputs = {"loss", "backprop"},
+              .shape_fn =
+                  [](InferenceContext& c) {
+                    RECSDK_RETURN_IF_ERROR(c.ExpectFloat(1));
+                    RECSDK_RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
+                    RECSDK_RETURN_IF_ERROR(c.ExpectMinRank(1, 1));
+                    if (!c.input_shape(0).IsCompatibleWith(c.input_shape(1))) {
+                      return c.Error("labels {} and logits {} must have the same shape",
+                                     c.InputDesc(0), c.InputDesc(1));
+                    }
+                    Shape loss = c.input_shape(1);
+                    loss.RemoveDim(loss.rank() - 1);
+                    c.AddOutput(c.input_dtype(1), loss);
+                    c.AddOutput(c.input_dtype(1), c.input_shape(1));
+                    return absl::OkStatus();
+                  },
+              .grad_fn =
+                  [](const Scope& s, const Node& n, G g, DX dx) {
+                    if (!g[0].valid()) return absl::OkStatus();
+                    const Output dl = ops::ExpandDims(s, g[0], -1);
+                    (*dx)[1] = ops::Mul(s, dl, n.output(1));
+                    (*dx)[0] = ops::Mul(s, dl, ops::Neg(s, ops::LogSoftmax(s, n.input(1))));
+                    return absl::OkStatus();
+                  }});
 }
 
 }  // namespace internal

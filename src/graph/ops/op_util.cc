@@ -21,22 +21,6 @@ Status BroadcastBinary(InferenceContext& c, DType out_dtype) {
   return absl::OkStatus();
 }
 
-OpDef MakeOp(std::string type, int min_inputs, int max_inputs, ShapeFn shape_fn, GradFn grad_fn) {
-  OpDef d;
-  d.type = std::move(type);
-  d.min_inputs = min_inputs;
-  d.max_inputs = max_inputs;
-  d.shape_fn = std::move(shape_fn);
-  d.grad_fn = std::move(grad_fn);
-  return d;
-}
-
-OpDef NoGradOp(std::string type, int min_inputs, int max_inputs, ShapeFn shape_fn) {
-  OpDef d = MakeOp(std::move(type), min_inputs, max_inputs, std::move(shape_fn));
-  d.no_gradient = true;
-  return d;
-}
-
 Output ReduceGradTo(const Scope& scope, Output grad, Output x) {
   if (!grad.valid() || !x.valid()) return Output();
   if (grad.shape() == x.shape() && x.shape().IsFullyDefined()) return grad;

@@ -17,16 +17,11 @@ Status SameAsInput0(InferenceContext& c);
 // keeps the input dtype (comparisons pass kBool).
 Status BroadcastBinary(InferenceContext& c, DType out_dtype = DType::kInvalid);
 
-// OpDef builders.
 // MatMulOutputShape / BatchMatMulOutputShape: the product's shape from inputs 0 and 1 and the
 // transpose_a/b (adj_x/y) attributes; an error names mismatched inner or batch dimensions. The
 // caller checks the dtypes and adds the output.
 StatusOr<Shape> MatMulOutputShape(InferenceContext& c);
 StatusOr<Shape> BatchMatMulOutputShape(InferenceContext& c);
-
-OpDef MakeOp(std::string type, int min_inputs, int max_inputs, ShapeFn shape_fn,
-             GradFn grad_fn = nullptr);
-OpDef NoGradOp(std::string type, int min_inputs, int max_inputs, ShapeFn shape_fn);
 
 // ReduceGradTo: grad summed down to x's shape (identity when shapes already match statically).
 Output ReduceGradTo(const Scope& scope, Output grad, Output x);

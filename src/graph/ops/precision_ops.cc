@@ -22,8 +22,6 @@
 namespace recsdk::internal {
 namespace {
 
-using T = AttrValue::Type;
-
 Status Bf16Operands(InferenceContext& c) {
   RECSDK_RETURN_IF_ERROR(c.ExpectDType(0, DType::kBFloat16));
   return c.ExpectDType(1, DType::kBFloat16);
@@ -46,26 +44,39 @@ Status Bf16BatchMatMulShape(InferenceContext& c) {
 }  // namespace
 
 void RegisterPrecisionOps(OpRegistry& r) {
-  r.Register(MakeOp("BF16MatMul", 2, 2, Bf16MatMulShape));
-  r.Register(MakeOp("BF16BatchMatMul", 2, 2, Bf16BatchMatMulShape));
-  r.Register(NoGradOp("AllFinite", 1, -1, [](InferenceContext& c) {
-    for (int i = 0; i < c.num_inputs(); ++i) RECSDK_RETURN_IF_ERROR(c.ExpectFloat(i));
-    c.AddOutput(DType::kBool, Shape{});
-    return absl::OkStatus();
-  }));
-  OpDef gate = NoGradOp("ControlGate", 1, 1, [](InferenceContext& c) {
-    RECSDK_RETURN_IF_ERROR(c.ExpectDType(0, DType::kBool));
-    return c.ExpectRank(0, 0);
-  });
-  gate.stateful = true;  // it decides what runs: never pruned or merged
-  r.Register(std::move(gate));
-
-  r.DeclareAttrsOrDie("BF16MatMul",
-                      {Attr("transpose_a", T::kBool, false), Attr("transpose_b", T::kBool, false)});
-  r.DeclareAttrsOrDie("BF16BatchMatMul",
-                      {Attr("adj_x", T::kBool, false), Attr("adj_y", T::kBool, false)});
-  r.DeclareAttrsOrDie("AllFinite", {});
-  r.DeclareAttrsOrDie("ControlGate", {});
+  r.Register({.type = "BF16MatMul",
+              .inputs = {"a", "b"},
+              .outputs = {"product"},
+              .attrs = {Attr("transpose_a", AttrType::kBool, false),
+                        Attr("transpose_b", AttrType::kBool, false)},
+              .shape_fn = Bf16MatMulShape});
+  r.Register(
+      {.type = "BF16BatchMatMul",
+       .inputs = {"x", "y"},
+       .outputs = {"product"},
+       .attrs = {Attr("adj_x", AttrType::kBool, false), Attr("adj_y", AttrType::kBool, false)},
+       .shape_fn = Bf16BatchMatMulShape});
+  r.Register({.type = "AllFinite",
+              .inputs = {"x+"},
+              .outputs = {"all_finite"},
+              .shape_fn =
+                  [](InferenceContext& c) {
+                    for (int i = 0; i < c.num_inputs(); ++i)
+                      RECSDK_RETURN_IF_ERROR(c.ExpectFloat(i));
+                    c.AddOutput(DType::kBool, Shape{});
+                    return absl::OkStatus();
+                  },
+              .no_gradient = true});
+  r.Register({.type = "ControlGate",
+              .inputs = {"condition"},
+              .outputs = {},
+              .shape_fn =
+                  [](InferenceContext& c) {
+                    RECSDK_RETURN_IF_ERROR(c.ExpectDType(0, DType::kBool));
+                    return c.ExpectRank(0, 0);
+                  },
+              .no_gradient = true,
+              .stateful = true});  // it decides what runs: never pruned or merged
 }
 
 }  // namespace recsdk::internal

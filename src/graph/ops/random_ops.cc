@@ -11,26 +11,37 @@ namespace internal {
 void RegisterRandomOps(OpRegistry& r) {
   for (const char* type : {"RandomUniform", "RandomNormal", "TruncatedNormal"}) {
     const bool uniform = std::string_view(type) == "RandomUniform";
-    OpDef d = NoGradOp(type, 0, 0, [uniform](InferenceContext& c) {
-      const Shape s = c.ShapeAttr("shape");
-      if (!s.IsFullyDefined()) return c.Error("shape {} must be fully defined", s.ToString());
-      const DType d = c.DTypeAttr("dtype");
-      if (d != DType::kFloat32 && d != DType::kFloat64)
-        return c.Error("dtype must be float32 or float64");
-      // The same rules as Initializer::Validate: a graph built by hand or loaded from JSON must
-      // not draw from an empty range or a negative stddev.
-      const double a = c.FloatAttr("a"), b = c.FloatAttr("b");
-      if (!std::isfinite(a) || !std::isfinite(b)) {
-        return c.Error("{} {} and {} {} must be finite numbers", uniform ? "min" : "mean", a,
-                       uniform ? "max" : "stddev", b);
-      }
-      if (uniform && a > b) return c.Error("min {} is above max {}; swap them", a, b);
-      if (!uniform && b < 0) return c.Error("stddev {} is negative; use a value >= 0", b);
-      c.AddOutput(d, s);
-      return absl::OkStatus();
-    });
-    d.stateful = true;
-    r.Register(d);
+    // a and b are (min, max) for RandomUniform, (mean, stddev) for the normals.
+    r.Register({.type = type,
+                .inputs = {},
+                .outputs = {"values"},
+                .attrs = {RequiredAttr("shape", AttrType::kShape),
+                          RequiredAttr("dtype", AttrType::kDType), Attr("a", AttrType::kFloat, 0.0),
+                          Attr("b", AttrType::kFloat, 0.0), Attr("seed", AttrType::kInt, 0)},
+                .shape_fn =
+                    [uniform](InferenceContext& c) {
+                      const Shape s = c.ShapeAttr("shape");
+                      if (!s.IsFullyDefined())
+                        return c.Error("shape {} must be fully defined", s.ToString());
+                      const DType d = c.DTypeAttr("dtype");
+                      if (d != DType::kFloat32 && d != DType::kFloat64)
+                        return c.Error("dtype must be float32 or float64");
+                      // The same rules as Initializer::Validate: a graph built by hand or loaded
+                      // from JSON must not draw from an empty range or a negative stddev.
+                      const double a = c.FloatAttr("a"), b = c.FloatAttr("b");
+                      if (!std::isfinite(a) || !std::isfinite(b)) {
+                        return c.Error("{} {} and {} {} must be finite numbers",
+                                       uniform ? "min" : "mean", a, uniform ? "max" : "stddev", b);
+                      }
+                      if (uniform && a > b)
+                        return c.Error("min {} is above max {}; swap them", a, b);
+                      if (!uniform && b < 0)
+                        return c.Error("stddev {} is negative; use a value >= 0", b);
+                      c.AddOutput(d, s);
+                      return absl::OkStatus();
+                    },
+                .no_gradient = true,
+                .stateful = true});
   }
 }
 

@@ -36,6 +36,7 @@
 
 #include "fmt/format.h"
 #include "src/common/status_macros.h"
+#include "src/graph/op_registry.h"
 #include "src/session/passes/pass_manager.h"
 #include "src/session/table_ops.h"
 
@@ -181,7 +182,7 @@ Status GroupTableLookups(Graph* graph) {
   for (Node* n : graph->nodes()) {
     if (n->type() != kSparseLookupOp || n->BoolAttr("moved_to_key_stage")) continue;
     const auto key =
-        std::make_pair(static_cast<const Node*>(n->input(0).node), n->BoolAttr("is_train", true));
+        std::make_pair(static_cast<const Node*>(n->input(0).node), NodeAttrs(*n).Bool("is_train"));
     auto [it, inserted] = candidates.try_emplace(key);
     if (inserted) keys.push_back(key);
     it->second.push_back(n);

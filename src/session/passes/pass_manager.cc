@@ -136,6 +136,12 @@ Status ValidateGraph(const Graph& graph, std::string_view after) {
     if (Status s = ValidateAttrs(*def, node->name(), node->attrs()); !s.ok()) {
       return absl::InvalidArgumentError(fmt::format("{}: {}", where, s.message()));
     }
+    // The output count: a loaded graph's nodes carry the outputs their file lists, and a kernel
+    // sets the ones its declaration has.
+    if (Status s = CheckOutputCount(*def, node->name(), node->num_outputs()); !s.ok()) {
+      return Status(after.empty() ? absl::StatusCode::kInvalidArgument : s.code(),
+                    fmt::format("{}: {}", where, s.message()));
+    }
   }
   return absl::OkStatus();
 }
