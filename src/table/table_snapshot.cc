@@ -127,13 +127,30 @@ StatusOr<TableSnapshot> TableImpl::SnapshotImpl(SnapshotKind kind, SnapshotRowSi
   } else {
     snap.rows.resize(n * static_cast<size_t>(row_floats_));
     if (tiered_) {
-      std::vector<uint32_t> packed(n);
+      // Key order out, storage order in: the rows are read in pieces in location order (the SSD
+      // files front to back, as a streamed snapshot does) and each put at its key's position.
+      // (key position, packed location) pairs, sorted by location.
+      KeyRows by_location(n);
       for (size_t i = 0; i < n; ++i) {
         snap.keys[i] = entries[i].first;
-        packed[i] = entries[i].second;
+        by_location[i] = {static_cast<int64_t>(i), entries[i].second};
         if (evicting_) snap.timestamps[i] = *Timestamp(entries[i].second);
       }
-      RECSDK_RETURN_IF_ERROR(ReadRowsAt(packed, snap.rows.data()));
+      SortEntriesByLocation(by_location);
+      const size_t rf = static_cast<size_t>(row_floats_);
+      const size_t per = std::max<size_t>(1, kSinkBytes / row_bytes_);
+      std::vector<float> piece(std::min(n, per) * rf);
+      std::vector<uint32_t> packed;
+      for (size_t b = 0; b < n; b += per) {
+        const size_t e = std::min(n, b + per);
+        packed.resize(e - b);
+        for (size_t i = b; i < e; ++i) packed[i - b] = by_location[i].second;
+        RECSDK_RETURN_IF_ERROR(ReadRowsAt(packed, piece.data()));
+        for (size_t i = b; i < e; ++i) {
+          std::memcpy(snap.rows.data() + static_cast<size_t>(by_location[i].first) * rf,
+                      piece.data() + (i - b) * rf, row_bytes_);
+        }
+      }
     } else {
       ParallelFor(n, LongChunkGrain(n), [&](size_t b, size_t e) {
         for (size_t i = b; i < e; ++i) {
