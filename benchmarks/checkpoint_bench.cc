@@ -38,9 +38,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -50,6 +53,7 @@
 #include "recsdk/table.h"
 #include "src/checkpoint/checkpoint_io.h"
 #include "src/common/env.h"
+#include "src/table/tier_lease.h"
 
 namespace recsdk {
 namespace {
@@ -398,6 +402,180 @@ void BM_PredictorLoad(benchmark::State& state) {
   std::filesystem::remove_all(dir);
 }
 BENCHMARK(BM_PredictorLoad)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
+
+// BM_SsdTierSave: a table whose rows live mostly on the SSD tier (issue 29): dim 64 + Adagrad
+// (512-byte rows), RECSDK_CKPT_BENCH_SSD_ROWS rows (default 2M: 1 GB of rows) prefilled into the
+// SSD tier in scattered key order, 10k rows on the device and 20k in host memory after 20
+// batches of 4096 keys. Per iteration, with the SSD files' pages dropped from the page cache
+// first (cold: the disk, not the cache): SaveTable (rows in storage order: the SSD files read
+// front to back while the checkpoint is written) against a plain write() + fdatasync of the same
+// bytes, then RestoreTable into a fresh tiered table (streamed: rows verified, then placed in the
+// tiers 4 MiB at a time). Counters: ckpt_ssd_save_vs_write = write time / save time (goal >= 0.7),
+// restore_MBps and ckpt_ssd_restore_vs_read_write = (plain read of the rows file + plain write of
+// as many bytes) / restore, restore_peak_rss_MB (peak RSS rise during the restore, against
+// rows_MB), ckpt_disk_MB against ssd_files_MB. With RECSDK_CKPT_BENCH_KEY_ORDER=1 also the key
+// order the format used before (Snapshot + payloads: one random SSD read per row), cold:
+// ckpt_ssd_key_order_vs_write, and the part of it the in-memory Snapshot took
+// (key_order_snapshot_share; the rest is writing the payloads).
+int64_t StatusKb(const char* field) {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  int64_t kb = -1;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::strncmp(line, field, std::strlen(field)) == 0)
+      kb = std::atoll(line + std::strlen(field));
+  }
+  std::fclose(f);
+  return kb;
+}
+
+uint64_t DirBytes(const std::string& dir) {
+  uint64_t bytes = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) bytes += e.file_size();
+  }
+  return bytes;
+}
+
+TableConfig SsdConfig(int64_t rows, const std::string& folder) {
+  TableConfig c;
+  c.name = "ssdbench";
+  c.dim = 64;
+  c.device_vocabulary_size = 10000;
+  c.host_vocabulary_size = 20000;
+  c.ssd_vocabulary_size = rows + 100000;
+  c.ssd_data_path = {folder};
+  c.initializer = Initializer::Uniform(-0.1, 0.1, 1);
+  return c;
+}
+
+void BM_SsdTierSave(benchmark::State& state) {
+  const char* env_rows = std::getenv("RECSDK_CKPT_BENCH_SSD_ROWS");
+  const int64_t rows = env_rows != nullptr ? std::atoll(env_rows) : 2000000;
+  const char* env_key = std::getenv("RECSDK_CKPT_BENCH_KEY_ORDER");
+  const bool key_order = env_key != nullptr && std::string(env_key) == "1";
+  const std::string dir = BenchDir();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/ssd");
+  auto table =
+      *EmbeddingTable::Create(SsdConfig(rows, dir + "/ssd"), SparseOptimizerConfig::Adagrad(0.1f));
+  {
+    std::vector<int64_t> keys(static_cast<size_t>(rows));
+    const int64_t a = static_cast<int64_t>(static_cast<double>(rows) / 1.618) | 1;
+    for (int64_t i = 0; i < rows; ++i) keys[i] = static_cast<int64_t>((i * a) % rows);
+    if (!internal::PrefillSsd(*table, keys).ok()) std::abort();
+    std::mt19937_64 rng(1);
+    std::vector<int64_t> batch(4096);
+    std::vector<uint32_t> ids(batch.size());
+    for (int step = 0; step < 20; ++step) {
+      for (auto& k : batch) k = static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
+      std::sort(batch.begin(), batch.end());
+      batch.erase(std::unique(batch.begin(), batch.end()), batch.end());
+      ids.resize(batch.size());
+      if (!table->Resolve(batch, {}, {}, LookupMode::kTrain, absl::MakeSpan(ids)).ok()) {
+        std::abort();
+      }
+      batch.resize(4096);
+    }
+  }
+  const uint64_t ssd_bytes = DirBytes(dir + "/ssd");
+  double save = 0, write = 0, restore = 0, base_rw = 0, keyed = 0, keyed_write = 0, snapshot_s = 0;
+  int64_t peak_kb = 0;
+  uint64_t bytes = 0, ckpt_bytes = 0;
+  bytes = static_cast<uint64_t>(table->size()) * (8 + 4 * 2 * 64);
+  std::vector<char> buffer(bytes, 1);
+  int iteration = 0;
+  for (auto _ : state) {
+    // The save and the plain write take turns at going first (the disk is shared).
+    double save_s = 0, write_s = 0;
+    auto save_once = [&] {
+      ::sync();
+      internal::DropSsdCleanPages(*table);
+      auto a = std::chrono::steady_clock::now();
+      if (!SaveTable(*table, dir + "/ckpt").ok()) std::abort();
+      save_s = Seconds(a, std::chrono::steady_clock::now());
+    };
+    auto write_once = [&] {
+      ::sync();
+      auto a = std::chrono::steady_clock::now();
+      PlainWrite(dir + "/plain", buffer.data(), bytes);
+      write_s = Seconds(a, std::chrono::steady_clock::now());
+    };
+    if (iteration++ % 2 == 0) {
+      save_once();
+      write_once();
+    } else {
+      write_once();
+      save_once();
+    }
+    ckpt_bytes = DirBytes(dir + "/ckpt");
+    save += save_s;
+    write += write_s;
+    if (key_order) {
+      ::sync();
+      internal::DropSsdCleanPages(*table);
+      auto k0 = std::chrono::steady_clock::now();
+      auto snap = table->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+      if (!snap.ok()) std::abort();
+      snapshot_s += Seconds(k0, std::chrono::steady_clock::now());
+      std::filesystem::create_directories(dir + "/keyed");
+      if (!internal::WriteTablePayloads(internal::Env::Default(), dir + "/keyed", "", *snap).ok()) {
+        std::abort();
+      }
+      auto k1 = std::chrono::steady_clock::now();
+      PlainWrite(dir + "/plain", buffer.data(), bytes);
+      keyed += Seconds(k0, k1);
+      keyed_write += Seconds(k1, std::chrono::steady_clock::now());
+      std::filesystem::remove_all(dir + "/keyed");
+    }
+    // Restore into a fresh tiered table, then the plain baseline: read the rows file and write as
+    // many bytes.
+    std::filesystem::remove_all(dir + "/ssd2");
+    std::filesystem::create_directories(dir + "/ssd2");
+    auto fresh = *EmbeddingTable::Create(SsdConfig(rows, dir + "/ssd2"),
+                                         SparseOptimizerConfig::Adagrad(0.1f));
+    const int64_t before_kb = StatusKb("VmRSS:");
+    if (FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+      std::fputs("5", f);
+      std::fclose(f);
+    }
+    auto r0 = std::chrono::steady_clock::now();
+    if (!RestoreTable(*fresh, dir + "/ckpt").ok() || fresh->size() != table->size()) std::abort();
+    ::sync();  // the SSD tier's writes on the disk, as the plain write's fdatasync
+    auto r1 = std::chrono::steady_clock::now();
+    peak_kb = std::max(peak_kb, StatusKb("VmHWM:") - before_kb);
+    fresh.reset();
+    PlainRead(dir + "/ckpt/rows.npy", buffer.data(),
+              bytes - static_cast<uint64_t>(table->size()) * 8);
+    PlainWrite(dir + "/plain", buffer.data(), bytes);
+    auto r2 = std::chrono::steady_clock::now();
+    restore += Seconds(r0, r1);
+    base_rw += Seconds(r1, r2);
+    std::filesystem::remove_all(dir + "/ckpt");
+    std::filesystem::remove_all(dir + "/plain");
+    state.SetIterationTime(save_s);
+  }
+  const double it = static_cast<double>(state.iterations());
+  const double mb = static_cast<double>(bytes) * it / 1e6;
+  state.counters["rows"] = static_cast<double>(table->size());
+  state.counters["rows_MB"] = static_cast<double>(bytes) / 1e6;
+  state.counters["save_MBps"] = mb / save;
+  state.counters["write_MBps"] = mb / write;
+  state.counters["ckpt_ssd_save_vs_write"] = write / save;
+  if (key_order) {
+    state.counters["ckpt_ssd_key_order_vs_write"] = keyed_write / keyed;
+    state.counters["key_order_snapshot_share"] = snapshot_s / keyed;
+  }
+  state.counters["restore_MBps"] = mb / restore;
+  state.counters["ckpt_ssd_restore_vs_read_write"] = base_rw / restore;
+  state.counters["restore_peak_rss_MB"] = static_cast<double>(peak_kb) / 1024.0;
+  state.counters["ckpt_disk_MB"] = static_cast<double>(ckpt_bytes) / 1e6;
+  state.counters["ssd_files_MB"] = static_cast<double>(ssd_bytes) / 1e6;
+  table.reset();
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_SsdTierSave)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(4);
 
 }  // namespace
 }  // namespace recsdk

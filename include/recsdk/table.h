@@ -19,6 +19,7 @@
 #define RECSDK_TABLE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <new>
 #include <string>
@@ -181,6 +182,16 @@ struct TableSnapshot {
   // access_threshold: the admission threshold at the snapshot (set_threshold may have changed
   // it since creation); -1 for a table without admission.
   int64_t access_threshold = -1;
+  // storage_order: false (Snapshot): keys sorted. true (SnapshotToSink of a tiered table, and a
+  // streamed restore of its checkpoint): keys unique, in the order the tiers stored their rows
+  // (device, host, then SSD slots in file order), timestamps and rows in the same order, so the
+  // SSD files are read sequentially. LoadSnapshot takes either.
+  bool storage_order = false;
+  // row_source: set only by a streamed restore (a checkpoint's rows file, already verified):
+  // rows then stays empty and LoadSnapshot / AdoptSnapshot read the rows of a kFull snapshot in
+  // pieces, row_source(first, count, out) filling rows [first, first + count) of the keys' order
+  // into `out`, so a tiered table larger than memory restores with bounded memory.
+  std::function<Status(size_t first, size_t count, float* out)> row_source;
 };
 
 // SnapshotRowSink: receives the rows of EmbeddingTable::SnapshotToSink in pieces, so a
@@ -193,8 +204,8 @@ class SnapshotRowSink {
   // Begin: the snapshot without its rows (every other field filled, rows empty), before any
   // Rows call. The reference is valid only during the call.
   [[nodiscard]] virtual Status Begin(const TableSnapshot& snapshot) = 0;
-  // Rows: the next rows in key order, [rows.size() / (dim + num_slots), dim + num_slots]; the
-  // span is valid only during the call.
+  // Rows: the next rows in the order of the snapshot's keys, [rows.size() / (dim + num_slots), dim
+  // + num_slots]; the span is valid only during the call.
   [[nodiscard]] virtual Status Rows(absl::Span<const float> rows) = 0;
 };
 
@@ -362,10 +373,11 @@ class EmbeddingTable {
   // which must not break the delta chain of the checkpoints).
   enum class SnapshotKind { kFull, kDelta, kFullKeepTracking };
   [[nodiscard]] virtual StatusOr<TableSnapshot> Snapshot(SnapshotKind kind) = 0;
-  // SnapshotToSink: Snapshot, with the rows handed to `sink` (Begin, then Rows in key order, a
-  // few MiB at a time) instead of copied into the result, whose rows stay empty. The table is
-  // held as by Snapshot until it returns. An error from the sink stops the snapshot and is
-  // returned, and the change tracking is then left as it was, so the next delta stays complete.
+  // SnapshotToSink: Snapshot, with the rows handed to `sink` (Begin, then Rows in key order, or
+  // on a tiered table in storage order (TableSnapshot::storage_order), a few MiB at a time) instead
+  // of copied into the result, whose rows stay empty. The table is held as by Snapshot until it
+  // returns. An error from the sink stops the snapshot and is returned, and the change tracking is
+  // then left as it was, so the next delta stays complete.
   [[nodiscard]] virtual StatusOr<TableSnapshot> SnapshotToSink(SnapshotKind kind,
                                                                SnapshotRowSink& sink) = 0;
   // LoadSnapshot: replaces the contents with a kFull snapshot, or (kDelta) applies a delta on

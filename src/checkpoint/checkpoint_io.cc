@@ -7,6 +7,7 @@
 #include <functional>
 #include <future>
 #include <limits>
+#include <numeric>
 #include <optional>
 
 #include "fmt/format.h"
@@ -202,6 +203,94 @@ Status ReadPayload(Env* env, const std::string& dir, const PayloadInfo& info,
   return absl::OkStatus();
 }
 
+namespace {
+
+// RowSource: a float32 rows payload, verified whole beforehand, read in pieces by a streamed
+// restore (TableSnapshot::row_source). Shared by the copies of the snapshot's function.
+struct RowSource {
+  std::unique_ptr<RandomAccessFile> file;
+  std::string path;
+  uint64_t header_bytes = 0;
+  uint64_t row_bytes = 0;
+  uint64_t rows = 0;
+  Status Read(size_t first, size_t count, float* out) const {
+    if (first > rows || count > rows - first) {
+      return absl::InternalError(fmt::format("rows [{}, +{}) of \"{}\" asked, which has {} rows",
+                                             first, count, path, rows));
+    }
+    char* dst = reinterpret_cast<char*>(out);
+    const uint64_t offset = header_bytes + first * row_bytes;
+    const uint64_t n = count * row_bytes;
+    for (uint64_t done = 0; done < n;) {
+      RECSDK_ASSIGN_OR_RETURN(const size_t got,
+                              file->Read(offset + done, static_cast<size_t>(n - done), dst + done));
+      if (got == 0)
+        return Corrupt(path, "it ended early while being read (changed since it was verified?)");
+      done += got;
+    }
+    return absl::OkStatus();
+  }
+};
+
+// VerifiedRowSource: checks a rows payload as ReadPayload does (size, header, CRC32C over every
+// byte), reading it in pieces through one reused buffer, and returns a source that reads its rows.
+StatusOr<std::shared_ptr<RowSource>> VerifiedRowSource(Env* env, const std::string& dir,
+                                                       const PayloadInfo& info) {
+  const std::string path = JoinPath(dir, info.file);
+  if (info.descr != "<f4" || info.shape.size() != 2 || info.shape[0] < 0 || info.shape[1] <= 0) {
+    return Corrupt(path, "its rows are not a float32 [rows, width] payload");
+  }
+  auto src = std::make_shared<RowSource>();
+  src->path = path;
+  src->rows = static_cast<uint64_t>(info.shape[0]);
+  src->row_bytes = static_cast<uint64_t>(info.shape[1]) * sizeof(float);
+  if (src->rows > std::numeric_limits<uint64_t>::max() / 2 / src->row_bytes) {
+    return Corrupt(path, "its shape overflows");
+  }
+  const std::string header = NpyHeader(info.descr, info.shape);
+  src->header_bytes = header.size();
+  const uint64_t data_bytes = src->rows * src->row_bytes;
+  if (header.size() + data_bytes != info.bytes) {
+    return Corrupt(path, fmt::format("the manifest says {} bytes but dtype and shape need {}",
+                                     info.bytes, header.size() + data_bytes));
+  }
+  auto opened = env->NewRandomAccessFile(path);
+  if (!opened.ok()) {
+    if (absl::IsNotFound(opened.status())) {
+      return absl::DataLossError(
+          fmt::format("checkpoint file \"{}\" is missing; restore from another checkpoint", path));
+    }
+    return opened.status();
+  }
+  src->file = std::move(*opened);
+  RECSDK_ASSIGN_OR_RETURN(const uint64_t size, src->file->Size());
+  if (size != info.bytes) {
+    return Corrupt(path, fmt::format("it has {} bytes but the manifest says {} (truncated?)", size,
+                                     info.bytes));
+  }
+  std::vector<char> buf(std::min<uint64_t>(kBlock, std::max<uint64_t>(info.bytes, 1)));
+  uint32_t crc = 0;
+  for (uint64_t off = 0; off < info.bytes;) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), info.bytes - off));
+    RECSDK_ASSIGN_OR_RETURN(const size_t got, src->file->Read(off, want, buf.data()));
+    if (got == 0) return Corrupt(path, "it ended early while being read");
+    if (off < header.size() &&
+        std::string_view(buf.data(), std::min<size_t>(got, header.size() - off)) !=
+            std::string_view(header).substr(off, std::min<size_t>(got, header.size() - off))) {
+      return Corrupt(path, "its .npy header does not match the manifest");
+    }
+    crc = Crc32cExtend(crc, buf.data(), got);
+    off += got;
+  }
+  if (crc != info.crc32c) {
+    return Corrupt(
+        path, fmt::format("its CRC32C is {:08x} but the manifest says {:08x}", crc, info.crc32c));
+  }
+  return src;
+}
+
+}  // namespace
+
 template Status ReadPayload(Env*, const std::string&, const PayloadInfo&, std::vector<float>*);
 template Status ReadPayload(Env*, const std::string&, const PayloadInfo&, RowBuffer*);
 template Status ReadPayload(Env*, const std::string&, const PayloadInfo&, std::vector<int64_t>*);
@@ -247,7 +336,7 @@ StatusOr<nlohmann::json> WriteTableFiles(Env* env, const std::string& dir,
   RECSDK_RETURN_IF_ERROR(rest_status);
   RECSDK_RETURN_IF_ERROR(rows_info.status());
   files["rows"] = rows_info->ToJson();
-  return nlohmann::json{
+  nlohmann::json entry{
       {"name", s.table_name},
       {"dim", s.dim},
       {"num_slots", s.num_slots},
@@ -260,6 +349,10 @@ StatusOr<nlohmann::json> WriteTableFiles(Env* env, const std::string& dir,
       {"size", n},
       {"files", files},
   };
+  // Format version 2: a tiered table's streamed rows are in storage order (keys unique, not
+  // sorted); the reader puts them in key order (ReadTablePayloads) or streams them as they are.
+  if (s.storage_order) entry["row_order"] = "storage";
+  return entry;
 }
 
 // RowsFileSink: a SnapshotRowSink writing rows.npy as the rows come.
@@ -383,14 +476,48 @@ Status CheckTableCompatible(const nlohmann::json& entry, const EmbeddingTable& t
 
 namespace {
 StatusOr<TableSnapshot> ReadTableFiles(Env* env, const std::string& dir,
-                                       const nlohmann::json& entry, const TableHeader& h);
+                                       const nlohmann::json& entry, const TableHeader& h,
+                                       bool stream_rows);
+
+// SortSnapshotByKey: a storage-order snapshot (keys, rows, timestamps) put in key order, as every
+// reader of an in-memory snapshot expects. Needs a second row buffer while it permutes.
+void SortSnapshotByKey(TableSnapshot& s) {
+  const size_t n = s.keys.size();
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return s.keys[a] < s.keys[b]; });
+  const size_t rf = n == 0 ? 0 : s.rows.size() / n;
+  RowBuffer rows(s.rows.size());
+  std::vector<int64_t> keys(n);
+  std::vector<int64_t> timestamps(s.timestamps.size());
+  for (size_t i = 0; i < n; ++i) {
+    keys[i] = s.keys[order[i]];
+    std::memcpy(rows.data() + i * rf, s.rows.data() + order[i] * rf, rf * sizeof(float));
+    if (!timestamps.empty()) timestamps[i] = s.timestamps[order[i]];
+  }
+  s.keys = std::move(keys);
+  s.rows = std::move(rows);
+  s.timestamps = std::move(timestamps);
+  s.storage_order = false;
+}
 }  // namespace
 
+StatusOr<bool> StorageOrder(const nlohmann::json& entry, const std::string& where,
+                            const std::string& table) {
+  if (!entry.contains("row_order")) return false;
+  const nlohmann::json& order = entry["row_order"];
+  if (order.is_string() && order.get<std::string>() == "storage") return true;
+  if (order.is_string() && order.get<std::string>() == "key") return false;
+  return Corrupt(where, fmt::format("table \"{}\" has row_order {} (expected \"key\" or "
+                                    "\"storage\")",
+                                    table, order.dump()));
+}
+
 StatusOr<TableSnapshot> ReadTablePayloads(Env* env, const std::string& dir,
-                                          const nlohmann::json& entry) {
+                                          const nlohmann::json& entry, bool stream_rows) {
   const std::string where = JoinPath(dir, kManifestFile);
   RECSDK_ASSIGN_OR_RETURN(TableHeader h, ParseTableHeader(entry, where));
-  StatusOr<TableSnapshot> read = ReadTableFiles(env, dir, entry, h);
+  StatusOr<TableSnapshot> read = ReadTableFiles(env, dir, entry, h, stream_rows);
   if (!read.ok() && absl::IsResourceExhausted(read.status())) {
     return absl::ResourceExhaustedError(
         fmt::format("table \"{}\": {}", h.name, read.status().message()));
@@ -401,8 +528,13 @@ StatusOr<TableSnapshot> ReadTablePayloads(Env* env, const std::string& dir,
 namespace {
 
 StatusOr<TableSnapshot> ReadTableFiles(Env* env, const std::string& dir,
-                                       const nlohmann::json& entry, const TableHeader& h) {
+                                       const nlohmann::json& entry, const TableHeader& h,
+                                       bool stream_rows) {
   const std::string where = JoinPath(dir, kManifestFile);
+  RECSDK_ASSIGN_OR_RETURN(const bool storage_order, StorageOrder(entry, where, h.name));
+  // A full table in storage order (a tiered table's) is streamed when asked: its rows are
+  // verified here and read again, piece by piece, as the table loads them.
+  const bool streamed = stream_rows && storage_order && !h.is_delta;
   TableSnapshot s;
   s.table_name = h.name;
   s.dim = h.dim;
@@ -437,8 +569,14 @@ StatusOr<TableSnapshot> ReadTableFiles(Env* env, const std::string& dir,
   }
   // The rows are nearly all the bytes: read and checksummed on a thread of their own while this
   // one reads the rest.
-  std::future<Status> rows =
-      std::async(std::launch::async, [&] { return ReadPayload(env, dir, rows_info, &s.rows); });
+  std::future<Status> rows = std::async(std::launch::async, [&]() -> Status {
+    if (!streamed) return ReadPayload(env, dir, rows_info, &s.rows);
+    RECSDK_ASSIGN_OR_RETURN(std::shared_ptr<RowSource> src, VerifiedRowSource(env, dir, rows_info));
+    s.row_source = [src](size_t first, size_t count, float* out) {
+      return src->Read(first, count, out);
+    };
+    return absl::OkStatus();
+  });
   auto rest = [&]() -> Status {
     RECSDK_RETURN_IF_ERROR(ReadPayload(env, dir, keys_info, &s.keys));
     if (files.contains("timestamps")) RECSDK_RETURN_IF_ERROR(read("timestamps", &s.timestamps));
@@ -451,9 +589,19 @@ StatusOr<TableSnapshot> ReadTableFiles(Env* env, const std::string& dir,
   const Status rows_status = rows.get();  // always joined, even after an error above
   RECSDK_RETURN_IF_ERROR(rest_status);
   RECSDK_RETURN_IF_ERROR(rows_status);
-  // Keys are written sorted and unique: name the file and the first key that is not, so a
-  // hand-made or damaged file can be found (the table would refuse it without saying where).
-  const auto bad = std::adjacent_find(s.keys.begin(), s.keys.end(), std::greater_equal<int64_t>());
+  if (!s.timestamps.empty() && s.timestamps.size() != s.keys.size()) {
+    return Corrupt(JoinPath(dir, keys_info.file),
+                   fmt::format("table \"{}\" has {} keys but {} timestamps", h.name, s.keys.size(),
+                               s.timestamps.size()));
+  }
+  if (storage_order && !streamed) SortSnapshotByKey(s);
+  s.storage_order = streamed;
+  // Keys are written sorted (or in storage order) and unique: name the file and the first key
+  // that is not, so a hand-made or damaged file can be found (the table would refuse it without
+  // saying where). A streamed table's keys are checked by the table (a sorted copy).
+  const auto bad =
+      streamed ? s.keys.end()
+               : std::adjacent_find(s.keys.begin(), s.keys.end(), std::greater_equal<int64_t>());
   if (bad != s.keys.end()) {
     return Corrupt(JoinPath(dir, keys_info.file),
                    fmt::format("the keys of table \"{}\" are not sorted and unique: key {} at "

@@ -23,7 +23,11 @@
 
 namespace recsdk::internal {
 
-inline constexpr int kCheckpointFormatVersion = 1;
+// Version 2 (issue 29) adds a table entry's "row_order": "storage" (a tiered table's keys and
+// rows in the order its tiers store them, so a save reads the SSD files sequentially); version 1
+// checkpoints (always key order) are read as before.
+inline constexpr int kCheckpointFormatVersion = 2;
+inline constexpr int kOldestReadableFormatVersion = 1;
 inline constexpr char kManifestFile[] = "manifest.json";
 inline constexpr char kIndexFile[] = "checkpoint";
 
@@ -88,9 +92,18 @@ template <typename T, typename Alloc>
                                                              EmbeddingTable& table,
                                                              EmbeddingTable::SnapshotKind kind,
                                                              TableSnapshot* snapshot = nullptr);
-// ReadTablePayloads: the snapshot of a manifest entry; every payload verified.
+// ReadTablePayloads: the snapshot of a manifest entry; every payload verified. Rows in storage
+// order are put in key order, unless `stream_rows` and the entry is a full table: then the rows
+// file is verified in pieces and left on disk, the snapshot keeps storage order and its
+// row_source reads the rows (a streamed restore: memory is the keys, not the rows).
 [[nodiscard]] StatusOr<TableSnapshot> ReadTablePayloads(Env* env, const std::string& dir,
-                                                        const nlohmann::json& entry);
+                                                        const nlohmann::json& entry,
+                                                        bool stream_rows = false);
+// StorageOrder: whether a table's manifest entry says its keys and rows are in storage order
+// ("row_order": "storage", format version 2) rather than key order; DataLoss naming `where` for
+// any other value.
+[[nodiscard]] StatusOr<bool> StorageOrder(const nlohmann::json& entry, const std::string& where,
+                                          const std::string& table);
 // CheckTableCompatible: FailedPrecondition naming the table and both values when a manifest
 // entry's dim, key dtype, optimizer or slots differ from `table`'s; DataLoss when malformed.
 [[nodiscard]] Status CheckTableCompatible(const nlohmann::json& entry, const EmbeddingTable& table,

@@ -549,7 +549,7 @@ StatusOr<int64_t> Saver::Restore(std::string_view checkpoint) {
     RECSDK_RETURN_IF_ERROR(resolved.status());
     const std::string& dir = *resolved;
     try {
-      auto loaded = internal::LoadCheckpoint(im.env, dir);
+      auto loaded = internal::LoadCheckpoint(im.env, dir, {}, /*stream_rows=*/true);
       if (!loaded.ok()) return im.NameOtherCheckpoints(loaded.status(), dir);
       ckpt = std::move(*loaded);
       RECSDK_RETURN_IF_ERROR(internal::ApplyCheckpoint(*im.session, im.state, ckpt));
@@ -671,9 +671,20 @@ Status RestoreTableImpl(EmbeddingTable& table, const std::string& dir) {
   if (!manifest->contains("table")) {
     return absl::DataLossError(fmt::format("table manifest \"{}\" has no table entry", path));
   }
+  const nlohmann::json& version = (*manifest)["format_version"];
+  if (!version.is_number_integer() ||
+      version.get<int64_t>() < internal::kOldestReadableFormatVersion ||
+      version.get<int64_t>() > internal::kCheckpointFormatVersion) {
+    return absl::FailedPreconditionError(fmt::format(
+        "table \"{}\": \"{}\" has format version {} but this recsdk reads versions {} to {}; "
+        "restore it with the recsdk that wrote it",
+        table.name(), path, version.dump(), internal::kOldestReadableFormatVersion,
+        internal::kCheckpointFormatVersion));
+  }
   RECSDK_RETURN_IF_ERROR(internal::CheckTableCompatible((*manifest)["table"], table, path));
   RECSDK_ASSIGN_OR_RETURN(TableSnapshot s,
-                          internal::ReadTablePayloads(env, dir, (*manifest)["table"]));
+                          internal::ReadTablePayloads(env, dir, (*manifest)["table"],
+                                                      /*stream_rows=*/true));
   return table.AdoptSnapshot(std::move(s));  // the rows' pages become the table's
 }
 

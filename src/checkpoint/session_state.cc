@@ -173,10 +173,11 @@ StatusOr<nlohmann::json> ReadManifest(Env* env, const std::string& dir) {
   RECSDK_RETURN_IF_ERROR(doc.status());
   try {
     const int version = JsonNumber<int>(doc->at("format_version"));
-    if (version != kCheckpointFormatVersion) {
-      return absl::FailedPreconditionError(
-          fmt::format("checkpoint \"{}\" has format version {} but this recsdk reads version {}",
-                      path, version, kCheckpointFormatVersion));
+    if (version < kOldestReadableFormatVersion || version > kCheckpointFormatVersion) {
+      return absl::FailedPreconditionError(fmt::format(
+          "checkpoint \"{}\" has format version {} but this recsdk reads versions {} to {}; "
+          "restore it with the recsdk that wrote it",
+          path, version, kOldestReadableFormatVersion, kCheckpointFormatVersion));
     }
     (void)JsonNumber<int64_t>(doc->at("step"));
     (void)doc->at("chain").get<std::vector<std::string>>();
@@ -257,7 +258,8 @@ struct LinkTable {
 
 // ReadListedTables: every table the manifest `m` of directory `dir` lists.
 StatusOr<std::vector<LinkTable>> ReadListedTables(Env* env, const std::string& dir,
-                                                  const nlohmann::json& m) {
+                                                  const nlohmann::json& m,
+                                                  bool stream_rows = false) {
   std::vector<LinkTable> out;
   std::set<std::string> listed;
   for (const auto& e : m["tables"]) {
@@ -270,7 +272,7 @@ StatusOr<std::vector<LinkTable>> ReadListedTables(Env* env, const std::string& d
                       "checkpoint",
                       JoinPath(dir, kManifestFile), e["name"].get<std::string>()));
     }
-    RECSDK_ASSIGN_OR_RETURN(TableSnapshot s, ReadTablePayloads(env, dir, e));
+    RECSDK_ASSIGN_OR_RETURN(TableSnapshot s, ReadTablePayloads(env, dir, e, stream_rows));
     out.push_back({e, std::move(s)});
   }
   return out;
@@ -310,12 +312,16 @@ StatusOr<ShardList> ReadShardList(const nlohmann::json& m, const std::string& ma
 StatusOr<std::vector<LinkTable>> ReadPlacedTables(Env* env, const std::string& dir,
                                                   const nlohmann::json& m,
                                                   const TablePlacements& placements, int* world,
-                                                  int64_t* shard_batches) {
+                                                  int64_t* shard_batches, bool stream_rows) {
   const std::string manifest_path = JoinPath(dir, kManifestFile);
   RECSDK_ASSIGN_OR_RETURN(const ShardList shards, ReadShardList(m, manifest_path));
   *world = shards.world;
   if (shards.world == 1) {
-    RECSDK_ASSIGN_OR_RETURN(std::vector<LinkTable> tables, ReadListedTables(env, dir, m));
+    // Streamed rows only where nothing is filtered out (every key of every table is ours).
+    bool whole = placements.others.world <= 1;
+    for (const auto& [name, p] : placements.tables) whole = whole && p.world <= 1;
+    RECSDK_ASSIGN_OR_RETURN(std::vector<LinkTable> tables,
+                            ReadListedTables(env, dir, m, stream_rows && whole));
     for (LinkTable& t : tables) {
       t.snapshot = FilterSnapshot(std::move(t.snapshot), placements.Of(t.snapshot.table_name));
     }
@@ -407,7 +413,7 @@ StatusOr<std::vector<LinkTable>> ReadPlacedTables(Env* env, const std::string& d
 }
 
 StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir,
-                                          const TablePlacements& placements) {
+                                          const TablePlacements& placements, bool stream_rows) {
   LoadedCheckpoint out;
   out.dir = dir;
   out.manifest_path = JoinPath(dir, kManifestFile);
@@ -499,9 +505,10 @@ StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir,
     const bool want_delta = i > 0;
     const bool last = i + 1 == dirs.size();
     int64_t shard_batches = -1;
-    RECSDK_ASSIGN_OR_RETURN(std::vector<LinkTable> tables,
-                            ReadPlacedTables(env, dirs[i], m, placements,
-                                             last ? &out.world_size : &link_world, &shard_batches));
+    RECSDK_ASSIGN_OR_RETURN(
+        std::vector<LinkTable> tables,
+        ReadPlacedTables(env, dirs[i], m, placements, last ? &out.world_size : &link_world,
+                         &shard_batches, stream_rows));
     if (last && out.world_size > 1) out.dataset_batches = shard_batches;
     // A position in the input of another number of ranks means nothing here (each rank reads
     // its shard of the input, Shard(dataset, size, rank)).

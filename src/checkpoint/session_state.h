@@ -113,8 +113,12 @@ struct LoadedCheckpoint {
 // when one is missing or is not the one the checkpoint recorded. `dataset_batches` is the
 // rank's own when the checkpoint was written by as many ranks as `placements.others` names,
 // else -1 (the input's sharding changed with the world size).
+// With `stream_rows`, a full table written in storage order (a tiered table's) whose every key
+// this process holds is not read into memory: its rows file is verified in pieces and the
+// snapshot's row_source reads it again as the table loads (a streamed restore, bounded memory).
 [[nodiscard]] StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir,
-                                                        const TablePlacements& placements = {});
+                                                        const TablePlacements& placements = {},
+                                                        bool stream_rows = false);
 // ApplyCheckpoint: all or nothing: checks every variable and table of `state` against `ckpt`
 // (NotFound when one is missing, FailedPrecondition naming it and both values when they differ)
 // and every table's snapshots against the table (EmbeddingTable::CheckSnapshots: sizes, keys,

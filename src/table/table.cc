@@ -242,6 +242,32 @@ KeyRows TableImpl::SortedEntries() const {
   return entries;
 }
 
+void SortEntriesByLocation(KeyRows& entries) {
+  // Packed locations are distinct and below 2^32: a radix sort on their two 16-bit halves.
+  const size_t n = entries.size();
+  if (n < (size_t{1} << 16)) {
+    std::sort(entries.begin(), entries.end(),
+              [](const KeyRow& a, const KeyRow& b) { return a.second < b.second; });
+    return;
+  }
+  KeyRows other(n);
+  KeyRow* from = entries.data();
+  KeyRow* to = other.data();
+  for (int shift : {0, 16}) {
+    std::vector<size_t> counts(size_t{1} << 16, 0);
+    for (size_t i = 0; i < n; ++i) ++counts[(from[i].second >> shift) & 0xffff];
+    size_t sum = 0;
+    for (size_t& c : counts) {
+      const size_t here = c;
+      c = sum;
+      sum += here;
+    }
+    for (size_t i = 0; i < n; ++i) to[counts[(from[i].second >> shift) & 0xffff]++] = from[i];
+    std::swap(from, to);
+  }
+  // Two passes: the result is back in `entries`.
+}
+
 void SortEntriesByKey(KeyRows& entries) {
   const size_t n = entries.size();
   if (n < (size_t{1} << 16)) {

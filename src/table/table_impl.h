@@ -88,6 +88,9 @@ using KeyRows = std::vector<KeyRow, UninitializedAllocator<KeyRow>>;
 // SortEntriesByKey: entries of distinct keys in ascending key order (a radix sort for large
 // inputs).
 void SortEntriesByKey(KeyRows& entries);
+// SortEntriesByLocation: entries in ascending packed location (device, host, then SSD slots in
+// file order): the order a streamed snapshot of a tiered table reads its tiers in.
+void SortEntriesByLocation(KeyRows& entries);
 
 constexpr uint64_t kHugePage = uint64_t{2} << 20;
 // MapHugeAligned: an anonymous read-write mapping of `bytes` (rounded up to pages) that starts on
@@ -231,6 +234,7 @@ class TableImpl final : public EmbeddingTable {
   Status ClearTiers();
   Status ImportRowsTiered(const std::vector<int64_t>& keys, const float* values);
   Status LoadSnapshotTiered(const TableSnapshot& snap, int64_t needed);
+  Status LoadFullSnapshotTiered(const TableSnapshot& snap);
   void LoadSnapshotRows(const TableSnapshot& snap, int64_t needed, RowBuffer* adopt);
   int64_t TierFreeRows() const;
   Status TwoBatchesError(size_t needed) const;

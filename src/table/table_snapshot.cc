@@ -2,6 +2,7 @@
 // snapshots (src/checkpoint/ owns the file format). Exclusive access.
 #include <algorithm>
 #include <cstring>
+#include <future>
 #include <numeric>
 
 #include "absl/container/flat_hash_map.h"
@@ -45,14 +46,22 @@ StatusOr<TableSnapshot> TableImpl::SnapshotImpl(SnapshotKind kind, SnapshotRowSi
   std::unique_lock<std::mutex> tier_lock(tier_mu_, std::defer_lock);
   if (tiered_) tier_lock.lock();
   KeyRows entries;
+  // A streamed snapshot of a tiered table goes in storage order: device slots, host slots, then
+  // SSD slots in file order, so the SSD files are read front to back in long runs instead of one
+  // random 4 KiB page per row, as key order did (issue 29: 0.06 of a sequential write).
+  snap.storage_order = tiered_ && sink != nullptr;
   if (snap.is_delta) {
     entries = DirtyEntries();
-    SortEntriesByKey(entries);
+    if (!snap.storage_order) SortEntriesByKey(entries);
     snap.removed_keys.assign(removed_.begin(), removed_.end());
     std::sort(snap.removed_keys.begin(), snap.removed_keys.end());
+  } else if (snap.storage_order) {
+    entries.reserve(index_->size());
+    index_->ForEach([&](int64_t key, uint32_t packed) { entries.emplace_back(key, packed); });
   } else {
     entries = SortedEntries();
   }
+  if (snap.storage_order) SortEntriesByLocation(entries);
   std::vector<std::pair<int64_t, PendingKey>> pend(pending_.begin(), pending_.end());
   std::sort(pend.begin(), pend.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -79,14 +88,33 @@ StatusOr<TableSnapshot> TableImpl::SnapshotImpl(SnapshotKind kind, SnapshotRowSi
     // sink checksums and writes it.
     const size_t per = std::max<size_t>(1, kSinkBytes / row_bytes_);
     RowBuffer buffer(std::min(n, per) * static_cast<size_t>(row_floats_));
-    std::vector<uint32_t> packed;
-    for (size_t b = 0; b < n; b += per) {
-      const size_t e = std::min(n, b + per);
-      if (tiered_) {
-        packed.resize(e - b);
+    if (tiered_) {
+      // Two buffers: the tiers are read for the next piece on a thread of its own while the sink
+      // checksums and writes this one, so the SSD files' read and the checkpoint's write overlap
+      // (ReadRowsAt only reads; the tier lock is held for the whole snapshot).
+      RowBuffer next(buffer.size());
+      auto read_piece = [&](size_t b, float* out) {
+        const size_t e = std::min(n, b + per);
+        std::vector<uint32_t> packed(e - b);
         for (size_t i = b; i < e; ++i) packed[i - b] = entries[i].second;
-        RECSDK_RETURN_IF_ERROR(ReadRowsAt(packed, buffer.data()));
-      } else {
+        return ReadRowsAt(packed, out);
+      };
+      Status read = n > 0 ? read_piece(0, buffer.data()) : absl::OkStatus();
+      for (size_t b = 0; b < n && read.ok(); b += per) {
+        const size_t e = std::min(n, b + per);
+        std::future<Status> ahead;
+        if (e < n) ahead = std::async(std::launch::async, read_piece, e, next.data());
+        const Status wrote = sink->Rows(
+            absl::MakeConstSpan(buffer.data(), (e - b) * static_cast<size_t>(row_floats_)));
+        read = ahead.valid() ? ahead.get() : absl::OkStatus();  // always joined
+        RECSDK_RETURN_IF_ERROR(wrote);
+        std::swap(buffer, next);
+      }
+      RECSDK_RETURN_IF_ERROR(read);
+    }
+    for (size_t b = 0; b < n && !tiered_; b += per) {
+      const size_t e = std::min(n, b + per);
+      {
         constexpr size_t kAhead = 16;
         for (size_t i = b; i < e; ++i) {
           if (i + kAhead < e) PrefetchLines(Row(entries[i + kAhead].second), row_bytes_);
@@ -99,13 +127,30 @@ StatusOr<TableSnapshot> TableImpl::SnapshotImpl(SnapshotKind kind, SnapshotRowSi
   } else {
     snap.rows.resize(n * static_cast<size_t>(row_floats_));
     if (tiered_) {
-      std::vector<uint32_t> packed(n);
+      // Key order out, storage order in: the rows are read in pieces in location order (the SSD
+      // files front to back, as a streamed snapshot does) and each put at its key's position.
+      // (key position, packed location) pairs, sorted by location.
+      KeyRows by_location(n);
       for (size_t i = 0; i < n; ++i) {
         snap.keys[i] = entries[i].first;
-        packed[i] = entries[i].second;
+        by_location[i] = {static_cast<int64_t>(i), entries[i].second};
         if (evicting_) snap.timestamps[i] = *Timestamp(entries[i].second);
       }
-      RECSDK_RETURN_IF_ERROR(ReadRowsAt(packed, snap.rows.data()));
+      SortEntriesByLocation(by_location);
+      const size_t rf = static_cast<size_t>(row_floats_);
+      const size_t per = std::max<size_t>(1, kSinkBytes / row_bytes_);
+      std::vector<float> piece(std::min(n, per) * rf);
+      std::vector<uint32_t> packed;
+      for (size_t b = 0; b < n; b += per) {
+        const size_t e = std::min(n, b + per);
+        packed.resize(e - b);
+        for (size_t i = b; i < e; ++i) packed[i - b] = by_location[i].second;
+        RECSDK_RETURN_IF_ERROR(ReadRowsAt(packed, piece.data()));
+        for (size_t i = b; i < e; ++i) {
+          std::memcpy(snap.rows.data() + static_cast<size_t>(by_location[i].first) * rf,
+                      piece.data() + (i - b) * rf, row_bytes_);
+        }
+      }
     } else {
       ParallelFor(n, LongChunkGrain(n), [&](size_t b, size_t e) {
         for (size_t i = b; i < e; ++i) {
@@ -154,7 +199,11 @@ Status TableImpl::CheckSnapshotContent(const TableSnapshot& snap) const {
                     name(), what));
   };
   const size_t n = snap.keys.size();
-  if (snap.rows.size() != n * static_cast<size_t>(row_floats_)) {
+  if (snap.row_source) {
+    if (!snap.rows.empty() || snap.is_delta) {
+      return corrupt("rows come from a row source but the snapshot also holds rows or is a delta");
+    }
+  } else if (snap.rows.size() != n * static_cast<size_t>(row_floats_)) {
     return corrupt(fmt::format("{} keys but {} row floats (expected {} per row)", n,
                                snap.rows.size(), row_floats_));
   }
@@ -177,7 +226,14 @@ Status TableImpl::CheckSnapshotContent(const TableSnapshot& snap) const {
         "key {}",
         what, *at, at - v.begin(), *at == *(at + 1) ? "repeated" : "followed", *(at + 1)));
   };
-  RECSDK_RETURN_IF_ERROR(check_sorted(snap.keys, "keys"));
+  if (snap.storage_order) {
+    // Keys in storage order: unique is all that is asked (a sorted copy, 8 bytes a key).
+    std::vector<int64_t> sorted(snap.keys);
+    std::sort(sorted.begin(), sorted.end());
+    RECSDK_RETURN_IF_ERROR(check_sorted(sorted, "keys"));
+  } else {
+    RECSDK_RETURN_IF_ERROR(check_sorted(snap.keys, "keys"));
+  }
   RECSDK_RETURN_IF_ERROR(check_sorted(snap.pending_keys, "pending keys"));
   RECSDK_RETURN_IF_ERROR(check_sorted(snap.removed_keys, "removed keys"));
   if (Status s = CheckKeyRange(snap.keys); !s.ok()) {
@@ -194,12 +250,13 @@ Status TableImpl::CheckSnapshots(absl::Span<const TableSnapshot> chain) {
   // Which keys are held after each snapshot, without touching the index: a full snapshot's
   // sorted keys (binary search), or the index for a chain that starts with a delta, overridden
   // by what the deltas since changed. Only the deltas' keys enter the overlay.
-  const TableSnapshot* base = nullptr;
+  const std::vector<int64_t>* base = nullptr;
+  std::vector<int64_t> base_sorted;  // a storage-order base's keys, sorted
   absl::flat_hash_map<int64_t, bool> overlay;
   int64_t held = static_cast<int64_t>(index_->size());
   auto holds = [&](int64_t k) {
     if (auto it = overlay.find(k); it != overlay.end()) return it->second;
-    if (base != nullptr) return std::binary_search(base->keys.begin(), base->keys.end(), k);
+    if (base != nullptr) return std::binary_search(base->begin(), base->end(), k);
     return index_->Find(k) != KeyIndex::kEmpty;
   };
   // The most rows the SSD tier will hold: new rows go to the device tier first, then the host
@@ -209,7 +266,12 @@ Status TableImpl::CheckSnapshots(absl::Span<const TableSnapshot> chain) {
   for (const TableSnapshot& s : chain) {
     int64_t needed = 0;
     if (!s.is_delta) {
-      base = &s;
+      base = &s.keys;
+      if (s.storage_order && &s != &chain.back()) {
+        base_sorted = s.keys;
+        std::sort(base_sorted.begin(), base_sorted.end());
+        base = &base_sorted;
+      }
       overlay.clear();
       held = needed = static_cast<int64_t>(s.keys.size());
       ssd_rows = 0;
@@ -263,7 +325,17 @@ Status TableImpl::LoadSnapshotImpl(const TableSnapshot& snap, RowBuffer* adopt) 
   }
   if (tiered_) {
     std::lock_guard<std::mutex> tier_lock(tier_mu_);
-    RECSDK_RETURN_IF_ERROR(LoadSnapshotTiered(snap, needed));
+    RECSDK_RETURN_IF_ERROR(snap.is_delta ? LoadSnapshotTiered(snap, needed)
+                                         : LoadFullSnapshotTiered(snap));
+  } else if (snap.row_source) {
+    // A table without tiers holds every row in memory anyway: read them all, then load.
+    TableSnapshot whole;
+    whole.keys = snap.keys;
+    whole.timestamps = snap.timestamps;
+    whole.data_time = snap.data_time;
+    whole.rows.resize(snap.keys.size() * static_cast<size_t>(row_floats_));
+    RECSDK_RETURN_IF_ERROR(snap.row_source(0, snap.keys.size(), whole.rows.data()));
+    LoadSnapshotRows(whole, needed, &whole.rows);
   } else {
     LoadSnapshotRows(snap, needed, adopt);
   }
@@ -279,15 +351,12 @@ Status TableImpl::LoadSnapshotImpl(const TableSnapshot& snap, RowBuffer* adopt) 
   return absl::OkStatus();
 }
 
-// LoadSnapshotTiered: LoadSnapshot's apply step on a tiered table: the rows go to the fastest
-// tier with room (the device first), without swaps; swaps bring them up as batches use them.
+// LoadSnapshotTiered: LoadSnapshot's apply step of a delta on a tiered table: the new rows go to
+// the fastest tier with room (the device first), without swaps; swaps bring them up as batches
+// use them.
 Status TableImpl::LoadSnapshotTiered(const TableSnapshot& snap, int64_t needed) {
   const size_t n = snap.keys.size();
-  if (!snap.is_delta) {
-    RECSDK_RETURN_IF_ERROR(ClearTiers());
-    index_->Clear();
-    index_->Reserve(n);
-  } else {
+  {
     absl::flat_hash_set<uint32_t> device_slots;
     std::vector<uint32_t> gone;
     for (int64_t k : snap.removed_keys) {
@@ -337,6 +406,43 @@ Status TableImpl::LoadSnapshotTiered(const TableSnapshot& snap, int64_t needed) 
     SetTierDirty(packed[i], false);
     if (evicting_) {
       *Timestamp(packed[i]) = snap.timestamps.empty() ? snap.data_time : snap.timestamps[i];
+    }
+  }
+  return absl::OkStatus();
+}
+
+// LoadFullSnapshotTiered: LoadSnapshot's apply step of a kFull snapshot on a tiered table, in
+// pieces of kSinkBytes of rows: each piece's keys are placed in the fastest tier with room (the
+// device, then host, then SSD in slot order, so the SSD tier is written sequentially), its rows
+// read (from the snapshot or its row_source) and written. Memory beyond the index: one piece.
+Status TableImpl::LoadFullSnapshotTiered(const TableSnapshot& snap) {
+  const size_t n = snap.keys.size();
+  const size_t rf = static_cast<size_t>(row_floats_);
+  RECSDK_RETURN_IF_ERROR(ClearTiers());
+  index_->Clear();
+  index_->Reserve(n);
+  const size_t per = std::max<size_t>(1, kSinkBytes / row_bytes_);
+  std::vector<float> buffer;
+  if (snap.row_source) buffer.resize(std::min(n, per) * rf);
+  std::vector<uint32_t> packed;
+  const std::vector<uint64_t> history(std::min(n, per), kNoHistory);
+  for (size_t b = 0; b < n; b += per) {
+    const size_t e = std::min(n, b + per);
+    const auto keys = absl::MakeConstSpan(snap.keys).subspan(b, e - b);
+    packed.resize(e - b);
+    RECSDK_RETURN_IF_ERROR(PlaceNew(keys, packed.data()));
+    for (size_t i = 0; i < keys.size(); ++i) index_->Insert(keys[i], packed[i]);
+    const float* rows = snap.rows.data() + b * rf;
+    if (snap.row_source) {
+      RECSDK_RETURN_IF_ERROR(snap.row_source(b, e - b, buffer.data()));
+      rows = buffer.data();
+    }
+    RECSDK_RETURN_IF_ERROR(WriteRowsAt(packed, rows, history.data()));
+    for (size_t i = b; i < e; ++i) {
+      SetTierDirty(packed[i - b], false);
+      if (evicting_) {
+        *Timestamp(packed[i - b]) = snap.timestamps.empty() ? snap.data_time : snap.timestamps[i];
+      }
     }
   }
   return absl::OkStatus();

@@ -1,0 +1,259 @@
+// embedding_roofline_bench.cc: the embedding-only training step of one table against the
+// machine's random-access roofline, measured in the same run (issue 29, `embedding_vs_roofline`).
+//
+//   BM_EmbeddingStep/dim/zipf/threads: per iteration, one batch of 4096 x 26 ids through the
+//       table as a training step runs it: DedupKeys, Resolve (kTrain), GatherRestored (the
+//       forward lookup), AggregateGradients (one summed gradient per unique key) and
+//       ApplyGradients with Adagrad (row and accumulator slot). Then the roofline on the same ids:
+//       for every id, in the same order, a random read of its row AND slot from a dense
+//       [rows, 2 x dim] array (software prefetch 16 ahead, huge pages as the table's slab), the
+//       row copied out (the gather) and row and slot written back (the update): one random
+//       row + slot read and write per id, with no index, no dedup and no arithmetic to speak of.
+//       Counters: ids_per_s (the table), roofline_ids_per_s, embedding_vs_roofline = roofline time
+//       / table time (goal >= 0.7), and each phase's share of the table's time (dedup_share,
+//       resolve_share, gather_share, aggregate_share, apply_share), unique_frac.
+//
+// Rows: RECSDK_EMB_ROOF_ROWS, else max(2M, 1 GiB of rows + slots): 8.4M at dim 16, 2M at 64 and
+// 128 (1 and 2 GB; this VM's L3 is 260 MB); the dense array is as large again. Ids: uniform or
+// Zipf(1.05) ranks over the rows, hashed to keys (Mix64), as table_bench. Threads: oneTBB's
+// max_allowed_parallelism for both sides.
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "oneapi/tbb/global_control.h"
+#include "oneapi/tbb/parallel_for.h"
+#include "recsdk/table.h"
+#include "src/common/hash.h"
+#include "src/table/dedup.h"
+
+namespace recsdk {
+namespace {
+
+constexpr int kBatch = 4096;
+constexpr int kFields = 26;
+constexpr int kBatchKeys = kBatch * kFields;
+constexpr int kNumBatches = 8;
+constexpr double kZipfS = 1.05;
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Rows: RECSDK_EMB_ROOF_ROWS, else at least 2M and at least 1 GiB of rows + slots (this VM's L3
+// is 260 MB), the dense array as large again.
+int64_t Rows(int dim) {
+  const char* env = std::getenv("RECSDK_EMB_ROOF_ROWS");
+  if (env != nullptr) return std::atoll(env);
+  return std::max<int64_t>(2000000, (int64_t{1} << 30) / (8 * dim));
+}
+
+std::vector<int64_t> MakeRanks(int64_t rows, bool zipf, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> ranks(static_cast<size_t>(kNumBatches) * kBatchKeys);
+  if (!zipf) {
+    std::uniform_int_distribution<int64_t> d(0, rows - 1);
+    for (auto& r : ranks) r = d(rng);
+    return ranks;
+  }
+  std::vector<double> cdf(static_cast<size_t>(rows));
+  double sum = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    sum += std::pow(static_cast<double>(i + 1), -kZipfS);
+    cdf[static_cast<size_t>(i)] = sum;
+  }
+  std::uniform_real_distribution<double> u(0, sum);
+  for (auto& r : ranks) {
+    r = std::min<int64_t>(rows - 1, std::upper_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin());
+  }
+  return ranks;
+}
+
+// Dense [rows, width] floats with the table slab's huge-page advice.
+struct DenseArray {
+  float* data = nullptr;
+  size_t bytes = 0;
+  DenseArray(int64_t rows, int width) {
+    bytes = static_cast<size_t>(rows) * static_cast<size_t>(width) * sizeof(float);
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) std::abort();
+    madvise(p, bytes, MADV_HUGEPAGE);
+    data = static_cast<float*>(p);
+    tbb::parallel_for(int64_t{0}, rows, [&](int64_t r) {
+      for (int d = 0; d < width; ++d) data[r * width + d] = static_cast<float>(r + d) * 1e-6f;
+    });
+  }
+  ~DenseArray() { munmap(data, bytes); }
+  DenseArray(const DenseArray&) = delete;
+  DenseArray& operator=(const DenseArray&) = delete;
+};
+
+// RooflineStep: for every id, read row + slot (prefetched 16 ahead), copy the row out, write row
+// and slot back changed.
+void RooflineStep(const DenseArray& a, int dim, const int64_t* ranks, size_t n, float* out) {
+  tbb::parallel_for(
+      tbb::blocked_range<size_t>(0, n, 4096), [&](const tbb::blocked_range<size_t>& r) {
+        constexpr size_t kAhead = 16;
+        const size_t width = 2 * static_cast<size_t>(dim);
+        for (size_t i = r.begin(); i < r.end(); ++i) {
+          if (i + kAhead < r.end()) {
+            const char* p = reinterpret_cast<const char*>(a.data + ranks[i + kAhead] * width);
+            for (size_t off = 0; off < width * sizeof(float); off += 64) {
+              __builtin_prefetch(p + off, 1);
+            }
+          }
+          float* row = a.data + ranks[i] * width;
+          std::memcpy(out + i * dim, row, static_cast<size_t>(dim) * sizeof(float));
+          for (int d = 0; d < dim; ++d) {
+            row[dim + d] += 1e-7f;
+            row[d] -= 1e-7f;
+          }
+        }
+      });
+}
+
+struct Fixture {
+  int dim = 0;
+  int64_t rows = 0;
+  std::unique_ptr<EmbeddingTable> table;
+  std::unique_ptr<DenseArray> dense;
+};
+
+Fixture& GetFixture(int dim, int64_t rows) {
+  static Fixture f;
+  if (f.table && f.dim == dim && f.rows == rows) return f;
+  f = Fixture();
+  f.dim = dim;
+  f.rows = rows;
+  TableConfig c;
+  c.name = "roofline_table";
+  c.dim = dim;
+  c.device_vocabulary_size = rows;
+  c.initializer = Initializer::Uniform(-0.05, 0.05, 1);
+  f.table = std::move(EmbeddingTable::Create(c, SparseOptimizerConfig::Adagrad(0.01f))).value();
+  constexpr int64_t kChunk = 1 << 20;
+  std::vector<int64_t> keys;
+  std::vector<uint32_t> ids;
+  for (int64_t b = 0; b < rows; b += kChunk) {
+    const int64_t e = std::min(rows, b + kChunk);
+    keys.resize(static_cast<size_t>(e - b));
+    ids.resize(keys.size());
+    for (int64_t r = b; r < e; ++r) {
+      keys[static_cast<size_t>(r - b)] = static_cast<int64_t>(internal::Mix64(r));
+    }
+    if (!f.table->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(ids)).ok()) {
+      std::abort();
+    }
+  }
+  f.dense = std::make_unique<DenseArray>(rows, 2 * dim);
+  return f;
+}
+
+// MinTime: seconds each case runs at least, RECSDK_EMB_ROOF_MIN_TIME (default 1; a profile wants
+// more, so the fixture's setup is a small part of the samples).
+double MinTime() {
+  const char* env = std::getenv("RECSDK_EMB_ROOF_MIN_TIME");
+  return env != nullptr ? std::atof(env) : 1.0;
+}
+
+void BM_EmbeddingStep(benchmark::State& state) {
+  const int dim = static_cast<int>(state.range(0));
+  const bool zipf = state.range(1) != 0;
+  const int threads = static_cast<int>(state.range(2));
+  const int64_t rows = Rows(dim);
+  Fixture& f = GetFixture(dim, rows);
+  const std::vector<int64_t> ranks = MakeRanks(rows, zipf, 1234);
+  std::vector<int64_t> keys(ranks.size());
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    keys[i] = static_cast<int64_t>(internal::Mix64(ranks[i]));
+  }
+  tbb::global_control gc(tbb::global_control::max_allowed_parallelism, threads);
+  std::vector<float> out(static_cast<size_t>(kBatchKeys) * dim);
+  std::vector<float> grads(out.size());
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0, 0.01f);
+  for (auto& g : grads) g = nd(rng);
+  std::vector<float> summed(grads.size());
+  internal::DedupResult d;
+  std::vector<uint32_t> ids;
+  double t_table = 0, t_roof = 0, t_dedup = 0, t_resolve = 0, t_gather = 0, t_agg = 0, t_apply = 0;
+  double unique = 0;
+  int64_t batch = 0;
+  for (auto _ : state) {
+    const size_t off = static_cast<size_t>(batch++ % kNumBatches) * kBatchKeys;
+    const auto t0 = Clock::now();
+    internal::DedupKeys(absl::MakeConstSpan(keys.data() + off, kBatchKeys), &d);
+    const auto t1 = Clock::now();
+    ids.resize(d.unique_keys.size());
+    if (!f.table->Resolve(d.unique_keys, d.counts, {}, LookupMode::kTrain, absl::MakeSpan(ids))
+             .ok()) {
+      state.SkipWithError("resolve failed");
+      break;
+    }
+    const auto t2 = Clock::now();
+    if (!f.table->GatherRestored(ids, d.restore_index, absl::MakeSpan(out)).ok()) {
+      state.SkipWithError("gather failed");
+      break;
+    }
+    benchmark::ClobberMemory();
+    const auto t3 = Clock::now();
+    const size_t nu = d.unique_keys.size();
+    const auto sums = absl::MakeSpan(summed).first(nu * static_cast<size_t>(dim));
+    if (!internal::AggregateGradients(d.restore_index, grads, dim, static_cast<int64_t>(nu), sums)
+             .ok()) {
+      state.SkipWithError("aggregate failed");
+      break;
+    }
+    const auto t4 = Clock::now();
+    if (!f.table->ApplyGradients(ids, sums, batch).ok()) {
+      state.SkipWithError("update failed");
+      break;
+    }
+    benchmark::ClobberMemory();
+    const auto t5 = Clock::now();
+    RooflineStep(*f.dense, dim, ranks.data() + off, kBatchKeys, out.data());
+    benchmark::ClobberMemory();
+    const auto t6 = Clock::now();
+    t_dedup += Seconds(t0, t1);
+    t_resolve += Seconds(t1, t2);
+    t_gather += Seconds(t2, t3);
+    t_agg += Seconds(t3, t4);
+    t_apply += Seconds(t4, t5);
+    t_table += Seconds(t0, t5);
+    t_roof += Seconds(t5, t6);
+    unique += static_cast<double>(nu) / kBatchKeys;
+    state.SetIterationTime(Seconds(t0, t5));
+  }
+  const double n = static_cast<double>(batch) * kBatchKeys;
+  state.counters["ids_per_s"] = n / t_table;
+  state.counters["roofline_ids_per_s"] = n / t_roof;
+  state.counters["embedding_vs_roofline"] = t_roof / t_table;
+  state.counters["dedup_share"] = t_dedup / t_table;
+  state.counters["resolve_share"] = t_resolve / t_table;
+  state.counters["gather_share"] = t_gather / t_table;
+  state.counters["aggregate_share"] = t_agg / t_table;
+  state.counters["apply_share"] = t_apply / t_table;
+  state.counters["unique_frac"] = unique / static_cast<double>(batch);
+}
+
+BENCHMARK(BM_EmbeddingStep)
+    ->ArgNames({"dim", "zipf", "threads"})
+    ->ArgsProduct({{16, 64, 128}, {0, 1}, {1, 2}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(MinTime());
+
+}  // namespace
+}  // namespace recsdk
+
+BENCHMARK_MAIN();
