@@ -91,10 +91,12 @@ struct SessionConfig {
   // true is an error with the CPU backend.
   bool enable_data_pre_proc = false;
 
-  // hcom_parallel: overlap the gradient allreduce with backward. Default false.
+  // hcom_parallel: with several ranks, DistributedOptimizer's gradient allreduce runs in buckets
+  // in backward order, each starting once its gradients are ready, beside the rest of backward
+  // (with stream_max_parallel_num > 1); false: one allreduce after backward. Default false. No
+  // effect in one process. docs/distributed.md.
   // is_tailing_optimization: schedule work independent of the last allreduce next to it. Default
-  // false. Both take effect with distributed training; this build has no communicator, so true is
-  // an error saying so.
+  // false; true is an error saying why.
   bool hcom_parallel = false;
   bool is_tailing_optimization = false;
 

@@ -80,8 +80,12 @@ struct TableConfig {
   // every rank. Not with a by-address optimizer, use_dynamic_expansion or the key stage (each
   // refused with the reason). Default false. docs/distributed.md.
   bool is_dp = false;
-  // all2all_gradients_op: how gradients of a key gathered from ranks combine: "sum" (default) or
-  // "sum_gradients_and_div_by_ranksize". Recorded for the distributed layer.
+  // all2all_gradients_op: how a key's gradients from the ranks of a distributed job combine at
+  // its owner (sharded tables) or on every replica (is_dp): "sum" (default: the sum of the
+  // ranks' gradients, N times one process's on the global batch when each rank's loss is the
+  // mean over its share) or "sum_gradients_and_div_by_ranksize" (that sum divided by the ranks:
+  // N ranks train the table as one process on the global batch). No effect in one process.
+  // docs/distributed.md.
   std::string all2all_gradients_op = "sum";
   // padding_keys: keys that always read as zeros, never get a row and never train. Default none.
   std::vector<int64_t> padding_keys;

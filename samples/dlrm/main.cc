@@ -326,6 +326,9 @@ void Build(const Flags& flags, Model* m) {
     c.dim = kDim;
     c.device_vocabulary_size = flags.vocab;
     c.initializer = Initializer::Uniform(-0.05, 0.05, 100 + t);
+    // Under mpirun each rank's loss is the mean over its share of the global batch: dividing the
+    // summed sparse gradients by the ranks trains like one process on the global batch.
+    c.all2all_gradients_op = "sum_gradients_and_div_by_ranksize";
     SparseOptimizerConfig opt =
         adagrad ? SparseOptimizerConfig::Adagrad(lr, 0.1f, 1e-10f) : SparseOptimizerConfig::SGD(lr);
     SparseTable table = Check(create_table(s, c, opt), "create_table");

@@ -148,6 +148,8 @@ void RegisterCollectiveOps() {
     // Every Session's tables are sharded over the ranks when there are several
     // (sharded_table.h); in a world of one they stay as they are.
     internal::SetTableDecorator(MaybeShardTable);
+    RegisterTableExchangeOps();
+    RegisterBucketAllReduce();
     RegisterOrderCollectivesPass();
   });
 }

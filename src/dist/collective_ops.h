@@ -11,12 +11,30 @@
 namespace recsdk::dist {
 
 inline constexpr char kAllReduceMeanOp[] = "AllReduceMean";
+// TableLookupExchange, TableApplyExchange: the lookups (updates) of a step's tables as one node
+// making one exchange for all the sharded ones (table_exchange_ops.cc).
+inline constexpr char kTableLookupExchangeOp[] = "TableLookupExchange";
+inline constexpr char kTableApplyExchangeOp[] = "TableApplyExchange";
+// AllReduceBuckets: an AllReduceMean split into buckets by hcom_parallel (bucket_all_reduce.cc):
+// the buckets' outputs, forwarded in the old node's order. kAllReduceBuckets: the most buckets
+// one AllReduceMean becomes.
+inline constexpr char kAllReduceBucketsOp[] = "AllReduceBuckets";
+inline constexpr int kAllReduceBuckets = 4;
 
 // RegisterCollectiveOps: the op definitions (with attribute schemas) in the global op registry
 // and their CPU kernels in the global kernel registry, the table decorator that shards every
 // Session's tables over the ranks when there are several (sharded_table.h), and the pass that
 // orders a step's collectives (order_collectives.cc). Once per process.
 void RegisterCollectiveOps();
+
+// RegisterTableExchangeOps: TableLookupExchange and TableApplyExchange (definitions, schemas,
+// CPU kernels) and the session pass "group_table_exchanges" (table_exchange_ops.cc), registered
+// by RegisterCollectiveOps.
+void RegisterTableExchangeOps();
+
+// RegisterBucketAllReduce: AllReduceBuckets (definition, CPU kernel) and the session pass
+// "bucket_all_reduce" (hcom_parallel; bucket_all_reduce.cc), registered by RegisterCollectiveOps.
+void RegisterBucketAllReduce();
 
 // RegisterOrderCollectivesPass: the session pass "order_collectives" (order_collectives.cc),
 // registered by RegisterCollectiveOps.

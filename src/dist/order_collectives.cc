@@ -2,8 +2,9 @@
 // adds, groups or fuses nodes): one order of collectives per step, the same on every rank.
 //
 // Every node that makes a collective — AllReduceMean, and with several ranks the lookups and
-// updates of sharded tables (TableLookupGroup, an in-graph SparseLookup, TableApply) — gets a
-// control input from the previous such node in the graph's id order, which is a topological order
+// updates of sharded tables (TableLookupGroup, an in-graph SparseLookup, TableApply, and the
+// nodes that make one exchange for several tables: TableLookupExchange, TableApplyExchange) — gets
+// a control input from the previous such node in the graph's id order, which is a topological order
 // (ValidateGraph), so the chain adds no cycle. The ranks run the same program, so they build the
 // same graph and chain the same nodes; the executor, which may run independent nodes in any order
 // or at once (stream_max_parallel_num), then issues the collectives in the chain's order on every
@@ -27,7 +28,8 @@ namespace {
 
 bool MakesCollective(const Node& n) {
   const std::string& t = n.type();
-  if (t == kAllReduceMeanOp || t == internal::kTableLookupGroupOp || t == internal::kTableApplyOp) {
+  if (t == kAllReduceMeanOp || t == internal::kTableLookupGroupOp || t == internal::kTableApplyOp ||
+      t == kTableLookupExchangeOp || t == kTableApplyExchangeOp) {
     return true;
   }
   // A lookup moved to the key stage runs no key work in the graph.

@@ -12,6 +12,7 @@
 #include "src/common/status_macros.h"
 #include "src/dist/key_union.h"
 #include "src/dist/process_communicator.h"
+#include "src/dist/sharded_table.h"
 
 namespace recsdk::dist {
 namespace {
@@ -221,8 +222,10 @@ Status ReplicatedTable::ApplyGradients(absl::Span<const uint32_t> rows,
     const float* g = all_grads.data() + p * dim;
     for (size_t d = 0; d < dim; ++d) s[d] += g[d];
   }
-  const float inv = 1.0f / static_cast<float>(world_);
-  for (float& v : sums) v *= inv;
+  const float scale = GradientScale(config_, world_);
+  if (scale != 1.0f) {
+    for (float& v : sums) v *= scale;
+  }
   return table_->ApplyGradients(unique_rows, sums, step);
 }
 

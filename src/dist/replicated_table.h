@@ -10,10 +10,10 @@
 //     global batch, and the replicas' row ids agree. The rows of this rank's keys are read from
 //     its replica; Gather* move nothing.
 //   ApplyGradients: the ranks all-gather their (row, summed gradient) pairs; each adds a row's
-//     gradients from every rank in rank order, divides by the number of ranks (as ShardedTable
-//     and DistributedOptimizer do: each rank's loss is the mean over its batch) and applies its
-//     optimizer once. Every rank computes the same sums in the same order, so the replicas stay
-//     bitwise equal (an MPI all-reduce does not promise every rank the same bits).
+//     gradients from every rank in rank order, combines them as all2all_gradients_op says (as
+//     ShardedTable does: GradientScale, sharded_table.h) and applies its optimizer once. Every rank
+//     computes the same sums in the same order, so the replicas stay bitwise equal (an MPI
+//     all-reduce does not promise every rank the same bits).
 // So N ranks train a replicated table as one process trains it on the N batches together.
 //
 // Chosen per table with TableConfig::is_dp (default false: sharded). Cost per step, each rank:

@@ -54,6 +54,12 @@ std::vector<int64_t> Scaled(const std::vector<int64_t>& counts, int64_t per) {
 
 }  // namespace
 
+float GradientScale(const TableConfig& config, int world) {
+  return config.all2all_gradients_op == "sum_gradients_and_div_by_ranksize"
+             ? 1.0f / static_cast<float>(world)
+             : 1.0f;
+}
+
 int ShardedTable::Owner(int64_t key, int size) { return internal::ShardOwner(key, size); }
 
 ShardedTable::ShardedTable(std::unique_ptr<EmbeddingTable> shard, int rank, int size)
@@ -112,12 +118,11 @@ Status ShardedTable::Resolve(absl::Span<const int64_t> unique_keys,
                      timestamps, mode, rows);
 }
 
-Status ShardedTable::ResolveInto(int slot, Communicator* channel,
-                                 const internal::ResolveLease* lease,
-                                 absl::Span<const int64_t> unique_keys,
-                                 absl::Span<const uint32_t> counts,
-                                 absl::Span<const int64_t> timestamps, LookupMode mode,
-                                 absl::Span<uint32_t> rows) {
+Status ShardedTable::BeginResolve(int slot, absl::Span<const int64_t> unique_keys,
+                                  absl::Span<const uint32_t> counts,
+                                  absl::Span<const int64_t> timestamps, LookupMode mode,
+                                  absl::Span<uint32_t> rows, std::vector<KeyRecord>* send,
+                                  std::vector<int>* owner) {
   const size_t n = unique_keys.size();
   // A rank with wrong arguments sends nothing but still takes part, so no rank waits for it.
   Status own;
@@ -143,39 +148,30 @@ Status ShardedTable::ResolveInto(int slot, Communicator* channel,
   }
   batch.serial = serials_.fetch_add(1) + 1;
   batch.train = mode == LookupMode::kTrain;
-  // Exchange on the process communicator (the step's) or the key stage's channel.
-  auto exchange = [&](const char* what, auto&& fn) -> Status {
-    if (channel == nullptr) return Exchange(name(), what, fn);
-    Status st = fn(*channel, DeadlineAfterSeconds(ChannelTimeout(lease->owner)));
-    if (st.ok()) return st;
-    return Status(st.code(), fmt::format("sharded table \"{}\", key stage batch {}, {}: {}", name(),
-                                         lease->batch, what, st.message()));
-  };
-  const int64_t tag_step = lease != nullptr ? lease->batch : -1;
   // num_keys stays 0 until the rows are in: the ids of a Resolve that failed name no row.
   batch.send_counts.assign(world_, 0);
-  std::vector<int> owner(sent);
+  owner->resize(sent);
   for (size_t i = 0; i < sent; ++i) {
-    owner[i] = Owner(unique_keys[i], world_);
-    ++batch.send_counts[owner[i]];
+    (*owner)[i] = Owner(unique_keys[i], world_);
+    ++batch.send_counts[(*owner)[i]];
   }
   std::vector<int64_t> next(world_, 0);
   for (int r = 1; r < world_; ++r) next[r] = next[r - 1] + batch.send_counts[r - 1];
-  std::vector<KeyRecord> send(sent);
+  send->resize(sent);
   batch.send_position.resize(sent);
   for (size_t i = 0; i < sent; ++i) {
-    const int64_t p = next[owner[i]]++;
+    const int64_t p = next[(*owner)[i]]++;
     batch.send_position[i] = p;
-    send[p] = {unique_keys[i], counts.empty() ? 1 : static_cast<int64_t>(counts[i]),
-               timestamps.empty() ? kNoKeyTime : timestamps[i]};
+    (*send)[p] = {unique_keys[i], counts.empty() ? 1 : static_cast<int64_t>(counts[i]),
+                  timestamps.empty() ? kNoKeyTime : timestamps[i]};
   }
-  // The keys and their counts in one call (one header round; the owners learn the counts).
-  std::vector<KeyRecord> received;
-  RECSDK_RETURN_IF_ERROR(exchange("sending keys to their owners", [&](Communicator& c, auto d) {
-    return c.ExchangeV<KeyRecord>(send, batch.send_counts, &received, &batch.recv_counts, d,
-                                  CallTag{tag_step, keys_label_});
-  }));
+  return own;
+}
 
+Status ShardedTable::ServeKeys(int slot, absl::Span<const KeyRecord> received, LookupMode mode,
+                               const internal::ResolveLease* lease, bool with_rows,
+                               std::vector<float>* answer) {
+  Batch& batch = batches_[static_cast<size_t>(slot)];
   // As the owner: the union of the keys asked for, in rank order, resolved once.
   const KeyUnion united = UniteKeys(received, shard_->data_time());
   const std::vector<int64_t>& keys = united.keys;
@@ -198,16 +194,16 @@ Status ShardedTable::ResolveInto(int slot, Communicator* channel,
   }
   const int64_t dim = config_.dim;
   // A record of the answer: the flag, then (sent at once) the embedding.
-  const int64_t record = channel == nullptr ? dim + 1 : 1;
+  const int64_t record = with_rows ? dim + 1 : 1;
   std::vector<float> embeddings;
-  if (owned.ok() && channel == nullptr) {
+  if (owned.ok() && with_rows) {
     embeddings.resize(keys.size() * static_cast<size_t>(dim));
     owned = shard_->Gather(key_rows, absl::MakeSpan(embeddings));
   }
-  std::vector<float> answer(received.size() * static_cast<size_t>(record), 0.0f);
+  answer->assign(received.size() * static_cast<size_t>(record), 0.0f);
   batch.served_rows.resize(received.size());
   for (size_t p = 0; p < received.size(); ++p) {
-    float* a = answer.data() + p * static_cast<size_t>(record);
+    float* a = answer->data() + p * static_cast<size_t>(record);
     if (!owned.ok()) {
       a[0] = kOwnerFailed;
       batch.served_rows[p] = kDefaultRow;
@@ -216,38 +212,31 @@ Status ShardedTable::ResolveInto(int slot, Communicator* channel,
     const uint32_t row = key_rows[which[p]];
     batch.served_rows[p] = row;
     a[0] = row == kPaddingRow ? kPadding : row == kDefaultRow ? kDefault : kRow;
-    if (channel == nullptr) {
-      std::copy_n(embeddings.data() + which[p] * static_cast<size_t>(dim), dim, a + 1);
-    }
+    if (with_rows) std::copy_n(embeddings.data() + which[p] * static_cast<size_t>(dim), dim, a + 1);
   }
-  std::vector<float> back(sent * static_cast<size_t>(record));
-  const std::vector<int64_t> answer_counts = Scaled(batch.recv_counts, record);
-  const std::vector<int64_t> back_counts = Scaled(batch.send_counts, record);
-  RECSDK_RETURN_IF_ERROR(
-      exchange("sending rows back from their owners", [&](Communicator& c, auto d) {
-        return c.AllToAllV<float>(answer, {answer_counts, {}}, absl::MakeSpan(back),
-                                  {back_counts, {}}, d, CallTag{tag_step, rows_label_});
-      }));
-  if (!owned.ok()) {
-    return Status(owned.code(), fmt::format("sharded table \"{}\" on rank {} (owner of keys "
-                                            "other ranks asked for): {}",
-                                            name(), rank_, owned.message()));
-  }
-  RECSDK_RETURN_IF_ERROR(own);
-  if (channel == nullptr) {
+  return owned;
+}
+
+Status ShardedTable::FinishResolve(int slot, bool with_rows, absl::Span<const float> back,
+                                   const std::vector<int>& owner,
+                                   absl::Span<const int64_t> unique_keys,
+                                   absl::Span<uint32_t> rows) {
+  Batch& batch = batches_[static_cast<size_t>(slot)];
+  const int64_t dim = config_.dim;
+  const int64_t record = with_rows ? dim + 1 : 1;
+  const size_t sent = owner.size();
+  if (with_rows) {
     batch.rows.resize(sent * static_cast<size_t>(dim));
   } else {
     batch.flags.resize(sent);
   }
   for (size_t i = 0; i < sent; ++i) {
     const float* a = back.data() + batch.send_position[i] * record;
-    if (channel != nullptr) batch.flags[i] = static_cast<uint8_t>(a[0]);
+    if (!with_rows) batch.flags[i] = static_cast<uint8_t>(a[0]);
     switch (static_cast<int>(a[0])) {
       case kRow:
         rows[i] = RowId(slot, static_cast<int64_t>(i));
-        if (channel == nullptr) {
-          std::copy_n(a + 1, dim, batch.rows.data() + i * static_cast<size_t>(dim));
-        }
+        if (with_rows) std::copy_n(a + 1, dim, batch.rows.data() + i * static_cast<size_t>(dim));
         break;
       case kDefault:
         rows[i] = kDefaultRow;
@@ -263,12 +252,60 @@ Status ShardedTable::ResolveInto(int slot, Communicator* channel,
     }
   }
   batch.num_keys = static_cast<int64_t>(sent);
-  batch.rows_pending = channel != nullptr;
-  if (batch.train && channel == nullptr) {
+  batch.rows_pending = !with_rows;
+  if (batch.train && with_rows) {
     apply_slot_ = slot;
     apply_serial_ = batch.serial;
   }
   return absl::OkStatus();
+}
+
+Status ShardedTable::OwnerFailed(const Status& owned) const {
+  return Status(owned.code(), fmt::format("sharded table \"{}\" on rank {} (owner of keys other "
+                                          "ranks asked for): {}",
+                                          name(), rank_, owned.message()));
+}
+
+Status ShardedTable::ResolveInto(int slot, Communicator* channel,
+                                 const internal::ResolveLease* lease,
+                                 absl::Span<const int64_t> unique_keys,
+                                 absl::Span<const uint32_t> counts,
+                                 absl::Span<const int64_t> timestamps, LookupMode mode,
+                                 absl::Span<uint32_t> rows) {
+  std::vector<KeyRecord> send;
+  std::vector<int> owner;
+  const Status own = BeginResolve(slot, unique_keys, counts, timestamps, mode, rows, &send, &owner);
+  Batch& batch = batches_[static_cast<size_t>(slot)];
+  // Exchange on the process communicator (the step's) or the key stage's channel.
+  auto exchange = [&](const char* what, auto&& fn) -> Status {
+    if (channel == nullptr) return Exchange(name(), what, fn);
+    Status st = fn(*channel, DeadlineAfterSeconds(ChannelTimeout(lease->owner)));
+    if (st.ok()) return st;
+    return Status(st.code(), fmt::format("sharded table \"{}\", key stage batch {}, {}: {}", name(),
+                                         lease->batch, what, st.message()));
+  };
+  const int64_t tag_step = lease != nullptr ? lease->batch : -1;
+  // The keys and their counts in one call (one header round; the owners learn the counts).
+  std::vector<KeyRecord> received;
+  RECSDK_RETURN_IF_ERROR(exchange("sending keys to their owners", [&](Communicator& c, auto d) {
+    return c.ExchangeV<KeyRecord>(send, batch.send_counts, &received, &batch.recv_counts, d,
+                                  CallTag{tag_step, keys_label_});
+  }));
+  const bool with_rows = channel == nullptr;
+  std::vector<float> answer;
+  const Status owned = ServeKeys(slot, received, mode, lease, with_rows, &answer);
+  const int64_t record = with_rows ? config_.dim + 1 : 1;
+  std::vector<float> back(owner.size() * static_cast<size_t>(record));
+  const std::vector<int64_t> answer_counts = Scaled(batch.recv_counts, record);
+  const std::vector<int64_t> back_counts = Scaled(batch.send_counts, record);
+  RECSDK_RETURN_IF_ERROR(
+      exchange("sending rows back from their owners", [&](Communicator& c, auto d) {
+        return c.AllToAllV<float>(answer, {answer_counts, {}}, absl::MakeSpan(back),
+                                  {back_counts, {}}, d, CallTag{tag_step, rows_label_});
+      }));
+  if (!owned.ok()) return OwnerFailed(owned);
+  RECSDK_RETURN_IF_ERROR(own);
+  return FinishResolve(slot, with_rows, back, owner, unique_keys, rows);
 }
 
 bool ShardedTable::Slot(uint32_t row, const Batch** batch, int64_t* slot) const {
@@ -401,59 +438,90 @@ Status ShardedTable::PaddingMask(absl::Span<const uint32_t> unique_rows,
   return absl::OkStatus();
 }
 
-Status ShardedTable::ApplyGradients(absl::Span<const uint32_t> rows,
-                                    absl::Span<const float> summed_grads, int64_t step) {
+Status ShardedTable::PrepareGradients(absl::Span<const uint32_t> rows,
+                                      absl::Span<const float> summed_grads,
+                                      std::vector<float>* send) const {
   const int64_t dim = config_.dim;
   const int64_t record = dim + 1;
-  // A rank with wrong arguments sends no gradient but still takes part (see Resolve).
-  Status own;
-  const Batch* batch = nullptr;
+  send->clear();
   if (apply_slot_ < 0 || batches_[static_cast<size_t>(apply_slot_)].serial != apply_serial_) {
-    own = absl::FailedPreconditionError(fmt::format(
+    return absl::FailedPreconditionError(fmt::format(
         "table \"{}\": ApplyGradients with no training batch of this rank (its last training "
         "Resolve was followed by two more, or the key stage brought no training batch); apply "
         "the gradients of the step's own training lookup",
         name()));
-  } else {
-    batch = &batches_[static_cast<size_t>(apply_slot_)];
   }
-  if (own.ok() && summed_grads.size() != rows.size() * static_cast<size_t>(dim)) {
-    own = absl::InvalidArgumentError(
+  const Batch* batch = &batches_[static_cast<size_t>(apply_slot_)];
+  if (summed_grads.size() != rows.size() * static_cast<size_t>(dim)) {
+    return absl::InvalidArgumentError(
         fmt::format("table \"{}\": ApplyGradients got {} gradient floats for {} rows of dim {}",
                     name(), summed_grads.size(), rows.size(), dim));
   }
-  std::vector<float> send;
-  if (own.ok()) {
-    send.assign(static_cast<size_t>(batch->num_keys * record), 0.0f);
-    for (size_t i = 0; i < rows.size() && own.ok(); ++i) {
-      const uint32_t row = rows[i];
-      if (row >= kDefaultRow) continue;
-      const int64_t slot = row & kIndexMask;
-      if (static_cast<int>(row >> kSlotShift) != apply_slot_ || slot >= batch->num_keys) {
-        own = absl::InvalidArgumentError(fmt::format(
-            "table \"{}\": row id {} is not a row of this rank's training batch; apply the rows "
-            "that Resolve returned",
-            name(), row));
-        break;
-      }
-      float* g = send.data() + batch->send_position[slot] * record;
-      if (g[0] == kHasGradient) {
-        own = absl::InvalidArgumentError(fmt::format(
-            "table \"{}\": row id {} appears twice in one ApplyGradients; sum its gradients "
-            "first (AggregateGradients)",
-            name(), row));
-        break;
-      }
-      g[0] = kHasGradient;
-      std::copy_n(summed_grads.data() + i * dim, dim, g + 1);
+  send->assign(static_cast<size_t>(batch->num_keys * record), 0.0f);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const uint32_t row = rows[i];
+    if (row >= kDefaultRow) continue;
+    const int64_t slot = row & kIndexMask;
+    if (static_cast<int>(row >> kSlotShift) != apply_slot_ || slot >= batch->num_keys) {
+      send->clear();
+      return absl::InvalidArgumentError(fmt::format(
+          "table \"{}\": row id {} is not a row of this rank's training batch; apply the rows "
+          "that Resolve returned",
+          name(), row));
     }
+    float* g = send->data() + batch->send_position[slot] * record;
+    if (g[0] == kHasGradient) {
+      send->clear();
+      return absl::InvalidArgumentError(fmt::format(
+          "table \"{}\": row id {} appears twice in one ApplyGradients; sum its gradients "
+          "first (AggregateGradients)",
+          name(), row));
+    }
+    g[0] = kHasGradient;
+    std::copy_n(summed_grads.data() + i * dim, dim, g + 1);
   }
+  return absl::OkStatus();
+}
+
+Status ShardedTable::ApplyReceived(absl::Span<const float> received, int64_t step) {
+  const Batch& batch = batches_[static_cast<size_t>(apply_slot_)];
+  const int64_t dim = config_.dim;
+  const int64_t record = dim + 1;
+  // As the owner: each row's gradients from every rank, added in rank order, then combined as
+  // the table's all2all_gradients_op says (GradientScale).
+  absl::flat_hash_map<uint32_t, uint32_t> index;
+  std::vector<uint32_t> owned_rows;
+  std::vector<float> sums;
+  for (size_t p = 0; p < batch.served_rows.size(); ++p) {
+    const float* g = received.data() + p * static_cast<size_t>(record);
+    const uint32_t row = batch.served_rows[p];
+    if (g[0] != kHasGradient || row >= kDefaultRow) continue;
+    auto [it, inserted] = index.try_emplace(row, static_cast<uint32_t>(owned_rows.size()));
+    if (inserted) {
+      owned_rows.push_back(row);
+      sums.resize(sums.size() + static_cast<size_t>(dim), 0.0f);
+    }
+    float* s = sums.data() + it->second * static_cast<size_t>(dim);
+    for (int64_t d = 0; d < dim; ++d) s[d] += g[1 + d];
+  }
+  const float scale = GradientScale(config_, world_);
+  if (scale != 1.0f) {
+    for (float& v : sums) v *= scale;
+  }
+  return shard_->ApplyGradients(owned_rows, sums, step);
+}
+
+Status ShardedTable::ApplyGradients(absl::Span<const uint32_t> rows,
+                                    absl::Span<const float> summed_grads, int64_t step) {
+  const int64_t record = config_.dim + 1;
+  // A rank with wrong arguments sends no gradient but still takes part (see Resolve).
+  std::vector<float> send;
+  const Status own = PrepareGradients(rows, summed_grads, &send);
   std::vector<int64_t> send_counts(world_, 0), recv_counts(world_, 0);
   if (own.ok()) {
-    send_counts = Scaled(batch->send_counts, record);
-    recv_counts = Scaled(batch->recv_counts, record);
-  } else {
-    send.clear();
+    const Batch& batch = batches_[static_cast<size_t>(apply_slot_)];
+    send_counts = Scaled(batch.send_counts, record);
+    recv_counts = Scaled(batch.recv_counts, record);
   }
   // Every rank knows what it will receive from the Resolve, unless a rank sends nothing: the
   // counts go first so a rank that refused its arguments does not break the others' exchange.
@@ -471,25 +539,218 @@ Status ShardedTable::ApplyGradients(absl::Span<const uint32_t> rows,
         "error says why); the update is skipped on every rank",
         name()));
   }
-  // As the owner: each row's gradients from every rank, added in rank order, averaged.
-  absl::flat_hash_map<uint32_t, uint32_t> index;
-  std::vector<uint32_t> owned_rows;
-  std::vector<float> sums;
-  for (size_t p = 0; p < batch->served_rows.size(); ++p) {
-    const float* g = received.data() + p * static_cast<size_t>(record);
-    const uint32_t row = batch->served_rows[p];
-    if (g[0] != kHasGradient || row >= kDefaultRow) continue;
-    auto [it, inserted] = index.try_emplace(row, static_cast<uint32_t>(owned_rows.size()));
-    if (inserted) {
-      owned_rows.push_back(row);
-      sums.resize(sums.size() + static_cast<size_t>(dim), 0.0f);
+  return ApplyReceived(received, step);
+}
+
+// ResolveGroup: as each member's Resolve, with one exchange of keys and one of rows for all of
+// them. Rank j's block of the key exchange: one header record per member (its record count in
+// the `key` field), then each member's records in member order; the rows come back in the same
+// sections, whose sizes both sides know from the key exchange.
+Status ShardedTable::ResolveGroup(absl::Span<const GroupResolve> members) {
+  const size_t m = members.size();
+  if (m == 0) return absl::OkStatus();
+  const int world = members.front().table->world_;
+  for (const GroupResolve& g : members) {
+    if (g.table == nullptr || g.table->world_ != world) {
+      return absl::InvalidArgumentError(fmt::format(
+          "ShardedTable::ResolveGroup: member {} is {}; pass sharded tables of one world",
+          &g - members.data(), g.table == nullptr ? "null" : g.table->name()));
     }
-    float* s = sums.data() + it->second * static_cast<size_t>(dim);
-    for (int64_t d = 0; d < dim; ++d) s[d] += g[1 + d];
   }
-  const float inv = 1.0f / static_cast<float>(world_);
-  for (float& v : sums) v *= inv;
-  return shard_->ApplyGradients(owned_rows, sums, step);
+  std::vector<int> slots(m);
+  std::vector<Status> own(m);
+  std::vector<std::vector<KeyRecord>> sends(m);
+  std::vector<std::vector<int>> owners(m);
+  for (size_t t = 0; t < m; ++t) {
+    ShardedTable& table = *members[t].table;
+    ++table.generation_;
+    slots[t] = static_cast<int>(table.generation_ % 2);
+    own[t] = table.BeginResolve(slots[t], members[t].keys, members[t].counts, members[t].times,
+                                members[t].mode, members[t].rows, &sends[t], &owners[t]);
+  }
+  auto batch_of = [&](size_t t) -> Batch& {
+    return members[t].table->batches_[static_cast<size_t>(slots[t])];
+  };
+  // The key exchange: per destination, the headers then the members' sections.
+  std::vector<int64_t> send_counts(world, 0);
+  for (int j = 0; j < world; ++j) {
+    send_counts[j] = static_cast<int64_t>(m);
+    for (size_t t = 0; t < m; ++t) send_counts[j] += batch_of(t).send_counts[j];
+  }
+  std::vector<KeyRecord> send;
+  std::vector<size_t> read(m, 0);
+  for (int j = 0; j < world; ++j) {
+    for (size_t t = 0; t < m; ++t) send.push_back({batch_of(t).send_counts[j], 0, 0});
+    for (size_t t = 0; t < m; ++t) {
+      const int64_t c = batch_of(t).send_counts[j];
+      send.insert(send.end(), sends[t].begin() + read[t], sends[t].begin() + read[t] + c);
+      read[t] += c;
+    }
+  }
+  const std::string& label = members.front().table->keys_label_;
+  std::vector<KeyRecord> received;
+  std::vector<int64_t> recv_counts;
+  RECSDK_RETURN_IF_ERROR(Exchange(
+      fmt::format("{} and {} more", members.front().table->name(), m - 1),
+      "sending the keys of a group of tables to their owners", [&](Communicator& c, auto d) {
+        return c.ExchangeV<KeyRecord>(send, send_counts, &received, &recv_counts, d,
+                                      CallTag{-1, label});
+      }));
+  // Split each source's block into the members' sections.
+  std::vector<std::vector<KeyRecord>> per(m);
+  for (size_t t = 0; t < m; ++t) batch_of(t).recv_counts.assign(world, 0);
+  size_t at = 0;
+  for (int r = 0; r < world; ++r) {
+    const size_t end = at + static_cast<size_t>(recv_counts[r]);
+    if (recv_counts[r] < static_cast<int64_t>(m)) {
+      return absl::InternalError(fmt::format(
+          "ShardedTable::ResolveGroup: rank {} sent {} records, fewer than the {} section "
+          "headers; every rank must group the same tables (this is a bug)",
+          r, recv_counts[r], m));
+    }
+    size_t body = at + m;
+    for (size_t t = 0; t < m; ++t) {
+      const int64_t c = received[at + t].key;
+      if (c < 0 || body + static_cast<size_t>(c) > end) {
+        return absl::InternalError(fmt::format(
+            "ShardedTable::ResolveGroup: rank {} announced {} records of table \"{}\", more than "
+            "its block holds (this is a bug)",
+            r, c, members[t].table->name()));
+      }
+      batch_of(t).recv_counts[r] = c;
+      per[t].insert(per[t].end(), received.begin() + body, received.begin() + body + c);
+      body += static_cast<size_t>(c);
+    }
+    at = end;
+  }
+  // As the owner of each member, then the rows back in one AllToAllV.
+  std::vector<Status> owned(m);
+  std::vector<std::vector<float>> answers(m);
+  for (size_t t = 0; t < m; ++t) {
+    owned[t] =
+        members[t].table->ServeKeys(slots[t], per[t], members[t].mode, nullptr, true, &answers[t]);
+  }
+  std::vector<int64_t> answer_counts(world, 0), back_counts(world, 0);
+  for (int r = 0; r < world; ++r) {
+    for (size_t t = 0; t < m; ++t) {
+      const int64_t record = members[t].table->config_.dim + 1;
+      answer_counts[r] += batch_of(t).recv_counts[r] * record;
+      back_counts[r] += batch_of(t).send_counts[r] * record;
+    }
+  }
+  std::vector<float> answer;
+  std::fill(read.begin(), read.end(), 0);
+  for (int r = 0; r < world; ++r) {
+    for (size_t t = 0; t < m; ++t) {
+      const size_t c =
+          static_cast<size_t>(batch_of(t).recv_counts[r] * (members[t].table->config_.dim + 1));
+      answer.insert(answer.end(), answers[t].begin() + read[t], answers[t].begin() + read[t] + c);
+      read[t] += c;
+    }
+  }
+  int64_t back_total = 0;
+  for (int64_t c : back_counts) back_total += c;
+  std::vector<float> back(static_cast<size_t>(back_total));
+  const std::string& rows_label = members.front().table->rows_label_;
+  RECSDK_RETURN_IF_ERROR(Exchange(
+      fmt::format("{} and {} more", members.front().table->name(), m - 1),
+      "sending the rows of a group of tables back from their owners", [&](Communicator& c, auto d) {
+        return c.AllToAllV<float>(answer, {answer_counts, {}}, absl::MakeSpan(back),
+                                  {back_counts, {}}, d, CallTag{-1, rows_label});
+      }));
+  // Each member's answers, contiguous in its own send order.
+  std::vector<std::vector<float>> backs(m);
+  at = 0;
+  for (int r = 0; r < world; ++r) {
+    for (size_t t = 0; t < m; ++t) {
+      const size_t c =
+          static_cast<size_t>(batch_of(t).send_counts[r] * (members[t].table->config_.dim + 1));
+      backs[t].insert(backs[t].end(), back.begin() + at, back.begin() + at + c);
+      at += c;
+    }
+  }
+  Status first;
+  for (size_t t = 0; t < m; ++t) {
+    ShardedTable& table = *members[t].table;
+    Status s = !owned[t].ok() ? table.OwnerFailed(owned[t])
+               : !own[t].ok() ? own[t]
+                              : table.FinishResolve(slots[t], true, backs[t], owners[t],
+                                                    members[t].keys, members[t].rows);
+    if (first.ok() && !s.ok()) first = s;
+  }
+  return first;
+}
+
+// ApplyGroup: as each member's ApplyGradients, with one exchange of gradients. A rank whose
+// arguments for any member are wrong sends no gradient of any member, and every rank then skips
+// the whole group's update (the sections could not be told apart otherwise).
+Status ShardedTable::ApplyGroup(absl::Span<const GroupApply> members) {
+  const size_t m = members.size();
+  if (m == 0) return absl::OkStatus();
+  const int world = members.front().table->world_;
+  for (const GroupApply& g : members) {
+    if (g.table == nullptr || g.table->world_ != world) {
+      return absl::InvalidArgumentError(
+          fmt::format("ShardedTable::ApplyGroup: member {} is {}; pass sharded tables of one world",
+                      &g - members.data(), g.table == nullptr ? "null" : g.table->name()));
+    }
+  }
+  std::vector<std::vector<float>> sends(m);
+  Status own;
+  for (size_t t = 0; t < m && own.ok(); ++t) {
+    own = members[t].table->PrepareGradients(members[t].rows, members[t].grads, &sends[t]);
+  }
+  auto batch_of = [&](size_t t) -> const Batch& {
+    const ShardedTable& table = *members[t].table;
+    return table.batches_[static_cast<size_t>(table.apply_slot_)];
+  };
+  std::vector<int64_t> send_counts(world, 0), recv_counts(world, 0);
+  std::vector<float> send;
+  if (own.ok()) {
+    std::vector<size_t> read(m, 0);
+    for (int j = 0; j < world; ++j) {
+      for (size_t t = 0; t < m; ++t) {
+        const int64_t record = members[t].table->config_.dim + 1;
+        const size_t c = static_cast<size_t>(batch_of(t).send_counts[j] * record);
+        send.insert(send.end(), sends[t].begin() + read[t], sends[t].begin() + read[t] + c);
+        read[t] += c;
+        send_counts[j] += static_cast<int64_t>(c);
+        recv_counts[j] += batch_of(t).recv_counts[j] * record;
+      }
+    }
+  }
+  const int64_t step = members.front().step;
+  std::vector<int64_t> incoming;
+  std::vector<float> received;
+  RECSDK_RETURN_IF_ERROR(Exchange(
+      fmt::format("{} and {} more", members.front().table->name(), m - 1),
+      "sending the gradients of a group of tables to their owners", [&](Communicator& c, auto d) {
+        return c.ExchangeV<float>(send, send_counts, &received, &incoming, d,
+                                  CallTag{step, members.front().table->grads_label_});
+      }));
+  RECSDK_RETURN_IF_ERROR(own);
+  if (incoming != recv_counts) {
+    return absl::AbortedError(fmt::format(
+        "sharded tables \"{}\" and {} more: another rank sent no gradients for this step's keys "
+        "(its own error says why); the update of the group is skipped on every rank",
+        members.front().table->name(), m - 1));
+  }
+  std::vector<std::vector<float>> per(m);
+  size_t at = 0;
+  for (int r = 0; r < world; ++r) {
+    for (size_t t = 0; t < m; ++t) {
+      const size_t c =
+          static_cast<size_t>(batch_of(t).recv_counts[r] * (members[t].table->config_.dim + 1));
+      per[t].insert(per[t].end(), received.begin() + at, received.begin() + at + c);
+      at += c;
+    }
+  }
+  Status first;
+  for (size_t t = 0; t < m; ++t) {
+    Status s = members[t].table->ApplyReceived(per[t], members[t].step);
+    if (first.ok() && !s.ok()) first = s;
+  }
+  return first;
 }
 
 Communicator* ShardedTable::Channel(const void* owner) const {

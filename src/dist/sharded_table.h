@@ -16,10 +16,12 @@
 //     batch, and the row ids Resolve returns name them. Like a tiered table's device rows, the
 //     rows of the last two Resolve calls stay readable.
 //   ApplyGradients: each row's summed gradient goes back to its key's owner (one AllToAllV); the
-//     owner adds the gradients of a key from every rank in rank order, divides by the number of
-//     ranks (each rank's loss is the mean over its own batch, the job's loss the mean of those,
-//     as DistributedOptimizer averages the dense gradients), and applies its sparse optimizer
-//     once. So N ranks train a table as one process trains it on the N batches together.
+//     owner adds the gradients of a key from every rank in rank order, combines them as the
+//     table's all2all_gradients_op says (GradientScale: "sum", the default, keeps the sum;
+//     "sum_gradients_and_div_by_ranksize" divides by the number of ranks, so that, each rank's
+//     loss being the mean over its own batch as DistributedOptimizer averages the dense
+//     gradients, N ranks train a table as one process trains it on the N batches together), and
+//     applies its sparse optimizer once.
 // Gather*, PaddingMask read the rows of the batch this rank received; they move nothing.
 //
 // With a key stage (the CollectiveTable calls, collective_table.h) the keys of a batch go to
@@ -59,6 +61,7 @@
 
 #include "recsdk/table.h"
 #include "src/dist/communicator.h"
+#include "src/dist/key_union.h"
 #include "src/table/collective_table.h"
 
 namespace recsdk::dist {
@@ -128,6 +131,32 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
     return shard_->CheckSnapshots(chain);
   }
 
+  // GroupResolve: one member of ResolveGroup: a table and the arguments of its Resolve.
+  struct GroupResolve {
+    ShardedTable* table = nullptr;
+    absl::Span<const int64_t> keys;
+    absl::Span<const uint32_t> counts;
+    absl::Span<const int64_t> times;
+    LookupMode mode = LookupMode::kTrain;
+    absl::Span<uint32_t> rows;
+  };
+  // ResolveGroup: each member's Resolve (same results, same errors, each table's own), with the
+  // keys of all members in one exchange and their rows back in another, instead of two per table
+  // (one step's lookups of several tables: the group_table_exchanges pass, table_exchange_ops.cc).
+  // Every rank must pass the same tables in the same order. A collective, like Resolve.
+  [[nodiscard]] static Status ResolveGroup(absl::Span<const GroupResolve> members);
+  // GroupApply: one member of ApplyGroup: a table and the arguments of its ApplyGradients.
+  struct GroupApply {
+    ShardedTable* table = nullptr;
+    absl::Span<const uint32_t> rows;
+    absl::Span<const float> grads;
+    int64_t step = 0;
+  };
+  // ApplyGroup: each member's ApplyGradients, with the gradients of all members in one exchange.
+  // A rank whose arguments for any member are wrong sends nothing, and every rank then skips the
+  // whole group's update (each returns an error).
+  [[nodiscard]] static Status ApplyGroup(absl::Span<const GroupApply> members);
+
   // The key stage's calls (internal::CollectiveTable).
   Status OpenChannel(const void* owner) override;
   void CloseChannel(const void* owner) override;
@@ -171,6 +200,28 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
                      absl::Span<uint32_t> rows);
   // Slot: the batch and index of a row id Resolve returned; false for other ids.
   bool Slot(uint32_t row, const Batch** batch, int64_t* slot) const;
+  // The phases of ResolveInto, shared with ResolveGroup. BeginResolve: refills slot `slot` and
+  // lays out the records to send (per owner, in rank order; `owner`: each key's); returns this
+  // rank's argument error (then it sends nothing). ServeKeys: as the owner, resolves what it
+  // received (batch.recv_counts set) and makes the answer records (the flag, and the row when
+  // `with_rows`); returns the owner's error. FinishResolve: reads the answers (`back`, in send
+  // order) into `rows` and the slot. OwnerFailed: ServeKeys' error as the caller returns it.
+  Status BeginResolve(int slot, absl::Span<const int64_t> unique_keys,
+                      absl::Span<const uint32_t> counts, absl::Span<const int64_t> timestamps,
+                      LookupMode mode, absl::Span<uint32_t> rows, std::vector<KeyRecord>* send,
+                      std::vector<int>* owner);
+  Status ServeKeys(int slot, absl::Span<const KeyRecord> received, LookupMode mode,
+                   const internal::ResolveLease* lease, bool with_rows, std::vector<float>* answer);
+  Status FinishResolve(int slot, bool with_rows, absl::Span<const float> back,
+                       const std::vector<int>& owner, absl::Span<const int64_t> unique_keys,
+                       absl::Span<uint32_t> rows);
+  Status OwnerFailed(const Status& owned) const;
+  // The phases of ApplyGradients, shared with ApplyGroup. PrepareGradients: the gradient records
+  // in send order (empty, with the error, for bad arguments). ApplyReceived: as the owner, adds
+  // each row's gradients in rank order, scales them (GradientScale) and applies them.
+  Status PrepareGradients(absl::Span<const uint32_t> rows, absl::Span<const float> summed_grads,
+                          std::vector<float>* send) const;
+  Status ApplyReceived(absl::Span<const float> received, int64_t step);
   Status CheckRows(absl::Span<const uint32_t> rows, absl::Span<const uint32_t> restore) const;
   const float* RowOf(uint32_t row) const;
   void CopyRow(uint32_t row, float* out) const;
@@ -200,6 +251,12 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
   // Labels of the exchanges (CallTag keeps a view).
   const std::string keys_label_, rows_label_, grads_label_, agree_label_;
 };
+
+// GradientScale: the factor a key's gradients, summed over the `world` ranks, are multiplied by
+// before its owner applies them, as `config.all2all_gradients_op` says: 1 for "sum" (the
+// default), 1 / world for "sum_gradients_and_div_by_ranksize" (then N ranks train a table as one
+// process trains it on their N batches together, each rank's loss being the mean over its batch).
+float GradientScale(const TableConfig& config, int world);
 
 // MaybeShardTable: `table` as the Session of this process should hold it: when this process is
 // one of several ranks (the process communicator's world, or the launcher's when none exists

@@ -199,8 +199,7 @@ Status PrepareTableKeys(const std::vector<LookupBatch>& lookups, TableKeyWork* w
   return absl::OkStatus();
 }
 
-Status ResolveTableKeys(EmbeddingTable* table, LookupMode mode, TableKeyWork* work,
-                        const ResolveLease* lease) {
+Status PrepareResolve(EmbeddingTable* table, TableKeyWork* work, const ResolveLease* lease) {
   if (lease == nullptr && IsTiered(*table)) {
     return absl::FailedPreconditionError(fmt::format(
         "table \"{}\" keeps rows in host memory (host_vocabulary_size {}), so its lookups must "
@@ -220,16 +219,14 @@ Status ResolveTableKeys(EmbeddingTable* table, LookupMode mode, TableKeyWork* wo
     }
   }
   work->rows.resize(num_unique);
-  const std::vector<uint32_t>& counts = work->counts.empty() ? work->dedup.counts : work->counts;
-  if (lease != nullptr) {
-    RECSDK_RETURN_IF_ERROR(ResolveWithLease(
-        *table, absl::MakeConstSpan(work->dedup.unique_keys), absl::MakeConstSpan(counts),
-        absl::MakeConstSpan(work->key_times), mode, absl::MakeSpan(work->rows), *lease));
-  } else {
-    RECSDK_RETURN_IF_ERROR(
-        table->Resolve(absl::MakeConstSpan(work->dedup.unique_keys), absl::MakeConstSpan(counts),
-                       absl::MakeConstSpan(work->key_times), mode, absl::MakeSpan(work->rows)));
-  }
+  return absl::OkStatus();
+}
+
+const std::vector<uint32_t>& ResolveCounts(const TableKeyWork& work) {
+  return work.counts.empty() ? work.dedup.counts : work.counts;
+}
+
+void FinishTableKeys(TableKeyWork* work) {
   for (TableKeyWork::Part& part : work->parts) {
     const LookupAttrs& a = *part.attrs;
     const int64_t used = static_cast<int64_t>(part.unique.size()) + (part.has_padding_slot ? 1 : 0);
@@ -244,6 +241,22 @@ Status ResolveTableKeys(EmbeddingTable* table, LookupMode mode, TableKeyWork* wo
     }
     part.unique_rows = std::move(u);
   }
+}
+
+Status ResolveTableKeys(EmbeddingTable* table, LookupMode mode, TableKeyWork* work,
+                        const ResolveLease* lease) {
+  RECSDK_RETURN_IF_ERROR(PrepareResolve(table, work, lease));
+  const std::vector<uint32_t>& counts = ResolveCounts(*work);
+  if (lease != nullptr) {
+    RECSDK_RETURN_IF_ERROR(ResolveWithLease(
+        *table, absl::MakeConstSpan(work->dedup.unique_keys), absl::MakeConstSpan(counts),
+        absl::MakeConstSpan(work->key_times), mode, absl::MakeSpan(work->rows), *lease));
+  } else {
+    RECSDK_RETURN_IF_ERROR(
+        table->Resolve(absl::MakeConstSpan(work->dedup.unique_keys), absl::MakeConstSpan(counts),
+                       absl::MakeConstSpan(work->key_times), mode, absl::MakeSpan(work->rows)));
+  }
+  FinishTableKeys(work);
   return absl::OkStatus();
 }
 

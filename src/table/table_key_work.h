@@ -1,8 +1,8 @@
 // table_key_work.h: the key work of the lookups of one table on one batch, shared by the
 // in-graph lookup kernels (device/cpu/table_op_kernels.cc) and the key stage
-// (session/key_stage/key_stage.cc): check the ids, deduplicate the keys of all the table's lookups in one
-// pass, resolve them with one Resolve, and give each lookup its unique rows and restore indices.
-// Internal. Knows nothing of the graph: a lookup's attributes are plain data here.
+// (session/key_stage/key_stage.cc): check the ids, deduplicate the keys of all the table's lookups
+// in one pass, resolve them with one Resolve, and give each lookup its unique rows and restore
+// indices. Internal. Knows nothing of the graph: a lookup's attributes are plain data here.
 //
 // Threading: PrepareTableKeys touches only its arguments (callers run it for several batches at
 // once); ResolveTableKeys needs the table alone in training and beside readers only in evaluation
@@ -91,6 +91,15 @@ Status PrepareTableKeys(const std::vector<LookupBatch>& lookups, TableKeyWork* w
 // refuses (FailedPrecondition: the spec runs the key work of tiered tables in the key stage).
 Status ResolveTableKeys(EmbeddingTable* table, LookupMode mode, TableKeyWork* work,
                         const ResolveLease* lease = nullptr);
+
+// ResolveTableKeys in three steps, for a caller that resolves the keys of several tables together
+// (one exchange for a group of sharded tables: src/dist/table_exchange_ops.cc): PrepareResolve
+// (the tier check and the keys' times), then the caller's Resolve of work->dedup.unique_keys
+// with ResolveCounts(*work) and work->key_times into work->rows (sized), then FinishTableKeys
+// (each lookup's unique rows).
+Status PrepareResolve(EmbeddingTable* table, TableKeyWork* work, const ResolveLease* lease);
+const std::vector<uint32_t>& ResolveCounts(const TableKeyWork& work);
+void FinishTableKeys(TableKeyWork* work);
 
 }  // namespace recsdk::internal
 

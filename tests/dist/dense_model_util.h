@@ -64,9 +64,9 @@ struct DenseNet {
 
   // DenseNet: the model for batches of `rows` rows, trained by `opt`, initialised from `seed`.
   // Creates the session and runs the init op unless `create_session` is false (the graph alone,
-  // for a MonitoredSession).
+  // for a MonitoredSession). config: the Session's.
   DenseNet(const std::shared_ptr<Optimizer>& opt, int64_t seed, int64_t rows,
-           bool create_session = true) {
+           bool create_session = true, const SessionConfig& config = {}) {
     g.set_random_seed(seed);
     Output x = ops::Placeholder(s.WithOpName("x"), DType::kFloat32, Shape{rows, kIn});
     Output y = ops::Placeholder(s.WithOpName("y"), DType::kFloat32, Shape{rows, 1});
@@ -85,7 +85,7 @@ struct DenseNet {
     init = GlobalVariablesInitializer(s);
     EXPECT_TRUE(s.ok()) << s.status();
     if (!s.ok() || !create_session) return;
-    StatusOr<std::unique_ptr<Session>> created = Session::Create(g, SessionConfig{});
+    StatusOr<std::unique_ptr<Session>> created = Session::Create(g, config);
     EXPECT_TRUE(created.ok()) << created.status();
     if (!created.ok()) return;
     session = std::move(*created);

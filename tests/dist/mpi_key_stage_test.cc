@@ -62,6 +62,7 @@ struct Model {
     TableConfig tc;
     tc.name = "emb";
     tc.dim = 4;
+    tc.all2all_gradients_op = "sum_gradients_and_div_by_ranksize";  // like one process
     tc.device_vocabulary_size = 4096;
     tc.access_threshold = 2;
     tc.initializer = Initializer::Uniform(-0.2, 0.2, 5);

@@ -126,6 +126,7 @@ TEST_F(ReplicatedTableTest, TheKeyStageRefusesAReplicatedTableWithTheReason) {
   TableConfig tc;
   tc.name = "small";
   tc.dim = 4;
+  tc.all2all_gradients_op = "sum_gradients_and_div_by_ranksize";  // like one process
   tc.device_vocabulary_size = 256;
   tc.is_dp = true;
   SparseTable t = *create_table(s, tc, SparseOptimizerConfig::Adagrad(0.1f));

@@ -111,5 +111,72 @@ TEST_F(ShardedTableTest, AStepsCollectivesRunInOneOrderOnEveryRank) {
   }
 }
 
+// group_table_exchanges: a step's lookups of both tables become one TableLookupExchange node and
+// their updates one TableApplyExchange node (one exchange of keys, one of rows and one of
+// gradients for both tables), and N ranks still train both tables like one process on the
+// global batches.
+TEST_F(ShardedTableTest, TwoTablesShareOneExchangeAndTrainLikeOneProcess) {
+  constexpr int64_t kGlobalRows = 12;
+  ASSERT_EQ(kGlobalRows % size_, 0);
+  auto sgd = [] { return std::make_shared<SgdOptimizer>(SgdOptions{0.3}); };
+  SparseNet ranks(npu_distributed_optimizer_wrapper(sgd()), kGlobalRows / size_,
+                  /*second_table=*/true);
+  ASSERT_NE(ranks.session, nullptr);
+  internal::SetTableDecorator(nullptr);
+  SparseNet one(sgd(), kGlobalRows, /*second_table=*/true);
+  ASSERT_NE(one.session, nullptr);
+  // Made now, while no decorator shards them (a Session makes its tables on first use).
+  const std::vector<EmbeddingTable*> plain = {*LookupTable(*one.session, "emb"),
+                                              *LookupTable(*one.session, "emb2")};
+  internal::SetTableDecorator(dist::MaybeShardTable);
+  const std::vector<EmbeddingTable*> sharded = {*LookupTable(*ranks.session, "emb"),
+                                                *LookupTable(*ranks.session, "emb2")};
+  for (int step = 0; step < 12; ++step) {
+    const SparseBatch global = GlobalBatch(step, kGlobalRows);
+    const Status a = ranks.Step(ShardOf(global, size_, rank_));
+    ASSERT_TRUE(a.ok()) << "rank " << rank_ << " step " << step << ": " << a;
+    ASSERT_TRUE(one.Step(global).ok());
+  }
+  const std::string who = "rank " + std::to_string(rank_) + " vs one process";
+  ExpectClose(ranks.Weights(), one.Weights(), who + ", dense weights");
+  for (size_t t = 0; t < 2; ++t) {
+    const std::string table = t == 0 ? "emb" : "emb2";
+    int64_t owned = 0;
+    for (int f = 0; f < kFeatures; ++f) {
+      for (int64_t id = 1000 * f; id < 1000 * f + kVocab; ++id) {
+        if (dist::ShardedTable::Owner(id, size_) != rank_) continue;
+        const StatusOr<std::vector<float>> want = plain[t]->ReadRow(id);
+        const StatusOr<std::vector<float>> got = sharded[t]->ReadRow(id);
+        ASSERT_EQ(got.ok(), want.ok()) << who << ", " << table << " key " << id;
+        if (!want.ok()) continue;
+        ++owned;
+        ExpectClose(*got, *want, who + ", " + table + " row of key " + std::to_string(id));
+      }
+    }
+    EXPECT_GT(owned, 0) << table;
+  }
+  // The Session's passes on a copy of the graph: one exchange node each, chained in order.
+  std::unique_ptr<Graph> copy = ranks.g.Copy();
+  ASSERT_TRUE(internal::RunPass("group_lookups", {}, copy.get()).ok());
+  ASSERT_TRUE(internal::RunPass("group_table_exchanges", {}, copy.get()).ok());
+  ASSERT_TRUE(internal::RunPass("order_collectives", {}, copy.get()).ok());
+  int lookups = 0, applies = 0, per_table = 0;
+  Node* lookup = nullptr;
+  Node* apply = nullptr;
+  for (Node* n : copy->nodes()) {
+    const std::string& t = n->type();
+    if (t == "TableLookupExchange") lookup = n, ++lookups;
+    if (t == "TableApplyExchange") apply = n, ++applies;
+    if (t == "SparseLookup" || t == "TableLookupGroup" || t == "TableApply") ++per_table;
+  }
+  EXPECT_EQ(lookups, 1);
+  EXPECT_EQ(applies, 1);
+  EXPECT_EQ(per_table, 0) << "no table keeps an exchange of its own";
+  ASSERT_NE(lookup, nullptr);
+  ASSERT_NE(apply, nullptr);
+  EXPECT_LT(lookup->id(), apply->id());
+  EXPECT_EQ(lookup->StringsAttr("member_tables"), (std::vector<std::string>{"emb", "emb2"}));
+}
+
 }  // namespace
 }  // namespace recsdk

@@ -78,6 +78,80 @@ Batch MakeBatch(int step) {
   return b;
 }
 
+// ResolveGroup and ApplyGroup (one exchange for several tables) give each member what its own
+// Resolve and ApplyGradients give: two tables of different dims train bit for bit like their
+// plain tables, and a member with bad arguments fails the group's update on every member.
+TEST(ShardedTableTest, AGroupOfTablesTrainsLikeEachTableAlone) {
+  TableConfig c2 = Config();
+  c2.name = "t2";
+  c2.dim = 3;
+  c2.access_threshold = 1;
+  std::unique_ptr<EmbeddingTable> plain1 = Plain(), plain2 = Plain(c2);
+  std::unique_ptr<EmbeddingTable> s1 = Sharded(), s2 = Sharded(c2);
+  ASSERT_NE(s1, nullptr);
+  ASSERT_NE(s2, nullptr);
+  auto* g1 = dynamic_cast<ShardedTable*>(s1.get());
+  auto* g2 = dynamic_cast<ShardedTable*>(s2.get());
+  for (int step = 1; step <= 5; ++step) {
+    const Batch b1 = MakeBatch(step), b2 = MakeBatch(step + 7);
+    std::vector<uint32_t> p1(b1.keys.size()), p2(b2.keys.size()), r1(p1.size()), r2(p2.size());
+    ASSERT_TRUE(
+        plain1->Resolve(b1.keys, b1.counts, {}, LookupMode::kTrain, absl::MakeSpan(p1)).ok());
+    ASSERT_TRUE(
+        plain2->Resolve(b2.keys, b2.counts, {}, LookupMode::kTrain, absl::MakeSpan(p2)).ok());
+    const std::vector<ShardedTable::GroupResolve> lookups = {
+        {g1, b1.keys, b1.counts, {}, LookupMode::kTrain, absl::MakeSpan(r1)},
+        {g2, b2.keys, b2.counts, {}, LookupMode::kTrain, absl::MakeSpan(r2)}};
+    const Status s = ShardedTable::ResolveGroup(lookups);
+    ASSERT_TRUE(s.ok()) << s;
+    std::vector<float> gp1(p1.size() * kDim), gs1(gp1.size()), gp2(p2.size() * 3), gs2(gp2.size());
+    ASSERT_TRUE(plain1->Gather(p1, absl::MakeSpan(gp1)).ok());
+    ASSERT_TRUE(s1->Gather(r1, absl::MakeSpan(gs1)).ok());
+    ASSERT_TRUE(plain2->Gather(p2, absl::MakeSpan(gp2)).ok());
+    ASSERT_TRUE(s2->Gather(r2, absl::MakeSpan(gs2)).ok());
+    EXPECT_EQ(gp1, gs1) << "step " << step;
+    EXPECT_EQ(gp2, gs2) << "step " << step;
+    std::vector<float> d1(gp1.size()), d2(gp2.size());
+    for (size_t i = 0; i < d1.size(); ++i) d1[i] = 0.02f * static_cast<float>(i % 5) - 0.04f;
+    for (size_t i = 0; i < d2.size(); ++i) d2[i] = 0.03f * static_cast<float>(i % 3) - 0.02f;
+    ASSERT_TRUE(plain1->ApplyGradients(p1, d1, step).ok());
+    ASSERT_TRUE(plain2->ApplyGradients(p2, d2, step).ok());
+    const std::vector<ShardedTable::GroupApply> applies = {{g1, r1, d1, step}, {g2, r2, d2, step}};
+    const Status a = ShardedTable::ApplyGroup(applies);
+    ASSERT_TRUE(a.ok()) << a;
+  }
+  for (int64_t key = 0; key < 20; ++key) {
+    const StatusOr<std::vector<float>> w1 = plain1->ReadRow(key), h1 = s1->ReadRow(key);
+    ASSERT_EQ(w1.ok(), h1.ok()) << key;
+    if (w1.ok()) {
+      EXPECT_EQ(*w1, *h1) << "t, key " << key;
+    }
+    const StatusOr<std::vector<float>> w2 = plain2->ReadRow(key), h2 = s2->ReadRow(key);
+    ASSERT_EQ(w2.ok(), h2.ok()) << key;
+    if (w2.ok()) {
+      EXPECT_EQ(*w2, *h2) << "t2, key " << key;
+    }
+  }
+  // A gradient of the wrong size for one member: the group's update fails, naming it.
+  const Batch b = MakeBatch(9);
+  std::vector<uint32_t> r1(b.keys.size()), r2(b.keys.size());
+  const std::vector<ShardedTable::GroupResolve> lookups = {
+      {g1, b.keys, b.counts, {}, LookupMode::kTrain, absl::MakeSpan(r1)},
+      {g2, b.keys, b.counts, {}, LookupMode::kTrain, absl::MakeSpan(r2)}};
+  ASSERT_TRUE(ShardedTable::ResolveGroup(lookups).ok());
+  const std::vector<float> good(r1.size() * kDim, 0.5f), bad(1, 0.5f);
+  int64_t held = -1;
+  for (int64_t k : b.keys) {
+    if (held < 0 && s1->ReadRow(k).ok()) held = k;
+  }
+  ASSERT_GE(held, 0);
+  const std::vector<float> before = *s1->ReadRow(held);
+  const Status a = ShardedTable::ApplyGroup(
+      std::vector<ShardedTable::GroupApply>{{g1, r1, good, 9}, {g2, r2, bad, 9}});
+  EXPECT_THAT(std::string(a.message()), AllOf(HasSubstr("\"t2\""), HasSubstr("gradient floats")));
+  EXPECT_EQ(*s1->ReadRow(held), before) << "no member of the group is updated";
+}
+
 TEST(ShardedTableTest, OneRankTrainsBitForBitLikeTheTableItShards) {
   std::unique_ptr<EmbeddingTable> plain = Plain();
   std::unique_ptr<EmbeddingTable> sharded = Sharded();

@@ -89,6 +89,9 @@ struct SparseNet {
     TableConfig table;
     table.name = "emb";
     table.dim = kDim;
+    // N ranks must train like one process on the global batches (each rank's loss is the mean
+    // over its share).
+    table.all2all_gradients_op = "sum_gradients_and_div_by_ranksize";
     table.device_vocabulary_size = 4096;
     table.access_threshold = 2;
     table.initializer = Initializer::Uniform(-0.3, 0.3, 17);

@@ -191,8 +191,7 @@ TEST(SessionConfigTest, OptionsThatCannotTakeEffectSaySo) {
   const std::vector<std::pair<std::function<void(SessionConfig&)>, const char*>> cases = {
       {[](SessionConfig& c) { c.use_off_line = true; }, "use_off_line"},
       {[](SessionConfig& c) { c.enable_data_pre_proc = true; }, "enable_data_pre_proc"},
-      {[](SessionConfig& c) { c.hcom_parallel = true; }, "distributed"},
-      {[](SessionConfig& c) { c.is_tailing_optimization = true; }, "distributed"},
+      {[](SessionConfig& c) { c.is_tailing_optimization = true; }, "allreduce"},
       {[](SessionConfig& c) { c.enable_reduce_precision = true; }, "not supported"},
       {[](SessionConfig& c) { c.auto_tune_mode = "XX"; }, "\"XX\""},
       {[](SessionConfig& c) { c.enable_scope_fusion_passes = "MatMulBiasAdd"; }, "MatMulBiasAdd"},

@@ -172,17 +172,14 @@ Status SessionConfig::Validate() const {
         "enable_data_pre_proc: true offloads data preprocessing to the device, but device is "
         "\"cpu\": the pipeline already preprocesses in its own host threads; set it false");
   }
-  if (hcom_parallel) {
-    return Invalid(
-        "hcom_parallel: true overlaps the gradient allreduce with backward in buckets; the "
-        "distributed optimizer reduces all dense gradients in one AllReduceMean after backward "
-        "(docs/distributed.md), and no bucketed overlap exists yet, so set it false");
-  }
+  // hcom_parallel: the session pass bucket_all_reduce (src/dist/bucket_all_reduce.cc) with
+  // several ranks; nothing to do in one process.
   if (is_tailing_optimization) {
     return Invalid(
-        "is_tailing_optimization: true reschedules work around the last gradient allreduce, "
-        "which needs the bucketed reduction of hcom_parallel; the distributed optimizer reduces "
-        "all dense gradients in one AllReduceMean after backward, so set it false");
+        "is_tailing_optimization: true reschedules work that does not depend on the last "
+        "gradient allreduce bucket beside it; no scheduler for that exists (hcom_parallel's "
+        "buckets already start each reduction as soon as its gradients are ready), so set it "
+        "false");
   }
 
   // Precision.
