@@ -142,15 +142,11 @@ Status ForwardKernel(internal::OpKernelContext& ctx) {
 void RegisterBucketAllReduce() {
   static std::once_flag once;
   std::call_once(once, [] {
-    internal::OpDef def;
-    def.type = kAllReduceBucketsOp;
-    def.min_inputs = 1;
-    def.max_inputs = -1;
-    def.no_gradient = true;
-    def.shape_fn = ForwardShape;
-    internal::OpRegistry& r = internal::OpRegistry::Global();
-    r.Register(std::move(def));
-    r.DeclareAttrsOrDie(kAllReduceBucketsOp, {});
+    internal::OpRegistry::Global().Register({.type = kAllReduceBucketsOp,
+                                             .inputs = {"tensors+"},
+                                             .outputs = {"tensors_out+"},
+                                             .shape_fn = ForwardShape,
+                                             .no_gradient = true});
     internal::KernelRegistry::Global().RegisterFn(kAllReduceBucketsOp, internal::kCpu,
                                                   {DType::kInvalid}, ForwardKernel);
     const Status s = internal::PassRegistry::Global().Register(

@@ -494,39 +494,38 @@ void RegisterTableExchangeOps() {
   std::call_once(once, [] {
     using T = AttrValue::Type;
     internal::OpRegistry& r = internal::OpRegistry::Global();
-    internal::OpDef lookup;
-    lookup.type = kTableLookupExchangeOp;
-    lookup.min_inputs = 2;
-    lookup.max_inputs = -1;
-    lookup.stateful = true;
-    lookup.no_gradient = true;
-    lookup.shape_fn = LookupExchangeShape;
-    r.Register(std::move(lookup));
-    r.DeclareAttrsOrDie(kTableLookupExchangeOp,
-                        {internal::Attr("is_train", T::kBool, true),
-                         internal::RequiredAttr("member_tables", T::kStrings),
-                         internal::RequiredAttr("member_num_lookups", T::kInts),
-                         internal::RequiredAttr("lookup_names", T::kStrings),
-                         internal::RequiredAttr("lookup_num_features", T::kInts),
-                         internal::RequiredAttr("lookup_has_mask", T::kInts),
-                         internal::RequiredAttr("lookup_has_timestamps", T::kInts),
-                         internal::RequiredAttr("lookup_use_dynamic", T::kInts),
-                         internal::RequiredAttr("lookup_send_count", T::kInts),
-                         internal::Attr("lookup_feature_weights", T::kInts, std::vector<int64_t>{}),
-                         internal::RequiredAttr("output_dtypes", T::kInts),
-                         internal::RequiredAttr("output_ranks", T::kInts),
-                         internal::Attr("output_dims", T::kInts, std::vector<int64_t>{})});
-    internal::OpDef apply;
-    apply.type = kTableApplyExchangeOp;
-    apply.min_inputs = 8;
-    apply.max_inputs = -1;
-    apply.stateful = true;
-    apply.no_gradient = true;
-    apply.shape_fn = ApplyExchangeShape;
-    r.Register(std::move(apply));
-    r.DeclareAttrsOrDie(kTableApplyExchangeOp,
-                        {internal::RequiredAttr("member_tables", T::kStrings),
-                         internal::RequiredAttr("member_num_inputs", T::kInts)});
+    // One declaration per op (op_registry.h): inputs are every member lookup's handle and ids
+    // in member order (at least one table: handle + ids), outputs the members' results in order.
+    r.Register(
+        {.type = kTableLookupExchangeOp,
+         .inputs = {"member_inputs{2,}"},
+         .outputs = {"member_outputs*"},
+         .attrs = {internal::Attr("is_train", T::kBool, true),
+                   internal::RequiredAttr("member_tables", T::kStrings),
+                   internal::RequiredAttr("member_num_lookups", T::kInts),
+                   internal::RequiredAttr("lookup_names", T::kStrings),
+                   internal::RequiredAttr("lookup_num_features", T::kInts),
+                   internal::RequiredAttr("lookup_has_mask", T::kInts),
+                   internal::RequiredAttr("lookup_has_timestamps", T::kInts),
+                   internal::RequiredAttr("lookup_use_dynamic", T::kInts),
+                   internal::RequiredAttr("lookup_send_count", T::kInts),
+                   internal::Attr("lookup_feature_weights", T::kInts, std::vector<int64_t>{}),
+                   internal::RequiredAttr("output_dtypes", T::kInts),
+                   internal::RequiredAttr("output_ranks", T::kInts),
+                   internal::Attr("output_dims", T::kInts, std::vector<int64_t>{})},
+         .shape_fn = LookupExchangeShape,
+         .no_gradient = true,
+         .stateful = true});
+    // Inputs: every member update's inputs in member order (two tables at least, 4 or more each:
+    // handle, step, then (rows, gradients) pairs).
+    r.Register({.type = kTableApplyExchangeOp,
+                .inputs = {"member_inputs{8,}"},
+                .outputs = {"member_outputs*"},
+                .attrs = {internal::RequiredAttr("member_tables", T::kStrings),
+                          internal::RequiredAttr("member_num_inputs", T::kInts)},
+                .shape_fn = ApplyExchangeShape,
+                .no_gradient = true,
+                .stateful = true});
     internal::KernelRegistry& k = internal::KernelRegistry::Global();
     k.Register(kTableLookupExchangeOp, internal::kCpu, DType::kInvalid,
                [](const Node& node) -> StatusOr<std::unique_ptr<internal::OpKernel>> {
