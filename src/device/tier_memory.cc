@@ -21,11 +21,27 @@ class HostRowsView final : public TensorBuffer {
   HostRowsView(void* data, size_t bytes) : TensorBuffer(data, bytes) {}
 };
 
+// DeviceRowsBuffer: the rows' device memory, owned (freed with the allocator it came from).
+class DeviceRowsBuffer final : public TensorBuffer {
+ public:
+  DeviceRowsBuffer(std::shared_ptr<Allocator> memory, void* data, size_t bytes)
+      : TensorBuffer(data, bytes), memory_(std::move(memory)) {}
+  ~DeviceRowsBuffer() override { memory_->Free(data(), size()); }
+  DeviceRowsBuffer(const DeviceRowsBuffer&) = delete;
+  DeviceRowsBuffer& operator=(const DeviceRowsBuffer&) = delete;
+  MemoryKind memory_kind() const override { return memory_->kind(); }
+
+ private:
+  std::shared_ptr<Allocator> memory_;
+};
+
 class TransferTierMemory final : public DeviceTierMemory {
  public:
-  TransferTierMemory(Device& device, std::shared_ptr<TensorBuffer> rows, uint32_t capacity,
-                     int row_floats, std::string label)
+  TransferTierMemory(Device& device, std::unique_ptr<MemoryCharge> charge,
+                     std::shared_ptr<TensorBuffer> rows, uint32_t capacity, int row_floats,
+                     std::string label)
       : device_(device),
+        charge_(std::move(charge)),
         rows_(std::move(rows)),
         capacity_(capacity),
         row_floats_(row_floats),
@@ -93,6 +109,7 @@ class TransferTierMemory final : public DeviceTierMemory {
   }
 
   Device& device_;
+  std::unique_ptr<MemoryCharge> charge_;  // the rows' bytes in the variable pool's count
   std::shared_ptr<TensorBuffer> rows_;
   uint32_t capacity_;
   int row_floats_;
@@ -101,25 +118,35 @@ class TransferTierMemory final : public DeviceTierMemory {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<DeviceTierMemory>> CreateTransferTierMemory(Device& device, int64_t rows,
-                                                                     int row_floats,
-                                                                     const std::string& label) {
+StatusOr<std::unique_ptr<DeviceTierMemory>> CreateTransferTierMemory(
+    Device& device, std::shared_ptr<Allocator> memory, int64_t rows, int row_floats,
+    const std::string& label) {
   if (rows <= 0 || rows > int64_t{0xFFFFFFFF} || row_floats <= 0) {
     return absl::InvalidArgumentError(
         fmt::format("device tier of {}: {} rows of {} floats; need 0 < rows < 2^32 and "
                     "row_floats > 0",
                     label, rows, row_floats));
   }
-  const size_t bytes = static_cast<size_t>(rows) * static_cast<size_t>(row_floats) * sizeof(float);
-  StatusOr<std::shared_ptr<TensorBuffer>> buffer = device.variable_allocator().Allocate(bytes);
-  if (!buffer.ok()) {
-    return Status(buffer.status().code(),
-                  fmt::format("the device tier of {} ({} rows of {} bytes) in {} memory: {}", label,
-                              rows, static_cast<size_t>(row_floats) * sizeof(float), device.name(),
-                              buffer.status().message()));
+  const size_t row_bytes = static_cast<size_t>(row_floats) * sizeof(float);
+  const size_t bytes = static_cast<size_t>(rows) * row_bytes;
+  // Charged exactly, as the host slab is (not rounded to the pool's size classes).
+  RECSDK_ASSIGN_OR_RETURN(
+      std::unique_ptr<MemoryCharge> charge,
+      device.variable_allocator().Charge(
+          static_cast<int64_t>(bytes),
+          fmt::format("the device tier of {} ({} rows of {} bytes, in {} memory)", label, rows,
+                      row_bytes, device.name())));
+  void* p = memory->Allocate(bytes);
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(
+        fmt::format("the device tier of {} ({} rows of {} bytes): {} has no {} bytes free; lower "
+                    "device_vocabulary_size",
+                    label, rows, row_bytes, device.name(), bytes));
   }
-  return std::unique_ptr<DeviceTierMemory>(std::make_unique<TransferTierMemory>(
-      device, *std::move(buffer), static_cast<uint32_t>(rows), row_floats, label));
+  auto buffer = std::make_shared<DeviceRowsBuffer>(std::move(memory), p, bytes);
+  return std::unique_ptr<DeviceTierMemory>(
+      std::make_unique<TransferTierMemory>(device, std::move(charge), std::move(buffer),
+                                           static_cast<uint32_t>(rows), row_floats, label));
 }
 
 }  // namespace recsdk::internal

@@ -54,16 +54,17 @@ class DeviceTierMemory {
   virtual StatusOr<std::shared_ptr<Event>> ComputeFence() = 0;
 };
 
+class Allocator;
 class Device;
 
 // CreateTransferTierMemory: device tier memory over any device: `rows` rows of `row_floats`
-// floats from the device's variable pool (counted against variable_memory_max_size:
-// ResourceExhausted naming `label` and the option when it does not fit), moved through the
-// device's DataTransfer on its copy stream, one copy per run of consecutive slots. `label` names
-// the table in messages.
-StatusOr<std::unique_ptr<DeviceTierMemory>> CreateTransferTierMemory(Device& device, int64_t rows,
-                                                                     int row_floats,
-                                                                     const std::string& label);
+// floats of `memory` (the device's raw memory), charged exactly to the device's variable pool
+// while it lives (LimitedAllocator::Charge: ResourceExhausted naming `label`, the bytes, the limit
+// and variable_memory_max_size when it does not fit), moved through the device's DataTransfer on
+// its copy stream, one copy per run of consecutive slots. `label` names the table in messages.
+StatusOr<std::unique_ptr<DeviceTierMemory>> CreateTransferTierMemory(
+    Device& device, std::shared_ptr<Allocator> memory, int64_t rows, int row_floats,
+    const std::string& label);
 
 }  // namespace recsdk::internal
 

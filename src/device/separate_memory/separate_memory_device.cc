@@ -204,7 +204,7 @@ class SeparateMemoryDevice final : public Device {
   // The CPU table kernels run here on the arena: a tiered table's device tier lives in it.
   StatusOr<std::unique_ptr<DeviceTierMemory>> CreateTableTierMemory(
       int64_t rows, int row_floats, const std::string& label) override {
-    return CreateTransferTierMemory(*this, rows, row_floats, label);
+    return CreateTransferTierMemory(*this, arena_, rows, row_floats, label);
   }
 
  private:
