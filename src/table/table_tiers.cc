@@ -469,12 +469,13 @@ void TableImpl::ReleaseLeases(const void* owner, int64_t before_batch) {
     pending_releases_.push_back({owner, before_batch, std::move(after)});
   }
   if (tier_mu_.try_lock()) {
-    ApplyPendingReleases();
+    // The loop's thread: no wait for the device here (that would sync every step).
+    ApplyPendingReleases(/*wait=*/false);
     tier_mu_.unlock();
   }
 }
 
-void TableImpl::ApplyPendingReleases() {
+void TableImpl::ApplyPendingReleases(bool wait) {
   std::vector<PendingRelease> todo;
   {
     std::lock_guard<std::mutex> lock(release_mu_);
@@ -482,7 +483,8 @@ void TableImpl::ApplyPendingReleases() {
   }
   std::vector<PendingRelease> later;
   for (PendingRelease& r : todo) {
-    if (r.after != nullptr && !r.after->Done() && !r.after->Wait(kReleaseFenceWait).ok()) {
+    if (r.after != nullptr && !r.after->Done() &&
+        (!wait || !r.after->Wait(kReleaseFenceWait).ok())) {
       later.push_back(std::move(r));  // still pinned; retried at the next Resolve
       continue;
     }
