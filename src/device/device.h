@@ -22,6 +22,7 @@
 #include "recsdk/tensor.h"
 #include "src/device/allocator.h"
 #include "src/device/stream.h"
+#include "src/device/tier_memory.h"
 
 namespace recsdk::internal {
 
@@ -59,6 +60,15 @@ class Device {
   virtual Status Synchronize() { return absl::OkStatus(); }
   // IntraOpThreads: how many threads one kernel may use.
   virtual int IntraOpThreads() const { return 1; }
+  // CreateTableTierMemory: where the device tier of a tiered table (`rows` rows of `row_floats`
+  // floats; `label` names the table) lives on this device: null (the default) keeps it in the
+  // table's host slab, right when the device's table kernels read host memory (the CPU device, a
+  // backend whose table ops run on the host); a device whose table kernels read its own memory
+  // returns memory of its own (CreateTransferTierMemory, or a backend's faster one).
+  virtual StatusOr<std::unique_ptr<DeviceTierMemory>> CreateTableTierMemory(
+      int64_t /*rows*/, int /*row_floats*/, const std::string& /*label*/) {
+    return std::unique_ptr<DeviceTierMemory>();
+  }
 
  protected:
   // Device: pools of the configured limits over `memory` (host memory by default).

@@ -43,6 +43,7 @@ class VariableResource final : public Resource {
 
 class LimitedAllocator;
 class DataTransfer;
+class Device;
 
 class ResourceMgr {
  public:
@@ -63,6 +64,10 @@ class ResourceMgr {
   // Session sets its device's pool before creating any resource.
   void set_variable_allocator(LimitedAllocator* a) { variable_allocator_ = a; }
   LimitedAllocator* variable_allocator() const { return variable_allocator_; }
+  // device: the Session's device, which tables made from now on ask for their device tier's
+  // memory (Device::CreateTableTierMemory); null (the default): host memory.
+  void set_device(Device* device) { device_ = device; }
+  Device* device() const { return device_; }
   // process_local_tables: the tables made from now on are this process's alone, never sharded
   // over the ranks of a job (the table decorator is not applied): a Predictor serving a bundle
   // answers its own requests, with no collective. Default false.
@@ -81,6 +86,7 @@ class ResourceMgr {
 
  private:
   LimitedAllocator* variable_allocator_ = nullptr;
+  Device* device_ = nullptr;
   DataTransfer* transfer_ = nullptr;
   bool process_local_tables_ = false;
   mutable std::mutex mu_;

@@ -6,6 +6,7 @@
 
 #include "fmt/format.h"
 #include "src/common/status_macros.h"
+#include "src/device/device.h"
 #include "src/graph/op_registry.h"
 #include "src/table/table_config_json.h"
 #include "src/table/tier_lease.h"
@@ -29,11 +30,26 @@ StatusOr<TableResource*> GetOrCreateTable(ResourceMgr* resources, const Node& ha
   // Create outside LookupOrCreate so a failure is reported instead of stored.
   RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<EmbeddingTable> table,
                           EmbeddingTable::Create(config, optimizer));
-  // A tiered table's device tier is its own mapping (the slab, committed as rows arrive), counted
-  // whole against variable_memory_max_size beside the dense variables, as the spec's device memory.
+  // A tiered table's device tier lives where the device's table kernels read it: in the device's
+  // memory when the device gives some (allocated from its variable pool, so counted against
+  // variable_memory_max_size), else in the table's own host mapping (the slab, committed as rows
+  // arrive), counted whole against variable_memory_max_size beside the dense variables, as the
+  // spec's device memory.
   std::unique_ptr<MemoryCharge> charge;
-  if (const int64_t device_bytes = DeviceTierBytes(*table);
-      device_bytes > 0 && resources->variable_allocator() != nullptr) {
+  const int64_t device_bytes = DeviceTierBytes(*table);
+  bool in_device_memory = false;
+  if (device_bytes > 0 && resources->device() != nullptr) {
+    const DeviceTierShape shape = GetDeviceTierShape(*table);
+    RECSDK_ASSIGN_OR_RETURN(
+        std::unique_ptr<DeviceTierMemory> memory,
+        resources->device()->CreateTableTierMemory(shape.rows, shape.row_floats,
+                                                   fmt::format("table \"{}\"", table_name)));
+    if (memory != nullptr) {
+      RECSDK_RETURN_IF_ERROR(UseDeviceTierMemory(*table, std::move(memory)));
+      in_device_memory = true;
+    }
+  }
+  if (device_bytes > 0 && !in_device_memory && resources->variable_allocator() != nullptr) {
     RECSDK_ASSIGN_OR_RETURN(
         charge, resources->variable_allocator()->Charge(
                     device_bytes, fmt::format("the device tier of table \"{}\" "

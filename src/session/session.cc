@@ -220,6 +220,7 @@ StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph,
                           internal::DeviceRegistry::Global().Create(config.device, config));
   impl->resources.set_variable_allocator(&impl->device->variable_allocator());
   impl->resources.set_data_transfer(&impl->device->data_transfer());
+  impl->resources.set_device(impl->device.get());
   impl->separate_memory = impl->device->memory_kind() == MemoryKind::kDevice;
   impl->inter_op = config.ParsedStreamLimits()["DNN_V100"];
   impl->host_inter_op = config.ParsedStreamLimits()["DNN_VM_TF"];

@@ -47,6 +47,7 @@ Status TableImpl::Init() {
         "lower the vocabulary sizes",
         name(), static_cast<uint64_t>(device_rows_) * row_bytes_, device_rows_, row_floats_));
   }
+  rows_base_ = slab_.base();
   dirty_ = SlabReservation(static_cast<uint64_t>(max_rows_));
   if (dirty_.base() == nullptr) {
     return absl::ResourceExhaustedError(
@@ -70,9 +71,31 @@ Status TableImpl::Init() {
   return absl::OkStatus();
 }
 
+Status TableImpl::UseDeviceTierMemory(std::unique_ptr<DeviceTierMemory> memory) {
+  if (!tiered_ || size() != 0 || next_row_ != 0 || device_memory_ != nullptr) {
+    return absl::FailedPreconditionError(
+        fmt::format("table \"{}\": device tier memory can only be given to a tiered table "
+                    "(host_vocabulary_size > 0) before it holds any row, once",
+                    name()));
+  }
+  if (memory == nullptr || memory->row_floats() != row_floats_ ||
+      static_cast<int64_t>(memory->capacity()) != device_rows_) {
+    return absl::InvalidArgumentError(fmt::format(
+        "table \"{}\": its device tier is {} rows of {} floats; the device tier memory given has "
+        "{} rows of {} floats",
+        name(), device_rows_, row_floats_, memory == nullptr ? 0 : memory->capacity(),
+        memory == nullptr ? 0 : memory->row_floats()));
+  }
+  device_memory_ = std::move(memory);
+  rows_base_ = reinterpret_cast<char*>(device_memory_->rows());
+  slab_ = SlabReservation();  // the host slab is not used any more
+  return absl::OkStatus();
+}
+
 int64_t TableImpl::MemoryBytes() const {
   int64_t bytes = static_cast<int64_t>(index_->MemoryBytes());
-  bytes += next_row_ * static_cast<int64_t>(row_bytes_);
+  // Rows in device memory are not the host's (the Session counts them against its device pool).
+  if (device_memory_ == nullptr) bytes += next_row_ * static_cast<int64_t>(row_bytes_);
   if (evicting_) bytes += next_row_ * static_cast<int64_t>(sizeof(int64_t));
   bytes += static_cast<int64_t>(free_rows_.capacity() * sizeof(uint32_t));
   bytes += static_cast<int64_t>(pending_.capacity() *

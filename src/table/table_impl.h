@@ -34,6 +34,7 @@
 #include "recsdk/table.h"
 #include "src/common/parallel_for.h"
 #include "src/common/prefetch.h"
+#include "src/device/tier_memory.h"
 #include "src/table/key_index.h"
 #include "src/table/npy.h"
 #include "src/table/sparse_optimizers_impl.h"
@@ -147,7 +148,7 @@ class TableImpl final : public EmbeddingTable {
   int64_t data_time() const override { return data_time_; }
   int64_t MemoryBytes() const override;
   float* Row(uint32_t row) const {
-    return reinterpret_cast<float*>(slab_.base() + static_cast<uint64_t>(row) * row_bytes_);
+    return reinterpret_cast<float*>(rows_base_ + static_cast<uint64_t>(row) * row_bytes_);
   }
   int64_t* Timestamp(uint32_t row) const {
     return reinterpret_cast<int64_t*>(timestamps_.base()) + row;
@@ -195,6 +196,13 @@ class TableImpl final : public EmbeddingTable {
   // the packed location is the row id and none of this runs.
   bool tiered() const { return tiered_; }
   int64_t DeviceTierBytes() const { return device_rows_ * static_cast<int64_t>(row_bytes_); }
+  int64_t DeviceTierRows() const { return device_rows_; }
+  int RowFloats() const { return row_floats_; }
+  // UseDeviceTierMemory: the device tier's rows live in `memory` (device memory) from now on
+  // instead of the host slab (device_tier_memory.h). FailedPrecondition unless the table is tiered
+  // and holds no row yet, InvalidArgument when the memory's shape is not the tier's.
+  Status UseDeviceTierMemory(std::unique_ptr<DeviceTierMemory> memory);
+  DeviceTierMemory* device_memory() const { return device_memory_.get(); }
   Status InitTiers();
   // TierPlan: what a Resolve must move, decided before anything changes.
   struct TierPlan {
@@ -213,9 +221,18 @@ class TableImpl final : public EmbeddingTable {
                       const std::vector<uint32_t>& admit, TierPlan& plan,
                       const ResolveLease& lease);
   void ReleaseLeasesLocked(const void* owner, int64_t before_batch);
+  // ReleaseLeases: queues the release; with device tier memory it takes effect once the device's
+  // compute work enqueued before the call has finished (an Event), never earlier.
   void ReleaseLeases(const void* owner, int64_t before_batch);
   // ApplyPendingReleases: the releases queued while tier_mu_ was busy (caller holds tier_mu_).
-  void ApplyPendingReleases();
+  // One whose fence has not passed is waited for when `wait` (the key stage's Resolve, off the
+  // step's path; kReleaseFenceWait at most), else left queued, as it is past that wait: its rows
+  // stay pinned, which is always safe.
+  void ApplyPendingReleases(bool wait = true);
+  // ReadDeviceRows / WriteDeviceRows: whole rows of device slots to / from host memory: through
+  // the device tier memory when there is one, else the slab.
+  Status ReadDeviceRows(absl::Span<const uint32_t> slots, float* out) const;
+  Status WriteDeviceRows(absl::Span<const uint32_t> slots, const float* in);
   // ReadRowsAt / WriteRowsAt: whole rows (embedding + slots) at packed locations, each tier in
   // bulk, and their use histories (History, or an SSD row's record): ReadRowsAt fills
   // history[i] when given; WriteRowsAt needs one per row (kNoHistory for a new row, the row's
@@ -356,6 +373,8 @@ class TableImpl final : public EmbeddingTable {
   int64_t max_rows_ = 0;
   std::unique_ptr<KeyIndex> index_;
   SlabReservation slab_;
+  char* rows_base_ = nullptr;  // the device tier's row 0: slab_.base(), or device tier memory
+  std::unique_ptr<DeviceTierMemory> device_memory_;  // tiered tables on a device (or null)
   SlabReservation timestamps_;
   int64_t next_row_ = 0;
   std::vector<uint32_t> free_rows_;
@@ -384,7 +403,12 @@ class TableImpl final : public EmbeddingTable {
   int64_t policy_batch_ = -1;
   int64_t promoted_ = 0, demoted_ = 0, device_hits_ = 0, device_lookups_ = 0;
   std::mutex release_mu_;  // guards pending_releases_ (never held with tier_mu_ waited for)
-  std::vector<std::pair<const void*, int64_t>> pending_releases_;
+  struct PendingRelease {
+    const void* owner;
+    int64_t before_batch;
+    std::shared_ptr<Event> after;  // null: at once
+  };
+  std::vector<PendingRelease> pending_releases_;
   mutable std::mutex tier_mu_;  // guards the tier state: Resolves of a tiered table take turns
   SlabReservation dirty_;       // one byte per row: changed since the last Snapshot
   uint32_t ssd_base_ = std::numeric_limits<uint32_t>::max();  // first SSD packed location

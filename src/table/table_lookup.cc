@@ -171,7 +171,7 @@ void TableImpl::CopyEmbedding(uint32_t row, float* out) const {
 void TableImpl::GatherRows(const uint32_t* __restrict rows, const uint32_t* __restrict idx,
                            size_t b, size_t e, float* __restrict out) const {
   constexpr size_t kAhead = 16;
-  const char* const base = slab_.base();
+  const char* const base = rows_base_;
   const uint64_t stride = row_bytes_;
   const size_t dim = static_cast<size_t>(config_.dim);
   const size_t emb_bytes = dim * sizeof(float);

@@ -48,6 +48,8 @@ uint64_t MakeHistory(uint32_t uses, int64_t last) {
 // An SSD record holds the row and, in two more floats' bytes, its use history, so an SSD-resident
 // row costs no history in host memory (issue 14's bytes per SSD row).
 constexpr size_t kHistoryFloats = sizeof(uint64_t) / sizeof(float);
+// kReleaseFenceWait: how long a lease release waits for the device work that used its rows.
+constexpr absl::Duration kReleaseFenceWait = absl::Seconds(60);
 uint64_t RecordHistory(const float* record, size_t rf) {
   uint64_t h;
   std::memcpy(&h, record + rf, sizeof(h));
@@ -316,8 +318,7 @@ Status TableImpl::ExecuteTiers(absl::Span<const int64_t> keys, absl::Span<uint32
     const size_t n = plan.victims.size();
     std::vector<float> buf(n * rf);
     std::vector<uint32_t> to(n);
-    for (size_t j = 0; j < n; ++j)
-      std::memcpy(buf.data() + j * rf, Row(plan.victims[j]), row_bytes_);
+    RECSDK_RETURN_IF_ERROR(ReadDeviceRows(plan.victims, buf.data()));
     RECSDK_RETURN_IF_ERROR(host_->Allocate(n, to.data()));
     RECSDK_RETURN_IF_ERROR(host_->Write(to, buf.data()));
     for (size_t j = 0; j < n; ++j) {
@@ -337,10 +338,22 @@ Status TableImpl::ExecuteTiers(absl::Span<const int64_t> keys, absl::Span<uint32
     demoted_ += static_cast<int64_t>(n);
   }
   // 4. The batch's rows up to the device.
+  // With device tier memory the arriving rows go up in one Write (the swap on the copy stream).
   size_t m = 0;
+  std::vector<uint32_t> up_slots;
+  std::vector<float> up_rows;
+  if (device_memory_ != nullptr) {
+    up_slots.reserve(plan.host_pos.size() + plan.ssd_pos.size());
+    up_rows.reserve(up_slots.capacity() * rf);
+  }
   auto arrive = [&](uint32_t pos, const float* row) -> Status {
     const uint32_t slot = AllocateRow();
-    std::memcpy(Row(slot), row, row_bytes_);
+    if (device_memory_ != nullptr) {
+      up_slots.push_back(slot);
+      up_rows.insert(up_rows.end(), row, row + rf);
+    } else {
+      std::memcpy(Row(slot), row, row_bytes_);
+    }
     relocate(keys[pos], slot);
     if (evicting_) *Timestamp(slot) = plan.arriving_ts[m];
     Dirty()[slot] = plan.arriving_dirty[m];
@@ -358,6 +371,7 @@ Status TableImpl::ExecuteTiers(absl::Span<const int64_t> keys, absl::Span<uint32
     RECSDK_RETURN_IF_ERROR(
         arrive(plan.ssd_pos[j], plan.ssd_rows.data() + j * (rf + kHistoryFloats)));
   }
+  if (!up_slots.empty()) RECSDK_RETURN_IF_ERROR(device_memory_->Write(up_slots, up_rows.data()));
   promoted_ += static_cast<int64_t>(m);
   // 5. New keys: fresh rows on the device.
   for (uint32_t i : admit) {
@@ -371,9 +385,22 @@ Status TableImpl::ExecuteTiers(absl::Span<const int64_t> keys, absl::Span<uint32
     device_held_[slot] = 1;
     RECSDK_RETURN_IF_ERROR(device_policy_->Insert(slot, 0, -1));
   }
-  ParallelFor(admit.size(), 256, [&](size_t b, size_t e) {
-    InitRows(admit.data() + b, e - b, rows.data(), keys.data());
-  });
+  if (device_memory_ == nullptr) {
+    ParallelFor(admit.size(), 256, [&](size_t b, size_t e) {
+      InitRows(admit.data() + b, e - b, rows.data(), keys.data());
+    });
+  } else if (!admit.empty()) {
+    // Initialised on the host (InitRowAt, InitRows' reference) and written up in one Write.
+    std::vector<float> fresh(admit.size() * rf);
+    std::vector<uint32_t> slots(admit.size());
+    ParallelFor(admit.size(), 256, [&](size_t b, size_t e) {
+      for (size_t j = b; j < e; ++j) {
+        InitRowAt(fresh.data() + j * rf, keys[admit[j]]);
+        slots[j] = rows[admit[j]];
+      }
+    });
+    RECSDK_RETURN_IF_ERROR(device_memory_->Write(slots, fresh.data()));
+  }
   // 6. Every row of the batch is on the device now: count the use and pin it under the lease.
   Lease held{lease.owner, lease.owner != nullptr ? lease.batch : auto_batch_++, {}};
   held.slots.reserve(keys.size());
@@ -406,29 +433,68 @@ void TableImpl::ReleaseLeasesLocked(const void* owner, int64_t before_batch) {
   }
 }
 
+Status TableImpl::ReadDeviceRows(absl::Span<const uint32_t> slots, float* out) const {
+  if (device_memory_ != nullptr) return device_memory_->Read(slots, out);
+  for (size_t j = 0; j < slots.size(); ++j) {
+    std::memcpy(out + j * static_cast<size_t>(row_floats_), Row(slots[j]), row_bytes_);
+  }
+  return absl::OkStatus();
+}
+
+Status TableImpl::WriteDeviceRows(absl::Span<const uint32_t> slots, const float* in) {
+  if (device_memory_ != nullptr) return device_memory_->Write(slots, in);
+  for (size_t j = 0; j < slots.size(); ++j) {
+    std::memcpy(Row(slots[j]), in + j * static_cast<size_t>(row_floats_), row_bytes_);
+  }
+  return absl::OkStatus();
+}
+
 void TableImpl::ReleaseLeases(const void* owner, int64_t before_batch) {
   if (!tiered_) return;
+  // On a device with its own queue the step that used the rows may still be running when the
+  // host gets here: the release waits for a fence after the work enqueued so far. When no fence
+  // can be had, the release is dropped (the rows stay pinned: safe) until a later one.
+  std::shared_ptr<Event> after;
+  if (device_memory_ != nullptr) {
+    StatusOr<std::shared_ptr<Event>> fence = device_memory_->ComputeFence();
+    if (!fence.ok()) return;
+    after = *std::move(fence);
+  }
   // The training loop calls this (KeyStage::Next) while a worker may be inside a Resolve holding
   // tier_mu_ for the whole plan and its moves: waiting for it would put the key stage's swap
   // work back on the step's path. The request is queued and applied by whoever holds the lock
   // next (releasing later is always safe: rows only stay pinned longer).
   {
     std::lock_guard<std::mutex> lock(release_mu_);
-    pending_releases_.emplace_back(owner, before_batch);
+    pending_releases_.push_back({owner, before_batch, std::move(after)});
   }
   if (tier_mu_.try_lock()) {
-    ApplyPendingReleases();
+    // The loop's thread: no wait for the device here (that would sync every step).
+    ApplyPendingReleases(/*wait=*/false);
     tier_mu_.unlock();
   }
 }
 
-void TableImpl::ApplyPendingReleases() {
-  std::vector<std::pair<const void*, int64_t>> todo;
+void TableImpl::ApplyPendingReleases(bool wait) {
+  std::vector<PendingRelease> todo;
   {
     std::lock_guard<std::mutex> lock(release_mu_);
     todo.swap(pending_releases_);
   }
-  for (const auto& [owner, before] : todo) ReleaseLeasesLocked(owner, before);
+  std::vector<PendingRelease> later;
+  for (PendingRelease& r : todo) {
+    if (r.after != nullptr && !r.after->Done() &&
+        (!wait || !r.after->Wait(kReleaseFenceWait).ok())) {
+      later.push_back(std::move(r));  // still pinned; retried at the next Resolve
+      continue;
+    }
+    ReleaseLeasesLocked(r.owner, r.before_batch);
+  }
+  if (!later.empty()) {
+    std::lock_guard<std::mutex> lock(release_mu_);
+    pending_releases_.insert(pending_releases_.begin(), std::make_move_iterator(later.begin()),
+                             std::make_move_iterator(later.end()));
+  }
 }
 
 void TableImpl::ScrubLeases(const absl::flat_hash_set<uint32_t>& device_slots) {
@@ -452,22 +518,26 @@ Status TableImpl::ReadRowsAt(absl::Span<const uint32_t> packed, float* out,
   for (size_t i = 0; i < packed.size(); ++i) {
     const RowLocation loc = bases_.Unpack(packed[i]);
     if (loc.tier != Tier::kSsd && history != nullptr) history[i] = *History(packed[i]);
-    if (loc.tier == Tier::kDevice) {
+    if (loc.tier == Tier::kDevice && device_memory_ == nullptr) {  // the host slab: in place
       std::memcpy(out + i * rf, Row(loc.slot), row_bytes_);
       continue;
     }
     slots[static_cast<int>(loc.tier)].push_back(loc.slot);
     where[static_cast<int>(loc.tier)].push_back(i);
   }
-  for (Tier tier : {Tier::kHost, Tier::kSsd}) {
+  for (Tier tier : {Tier::kDevice, Tier::kHost, Tier::kSsd}) {
     const int t = static_cast<int>(tier);
     if (slots[t].empty()) continue;
     // SSD records carry the row's history after it.
     const size_t stride = tier == Tier::kSsd ? rf + kHistoryFloats : rf;
     std::vector<float> buf(slots[t].size() * stride);
-    const RowStore* store =
-        tier == Tier::kHost ? static_cast<const RowStore*>(host_.get()) : ssd_.get();
-    RECSDK_RETURN_IF_ERROR(store->Read(slots[t], buf.data()));
+    if (tier == Tier::kDevice) {
+      RECSDK_RETURN_IF_ERROR(ReadDeviceRows(slots[t], buf.data()));
+    } else {
+      const RowStore* store =
+          tier == Tier::kHost ? static_cast<const RowStore*>(host_.get()) : ssd_.get();
+      RECSDK_RETURN_IF_ERROR(store->Read(slots[t], buf.data()));
+    }
     for (size_t j = 0; j < where[t].size(); ++j) {
       std::memcpy(out + where[t][j] * rf, buf.data() + j * stride, row_bytes_);
       if (tier == Tier::kSsd && history != nullptr) {
@@ -490,7 +560,7 @@ Status TableImpl::WriteRowsAt(absl::Span<const uint32_t> packed, const float* in
   for (size_t i = 0; i < packed.size(); ++i) {
     const RowLocation loc = bases_.Unpack(packed[i]);
     if (loc.tier != Tier::kSsd) *History(packed[i]) = history[i];
-    if (loc.tier == Tier::kDevice) {
+    if (loc.tier == Tier::kDevice && device_memory_ == nullptr) {  // the host slab: in place
       std::memcpy(Row(loc.slot), in + i * rf, row_bytes_);
       continue;
     }
@@ -502,6 +572,7 @@ Status TableImpl::WriteRowsAt(absl::Span<const uint32_t> packed, const float* in
       SetRecordHistory(rows[t].data() + rows[t].size() - (rf + kHistoryFloats), rf, history[i]);
     }
   }
+  if (!slots[0].empty()) RECSDK_RETURN_IF_ERROR(WriteDeviceRows(slots[0], rows[0].data()));
   if (!slots[1].empty()) RECSDK_RETURN_IF_ERROR(host_->Write(slots[1], rows[1].data()));
   if (!slots[2].empty()) RECSDK_RETURN_IF_ERROR(ssd_->Write(slots[2], rows[2].data()));
   return absl::OkStatus();
@@ -757,6 +828,23 @@ Status PrefillSsd(EmbeddingTable& table, absl::Span<const int64_t> keys) {
         fmt::format("PrefillSsd: table \"{}\" is not a local tiered table", table.name()));
   }
   return impl->PrefillSsd(keys);
+}
+
+DeviceTierShape GetDeviceTierShape(const EmbeddingTable& table) {
+  const TableImpl* impl = ImplOf(table);
+  if (impl == nullptr || !impl->tiered()) return {};
+  return {impl->DeviceTierRows(), impl->RowFloats()};
+}
+
+Status UseDeviceTierMemory(EmbeddingTable& table, std::unique_ptr<DeviceTierMemory> memory) {
+  TableImpl* impl = ImplOf(table);
+  if (impl == nullptr) {
+    return absl::FailedPreconditionError(fmt::format(
+        "UseDeviceTierMemory: table \"{}\" is not a local table; give the memory to the table "
+        "before it is wrapped",
+        table.name()));
+  }
+  return impl->UseDeviceTierMemory(std::move(memory));
 }
 
 int64_t DeviceTierBytes(const EmbeddingTable& table) {

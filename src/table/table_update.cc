@@ -25,26 +25,26 @@ void TableImpl::UpdateBatch(const RowUpdater& updater, const uint32_t* ids, floa
       if (ids[i] < kDefaultRow) MarkDirty(ids[i]);
     } else if (addrs[i] != nullptr) {
       MarkDirty(static_cast<uint32_t>(
-          static_cast<uint64_t>(reinterpret_cast<const char*>(addrs[i]) - slab_.base()) /
+          static_cast<uint64_t>(reinterpret_cast<const char*>(addrs[i]) - rows_base_) /
           row_bytes_));
     }
   }
   switch (o.kind) {
     case SparseOptimizerKind::kSGD:
     case SparseOptimizerKind::kSGDByAddr:
-      ids ? k.sgd_rows(slab_.base(), rb, ids + b, n, g, dim, o.learning_rate, o.weight_decay)
+      ids ? k.sgd_rows(rows_base_, rb, ids + b, n, g, dim, o.learning_rate, o.weight_decay)
           : k.sgd_addrs(addrs + b, rb, n, g, dim, o.learning_rate, o.weight_decay);
       return;
     case SparseOptimizerKind::kAdagrad:
     case SparseOptimizerKind::kAdagradByAddress:
-      ids ? k.adagrad_rows(slab_.base(), rb, ids + b, n, g, dim, o.learning_rate, o.adagrad_epsilon,
+      ids ? k.adagrad_rows(rows_base_, rb, ids + b, n, g, dim, o.learning_rate, o.adagrad_epsilon,
                            o.weight_decay)
           : k.adagrad_addrs(addrs + b, rb, n, g, dim, o.learning_rate, o.adagrad_epsilon,
                             o.weight_decay);
       return;
     case SparseOptimizerKind::kLazyAdam:
     case SparseOptimizerKind::kLazyAdamByAddress:
-      ids ? k.lazy_adam_rows(slab_.base(), rb, ids + b, n, g, dim, o.beta1, o.beta2, o.epsilon,
+      ids ? k.lazy_adam_rows(rows_base_, rb, ids + b, n, g, dim, o.beta1, o.beta2, o.epsilon,
                              updater.adam_lr_t(), o.weight_decay)
           : k.lazy_adam_addrs(addrs + b, rb, n, g, dim, o.beta1, o.beta2, o.epsilon,
                               updater.adam_lr_t(), o.weight_decay);
@@ -89,7 +89,7 @@ Status TableImpl::ApplyGradientsByAddress(absl::Span<float* const> addresses,
                                    addresses.size(), config_.dim));
   // Every address must be the first float of a device row: [base, base + device rows), on a
   // row boundary. Anything else would be written through as if it were a row.
-  const auto base = reinterpret_cast<uintptr_t>(slab_.base());
+  const auto base = reinterpret_cast<uintptr_t>(rows_base_);
   const uint64_t end = static_cast<uint64_t>(device_rows_) * row_bytes_;
   for (float* a : addresses) {
     if (a == nullptr) continue;

@@ -24,9 +24,11 @@
 #define RECSDK_TABLE_TIER_LEASE_H_
 
 #include <cstdint>
+#include <memory>
 
 #include "absl/types/span.h"
 #include "recsdk/table.h"
+#include "src/device/tier_memory.h"
 
 namespace recsdk::internal {
 
@@ -52,6 +54,21 @@ void ReleaseLeases(EmbeddingTable& table, const void* owner, int64_t before_batc
 // embedding + optimizer slots), a separate mapping the Session charges to
 // variable_memory_max_size; 0 without tiers.
 int64_t DeviceTierBytes(const EmbeddingTable& table);
+
+// DeviceTierShape: the rows and floats per row of a tiered table's device tier ({0, 0} without
+// tiers), what DeviceTierMemory for it must hold.
+struct DeviceTierShape {
+  int64_t rows = 0;
+  int row_floats = 0;
+};
+DeviceTierShape GetDeviceTierShape(const EmbeddingTable& table);
+
+// UseDeviceTierMemory: the device tier of a tiered table that holds no row yet lives in `memory`
+// from now on (device_tier_memory.h): the Session does this for tables it creates on a device
+// whose memory is not the host's. FailedPrecondition for an untiered or used table,
+// InvalidArgument for memory of another shape; nothing changed then.
+[[nodiscard]] Status UseDeviceTierMemory(EmbeddingTable& table,
+                                         std::unique_ptr<DeviceTierMemory> memory);
 
 // TierStats: rows per tier and rows moved so far (for benchmarks and tests); zeros without tiers.
 struct TierStats {

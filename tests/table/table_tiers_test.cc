@@ -19,6 +19,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "gtest/gtest.h"
 #include "recsdk/table.h"
+#include "src/device/tier_memory.h"
 #include "src/table/tier_lease.h"
 #include "tests/table/tiers/tiers_test_util.h"
 
@@ -548,6 +549,93 @@ TEST(TieredTable, ConfigRules) {
   EXPECT_EQ(t->size(), 12);
   std::vector<int64_t> old = {0, 1, 2, 3};
   EXPECT_TRUE(t->Resolve(old, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+}
+
+// FakeDeviceMemory: device tier memory in host memory whose compute fence the test completes
+// (a device whose step is still running when the key stage releases its rows).
+class FakeDeviceMemory final : public internal::DeviceTierMemory {
+ public:
+  class Fence final : public internal::Event {
+   public:
+    explicit Fence(const bool* done) : done_(done) {}
+    bool Done() const override { return *done_; }
+    Status Wait(absl::Duration) const override {
+      return *done_ ? absl::OkStatus() : absl::DeadlineExceededError("fake fence not passed");
+    }
+
+   private:
+    const bool* done_;
+  };
+  FakeDeviceMemory(uint32_t rows, int row_floats)
+      : rows_(static_cast<size_t>(rows) * row_floats), capacity_(rows), row_floats_(row_floats) {}
+  float* rows() const override { return const_cast<float*>(rows_.data()); }
+  int row_floats() const override { return row_floats_; }
+  uint32_t capacity() const override { return capacity_; }
+  Status Read(absl::Span<const uint32_t> slots, float* out) override {
+    ++reads;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      std::memcpy(out + i * row_floats_, rows() + slots[i] * row_floats_, row_floats_ * 4);
+    }
+    return absl::OkStatus();
+  }
+  Status Write(absl::Span<const uint32_t> slots, const float* in) override {
+    ++writes;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      std::memcpy(rows() + slots[i] * row_floats_, in + i * row_floats_, row_floats_ * 4);
+    }
+    return absl::OkStatus();
+  }
+  StatusOr<std::shared_ptr<internal::Event>> ComputeFence() override {
+    return std::shared_ptr<internal::Event>(std::make_shared<Fence>(&done));
+  }
+  bool done = false;  // whether the fences handed out have passed
+  int reads = 0, writes = 0;
+
+ private:
+  std::vector<float> rows_;
+  uint32_t capacity_;
+  int row_floats_;
+};
+
+// With device tier memory, a released lease takes effect only once the device work enqueued
+// before the release has finished (its fence), and the tier's rows move only through the
+// memory's Read and Write (promotions, demotions, fresh rows, single-key reads).
+TEST(TieredTable, DeviceMemoryReleasesLeasesAfterTheirFence) {
+  auto t = Make(Tiered(12, 100, 0, ""), SparseOptimizerConfig::SGD(0.1f));
+  const internal::DeviceTierShape shape = internal::GetDeviceTierShape(*t);
+  ASSERT_EQ(shape.rows, 12);
+  auto memory = std::make_unique<FakeDeviceMemory>(12, shape.row_floats);
+  FakeDeviceMemory* fake = memory.get();
+  ASSERT_TRUE(internal::UseDeviceTierMemory(*t, std::move(memory)).ok());
+  // Once only, and only before any row exists.
+  EXPECT_EQ(internal::UseDeviceTierMemory(*t, std::make_unique<FakeDeviceMemory>(12, 2)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  int owner = 0;
+  std::vector<uint32_t> rows(4);
+  for (int64_t b = 0; b < 3; ++b) {
+    std::vector<int64_t> keys = {4 * b, 4 * b + 1, 4 * b + 2, 4 * b + 3};
+    ASSERT_TRUE(internal::ResolveWithLease(*t, keys, {}, {}, LookupMode::kTrain,
+                                           absl::MakeSpan(rows), {&owner, b})
+                    .ok());
+  }
+  EXPECT_EQ(fake->writes, 3);  // each batch's fresh rows, initialised on the host, in one Write
+  const std::vector<float> row0 = t->ReadRow(0).value();
+  EXPECT_EQ(std::memcmp(row0.data(), fake->rows() + t->FindRow(0) * shape.row_floats,
+                        row0.size() * sizeof(float)),
+            0);
+  internal::ReleaseLeases(*t, &owner, 1);  // batch 0's step is still running on the device
+  std::vector<int64_t> next = {20, 21, 22, 23};
+  Status s = internal::ResolveWithLease(*t, next, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows),
+                                        {&owner, 3});
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  fake->done = true;  // the step finished
+  const int reads = fake->reads;
+  s = internal::ResolveWithLease(*t, next, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows),
+                                 {&owner, 3});
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(fake->reads, reads + 1);  // batch 0's rows went down in one Read
+  EXPECT_EQ(internal::GetTierStats(*t).host_rows, 4);
+  EXPECT_EQ(t->ReadRow(0).value(), row0);  // from the host tier now, as it left the device
 }
 
 }  // namespace

@@ -201,6 +201,11 @@ class SeparateMemoryDevice final : public Device {
   DataTransfer& data_transfer() override { return transfer_; }
   Stream& compute_stream() override { return stream_; }
   int IntraOpThreads() const override { return threads_; }
+  // The CPU table kernels run here on the arena: a tiered table's device tier lives in it.
+  StatusOr<std::unique_ptr<DeviceTierMemory>> CreateTableTierMemory(
+      int64_t rows, int row_floats, const std::string& label) override {
+    return CreateTransferTierMemory(*this, arena_, rows, row_floats, label);
+  }
 
  private:
   std::shared_ptr<ProtectedArena> arena_;
