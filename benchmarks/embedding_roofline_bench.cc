@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "benchmarks/embedding_bench_util.h"
 #include "oneapi/tbb/global_control.h"
 #include "oneapi/tbb/parallel_for.h"
 #include "recsdk/table.h"
@@ -58,45 +59,12 @@ int64_t Rows(int dim) {
   return std::max<int64_t>(2000000, (int64_t{1} << 30) / (8 * dim));
 }
 
+// MakeRanks: kNumBatches batches of ranks, uniform or Zipf(kZipfS) over [0, rows).
 std::vector<int64_t> MakeRanks(int64_t rows, bool zipf, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<int64_t> ranks(static_cast<size_t>(kNumBatches) * kBatchKeys);
-  if (!zipf) {
-    std::uniform_int_distribution<int64_t> d(0, rows - 1);
-    for (auto& r : ranks) r = d(rng);
-    return ranks;
-  }
-  std::vector<double> cdf(static_cast<size_t>(rows));
-  double sum = 0;
-  for (int64_t i = 0; i < rows; ++i) {
-    sum += std::pow(static_cast<double>(i + 1), -kZipfS);
-    cdf[static_cast<size_t>(i)] = sum;
-  }
-  std::uniform_real_distribution<double> u(0, sum);
-  for (auto& r : ranks) {
-    r = std::min<int64_t>(rows - 1, std::upper_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin());
-  }
-  return ranks;
+  return bench::MakeRanks(rows, static_cast<size_t>(kNumBatches) * kBatchKeys, zipf, kZipfS, seed);
 }
 
-// Dense [rows, width] floats with the table slab's huge-page advice.
-struct DenseArray {
-  float* data = nullptr;
-  size_t bytes = 0;
-  DenseArray(int64_t rows, int width) {
-    bytes = static_cast<size_t>(rows) * static_cast<size_t>(width) * sizeof(float);
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) std::abort();
-    madvise(p, bytes, MADV_HUGEPAGE);
-    data = static_cast<float*>(p);
-    tbb::parallel_for(int64_t{0}, rows, [&](int64_t r) {
-      for (int d = 0; d < width; ++d) data[r * width + d] = static_cast<float>(r + d) * 1e-6f;
-    });
-  }
-  ~DenseArray() { munmap(data, bytes); }
-  DenseArray(const DenseArray&) = delete;
-  DenseArray& operator=(const DenseArray&) = delete;
-};
+using bench::DenseArray;
 
 // RooflineStep: for every id, read row + slot (prefetched 16 ahead), copy the row out, write row
 // and slot back changed.
@@ -155,7 +123,7 @@ Fixture& GetFixture(int dim, int64_t rows) {
       std::abort();
     }
   }
-  f.dense = std::make_unique<DenseArray>(rows, 2 * dim);
+  f.dense = std::make_unique<DenseArray>(rows, 2 * dim, 1e-6f);
   return f;
 }
 

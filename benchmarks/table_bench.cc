@@ -31,6 +31,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "benchmark/benchmark.h"
+#include "benchmarks/embedding_bench_util.h"
 #include "oneapi/tbb/global_control.h"
 #include "oneapi/tbb/parallel_for.h"
 #include "recsdk/table.h"
@@ -55,44 +56,12 @@ using Clock = std::chrono::steady_clock;
 
 int64_t KeyOfRank(int64_t rank) { return static_cast<int64_t>(internal::Mix64(rank)); }
 
-// Ranks of kNumBatches batches, uniform or Zipf(1.05) over [0, rows).
+// MakeRanks: kNumBatches batches of ranks, uniform or Zipf(kZipfS) over [0, rows).
 std::vector<int64_t> MakeRanks(int64_t rows, bool zipf, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<int64_t> ranks(static_cast<size_t>(kNumBatches) * kBatchKeys);
-  if (!zipf) {
-    std::uniform_int_distribution<int64_t> d(0, rows - 1);
-    for (auto& r : ranks) r = d(rng);
-    return ranks;
-  }
-  std::vector<double> cdf(static_cast<size_t>(rows));
-  double sum = 0;
-  for (int64_t i = 0; i < rows; ++i) {
-    sum += std::pow(static_cast<double>(i + 1), -kZipfS);
-    cdf[static_cast<size_t>(i)] = sum;
-  }
-  std::uniform_real_distribution<double> u(0, sum);
-  for (auto& r : ranks) {
-    r = std::min<int64_t>(rows - 1, std::upper_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin());
-  }
-  return ranks;
+  return bench::MakeRanks(rows, static_cast<size_t>(kNumBatches) * kBatchKeys, zipf, kZipfS, seed);
 }
 
-// Dense array with the same huge-page advice as the table's slab, so the roofline is fair.
-struct DenseArray {
-  float* data = nullptr;
-  size_t bytes = 0;
-  DenseArray(int64_t rows, int dim) {
-    bytes = static_cast<size_t>(rows) * dim * sizeof(float);
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) std::abort();
-    madvise(p, bytes, MADV_HUGEPAGE);
-    data = static_cast<float*>(p);
-    tbb::parallel_for(int64_t{0}, rows, [&](int64_t r) {
-      for (int d = 0; d < dim; ++d) data[r * dim + d] = static_cast<float>(r + d);
-    });
-  }
-  ~DenseArray() { munmap(data, bytes); }
-};
+using bench::DenseArray;
 
 // The roofline: out[i] = dense[ranks[i]] with the rows prefetched 16 ahead.
 void RooflineGather(const DenseArray& a, int dim, const int64_t* ranks, size_t n, float* out) {
