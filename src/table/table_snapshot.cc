@@ -432,10 +432,13 @@ Status TableImpl::LoadFullSnapshotTiered(const TableSnapshot& snap) {
     packed.resize(e - b);
     RECSDK_RETURN_IF_ERROR(PlaceNew(keys, packed.data()));
     for (size_t i = 0; i < keys.size(); ++i) index_->Insert(keys[i], packed[i]);
-    const float* rows = snap.rows.data() + b * rf;
+    // With a row_source the snapshot holds no rows (snap.rows is empty: no offset into it).
+    const float* rows = nullptr;
     if (snap.row_source) {
       RECSDK_RETURN_IF_ERROR(snap.row_source(b, e - b, buffer.data()));
       rows = buffer.data();
+    } else {
+      rows = snap.rows.data() + b * rf;
     }
     RECSDK_RETURN_IF_ERROR(WriteRowsAt(packed, rows, history.data()));
     for (size_t i = b; i < e; ++i) {
