@@ -36,6 +36,11 @@ inline constexpr char kTableGradAggregateOp[] = "TableGradAggregate";
 inline constexpr char kTableApplyOp[] = "TableApply";
 inline constexpr char kTableLookupGroupOp[] = "TableLookupGroup";
 inline constexpr char kTableLookupForwardOp[] = "TableLookupForward";
+// TableLookupExchange, TableApplyExchange: the lookups (updates) of a step's sharded tables as
+// one node making one exchange for all of them (src/dist/table_exchange_ops.cc registers them;
+// named here so the layers below dist, the profiler's phases, can tell them apart).
+inline constexpr char kTableLookupExchangeOp[] = "TableLookupExchange";
+inline constexpr char kTableApplyExchangeOp[] = "TableApplyExchange";
 // TableGatherConcat: pooled TableGathers and dense columns concatenated along axis 1, each
 // gathered straight into its columns (the fuse_gather_concat pass, src/session/passes/).
 // Inputs, per segment in column order: a pooled gather's (handle, unique rows, restore), or one

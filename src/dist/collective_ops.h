@@ -8,13 +8,14 @@
 #ifndef RECSDK_DIST_COLLECTIVE_OPS_H_
 #define RECSDK_DIST_COLLECTIVE_OPS_H_
 
+#include "src/device/table_resource.h"
+
 namespace recsdk::dist {
 
 inline constexpr char kAllReduceMeanOp[] = "AllReduceMean";
-// TableLookupExchange, TableApplyExchange: the lookups (updates) of a step's tables as one node
-// making one exchange for all the sharded ones (table_exchange_ops.cc).
-inline constexpr char kTableLookupExchangeOp[] = "TableLookupExchange";
-inline constexpr char kTableApplyExchangeOp[] = "TableApplyExchange";
+// TableLookupExchange, TableApplyExchange (table_exchange_ops.cc): named with the table ops.
+using internal::kTableApplyExchangeOp;
+using internal::kTableLookupExchangeOp;
 // AllReduceBuckets: an AllReduceMean split into buckets by hcom_parallel (bucket_all_reduce.cc):
 // the buckets' outputs, forwarded in the old node's order. kAllReduceBuckets: the most buckets
 // one AllReduceMean becomes.

@@ -18,8 +18,13 @@ namespace {
 bool IsGradientOp(const std::string& type) {
   return absl::EndsWith(type, "Grad") || type == kTableGradAggregateOp;
 }
+// IsKeyWork, IsSparseUpdate: a step's table lookups and updates, one table at a time or (several
+// ranks) all tables in one exchange.
 bool IsKeyWork(const std::string& type) {
-  return type == kSparseLookupOp || type == kTableLookupGroupOp;
+  return type == kSparseLookupOp || type == kTableLookupGroupOp || type == kTableLookupExchangeOp;
+}
+bool IsSparseUpdate(const std::string& type) {
+  return type == kTableApplyOp || type == kTableApplyExchangeOp;
 }
 bool IsDenseUpdate(const std::string& type) { return absl::StartsWith(type, "Apply"); }
 
@@ -175,7 +180,7 @@ std::vector<Profiler::Phase> Profiler::Phases(const RunTrace& t) const {
     const std::string& type = e.node->type();
     const int64_t d = e.end_ns - e.start_ns;
     if (IsKeyWork(type)) key += d;
-    if (type == kTableApplyOp) sparse += d;
+    if (IsSparseUpdate(type)) sparse += d;
     if (IsDenseUpdate(type)) dense += d;
     if (e.node->name() == fp_point_) fp_start = e.start_ns;
     if (e.node->name() == bp_point_) bp_end = e.end_ns;
