@@ -34,6 +34,8 @@ namespace recsdk {
 
 namespace internal {
 class GraphAccess;  // src/graph/graph_access.h
+class NodeAttrs;    // src/graph/op_registry.h
+struct OpDef;       // src/graph/op_registry.h
 }  // namespace internal
 
 class Graph;
@@ -180,11 +182,7 @@ class Node {
   // name, control inputs and outputs, so every consumer and every "name:index" still refers to
   // it. The pass guarantees the new op produces outputs of the same dtypes and shapes. An input
   // may come from a node added later; the pass then restores the id order with Graph::Reorder.
-  void ReplaceOp(std::string type, std::vector<Output> inputs, AttrMap attrs) {
-    type_ = std::move(type);
-    inputs_ = std::move(inputs);
-    attrs_ = std::move(attrs);
-  }
+  void ReplaceOp(std::string type, std::vector<Output> inputs, AttrMap attrs);
 
   // DebugString: one line: name, type, inputs ("^" before control inputs), outputs' dtypes and
   // shapes, attributes.
@@ -192,11 +190,15 @@ class Node {
 
  private:
   friend class Graph;
+  friend class internal::NodeAttrs;
   Node() = default;
 
   int id_ = -1;
   std::string name_;
   std::string type_;
+  // op_def_: the declaration of type_ (null when it is not registered), kept so that readers of
+  // attributes on a kernel's path do not look the op up in the registry on every call.
+  const internal::OpDef* op_def_ = nullptr;
   std::string device_;
   std::vector<Output> inputs_;
   std::vector<Node*> control_inputs_;

@@ -178,6 +178,7 @@ Node* Graph::AddNodeUnchecked(NodeSpec spec, std::vector<DType> dtypes, std::vec
   node->id_ = num_nodes();
   node->name_ = std::move(spec.name);
   node->type_ = std::move(spec.type);
+  node->op_def_ = internal::OpRegistry::Global().Find(node->type_);
   node->device_ = std::move(spec.device);
   node->inputs_ = std::move(spec.inputs);
   node->control_inputs_ = std::move(spec.control_inputs);
@@ -189,6 +190,13 @@ Node* Graph::AddNodeUnchecked(NodeSpec spec, std::vector<DType> dtypes, std::vec
   name_counts_.try_emplace(raw->name_, 0);
   nodes_.push_back(std::move(node));
   return raw;
+}
+
+void Node::ReplaceOp(std::string type, std::vector<Output> inputs, AttrMap attrs) {
+  type_ = std::move(type);
+  op_def_ = internal::OpRegistry::Global().Find(type_);
+  inputs_ = std::move(inputs);
+  attrs_ = std::move(attrs);
 }
 
 Node* Graph::FindNode(std::string_view name) const {

@@ -99,7 +99,9 @@ std::vector<int64_t> InferenceContext::IntsAttr(std::string_view name) const {
   return OpAttrInts(AttrOf(def_, spec_.attrs, name));
 }
 
-NodeAttrs::NodeAttrs(const Node& node) : node_(node), def_(OpRegistry::Global().Find(node.type())) {
+NodeAttrs::NodeAttrs(const Node& node)
+    : node_(node),
+      def_(node.op_def_ != nullptr ? node.op_def_ : OpRegistry::Global().Find(node.type())) {
   RECSDK_CHECK_MSG(def_ != nullptr,
                    fmt::format("NodeAttrs: node \"{}\" has op type \"{}\", which is not "
                                "registered (the graph was validated, so this is a reader bug)",
@@ -279,8 +281,10 @@ void OpRegistry::Register(OpDef def) {
   RECSDK_CHECK_MSG(s.ok(),
                    fmt::format("op declaration \"{}\" is malformed: {}", def.type, s.message()));
   absl::MutexLock lock(&mu_);
-  std::string type = def.type;
-  ops_[type] = std::make_unique<OpDef>(std::move(def));
+  std::unique_ptr<OpDef>& slot = ops_[def.type];
+  // A replaced declaration stays alive: nodes keep a pointer to the declaration of their op.
+  if (slot != nullptr) retired_.push_back(std::move(slot));
+  slot = std::make_unique<OpDef>(std::move(def));
 }
 
 const OpDef* OpRegistry::Find(std::string_view type) const {

@@ -174,7 +174,8 @@ Status CheckOutputCount(const OpDef& def, std::string_view node_name, int count)
 const AttrValue& AttrOf(const OpDef& def, const AttrMap& attrs, std::string_view name);
 
 // NodeAttrs: a built node's attributes read through its op's declaration (for gradient
-// functions, passes and kernels): one registry lookup when made, then AttrOf for each read.
+// functions, passes and kernels): the declaration the node keeps from Graph::AddNode (no registry
+// lookup, so kernels may make one per call), then AttrOf for each read.
 class NodeAttrs {
  public:
   explicit NodeAttrs(const Node& node);
@@ -214,6 +215,8 @@ class OpRegistry {
  private:
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<OpDef>> ops_;
+  // retired_: declarations replaced by a later Register, kept for the nodes that point at them.
+  std::vector<std::unique_ptr<OpDef>> retired_;
 };
 
 // Registration of the core op families (src/graph/ops/*.cc), each op one OpDef.
