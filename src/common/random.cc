@@ -6,14 +6,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "src/common/isa_dispatch.h"
+
 #define RECSDK_RANDOM_DECLARE(isa)                                                                \
   extern "C" void recsdk_random_isa_##isa##_stream_blocks(const uint64_t*, size_t, int, uint64_t, \
                                                           uint32_t*);
-RECSDK_RANDOM_DECLARE(baseline)
-#ifndef RECSDK_NO_ISA_VARIANTS
-RECSDK_RANDOM_DECLARE(avx2)
-RECSDK_RANDOM_DECLARE(avx512)
-#endif
+RECSDK_ISA_DECLARE_VARIANTS(RECSDK_RANDOM_DECLARE)
 #undef RECSDK_RANDOM_DECLARE
 
 namespace recsdk::internal {
@@ -52,14 +50,15 @@ const ZigguratTables* BuildZiggurat() {
 void PhiloxStreamBlocksFor(Isa isa, const uint64_t* keys, size_t n, int blocks, uint64_t stream,
                            uint32_t* out) {
   if (n == 0 || blocks <= 0) return;
-#ifndef RECSDK_NO_ISA_VARIANTS
-  if (isa == Isa::kAvx512)
-    return recsdk_random_isa_avx512_stream_blocks(keys, n, blocks, stream, out);
-  if (isa == Isa::kAvx2) return recsdk_random_isa_avx2_stream_blocks(keys, n, blocks, stream, out);
-#else
-  (void)isa;
-#endif
-  recsdk_random_isa_baseline_stream_blocks(keys, n, blocks, stream, out);
+  struct RandomKernels {
+    Isa isa;
+    void (*stream_blocks)(const uint64_t*, size_t, int, uint64_t, uint32_t*);
+  };
+#define RECSDK_RANDOM_TABLE(isa_enum, isa) \
+  RandomKernels { isa_enum, recsdk_random_isa_##isa##_stream_blocks }
+  static const IsaVariants<RandomKernels> variants(RECSDK_ISA_VARIANT_TABLES(RECSDK_RANDOM_TABLE));
+#undef RECSDK_RANDOM_TABLE
+  variants.For(isa).stream_blocks(keys, n, blocks, stream, out);
 }
 
 void PhiloxStreamBlocks(const uint64_t* keys, size_t n, int blocks, uint64_t stream,

@@ -6,7 +6,7 @@
 #include <bit>
 #include <cstring>
 
-#include "src/common/cpu_features.h"
+#include "src/common/isa_dispatch.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -15,11 +15,7 @@
 #define RECSDK_SEP_DECLARE(isa)                                                        \
   extern "C" size_t recsdk_separator_index_isa_##isa##_index(const char*, const char*, \
                                                              const char*, char, char, uint32_t*);
-RECSDK_SEP_DECLARE(baseline)
-#ifndef RECSDK_NO_ISA_VARIANTS
-RECSDK_SEP_DECLARE(avx2)
-RECSDK_SEP_DECLARE(avx512)
-#endif
+RECSDK_ISA_DECLARE_VARIANTS(RECSDK_SEP_DECLARE)
 #undef RECSDK_SEP_DECLARE
 
 namespace recsdk::internal {
@@ -27,12 +23,18 @@ namespace {
 
 using IndexFn = size_t (*)(const char*, const char*, const char*, char, char, uint32_t*);
 
+struct SeparatorKernels {
+  Isa isa;
+  IndexFn index;
+};
+
 // AVX-512 CPUs run the AVX2 build, as before the variants moved to separator_index_isa.cc.
 IndexFn PickIndex() {
-#ifndef RECSDK_NO_ISA_VARIANTS
-  if (BestIsa() >= Isa::kAvx2) return recsdk_separator_index_isa_avx2_index;
-#endif
-  return recsdk_separator_index_isa_baseline_index;
+#define RECSDK_SEP_TABLE(isa_enum, isa) \
+  SeparatorKernels { isa_enum, recsdk_separator_index_isa_##isa##_index }
+  static const IsaVariants<SeparatorKernels> variants(RECSDK_ISA_VARIANT_TABLES(RECSDK_SEP_TABLE));
+#undef RECSDK_SEP_TABLE
+  return variants.For(std::min(BestIsa(), Isa::kAvx2)).index;
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "src/common/isa_dispatch.h"
+
 #define RECSDK_TABLE_KERNELS_DECLARE(isa)                                                          \
   extern "C" {                                                                                     \
   void recsdk_table_kernels_isa_##isa##_sgd_rows(char*, int64_t, const uint32_t*, int64_t,         \
@@ -30,25 +32,14 @@
         recsdk_table_kernels_isa_##isa##_lazy_adam_addrs                                           \
   }
 
-RECSDK_TABLE_KERNELS_DECLARE(baseline)
-#ifndef RECSDK_NO_ISA_VARIANTS
-RECSDK_TABLE_KERNELS_DECLARE(avx2)
-RECSDK_TABLE_KERNELS_DECLARE(avx512)
-#endif
+RECSDK_ISA_DECLARE_VARIANTS(RECSDK_TABLE_KERNELS_DECLARE)
 
 namespace recsdk::internal {
 
 const TableKernels& TableFastFor(Isa isa) {
-  static const TableKernels baseline = RECSDK_TABLE_KERNELS_TABLE(Isa::kBaseline, baseline);
-#ifndef RECSDK_NO_ISA_VARIANTS
-  static const TableKernels avx2 = RECSDK_TABLE_KERNELS_TABLE(Isa::kAvx2, avx2);
-  static const TableKernels avx512 = RECSDK_TABLE_KERNELS_TABLE(Isa::kAvx512, avx512);
-  if (isa == Isa::kAvx512) return avx512;
-  if (isa == Isa::kAvx2) return avx2;
-#else
-  (void)isa;
-#endif
-  return baseline;
+  static const IsaVariants<TableKernels> variants(
+      RECSDK_ISA_VARIANT_TABLES(RECSDK_TABLE_KERNELS_TABLE));
+  return variants.For(isa);
 }
 
 const TableKernels& TableFast() {

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "src/common/isa_dispatch.h"
+
 #define RECSDK_DENSE_UPDATE_DECLARE(isa)                                                     \
   extern "C" {                                                                               \
   void recsdk_dense_update_isa_##isa##_adam(float*, float*, float*, const float*, int64_t,   \
@@ -17,11 +19,7 @@
     isa_enum, recsdk_dense_update_isa_##isa##_adam, recsdk_dense_update_isa_##isa##_adagrad \
   }
 
-RECSDK_DENSE_UPDATE_DECLARE(baseline)
-#ifndef RECSDK_NO_ISA_VARIANTS
-RECSDK_DENSE_UPDATE_DECLARE(avx2)
-RECSDK_DENSE_UPDATE_DECLARE(avx512)
-#endif
+RECSDK_ISA_DECLARE_VARIANTS(RECSDK_DENSE_UPDATE_DECLARE)
 
 namespace recsdk::internal {
 
@@ -43,16 +41,9 @@ void DenseAdagradReference(float* w, float* acc, const float* g, int64_t n, floa
 }
 
 const DenseUpdateKernels& DenseUpdateFastFor(Isa isa) {
-  static const DenseUpdateKernels baseline = RECSDK_DENSE_UPDATE_TABLE(Isa::kBaseline, baseline);
-#ifndef RECSDK_NO_ISA_VARIANTS
-  static const DenseUpdateKernels avx2 = RECSDK_DENSE_UPDATE_TABLE(Isa::kAvx2, avx2);
-  static const DenseUpdateKernels avx512 = RECSDK_DENSE_UPDATE_TABLE(Isa::kAvx512, avx512);
-  if (isa == Isa::kAvx512) return avx512;
-  if (isa == Isa::kAvx2) return avx2;
-#else
-  (void)isa;
-#endif
-  return baseline;
+  static const IsaVariants<DenseUpdateKernels> variants(
+      RECSDK_ISA_VARIANT_TABLES(RECSDK_DENSE_UPDATE_TABLE));
+  return variants.For(isa);
 }
 
 const DenseUpdateKernels& DenseUpdateFast() {

@@ -1,6 +1,8 @@
 // fast_kernels.cc: the run-time dispatch table over the ISA variants.
 #include "src/device/cpu/fast_kernels.h"
 
+#include "src/common/isa_dispatch.h"
+
 #define RECSDK_DECLARE_VARIANT(isa)                                                               \
   extern "C" {                                                                                    \
   void recsdk_fast_kernels_isa_##isa##_sgemm(int64_t, int64_t, int64_t, const float*, int64_t,    \
@@ -18,25 +20,13 @@
         recsdk_fast_kernels_isa_##isa##_where_f32                                                  \
   }
 
-RECSDK_DECLARE_VARIANT(baseline)
-#ifndef RECSDK_NO_ISA_VARIANTS
-RECSDK_DECLARE_VARIANT(avx2)
-RECSDK_DECLARE_VARIANT(avx512)
-#endif
+RECSDK_ISA_DECLARE_VARIANTS(RECSDK_DECLARE_VARIANT)
 
 namespace recsdk::internal {
 
 const FastKernels& FastFor(Isa isa) {
-  static const FastKernels baseline = RECSDK_VARIANT_TABLE(Isa::kBaseline, baseline);
-#ifndef RECSDK_NO_ISA_VARIANTS
-  static const FastKernels avx2 = RECSDK_VARIANT_TABLE(Isa::kAvx2, avx2);
-  static const FastKernels avx512 = RECSDK_VARIANT_TABLE(Isa::kAvx512, avx512);
-  if (isa == Isa::kAvx512) return avx512;
-  if (isa == Isa::kAvx2) return avx2;
-#else
-  (void)isa;
-#endif
-  return baseline;
+  static const IsaVariants<FastKernels> variants(RECSDK_ISA_VARIANT_TABLES(RECSDK_VARIANT_TABLE));
+  return variants.For(isa);
 }
 
 const FastKernels& Fast() {

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "src/common/cpu_features.h"
+#include "src/common/isa_dispatch.h"
 #include "src/device/cpu/kernel_util.h"
 
 // The 16-d float kernels of interaction_isa.cc, one per ISA variant.
@@ -23,35 +23,26 @@
   bool recsdk_interaction_isa_##isa##_grad_f32_d16(const float*, const float*, int64_t, int64_t, \
                                                    int64_t, float*);                             \
   }
-RECSDK_DECLARE_INTERACTION(baseline)
-#ifndef RECSDK_NO_ISA_VARIANTS
-RECSDK_DECLARE_INTERACTION(avx2)
-RECSDK_DECLARE_INTERACTION(avx512)
-#endif
+RECSDK_ISA_DECLARE_VARIANTS(RECSDK_DECLARE_INTERACTION)
+#define RECSDK_INTERACTION_TABLE(isa_enum, isa)               \
+  InteractionD16 {                                            \
+    isa_enum, recsdk_interaction_isa_##isa##_forward_f32_d16, \
+        recsdk_interaction_isa_##isa##_grad_f32_d16           \
+  }
 
 namespace recsdk::internal {
 namespace {
 
 struct InteractionD16 {
+  Isa isa;
   bool (*forward)(const float*, int64_t, int64_t, int64_t, float*);
   bool (*grad)(const float*, const float*, int64_t, int64_t, int64_t, float*);
 };
 
 const InteractionD16& D16Kernels() {
-  static const InteractionD16 k = [] {
-#ifndef RECSDK_NO_ISA_VARIANTS
-    if (BestIsa() == Isa::kAvx512) {
-      return InteractionD16{recsdk_interaction_isa_avx512_forward_f32_d16,
-                            recsdk_interaction_isa_avx512_grad_f32_d16};
-    }
-    if (BestIsa() == Isa::kAvx2) {
-      return InteractionD16{recsdk_interaction_isa_avx2_forward_f32_d16,
-                            recsdk_interaction_isa_avx2_grad_f32_d16};
-    }
-#endif
-    return InteractionD16{recsdk_interaction_isa_baseline_forward_f32_d16,
-                          recsdk_interaction_isa_baseline_grad_f32_d16};
-  }();
+  static const IsaVariants<InteractionD16> variants(
+      RECSDK_ISA_VARIANT_TABLES(RECSDK_INTERACTION_TABLE));
+  static const InteractionD16& k = variants.For(BestIsa());
   return k;
 }
 
@@ -340,3 +331,7 @@ void RegisterCpuInteractionKernels(KernelRegistry& r) {
 }
 
 }  // namespace recsdk::internal
+
+// The macros end here: in a unity build the next file of the batch may use the same names.
+#undef RECSDK_DECLARE_INTERACTION
+#undef RECSDK_INTERACTION_TABLE
