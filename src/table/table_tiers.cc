@@ -847,6 +847,11 @@ Status UseDeviceTierMemory(EmbeddingTable& table, std::unique_ptr<DeviceTierMemo
   return impl->UseDeviceTierMemory(std::move(memory));
 }
 
+DeviceTierMemory* DeviceTierMemoryOf(const EmbeddingTable& table) {
+  const TableImpl* impl = ImplOf(table);
+  return impl != nullptr && impl->tiered() ? impl->device_memory() : nullptr;
+}
+
 int64_t DeviceTierBytes(const EmbeddingTable& table) {
   const TableImpl* impl = ImplOf(table);
   return impl != nullptr && impl->tiered() ? impl->DeviceTierBytes() : 0;

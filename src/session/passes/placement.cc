@@ -11,6 +11,18 @@
 // producer; resource handles cross as they are (they are host values that name a resource, not
 // data). Feeds and fetches cross at the Session's edge, not here. The key stage stays on the host
 // (its work is outside the graph). With "cpu" the pass does nothing.
+//
+// Variables stay where they live. When the device's memory is not the host's, its variables
+// (VarHandle: the variable pool is the device's) and its tables (the rows a table op reads or
+// updates: a tiered table's device tier is the device's memory) belong to the device, so an op
+// that reads or writes a variable's contents (any op with a VarHandle's handle as an input) or a
+// table's rows (TableGather, TableGatherConcat, TableApply and the sharded tables' exchanges) runs
+// on the device, mix_compile_mode or not: a host kernel would read or write device memory in
+// place. When the device has no kernel for such an op, or the user placed it on the host, the pass
+// fails naming the op, the variable or table, and the device. Table ops that only touch the key
+// index (SparseLookup, TableLookupGroup, TableHandle) are host work and may run there.
+#include <algorithm>
+#include <iterator>
 #include <map>
 #include <utility>
 
@@ -25,6 +37,39 @@ namespace {
 constexpr char kHostDevice[] = "cpu";
 
 std::string DeviceType(const std::string& placed) { return placed.substr(0, placed.find(':')); }
+
+// kTableRowOps: the table ops whose kernels read or update a table's rows (the others touch only
+// its key index, host memory on every device).
+constexpr const char* kTableRowOps[] = {"TableGather", "TableGatherConcat", "TableApply",
+                                        "TableLookupExchange", "TableApplyExchange"};
+
+// HandleSource: the node that made the resource `in` (through ops that forward a handle).
+const Node* HandleSource(Output in) {
+  for (int hops = 0; hops < 16; ++hops) {
+    const Node* n = in.node;
+    if (n->type() == "VarHandle" || n->type() == "TableHandle") return n;
+    if (n->num_inputs() == 0 || n->input(0).dtype() != DType::kResource) return n;
+    in = n->input(0);
+  }
+  return in.node;
+}
+
+// DeviceVariable: what `node` reads or writes that lives in the device's memory ("variable
+// \"w\"", "table \"t\""), or "" when it touches none.
+std::string DeviceVariable(const Node& node) {
+  const bool row_op =
+      std::find_if(std::begin(kTableRowOps), std::end(kTableRowOps),
+                   [&](const char* t) { return node.type() == t; }) != std::end(kTableRowOps);
+  for (int i = 0; i < node.num_inputs(); ++i) {
+    if (node.input(i).dtype() != DType::kResource) continue;
+    const Node* source = HandleSource(node.input(i));
+    if (source->type() == "VarHandle") return fmt::format("variable \"{}\"", source->name());
+    if (row_op && source->type() == "TableHandle") {
+      return fmt::format("table \"{}\"", source->StringAttr("table_name"));
+    }
+  }
+  return "";
+}
 
 class PlacementPass final : public GraphPass {
  public:
@@ -46,6 +91,27 @@ class PlacementPass final : public GraphPass {
       }
       const DType dtype = KernelDType(*node);
       const bool host_kernel = kernels.Find(node->type(), kHostDevice, dtype, "") != nullptr;
+      if (const std::string variable =
+              memory == MemoryKind::kDevice ? DeviceVariable(*node) : std::string();
+          !variable.empty()) {
+        const bool device_kernel = kernels.Find(node->type(), config.device, dtype, "") != nullptr;
+        if (placed == kHostDevice || !device_kernel) {
+          return absl::FailedPreconditionError(fmt::format(
+              "op \"{}\" ({}) reads or writes {}, which lives in the memory of device \"{}\", "
+              "but {}; an op on a variable runs where the variable lives: {}",
+              node->name(), node->type(), variable, config.device,
+              placed == kHostDevice
+                  ? fmt::format("it is placed on \"{}\" (the host)", node->device())
+                  : fmt::format("\"{}\" has no kernel for it (dtype {})", config.device,
+                                DTypeName(dtype)),
+              placed == kHostDevice ? "remove the placement"
+                                    : fmt::format("register a {} kernel for {}, or run the "
+                                                  "session on \"cpu\"",
+                                                  config.device, node->type())));
+        }
+        node->set_device(device_name);
+        continue;
+      }
       if (placed == kHostDevice) {
         if (!config.mix_compile_mode) {
           return absl::InvalidArgumentError(fmt::format(
