@@ -193,16 +193,19 @@ TEST(PlacementTest, AnOpOnAVariableTheDeviceLacksFailsEvenUnderMixCompileMode) {
 }
 
 // The same rule on the separate_memory device (every CPU kernel, so the rule never lacks one):
-// an op on a variable or on a table's rows placed on the host by the user fails naming it; the
-// key work of a lookup (SparseLookup) may still run on the host.
+// an op on a variable or on a tiered table's rows (its device tier is the device's memory) placed
+// on the host by the user fails naming it; the key work of a lookup (SparseLookup) may still run
+// on the host; an untiered table's rows are host memory, so under mix_compile_mode its row ops run
+// there, and without it on the device.
 TEST(PlacementTest, AnOpOnAVariableOrTableRowsPlacedOnTheHostFails) {
   internal::InitializeRuntime();
-  auto build = [](Graph* g, const std::string& host_type) {
+  auto build = [](Graph* g, const std::string& host_type, bool tiered = true) {
     Scope root(g);
     TableConfig c;
     c.name = "emb";
     c.dim = 4;
     c.device_vocabulary_size = 50;
+    if (tiered) c.host_vocabulary_size = 100;
     auto table = create_table(root, c, SparseOptimizerConfig::SGD(0.1f));
     ASSERT_TRUE(table.ok()) << table.status();
     Output ids = ops::Placeholder(root.WithOpName("ids"), DType::kInt64, Shape{4, 1});
@@ -248,6 +251,26 @@ TEST(PlacementTest, AnOpOnAVariableOrTableRowsPlacedOnTheHostFails) {
     if (n->type() == "TableApply" || n->type() == "TableGather") {
       EXPECT_EQ(n->device(), "separate_memory:0") << n->name();
     }
+  }
+  for (const bool mix : {true, false}) {
+    Graph untiered;
+    build(&untiered, "", /*tiered=*/false);
+    if (::testing::Test::HasFatalFailure()) return;
+    SessionConfig c = config;
+    c.mix_compile_mode = mix;
+    auto placed = internal::RunSessionPasses(c, &untiered);
+    ASSERT_TRUE(placed.ok()) << placed.status();
+    int row_ops = 0;
+    for (Node* n : untiered.nodes()) {
+      if (n->type() == "TableApply" || n->type() == "TableGather") {
+        ++row_ops;
+        EXPECT_EQ(n->device(), mix ? "cpu:0" : "separate_memory:0") << n->name();
+      }
+      if (n->type() == "ApplyGradientDescent") {
+        EXPECT_EQ(n->device(), "separate_memory:0") << n->name();
+      }
+    }
+    EXPECT_EQ(row_ops, 2);
   }
 }
 

@@ -1,13 +1,15 @@
 // cuda_device_test.cc: the "cuda" Device behind the device seam (src/device/cuda/cuda_device.h).
 // Without a GPU (every CI machine): the registration that linking recsdk_cuda performs (the
-// device, its memory kind, its kernels and copies), the Session's error naming the missing GPU and
-// the fix, the pinned allocator's refusal, and the placement pass's decisions for a DLRM-shaped
-// training graph given the registered kernel set (dense ops on the GPU, tables, key stage and
-// initialisers on the host, a copy on every edge between them). With a GPU: the same model trained
-// on "cuda" and on "cpu" gives the same losses (tolerance), and the no-GPU test skips; without one
-// the GPU test skips, saying so. Also the device tier's RowStore in GPU memory (CudaRowStore):
-// its option checks and no-GPU error everywhere, its swaps with the host tier on a GPU.
-// Labels: cuda and quick.
+// device, its memory kind, its kernels and copies, the table ops' kernels), the Session's error
+// naming the missing GPU and the fix, the pinned allocator's refusal, and the placement pass's
+// decisions for a DLRM-shaped training graph given the registered kernel set (dense ops on the
+// GPU; the row ops of tiered tables on the GPU, of untiered tables on the host; key stage and
+// initialisers on the host; a copy on every edge between them). With a GPU: the same model
+// trained on "cuda" and on "cpu" gives the same losses (tolerance); the table kernels
+// (cuda_table_kernels.cc) against the CPU's loops and a tiered table trained through the key
+// stage on "cuda" against "cpu", bit for bit; the no-GPU test skips. Without one the GPU tests
+// skip, saying so. Also the device tier's RowStore in GPU memory (CudaRowStore): its option
+// checks and no-GPU error everywhere, its swaps with the host tier on a GPU. Labels: cuda, quick.
 #include "src/device/cuda/cuda_device.h"
 
 #include <gtest/gtest.h>
@@ -46,7 +48,9 @@ struct DlrmLike {
   Node* init = nullptr;
   static constexpr int64_t kBatch = 8;
 
-  DlrmLike() {
+  // tiered: the tables keep host rows too (host_vocabulary_size), so their device tier lives in
+  // the device's memory (placement only: tiered lookups need the key stage to run).
+  explicit DlrmLike(bool tiered = false) {
     graph.set_random_seed(3);
     Scope s(&graph);
     dense = ops::Placeholder(s.WithOpName("dense"), DType::kFloat32, Shape{kBatch, 5});
@@ -60,6 +64,7 @@ struct DlrmLike {
       c.name = "table" + std::to_string(t);
       c.dim = 4;
       c.device_vocabulary_size = 100;
+      if (tiered) c.host_vocabulary_size = 200;
       c.initializer = Initializer::Uniform(-0.05, 0.05, 10 + t);
       auto table = create_table(s, c, SparseOptimizerConfig::SGD(0.05f));
       EXPECT_TRUE(table.ok()) << table.status();
@@ -184,50 +189,61 @@ TEST(CudaDeviceTest, PinnedHostAllocatorNeedsAGpu) {
   }
 }
 
+// Placement of the DLRM-shaped graph under mix_compile_mode: every op on the GPU exactly when it
+// has a CUDA kernel, except the row ops (TableGather, TableApply) of untiered tables, whose rows
+// are host memory and which therefore run on the host; with tiered tables (device tier in GPU
+// memory) they run on the GPU. The key work and feeds stay on the host; copies on every edge
+// between the memory spaces.
 TEST(CudaDeviceTest, PlacementPutsDenseAndTableRowOpsOnTheGpuAndKeyWorkOnTheHost) {
   internal::InitializeRuntime();
-  DlrmLike model;
-  std::unique_ptr<Graph> g = model.graph.Copy();
-  auto passes = internal::RunSessionPasses(CudaConfig(/*mix=*/true), g.get());
-  ASSERT_TRUE(passes.ok()) << passes.status();
-  const KernelRegistry& r = KernelRegistry::Global();
-  std::set<std::string> on_gpu, on_host;
-  int to_device = 0, to_host = 0;
-  for (Node* n : g->nodes()) {
-    if (n->type() == "CopyHostToDevice") ++to_device;
-    if (n->type() == "CopyDeviceToHost") ++to_host;
-    const bool gpu = n->device() == "cuda:0";
-    ASSERT_TRUE(gpu || n->device() == "cpu:0") << n->name() << " on " << n->device();
-    (gpu ? on_gpu : on_host).insert(n->type());
-    // The rule: on the GPU exactly when the GPU has a kernel for it.
-    const bool has = r.Find(n->type(), "cuda", internal::KernelDType(*n), "") != nullptr;
-    EXPECT_EQ(gpu, has) << n->name() << " (" << n->type() << ")";
-  }
-  for (const char* op :
-       {"MatMul", "BiasAdd", "Relu", "ReluGrad", "BiasAddGrad", "Concat",
-        "SigmoidCrossEntropyWithLogits", "ReduceMean", "ApplyGradientDescent", "ReadVariable",
-        "Assign", "OnesLike", "ReduceSumGrad", "TableGather", "TableApply"}) {
-    EXPECT_TRUE(on_gpu.contains(op)) << op << " should run on the GPU";
-  }
-  // The key work (the key index is host memory), the gradient aggregation, feeds, initialisers.
-  for (const char* op : {"SparseLookup", "TableGradAggregate", "Placeholder", "RandomUniform"}) {
-    EXPECT_TRUE(on_host.contains(op)) << op << " should run on the host";
-  }
-  EXPECT_GT(to_device, 0);
-  EXPECT_GT(to_host, 0);
-  // Every data edge stays in one memory space once the copies are in.
-  auto host_side = [](const Node* n, bool as_consumer) {
-    if (n->type() == "CopyHostToDevice") return as_consumer;
-    if (n->type() == "CopyDeviceToHost") return !as_consumer;
-    return n->device() == "cpu:0";
-  };
-  for (Node* n : g->nodes()) {
-    for (int i = 0; i < n->num_inputs(); ++i) {
-      const Output& in = n->input(i);
-      if (in.dtype() == DType::kResource) continue;
-      EXPECT_EQ(host_side(in.node, false), host_side(n, true))
-          << n->name() << " input " << i << " from " << in.node->name() << " crosses memory "
-          << "spaces without a copy";
+  for (const bool tiered : {false, true}) {
+    SCOPED_TRACE(tiered ? "tiered tables" : "untiered tables");
+    DlrmLike model(tiered);
+    std::unique_ptr<Graph> g = model.graph.Copy();
+    auto passes = internal::RunSessionPasses(CudaConfig(/*mix=*/true), g.get());
+    ASSERT_TRUE(passes.ok()) << passes.status();
+    const KernelRegistry& r = KernelRegistry::Global();
+    std::set<std::string> on_gpu, on_host;
+    int to_device = 0, to_host = 0;
+    for (Node* n : g->nodes()) {
+      if (n->type() == "CopyHostToDevice") ++to_device;
+      if (n->type() == "CopyDeviceToHost") ++to_host;
+      const bool gpu = n->device() == "cuda:0";
+      ASSERT_TRUE(gpu || n->device() == "cpu:0") << n->name() << " on " << n->device();
+      (gpu ? on_gpu : on_host).insert(n->type());
+      const bool row_op = n->type() == "TableGather" || n->type() == "TableApply" ||
+                          n->type() == "TableGatherConcat";
+      const bool has = r.Find(n->type(), "cuda", internal::KernelDType(*n), "") != nullptr;
+      EXPECT_EQ(gpu, has && (tiered || !row_op)) << n->name() << " (" << n->type() << ")";
+    }
+    for (const char* op : {"MatMul", "BiasAdd", "Relu", "ReluGrad", "BiasAddGrad", "Concat",
+                           "SigmoidCrossEntropyWithLogits", "ReduceMean", "ApplyGradientDescent",
+                           "ReadVariable", "Assign", "OnesLike", "ReduceSumGrad"}) {
+      EXPECT_TRUE(on_gpu.contains(op)) << op << " should run on the GPU";
+    }
+    for (const char* op : {"TableGather", "TableApply"}) {
+      EXPECT_TRUE((tiered ? on_gpu : on_host).contains(op))
+          << op << " should run where the table's rows are";
+    }
+    for (const char* op : {"SparseLookup", "TableGradAggregate", "Placeholder", "RandomUniform"}) {
+      EXPECT_TRUE(on_host.contains(op)) << op << " should run on the host";
+    }
+    EXPECT_GT(to_device, 0);
+    EXPECT_GT(to_host, 0);
+    // Every data edge stays in one memory space once the copies are in.
+    auto host_side = [](const Node* n, bool as_consumer) {
+      if (n->type() == "CopyHostToDevice") return as_consumer;
+      if (n->type() == "CopyDeviceToHost") return !as_consumer;
+      return n->device() == "cpu:0";
+    };
+    for (Node* n : g->nodes()) {
+      for (int i = 0; i < n->num_inputs(); ++i) {
+        const Output& in = n->input(i);
+        if (in.dtype() == DType::kResource) continue;
+        EXPECT_EQ(host_side(in.node, false), host_side(n, true))
+            << n->name() << " input " << i << " from " << in.node->name()
+            << " crosses memory spaces without a copy";
+      }
     }
   }
 }
