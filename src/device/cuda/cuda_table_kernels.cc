@@ -11,7 +11,9 @@
 //     indices and gradients (already in device memory) are read, and nothing comes down but one
 //     counter of bad indices per op (and the step for TableApply);
 //   - rows in host memory (an untiered table, a table wrapped for distribution): the CPU kernel
-//     on host copies of the inputs (RunOnHost), the outputs copied back, as before this file.
+//     on host copies of the inputs (RunOnHost), the outputs copied back. Under mix_compile_mode
+//     the placement pass already puts such ops on the host; this is the case without it. A
+//     TableGatherConcat over both kinds gathers each table where its rows are.
 //
 // Exactness: TableGather follows PooledGatherRows / GatherRestored term by term. TableApply with
 // one lookup passes its summed gradients straight to SparseApply (as the CPU passes them to
@@ -141,14 +143,18 @@ Status TableGatherConcatKernel(OpKernelContext& ctx) {
   if (combiners.size() != dims.size()) {
     return ctx.Error("{} combiners for {} gathers", combiners.size(), dims.size());
   }
-  // Every gathered table must have its rows in GPU memory, else the whole op runs on the host.
+  // Tables whose rows are all host memory: the CPU kernel on the host. Otherwise each table in
+  // GPU memory is gathered here and each one in host memory on the host (its rows must not be
+  // read by a host kernel reading the others).
   std::vector<std::optional<RowTable>> tables(segments.size());
+  bool any_on_device = false;
   for (size_t i = 0; i < segments.size(); ++i) {
     if (!segments[i].gather) continue;
     RECSDK_ASSIGN_OR_RETURN(TableResource * t, TableAt(ctx, segments[i].input));
     tables[i] = DeviceRows(*t->table());
-    if (!tables[i]) return RunOnHost(ctx);
+    any_on_device = any_on_device || tables[i].has_value();
   }
+  if (!any_on_device) return RunOnHost(ctx);
   RECSDK_ASSIGN_OR_RETURN(Stream * s, StreamOf(ctx));
   int64_t batch = -1, width = 0;
   for (const internal::GatherConcatSegment& seg : segments) {
@@ -188,7 +194,7 @@ Status TableGatherConcatKernel(OpKernelContext& ctx) {
     }
     RECSDK_ASSIGN_OR_RETURN(TableResource * t, TableAt(ctx, seg.input));
     const EmbeddingTable& table = *t->table();
-    if (first_table == nullptr) first_table = &table;
+    if (first_table == nullptr && tables[i]) first_table = &table;
     const int64_t dim = dims[seg.gather_index];
     if (table.dim() != dim) {
       return ctx.Error("table \"{}\" has dim {}, the fused gather expects {}", table.name(),
@@ -198,6 +204,33 @@ Status TableGatherConcatKernel(OpKernelContext& ctx) {
     if (!combiner) return ctx.Error("gather segment {} is not pooled", seg.gather_index);
     const Tensor& unique = ctx.input(seg.input + 1);
     const Tensor& restore = ctx.input(seg.input + 2);
+    if (!tables[i]) {
+      // Host rows: the table's own pooled gather on host copies of the ids, then the [batch, dim]
+      // result up and into its columns.
+      RECSDK_ASSIGN_OR_RETURN(Tensor host_unique, OnHost(ctx, unique));
+      RECSDK_ASSIGN_OR_RETURN(Tensor host_restore, OnHost(ctx, restore));
+      RECSDK_ASSIGN_OR_RETURN(Tensor pooled, Tensor::Create(DType::kFloat32, Shape{batch, dim}));
+      RECSDK_RETURN_IF_ERROR(table.GatherPooled(
+          absl::Span<const uint32_t>(reinterpret_cast<const uint32_t*>(host_unique.raw_data()),
+                                     static_cast<size_t>(host_unique.num_elements())),
+          absl::Span<const uint32_t>(reinterpret_cast<const uint32_t*>(host_restore.raw_data()),
+                                     static_cast<size_t>(host_restore.num_elements())),
+          restore.dim(0), restore.dim(1), *combiner, pooled.flat<float>()));
+      RECSDK_ASSIGN_OR_RETURN(
+          Tensor up, ctx.device()->graph_allocator().AllocateTensor(
+                         DType::kFloat32, Shape{batch, dim}, internal::Fill::kUninitialized));
+      RECSDK_RETURN_IF_ERROR(ctx.device()->data_transfer().CopyHostToDevice(pooled, &up));
+      if (batch > 0) {
+        RECSDK_RETURN_IF_ERROR(CudaStatus(
+            cudaMemcpy2DAsync(o + column, static_cast<size_t>(width) * sizeof(float), up.raw_data(),
+                              static_cast<size_t>(dim) * sizeof(float),
+                              static_cast<size_t>(dim) * sizeof(float), static_cast<size_t>(batch),
+                              cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(s->native())),
+            "TableGatherConcat: cudaMemcpy2DAsync"));
+      }
+      column += dim;
+      continue;
+    }
     const TableLookup lookup{I32(unique), unique.num_elements(), I32(restore), restore.dim(0),
                              restore.dim(1)};
     RECSDK_RETURN_IF_ERROR(TableGather(*s, *tables[i], lookup, CombineOf(combiner),
@@ -205,7 +238,7 @@ Status TableGatherConcatKernel(OpKernelContext& ctx) {
                                        static_cast<int32_t*>(invalid.raw_data())));
     column += dim;
   }
-  if (first_table == nullptr) return absl::OkStatus();
+  if (first_table == nullptr) return absl::OkStatus();  // no table gathered on the GPU
   RECSDK_ASSIGN_OR_RETURN(int32_t bad, ReadCounter(ctx, invalid));
   return bad == 0 ? absl::OkStatus() : BadIndices(ctx, *first_table, bad);
 }
