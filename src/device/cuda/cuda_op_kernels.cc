@@ -4,9 +4,11 @@
 // device memory through its context and enqueues its launches on the device's compute stream; it
 // returns before the GPU runs them (errors of the launch at once, of the run at the next wait).
 //
-// What is not here runs on the host under mix_compile_mode (the placement pass inserts the
-// copies): the key stage and the table ops (tables live in host memory; the device tier is not
-// built), initialisers (RandomUniform, Fill, Cast) and the other ops without a CUDA kernel.
+// The table ops that read and update rows are in cuda_table_kernels.cc. What has no kernel here
+// runs on the host under mix_compile_mode (the placement pass inserts the copies): the key stage
+// and the key work of lookups, TableGradAggregate, initialisers (RandomUniform, Fill, Cast) and
+// the other ops without a CUDA kernel. Ops on variables never do (the placement rule: they run
+// where the variable lives, or the session fails naming them).
 //
 // Cases a registered op's CUDA kernel does not cover are computed on the host inside the op's own
 // kernel (RunOnHost: inputs copied to the host, the CPU kernel, outputs copied back), correct and
