@@ -34,6 +34,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "fmt/format.h"
+#include "fmt/ranges.h"
 #include "recsdk/table.h"
 #include "src/common/status_macros.h"
 #include "src/device/cuda/cuda_device.h"
@@ -91,12 +92,18 @@ StatusOr<int32_t> ReadCounter(OpKernelContext& ctx, const Tensor& counter) {
   return host.data<int32_t>()[0];
 }
 
-Status BadIndices(OpKernelContext& ctx, const EmbeddingTable& table, int32_t count) {
+Status BadIndices(OpKernelContext& ctx, const std::string& tables, int32_t count) {
   return ctx.Error(
-      "{} positions of table \"{}\" have a restore index outside their unique rows or a row "
-      "outside the table's {} device rows; feed the unique rows and restore indices of one "
-      "lookup of this table (its key stage's outputs)",
-      count, table.name(), internal::GetDeviceTierShape(table).rows);
+      "{} positions of {} have a restore index outside their unique rows or a row outside the "
+      "table's device rows; feed the unique rows and restore indices of one lookup of the table "
+      "(its key stage's outputs)",
+      count, tables);
+}
+Status BadIndices(OpKernelContext& ctx, const EmbeddingTable& table, int32_t count) {
+  return BadIndices(ctx,
+                    fmt::format("table \"{}\" ({} device rows)", table.name(),
+                                internal::GetDeviceTierShape(table).rows),
+                    count);
 }
 
 Status TableGatherKernel(OpKernelContext& ctx) {
@@ -111,6 +118,11 @@ Status TableGatherKernel(OpKernelContext& ctx) {
                           internal::ParseCombiner(ctx.node().StringAttr("combiner")));
   const int64_t dim = table.dim();
   RECSDK_ASSIGN_OR_RETURN(Tensor invalid, Counter(ctx));
+  // The mask's kernel counts the same bad positions again: into a counter nobody reads.
+  std::optional<Tensor> mask_invalid;
+  if (ctx.node().BoolAttr("padding_mask")) {
+    RECSDK_ASSIGN_OR_RETURN(mask_invalid, Counter(ctx));
+  }
   for (int f = 0; f < k; ++f) {
     const Tensor& restore = ctx.input(2 + f);
     if (restore.rank() != 2) {
@@ -126,7 +138,7 @@ Status TableGatherKernel(OpKernelContext& ctx) {
     if (ctx.node().BoolAttr("padding_mask")) {
       RECSDK_ASSIGN_OR_RETURN(Tensor * mask, ctx.allocate_output_uninitialized(k + f, Shape{b, n}));
       RECSDK_RETURN_IF_ERROR(TablePaddingMask(*s, lookup, static_cast<float*>(mask->raw_data()),
-                                              static_cast<int32_t*>(invalid.raw_data())));
+                                              static_cast<int32_t*>(mask_invalid->raw_data())));
     }
   }
   RECSDK_ASSIGN_OR_RETURN(int32_t bad, ReadCounter(ctx, invalid));
@@ -175,7 +187,7 @@ Status TableGatherConcatKernel(OpKernelContext& ctx) {
   float* o = static_cast<float*>(out->raw_data());
   RECSDK_ASSIGN_OR_RETURN(Tensor invalid, Counter(ctx));
   int64_t column = 0;
-  const EmbeddingTable* first_table = nullptr;
+  std::vector<std::string> gpu_tables;  // for the message
   for (size_t i = 0; i < segments.size(); ++i) {
     const internal::GatherConcatSegment& seg = segments[i];
     if (!seg.gather) {
@@ -194,7 +206,7 @@ Status TableGatherConcatKernel(OpKernelContext& ctx) {
     }
     RECSDK_ASSIGN_OR_RETURN(TableResource * t, TableAt(ctx, seg.input));
     const EmbeddingTable& table = *t->table();
-    if (first_table == nullptr && tables[i]) first_table = &table;
+    if (tables[i]) gpu_tables.push_back(fmt::format("\"{}\"", table.name()));
     const int64_t dim = dims[seg.gather_index];
     if (table.dim() != dim) {
       return ctx.Error("table \"{}\" has dim {}, the fused gather expects {}", table.name(),
@@ -238,9 +250,9 @@ Status TableGatherConcatKernel(OpKernelContext& ctx) {
                                        static_cast<int32_t*>(invalid.raw_data())));
     column += dim;
   }
-  if (first_table == nullptr) return absl::OkStatus();  // no table gathered on the GPU
   RECSDK_ASSIGN_OR_RETURN(int32_t bad, ReadCounter(ctx, invalid));
-  return bad == 0 ? absl::OkStatus() : BadIndices(ctx, *first_table, bad);
+  return bad == 0 ? absl::OkStatus()
+                  : BadIndices(ctx, fmt::format("tables {}", fmt::join(gpu_tables, ", ")), bad);
 }
 
 // Upload: a host vector into a fresh device tensor of the graph pool.
