@@ -8,6 +8,12 @@
 //                         vs_roofline = its bytes/s (row reads + writes + ids) over the bytes/s
 //                         of cuda::CopyKernel copying 512 MiB (reads + writes) in the same run
 //                         (>= 0.5).
+//   BM_TableGather/dim/per  the TableGather op's pooled (sum) lookup on a tiered table's device
+//                         rows (cuda::TableGather): 256K samples of `per` ids through unique
+//                         rows and restore indices into a 4M-row table whose rows hold dim
+//                         floats and two slots (LazyAdam): rows_per_s (ids looked up), and
+//                         vs_roofline = its bytes/s (rows read, restore and unique ids read,
+//                         pooled rows written) over the copy kernel's in the same run (>= 0.5).
 //   BM_SwapIn/BM_SwapOut  RowSwapper moving 256K rows of 128 floats (dim 64 with Adagrad slots,
 //                         512 B) between scattered host rows and a device table: vs_pinned =
 //                         its bytes/s over cudaMemcpyAsync of the same bytes from (or to) one
@@ -164,6 +170,60 @@ void BM_GatherRows(benchmark::State& state) {
   state.counters["roofline_rows_per_s"] = peak / row_bytes;
   state.counters["vs_roofline"] = (n * iters / gather_s) / (peak / row_bytes);
 }
+void BM_TableGather(benchmark::State& state) {
+  const int64_t dim = state.range(0), per = state.range(1);
+  const int64_t rows = int64_t{1} << 22, batch = int64_t{1} << 18, unique_n = int64_t{1} << 20;
+  const int64_t stride = 3 * dim;
+  auto stream = Check(Stream::Create(0));
+  DeviceBuffer table = Check(DeviceBuffer::Allocate(*stream, rows * stride * 4));
+  CheckOk(Memset(*stream, table.data(), 0, table.bytes()));
+  std::mt19937_64 rng(5);
+  std::vector<int32_t> unique(static_cast<size_t>(unique_n));
+  for (int32_t& u : unique) u = static_cast<int32_t>(rng() % static_cast<uint64_t>(rows));
+  std::vector<int32_t> restore(static_cast<size_t>(batch * per));
+  for (int32_t& r : restore) r = static_cast<int32_t>(rng() % static_cast<uint64_t>(unique_n));
+  DeviceBuffer d_unique = Check(Upload(*stream, unique));
+  DeviceBuffer d_restore = Check(Upload(*stream, restore));
+  DeviceBuffer d_invalid = Check(Upload(*stream, std::vector<int32_t>{0}));
+  DeviceBuffer out = Check(DeviceBuffer::Allocate(*stream, batch * dim * 4));
+  const int64_t copy_bytes = int64_t{512} << 20;
+  DeviceBuffer src = Check(DeviceBuffer::Allocate(*stream, copy_bytes));
+  DeviceBuffer dst = Check(DeviceBuffer::Allocate(*stream, copy_bytes));
+  CheckOk(Memset(*stream, src.data(), 1, copy_bytes));
+  Timer timer(*stream);
+  const RowTable t{table.as<float>(), rows, stride, dim};
+  const TableLookup lookup{d_unique.as<int32_t>(), unique_n, d_restore.as<int32_t>(), batch, per};
+  auto gather = [&] {
+    CheckOk(TableGather(*stream, t, lookup, TableCombine::kSum, 0.0f, dim, out.as<float>(),
+                        d_invalid.as<int32_t>()));
+  };
+  auto copy = [&] { CheckOk(CopyKernel(*stream, src.data(), dst.data(), copy_bytes)); };
+  gather();
+  copy();
+  double gather_s = 0, copy_s = 0;
+  for (auto _ : state) {
+    const double g = timer.Seconds(gather);
+    copy_s += timer.Seconds(copy);
+    gather_s += g;
+    state.SetIterationTime(g);
+  }
+  const double iters = static_cast<double>(state.iterations());
+  // Per id: its row's dim floats, its restore index and its unique row id; per sample: the
+  // pooled row written.
+  const double bytes = batch * per * (dim * 4.0 + 8.0) + batch * dim * 4.0;
+  const double peak = 2.0 * copy_bytes * iters / copy_s;
+  state.counters["rows_per_s"] = batch * per * iters / gather_s;
+  state.counters["copy_GBps"] = peak / 1e9;
+  state.counters["vs_roofline"] = (bytes * iters / gather_s) / peak;
+}
+BENCHMARK(BM_TableGather)
+    ->Args({16, 1})
+    ->Args({16, 8})
+    ->Args({64, 4})
+    ->ArgNames({"dim", "per"})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
 BENCHMARK(BM_GatherRows)
     ->Arg(16)
     ->Arg(64)

@@ -7,7 +7,13 @@
 #   GEMM         our cuda::Gemm vs cublasGemmEx direct          vs_cublas    (want >= 0.95)
 #   row gather   GatherRows rows/s vs the copy-kernel roofline  vs_roofline  (want >= 0.5)
 #   swap         RowSwapper bytes/s vs pinned cudaMemcpy        vs_pinned    (want >= 0.8)
-#   DLRM         samples/s with --device cuda (dense ops on the GPU, tables and key stage on the
+#   table gather the TableGather op's pooled lookup (cuda::TableGather) vs the same roofline
+#                (BM_TableGather vs_roofline, want >= 0.5)
+#   table ops    the table kernels bit for bit against the CPU's (TableGather's loops; a tiered
+#                table trained through the key stage on cuda vs cpu with SGD, Adagrad, LazyAdam,
+#                FTRL, Adagrad by address): the tests' pass lines, with the lookups compared
+#   DLRM         samples/s with --device cuda (dense ops on the GPU; the sample's tables are
+#                untiered, so their rows, lookups and updates and the key stage stay on the
 #                host under mix_compile_mode) vs our 2-thread CPU samples/s   gpu_vs_cpu2
 #                (want >= 20), the same for --mode little_demo, and whether a PyTorch with CUDA
 #                is there for the peer figure.
@@ -59,8 +65,22 @@ if grep -q '^\[  SKIPPED \]' "$test_log"; then
   exit 1
 fi
 
+stage "table ops on the GPU (device tier in GPU memory) against the CPU kernels, bit for bit"
+# What they measure: TableGatherMatchesTheCpuLoopsBitForBit compares 4 gather modes x 33 samples
+# bitwise and counts bad indices; TieredTableTrainsOnTheGpuAsOnTheCpuBitForBit compares 60 lookup
+# outputs (20 steps x 3 lookups of one tiered table, rows moving between GPU and host tiers) per
+# optimizer, 5 optimizers, bitwise. Both must say OK (a skip failed above).
+grep -E '^\[ +(OK|FAILED) +\] CudaTableKernelsTest\.' "$test_log" || {
+  echo "gpu_proof.sh: the table kernel tests did not run" >&2
+  exit 1
+}
+
 stage "CUDA figures (cuda_bench)"
-"$dir/benchmarks/cuda_bench" --benchmark_counters_tabular=true --benchmark_min_time=0.2
+bench_log=$(mktemp)
+"$dir/benchmarks/cuda_bench" --benchmark_counters_tabular=true --benchmark_min_time=0.2 \
+  | tee "$bench_log"
+echo "table gather (TableGather op, pooled sum) vs the copy-kernel roofline (want >= 0.5):"
+grep -E '^BM_TableGather' "$bench_log" || echo "  BM_TableGather did not run" >&2
 
 # rate: the samples_per_s of dlrm's JSON line.
 rate() { sed -n 's/.*"samples_per_s":\([0-9.]*\).*/\1/p' <<<"$1"; }

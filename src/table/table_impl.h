@@ -225,10 +225,12 @@ class TableImpl final : public EmbeddingTable {
   // compute work enqueued before the call has finished (an Event), never earlier.
   void ReleaseLeases(const void* owner, int64_t before_batch);
   // ApplyPendingReleases: the releases queued while tier_mu_ was busy (caller holds tier_mu_).
-  // One whose fence has not passed is waited for when `wait` (the key stage's Resolve, off the
-  // step's path; kReleaseFenceWait at most), else left queued, as it is past that wait: its rows
-  // stay pinned, which is always safe.
+  // One whose fence has not passed is waited for when `wait` (the key stage's Resolve when its
+  // batch lacks room without those rows, off the step's path; kReleaseFenceWait at most), else
+  // left queued, as it is past that wait: its rows stay pinned, which is always safe.
   void ApplyPendingReleases(bool wait = true);
+  // HasPendingReleases: whether releases are queued, not applied yet (their fence had not passed).
+  bool HasPendingReleases();
   // ReadDeviceRows / WriteDeviceRows: whole rows of device slots to / from host memory: through
   // the device tier memory when there is one, else the slab.
   Status ReadDeviceRows(absl::Span<const uint32_t> slots, float* out) const;

@@ -124,7 +124,9 @@ Status TableImpl::TwoBatchesError(size_t needed) const {
 Status TableImpl::PlanTiers(absl::Span<const int64_t> keys, absl::Span<const uint32_t> rows,
                             size_t admits, const ResolveLease& lease, TierPlan* plan) {
   const size_t rf = static_cast<size_t>(row_floats_);
-  ApplyPendingReleases();
+  // Releases whose fence has passed take effect now; the others (the device still runs the step
+  // that used their rows) are waited for below only if the batch lacks room without them.
+  ApplyPendingReleases(/*wait=*/false);
   // The public Resolve keeps the rows of its previous call, which may still be in flight, and
   // lets older ones move: with this batch's, two batches are pinned at most.
   if (lease.owner == nullptr) ReleaseLeasesLocked(nullptr, auto_batch_ - 1);
@@ -163,21 +165,34 @@ Status TableImpl::PlanTiers(absl::Span<const int64_t> keys, absl::Span<const uin
   const size_t device_free = static_cast<size_t>(FreeRows());
   if (arriving > device_free) {
     const size_t want = arriving - device_free;
-    plan->victims.resize(want);
-    plan->victims.resize(device_policy_->ChooseVictims(
-        want, plan->victims.data(), [&](uint32_t slot) { return device_pins_[slot] != 0; }));
-    if (plan->victims.size() < want) {
-      // The policy also spares the previous Resolve's rows; pins are what really is in flight
-      // (e.g. a Resolve of the other channel came between), so unpinned rows outside this batch
-      // make up the rest, in slot order.
-      const absl::flat_hash_set<uint32_t> hit_set(hits.begin(), hits.end());
-      absl::flat_hash_set<uint32_t> chosen(plan->victims.begin(), plan->victims.end());
-      for (int64_t s = 0; s < next_row_ && plan->victims.size() < want; ++s) {
-        const uint32_t slot = static_cast<uint32_t>(s);
-        if (device_pins_[slot] != 0 || hit_set.contains(slot) || chosen.contains(slot)) continue;
-        if (device_held_[slot] == 0) continue;
-        plan->victims.push_back(slot);
+    // ChooseVictims changes nothing the caller must undo (eviction_policy.h), so a second choice
+    // after more rows are unpinned is as good as a first.
+    auto choose_victims = [&] {
+      plan->victims.resize(want);
+      plan->victims.resize(device_policy_->ChooseVictims(
+          want, plan->victims.data(), [&](uint32_t slot) { return device_pins_[slot] != 0; }));
+      if (plan->victims.size() < want) {
+        // The policy also spares the previous Resolve's rows; pins are what really is in flight
+        // (e.g. a Resolve of the other channel came between), so unpinned rows outside this
+        // batch make up the rest, in slot order.
+        const absl::flat_hash_set<uint32_t> hit_set(hits.begin(), hits.end());
+        absl::flat_hash_set<uint32_t> chosen(plan->victims.begin(), plan->victims.end());
+        for (int64_t s = 0; s < next_row_ && plan->victims.size() < want; ++s) {
+          const uint32_t slot = static_cast<uint32_t>(s);
+          if (device_pins_[slot] != 0 || hit_set.contains(slot) || chosen.contains(slot)) {
+            continue;
+          }
+          if (device_held_[slot] == 0) continue;
+          plan->victims.push_back(slot);
+        }
       }
+    };
+    choose_victims();
+    if (plan->victims.size() < want && HasPendingReleases()) {
+      // Short of room: now wait (kReleaseFenceWait at most) for the steps still using rows
+      // released earlier, and choose again with their rows unpinned.
+      ApplyPendingReleases(/*wait=*/true);
+      choose_victims();
     }
     if (plan->victims.size() < want) {
       if (lease.owner != nullptr) {
@@ -473,6 +488,11 @@ void TableImpl::ReleaseLeases(const void* owner, int64_t before_batch) {
     ApplyPendingReleases(/*wait=*/false);
     tier_mu_.unlock();
   }
+}
+
+bool TableImpl::HasPendingReleases() {
+  std::lock_guard<std::mutex> lock(release_mu_);
+  return !pending_releases_.empty();
 }
 
 void TableImpl::ApplyPendingReleases(bool wait) {
@@ -845,6 +865,11 @@ Status UseDeviceTierMemory(EmbeddingTable& table, std::unique_ptr<DeviceTierMemo
         table.name()));
   }
   return impl->UseDeviceTierMemory(std::move(memory));
+}
+
+DeviceTierMemory* DeviceTierMemoryOf(const EmbeddingTable& table) {
+  const TableImpl* impl = ImplOf(table);
+  return impl != nullptr && impl->tiered() ? impl->device_memory() : nullptr;
 }
 
 int64_t DeviceTierBytes(const EmbeddingTable& table) {

@@ -70,6 +70,12 @@ DeviceTierShape GetDeviceTierShape(const EmbeddingTable& table);
 [[nodiscard]] Status UseDeviceTierMemory(EmbeddingTable& table,
                                          std::unique_ptr<DeviceTierMemory> memory);
 
+// DeviceTierMemoryOf: the device memory a tiered table's device tier lives in (installed by
+// UseDeviceTierMemory), or null when its rows are host memory (untiered tables, tables on the CPU
+// device, tables wrapped by something other than the Session's LockedTable). A device's table
+// kernels read and update the rows there in place: slot r (the row id a lookup returns) is at
+// rows() + r * row_floats(), [dim embedding | optimizer slots]. Valid while the table lives.
+DeviceTierMemory* DeviceTierMemoryOf(const EmbeddingTable& table);
 // TierStats: rows per tier and rows moved so far (for benchmarks and tests); zeros without tiers.
 struct TierStats {
   int64_t device_rows = 0, host_rows = 0, ssd_rows = 0;

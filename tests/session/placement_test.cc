@@ -11,6 +11,7 @@
 #include "recsdk/recsdk.h"
 #include "src/device/kernel.h"
 #include "src/device/separate_memory/separate_memory_device.h"
+#include "src/session/passes/pass_manager.h"
 #include "src/session/runtime.h"
 #include "tests/session/test_models.h"
 
@@ -159,6 +160,118 @@ TEST(PlacementTest, AKernelLeavingItsOutputInHostMemoryIsNamed) {
   const std::string msg(out.status().message());
   EXPECT_NE(msg.find("op \"id\" (Identity)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("produced output 0 in host memory"), std::string::npos) << msg;
+}
+
+// An op on a variable runs where the variable lives: on a device whose memory is not the host's,
+// a variable's Assign the device has no kernel for is an error naming the op, the variable and
+// the device even under mix_compile_mode (a host kernel would write device memory in place);
+// ops without a variable still fall back to the host.
+TEST(PlacementTest, AnOpOnAVariableTheDeviceLacksFailsEvenUnderMixCompileMode) {
+  RegisterPartialDevice();
+  Graph g;
+  Scope root(&g);
+  Variable w = Variable::Make(root, "w", Shape{3, 2}, VariableOptions{});
+  Output x = ops::Placeholder(root.WithOpName("x"), DType::kFloat32, Shape{2, 3});
+  ops::Sigmoid(root.WithOpName("y"),
+               ops::Relu(root.WithOpName("r"), ops::MatMul(root, x, w.value())));
+  ASSERT_TRUE(root.status().ok()) << root.status();
+  SessionConfig config;
+  config.device = kPartial;
+  config.mix_compile_mode = true;
+  std::unique_ptr<Graph> copy = g.Copy();
+  auto passes = internal::RunSessionPasses(config, copy.get());
+  ASSERT_FALSE(passes.ok());
+  EXPECT_EQ(passes.status().code(), absl::StatusCode::kFailedPrecondition) << passes.status();
+  const std::string msg(passes.status().message());
+  // partial_device has no ReadVariable (nor Assign): the first of them in graph order is named.
+  EXPECT_NE(msg.find("reads or writes variable \"w\""), std::string::npos) << msg;
+  EXPECT_NE(msg.find("memory of device \"partial_device\""), std::string::npos) << msg;
+  EXPECT_NE(msg.find("has no kernel for it"), std::string::npos) << msg;
+  EXPECT_TRUE(msg.find("(ReadVariable)") != std::string::npos ||
+              msg.find("(Assign)") != std::string::npos)
+      << msg;
+}
+
+// The same rule on the separate_memory device (every CPU kernel, so the rule never lacks one):
+// an op on a variable or on a tiered table's rows (its device tier is the device's memory) placed
+// on the host by the user fails naming it; the key work of a lookup (SparseLookup) may still run
+// on the host; an untiered table's rows are host memory, so under mix_compile_mode its row ops run
+// there, and without it on the device.
+TEST(PlacementTest, AnOpOnAVariableOrTableRowsPlacedOnTheHostFails) {
+  internal::InitializeRuntime();
+  auto build = [](Graph* g, const std::string& host_type, bool tiered = true) {
+    Scope root(g);
+    TableConfig c;
+    c.name = "emb";
+    c.dim = 4;
+    c.device_vocabulary_size = 50;
+    if (tiered) c.host_vocabulary_size = 100;
+    auto table = create_table(root, c, SparseOptimizerConfig::SGD(0.1f));
+    ASSERT_TRUE(table.ok()) << table.status();
+    Output ids = ops::Placeholder(root.WithOpName("ids"), DType::kInt64, Shape{4, 1});
+    SparseLookupOptions lo;
+    lo.combiner = Combiner::kSum;
+    auto e = sparse_lookup(root, *table, ids, lo);
+    ASSERT_TRUE(e.ok()) << e.status();
+    Variable w = Variable::Make(root, "w", Shape{4, 1}, VariableOptions{});
+    Output loss = ops::ReduceMean(root.WithOpName("loss"), ops::MatMul(root, *e, w.value()));
+    ASSERT_TRUE(SgdOptimizer(SgdOptions{0.1}).Minimize(root, loss).ok());
+    ASSERT_TRUE(SparseMinimize(root, loss).ok());
+    ASSERT_TRUE(root.status().ok()) << root.status();
+    for (Node* n : g->nodes()) {
+      if (n->type() == host_type) n->set_device("cpu:0");
+    }
+  };
+  SessionConfig config;
+  config.device = "separate_memory";
+  config.mix_compile_mode = true;
+  for (const std::string type : {"TableApply", "ApplyGradientDescent", "TableGather"}) {
+    Graph g;
+    build(&g, type);
+    if (::testing::Test::HasFatalFailure()) return;
+    auto passes = internal::RunSessionPasses(config, &g);
+    ASSERT_FALSE(passes.ok()) << type;
+    EXPECT_EQ(passes.status().code(), absl::StatusCode::kFailedPrecondition) << passes.status();
+    const std::string msg(passes.status().message());
+    EXPECT_NE(msg.find("(" + type + ")"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(type == "ApplyGradientDescent" ? "variable \"w\"" : "table \"emb\""),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("placed on \"cpu:0\" (the host)"), std::string::npos) << msg;
+  }
+  Graph g;
+  build(&g, "SparseLookup");
+  if (::testing::Test::HasFatalFailure()) return;
+  auto passes = internal::RunSessionPasses(config, &g);
+  ASSERT_TRUE(passes.ok()) << passes.status();
+  for (Node* n : g.nodes()) {
+    if (n->type() == "SparseLookup") {
+      EXPECT_EQ(n->device(), "cpu:0");
+    }
+    if (n->type() == "TableApply" || n->type() == "TableGather") {
+      EXPECT_EQ(n->device(), "separate_memory:0") << n->name();
+    }
+  }
+  for (const bool mix : {true, false}) {
+    Graph untiered;
+    build(&untiered, "", /*tiered=*/false);
+    if (::testing::Test::HasFatalFailure()) return;
+    SessionConfig c = config;
+    c.mix_compile_mode = mix;
+    auto placed = internal::RunSessionPasses(c, &untiered);
+    ASSERT_TRUE(placed.ok()) << placed.status();
+    int row_ops = 0;
+    for (Node* n : untiered.nodes()) {
+      if (n->type() == "TableApply" || n->type() == "TableGather") {
+        ++row_ops;
+        EXPECT_EQ(n->device(), mix ? "cpu:0" : "separate_memory:0") << n->name();
+      }
+      if (n->type() == "ApplyGradientDescent") {
+        EXPECT_EQ(n->device(), "separate_memory:0") << n->name();
+      }
+    }
+    EXPECT_EQ(row_ops, 2);
+  }
 }
 
 TEST(PlacementTest, ATrainedModelOnSeparateMemoryMatchesTheHostBitForBit) {

@@ -557,14 +557,16 @@ class FakeDeviceMemory final : public internal::DeviceTierMemory {
  public:
   class Fence final : public internal::Event {
    public:
-    explicit Fence(const bool* done) : done_(done) {}
+    Fence(const bool* done, int* waits) : done_(done), waits_(waits) {}
     bool Done() const override { return *done_; }
     Status Wait(absl::Duration) const override {
+      ++*waits_;
       return *done_ ? absl::OkStatus() : absl::DeadlineExceededError("fake fence not passed");
     }
 
    private:
     const bool* done_;
+    int* waits_;
   };
   FakeDeviceMemory(uint32_t rows, int row_floats)
       : rows_(static_cast<size_t>(rows) * row_floats), capacity_(rows), row_floats_(row_floats) {}
@@ -586,10 +588,11 @@ class FakeDeviceMemory final : public internal::DeviceTierMemory {
     return absl::OkStatus();
   }
   StatusOr<std::shared_ptr<internal::Event>> ComputeFence() override {
-    return std::shared_ptr<internal::Event>(std::make_shared<Fence>(&done));
+    return std::shared_ptr<internal::Event>(std::make_shared<Fence>(&done, &waits));
   }
   bool done = false;  // whether the fences handed out have passed
   int reads = 0, writes = 0;
+  int waits = 0;  // host waits for a fence that had not passed
 
  private:
   std::vector<float> rows_;
@@ -636,6 +639,38 @@ TEST(TieredTable, DeviceMemoryReleasesLeasesAfterTheirFence) {
   EXPECT_EQ(fake->reads, reads + 1);  // batch 0's rows went down in one Read
   EXPECT_EQ(internal::GetTierStats(*t).host_rows, 4);
   EXPECT_EQ(t->ReadRow(0).value(), row0);  // from the host tier now, as it left the device
+}
+
+// A release whose fence has not passed is waited for only when the batch lacks room without its
+// rows: a Resolve that fits in the free rows never blocks on the device's step.
+TEST(TieredTable, DeviceMemoryWaitsForReleaseFencesOnlyWhenTheBatchLacksRoom) {
+  auto t = Make(Tiered(12, 100, 0, ""), SparseOptimizerConfig::SGD(0.1f));
+  const internal::DeviceTierShape shape = internal::GetDeviceTierShape(*t);
+  auto memory = std::make_unique<FakeDeviceMemory>(12, shape.row_floats);
+  FakeDeviceMemory* fake = memory.get();
+  ASSERT_TRUE(internal::UseDeviceTierMemory(*t, std::move(memory)).ok());
+  int owner = 0;
+  std::vector<uint32_t> rows(4);
+  auto resolve = [&](int64_t b, int64_t first_key) {
+    std::vector<int64_t> keys = {first_key, first_key + 1, first_key + 2, first_key + 3};
+    return internal::ResolveWithLease(*t, keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows),
+                                      {&owner, b});
+  };
+  ASSERT_TRUE(resolve(0, 0).ok());
+  ASSERT_TRUE(resolve(1, 4).ok());
+  internal::ReleaseLeases(*t, &owner, 1);  // batch 0's step is still running on the device
+  // Batch 2 fits in the 4 free rows: no wait for batch 0's step.
+  ASSERT_TRUE(resolve(2, 8).ok());
+  EXPECT_EQ(fake->waits, 0);
+  // Batch 3 needs 4 victims, and only batch 0's rows could go: now the fence is waited for (it
+  // has not passed: the rows stay pinned and the key stage is told to retry).
+  Status s = resolve(3, 20);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_GE(fake->waits, 1);
+  fake->done = true;
+  s = resolve(3, 20);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(internal::GetTierStats(*t).host_rows, 4);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "fmt/format.h"
 #include "src/common/status_macros.h"
 #include "src/device/cuda/cuda_error.h"
+#include "src/device/cuda/cuda_tier_memory.h"
 
 namespace recsdk::cuda {
 namespace {
@@ -207,6 +208,12 @@ class CudaDevice final : public internal::Device {
     return compute_.Synchronize(kCudaWaitDeadline);
   }
   int IntraOpThreads() const override { return threads_; }
+  // A tiered table's device tier lives in GPU memory: its gather and update run here
+  // (cuda_table_kernels.cc), its swaps through the store's own stream (cuda_tier_memory.h).
+  StatusOr<std::unique_ptr<internal::DeviceTierMemory>> CreateTableTierMemory(
+      int64_t rows, int row_floats, const std::string& label) override {
+    return CreateCudaTierMemory(*this, compute_.native(), rows, row_floats, label);
+  }
 
   cuda::Stream& native_compute() { return compute_.native(); }
   internal::Device* host() { return host_.get(); }

@@ -11,8 +11,10 @@
 // linked into a program: a static initializer in cuda_device.cc, whose object file every program
 // linking recsdk_cuda keeps (recsdk_cuda's CMakeLists forces it with --undefined). A program
 // without recsdk_cuda has no "cuda" device, and Session::Create names the registered ones.
-// Under mix_compile_mode the placement pass puts the ops without a CUDA kernel (the key stage, the
-// table ops, initialisers) on the host, with copies.
+// Under mix_compile_mode the placement pass puts the ops without a CUDA kernel (the key stage,
+// the key work of lookups, initialisers) and the row ops of untiered tables on the host, with
+// copies. A tiered table's device tier lives in GPU memory (CreateTableTierMemory:
+// cuda_tier_memory.h) and its gather and update run here (cuda_table_kernels.cc).
 //
 // Without a GPU (no device, no driver) creating the device fails with FailedPrecondition naming
 // the missing GPU and the fix; nothing crashes. GPU ordinal 0 only.

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "fmt/format.h"
+#include "recsdk/table.h"
 #include "src/device/cuda/cuda_error.h"
 #include "src/device/cuda/kernels_launch.h"
 #include "src/table/sparse_optimizers_impl.h"
@@ -314,6 +315,64 @@ Status GatherRows(Stream& stream, const RowTable& table, const int64_t* ids, int
   return Launched(launch::GatherRows(stream.native(), table.data, table.num_rows, table.stride,
                                      table.dim, ids, n, out, invalid_ids),
                   "GatherRows");
+}
+
+static_assert(static_cast<int>(TableCombine::kNone) == launch::kCombineNone &&
+              static_cast<int>(TableCombine::kSum) == launch::kCombineSum &&
+              static_cast<int>(TableCombine::kMean) == launch::kCombineMean &&
+              static_cast<int>(TableCombine::kSqrtn) == launch::kCombineSqrtn);
+static_assert(launch::kPaddingRowId == EmbeddingTable::kPaddingRow &&
+              launch::kDefaultRowId == EmbeddingTable::kDefaultRow);
+
+namespace {
+Status CheckLookup(std::string_view kernel, const TableLookup& l, int32_t* invalid) {
+  RECSDK_RETURN_IF_ERROR(
+      CheckSizes(kernel, {{"num_unique", l.num_unique}, {"batch", l.batch}, {"per", l.per}}));
+  RECSDK_RETURN_IF_ERROR(
+      CheckPointers(kernel, l.num_unique == 0, {{"unique_rows", l.unique_rows}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers(kernel, l.batch * l.per == 0, {{"restore", l.restore}}));
+  if (invalid == nullptr) return Bad(kernel, "invalid is null; pass a device int32 counter");
+  return absl::OkStatus();
+}
+}  // namespace
+
+Status TableGather(Stream& stream, const RowTable& table, const TableLookup& lookup,
+                   TableCombine combine, float default_value, int64_t out_stride, float* out,
+                   int32_t* invalid) {
+  RECSDK_RETURN_IF_ERROR(CheckTable("TableGather", table, table.dim));
+  RECSDK_RETURN_IF_ERROR(CheckLookup("TableGather", lookup, invalid));
+  if (out_stride < table.dim) {
+    return Bad("TableGather", fmt::format("out_stride {} is below dim {}; pass the output's row "
+                                          "width",
+                                          out_stride, table.dim));
+  }
+  // Unpooled: one output row per position (batch * per rows of per = 1).
+  const bool pooled = combine != TableCombine::kNone;
+  const int64_t rows = pooled ? lookup.batch : lookup.batch * lookup.per;
+  RECSDK_RETURN_IF_ERROR(CheckPointers("TableGather", rows == 0, {{"out", out}}));
+  return Launched(
+      launch::TableGather(stream.native(), table.data, table.num_rows, table.stride, table.dim,
+                          lookup.unique_rows, lookup.num_unique, lookup.restore, rows,
+                          pooled ? lookup.per : 1, static_cast<int>(combine), default_value,
+                          out_stride, out, invalid),
+      "TableGather");
+}
+
+Status TablePaddingMask(Stream& stream, const TableLookup& lookup, float* mask, int32_t* invalid) {
+  RECSDK_RETURN_IF_ERROR(CheckLookup("TablePaddingMask", lookup, invalid));
+  const int64_t n = lookup.batch * lookup.per;
+  RECSDK_RETURN_IF_ERROR(CheckPointers("TablePaddingMask", n == 0, {{"mask", mask}}));
+  return Launched(launch::PaddingMask(stream.native(), lookup.unique_rows, lookup.num_unique,
+                                      lookup.restore, n, mask, invalid),
+                  "TablePaddingMask");
+}
+
+Status TableRowIds(Stream& stream, const int32_t* rows, int64_t n, int64_t num_rows, int64_t* out,
+                   int32_t* invalid) {
+  RECSDK_RETURN_IF_ERROR(CheckSizes("TableRowIds", {{"n", n}, {"num_rows", num_rows}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers("TableRowIds", n == 0, {{"rows", rows}, {"out", out}}));
+  if (invalid == nullptr) return Bad("TableRowIds", "invalid is null; pass a device int32 counter");
+  return Launched(launch::RowIds(stream.native(), rows, n, num_rows, out, invalid), "TableRowIds");
 }
 
 StatusOr<SegmentCsr> BuildSegmentCsr(const std::vector<uint32_t>& restore_index,

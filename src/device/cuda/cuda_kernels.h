@@ -148,6 +148,40 @@ struct RowTable {
 [[nodiscard]] Status GatherRows(Stream& stream, const RowTable& table, const int64_t* ids,
                                 int64_t n, float* out, int32_t* invalid_ids = nullptr);
 
+// TableCombine: how TableGather combines a sample's rows: kNone is the unpooled lookup (one row
+// per position), the others are Combiner's sum, mean and sqrtn.
+enum class TableCombine { kNone = -1, kSum = 0, kMean = 1, kSqrtn = 2 };
+// TableLookup: a dedup'ed lookup in device memory: unique_rows [num_unique] (row ids as uint32
+// in int32 storage, EmbeddingTable::kPaddingRow / kDefaultRow allowed) and restore
+// [batch * per] (indices into unique_rows), what the key stage gives TableGather.
+struct TableLookup {
+  const int32_t* unique_rows = nullptr;
+  int64_t num_unique = 0;
+  const int32_t* restore = nullptr;
+  int64_t batch = 0;
+  int64_t per = 0;
+};
+// TableGather: the table ops' gather from a table's rows in device memory, the same bits as the
+// CPU's: kNone writes out[(b * per + j) * out_stride + d] = the row's embedding (sentinels: 0 for
+// padding, default_value for default), as GatherRestored; a combiner writes out[b * out_stride
+// + d] = PooledGatherRows's value (padding rows count for nothing, default rows as
+// default_value, the sum in j order, then the mean's or sqrtn's scale), as GatherPooledStrided.
+// out_stride >= table.dim (a [batch, width] concat output at the table's column offset). A
+// restore index or row out of range writes 0 and adds 1 per position to *invalid (a device
+// counter, required): the caller reads it and fails the op, as the CPU checks up front.
+[[nodiscard]] Status TableGather(Stream& stream, const RowTable& table, const TableLookup& lookup,
+                                 TableCombine combine, float default_value, int64_t out_stride,
+                                 float* out, int32_t* invalid);
+// TablePaddingMask: mask[i] = 0 where restore position i holds a padding row, else 1
+// (EmbeddingTable::PaddingMask); an index out of range adds to *invalid.
+[[nodiscard]] Status TablePaddingMask(Stream& stream, const TableLookup& lookup, float* mask,
+                                      int32_t* invalid);
+// TableRowIds: out[i] = rows[i] as int64 for SparseApply, -1 for the sentinels (which never
+// train: SparseApply skips rows < 0); a row >= num_rows below the sentinels becomes -1 and adds 1
+// to *invalid.
+[[nodiscard]] Status TableRowIds(Stream& stream, const int32_t* rows, int64_t n, int64_t num_rows,
+                                 int64_t* out, int32_t* invalid);
+
 // SegmentCsr: positions grouped by segment, what SegmentSum sums in a fixed order. Built on the
 // host by the key stage (BuildSegmentCsr), next to DedupKeys' restore index.
 struct SegmentCsr {
@@ -167,11 +201,11 @@ StatusOr<SegmentCsr> BuildSegmentCsr(const std::vector<uint32_t>& restore_index,
                                 int64_t num_segments, float* out);
 
 // SparseApply: one step of a sparse optimizer on the rows rows[u] of `table` with the summed
-// gradients grads[u, :] (u < count, each row at most once), the same formulas as the CPU's
-// RowUpdater (weight decay coupled into the gradient, Adagrad's eps outside the sqrt, LazyAdam's
-// bias-corrected rate for `step`, FTRL's sqrt when learning_rate_power is -0.5). The table's
-// stride must hold dim * (1 + config.SlotsPerDim()) floats. InvalidArgument for a config that
-// Validate() rejects or a table too narrow for its slots.
+// gradients grads[u, :] (u < count, each row at most once; a row < 0 is skipped), the same formulas
+// as the CPU's RowUpdater (weight decay coupled into the gradient, Adagrad's eps outside the sqrt,
+// LazyAdam's bias-corrected rate for `step`, FTRL's sqrt when learning_rate_power is -0.5). The
+// table's stride must hold dim * (1 + config.SlotsPerDim()) floats. InvalidArgument for a config
+// that Validate() rejects or a table too narrow for its slots.
 [[nodiscard]] Status SparseApply(Stream& stream, const SparseOptimizerConfig& config, int64_t step,
                                  const RowTable& table, const int64_t* rows, const float* grads,
                                  int64_t count);

@@ -4,9 +4,11 @@
 // device memory through its context and enqueues its launches on the device's compute stream; it
 // returns before the GPU runs them (errors of the launch at once, of the run at the next wait).
 //
-// What is not here runs on the host under mix_compile_mode (the placement pass inserts the
-// copies): the key stage and the table ops (tables live in host memory; the device tier is not
-// built), initialisers (RandomUniform, Fill, Cast) and the other ops without a CUDA kernel.
+// The table ops that read and update rows are in cuda_table_kernels.cc. What has no kernel here
+// runs on the host under mix_compile_mode (the placement pass inserts the copies): the key stage
+// and the key work of lookups, TableGradAggregate, initialisers (RandomUniform, Fill, Cast) and
+// the other ops without a CUDA kernel. Ops on variables never do (the placement rule: they run
+// where the variable lives, or the session fails naming them).
 //
 // Cases a registered op's CUDA kernel does not cover are computed on the host inside the op's own
 // kernel (RunOnHost: inputs copied to the host, the CPU kernel, outputs copied back), correct and
@@ -29,26 +31,13 @@
 #include "src/device/cuda/cuda_device.h"
 #include "src/device/cuda/cuda_error.h"
 #include "src/device/cuda/cuda_kernels.h"
+#include "src/device/cuda/cuda_op_util.h"
 #include "src/device/resource_mgr.h"
 
 namespace recsdk::cuda {
-namespace {
 
-using internal::Fill;
 using internal::KernelRegistry;
 using internal::OpKernelContext;
-using internal::VariableResource;
-
-std::vector<std::string>& MutableOps() {
-  static auto* ops = new std::vector<std::string>();
-  return *ops;
-}
-
-void Reg(KernelRegistry& r, const char* op, std::vector<DType> dtypes,
-         internal::LambdaKernel::Fn fn) {
-  r.RegisterFn(op, kCudaDeviceType, std::move(dtypes), std::move(fn));
-  MutableOps().push_back(op);
-}
 
 StatusOr<Stream*> StreamOf(OpKernelContext& ctx) {
   Stream* s = ComputeStreamOf(ctx.device());
@@ -59,9 +48,6 @@ StatusOr<Stream*> StreamOf(OpKernelContext& ctx) {
   }
   return s;
 }
-
-const float* F(const Tensor& t) { return static_cast<const float*>(t.raw_data()); }
-float* F(Tensor* t) { return static_cast<float*>(t->raw_data()); }
 
 // OnHost: `t` readable by the host (a copy through the device when it is in device memory).
 StatusOr<Tensor> OnHost(OpKernelContext& ctx, const Tensor& t) {
@@ -101,6 +87,34 @@ Status RunOnHost(OpKernelContext& ctx) {
   }
   return absl::OkStatus();
 }
+
+namespace {
+
+std::vector<std::string>& MutableOps() {
+  static auto* ops = new std::vector<std::string>();
+  return *ops;
+}
+
+}  // namespace
+
+void RegisterCudaOp(KernelRegistry& r, const char* op, std::vector<DType> dtypes,
+                    internal::LambdaKernel::Fn fn) {
+  r.RegisterFn(op, kCudaDeviceType, std::move(dtypes), std::move(fn));
+  MutableOps().push_back(op);
+}
+
+namespace {
+
+using internal::Fill;
+using internal::VariableResource;
+
+void Reg(KernelRegistry& r, const char* op, std::vector<DType> dtypes,
+         internal::LambdaKernel::Fn fn) {
+  RegisterCudaOp(r, op, std::move(dtypes), std::move(fn));
+}
+
+const float* F(const Tensor& t) { return static_cast<const float*>(t.raw_data()); }
+float* F(Tensor* t) { return static_cast<float*>(t->raw_data()); }
 
 Status SameShape(OpKernelContext& ctx, const Tensor& a, const Tensor& b) {
   if (a.shape() == b.shape()) return absl::OkStatus();
@@ -767,6 +781,8 @@ void RegisterCudaKernels(KernelRegistry& r) {
       [](OpKernelContext& ctx) { return RunUpdateOnHost(ctx, 2); });
   Reg(r, "ApplyRmsProp", {DType::kFloat32, DType::kFloat64},
       [](OpKernelContext& ctx) { return RunUpdateOnHost(ctx, 4); });
+  // The table ops that read and update rows (cuda_table_kernels.cc).
+  RegisterCudaTableKernels(r);
 }
 
 const std::vector<std::string>& CudaKernelOps() { return MutableOps(); }

@@ -7,9 +7,10 @@
 // store and the host tier's MemoryStore is the tier's swap. The slot bookkeeping (free list,
 // pins) is a MemoryStore's, whose own host mapping is never written (it commits no memory).
 //
-// What the table does not do yet (docs in the cudadev note): its device tier is a host slab; the
-// lookup and the sparse update would run GatherRows / SparseApply on table() with the slots the
-// key stage pinned, and the key stage would plan the swaps a batch ahead on the swapper's stream.
+// A tiered table on the cuda device keeps its device tier in one (cuda_tier_memory.h: every slot
+// allocated, the table's own bookkeeping choosing them); its lookups and updates run on table()
+// (cuda_table_kernels.cc). Still synchronous: Read/Write return when the rows have arrived, so
+// the key stage's swaps do not yet overlap the previous step's compute.
 //
 // RowAddress is nullptr (the rows are not host memory); table() gives the device rows for the
 // CUDA kernels. Threading: as RowStore; Read/Write use the swapper, one call at a time.

@@ -281,6 +281,110 @@ __global__ void SegmentSumKernel(const float* grads, int64_t dim, const int32_t*
   }
 }
 
+// TableGatherKernel: one thread per (sample b, column d) of a lookup through a dedup'ed batch:
+// row(j) = unique_rows[restore[b * per + j]] (uint32 in int32 storage). combine < 0 is the
+// unpooled lookup (per = 1 per output row, a plain copy; sentinels read 0 or default_value, as
+// TableImpl::GatherRows / CopyEmbedding). Otherwise PooledGatherRows (src/table/pooled_gather.h)
+// term by term: o = 0, padding rows skipped, each valid row added in j order (default rows as
+// default_value), then o *= 1 / valid (mean) or 1 / sqrt(valid) (sqrtn) when valid > 0. A restore
+// index >= num_unique or a row id >= num_rows below the sentinels writes 0 and counts once per
+// position in *invalid (the caller reads it and fails the op).
+__global__ void TableGatherKernel(const float* table, int64_t num_rows, int64_t stride, int64_t dim,
+                                  const int32_t* unique_rows, int64_t num_unique,
+                                  const int32_t* restore, int64_t batch, int64_t per, int combine,
+                                  float default_value, int64_t out_stride, float* out,
+                                  int32_t* invalid) {
+  const int64_t total = batch * dim;
+  for (int64_t t = GlobalIndex(); t < total; t += GridStride()) {
+    const int64_t b = t / dim, d = t % dim;
+    float* o = out + b * out_stride + d;
+    if (combine < 0) {
+      const int32_t u = restore[b];
+      if (u < 0 || u >= num_unique) {
+        *o = 0.0f;
+        if (d == 0) atomicAdd(invalid, 1);
+        continue;
+      }
+      const uint32_t row = static_cast<uint32_t>(unique_rows[u]);
+      if (row == kPaddingRowId) {
+        *o = 0.0f;
+      } else if (row == kDefaultRowId) {
+        *o = default_value;
+      } else if (row >= num_rows) {
+        *o = 0.0f;
+        if (d == 0) atomicAdd(invalid, 1);
+      } else {
+        *o = table[static_cast<int64_t>(row) * stride + d];
+      }
+      continue;
+    }
+    float acc = 0.0f;
+    int64_t valid = 0;
+    bool bad = false;
+    for (int64_t j = 0; j < per; ++j) {
+      const int32_t u = restore[b * per + j];
+      if (u < 0 || u >= num_unique) {
+        bad = true;
+        continue;
+      }
+      const uint32_t row = static_cast<uint32_t>(unique_rows[u]);
+      if (row == kPaddingRowId) continue;
+      ++valid;
+      if (row == kDefaultRowId) {
+        acc += default_value;
+      } else if (row >= num_rows) {
+        bad = true;
+      } else {
+        acc += table[static_cast<int64_t>(row) * stride + d];
+      }
+    }
+    if (bad) {
+      *o = 0.0f;
+      if (d == 0) atomicAdd(invalid, 1);
+      continue;
+    }
+    if (valid > 0 && combine != kCombineSum) {
+      const float scale = combine == kCombineMean ? 1.0f / static_cast<float>(valid)
+                                                  : 1.0f / sqrtf(static_cast<float>(valid));
+      acc *= scale;
+    }
+    *o = acc;
+  }
+}
+
+// PaddingMaskKernel: mask[i] = 0 where position i holds a padding row, else 1 (PaddingMask); a
+// restore index out of range counts in *invalid.
+__global__ void PaddingMaskKernel(const int32_t* unique_rows, int64_t num_unique,
+                                  const int32_t* restore, int64_t n, float* mask,
+                                  int32_t* invalid) {
+  for (int64_t i = GlobalIndex(); i < n; i += GridStride()) {
+    const int32_t u = restore[i];
+    if (u < 0 || u >= num_unique) {
+      mask[i] = 0.0f;
+      atomicAdd(invalid, 1);
+      continue;
+    }
+    mask[i] = static_cast<uint32_t>(unique_rows[u]) == kPaddingRowId ? 0.0f : 1.0f;
+  }
+}
+
+// RowIdsKernel: the int64 row ids SparseApply takes from a lookup's uint32 rows: sentinels become
+// -1 (skipped); a row >= num_rows below the sentinels becomes -1 too and counts in *invalid.
+__global__ void RowIdsKernel(const int32_t* rows, int64_t n, int64_t num_rows, int64_t* out,
+                             int32_t* invalid) {
+  for (int64_t i = GlobalIndex(); i < n; i += GridStride()) {
+    const uint32_t row = static_cast<uint32_t>(rows[i]);
+    if (row >= kDefaultRowId) {
+      out[i] = -1;
+    } else if (row >= num_rows) {
+      out[i] = -1;
+      atomicAdd(invalid, 1);
+    } else {
+      out[i] = row;
+    }
+  }
+}
+
 // SparseApplyKernel: RowUpdater::Apply (src/table/sparse_optimizers.cc), one thread per value:
 // the same expressions in the same order.
 __global__ void SparseApplyKernel(OptimizerParams c, float* table, int64_t stride, int64_t dim,
@@ -288,6 +392,7 @@ __global__ void SparseApplyKernel(OptimizerParams c, float* table, int64_t strid
   const int64_t total = count * dim;
   for (int64_t t = GlobalIndex(); t < total; t += GridStride()) {
     const int64_t u = t / dim, i = t % dim;
+    if (rows[u] < 0) continue;  // a sentinel row (padding, default): never trains
     float* row = table + rows[u] * stride;
     const float g = grads[t];
     float& w = row[i];
@@ -507,6 +612,32 @@ int ScatterRows(void* stream, const float* in, int64_t n, int64_t width, const i
   if (n * width == 0) return 0;
   ScatterRowsKernel<<<Blocks(n * width), kThreads, 0, S(stream)>>>(in, n, width, rows, table,
                                                                    stride);
+  return LastError();
+}
+
+int TableGather(void* stream, const float* table, int64_t num_rows, int64_t stride, int64_t dim,
+                const int32_t* unique_rows, int64_t num_unique, const int32_t* restore,
+                int64_t batch, int64_t per, int combine, float default_value, int64_t out_stride,
+                float* out, int32_t* invalid) {
+  if (batch * dim == 0) return 0;
+  TableGatherKernel<<<Blocks(batch * dim), kThreads, 0, S(stream)>>>(
+      table, num_rows, stride, dim, unique_rows, num_unique, restore, batch, per, combine,
+      default_value, out_stride, out, invalid);
+  return LastError();
+}
+
+int PaddingMask(void* stream, const int32_t* unique_rows, int64_t num_unique,
+                const int32_t* restore, int64_t n, float* mask, int32_t* invalid) {
+  if (n == 0) return 0;
+  PaddingMaskKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(unique_rows, num_unique, restore, n,
+                                                           mask, invalid);
+  return LastError();
+}
+
+int RowIds(void* stream, const int32_t* rows, int64_t n, int64_t num_rows, int64_t* out,
+           int32_t* invalid) {
+  if (n == 0) return 0;
+  RowIdsKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(rows, n, num_rows, out, invalid);
   return LastError();
 }
 

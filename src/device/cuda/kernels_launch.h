@@ -13,6 +13,10 @@ namespace recsdk::cuda::launch {
 inline constexpr int kBinaryAdd = 0, kBinarySub = 1, kBinaryMul = 2;
 inline constexpr int kUnaryRelu = 0, kUnarySigmoid = 1, kUnaryTanh = 2, kUnaryNeg = 3;
 inline constexpr int kOptSgd = 0, kOptAdagrad = 1, kOptLazyAdam = 2, kOptFtrl = 3;
+// Table lookups: how TableGather combines a sample's rows (kCombineNone: unpooled), and the row
+// ids of EmbeddingTable::kPaddingRow / kDefaultRow (checked in cuda_kernels.cc).
+inline constexpr int kCombineNone = -1, kCombineSum = 0, kCombineMean = 1, kCombineSqrtn = 2;
+inline constexpr uint32_t kPaddingRowId = 0xFFFFFFFFu, kDefaultRowId = 0xFFFFFFFEu;
 
 // OptimizerParams: a sparse optimizer step in plain floats (cuda_kernels.cc fills it from a
 // SparseOptimizerConfig and the step, lr_t as RowUpdater computes it).
@@ -51,6 +55,14 @@ int GatherRows(void* stream, const float* table, int64_t num_rows, int64_t strid
                const int64_t* ids, int64_t n, float* out, int32_t* invalid_ids);
 int ScatterRows(void* stream, const float* in, int64_t n, int64_t width, const int64_t* rows,
                 float* table, int64_t stride);
+int TableGather(void* stream, const float* table, int64_t num_rows, int64_t stride, int64_t dim,
+                const int32_t* unique_rows, int64_t num_unique, const int32_t* restore,
+                int64_t batch, int64_t per, int combine, float default_value, int64_t out_stride,
+                float* out, int32_t* invalid);
+int PaddingMask(void* stream, const int32_t* unique_rows, int64_t num_unique,
+                const int32_t* restore, int64_t n, float* mask, int32_t* invalid);
+int RowIds(void* stream, const int32_t* rows, int64_t n, int64_t num_rows, int64_t* out,
+           int32_t* invalid);
 int SegmentSum(void* stream, const float* grads, int64_t dim, const int32_t* offsets,
                const int32_t* positions, int64_t num_segments, float* out);
 int SparseApply(void* stream, const OptimizerParams& params, float* table, int64_t stride,

@@ -11,13 +11,30 @@
 // producer; resource handles cross as they are (they are host values that name a resource, not
 // data). Feeds and fetches cross at the Session's edge, not here. The key stage stays on the host
 // (its work is outside the graph). With "cpu" the pass does nothing.
+//
+// Variables stay where they live. When the device's memory is not the host's, its variables
+// (VarHandle: the variable pool is the device's) and its tables (the rows a table op reads or
+// updates: a tiered table's device tier is the device's memory) belong to the device, so an op
+// that reads or writes a variable's contents (any op with a VarHandle's handle as an input) or a
+// table's rows (TableGather, TableGatherConcat, TableApply and the sharded tables' exchanges) runs
+// on the device, mix_compile_mode or not: a host kernel would read or write device memory in
+// place. When the device has no kernel for such an op, or the user placed it on the host, the pass
+// fails naming the op, the variable or table, and the device. An untiered table keeps its rows in
+// host memory on every device, so under mix_compile_mode its row ops run on the host (as ops
+// without a device kernel do); without it, on the device, whose table kernels handle host rows.
+// Table ops that only touch the key index (SparseLookup, TableLookupGroup, TableHandle) are host
+// work and may run there.
+#include <algorithm>
+#include <iterator>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "fmt/format.h"
 #include "src/common/status_macros.h"
 #include "src/device/kernel.h"
 #include "src/session/passes/pass_manager.h"
+#include "src/table/table_config_json.h"
 
 namespace recsdk::internal {
 namespace {
@@ -25,6 +42,54 @@ namespace {
 constexpr char kHostDevice[] = "cpu";
 
 std::string DeviceType(const std::string& placed) { return placed.substr(0, placed.find(':')); }
+
+// kTableRowOps: the table ops whose kernels read or update a table's rows (the others touch only
+// its key index, host memory on every device).
+constexpr const char* kTableRowOps[] = {"TableGather", "TableGatherConcat", "TableApply",
+                                        "TableLookupExchange", "TableApplyExchange"};
+
+// HandleSource: the node that made the resource `in` (through ops that forward a handle).
+const Node* HandleSource(Output in) {
+  for (int hops = 0; hops < 16; ++hops) {
+    const Node* n = in.node;
+    if (n->type() == "VarHandle" || n->type() == "TableHandle") return n;
+    if (n->num_inputs() == 0 || n->input(0).dtype() != DType::kResource) return n;
+    in = n->input(0);
+  }
+  return in.node;
+}
+
+// VariableUse: what an op reads or writes that a device may hold ("variable \"w\"", "table
+// \"t\""), and whether its data is in host memory on every device (an untiered table's rows: only
+// a tiered table's device tier goes to the device's memory, src/device/table_resource.cc).
+struct VariableUse {
+  std::string what;
+  bool rows_on_host = false;
+};
+
+std::optional<VariableUse> UsedVariable(const Node& node) {
+  const bool row_op =
+      std::find_if(std::begin(kTableRowOps), std::end(kTableRowOps),
+                   [&](const char* t) { return node.type() == t; }) != std::end(kTableRowOps);
+  std::optional<VariableUse> use;
+  for (int i = 0; i < node.num_inputs(); ++i) {
+    if (node.input(i).dtype() != DType::kResource) continue;
+    const Node* source = HandleSource(node.input(i));
+    if (source->type() == "VarHandle") {
+      return VariableUse{fmt::format("variable \"{}\"", source->name()), false};
+    }
+    if (row_op && source->type() == "TableHandle") {
+      // A config that does not parse fails when the table is made; count it as tiered here.
+      const StatusOr<TableConfig> config = TableConfigFromJson(source->StringAttr("table_config"));
+      const bool on_host = config.ok() && config->host_vocabulary_size == 0;
+      // Several tables (TableGatherConcat): on the host only when every one's rows are.
+      if (!use || (use->rows_on_host && !on_host)) {
+        use = VariableUse{fmt::format("table \"{}\"", source->StringAttr("table_name")), on_host};
+      }
+    }
+  }
+  return use;
+}
 
 class PlacementPass final : public GraphPass {
  public:
@@ -46,6 +111,39 @@ class PlacementPass final : public GraphPass {
       }
       const DType dtype = KernelDType(*node);
       const bool host_kernel = kernels.Find(node->type(), kHostDevice, dtype, "") != nullptr;
+      if (const std::optional<VariableUse> use =
+              memory == MemoryKind::kDevice ? UsedVariable(*node) : std::nullopt;
+          use.has_value()) {
+        if (use->rows_on_host) {
+          // An untiered table's rows are host memory: under mix_compile_mode its row ops run on
+          // the host (no round trip through the device); otherwise the device's kernel, which
+          // reads host rows (separate_memory) or stages them (cuda), by the usual rule below.
+          if (config.mix_compile_mode && host_kernel && placed != config.device) {
+            on_host[node->id()] = 1;
+            node->set_device(host_name);
+            continue;
+          }
+        } else {
+          const bool device_kernel =
+              kernels.Find(node->type(), config.device, dtype, "") != nullptr;
+          if (placed == kHostDevice || !device_kernel) {
+            return absl::FailedPreconditionError(fmt::format(
+                "op \"{}\" ({}) reads or writes {}, which lives in the memory of device \"{}\", "
+                "but {}; an op on a variable runs where the variable lives: {}",
+                node->name(), node->type(), use->what, config.device,
+                placed == kHostDevice
+                    ? fmt::format("it is placed on \"{}\" (the host)", node->device())
+                    : fmt::format("\"{}\" has no kernel for it (dtype {})", config.device,
+                                  DTypeName(dtype)),
+                placed == kHostDevice ? "remove the placement"
+                                      : fmt::format("register a {} kernel for {}, or run the "
+                                                    "session on \"cpu\"",
+                                                    config.device, node->type())));
+          }
+          node->set_device(device_name);
+          continue;
+        }
+      }
       if (placed == kHostDevice) {
         if (!config.mix_compile_mode) {
           return absl::InvalidArgumentError(fmt::format(

@@ -1,19 +1,23 @@
 // cuda_device_test.cc: the "cuda" Device behind the device seam (src/device/cuda/cuda_device.h).
 // Without a GPU (every CI machine): the registration that linking recsdk_cuda performs (the
-// device, its memory kind, its kernels and copies), the Session's error naming the missing GPU and
-// the fix, the pinned allocator's refusal, and the placement pass's decisions for a DLRM-shaped
-// training graph given the registered kernel set (dense ops on the GPU, tables, key stage and
-// initialisers on the host, a copy on every edge between them). With a GPU: the same model trained
-// on "cuda" and on "cpu" gives the same losses (tolerance), and the no-GPU test skips; without one
-// the GPU test skips, saying so. Also the device tier's RowStore in GPU memory (CudaRowStore):
-// its option checks and no-GPU error everywhere, its swaps with the host tier on a GPU.
-// Labels: cuda and quick.
+// device, its memory kind, its kernels and copies, the table ops' kernels), the Session's error
+// naming the missing GPU and the fix, the pinned allocator's refusal, and the placement pass's
+// decisions for a DLRM-shaped training graph given the registered kernel set (dense ops on the
+// GPU; the row ops of tiered tables on the GPU, of untiered tables on the host; key stage and
+// initialisers on the host; a copy on every edge between them). With a GPU: the same model
+// trained on "cuda" and on "cpu" gives the same losses (tolerance); the table kernels
+// (cuda_table_kernels.cc) against the CPU's loops and a tiered table trained through the key
+// stage on "cuda" against "cpu", bit for bit; the no-GPU test skips. Without one the GPU tests
+// skip, saying so. Also the device tier's RowStore in GPU memory (CudaRowStore): its option
+// checks and no-GPU error everywhere, its swaps with the host tier on a GPU. Labels: cuda, quick.
 #include "src/device/cuda/cuda_device.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -24,6 +28,7 @@
 #include "src/device/kernel.h"
 #include "src/session/passes/pass_manager.h"
 #include "src/session/runtime.h"
+#include "src/table/pooled_gather.h"
 #include "src/table/tiers/memory_store.h"
 
 namespace recsdk::cuda {
@@ -43,7 +48,9 @@ struct DlrmLike {
   Node* init = nullptr;
   static constexpr int64_t kBatch = 8;
 
-  DlrmLike() {
+  // tiered: the tables keep host rows too (host_vocabulary_size), so their device tier lives in
+  // the device's memory (placement only: tiered lookups need the key stage to run).
+  explicit DlrmLike(bool tiered = false) {
     graph.set_random_seed(3);
     Scope s(&graph);
     dense = ops::Placeholder(s.WithOpName("dense"), DType::kFloat32, Shape{kBatch, 5});
@@ -57,6 +64,7 @@ struct DlrmLike {
       c.name = "table" + std::to_string(t);
       c.dim = 4;
       c.device_vocabulary_size = 100;
+      if (tiered) c.host_vocabulary_size = 200;
       c.initializer = Initializer::Uniform(-0.05, 0.05, 10 + t);
       auto table = create_table(s, c, SparseOptimizerConfig::SGD(0.05f));
       EXPECT_TRUE(table.ok()) << table.status();
@@ -134,9 +142,13 @@ TEST(CudaDeviceTest, LinkingRecsdkCudaRegistersTheDeviceAndItsKernels) {
         "OnesLike",     "ReduceSumGrad",  "CopyHostToDevice",   "CopyDeviceToHost"}) {
     EXPECT_NE(r.Find(op, "cuda", DType::kFloat32, ""), nullptr) << op;
   }
+  // The table ops that read or update rows run on the GPU (cuda_table_kernels.cc).
+  for (const char* op : {"TableGather", "TableGatherConcat", "TableApply"}) {
+    EXPECT_NE(r.Find(op, "cuda", DType::kInt32, ""), nullptr) << op;
+  }
   // No CPU kernel is borrowed: the device has no alias, so what has no CUDA kernel is absent.
   for (const char* op :
-       {"TableGather", "SparseLookup", "TableApply", "RandomUniform", "Softmax", "Placeholder"}) {
+       {"SparseLookup", "TableGradAggregate", "RandomUniform", "Softmax", "Placeholder"}) {
     EXPECT_EQ(r.Find(op, "cuda", DType::kFloat32, ""), nullptr) << op;
   }
   // float32 kernels only (but the int64 global step's AssignAdd, staged through the host).
@@ -177,49 +189,61 @@ TEST(CudaDeviceTest, PinnedHostAllocatorNeedsAGpu) {
   }
 }
 
-TEST(CudaDeviceTest, PlacementPutsDenseOpsOnTheGpuAndTablesOnTheHost) {
+// Placement of the DLRM-shaped graph under mix_compile_mode: every op on the GPU exactly when it
+// has a CUDA kernel, except the row ops (TableGather, TableApply) of untiered tables, whose rows
+// are host memory and which therefore run on the host; with tiered tables (device tier in GPU
+// memory) they run on the GPU. The key work and feeds stay on the host; copies on every edge
+// between the memory spaces.
+TEST(CudaDeviceTest, PlacementPutsDenseAndTableRowOpsOnTheGpuAndKeyWorkOnTheHost) {
   internal::InitializeRuntime();
-  DlrmLike model;
-  std::unique_ptr<Graph> g = model.graph.Copy();
-  auto passes = internal::RunSessionPasses(CudaConfig(/*mix=*/true), g.get());
-  ASSERT_TRUE(passes.ok()) << passes.status();
-  const KernelRegistry& r = KernelRegistry::Global();
-  std::set<std::string> on_gpu, on_host;
-  int to_device = 0, to_host = 0;
-  for (Node* n : g->nodes()) {
-    if (n->type() == "CopyHostToDevice") ++to_device;
-    if (n->type() == "CopyDeviceToHost") ++to_host;
-    const bool gpu = n->device() == "cuda:0";
-    ASSERT_TRUE(gpu || n->device() == "cpu:0") << n->name() << " on " << n->device();
-    (gpu ? on_gpu : on_host).insert(n->type());
-    // The rule: on the GPU exactly when the GPU has a kernel for it.
-    const bool has = r.Find(n->type(), "cuda", internal::KernelDType(*n), "") != nullptr;
-    EXPECT_EQ(gpu, has) << n->name() << " (" << n->type() << ")";
-  }
-  for (const char* op : {"MatMul", "BiasAdd", "Relu", "ReluGrad", "BiasAddGrad", "Concat",
-                         "SigmoidCrossEntropyWithLogits", "ReduceMean", "ApplyGradientDescent",
-                         "ReadVariable", "Assign", "OnesLike", "ReduceSumGrad"}) {
-    EXPECT_TRUE(on_gpu.contains(op)) << op << " should run on the GPU";
-  }
-  for (const char* op :
-       {"TableGather", "SparseLookup", "TableApply", "Placeholder", "RandomUniform"}) {
-    EXPECT_TRUE(on_host.contains(op)) << op << " should run on the host";
-  }
-  EXPECT_GT(to_device, 0);
-  EXPECT_GT(to_host, 0);
-  // Every data edge stays in one memory space once the copies are in.
-  auto host_side = [](const Node* n, bool as_consumer) {
-    if (n->type() == "CopyHostToDevice") return as_consumer;
-    if (n->type() == "CopyDeviceToHost") return !as_consumer;
-    return n->device() == "cpu:0";
-  };
-  for (Node* n : g->nodes()) {
-    for (int i = 0; i < n->num_inputs(); ++i) {
-      const Output& in = n->input(i);
-      if (in.dtype() == DType::kResource) continue;
-      EXPECT_EQ(host_side(in.node, false), host_side(n, true))
-          << n->name() << " input " << i << " from " << in.node->name() << " crosses memory "
-          << "spaces without a copy";
+  for (const bool tiered : {false, true}) {
+    SCOPED_TRACE(tiered ? "tiered tables" : "untiered tables");
+    DlrmLike model(tiered);
+    std::unique_ptr<Graph> g = model.graph.Copy();
+    auto passes = internal::RunSessionPasses(CudaConfig(/*mix=*/true), g.get());
+    ASSERT_TRUE(passes.ok()) << passes.status();
+    const KernelRegistry& r = KernelRegistry::Global();
+    std::set<std::string> on_gpu, on_host;
+    int to_device = 0, to_host = 0;
+    for (Node* n : g->nodes()) {
+      if (n->type() == "CopyHostToDevice") ++to_device;
+      if (n->type() == "CopyDeviceToHost") ++to_host;
+      const bool gpu = n->device() == "cuda:0";
+      ASSERT_TRUE(gpu || n->device() == "cpu:0") << n->name() << " on " << n->device();
+      (gpu ? on_gpu : on_host).insert(n->type());
+      const bool row_op = n->type() == "TableGather" || n->type() == "TableApply" ||
+                          n->type() == "TableGatherConcat";
+      const bool has = r.Find(n->type(), "cuda", internal::KernelDType(*n), "") != nullptr;
+      EXPECT_EQ(gpu, has && (tiered || !row_op)) << n->name() << " (" << n->type() << ")";
+    }
+    for (const char* op : {"MatMul", "BiasAdd", "Relu", "ReluGrad", "BiasAddGrad", "Concat",
+                           "SigmoidCrossEntropyWithLogits", "ReduceMean", "ApplyGradientDescent",
+                           "ReadVariable", "Assign", "OnesLike", "ReduceSumGrad"}) {
+      EXPECT_TRUE(on_gpu.contains(op)) << op << " should run on the GPU";
+    }
+    for (const char* op : {"TableGather", "TableApply"}) {
+      EXPECT_TRUE((tiered ? on_gpu : on_host).contains(op))
+          << op << " should run where the table's rows are";
+    }
+    for (const char* op : {"SparseLookup", "TableGradAggregate", "Placeholder", "RandomUniform"}) {
+      EXPECT_TRUE(on_host.contains(op)) << op << " should run on the host";
+    }
+    EXPECT_GT(to_device, 0);
+    EXPECT_GT(to_host, 0);
+    // Every data edge stays in one memory space once the copies are in.
+    auto host_side = [](const Node* n, bool as_consumer) {
+      if (n->type() == "CopyHostToDevice") return as_consumer;
+      if (n->type() == "CopyDeviceToHost") return !as_consumer;
+      return n->device() == "cpu:0";
+    };
+    for (Node* n : g->nodes()) {
+      for (int i = 0; i < n->num_inputs(); ++i) {
+        const Output& in = n->input(i);
+        if (in.dtype() == DType::kResource) continue;
+        EXPECT_EQ(host_side(in.node, false), host_side(n, true))
+            << n->name() << " input " << i << " from " << in.node->name()
+            << " crosses memory spaces without a copy";
+      }
     }
   }
 }
@@ -262,6 +286,233 @@ TEST(CudaDeviceTest, TrainsAsOnTheCpu) {
   }
   for (size_t i = 0; i < losses[0].size(); ++i) {
     EXPECT_NEAR(losses[1][i], losses[0][i], 1e-4 + 1e-4 * std::fabs(losses[0][i])) << "step " << i;
+  }
+}
+
+std::string NoGpu(const char* what) {
+  return "no GPU found (" + NoGpuReason() + "): " + what +
+         " needs an NVIDIA GPU; scripts/gpu_proof.sh runs this test on one";
+}
+
+// With a GPU: TableGather (pooled sum/mean/sqrtn, unpooled, padding mask) against the CPU's loops
+// (PooledGatherRows, the table's row copy), bit for bit, with padding and default rows, into a
+// strided concat output; a bad restore index or row is counted; TableRowIds maps sentinels to -1.
+TEST(CudaTableKernelsTest, TableGatherMatchesTheCpuLoopsBitForBit) {
+  if (GpuCount() == 0) GTEST_SKIP() << NoGpu("the table kernels on the GPU");
+  auto stream = Stream::Create(0);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  Stream& st = **stream;
+  constexpr int64_t kRows = 50, kStride = 15, kDim = 5, kBatch = 33, kPer = 4, kWidth = 12;
+  constexpr uint32_t kPad = EmbeddingTable::kPaddingRow, kDef = EmbeddingTable::kDefaultRow;
+  constexpr float kDefault = 0.25f;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> rows(kRows * kStride);
+  for (float& v : rows) v = u(rng);
+  rows[3 * kStride] = -0.0f;  // 0 + -0 is +0 in a pooled sum, -0 in a copy
+  std::vector<int32_t> unique = {
+      3, 7, static_cast<int32_t>(kPad), 0, 49, static_cast<int32_t>(kDef), 12, 7 + 1};
+  std::vector<int32_t> restore(kBatch * kPer);
+  for (int32_t& r : restore) r = static_cast<int32_t>(rng() % unique.size());
+  for (int64_t j = 0; j < kPer; ++j) restore[static_cast<size_t>(j)] = 2;  // all padding
+  auto d_rows = Upload(st, rows);
+  auto d_unique = Upload(st, unique);
+  auto d_restore = Upload(st, restore);
+  auto d_out = DeviceBuffer::Allocate(st, kBatch * kPer * kWidth * 4);
+  auto d_invalid = Upload(st, std::vector<int32_t>{0});
+  ASSERT_TRUE(d_rows.ok() && d_unique.ok() && d_restore.ok() && d_out.ok() && d_invalid.ok());
+  const RowTable table{d_rows->as<float>(), kRows, kStride, kDim};
+  const TableLookup lookup{d_unique->as<int32_t>(), static_cast<int64_t>(unique.size()),
+                           d_restore->as<int32_t>(), kBatch, kPer};
+  const auto* urows = reinterpret_cast<const uint32_t*>(unique.data());
+  const auto* ridx = reinterpret_cast<const uint32_t*>(restore.data());
+  auto row_of = [&](uint32_t r) { return rows.data() + r * kStride; };
+  for (TableCombine c :
+       {TableCombine::kSum, TableCombine::kMean, TableCombine::kSqrtn, TableCombine::kNone}) {
+    const bool pooled = c != TableCombine::kNone;
+    const int64_t out_rows = pooled ? kBatch : kBatch * kPer;
+    const int64_t column = pooled ? 4 : 0, stride = pooled ? kWidth : kDim;
+    std::vector<float> want(static_cast<size_t>(out_rows * stride), 7.0f);
+    if (pooled) {
+      internal::PooledGatherRows(
+          row_of, [](uint32_t) {}, urows, ridx, kBatch, kPer,
+          c == TableCombine::kSum ? Combiner::kSum
+                                  : (c == TableCombine::kMean ? Combiner::kMean : Combiner::kSqrtn),
+          kWidth, kDim, kDefault, want.data() + column);
+    } else {
+      for (int64_t i = 0; i < out_rows; ++i) {
+        const uint32_t r = urows[ridx[i]];
+        for (int64_t d = 0; d < kDim; ++d) {
+          want[static_cast<size_t>(i * kDim + d)] =
+              r == kPad ? 0.0f : (r == kDef ? kDefault : row_of(r)[d]);
+        }
+      }
+    }
+    std::vector<float> fill(want.size(), 7.0f);
+    ASSERT_TRUE(CopyHostToDevice(st, d_out->data(), fill.data(), fill.size() * 4).ok());
+    ASSERT_TRUE(TableGather(st, table, lookup, c, kDefault, stride, d_out->as<float>() + column,
+                            d_invalid->as<int32_t>())
+                    .ok());
+    auto got = Download<float>(st, *d_out, static_cast<int64_t>(want.size()));
+    ASSERT_TRUE(got.ok()) << got.status();
+    for (size_t i = 0; i < want.size(); ++i) {
+      uint32_t a, b;
+      std::memcpy(&a, &want[i], 4);
+      std::memcpy(&b, &(*got)[i], 4);
+      ASSERT_EQ(a, b) << "combine " << static_cast<int>(c) << " at " << i << ": want " << want[i]
+                      << " got " << (*got)[i];
+    }
+  }
+  ASSERT_TRUE(TablePaddingMask(st, lookup, d_out->as<float>(), d_invalid->as<int32_t>()).ok());
+  auto mask = Download<float>(st, *d_out, kBatch * kPer);
+  ASSERT_TRUE(mask.ok());
+  for (size_t i = 0; i < restore.size(); ++i) {
+    ASSERT_EQ((*mask)[i], urows[ridx[i]] == kPad ? 0.0f : 1.0f) << i;
+  }
+  auto invalid = Download<int32_t>(st, *d_invalid, 1);
+  ASSERT_TRUE(invalid.ok());
+  EXPECT_EQ((*invalid)[0], 0);
+
+  // A restore index past the unique rows, and a row past the table, are counted.
+  std::vector<int32_t> bad_unique = {3, 60};
+  std::vector<int32_t> bad_restore = {0, 1, 2, 0};
+  auto d_bad_unique = Upload(st, bad_unique);
+  auto d_bad_restore = Upload(st, bad_restore);
+  ASSERT_TRUE(d_bad_unique.ok() && d_bad_restore.ok());
+  const TableLookup bad{d_bad_unique->as<int32_t>(), 2, d_bad_restore->as<int32_t>(), 4, 1};
+  ASSERT_TRUE(TableGather(st, table, bad, TableCombine::kNone, kDefault, kDim, d_out->as<float>(),
+                          d_invalid->as<int32_t>())
+                  .ok());
+  invalid = Download<int32_t>(st, *d_invalid, 1);
+  ASSERT_TRUE(invalid.ok());
+  EXPECT_EQ((*invalid)[0], 2);
+
+  // Row ids for SparseApply: sentinels -1 (never trained), a row past the table counted.
+  std::vector<int32_t> ids = {4, static_cast<int32_t>(kPad), static_cast<int32_t>(kDef), 49, 50};
+  auto d_ids = Upload(st, ids);
+  auto d_ids64 = DeviceBuffer::Allocate(st, 5 * 8);
+  ASSERT_TRUE(d_ids.ok() && d_ids64.ok());
+  ASSERT_TRUE(CopyHostToDevice(st, d_invalid->data(), std::vector<int32_t>{0}.data(), 4).ok());
+  ASSERT_TRUE(TableRowIds(st, d_ids->as<int32_t>(), 5, kRows, d_ids64->as<int64_t>(),
+                          d_invalid->as<int32_t>())
+                  .ok());
+  auto ids64 = Download<int64_t>(st, *d_ids64, 5);
+  invalid = Download<int32_t>(st, *d_invalid, 1);
+  ASSERT_TRUE(ids64.ok() && invalid.ok());
+  EXPECT_EQ(*ids64, (std::vector<int64_t>{4, -1, -1, 49, -1}));
+  EXPECT_EQ((*invalid)[0], 1);
+}
+
+// TableOnly: a tiered table (128 device rows, host rows below) read through the key stage by
+// three lookups (pooled sum, pooled mean, unpooled) whose loss is sum(e_i * c_i): every gradient
+// that reaches the table is the CPU's bits on the GPU too (ReduceSumGrad and Mul are exact), so
+// the rows trained on "cuda" (device tier in GPU memory, gathered and updated by the CUDA table
+// kernels, the three lookups' gradients merged on the GPU) must read back as the rows trained on
+// "cpu", bit for bit, step after step.
+struct TableOnly {
+  Graph graph;
+  std::vector<Output> looked_up;
+  Node* train = nullptr;
+  Node* init = nullptr;
+  static constexpr int64_t kBatch = 8;
+
+  explicit TableOnly(const SparseOptimizerConfig& optimizer) {
+    graph.set_random_seed(5);
+    Scope s(&graph);
+    TableConfig c;
+    c.name = "tiered";
+    c.dim = 4;
+    c.device_vocabulary_size = 128;
+    c.host_vocabulary_size = 1024;
+    c.initializer = Initializer::Uniform(-0.5, 0.5, 21);
+    auto table = create_table(s, c, optimizer);
+    EXPECT_TRUE(table.ok()) << table.status();
+    const std::vector<std::optional<Combiner>> combiners = {Combiner::kSum, Combiner::kMean,
+                                                            std::nullopt};
+    std::vector<Output> terms;
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (size_t l = 0; l < combiners.size(); ++l) {
+      Output ids = DatasetColumn(s, "C" + std::to_string(l + 1), DType::kInt64, Shape{kBatch, 2});
+      SparseLookupOptions lo;
+      lo.name = "lookup" + std::to_string(l);
+      lo.combiner = combiners[l];
+      lo.modify_graph = true;
+      auto e = sparse_lookup(s, *table, ids, lo);
+      EXPECT_TRUE(e.ok()) << e.status();
+      looked_up.push_back(*e);
+      Tensor w(DType::kFloat32, combiners[l] ? Shape{kBatch, 4} : Shape{kBatch, 2, 4});
+      for (float& v : w.flat<float>()) v = u(rng);
+      terms.push_back(ops::ReduceSum(s, ops::Mul(s, *e, ops::Const(s, w))));
+    }
+    Output loss = ops::AddN(s.WithOpName("loss"), terms);
+    auto sparse_train = SparseMinimize(s, loss);
+    EXPECT_TRUE(sparse_train.ok()) << sparse_train.status();
+    train = ops::Group(s.WithOpName("train"), {*sparse_train});
+    init = GlobalVariablesInitializer(s);
+    EXPECT_TRUE(s.status().ok()) << s.status();
+    auto modified = ModifyGraph(&graph);
+    EXPECT_TRUE(modified.ok()) << modified.status();
+  }
+
+  // Batches: 20 batches of three id columns over 300 keys each (all into the one table), so rows
+  // move between the 128 device rows and the host tier as training goes.
+  static std::unique_ptr<Dataset> Batches() {
+    SyntheticOptions d;
+    d.num_rows = kBatch * 20;
+    d.vocabulary_sizes = {300, 300, 300};
+    d.ids_per_feature = 2;
+    d.num_dense = 1;
+    d.seed = 13;
+    d.block_rows = 64;
+    auto rows = SyntheticDataset(d);
+    EXPECT_TRUE(rows.ok()) << rows.status();
+    auto batches = BatchRows(*std::move(rows), kBatch, {.drop_remainder = true});
+    EXPECT_TRUE(batches.ok()) << batches.status();
+    return *std::move(batches);
+  }
+};
+
+TEST(CudaTableKernelsTest, TieredTableTrainsOnTheGpuAsOnTheCpuBitForBit) {
+  if (GpuCount() == 0) GTEST_SKIP() << NoGpu("training a tiered table on the cuda device");
+  for (const SparseOptimizerConfig& optimizer :
+       {SparseOptimizerConfig::SGD(0.1f), SparseOptimizerConfig::Adagrad(0.1f),
+        SparseOptimizerConfig::LazyAdam(0.01f), SparseOptimizerConfig::FTRL(0.1f),
+        SparseOptimizerConfig::AdagradByAddress(0.1f)}) {
+    SCOPED_TRACE(std::string(SparseOptimizerKindName(optimizer.kind)));
+    TableOnly model(optimizer);
+    std::vector<std::vector<Tensor>> fetched(2);
+    for (int d = 0; d < 2; ++d) {
+      SessionConfig config = d == 0 ? SessionConfig{} : CudaConfig(/*mix=*/true);
+      config.intra_op_parallelism = 1;
+      config.deterministic = true;
+      auto session = Session::Create(model.graph, config);
+      ASSERT_TRUE(session.ok()) << session.status();
+      ASSERT_TRUE((*session)->Run({}, {}, {model.init}).ok());
+      auto stage = StartAscPipeline(**session, TableOnly::Batches(), KeyStageOptions{});
+      ASSERT_TRUE(stage.ok()) << stage.status();
+      const std::vector<TensorName> fetches(model.looked_up.begin(), model.looked_up.end());
+      FeedList feeds;
+      for (;;) {
+        auto more = (*stage)->Next(&feeds);
+        ASSERT_TRUE(more.ok()) << more.status();
+        if (!*more) break;
+        std::vector<Tensor> out;
+        Status st = (*session)->Run(feeds, fetches, {model.train}, &out);
+        ASSERT_TRUE(st.ok()) << st;
+        for (Tensor& t : out) fetched[static_cast<size_t>(d)].push_back(std::move(t));
+      }
+      (*stage)->Stop();
+    }
+    ASSERT_EQ(fetched[0].size(), 60u);
+    ASSERT_EQ(fetched[0].size(), fetched[1].size());
+    for (size_t i = 0; i < fetched[0].size(); ++i) {
+      const Tensor& a = fetched[0][i];
+      const Tensor& b = fetched[1][i];
+      ASSERT_EQ(a.shape(), b.shape()) << "fetch " << i;
+      ASSERT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.num_elements() * 4), 0)
+          << "lookup " << i % 3 << " of step " << i / 3 << " differs from the CPU's";
+    }
   }
 }
 

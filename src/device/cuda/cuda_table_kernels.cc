@@ -1,0 +1,372 @@
+// cuda_table_kernels.cc: the table ops that read and update a table's rows, on the "cuda" device:
+// TableGather, TableGatherConcat (the fused gather + concat of the DLRM path) and TableApply.
+// Their definitions and CPU twins: src/session/table_ops.cc, src/device/cpu/table_op_kernels.cc.
+//
+// Where a table's rows live decides how its op runs (the placement pass puts every op that reads
+// or writes a variable's contents on the device the variable belongs to, session_passes' rule):
+//   - a tiered table's device tier in GPU memory (CudaTierMemory, cuda_tier_memory.cc: the
+//     Session gives one to every tiered table it creates on "cuda"): CUDA kernels on the slots
+//     the key stage resolved (TableGather / TablePaddingMask / TableRowIds + SegmentSum +
+//     SparseApply of cuda_kernels.h), the same bits as the CPU kernels; only the ids, restore
+//     indices and gradients (already in device memory) are read, and nothing comes down but one
+//     counter of bad indices per op (and the step for TableApply);
+//   - rows in host memory (an untiered table, a table wrapped for distribution): the CPU kernel
+//     on host copies of the inputs (RunOnHost), the outputs copied back. Under mix_compile_mode
+//     the placement pass already puts such ops on the host; this is the case without it. A
+//     TableGatherConcat over both kinds gathers each table where its rows are.
+//
+// Exactness: TableGather follows PooledGatherRows / GatherRestored term by term. TableApply with
+// one lookup passes its summed gradients straight to SparseApply (as the CPU passes them to
+// ApplyGradients); with several lookups of one table it merges rows as the CPU does (a row once,
+// in first-seen order, its gradients summed from 0 in (lookup, position) order: a SegmentSum over
+// the concatenated gradients) before the update. Sentinel rows (padding, default) never train.
+//
+// Errors: the CPU kernels check restore indices and rows before touching anything; here the
+// gather counts bad ones on the device, and the op fails after reading the counter (naming the op,
+// the table and the fix); TableApply checks before it updates, so a bad batch changes nothing.
+//
+// Threading: as kernel.h; launches go to the device's compute stream.
+#include <cuda_runtime.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "fmt/format.h"
+#include "fmt/ranges.h"
+#include "recsdk/table.h"
+#include "src/common/status_macros.h"
+#include "src/device/cuda/cuda_device.h"
+#include "src/device/cuda/cuda_error.h"
+#include "src/device/cuda/cuda_kernels.h"
+#include "src/device/cuda/cuda_op_util.h"
+#include "src/device/table_resource.h"
+#include "src/graph/op_registry.h"
+#include "src/table/table_config_json.h"
+#include "src/table/tier_lease.h"
+
+namespace recsdk::cuda {
+namespace {
+
+using internal::DeviceTierMemory;
+using internal::OpKernelContext;
+using internal::TableResource;
+
+StatusOr<TableResource*> TableAt(OpKernelContext& ctx, int input) {
+  auto* t = dynamic_cast<TableResource*>(internal::ResourceFromTensor(ctx.input(input)));
+  if (t == nullptr) return ctx.Error("input {} is not a table handle", input);
+  return t;
+}
+
+// DeviceRows: the table's device tier as a RowTable, or nullopt when its rows are host memory.
+std::optional<RowTable> DeviceRows(const EmbeddingTable& table) {
+  DeviceTierMemory* memory = internal::DeviceTierMemoryOf(table);
+  if (memory == nullptr) return std::nullopt;
+  return RowTable{memory->rows(), static_cast<int64_t>(memory->capacity()), memory->row_floats(),
+                  table.dim()};
+}
+
+TableCombine CombineOf(const std::optional<Combiner>& combiner) {
+  if (!combiner) return TableCombine::kNone;
+  switch (*combiner) {
+    case Combiner::kSum:
+      return TableCombine::kSum;
+    case Combiner::kMean:
+      return TableCombine::kMean;
+    default:
+      return TableCombine::kSqrtn;
+  }
+}
+
+const int32_t* I32(const Tensor& t) { return static_cast<const int32_t*>(t.raw_data()); }
+
+// Counter: a zeroed int32 in device memory (the compute stream zeroes it before later kernels).
+StatusOr<Tensor> Counter(OpKernelContext& ctx) {
+  return ctx.device()->graph_allocator().AllocateTensor(DType::kInt32, Shape{1});
+}
+
+// ReadCounter: the counter's value on the host (waits for the kernels queued before).
+StatusOr<int32_t> ReadCounter(OpKernelContext& ctx, const Tensor& counter) {
+  RECSDK_ASSIGN_OR_RETURN(Tensor host, OnHost(ctx, counter));
+  return host.data<int32_t>()[0];
+}
+
+Status BadIndices(OpKernelContext& ctx, const std::string& tables, int32_t count) {
+  return ctx.Error(
+      "{} positions of {} have a restore index outside their unique rows or a row outside the "
+      "table's device rows; feed the unique rows and restore indices of one lookup of the table "
+      "(its key stage's outputs)",
+      count, tables);
+}
+Status BadIndices(OpKernelContext& ctx, const EmbeddingTable& table, int32_t count) {
+  return BadIndices(ctx,
+                    fmt::format("table \"{}\" ({} device rows)", table.name(),
+                                internal::GetDeviceTierShape(table).rows),
+                    count);
+}
+
+Status TableGatherKernel(OpKernelContext& ctx) {
+  RECSDK_ASSIGN_OR_RETURN(TableResource * t, TableAt(ctx, 0));
+  const EmbeddingTable& table = *t->table();
+  const std::optional<RowTable> rows = DeviceRows(table);
+  if (!rows) return RunOnHost(ctx);
+  RECSDK_ASSIGN_OR_RETURN(Stream * s, StreamOf(ctx));
+  const Tensor& unique = ctx.input(1);
+  const int k = static_cast<int>(internal::NodeAttrs(ctx.node()).Int("num_features"));
+  RECSDK_ASSIGN_OR_RETURN(auto combiner,
+                          internal::ParseCombiner(ctx.node().StringAttr("combiner")));
+  const int64_t dim = table.dim();
+  RECSDK_ASSIGN_OR_RETURN(Tensor invalid, Counter(ctx));
+  // The mask's kernel counts the same bad positions again: into a counter nobody reads.
+  std::optional<Tensor> mask_invalid;
+  if (ctx.node().BoolAttr("padding_mask")) {
+    RECSDK_ASSIGN_OR_RETURN(mask_invalid, Counter(ctx));
+  }
+  for (int f = 0; f < k; ++f) {
+    const Tensor& restore = ctx.input(2 + f);
+    if (restore.rank() != 2) {
+      return ctx.Error("restore index {} is {}, not [batch, n]", f, restore.shape().ToString());
+    }
+    const int64_t b = restore.dim(0), n = restore.dim(1);
+    const TableLookup lookup{I32(unique), unique.num_elements(), I32(restore), b, n};
+    const Shape shape = combiner ? Shape{b, dim} : Shape{b, n, dim};
+    RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(f, shape));
+    RECSDK_RETURN_IF_ERROR(TableGather(
+        *s, *rows, lookup, CombineOf(combiner), table.config().serving_default_value, dim,
+        static_cast<float*>(out->raw_data()), static_cast<int32_t*>(invalid.raw_data())));
+    if (ctx.node().BoolAttr("padding_mask")) {
+      RECSDK_ASSIGN_OR_RETURN(Tensor * mask, ctx.allocate_output_uninitialized(k + f, Shape{b, n}));
+      RECSDK_RETURN_IF_ERROR(TablePaddingMask(*s, lookup, static_cast<float*>(mask->raw_data()),
+                                              static_cast<int32_t*>(mask_invalid->raw_data())));
+    }
+  }
+  RECSDK_ASSIGN_OR_RETURN(int32_t bad, ReadCounter(ctx, invalid));
+  return bad == 0 ? absl::OkStatus() : BadIndices(ctx, table, bad);
+}
+
+Status TableGatherConcatKernel(OpKernelContext& ctx) {
+  const std::vector<int64_t> dims = ctx.node().IntsAttr("dims");
+  const std::vector<std::string> combiners = ctx.node().StringsAttr("combiners");
+  RECSDK_ASSIGN_OR_RETURN(
+      auto segments, internal::GatherConcatSegments(
+                         ctx.node().IntsAttr("segment_kinds"), static_cast<int64_t>(dims.size()),
+                         ctx.num_inputs(), [&](std::string m) { return ctx.Error("{}", m); }));
+  if (combiners.size() != dims.size()) {
+    return ctx.Error("{} combiners for {} gathers", combiners.size(), dims.size());
+  }
+  // Tables whose rows are all host memory: the CPU kernel on the host. Otherwise each table in
+  // GPU memory is gathered here and each one in host memory on the host (its rows must not be
+  // read by a host kernel reading the others).
+  std::vector<std::optional<RowTable>> tables(segments.size());
+  bool any_on_device = false;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    if (!segments[i].gather) continue;
+    RECSDK_ASSIGN_OR_RETURN(TableResource * t, TableAt(ctx, segments[i].input));
+    tables[i] = DeviceRows(*t->table());
+    any_on_device = any_on_device || tables[i].has_value();
+  }
+  if (!any_on_device) return RunOnHost(ctx);
+  RECSDK_ASSIGN_OR_RETURN(Stream * s, StreamOf(ctx));
+  int64_t batch = -1, width = 0;
+  for (const internal::GatherConcatSegment& seg : segments) {
+    const Tensor& in = ctx.input(seg.gather ? seg.input + 2 : seg.input);
+    if (in.rank() != 2) {
+      return ctx.Error("input {} is {}, not a matrix", seg.input, in.shape().ToString());
+    }
+    if (batch >= 0 && in.dim(0) != batch) {
+      return ctx.Error(
+          "segments have batch {} and {}: feed every lookup and dense input the same batch", batch,
+          in.dim(0));
+    }
+    batch = in.dim(0);
+    width += seg.gather ? dims[seg.gather_index] : in.dim(1);
+  }
+  batch = std::max<int64_t>(batch, 0);
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output_uninitialized(0, Shape{batch, width}));
+  float* o = static_cast<float*>(out->raw_data());
+  RECSDK_ASSIGN_OR_RETURN(Tensor invalid, Counter(ctx));
+  int64_t column = 0;
+  std::vector<std::string> gpu_tables;  // for the message
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const internal::GatherConcatSegment& seg = segments[i];
+    if (!seg.gather) {
+      const Tensor& in = ctx.input(seg.input);
+      const int64_t w = in.dim(1);
+      if (batch > 0 && w > 0) {
+        RECSDK_RETURN_IF_ERROR(CudaStatus(
+            cudaMemcpy2DAsync(o + column, static_cast<size_t>(width) * sizeof(float), in.raw_data(),
+                              static_cast<size_t>(w) * sizeof(float),
+                              static_cast<size_t>(w) * sizeof(float), static_cast<size_t>(batch),
+                              cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(s->native())),
+            "TableGatherConcat: cudaMemcpy2DAsync"));
+      }
+      column += w;
+      continue;
+    }
+    RECSDK_ASSIGN_OR_RETURN(TableResource * t, TableAt(ctx, seg.input));
+    const EmbeddingTable& table = *t->table();
+    if (tables[i]) gpu_tables.push_back(fmt::format("\"{}\"", table.name()));
+    const int64_t dim = dims[seg.gather_index];
+    if (table.dim() != dim) {
+      return ctx.Error("table \"{}\" has dim {}, the fused gather expects {}", table.name(),
+                       table.dim(), dim);
+    }
+    RECSDK_ASSIGN_OR_RETURN(auto combiner, internal::ParseCombiner(combiners[seg.gather_index]));
+    if (!combiner) return ctx.Error("gather segment {} is not pooled", seg.gather_index);
+    const Tensor& unique = ctx.input(seg.input + 1);
+    const Tensor& restore = ctx.input(seg.input + 2);
+    if (!tables[i]) {
+      // Host rows: the table's own pooled gather on host copies of the ids, then the [batch, dim]
+      // result up and into its columns.
+      RECSDK_ASSIGN_OR_RETURN(Tensor host_unique, OnHost(ctx, unique));
+      RECSDK_ASSIGN_OR_RETURN(Tensor host_restore, OnHost(ctx, restore));
+      RECSDK_ASSIGN_OR_RETURN(Tensor pooled, Tensor::Create(DType::kFloat32, Shape{batch, dim}));
+      RECSDK_RETURN_IF_ERROR(table.GatherPooled(
+          absl::Span<const uint32_t>(reinterpret_cast<const uint32_t*>(host_unique.raw_data()),
+                                     static_cast<size_t>(host_unique.num_elements())),
+          absl::Span<const uint32_t>(reinterpret_cast<const uint32_t*>(host_restore.raw_data()),
+                                     static_cast<size_t>(host_restore.num_elements())),
+          restore.dim(0), restore.dim(1), *combiner, pooled.flat<float>()));
+      RECSDK_ASSIGN_OR_RETURN(
+          Tensor up, ctx.device()->graph_allocator().AllocateTensor(
+                         DType::kFloat32, Shape{batch, dim}, internal::Fill::kUninitialized));
+      RECSDK_RETURN_IF_ERROR(ctx.device()->data_transfer().CopyHostToDevice(pooled, &up));
+      if (batch > 0) {
+        RECSDK_RETURN_IF_ERROR(CudaStatus(
+            cudaMemcpy2DAsync(o + column, static_cast<size_t>(width) * sizeof(float), up.raw_data(),
+                              static_cast<size_t>(dim) * sizeof(float),
+                              static_cast<size_t>(dim) * sizeof(float), static_cast<size_t>(batch),
+                              cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(s->native())),
+            "TableGatherConcat: cudaMemcpy2DAsync"));
+      }
+      column += dim;
+      continue;
+    }
+    const TableLookup lookup{I32(unique), unique.num_elements(), I32(restore), restore.dim(0),
+                             restore.dim(1)};
+    RECSDK_RETURN_IF_ERROR(TableGather(*s, *tables[i], lookup, CombineOf(combiner),
+                                       table.config().serving_default_value, width, o + column,
+                                       static_cast<int32_t*>(invalid.raw_data())));
+    column += dim;
+  }
+  RECSDK_ASSIGN_OR_RETURN(int32_t bad, ReadCounter(ctx, invalid));
+  return bad == 0 ? absl::OkStatus()
+                  : BadIndices(ctx, fmt::format("tables {}", fmt::join(gpu_tables, ", ")), bad);
+}
+
+// Upload: a host vector into a fresh device tensor of the graph pool.
+template <typename T>
+StatusOr<Tensor> Upload(OpKernelContext& ctx, DType dtype, const std::vector<T>& values) {
+  const Shape shape{static_cast<int64_t>(values.size())};
+  RECSDK_ASSIGN_OR_RETURN(Tensor host, Tensor::Create(dtype, shape));
+  if (!values.empty()) std::copy(values.begin(), values.end(), host.data<T>());
+  RECSDK_ASSIGN_OR_RETURN(Tensor device, ctx.device()->graph_allocator().AllocateTensor(
+                                             dtype, shape, internal::Fill::kUninitialized));
+  RECSDK_RETURN_IF_ERROR(ctx.device()->data_transfer().CopyHostToDevice(host, &device));
+  return device;
+}
+
+Status TableApplyKernel(OpKernelContext& ctx) {
+  RECSDK_ASSIGN_OR_RETURN(TableResource * t, TableAt(ctx, 0));
+  EmbeddingTable& table = *t->table();
+  const std::optional<RowTable> rows = DeviceRows(table);
+  if (!rows) return RunOnHost(ctx);
+  RECSDK_ASSIGN_OR_RETURN(Stream * s, StreamOf(ctx));
+  const int64_t dim = table.dim();
+  const int parts = (ctx.num_inputs() - 2) / 2;
+  for (int p = 0; p < parts; ++p) {
+    const Tensor& u = ctx.input(2 + 2 * p);
+    const Tensor& g = ctx.input(3 + 2 * p);
+    if (g.num_elements() != u.num_elements() * dim) {
+      return ctx.Error("summed gradients {} do not match {} rows of dim {} of table \"{}\"",
+                       g.shape().ToString(), u.num_elements(), dim, table.name());
+    }
+  }
+  RECSDK_ASSIGN_OR_RETURN(Tensor step, OnHost(ctx, ctx.input(1)));
+  if (step.dtype() != DType::kInt64 || step.num_elements() != 1) {
+    return ctx.Error("step must be an int64 scalar");
+  }
+  const int64_t step1 = step.scalar<int64_t>() + 1;
+  if (parts == 1) {
+    // The lookup's unique rows, each once: their summed gradients go straight to the update.
+    const Tensor& u = ctx.input(2);
+    const int64_t count = u.num_elements();
+    RECSDK_ASSIGN_OR_RETURN(
+        Tensor ids, ctx.device()->graph_allocator().AllocateTensor(DType::kInt64, Shape{count},
+                                                                   internal::Fill::kUninitialized));
+    RECSDK_ASSIGN_OR_RETURN(Tensor invalid, Counter(ctx));
+    RECSDK_RETURN_IF_ERROR(TableRowIds(*s, I32(u), count, rows->num_rows,
+                                       static_cast<int64_t*>(ids.raw_data()),
+                                       static_cast<int32_t*>(invalid.raw_data())));
+    // Checked before the update, as ApplyGradients checks its rows: a bad batch changes nothing.
+    RECSDK_ASSIGN_OR_RETURN(int32_t bad, ReadCounter(ctx, invalid));
+    if (bad != 0) return BadIndices(ctx, table, bad);
+    return SparseApply(*s, table.optimizer(), step1, *rows,
+                       static_cast<const int64_t*>(ids.raw_data()),
+                       static_cast<const float*>(ctx.input(3).raw_data()), count);
+  }
+  // Several lookups of one table: the CPU kernel's merge. Rows come down (ids only), each real row
+  // gets one segment in first-seen order, and its positions in the concatenated gradients in
+  // increasing order; sentinels go to a last segment that is never applied.
+  std::vector<int64_t> merged_rows;
+  std::vector<uint32_t> segment_of;
+  absl::flat_hash_map<uint32_t, uint32_t> slot;
+  std::vector<int64_t> offsets;  // of each part in the concatenated gradients
+  int64_t total = 0;
+  for (int p = 0; p < parts; ++p) {
+    RECSDK_ASSIGN_OR_RETURN(Tensor u, OnHost(ctx, ctx.input(2 + 2 * p)));
+    offsets.push_back(total);
+    total += u.num_elements();
+    for (int64_t i = 0; i < u.num_elements(); ++i) {
+      const auto row = static_cast<uint32_t>(u.data<int32_t>()[i]);
+      if (row >= EmbeddingTable::kDefaultRow) {
+        segment_of.push_back(UINT32_MAX);  // fixed up below
+        continue;
+      }
+      if (row >= rows->num_rows) return BadIndices(ctx, table, 1);
+      auto [it, inserted] = slot.try_emplace(row, static_cast<uint32_t>(merged_rows.size()));
+      if (inserted) merged_rows.push_back(row);
+      segment_of.push_back(it->second);
+    }
+  }
+  const auto num_merged = static_cast<int64_t>(merged_rows.size());
+  for (uint32_t& seg : segment_of) {
+    if (seg == UINT32_MAX) seg = static_cast<uint32_t>(num_merged);
+  }
+  RECSDK_ASSIGN_OR_RETURN(SegmentCsr csr, BuildSegmentCsr(segment_of, num_merged + 1));
+  RECSDK_ASSIGN_OR_RETURN(Tensor grads,
+                          ctx.device()->graph_allocator().AllocateTensor(
+                              DType::kFloat32, Shape{std::max<int64_t>(total, 1), dim},
+                              internal::Fill::kUninitialized));
+  for (int p = 0; p < parts; ++p) {
+    const Tensor& g = ctx.input(3 + 2 * p);
+    if (g.num_elements() == 0) continue;
+    RECSDK_RETURN_IF_ERROR(CopyDeviceToDevice(
+        *s, static_cast<float*>(grads.raw_data()) + offsets[static_cast<size_t>(p)] * dim,
+        g.raw_data(), g.num_elements() * static_cast<int64_t>(sizeof(float))));
+  }
+  RECSDK_ASSIGN_OR_RETURN(Tensor d_offsets, Upload(ctx, DType::kInt32, csr.offsets));
+  RECSDK_ASSIGN_OR_RETURN(Tensor d_positions, Upload(ctx, DType::kInt32, csr.positions));
+  RECSDK_ASSIGN_OR_RETURN(Tensor d_rows, Upload(ctx, DType::kInt64, merged_rows));
+  RECSDK_ASSIGN_OR_RETURN(Tensor summed, ctx.device()->graph_allocator().AllocateTensor(
+                                             DType::kFloat32, Shape{num_merged + 1, dim},
+                                             internal::Fill::kUninitialized));
+  RECSDK_RETURN_IF_ERROR(SegmentSum(*s, static_cast<const float*>(grads.raw_data()), total, dim,
+                                    I32(d_offsets), I32(d_positions), num_merged + 1,
+                                    static_cast<float*>(summed.raw_data())));
+  return SparseApply(*s, table.optimizer(), step1, *rows,
+                     static_cast<const int64_t*>(d_rows.raw_data()),
+                     static_cast<const float*>(summed.raw_data()), num_merged);
+}
+
+}  // namespace
+
+void RegisterCudaTableKernels(internal::KernelRegistry& r) {
+  const DType any = DType::kInvalid;
+  RegisterCudaOp(r, internal::kTableGatherOp, {any}, TableGatherKernel);
+  RegisterCudaOp(r, internal::kTableGatherConcatOp, {any}, TableGatherConcatKernel);
+  RegisterCudaOp(r, internal::kTableApplyOp, {any}, TableApplyKernel);
+}
+
+}  // namespace recsdk::cuda

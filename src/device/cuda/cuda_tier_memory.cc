@@ -1,0 +1,103 @@
+// cuda_tier_memory.cc: a tiered table's device tier in GPU memory (cuda_tier_memory.h).
+#include "src/device/cuda/cuda_tier_memory.h"
+
+#include <utility>
+#include <vector>
+
+#include "fmt/format.h"
+#include "src/common/status_macros.h"
+#include "src/device/cuda/cuda_row_store.h"
+
+namespace recsdk::cuda {
+namespace {
+
+class CudaTierMemory final : public internal::DeviceTierMemory {
+ public:
+  CudaTierMemory(internal::Device& device, Stream& compute,
+                 std::unique_ptr<internal::MemoryCharge> charge,
+                 std::unique_ptr<CudaRowStore> store, std::string label)
+      : device_(device),
+        compute_(compute),
+        charge_(std::move(charge)),
+        store_(std::move(store)),
+        label_(std::move(label)) {}
+
+  float* rows() const override { return store_->table().data; }
+  int row_floats() const override { return store_->row_floats(); }
+  uint32_t capacity() const override { return store_->capacity(); }
+
+  Status Read(absl::Span<const uint32_t> slots, float* out) override {
+    RECSDK_RETURN_IF_ERROR(Prepare(slots, "Read"));
+    return Named(store_->Read(slots, out), "Read", slots.size());
+  }
+  Status Write(absl::Span<const uint32_t> slots, const float* in) override {
+    RECSDK_RETURN_IF_ERROR(Prepare(slots, "Write"));
+    return Named(store_->Write(slots, in), "Write", slots.size());
+  }
+  StatusOr<std::shared_ptr<internal::Event>> ComputeFence() override {
+    return device_.compute_stream().Record();
+  }
+
+ private:
+  // Prepare: checks the slots, then makes the swap stream wait (on the GPU) for the compute work
+  // enqueued so far: a queued kernel that reads or writes these slots runs before the swap.
+  Status Prepare(absl::Span<const uint32_t> slots, const char* what) {
+    for (uint32_t s : slots) {
+      if (s >= capacity()) {
+        return absl::InvalidArgumentError(fmt::format(
+            "device tier of {}: {} of slot {}, past its {} rows", label_, what, s, capacity()));
+      }
+    }
+    if (slots.empty()) return absl::OkStatus();
+    RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<Event> before, Event::Create(compute_));
+    RECSDK_RETURN_IF_ERROR(before->Record(compute_));
+    return before->MakeWait(store_->stream());
+  }
+  Status Named(Status s, const char* what, size_t n) const {
+    if (s.ok()) return s;
+    return Status(s.code(), fmt::format("device tier of {} in GPU memory: {} of {} rows: {}",
+                                        label_, what, n, s.message()));
+  }
+
+  internal::Device& device_;
+  Stream& compute_;
+  std::unique_ptr<internal::MemoryCharge> charge_;  // the rows' bytes in the variable pool
+  std::unique_ptr<CudaRowStore> store_;
+  std::string label_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<internal::DeviceTierMemory>> CreateCudaTierMemory(
+    internal::Device& device, Stream& compute, int64_t rows, int row_floats,
+    const std::string& label) {
+  if (rows <= 0 || rows > int64_t{0xFFFFFFFF} || row_floats <= 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("device tier of {}: {} rows of {} floats; need 0 < rows < 2^32 and "
+                    "row_floats > 0",
+                    label, rows, row_floats));
+  }
+  const int64_t row_bytes = int64_t{row_floats} * 4;
+  // Charged exactly, as the host slab and CreateTransferTierMemory are.
+  RECSDK_ASSIGN_OR_RETURN(
+      std::unique_ptr<internal::MemoryCharge> charge,
+      device.variable_allocator().Charge(
+          rows * row_bytes, fmt::format("the device tier of {} ({} rows of {} bytes, in {} memory)",
+                                        label, rows, row_bytes, device.name())));
+  CudaRowStoreOptions options;
+  options.row_floats = row_floats;
+  // The table's kernels gather the embedding with their own dim; the store's own GatherRows is
+  // not used here, so the whole row stands in for it.
+  options.dim = row_floats;
+  options.capacity = static_cast<uint32_t>(rows);
+  options.label = label;
+  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<CudaRowStore> store, CudaRowStore::Create(options));
+  // The table allocates its slots itself: every slot of the store is in use from the start, so
+  // Read and Write accept any slot below capacity.
+  std::vector<uint32_t> slots(static_cast<size_t>(rows));
+  RECSDK_RETURN_IF_ERROR(store->Allocate(slots.size(), slots.data()));
+  return std::unique_ptr<internal::DeviceTierMemory>(std::make_unique<CudaTierMemory>(
+      device, compute, std::move(charge), std::move(store), label));
+}
+
+}  // namespace recsdk::cuda
