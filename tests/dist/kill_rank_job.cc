@@ -8,11 +8,17 @@
 //     resumes (tests/dist/stop_rank_test.sh, CTest dist_stop_rank), with a collective timeout of
 //     kStopTimeoutS: rank 0 must fail its next collective with DeadlineExceeded naming rank 1
 //     and the step, and exit non-zero; mpirun then ends the stopped rank.
+//   kill_rank_job psstop DIR: as stop, in a job of chief, worker and ps (each rank's TF_CONFIG
+//     from tests/dist/ps_stop_rank_test.sh, no checkpoints: not built with ps ranks): worker
+//     rank 1 stops in step 12; the chief fails its step and the ps (rank 2) its wait for the
+//     next exchange, both with DeadlineExceeded naming rank 1, and exit non-zero.
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "recsdk/recsdk.h"
 #include "src/dist/mpi/mpi_communicator.h"
@@ -37,14 +43,43 @@ int Fail(const std::string& what) {
 
 int main(int argc, char** argv) {
   using namespace recsdk;  // NOLINT(google-build-using-namespace): a test program's main
-  if (argc != 3) return Fail("usage: kill_rank_job kill|restore|stop DIR");
+  if (argc != 3) return Fail("usage: kill_rank_job kill|restore|stop|psstop DIR");
   const std::string phase = argv[1], dir = argv[2];
   dist::RegisterMpiCommunicator();
   DistributedOptions options;
-  options.collective_timeout_s = phase == "stop" ? kStopTimeoutS : 30;
+  const bool ps_job = phase == "psstop";
+  options.collective_timeout_s = phase == "stop" || ps_job ? kStopTimeoutS : 30;
   if (Status s = InitDistributed(options); !s.ok()) return Fail(s.ToString());
   const int rank = *get_rank_id(), size = *get_rank_size();
-  if (size != 2) return Fail("run under mpirun -np 2");
+  if (size != 2) return Fail("run under mpirun -np 2 (or 2 workers and a ps)");
+  if (ps_job) {
+    SparseNet net(npu_distributed_optimizer_wrapper(std::make_shared<SgdOptimizer>()),
+                  kGlobalRows / size);
+    if (net.session == nullptr || !LookupTable(*net.session, "emb").ok()) {
+      return Fail("the model did not build");
+    }
+    if (*IsParameterServer()) {
+      const Status served = RunParameterServer();
+      const int failed = Fail("ps rank " + std::to_string(rank) + ": " + served.ToString());
+      // The ps began waiting a little before the chief's step began, so its deadline passes
+      // first; mpirun ends the job at the first non-zero exit, so the ps stays a moment for the
+      // chief to report its own error (the test checks both).
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      return failed;
+    }
+    for (int step = 0; step < 20; ++step) {
+      if (rank == 1 && step == 12) {
+        std::fprintf(stderr, "kill_rank_job: rank 1 stops itself (SIGSTOP) in step 12\n");
+        std::fflush(stderr);
+        std::raise(SIGSTOP);
+        return Fail("rank 1 was resumed; nothing in the test resumes it");
+      }
+      if (Status s = net.Step(ShardOf(GlobalBatch(step, kGlobalRows), size, rank)); !s.ok()) {
+        return Fail("step " + std::to_string(step) + ": " + s.ToString());
+      }
+    }
+    return Fail("the workers trained on although rank 1 stopped");
+  }
   const bool fault = phase == "kill" || phase == "stop";
   if (fault && rank == 0) std::filesystem::remove_all(dir);
   if (!AllRanksAgree(true, "the directory is ready").ok()) return Fail("agreeing");
