@@ -56,7 +56,7 @@ void SetCommLocked(ProcessState& state, std::unique_ptr<dist::Communicator> comm
                         : (int64_t{state.comm->rank()} << 32) | int64_t{state.comm->size()});
 }
 
-const char* GetEnv(const char* name) { return std::getenv(name); }
+const char* ProcessEnvLookup(const char* name) { return std::getenv(name); }
 
 ProcessState& State() {
   static ProcessState* state = new ProcessState;  // never destroyed: usable from exit handlers
@@ -68,7 +68,7 @@ absl::Status CreateLocked(ProcessState& state, const DistributedOptions& options
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(state.mu) {
   RECSDK_RETURN_IF_ERROR(options.Validate());
   RECSDK_ASSIGN_OR_RETURN(const dist::LaunchEnvironment env, dist::ReadLaunchEnvironment());
-  RECSDK_ASSIGN_OR_RETURN(const dist::JobLayout layout, dist::ReadJobLayout(env, GetEnv));
+  RECSDK_ASSIGN_OR_RETURN(const dist::JobLayout layout, dist::ReadJobLayout(env, ProcessEnvLookup));
   const dist::Deadline deadline = dist::DeadlineAfterSeconds(options.collective_timeout_s);
   RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> comm,
                           dist::CreateCommunicator(env, deadline));
@@ -141,7 +141,8 @@ StatusOr<int> FromEnvironment(int dist::LaunchEnvironment::*field, bool communic
   }
   RECSDK_ASSIGN_OR_RETURN(dist::LaunchEnvironment env, dist::ReadLaunchEnvironment());
   if (field == &dist::LaunchEnvironment::size) {
-    RECSDK_ASSIGN_OR_RETURN(const dist::JobLayout layout, dist::ReadJobLayout(env, GetEnv));
+    RECSDK_ASSIGN_OR_RETURN(const dist::JobLayout layout,
+                            dist::ReadJobLayout(env, ProcessEnvLookup));
     return layout.workers;
   }
   return env.*field;
@@ -205,7 +206,7 @@ absl::StatusOr<JobLayout> CurrentJobLayout() {
   JobLayout layout;
   if (ProcessJob(&layout)) return layout;
   RECSDK_ASSIGN_OR_RETURN(const LaunchEnvironment env, ReadLaunchEnvironment());
-  return ReadJobLayout(env, GetEnv);
+  return ReadJobLayout(env, ProcessEnvLookup);
 }
 
 bool ProcessWorld(int* rank, int* size) {

@@ -31,13 +31,13 @@ struct ServedTables {
   absl::flat_hash_map<uint64_t, std::vector<ShardedTable*>> tables ABSL_GUARDED_BY(mu);
 };
 
-ServedTables& Served() {
+ServedTables& ServedTablesOf() {
   static ServedTables* served = new ServedTables;  // never destroyed
   return *served;
 }
 
 // Broadcasts `words` from rank 0 over every rank.
-Status BroadcastWords(PsWords& words, const char* what) {
+Status BroadcastPsWords(PsWords& words, const char* what) {
   Status s = WithProcessCommunicator([&](Communicator& comm, const DistributedOptions& o) {
     return comm.Broadcast<int64_t>(absl::MakeSpan(words), 0,
                                    DeadlineAfterSeconds(o.collective_timeout_s),
@@ -47,9 +47,9 @@ Status BroadcastWords(PsWords& words, const char* what) {
   return Status(s.code(), fmt::format("{}: {}", what, s.message()));
 }
 
-// Lookup: the served table whose name has fingerprint `fp`.
-StatusOr<ShardedTable*> Lookup(uint64_t fp, int rank) {
-  ServedTables& served = Served();
+// LookupServedTable: the served table whose name has fingerprint `fp`.
+StatusOr<ShardedTable*> LookupServedTable(uint64_t fp, int rank) {
+  ServedTables& served = ServedTablesOf();
   absl::MutexLock lock(&served.mu);
   auto it = served.tables.find(fp);
   if (it == served.tables.end() || it->second.empty()) {
@@ -87,17 +87,17 @@ Status AnnounceExchange(PsCommand command, int64_t step, absl::Span<const PsMemb
     words[4 + 2 * i] = static_cast<int64_t>(internal::Fingerprint64(members[i].table));
     words[5 + 2 * i] = members[i].mode == LookupMode::kTrain ? 0 : 1;
   }
-  return BroadcastWords(words, "announcing a table exchange to the ps ranks");
+  return BroadcastPsWords(words, "announcing a table exchange to the ps ranks");
 }
 
 void RegisterServedTable(ShardedTable* table) {
-  ServedTables& served = Served();
+  ServedTables& served = ServedTablesOf();
   absl::MutexLock lock(&served.mu);
   served.tables[internal::Fingerprint64(table->name())].push_back(table);
 }
 
 void UnregisterServedTable(ShardedTable* table) {
-  ServedTables& served = Served();
+  ServedTables& served = ServedTablesOf();
   absl::MutexLock lock(&served.mu);
   auto it = served.tables.find(internal::Fingerprint64(table->name()));
   if (it == served.tables.end()) return;
@@ -115,7 +115,7 @@ Status ServeTableExchanges() {
   }
   for (int64_t served = 0;; ++served) {
     PsWords words{};
-    RECSDK_RETURN_IF_ERROR(BroadcastWords(
+    RECSDK_RETURN_IF_ERROR(BroadcastPsWords(
         words, fmt::format("ps rank {}: waiting for the workers' table exchange #{}", rank, served)
                    .c_str()));
     const int64_t members = words[3];
@@ -132,7 +132,7 @@ Status ServeTableExchanges() {
     std::vector<LookupMode> modes;
     for (int64_t i = 0; i < members; ++i) {
       RECSDK_ASSIGN_OR_RETURN(ShardedTable * t,
-                              Lookup(static_cast<uint64_t>(words[4 + 2 * i]), rank));
+                              LookupServedTable(static_cast<uint64_t>(words[4 + 2 * i]), rank));
       tables.push_back(t);
       modes.push_back(words[5 + 2 * i] == 0 ? LookupMode::kTrain : LookupMode::kEval);
     }
