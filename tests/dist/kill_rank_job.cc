@@ -11,10 +11,13 @@
 //   kill_rank_job psstop DIR: as stop, in a job of chief, worker and ps (each rank's TF_CONFIG
 //     from tests/dist/ps_stop_rank_test.sh, no checkpoints: not built with ps ranks): worker
 //     rank 1 stops in step 12; the chief fails its step and the ps (rank 2) its wait for the
-//     next exchange, both with DeadlineExceeded naming rank 1, and exit non-zero.
+//     next exchange, both with DeadlineExceeded naming rank 1, and exit non-zero at once
+//     (std::_Exit: MPI_Finalize would wait its 10 s grace for the stopped rank, which the stop
+//     phase already covers).
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -36,6 +39,7 @@ constexpr double kStopTimeoutS = 3;
 
 int Fail(const std::string& what) {
   std::fprintf(stderr, "kill_rank_job: %s\n", what.c_str());
+  std::fflush(stderr);
   return 1;
 }
 
@@ -65,7 +69,7 @@ int main(int argc, char** argv) {
       // first; mpirun ends the job at the first non-zero exit, so the ps stays a moment for the
       // chief to report its own error (the test checks both).
       std::this_thread::sleep_for(std::chrono::seconds(2));
-      return failed;
+      std::_Exit(failed);  // see EndAfterFailure
     }
     for (int step = 0; step < 20; ++step) {
       if (rank == 1 && step == 12) {
@@ -75,7 +79,7 @@ int main(int argc, char** argv) {
         return Fail("rank 1 was resumed; nothing in the test resumes it");
       }
       if (Status s = net.Step(ShardOf(GlobalBatch(step, kGlobalRows), size, rank)); !s.ok()) {
-        return Fail("step " + std::to_string(step) + ": " + s.ToString());
+        std::_Exit(Fail("step " + std::to_string(step) + ": " + s.ToString()));
       }
     }
     return Fail("the workers trained on although rank 1 stopped");
