@@ -91,6 +91,38 @@ void ShutdownDistributed();
 [[nodiscard]] StatusOr<int> get_local_rank_id();
 [[nodiscard]] StatusOr<int> get_local_rank_size();
 
+// Separate parameter servers (the spec's PS-worker scripts). When TF_CONFIG lists "ps" tasks, the
+// launcher's ranks are the cluster's tasks in TensorFlow's order: chief first (rank 0), then the
+// workers, then the ps tasks (`mpirun -np 1 -x TF_CONFIG=<chief's> ./train : -np 1 -x
+// TF_CONFIG=<worker's> ./train : -np 1 -x TF_CONFIG=<ps's> ./train`, docs/distributed.md).
+// The ps ranks own the sharded tables' keys (owner = the ps ranks' ShardOwner); the workers own
+// none, read the data and run the dense graph, whose collectives (AllReduceMean,
+// broadcast_global_variables, the metrics) are the workers' alone. get_rank_size() is then the
+// number of workers and get_rank_id() the rank (a worker's is < get_rank_size()), so that
+// Shard(dataset, get_rank_size(), get_rank_id()) gives each worker its share of the data; a ps
+// reads no data. Without ps tasks every rank is a worker and owns a share of every table.
+
+// IsParameterServer: whether this process is a ps task (TF_CONFIG's task type "ps"); false for a
+// plain process. InvalidArgument or FailedPrecondition when TF_CONFIG does not describe the
+// launch (the error names what differs).
+[[nodiscard]] StatusOr<bool> IsParameterServer();
+
+// RunParameterServer: on a ps rank, serves the workers' table exchanges until the workers call
+// EndParameterServers (OK), or until an exchange fails: a worker that does not come within
+// collective_timeout_s (the ps waits that long for the next exchange; a longer pause of the
+// workers, e.g. an evaluation without table lookups, needs a larger timeout), a lost rank, or a
+// table error; then the error names the rank and the exchange, and the process should end with a
+// non-zero status (mpirun then ends the job). Before it, the ps must make the same sharded tables
+// as the workers: build the same model and Session, and call LookupTable(session, name) for each
+// table (the tables are made on first use). Initialises the process (InitDistributed) if needed.
+// FailedPrecondition on a worker.
+[[nodiscard]] Status RunParameterServer();
+
+// EndParameterServers: on the workers, once their training has ended (every worker calls it, at
+// the same point of their programs): makes RunParameterServer return on the ps ranks. OK and
+// nothing in a job without ps ranks; FailedPrecondition on a ps.
+[[nodiscard]] Status EndParameterServers();
+
 // AllReduceMean: one node (op type "AllReduceMean") whose outputs are the element-wise means
 // over all ranks of its float32 inputs, each output shaped like its input; the identity on one
 // rank. Its kernel packs the inputs into one buffer and makes one all-reduce through this

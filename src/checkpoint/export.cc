@@ -30,6 +30,7 @@
 #include "src/common/env.h"
 #include "src/common/json_number.h"
 #include "src/common/status_macros.h"
+#include "src/dist/process_communicator.h"
 #include "src/session/session_resources.h"
 #include "src/session/table_ops.h"
 
@@ -229,6 +230,14 @@ Status ExportSavedModel(Session& session, const std::string& export_path,
   for (size_t i = 0; job.ok() && i < job->tables.size(); ++i) {
     const bool by_address = state.tables[i].resource->table()->config().use_dynamic_expansion;
     job->tables[i] = internal::ServingRows(std::move(job->tables[i]), by_address);
+  }
+  if (dist::JobLayout job_layout; dist::ProcessJob(&job_layout) && job_layout.ps > 0) {
+    // The ps ranks hold the tables' rows and would have to write them; not built yet.
+    return absl::FailedPreconditionError(fmt::format(
+        "Export: this job has {} ps ranks (TF_CONFIG), which hold the sharded tables' rows; "
+        "checkpoints and exports of a job with ps ranks are not built yet (docs/distributed.md): "
+        "train without ps tasks (every rank then holds a shard and writes it) to checkpoint",
+        job_layout.ps));
   }
   RECSDK_ASSIGN_OR_RETURN(const int world, get_rank_size());
   RECSDK_ASSIGN_OR_RETURN(const int rank, get_rank_id());

@@ -40,6 +40,7 @@
 #include "src/common/logging.h"
 #include "src/common/status_macros.h"
 #include "src/device/resource_mgr.h"
+#include "src/dist/process_communicator.h"
 #include "src/session/table_ops.h"
 
 namespace recsdk {
@@ -217,6 +218,14 @@ StatusOr<std::unique_ptr<Saver>> Saver::Create(Session& session, const SaverOpti
         "SaverOptions.restore_model_version is {}; it must be a checkpoint's step, or -1 for the "
         "latest",
         options.restore_model_version));
+  }
+  if (dist::JobLayout job_layout; dist::ProcessJob(&job_layout) && job_layout.ps > 0) {
+    // The ps ranks hold the tables' rows and would have to write them; not built yet.
+    return absl::FailedPreconditionError(fmt::format(
+        "Saver: this job has {} ps ranks (TF_CONFIG), which hold the sharded tables' rows; "
+        "checkpoints and exports of a job with ps ranks are not built yet (docs/distributed.md): "
+        "train without ps tasks (every rank then holds a shard and writes it) to checkpoint",
+        job_layout.ps));
   }
   RECSDK_ASSIGN_OR_RETURN(const int world, get_rank_size());
   RECSDK_ASSIGN_OR_RETURN(const int rank, get_rank_id());

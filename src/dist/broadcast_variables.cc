@@ -64,7 +64,7 @@ Status broadcast_global_variables(Session& session, int root_rank) {
     std::memcpy(buffer.data() + e.offset, host.raw_data(), e.bytes);
   }
   int rank = 0;
-  const Status s = dist::WithProcessCommunicator(
+  const Status s = dist::WithWorkerCommunicator(
       [&](dist::Communicator& comm, const DistributedOptions& o) -> Status {
         rank = comm.rank();
         // First, that every rank runs the same program: different variables or tables are

@@ -102,7 +102,7 @@ class AllReduceMeanKernel final : public OpKernel {
       buffer = absl::Span<float>(scratch_);
     }
     const std::string& label = ctx.node().name();
-    Status s = WithProcessCommunicator([&](Communicator& comm, const DistributedOptions& o) {
+    Status s = WithWorkerCommunicator([&](Communicator& comm, const DistributedOptions& o) {
       return comm.AllReduce(buffer, ReduceOp::kMean, DeadlineAfterSeconds(o.collective_timeout_s),
                             CallTag{-1, label});
     });

@@ -358,4 +358,19 @@ absl::Status Communicator::Barrier(Deadline deadline, const CallTag& tag) {
   return DoBarrier(NewCall(CollectiveKind::kBarrier, deadline, tag, 1));
 }
 
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::SubRange(int first, int count,
+                                                                     Deadline deadline) {
+  if (count < 1 || first < 0 || first > size() - count) {
+    return absl::InvalidArgumentError(fmt::format(
+        "SubRange: ranks [{}, {}) are not a non-empty range of this communicator's {} ranks", first,
+        int64_t{first} + count, size()));
+  }
+  return DoSubRange(first, count, deadline);
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::DoSubRange(int, int, Deadline) {
+  return absl::UnimplementedError(
+      fmt::format("the {} communicator cannot make a communicator of some of its ranks", name()));
+}
+
 }  // namespace recsdk::dist

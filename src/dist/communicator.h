@@ -33,6 +33,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -40,6 +41,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "recsdk/dtype.h"
 #include "src/dist/deadline.h"
@@ -237,6 +239,15 @@ class Communicator {
   // Barrier: returns once every rank has entered the same Barrier.
   [[nodiscard]] absl::Status Barrier(Deadline deadline, const CallTag& tag = {});
 
+  // SubRange: a communicator of ranks [first, first + count) of this one (rank first + i is its
+  // rank i), for the workers of a job with ps ranks (distributed.h). Collective over every rank
+  // of this one, in the same program order; the ranks outside the range get nullptr. It waits
+  // for every rank within `deadline` (a Barrier, then the split, which every rank has reached).
+  // InvalidArgument when the range is empty or not inside [0, size()); the default refuses
+  // (Unimplemented).
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> SubRange(int first, int count,
+                                                                       Deadline deadline);
+
  protected:
   Communicator() = default;
 
@@ -260,6 +271,10 @@ class Communicator {
                                    absl::Span<const int64_t> send_counts,
                                    absl::Span<int64_t> recv_counts,
                                    absl::FunctionRef<void*(int64_t)> alloc);
+  // DoSubRange: SubRange once its range passed the checks. The default refuses
+  // (Unimplemented); LocalCommunicator and MPI implement it.
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> DoSubRange(int first, int count,
+                                                                   Deadline deadline);
   // Rejected: this rank's arguments to `call` failed the checks with `error`. The default
   // returns `error`; MPI first tells the other ranks, so that they fail the call too instead of
   // waiting for this rank until their deadline. `call` carries what could be filled in.

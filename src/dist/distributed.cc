@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <utility>
 
@@ -26,20 +27,36 @@ namespace {
 struct ProcessState {
   absl::Mutex mu;
   std::unique_ptr<dist::Communicator> comm ABSL_GUARDED_BY(mu);
+  // workers: the workers' communicator in a job with ps ranks (null on a ps); null without ps
+  // ranks, where the workers are every rank and `comm` is theirs.
+  std::unique_ptr<dist::Communicator> workers ABSL_GUARDED_BY(mu);
+  dist::JobLayout layout ABSL_GUARDED_BY(mu);
   DistributedOptions options ABSL_GUARDED_BY(mu);
   // world: the communicator's rank * 2^32 + size, or -1 without one; written under `mu`, read
   // without it, so that get_rank_id does not wait for a collective in flight.
   std::atomic<int64_t> world{-1};
+  // roles: layout.workers * 2^32 + layout.ps, or -1 without a communicator (read like `world`).
+  std::atomic<int64_t> roles{-1};
 };
 
 void SetCommLocked(ProcessState& state, std::unique_ptr<dist::Communicator> comm,
-                   const DistributedOptions& options) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state.mu) {
+                   const DistributedOptions& options,
+                   std::unique_ptr<dist::Communicator> workers = nullptr,
+                   dist::JobLayout layout = {}) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state.mu) {
+  // The workers' communicator goes first: it may be a sub-communicator of `comm`.
+  state.workers = std::move(workers);
   state.comm = std::move(comm);
   state.options = options;
+  if (state.comm != nullptr && layout.ps == 0) layout.workers = state.comm->size();
+  state.layout = layout;
+  state.roles.store(state.comm == nullptr ? -1
+                                          : (int64_t{layout.workers} << 32) | int64_t{layout.ps});
   state.world.store(state.comm == nullptr
                         ? -1
                         : (int64_t{state.comm->rank()} << 32) | int64_t{state.comm->size()});
 }
+
+const char* ProcessEnvLookup(const char* name) { return std::getenv(name); }
 
 ProcessState& State() {
   static ProcessState* state = new ProcessState;  // never destroyed: usable from exit handlers
@@ -50,10 +67,25 @@ ProcessState& State() {
 absl::Status CreateLocked(ProcessState& state, const DistributedOptions& options)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(state.mu) {
   RECSDK_RETURN_IF_ERROR(options.Validate());
-  RECSDK_ASSIGN_OR_RETURN(
-      std::unique_ptr<dist::Communicator> comm,
-      dist::CreateCommunicator(dist::DeadlineAfterSeconds(options.collective_timeout_s)));
-  SetCommLocked(state, std::move(comm), options);
+  RECSDK_ASSIGN_OR_RETURN(const dist::LaunchEnvironment env, dist::ReadLaunchEnvironment());
+  RECSDK_ASSIGN_OR_RETURN(const dist::JobLayout layout, dist::ReadJobLayout(env, ProcessEnvLookup));
+  const dist::Deadline deadline = dist::DeadlineAfterSeconds(options.collective_timeout_s);
+  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> comm,
+                          dist::CreateCommunicator(env, deadline));
+  std::unique_ptr<dist::Communicator> workers;
+  if (layout.ps > 0) {
+    // Every rank takes part; the ps ranks get none.
+    absl::StatusOr<std::unique_ptr<dist::Communicator>> sub =
+        comm->SubRange(0, layout.workers, deadline);
+    if (!sub.ok()) {
+      return Status(sub.status().code(),
+                    fmt::format("InitDistributed: making the communicator of the {} workers (a "
+                                "job with {} ps ranks): {}",
+                                layout.workers, layout.ps, sub.status().message()));
+    }
+    workers = std::move(*sub);
+  }
+  SetCommLocked(state, std::move(comm), options, std::move(workers), layout);
   return absl::OkStatus();
 }
 
@@ -97,15 +129,22 @@ void ShutdownDistributed() {
 namespace {
 
 // FromEnvironment: a field of the launch environment, or of the communicator when one exists
-// (rank and size: the communicator's say, which MPI has checked against the environment).
+// (rank and size: the communicator's say, which MPI has checked against the environment). The
+// size is the workers' (every rank without ps ranks): the data is sharded over the workers.
 StatusOr<int> FromEnvironment(int dist::LaunchEnvironment::*field, bool communicator_knows) {
   if (communicator_knows) {
     int rank = 0, size = 1;
-    if (dist::ProcessWorld(&rank, &size)) {
-      return field == &dist::LaunchEnvironment::rank ? rank : size;
+    dist::JobLayout layout;
+    if (dist::ProcessWorld(&rank, &size) && dist::ProcessJob(&layout)) {
+      return field == &dist::LaunchEnvironment::rank ? rank : layout.workers;
     }
   }
   RECSDK_ASSIGN_OR_RETURN(dist::LaunchEnvironment env, dist::ReadLaunchEnvironment());
+  if (field == &dist::LaunchEnvironment::size) {
+    RECSDK_ASSIGN_OR_RETURN(const dist::JobLayout layout,
+                            dist::ReadJobLayout(env, ProcessEnvLookup));
+    return layout.workers;
+  }
   return env.*field;
 }
 
@@ -120,6 +159,11 @@ StatusOr<int> get_local_rank_size() {
   return FromEnvironment(&dist::LaunchEnvironment::local_size, false);
 }
 
+StatusOr<bool> IsParameterServer() {
+  RECSDK_ASSIGN_OR_RETURN(const dist::JobLayout layout, dist::CurrentJobLayout());
+  return layout.is_ps;
+}
+
 }  // namespace recsdk
 
 namespace recsdk::dist {
@@ -130,6 +174,39 @@ absl::Status WithProcessCommunicator(
   absl::MutexLock lock(&state.mu);
   if (state.comm == nullptr) RECSDK_RETURN_IF_ERROR(CreateLocked(state, DistributedOptions()));
   return fn(*state.comm, state.options);
+}
+
+absl::Status WithWorkerCommunicator(
+    absl::FunctionRef<absl::Status(Communicator&, const DistributedOptions&)> fn) {
+  ProcessState& state = State();
+  absl::MutexLock lock(&state.mu);
+  if (state.comm == nullptr) RECSDK_RETURN_IF_ERROR(CreateLocked(state, DistributedOptions()));
+  if (state.layout.ps == 0) return fn(*state.comm, state.options);
+  if (state.workers == nullptr) {
+    return absl::FailedPreconditionError(fmt::format(
+        "this process is a ps rank (rank {} of {}; TF_CONFIG's task type \"ps\"), which holds "
+        "table shards and runs no dense graph: the workers' collectives (dense all-reduce, "
+        "variable broadcast, metrics) are theirs alone; on a ps call RunParameterServer()",
+        state.comm->rank(), state.comm->size()));
+  }
+  return fn(*state.workers, state.options);
+}
+
+bool ProcessJob(JobLayout* layout) {
+  const int64_t roles = State().roles.load();
+  const int64_t world = State().world.load();
+  if (roles < 0 || world < 0) return false;
+  layout->workers = static_cast<int>(roles >> 32);
+  layout->ps = static_cast<int>(roles & 0xffffffff);
+  layout->is_ps = layout->ps > 0 && static_cast<int>(world >> 32) >= layout->workers;
+  return true;
+}
+
+absl::StatusOr<JobLayout> CurrentJobLayout() {
+  JobLayout layout;
+  if (ProcessJob(&layout)) return layout;
+  RECSDK_ASSIGN_OR_RETURN(const LaunchEnvironment env, ReadLaunchEnvironment());
+  return ReadJobLayout(env, ProcessEnvLookup);
 }
 
 bool ProcessWorld(int* rank, int* size) {

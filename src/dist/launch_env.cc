@@ -99,9 +99,11 @@ absl::StatusOr<LaunchEnvironment> ReadLaunchEnvironment(EnvLookup lookup) {
   return env;
 }
 
-absl::Status CheckTfConfig(const LaunchEnvironment& env, EnvLookup lookup) {
+absl::StatusOr<JobLayout> ReadJobLayout(const LaunchEnvironment& env, EnvLookup lookup) {
+  JobLayout layout;
+  layout.workers = env.size;
   const char* text = lookup("TF_CONFIG");
-  if (text == nullptr || *text == '\0') return absl::OkStatus();
+  if (text == nullptr || *text == '\0') return layout;
   // The cluster's tasks in TensorFlow's order: the chief, the workers, the parameter servers.
   constexpr const char* kRoles[] = {"chief", "worker", "ps"};
   int64_t counts[3] = {0, 0, 0};
@@ -141,12 +143,11 @@ absl::Status CheckTfConfig(const LaunchEnvironment& env, EnvLookup lookup) {
         "the job: start it without mpirun and without TF_CONFIG)",
         type));
   }
-  if (type == "ps") {
-    return absl::FailedPreconditionError(fmt::format(
-        "TF_CONFIG makes this process ps {}: under recsdk every rank holds a shard of every table "
-        "and trains, so there are no separate parameter servers; list every process as chief or "
-        "worker (TF_CONFIG's ps tasks become workers, docs/distributed.md)",
-        index));
+  if (counts[0] + counts[1] == 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "TF_CONFIG lists {} ps task(s) and no chief or worker: the workers train and the ps "
+        "tasks serve them; list at least one worker",
+        counts[2]));
   }
   if (tasks != env.size) {
     return absl::FailedPreconditionError(fmt::format(
@@ -158,11 +159,18 @@ absl::Status CheckTfConfig(const LaunchEnvironment& env, EnvLookup lookup) {
   if (position != env.rank) {
     return absl::FailedPreconditionError(fmt::format(
         "TF_CONFIG makes this process {} {} (task {} of the cluster: chief first, then the "
-        "workers) but it is rank {} ({}); give each rank the TF_CONFIG of its own task, e.g. "
-        "built from {}",
+        "workers, then the ps tasks) but it is rank {} ({}); give each rank the TF_CONFIG of its "
+        "own task, e.g. built from {}",
         type, index, position, env.rank, env.rank_variable, env.rank_variable));
   }
-  return absl::OkStatus();
+  layout.workers = static_cast<int>(counts[0] + counts[1]);
+  layout.ps = static_cast<int>(counts[2]);
+  layout.is_ps = type == "ps";
+  return layout;
+}
+
+absl::Status CheckTfConfig(const LaunchEnvironment& env, EnvLookup lookup) {
+  return ReadJobLayout(env, lookup).status();
 }
 
 absl::StatusOr<LaunchEnvironment> ReadLaunchEnvironment() {

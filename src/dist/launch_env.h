@@ -49,14 +49,34 @@ absl::StatusOr<LaunchEnvironment> ReadLaunchEnvironment(EnvLookup lookup);
 // ReadLaunchEnvironment: the same, from this process's environment.
 absl::StatusOr<LaunchEnvironment> ReadLaunchEnvironment();
 
-// CheckTfConfig: the spec's PS-worker scripts describe the job in TF_CONFIG ({"cluster":
-// {"chief": [...], "worker": [...], "ps": [...]}, "task": {"type", "index"}}). Under recsdk the
-// launcher's ranks are the job, and every rank both holds a shard of every table and trains (the
-// parameter server is built into the workers), so TF_CONFIG, when set, must agree with them:
-// as many tasks as ranks, and this process's task (chief first, then the workers, then the ps
-// tasks) at its rank. OK when TF_CONFIG is unset; InvalidArgument naming TF_CONFIG when it is
-// not such JSON; FailedPrecondition naming both sides when it disagrees with the launcher, and
-// for a "ps" task (list it as a worker: every rank is one).
+// JobLayout: the roles of the job's ranks. Ranks [0, workers) are workers (rank 0 is the chief:
+// summaries, dense checkpoint files, export); ranks [workers, workers + ps) are parameter servers,
+// which hold the shards of the sharded tables, read no data and run no dense graph (distributed.h,
+// RunParameterServer). With no ps ranks (the default, and every job without TF_CONFIG) every rank
+// is a worker and holds a shard of every table.
+struct JobLayout {
+  int workers = 1;
+  int ps = 0;
+  // is_ps: this process is a parameter server.
+  bool is_ps = false;
+
+  // owner_first, owners: the ranks that own table shards, [owner_first, owner_first + owners):
+  // the ps ranks, or every rank when there are none.
+  int owner_first() const { return ps > 0 ? workers : 0; }
+  int owners() const { return ps > 0 ? ps : workers; }
+  int world() const { return workers + ps; }
+};
+
+// ReadJobLayout: the layout of the job `env` describes, from the spec's TF_CONFIG ({"cluster":
+// {"chief": [...], "worker": [...], "ps": [...]}, "task": {"type", "index"}}) when set: the
+// launcher's ranks are the cluster's tasks in TensorFlow's order (chief first, then the workers,
+// then the ps tasks), so TF_CONFIG must list as many tasks as ranks, this process's task at its
+// rank, and at least one chief or worker. Without TF_CONFIG: every rank a worker. InvalidArgument
+// naming TF_CONFIG when it is not such JSON; FailedPrecondition naming both sides when it
+// disagrees with the launcher.
+absl::StatusOr<JobLayout> ReadJobLayout(const LaunchEnvironment& env, EnvLookup lookup);
+
+// CheckTfConfig: ReadJobLayout's checks alone.
 absl::Status CheckTfConfig(const LaunchEnvironment& env, EnvLookup lookup);
 
 }  // namespace recsdk::dist

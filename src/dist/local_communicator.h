@@ -38,6 +38,8 @@ class LocalCommunicator final : public Communicator {
   absl::Status DoExchangeV(const CollectiveCall& call, const void* send,
                            absl::Span<const int64_t> send_counts, absl::Span<int64_t> recv_counts,
                            absl::FunctionRef<void*(int64_t)> alloc) override;
+  absl::StatusOr<std::unique_ptr<Communicator>> DoSubRange(int first, int count,
+                                                           Deadline deadline) override;
 };
 
 }  // namespace recsdk::dist

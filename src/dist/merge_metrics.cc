@@ -15,7 +15,7 @@ namespace recsdk {
 StatusOr<bool> AllRanksAgree(bool value, std::string_view label) {
   float votes = value ? 1.0f : 0.0f;
   int size = 1;
-  const Status s = dist::WithProcessCommunicator(
+  const Status s = dist::WithWorkerCommunicator(
       [&](dist::Communicator& comm, const DistributedOptions& o) -> Status {
         size = comm.size();
         if (size == 1) return absl::OkStatus();
@@ -35,7 +35,7 @@ Status MergeMetricOverRanks(StreamingMetric& metric) {
   const std::vector<double> mine = metric.SaveState();
   std::vector<int64_t> sizes;
   std::vector<double> all;
-  const Status s = dist::WithProcessCommunicator(
+  const Status s = dist::WithWorkerCommunicator(
       [&](dist::Communicator& comm, const DistributedOptions& o) -> Status {
         if (comm.size() == 1) return absl::OkStatus();
         const dist::Deadline deadline = dist::DeadlineAfterSeconds(o.collective_timeout_s);

@@ -21,6 +21,7 @@
 #include "src/common/check.h"
 #include "src/device/table_resource.h"
 #include "src/dist/collective_ops.h"
+#include "src/dist/process_communicator.h"
 #include "src/session/passes/pass_manager.h"
 
 namespace recsdk::dist {
@@ -39,8 +40,9 @@ bool MakesCollective(const Node& n) {
 class OrderCollectivesPass final : public internal::GraphPass {
  public:
   bool Enabled(const internal::PassContext&) const override {
-    const StatusOr<int> size = get_rank_size();
-    return size.ok() && *size > 1;
+    // Every rank of the world, ps ranks included (their table exchanges need one order too).
+    const absl::StatusOr<JobLayout> job = CurrentJobLayout();
+    return job.ok() && job->world() > 1;
   }
 
   Status Run(const internal::PassContext&, Graph* graph) override {

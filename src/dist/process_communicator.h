@@ -16,8 +16,10 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "recsdk/distributed.h"
 #include "src/dist/communicator.h"
+#include "src/dist/launch_env.h"
 
 namespace recsdk::dist {
 
@@ -26,6 +28,22 @@ namespace recsdk::dist {
 // when InitDistributed has not run (and returns that creation's error, if any).
 [[nodiscard]] absl::Status WithProcessCommunicator(
     absl::FunctionRef<absl::Status(Communicator&, const DistributedOptions&)> fn);
+
+// WithWorkerCommunicator: as WithProcessCommunicator, with the workers' communicator: the
+// process communicator itself in a job without ps ranks (every rank a worker); in a job with
+// ps ranks, the communicator of the workers alone, for the collectives of the dense graph (the
+// all-reduce, the variable broadcast, the metrics, the end-of-data vote, replicated tables).
+// FailedPrecondition on a ps rank.
+[[nodiscard]] absl::Status WithWorkerCommunicator(
+    absl::FunctionRef<absl::Status(Communicator&, const DistributedOptions&)> fn);
+
+// ProcessJob: the roles of the job's ranks (launch_env.h) when the process communicator exists;
+// false otherwise. An atomic read, like ProcessWorld.
+bool ProcessJob(JobLayout* layout);
+
+// CurrentJobLayout: ProcessJob's layout, or, before the communicator exists, the one the
+// launcher's environment and TF_CONFIG describe (ReadJobLayout's errors).
+[[nodiscard]] absl::StatusOr<JobLayout> CurrentJobLayout();
 
 // ProcessWorld: rank and size of the process communicator when one exists; false otherwise
 // (then nothing is created). Does not wait for a collective in flight (an atomic read).

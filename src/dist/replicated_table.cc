@@ -21,7 +21,7 @@ namespace {
 // and the step's collective in an error.
 template <typename Fn>
 Status ReplicaExchange(const std::string& table, const char* what, Fn&& fn) {
-  Status s = WithProcessCommunicator([&](Communicator& comm, const DistributedOptions& o) {
+  Status s = WithWorkerCommunicator([&](Communicator& comm, const DistributedOptions& o) {
     return fn(comm, DeadlineAfterSeconds(o.collective_timeout_s));
   });
   if (s.ok()) return s;

@@ -11,6 +11,8 @@
 #include "src/common/status_macros.h"
 #include "src/dist/create_communicator.h"
 #include "src/dist/key_union.h"
+#include "src/dist/launch_env.h"
+#include "src/dist/parameter_server.h"
 #include "src/dist/process_communicator.h"
 #include "src/dist/replicated_table.h"
 #include "src/table/pooled_gather.h"
@@ -62,23 +64,42 @@ float GradientScale(const TableConfig& config, int world) {
 
 int ShardedTable::Owner(int64_t key, int size) { return internal::ShardOwner(key, size); }
 
-ShardedTable::ShardedTable(std::unique_ptr<EmbeddingTable> shard, int rank, int size)
+ShardedTable::ShardedTable(std::unique_ptr<EmbeddingTable> shard, int rank, int size,
+                           int owner_first, int owners)
     : EmbeddingTable(shard->config(), shard->optimizer()),
       shard_(std::move(shard)),
       rank_(rank),
       world_(size),
+      owner_first_(owner_first),
+      owners_(owners),
+      workers_(owner_first > 0 ? owner_first : size),
       keys_label_(name() + "/keys"),
       rows_label_(name() + "/rows"),
       grads_label_(name() + "/grads"),
-      agree_label_(name() + "/agree") {}
+      agree_label_(name() + "/agree") {
+  RegisterServedTable(this);
+}
+
+ShardedTable::~ShardedTable() { UnregisterServedTable(this); }
 
 StatusOr<std::unique_ptr<EmbeddingTable>> ShardedTable::Create(
-    std::unique_ptr<EmbeddingTable> shard, int rank, int size) {
+    std::unique_ptr<EmbeddingTable> shard, int rank, int size, int owner_first, int owners) {
   if (shard == nullptr || size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(
         fmt::format("ShardedTable: rank {} of {} ranks{}; pass this process's rank and the "
                     "world size, 0 <= rank < size",
                     rank, size, shard == nullptr ? " with no shard" : ""));
+  }
+  if (owners == 0) {
+    owner_first = 0;
+    owners = size;
+  }
+  if (owners < 1 || owner_first < 0 || owner_first > size - owners ||
+      (owner_first > 0 && owner_first + owners != size)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "ShardedTable: owner ranks [{}, {}) in a world of {}; the owners are every rank, or the "
+        "ps ranks that end the world",
+        owner_first, owner_first + owners, size));
   }
   if (shard->config().use_dynamic_expansion) {
     return absl::FailedPreconditionError(fmt::format(
@@ -96,7 +117,8 @@ StatusOr<std::unique_ptr<EmbeddingTable>> ShardedTable::Create(
         SparseOptimizerKindName(
             static_cast<SparseOptimizerKind>(static_cast<int>(shard->optimizer().kind) - 1))));
   }
-  return std::unique_ptr<EmbeddingTable>(new ShardedTable(std::move(shard), rank, size));
+  return std::unique_ptr<EmbeddingTable>(
+      new ShardedTable(std::move(shard), rank, size, owner_first, owners));
 }
 
 int64_t ShardedTable::MemoryBytes() const {
@@ -113,6 +135,8 @@ Status ShardedTable::Resolve(absl::Span<const int64_t> unique_keys,
                              absl::Span<const uint32_t> counts,
                              absl::Span<const int64_t> timestamps, LookupMode mode,
                              absl::Span<uint32_t> rows) {
+  const PsMember member{name(), mode};
+  RECSDK_RETURN_IF_ERROR(AnnounceExchange(PsCommand::kResolve, -1, {&member, 1}));
   ++generation_;
   return ResolveInto(static_cast<int>(generation_ % 2), nullptr, nullptr, unique_keys, counts,
                      timestamps, mode, rows);
@@ -152,7 +176,7 @@ Status ShardedTable::BeginResolve(int slot, absl::Span<const int64_t> unique_key
   batch.send_counts.assign(world_, 0);
   owner->resize(sent);
   for (size_t i = 0; i < sent; ++i) {
-    (*owner)[i] = Owner(unique_keys[i], world_);
+    (*owner)[i] = KeyOwner(unique_keys[i]);
     ++batch.send_counts[(*owner)[i]];
   }
   std::vector<int64_t> next(world_, 0);
@@ -504,7 +528,7 @@ Status ShardedTable::ApplyReceived(absl::Span<const float> received, int64_t ste
     float* s = sums.data() + it->second * static_cast<size_t>(dim);
     for (int64_t d = 0; d < dim; ++d) s[d] += g[1 + d];
   }
-  const float scale = GradientScale(config_, world_);
+  const float scale = GradientScale(config_, workers_);
   if (scale != 1.0f) {
     for (float& v : sums) v *= scale;
   }
@@ -513,6 +537,8 @@ Status ShardedTable::ApplyReceived(absl::Span<const float> received, int64_t ste
 
 Status ShardedTable::ApplyGradients(absl::Span<const uint32_t> rows,
                                     absl::Span<const float> summed_grads, int64_t step) {
+  const PsMember member{name(), LookupMode::kTrain};
+  RECSDK_RETURN_IF_ERROR(AnnounceExchange(PsCommand::kApply, step, {&member, 1}));
   const int64_t record = config_.dim + 1;
   // A rank with wrong arguments sends no gradient but still takes part (see Resolve).
   std::vector<float> send;
@@ -556,6 +582,11 @@ Status ShardedTable::ResolveGroup(absl::Span<const GroupResolve> members) {
           "ShardedTable::ResolveGroup: member {} is {}; pass sharded tables of one world",
           &g - members.data(), g.table == nullptr ? "null" : g.table->name()));
     }
+  }
+  {
+    std::vector<PsMember> announced(m);
+    for (size_t t = 0; t < m; ++t) announced[t] = {members[t].table->name(), members[t].mode};
+    RECSDK_RETURN_IF_ERROR(AnnounceExchange(PsCommand::kResolveGroup, -1, announced));
   }
   std::vector<int> slots(m);
   std::vector<Status> own(m);
@@ -695,6 +726,12 @@ Status ShardedTable::ApplyGroup(absl::Span<const GroupApply> members) {
                       &g - members.data(), g.table == nullptr ? "null" : g.table->name()));
     }
   }
+  {
+    std::vector<PsMember> announced(m);
+    for (size_t t = 0; t < m; ++t) announced[t] = {members[t].table->name(), LookupMode::kTrain};
+    RECSDK_RETURN_IF_ERROR(
+        AnnounceExchange(PsCommand::kApplyGroup, members.front().step, announced));
+  }
   std::vector<std::vector<float>> sends(m);
   Status own;
   for (size_t t = 0; t < m && own.ok(); ++t) {
@@ -766,6 +803,13 @@ double ShardedTable::ChannelTimeout(const void* owner) const {
 }
 
 Status ShardedTable::OpenChannel(const void* owner) {
+  if (owner_first_ > 0) {
+    return absl::FailedPreconditionError(fmt::format(
+        "sharded table \"{}\": a key stage resolves keys ahead of their steps on a channel of "
+        "its own, which the ps ranks of this job do not serve (not built yet); run the lookups "
+        "in the step (no key stage) in a job with ps ranks",
+        name()));
+  }
   OpenChannelState state;
   // A communicator of its own (under MPI a duplicate of the world's): creating it is a
   // collective of the ranks' training threads, at the same point of their programs.
@@ -975,11 +1019,11 @@ Status ShardedTable::SetAccessThreshold(int64_t access_threshold) {
 }
 
 uint32_t ShardedTable::FindRow(int64_t key) const {
-  return Owner(key, world_) == rank_ ? shard_->FindRow(key) : kDefaultRow;
+  return KeyOwner(key) == rank_ ? shard_->FindRow(key) : kDefaultRow;
 }
 
 StatusOr<std::vector<float>> ShardedTable::ReadRow(int64_t key) const {
-  const int owner = Owner(key, world_);
+  const int owner = KeyOwner(key);
   if (owner != rank_) {
     return absl::NotFoundError(fmt::format(
         "table \"{}\": key {} is held by rank {} of {}, not by this rank {}; read it there", name(),
@@ -997,11 +1041,18 @@ Status ShardedTable::ImportNpy(const std::string& keys_path, const std::string& 
 }
 
 StatusOr<std::unique_ptr<EmbeddingTable>> MaybeShardTable(std::unique_ptr<EmbeddingTable> table) {
-  RECSDK_ASSIGN_OR_RETURN(const int size, get_rank_size());
-  if (size <= 1) return table;
+  // The workers (get_rank_size) and, with ps ranks, the ps ranks after them.
+  RECSDK_ASSIGN_OR_RETURN(const int workers, get_rank_size());
   RECSDK_ASSIGN_OR_RETURN(const int rank, get_rank_id());
-  if (table->config().is_dp) return ReplicatedTable::Create(std::move(table), rank, size);
-  return ShardedTable::Create(std::move(table), rank, size);
+  RECSDK_ASSIGN_OR_RETURN(const JobLayout layout, CurrentJobLayout());
+  if (layout.ps == 0 && workers <= 1) return table;
+  if (table->config().is_dp) {
+    // Replicated on the workers; a ps holds no replica (it never looks the table up).
+    if (layout.is_ps) return table;
+    return ReplicatedTable::Create(std::move(table), rank, workers);
+  }
+  return ShardedTable::Create(std::move(table), rank, layout.world(), layout.owner_first(),
+                              layout.ps > 0 ? layout.owners() : 0);
 }
 
 }  // namespace recsdk::dist

@@ -2,6 +2,9 @@
 //
 // Each key has one owner, owner(key) = Mix64(key) mod size (internal::ShardOwner: a mixing hash,
 // since real ids are skewed and neither key mod N nor a mask of the low bits spreads them evenly).
+// In a job with ps ranks (TF_CONFIG's ps tasks, parameter_server.h) the owners are the ps ranks
+// alone, owner(key) = ps_ranks[Mix64(key) mod P] (KeyOwner); the workers own no key, and each
+// exchange is announced to the ps ranks before it is made.
 // Each rank holds the rows of the keys it owns in its shard, an ordinary table of the same configs.
 // A ShardedTable is what the rank's Session uses in place of the table: the graph, the kernels and
 // the sparse optimizer see an EmbeddingTable, and the exchange with the owners happens inside two
@@ -71,11 +74,19 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
   // Create: the table of rank `rank` of `size`, holding its keys in `shard`. InvalidArgument for
   // a rank outside [0, size); FailedPrecondition naming the table for configs a sharded table
   // cannot honour (see above).
+  // With ps ranks (parameter_server.h), the owners are ranks [owner_first, owner_first + owners)
+  // of the world; `owners` 0 means every rank (owner_first 0). InvalidArgument for a range not
+  // inside the world.
   [[nodiscard]] static StatusOr<std::unique_ptr<EmbeddingTable>> Create(
-      std::unique_ptr<EmbeddingTable> shard, int rank, int size);
+      std::unique_ptr<EmbeddingTable> shard, int rank, int size, int owner_first = 0,
+      int owners = 0);
+  ~ShardedTable() override;
 
-  // Owner: the rank that holds `key` in a world of `size` ranks.
+  // Owner: the rank that holds `key` in a world of `size` ranks, every rank an owner.
   static int Owner(int64_t key, int size);
+  // KeyOwner: the rank that holds `key` in this table's world: owner_first +
+  // ShardOwner(key, owners) (Owner(key, size) without ps ranks).
+  int KeyOwner(int64_t key) const { return owner_first_ + internal::ShardOwner(key, owners_); }
 
   int world_size() const override { return world_; }
   int rank() const override { return rank_; }
@@ -191,7 +202,8 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
   };
   static constexpr int kSlots = 16;
 
-  ShardedTable(std::unique_ptr<EmbeddingTable> shard, int rank, int size);
+  ShardedTable(std::unique_ptr<EmbeddingTable> shard, int rank, int size, int owner_first,
+               int owners);
   // ResolveInto: Resolve into slot `slot`; `channel` null: on the process communicator with the
   // rows sent back at once; else on that channel, the rows left at their owners.
   Status ResolveInto(int slot, Communicator* channel, const internal::ResolveLease* lease,
@@ -233,6 +245,11 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
   std::unique_ptr<EmbeddingTable> shard_;
   const int rank_;
   const int world_;
+  // The owners' ranks, [owner_first_, owner_first_ + owners_), and the ranks with data (the
+  // workers: every rank without ps ranks), by which "sum_gradients_and_div_by_ranksize" divides.
+  const int owner_first_;
+  const int owners_;
+  const int workers_;
   std::array<Batch, kSlots> batches_;
   int64_t generation_ = -1;  // Resolve calls (slots 0 and 1 alternate)
   std::atomic<uint64_t> serials_{0};

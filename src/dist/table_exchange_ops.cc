@@ -48,6 +48,7 @@
 #include "src/device/table_resource.h"
 #include "src/dist/collective_ops.h"
 #include "src/dist/graph_order.h"
+#include "src/dist/process_communicator.h"
 #include "src/dist/sharded_table.h"
 #include "src/graph/op_registry.h"
 #include "src/session/passes/pass_manager.h"
@@ -453,8 +454,9 @@ StatusOr<Node*> GroupApplies(Graph* graph, const std::vector<Node*>& members) {
 class GroupTableExchangesPass final : public internal::GraphPass {
  public:
   bool Enabled(const internal::PassContext&) const override {
-    const StatusOr<int> size = get_rank_size();
-    return size.ok() && *size > 1;
+    // Every rank of the world, ps ranks included (their table exchanges need one order too).
+    const absl::StatusOr<JobLayout> job = CurrentJobLayout();
+    return job.ok() && job->world() > 1;
   }
 
   Status Run(const internal::PassContext&, Graph* graph) override {

@@ -568,11 +568,38 @@ TEST(LaunchEnvironmentTest, TfConfigMustDescribeTheLaunchersRanks) {
   EXPECT_EQ(wrong_size.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(wrong_size.message()), HasSubstr("lists 2 tasks"));
   EXPECT_THAT(std::string(wrong_size.message()), HasSubstr("mpirun -np 2"));
-  const Status ps = check(
-      2,
-      R"({"cluster": {"worker": ["b:1", "c:1"], "ps": ["p:1"]}, "task": {"type": "ps", "index": 0}})");
-  EXPECT_EQ(ps.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(ps.message()), HasSubstr("no separate parameter servers"));
+  // A ps task comes after the chief and the workers: ps 0 is rank 2 of chief + worker + ps.
+  const std::string with_ps = R"("cluster": {"worker": ["b:1", "c:1"], "ps": ["p:1"]})";
+  env.rank = 2;
+  absl::StatusOr<JobLayout> ps = ReadJobLayout(
+      env, Lookup{{{"TF_CONFIG", "{" + with_ps + R"(, "task": {"type": "ps", "index": 0}})"}}});
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  EXPECT_TRUE(ps->is_ps);
+  EXPECT_EQ(ps->workers, 2);
+  EXPECT_EQ(ps->ps, 1);
+  EXPECT_EQ(ps->owner_first(), 2);
+  EXPECT_EQ(ps->owners(), 1);
+  env.rank = 1;
+  absl::StatusOr<JobLayout> worker = ReadJobLayout(
+      env, Lookup{{{"TF_CONFIG", "{" + with_ps + R"(, "task": {"type": "worker", "index": 1}})"}}});
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  EXPECT_FALSE(worker->is_ps);
+  EXPECT_EQ(worker->owner_first(), 2);
+  const Status ps_at_wrong_rank =
+      check(0, "{" + with_ps + R"(, "task": {"type": "ps", "index": 0}})");
+  EXPECT_EQ(ps_at_wrong_rank.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(ps_at_wrong_rank.message()),
+              AllOf(HasSubstr("ps 0 (task 2"), HasSubstr("rank 0 (OMPI_COMM_WORLD_RANK)")));
+  const Status only_ps =
+      check(0, R"({"cluster": {"ps": ["p:1", "q:1", "r:1"]}, "task": {"type": "ps", "index": 0}})");
+  EXPECT_EQ(only_ps.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(only_ps.message()), HasSubstr("no chief or worker"));
+  // Without TF_CONFIG every rank is a worker and an owner.
+  absl::StatusOr<JobLayout> plain = ReadJobLayout(env, Lookup{});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->workers, 3);
+  EXPECT_EQ(plain->owner_first(), 0);
+  EXPECT_EQ(plain->owners(), 3);
   EXPECT_EQ(check(0, "not json").code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(check(0, "{" + cluster + R"(, "task": {"type": "worker", "index": 5}})").code(),
             absl::StatusCode::kInvalidArgument);

@@ -8,11 +8,24 @@
 //     resumes (tests/dist/stop_rank_test.sh, CTest dist_stop_rank), with a collective timeout of
 //     kStopTimeoutS: rank 0 must fail its next collective with DeadlineExceeded naming rank 1
 //     and the step, and exit non-zero; mpirun then ends the stopped rank.
+//   kill_rank_job psstop DIR: as stop, in a job of chief, worker and ps (each rank's TF_CONFIG
+//     from tests/dist/ps_stop_rank_test.sh, no checkpoints: not built with ps ranks): worker
+//     rank 1 stops in step 12; the chief fails its step and the ps (rank 2) its wait for the
+//     next exchange, both with DeadlineExceeded naming rank 1, and exit non-zero at once
+//     (std::_Exit: MPI_Finalize would wait its 10 s grace for the stopped rank, which the stop
+//     phase already covers).
+//   kill_rank_job pslost DIR: the same job, but the ps stops (SIGSTOP) in step 12 (the chief
+//     writes DIR/stop-ps, a thread of the ps watches for it): both workers fail step 12 with
+//     DeadlineExceeded and exit non-zero; the one waiting in the key exchange names the ps,
+//     rank 2 (the chief, in the announcement, may only say the data did not arrive).
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "recsdk/recsdk.h"
 #include "src/dist/mpi/mpi_communicator.h"
@@ -30,6 +43,7 @@ constexpr double kStopTimeoutS = 3;
 
 int Fail(const std::string& what) {
   std::fprintf(stderr, "kill_rank_job: %s\n", what.c_str());
+  std::fflush(stderr);
   return 1;
 }
 
@@ -37,14 +51,68 @@ int Fail(const std::string& what) {
 
 int main(int argc, char** argv) {
   using namespace recsdk;  // NOLINT(google-build-using-namespace): a test program's main
-  if (argc != 3) return Fail("usage: kill_rank_job kill|restore|stop DIR");
+  if (argc != 3) return Fail("usage: kill_rank_job kill|restore|stop|psstop|pslost DIR");
   const std::string phase = argv[1], dir = argv[2];
   dist::RegisterMpiCommunicator();
   DistributedOptions options;
-  options.collective_timeout_s = phase == "stop" ? kStopTimeoutS : 30;
+  const bool ps_lost = phase == "pslost";
+  const bool ps_job = phase == "psstop" || ps_lost;
+  options.collective_timeout_s = phase == "stop" || ps_job ? kStopTimeoutS : 30;
   if (Status s = InitDistributed(options); !s.ok()) return Fail(s.ToString());
   const int rank = *get_rank_id(), size = *get_rank_size();
-  if (size != 2) return Fail("run under mpirun -np 2");
+  if (size != 2) return Fail("run under mpirun -np 2 (or 2 workers and a ps)");
+  if (ps_job) {
+    SparseNet net(npu_distributed_optimizer_wrapper(std::make_shared<SgdOptimizer>()),
+                  kGlobalRows / size);
+    if (net.session == nullptr || !LookupTable(*net.session, "emb").ok()) {
+      return Fail("the model did not build");
+    }
+    // pslost: the chief writes this file in step 12 (the script removed it before the job).
+    const std::string marker = dir + "/stop-ps";
+    if (*IsParameterServer()) {
+      if (ps_lost) {
+        std::thread([marker] {
+          while (!std::filesystem::exists(marker)) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+          std::fprintf(stderr, "kill_rank_job: ps rank 2 stops itself (SIGSTOP) in step 12\n");
+          std::fflush(stderr);
+          std::raise(SIGSTOP);
+        }).detach();
+      }
+      const Status served = RunParameterServer();
+      const int failed = Fail("ps rank " + std::to_string(rank) + ": " + served.ToString());
+      // The ps began waiting a little before the chief's step began, so its deadline passes
+      // first; mpirun ends the job at the first non-zero exit, so the ps stays a moment for the
+      // chief to report its own error (the test checks both).
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      std::_Exit(failed);  // see the file comment
+    }
+    for (int step = 0; step < 20; ++step) {
+      if (ps_lost && rank == 0 && step == 12) {
+        std::filesystem::create_directories(dir);
+        std::fclose(std::fopen(marker.c_str(), "w"));
+        // The ps's watcher polls every millisecond: let it stop the ps before this step.
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+      if (!ps_lost && rank == 1 && step == 12) {
+        std::fprintf(stderr, "kill_rank_job: rank 1 stops itself (SIGSTOP) in step 12\n");
+        std::fflush(stderr);
+        std::raise(SIGSTOP);
+        return Fail("rank 1 was resumed; nothing in the test resumes it");
+      }
+      if (Status s = net.Step(ShardOf(GlobalBatch(step, kGlobalRows), size, rank)); !s.ok()) {
+        const int failed = Fail("step " + std::to_string(step) + ": " + s.ToString());
+        // pslost: the chief fails first, in the announcement, where MPI cannot say which rank
+        // did not pass the data on (every header had come); it stays a moment so that the
+        // worker, waiting for the ps in the key exchange, reports the ps by its rank.
+        if (ps_lost && rank == 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+        std::_Exit(failed);
+      }
+    }
+    return Fail(ps_lost ? "the workers trained on although the ps stopped"
+                        : "the workers trained on although rank 1 stopped");
+  }
   const bool fault = phase == "kill" || phase == "stop";
   if (fault && rank == 0) std::filesystem::remove_all(dir);
   if (!AllRanksAgree(true, "the directory is ready").ok()) return Fail("agreeing");

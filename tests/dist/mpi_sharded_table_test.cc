@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "recsdk/recsdk.h"
 #include "src/device/table_resource.h"
+#include "src/dist/process_communicator.h"
 #include "src/dist/sharded_table.h"
 #include "src/session/passes/pass_manager.h"
 #include "tests/dist/mpi_test_main.h"  // main(): the MPI tests' entry point
@@ -35,6 +36,42 @@ using testing::sparse::SparseNet;
 
 using ShardedTableTest = dist::testing::RanksTest;
 
+// IsPs: whether this rank is the job's ps (only in the _ps run). A ps trains nothing: after
+// building the same model, it serves the workers until they call EndParameterServers.
+bool IsPs() { return IsParameterServer().value_or(false); }
+
+// Serve: on a ps, RunParameterServer; on a worker, nothing (the worker trains instead).
+void ServeIfPs() {
+  if (!IsPs()) return;
+  const Status served = RunParameterServer();
+  EXPECT_TRUE(served.ok()) << served;
+}
+
+// EndServing: on a worker, EndParameterServers (every worker, at the same point).
+void EndServingIfWorker() {
+  if (IsPs()) return;
+  const Status ended = EndParameterServers();
+  EXPECT_TRUE(ended.ok()) << ended;
+}
+
+// Owners: how many ranks own keys (the ps ranks, or every rank); IsOwner: whether this one does.
+int Owners() {
+  dist::JobLayout job;
+  EXPECT_TRUE(dist::ProcessJob(&job));
+  return job.owners();
+}
+// KeyOwner: the rank that owns `key` (ShardedTable::KeyOwner of this job's tables).
+int KeyOwner(int64_t key) {
+  dist::JobLayout job;
+  EXPECT_TRUE(dist::ProcessJob(&job));
+  return job.owner_first() + dist::ShardedTable::Owner(key, job.owners());
+}
+bool IsOwner() {
+  dist::JobLayout job;
+  EXPECT_TRUE(dist::ProcessJob(&job));
+  return job.ps == 0 || job.is_ps;
+}
+
 TEST_F(ShardedTableTest, RanksTrainAShardedTableLikeOneProcessOnTheGlobalBatches) {
   constexpr int64_t kGlobalRows = 12;
   constexpr int kSteps = 15;
@@ -53,13 +90,17 @@ TEST_F(ShardedTableTest, RanksTrainAShardedTableLikeOneProcessOnTheGlobalBatches
   ASSERT_EQ(sharded->size(), 0);
   for (int step = 0; step < kSteps; ++step) {
     const SparseBatch global = GlobalBatch(step, kGlobalRows);
-    const Status a = ranks.Step(ShardOf(global, size_, rank_));
-    ASSERT_TRUE(a.ok()) << "rank " << rank_ << " step " << step << ": " << a;
+    if (!IsPs()) {
+      const Status a = ranks.Step(ShardOf(global, size_, rank_));
+      ASSERT_TRUE(a.ok()) << "rank " << rank_ << " step " << step << ": " << a;
+    }
     const Status b = one.Step(global);
     ASSERT_TRUE(b.ok()) << b;
   }
+  ServeIfPs();
+  EndServingIfWorker();
   const std::string who = "rank " + std::to_string(rank_) + " vs one process";
-  ExpectClose(ranks.Weights(), one.Weights(), who + ", dense weights");
+  if (!IsPs()) ExpectClose(ranks.Weights(), one.Weights(), who + ", dense weights");
   // Each key's row lives on its owner, trained as the one process trained it; the owner holds
   // exactly the admitted keys it owns.
   int64_t owned = 0;
@@ -67,7 +108,7 @@ TEST_F(ShardedTableTest, RanksTrainAShardedTableLikeOneProcessOnTheGlobalBatches
     for (int64_t id = 1000 * f; id < 1000 * f + kVocab; ++id) {
       const StatusOr<std::vector<float>> want = plain->ReadRow(id);
       const StatusOr<std::vector<float>> got = sharded->ReadRow(id);
-      if (dist::ShardedTable::Owner(id, size_) != rank_) {
+      if (KeyOwner(id) != rank_) {
         EXPECT_EQ(got.status().code(), absl::StatusCode::kNotFound);
         EXPECT_THAT(std::string(got.status().message()), HasSubstr("held by rank"));
         continue;
@@ -79,8 +120,16 @@ TEST_F(ShardedTableTest, RanksTrainAShardedTableLikeOneProcessOnTheGlobalBatches
     }
   }
   EXPECT_EQ(sharded->size(), owned);
-  EXPECT_GT(owned, 0);
-  EXPECT_LT(owned, plain->size()) << "the other ranks hold the rest";
+  if (IsOwner()) {
+    EXPECT_GT(owned, 0);
+    if (Owners() > 1) {
+      EXPECT_LT(owned, plain->size()) << "the other ranks hold the rest";
+    } else {
+      EXPECT_EQ(owned, plain->size()) << "the one ps holds every row";
+    }
+  } else {
+    EXPECT_EQ(owned, 0) << "a worker of a job with ps ranks owns no key";
+  }
 }
 
 // order_collectives chains every node that makes a collective in id order, so two tables'
@@ -133,18 +182,22 @@ TEST_F(ShardedTableTest, TwoTablesShareOneExchangeAndTrainLikeOneProcess) {
                                                 *LookupTable(*ranks.session, "emb2")};
   for (int step = 0; step < 12; ++step) {
     const SparseBatch global = GlobalBatch(step, kGlobalRows);
-    const Status a = ranks.Step(ShardOf(global, size_, rank_));
-    ASSERT_TRUE(a.ok()) << "rank " << rank_ << " step " << step << ": " << a;
+    if (!IsPs()) {
+      const Status a = ranks.Step(ShardOf(global, size_, rank_));
+      ASSERT_TRUE(a.ok()) << "rank " << rank_ << " step " << step << ": " << a;
+    }
     ASSERT_TRUE(one.Step(global).ok());
   }
+  ServeIfPs();
+  EndServingIfWorker();
   const std::string who = "rank " + std::to_string(rank_) + " vs one process";
-  ExpectClose(ranks.Weights(), one.Weights(), who + ", dense weights");
+  if (!IsPs()) ExpectClose(ranks.Weights(), one.Weights(), who + ", dense weights");
   for (size_t t = 0; t < 2; ++t) {
     const std::string table = t == 0 ? "emb" : "emb2";
     int64_t owned = 0;
     for (int f = 0; f < kFeatures; ++f) {
       for (int64_t id = 1000 * f; id < 1000 * f + kVocab; ++id) {
-        if (dist::ShardedTable::Owner(id, size_) != rank_) continue;
+        if (KeyOwner(id) != rank_) continue;
         const StatusOr<std::vector<float>> want = plain[t]->ReadRow(id);
         const StatusOr<std::vector<float>> got = sharded[t]->ReadRow(id);
         ASSERT_EQ(got.ok(), want.ok()) << who << ", " << table << " key " << id;
@@ -153,7 +206,9 @@ TEST_F(ShardedTableTest, TwoTablesShareOneExchangeAndTrainLikeOneProcess) {
         ExpectClose(*got, *want, who + ", " + table + " row of key " + std::to_string(id));
       }
     }
-    EXPECT_GT(owned, 0) << table;
+    if (IsOwner()) {
+      EXPECT_GT(owned, 0) << table;
+    }
   }
   // The Session's passes on a copy of the graph: one exchange node each, chained in order.
   std::unique_ptr<Graph> copy = ranks.g.Copy();
@@ -176,6 +231,69 @@ TEST_F(ShardedTableTest, TwoTablesShareOneExchangeAndTrainLikeOneProcess) {
   ASSERT_NE(apply, nullptr);
   EXPECT_LT(lookup->id(), apply->id());
   EXPECT_EQ(lookup->StringsAttr("member_tables"), (std::vector<std::string>{"emb", "emb2"}));
+}
+
+// all2all_gradients_op: with "sum" (the default) the owner applies the sum of the ranks'
+// gradients of a key; with "sum_gradients_and_div_by_ranksize" that sum divided by the number
+// of ranks with data (the workers). Every worker looks up the same keys and sends gradient
+// (rank + 1) * (d + 1) / 8 for each; with SGD(lr) from rows of 1, a key's row must be
+// 1 - lr * sum (or sum / workers), which neither op can give for the other.
+TEST_F(ShardedTableTest, TheDefaultSumOpAppliesTheSumOfTheRanksGradients) {
+  constexpr int kDimension = 3;
+  constexpr float kLr = 0.5f;
+  const std::vector<int64_t> keys = {3, 14, 15, 92, 65, 35};
+  auto make = [&](const std::string& name, const std::string& op) {
+    TableConfig c;
+    c.name = name;
+    c.dim = kDimension;
+    c.device_vocabulary_size = 64;
+    c.access_threshold = 1;
+    c.initializer = Initializer::Ones();
+    if (!op.empty()) c.all2all_gradients_op = op;
+    StatusOr<std::unique_ptr<EmbeddingTable>> plain =
+        EmbeddingTable::Create(c, SparseOptimizerConfig::SGD(kLr));
+    EXPECT_TRUE(plain.ok()) << plain.status();
+    StatusOr<std::unique_ptr<EmbeddingTable>> sharded = dist::MaybeShardTable(std::move(*plain));
+    EXPECT_TRUE(sharded.ok()) << sharded.status();
+    return std::move(*sharded);
+  };
+  std::unique_ptr<EmbeddingTable> sum = make("sum_op", "");  // the default
+  std::unique_ptr<EmbeddingTable> div = make("div_op", "sum_gradients_and_div_by_ranksize");
+  ASSERT_EQ(sum->config().all2all_gradients_op, "sum") << "the default";
+  if (IsPs()) {
+    ServeIfPs();
+  } else {
+    for (EmbeddingTable* t : {sum.get(), div.get()}) {
+      std::vector<uint32_t> rows(keys.size());
+      const Status r = t->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows));
+      ASSERT_TRUE(r.ok()) << r;
+      std::vector<float> grads(keys.size() * kDimension);
+      for (size_t i = 0; i < grads.size(); ++i) {
+        grads[i] = static_cast<float>((rank_ + 1) * (i % kDimension + 1)) / 8.0f;
+      }
+      const Status a = t->ApplyGradients(rows, grads, 1);
+      ASSERT_TRUE(a.ok()) << a;
+    }
+    EndServingIfWorker();
+  }
+  // sum over the workers r of (r + 1) = W (W + 1) / 2.
+  const float ranks_sum = static_cast<float>(size_ * (size_ + 1)) / 2.0f;
+  int checked = 0;
+  for (int64_t key : keys) {
+    if (KeyOwner(key) != rank_) continue;
+    ++checked;
+    const StatusOr<std::vector<float>> s_row = sum->ReadRow(key), d_row = div->ReadRow(key);
+    ASSERT_TRUE(s_row.ok() && d_row.ok()) << s_row.status() << d_row.status();
+    for (int d = 0; d < kDimension; ++d) {
+      const float g = ranks_sum * static_cast<float>(d + 1) / 8.0f;
+      EXPECT_FLOAT_EQ((*s_row)[d], 1.0f - kLr * g) << "key " << key << " \"sum\"";
+      EXPECT_FLOAT_EQ((*d_row)[d], 1.0f - kLr * g / static_cast<float>(size_))
+          << "key " << key << " divided by " << size_ << " workers";
+    }
+  }
+  if (Owners() == 1 && IsOwner()) {
+    EXPECT_EQ(checked, static_cast<int>(keys.size()));
+  }
 }
 
 }  // namespace

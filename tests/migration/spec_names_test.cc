@@ -1552,9 +1552,10 @@ const std::vector<SpecCase>& Cases() {
                ShutdownDistributed();
              }
              {
+               // A ps task is a rank of its own: one process cannot be a worker and a ps.
                SetEnv tf_config("TF_CONFIG", R"({"cluster": {"ps": ["a:1"], "worker": ["b:1"]},
                                                  "task": {"type": "ps", "index": 0}})");
-               ExpectRefused(InitDistributed(), "ps", absl::StatusCode::kFailedPrecondition);
+               ExpectRefused(InitDistributed(), "ps 1", absl::StatusCode::kFailedPrecondition);
                ShutdownDistributed();
              }
              {

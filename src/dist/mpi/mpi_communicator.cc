@@ -205,6 +205,8 @@ class MpiCommunicator final : public Communicator {
                            absl::Span<const int64_t> send_counts, absl::Span<int64_t> recv_counts,
                            absl::FunctionRef<void*(int64_t)> alloc) override;
   absl::Status Rejected(const CollectiveCall& call, absl::Status error) override;
+  absl::StatusOr<std::unique_ptr<Communicator>> DoSubRange(int first, int count,
+                                                           Deadline deadline) override;
 
  private:
   std::string Where(const CollectiveCall& call) const {
@@ -514,6 +516,24 @@ absl::Status MpiCommunicator::DoBarrier(const CollectiveCall& call) {
   // header, sent when that rank entered, has arrived. An MPI_Ibarrier after it would add a round
   // trip and nothing else.
   return Begin(call);
+}
+
+// DoSubRange: a Barrier bounded by `deadline` (every rank has reached this point), then
+// MPI_Comm_split, which has no non-blocking form but completes at once when every rank is in it.
+absl::StatusOr<std::unique_ptr<Communicator>> MpiCommunicator::DoSubRange(int first, int count,
+                                                                          Deadline deadline) {
+  const std::string label = fmt::format("sub-communicator of ranks [{}, {})", first, first + count);
+  RECSDK_RETURN_IF_ERROR(Barrier(deadline, CallTag{-1, label}));
+  const bool inside = rank_ >= first && rank_ < first + count;
+  MPI_Comm sub = MPI_COMM_NULL;
+  int rc = MPI_Comm_split(comm_, inside ? 0 : MPI_UNDEFINED, rank_, &sub);
+  const std::string where = fmt::format("making the {} on rank {} of {}", label, rank_, size_);
+  if (rc != MPI_SUCCESS) return Fail(MpiFailed(where, "MPI_Comm_split", rc));
+  if (!inside) return std::unique_ptr<Communicator>();
+  rc = MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
+  if (rc != MPI_SUCCESS) return MpiFailed(where, "MPI_Comm_set_errhandler", rc);
+  return std::unique_ptr<Communicator>(
+      std::make_unique<MpiCommunicator>(sub, rank_ - first, count));
 }
 
 absl::Status MpiCommunicator::DoExchangeV(const CollectiveCall& call, const void* send,

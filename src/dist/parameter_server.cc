@@ -1,0 +1,203 @@
+// parameter_server.cc: the workers' announcements and the ps loop (parameter_server.h), and the
+// public RunParameterServer / EndParameterServers (recsdk/distributed.h).
+#include "src/dist/parameter_server.h"
+
+#include <array>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "fmt/format.h"
+#include "recsdk/distributed.h"
+#include "src/common/hash.h"
+#include "src/common/status_macros.h"
+#include "src/dist/process_communicator.h"
+#include "src/dist/sharded_table.h"
+
+namespace recsdk::dist {
+namespace {
+
+// The announcement: [magic, command, step, members, then (name fingerprint, mode) per member].
+constexpr int64_t kPsMagic = 0x5053434d44;  // "PSCMD"
+constexpr size_t kPsWords = 4 + 2 * static_cast<size_t>(kMaxAnnouncedTables);
+using PsWords = std::array<int64_t, kPsWords>;
+constexpr std::string_view kPsLabel = "ps/announce";
+
+// ServedTables: this process's sharded tables by the fingerprint of their name; several live
+// tables of one name are kept (a ps refuses to serve an ambiguous name).
+struct ServedTables {
+  absl::Mutex mu;
+  absl::flat_hash_map<uint64_t, std::vector<ShardedTable*>> tables ABSL_GUARDED_BY(mu);
+};
+
+ServedTables& ServedTablesOf() {
+  static ServedTables* served = new ServedTables;  // never destroyed
+  return *served;
+}
+
+// Broadcasts `words` from rank 0 over every rank.
+Status BroadcastPsWords(PsWords& words, const char* what) {
+  Status s = WithProcessCommunicator([&](Communicator& comm, const DistributedOptions& o) {
+    return comm.Broadcast<int64_t>(absl::MakeSpan(words), 0,
+                                   DeadlineAfterSeconds(o.collective_timeout_s),
+                                   CallTag{-1, kPsLabel});
+  });
+  if (s.ok()) return s;
+  return Status(s.code(), fmt::format("{}: {}", what, s.message()));
+}
+
+// LookupServedTable: the served table whose name has fingerprint `fp`.
+StatusOr<ShardedTable*> LookupServedTable(uint64_t fp, int rank) {
+  ServedTables& served = ServedTablesOf();
+  absl::MutexLock lock(&served.mu);
+  auto it = served.tables.find(fp);
+  if (it == served.tables.end() || it->second.empty()) {
+    return absl::FailedPreconditionError(fmt::format(
+        "ps rank {}: the workers exchange keys of a table this ps does not hold (name "
+        "fingerprint {:016x}); a ps must make the same tables as the workers (build the same "
+        "model and call LookupTable for each table) before RunParameterServer",
+        rank, fp));
+  }
+  if (it->second.size() > 1) {
+    return absl::FailedPreconditionError(
+        fmt::format("ps rank {}: {} live sharded tables are named \"{}\"; a ps serves one "
+                    "model's tables: destroy the other Sessions first",
+                    rank, it->second.size(), it->second.front()->name()));
+  }
+  return it->second.front();
+}
+
+}  // namespace
+
+Status AnnounceExchange(PsCommand command, int64_t step, absl::Span<const PsMember> members) {
+  JobLayout layout;
+  if (!ProcessJob(&layout) || layout.ps == 0 || layout.is_ps) return absl::OkStatus();
+  if (members.size() > static_cast<size_t>(kMaxAnnouncedTables)) {
+    return absl::InvalidArgumentError(
+        fmt::format("an exchange of {} tables with ps ranks; at most {} tables share one exchange",
+                    members.size(), kMaxAnnouncedTables));
+  }
+  PsWords words{};
+  words[0] = kPsMagic;
+  words[1] = static_cast<int64_t>(command);
+  words[2] = step;
+  words[3] = static_cast<int64_t>(members.size());
+  for (size_t i = 0; i < members.size(); ++i) {
+    words[4 + 2 * i] = static_cast<int64_t>(internal::Fingerprint64(members[i].table));
+    words[5 + 2 * i] = members[i].mode == LookupMode::kTrain ? 0 : 1;
+  }
+  return BroadcastPsWords(words, "announcing a table exchange to the ps ranks");
+}
+
+void RegisterServedTable(ShardedTable* table) {
+  ServedTables& served = ServedTablesOf();
+  absl::MutexLock lock(&served.mu);
+  served.tables[internal::Fingerprint64(table->name())].push_back(table);
+}
+
+void UnregisterServedTable(ShardedTable* table) {
+  ServedTables& served = ServedTablesOf();
+  absl::MutexLock lock(&served.mu);
+  auto it = served.tables.find(internal::Fingerprint64(table->name()));
+  if (it == served.tables.end()) return;
+  std::erase(it->second, table);
+  if (it->second.empty()) served.tables.erase(it);
+}
+
+Status ServeTableExchanges() {
+  JobLayout layout;
+  int rank = 0, size = 1;
+  if (!ProcessJob(&layout) || !ProcessWorld(&rank, &size) || !layout.is_ps) {
+    return absl::FailedPreconditionError(
+        "RunParameterServer: this process is not a ps rank (TF_CONFIG's task type \"ps\", after "
+        "InitDistributed); workers train, and end the ps ranks with EndParameterServers()");
+  }
+  for (int64_t served = 0;; ++served) {
+    PsWords words{};
+    RECSDK_RETURN_IF_ERROR(BroadcastPsWords(
+        words, fmt::format("ps rank {}: waiting for the workers' table exchange #{}", rank, served)
+                   .c_str()));
+    const int64_t members = words[3];
+    if (words[0] != kPsMagic || members < 0 || members > kMaxAnnouncedTables) {
+      return absl::InternalError(fmt::format(
+          "ps rank {}: announcement #{} from the chief is malformed (magic {:x}, {} tables); "
+          "every rank must run the same recsdk",
+          rank, served, words[0], members));
+    }
+    const auto command = static_cast<PsCommand>(words[1]);
+    if (command == PsCommand::kEnd) return absl::OkStatus();
+    const int64_t step = words[2];
+    std::vector<ShardedTable*> tables;
+    std::vector<LookupMode> modes;
+    for (int64_t i = 0; i < members; ++i) {
+      RECSDK_ASSIGN_OR_RETURN(ShardedTable * t,
+                              LookupServedTable(static_cast<uint64_t>(words[4 + 2 * i]), rank));
+      tables.push_back(t);
+      modes.push_back(words[5 + 2 * i] == 0 ? LookupMode::kTrain : LookupMode::kEval);
+    }
+    // The calls a worker makes, with nothing of this rank's own to look up or apply.
+    Status s;
+    switch (command) {
+      case PsCommand::kResolve:
+      case PsCommand::kApply:
+        if (tables.size() != 1) {
+          s = absl::InternalError(
+              fmt::format("announcement of {} tables for one table's call", tables.size()));
+        } else if (command == PsCommand::kResolve) {
+          s = tables[0]->Resolve({}, {}, {}, modes[0], {});
+        } else {
+          s = tables[0]->ApplyGradients({}, {}, step);
+        }
+        break;
+      case PsCommand::kResolveGroup: {
+        std::vector<ShardedTable::GroupResolve> group(tables.size());
+        for (size_t i = 0; i < tables.size(); ++i) {
+          group[i].table = tables[i];
+          group[i].mode = modes[i];
+        }
+        s = ShardedTable::ResolveGroup(group);
+        break;
+      }
+      case PsCommand::kApplyGroup: {
+        std::vector<ShardedTable::GroupApply> group(tables.size());
+        for (size_t i = 0; i < tables.size(); ++i) {
+          group[i].table = tables[i];
+          group[i].step = step;
+        }
+        s = ShardedTable::ApplyGroup(group);
+        break;
+      }
+      default:
+        s = absl::InternalError(fmt::format("unknown command {}", words[1]));
+    }
+    if (!s.ok()) {
+      // The workers see the failure in their step; this ps ends (non-zero exit: mpirun then
+      // ends the job).
+      return Status(s.code(), fmt::format("ps rank {}, table exchange #{} (step {}): {}", rank,
+                                          served, step, s.message()));
+    }
+  }
+}
+
+}  // namespace recsdk::dist
+
+namespace recsdk {
+
+Status RunParameterServer() {
+  dist::JobLayout layout;
+  if (!dist::ProcessJob(&layout)) RECSDK_RETURN_IF_ERROR(InitDistributed());
+  return dist::ServeTableExchanges();
+}
+
+Status EndParameterServers() {
+  dist::JobLayout layout;
+  if (dist::ProcessJob(&layout) && layout.is_ps) {
+    return absl::FailedPreconditionError(
+        "EndParameterServers: this process is a ps rank; the workers call it once their "
+        "training has ended, and RunParameterServer then returns here");
+  }
+  return dist::AnnounceExchange(dist::PsCommand::kEnd, -1, {});
+}
+
+}  // namespace recsdk

@@ -1,0 +1,66 @@
+// parameter_server.h: the ps ranks of a job with separate parameter servers (TF_CONFIG's ps
+// tasks, launch_env.h JobLayout), and how the workers drive them.
+//
+// A ps rank holds the shards of the sharded tables (ShardedTable's owners are the ps ranks) and
+// runs no graph: it serves the workers' table exchanges. It does so through the very calls a
+// worker makes (ShardedTable::Resolve, ApplyGradients, ResolveGroup, ApplyGroup) with nothing to
+// look up: a ps sends no keys and receives the workers', exactly as an all-worker rank serves the
+// keys it owns. To make the same collectives in the same order, a ps must know which call comes
+// next: before each exchange the workers announce it (AnnounceExchange: a Broadcast of a 1 KiB
+// command from the chief, rank 0, over every rank), and the ps loop (ServeTableExchanges) waits
+// for that announcement, then makes the call. The workers' EndParameterServers announces the end.
+// In a job without ps ranks nothing is announced: the same table calls, no extra collective.
+//
+// Every wait has the process communicator's deadline (collective_timeout_s): a ps waits at most
+// that long for the workers' next exchange, and a worker at most that long for a ps.
+//
+// Threading: as the process communicator (process_communicator.h).
+#ifndef RECSDK_DIST_PARAMETER_SERVER_H_
+#define RECSDK_DIST_PARAMETER_SERVER_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "recsdk/table.h"
+
+namespace recsdk::dist {
+
+class ShardedTable;
+
+// PsCommand: what the workers announce. The values travel between ranks: pinned.
+enum class PsCommand : int64_t {
+  kResolve = 1,       // ShardedTable::Resolve of one table
+  kApply = 2,         // ShardedTable::ApplyGradients of one table
+  kResolveGroup = 3,  // ShardedTable::ResolveGroup
+  kApplyGroup = 4,    // ShardedTable::ApplyGroup
+  kEnd = 5,           // EndParameterServers: the ps loop returns
+};
+
+// PsMember: a table of an announced exchange and its lookup mode.
+struct PsMember {
+  std::string_view table;
+  LookupMode mode = LookupMode::kTrain;
+};
+
+// kMaxAnnouncedTables: the most tables one announced exchange may name.
+inline constexpr int kMaxAnnouncedTables = 60;
+
+// AnnounceExchange: on a worker of a job with ps ranks, tells the ps ranks the exchange that
+// follows (a collective of every rank); OK at once in a job without ps ranks. InvalidArgument
+// for more than kMaxAnnouncedTables members.
+[[nodiscard]] absl::Status AnnounceExchange(PsCommand command, int64_t step,
+                                            absl::Span<const PsMember> members);
+
+// RegisterServedTable, UnregisterServedTable: the sharded tables of this process, by name, for
+// the ps loop (ShardedTable's constructor and destructor call them).
+void RegisterServedTable(ShardedTable* table);
+void UnregisterServedTable(ShardedTable* table);
+
+// ServeTableExchanges: the ps loop (RunParameterServer, recsdk/distributed.h).
+[[nodiscard]] absl::Status ServeTableExchanges();
+
+}  // namespace recsdk::dist
+
+#endif  // RECSDK_DIST_PARAMETER_SERVER_H_

@@ -1,0 +1,58 @@
+#!/bin/bash
+# ps_stop_rank_test.sh JOB DIR MPIEXEC [MPIEXEC FLAGS...]: two jobs of chief, worker and ps (each
+# rank its TF_CONFIG, mpirun's one context per task; collective timeout 3 s), each ending
+# non-zero instead of hanging (60 s: a hang check, 20x the timeout):
+# - kill_rank_job.cc's psstop phase: worker rank 1 stops with SIGSTOP in step 12; the chief fails
+#   that step and the ps its wait for the workers' next exchange, both with DeadlineExceeded
+#   naming rank 1;
+# - its pslost phase: the ps (rank 2) stops in step 12; both workers fail that step, and the one
+#   waiting for the ps in an exchange names rank 2.
+set -u
+job=$1 dir=$2
+shift 2
+cluster='"cluster":{"chief":["a:1"],"worker":["b:1"],"ps":["c:1"]}'
+task() { echo "TF_CONFIG={$cluster,\"task\":{\"type\":\"$1\",\"index\":0}}"; }
+start=$(date +%s)
+run() {
+  "$@" -np 1 -x "$(task chief)" "$job" "$phase" "$dir" : -np 1 -x "$(task worker)" "$job" "$phase" \
+    "$dir" : -np 1 -x "$(task ps)" "$job" "$phase" "$dir" 2>&1
+}
+phase=psstop
+out=$(run "$@")
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+echo "$out" | tail -20
+fail() { echo "ps_stop_rank_test: FAILED: $*"; exit 1; }
+[ "$rc" -ne 0 ] || fail "the job exited 0 although rank 1 was stopped"
+[ "$elapsed" -lt 60 ] || fail "the job took ${elapsed}s to end (a hang check: the timeout is 3 s)"
+echo "$out" | grep -q "rank 1 stops itself (SIGSTOP)" || fail "rank 1 did not stop"
+chief=$(echo "$out" | grep "kill_rank_job: step 12:")
+[ -n "$chief" ] || fail "the chief did not fail in step 12"
+echo "$chief" | grep -q "DEADLINE_EXCEEDED" || fail "the chief's error is not DeadlineExceeded: $chief"
+echo "$chief" | grep -q "rank 1 did not join" || fail "the chief's error does not name rank 1: $chief"
+ps=$(echo "$out" | grep "kill_rank_job: ps rank 2:")
+[ -n "$ps" ] || fail "the ps did not end with an error"
+echo "$ps" | grep -q "DEADLINE_EXCEEDED" || fail "the ps's error is not DeadlineExceeded: $ps"
+echo "$ps" | grep -q "rank 1 did not join" || fail "the ps's error does not name rank 1: $ps"
+echo "ps_stop_rank_test: a stopped worker: the job ended in ${elapsed}s with exit status $rc"
+
+mkdir -p "$dir"
+rm -f "$dir/stop-ps"
+phase=pslost
+start=$(date +%s)
+out=$(run "$@")
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+echo "$out" | tail -20
+[ "$rc" -ne 0 ] || fail "the job exited 0 although the ps was stopped"
+[ "$elapsed" -lt 60 ] || fail "the job took ${elapsed}s to end (a hang check: the timeout is 3 s)"
+echo "$out" | grep -q "ps rank 2 stops itself (SIGSTOP)" || fail "the ps did not stop"
+# Both workers fail step 12 with DeadlineExceeded; the one that waits for the ps in an exchange
+# names it (a rank stopped after its header for the next call was sent is reported as data that
+# did not arrive, without a rank: MPI cannot say which rank did not pass it on).
+steps=$(echo "$out" | grep "kill_rank_job: step 12:")
+[ "$(echo "$steps" | grep -c "DEADLINE_EXCEEDED")" -eq 2 ] ||
+  fail "not both workers failed step 12 with DeadlineExceeded: $steps"
+echo "$steps" | grep -Eq "ranks? ([0-9]+ and )?2 did not join" ||
+  fail "no worker's error names the ps, rank 2: $steps"
+echo "ps_stop_rank_test: passed; a stopped ps: the job ended in ${elapsed}s with exit status $rc"
