@@ -9,8 +9,13 @@
 //       [rows, 2 x dim] array (software prefetch 16 ahead, huge pages as the table's slab), the
 //       row copied out (the gather) and row and slot written back (the update): one random
 //       row + slot read and write per id, with no index, no dedup and no arithmetic to speak of.
+//       Then the two-pass bound on the same ids (TwoPassStep: all rows read, then all rows and
+//       slots read and written: the order a training step must touch them in).
 //       Counters: ids_per_s (the table), roofline_ids_per_s, embedding_vs_roofline = roofline time
-//       / table time (goal >= 0.7), and each phase's share of the table's time (dedup_share,
+//       / table time (goal >= 0.7), two_pass_ids_per_s, embedding_vs_two_pass (table vs the
+//       two-pass bound), two_pass_vs_roofline (the bound's own ratio to the roofline: what a
+//       perfect gather-then-update step would score), and each phase's share of the table's time
+//       (dedup_share,
 //       resolve_share, gather_share, aggregate_share, apply_share), unique_frac.
 //
 // Rows: RECSDK_EMB_ROOF_ROWS, else max(2M, 1 GiB of rows + slots): 8.4M at dim 16, 2M at 64 and
@@ -90,6 +95,46 @@ void RooflineStep(const DenseArray& a, int dim, const int64_t* ranks, size_t n, 
       });
 }
 
+// TwoPassStep: the same memory traffic as RooflineStep, in the order a training step must make
+// it: first the forward pass reads every id's row (embedding only) and copies it out, then the
+// update pass reads and writes every id's row and slot. The gradients exist only after the whole
+// forward pass, so the row's lines from the first pass are gone by the second (a batch's rows are
+// tens of MB; L2 is 2 MB a core): per id, 1 + 2 = 3 lines' worth of random misses at dim 16
+// where RooflineStep has 2. two_pass_ids_per_s is therefore the best a gather-then-update step can
+// reach on this machine; embedding_vs_two_pass says how close the table comes to it.
+void TwoPassStep(const DenseArray& a, int dim, const int64_t* ranks, size_t n, float* out) {
+  const size_t width = 2 * static_cast<size_t>(dim);
+  const size_t row_bytes = static_cast<size_t>(dim) * sizeof(float);
+  constexpr size_t kAhead = 16;
+  tbb::parallel_for(
+      tbb::blocked_range<size_t>(0, n, 4096), [&](const tbb::blocked_range<size_t>& r) {
+        for (size_t i = r.begin(); i < r.end(); ++i) {
+          if (i + kAhead < r.end()) {
+            const char* p = reinterpret_cast<const char*>(a.data + ranks[i + kAhead] * width);
+            for (size_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(p + off, 0);
+          }
+          std::memcpy(out + i * dim, a.data + ranks[i] * width, row_bytes);
+        }
+      });
+  benchmark::ClobberMemory();
+  tbb::parallel_for(
+      tbb::blocked_range<size_t>(0, n, 4096), [&](const tbb::blocked_range<size_t>& r) {
+        for (size_t i = r.begin(); i < r.end(); ++i) {
+          if (i + kAhead < r.end()) {
+            const char* p = reinterpret_cast<const char*>(a.data + ranks[i + kAhead] * width);
+            for (size_t off = 0; off < width * sizeof(float); off += 64) {
+              __builtin_prefetch(p + off, 1);
+            }
+          }
+          float* row = a.data + ranks[i] * width;
+          for (int d = 0; d < dim; ++d) {
+            row[dim + d] += 1e-7f;
+            row[d] -= 1e-7f;
+          }
+        }
+      });
+}
+
 struct Fixture {
   int dim = 0;
   int64_t rows = 0;
@@ -154,7 +199,8 @@ void BM_EmbeddingStep(benchmark::State& state) {
   std::vector<float> summed(grads.size());
   internal::DedupResult d;
   std::vector<uint32_t> ids;
-  double t_table = 0, t_roof = 0, t_dedup = 0, t_resolve = 0, t_gather = 0, t_agg = 0, t_apply = 0;
+  double t_table = 0, t_roof = 0, t_two = 0, t_dedup = 0, t_resolve = 0, t_gather = 0, t_agg = 0,
+         t_apply = 0;
   double unique = 0;
   int64_t batch = 0;
   for (auto _ : state) {
@@ -192,6 +238,10 @@ void BM_EmbeddingStep(benchmark::State& state) {
     RooflineStep(*f.dense, dim, ranks.data() + off, kBatchKeys, out.data());
     benchmark::ClobberMemory();
     const auto t6 = Clock::now();
+    TwoPassStep(*f.dense, dim, ranks.data() + off, kBatchKeys, out.data());
+    benchmark::ClobberMemory();
+    const auto t7 = Clock::now();
+    t_two += Seconds(t6, t7);
     t_dedup += Seconds(t0, t1);
     t_resolve += Seconds(t1, t2);
     t_gather += Seconds(t2, t3);
@@ -206,6 +256,9 @@ void BM_EmbeddingStep(benchmark::State& state) {
   state.counters["ids_per_s"] = n / t_table;
   state.counters["roofline_ids_per_s"] = n / t_roof;
   state.counters["embedding_vs_roofline"] = t_roof / t_table;
+  state.counters["two_pass_ids_per_s"] = n / t_two;
+  state.counters["embedding_vs_two_pass"] = t_two / t_table;
+  state.counters["two_pass_vs_roofline"] = t_roof / t_two;
   state.counters["dedup_share"] = t_dedup / t_table;
   state.counters["resolve_share"] = t_resolve / t_table;
   state.counters["gather_share"] = t_gather / t_table;

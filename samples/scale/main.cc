@@ -29,6 +29,7 @@
 //     checks it names the ssd tier and the path, that the session still saves and that the last
 //     checkpoint restores into a fresh session that trains on; disk_full_ok=1 (exit 1 otherwise).
 // Not thread-safe; a driver, not a library.
+#include <malloc.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -38,6 +39,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -162,11 +164,34 @@ uint64_t DirBytes(const std::string& dir) {
   return total;
 }
 
-// RssSampler: VmRSS / RssAnon / RssFile every 0.25 s into a CSV, with the phase the run is in.
+// HeapKb: the resident kB of the main malloc heap ([heap] in /proc/self/smaps, brk), 0 if none.
+int64_t HeapKb() {
+  std::ifstream in("/proc/self/smaps");
+  std::string line;
+  bool in_heap = false;
+  while (std::getline(in, line)) {
+    // A mapping's first line starts "lo-hi perms ..."; its fields start "Name:".
+    const size_t first_space = line.find(' ');
+    const bool field = first_space != std::string::npos && first_space > 0 &&
+                       line[first_space - 1] == ':';
+    if (!field && !line.empty() && std::isxdigit(static_cast<unsigned char>(line[0]))) {
+      in_heap = line.size() >= 6 && line.compare(line.size() - 6, 6, "[heap]") == 0;
+    } else if (in_heap && line.compare(0, 4, "Rss:") == 0) {
+      return std::atoll(line.c_str() + 4);
+    }
+  }
+  return 0;
+}
+
+// RssSampler: VmRSS / RssAnon / RssFile, the [heap] mapping's RSS, malloc's bytes in use
+// (mallinfo2: arena + mmapped chunks) and the tables' row count (as the training loop last set
+// it; -1 outside training) every 0.25 s into a CSV, with the phase the run is in. The heap and
+// row columns tell growth from new rows (docs/tiers.md "RSS") apart from a leak.
 class RssSampler {
  public:
   explicit RssSampler(const std::string& path) : out_(path), start_(Clock::now()) {
-    out_ << "seconds,phase,rss_bytes,rss_anon_bytes,rss_file_bytes\n";
+    out_ << "seconds,phase,rss_bytes,rss_anon_bytes,rss_file_bytes,heap_kb,malloc_in_use_kb,"
+            "rows\n";
     thread_ = std::thread([this] {
       while (!stop_.load()) {
         Sample();
@@ -183,6 +208,8 @@ class RssSampler {
     phase_ = p;
     phase_max_ = 0;
   }
+  // SetRows: the tables' row count, for the CSV's rows column.
+  void SetRows(int64_t rows) { rows_.store(rows); }
   int64_t PhaseMax() {
     std::lock_guard<std::mutex> l(mu_);
     return phase_max_;
@@ -191,10 +218,14 @@ class RssSampler {
     const int64_t rss = ProcKb("/proc/self/status", "VmRSS");
     const int64_t anon = ProcKb("/proc/self/status", "RssAnon");
     const int64_t file = ProcKb("/proc/self/status", "RssFile");
+    const int64_t heap = HeapKb();
+    const struct mallinfo2 mi = mallinfo2();
+    const int64_t in_use = static_cast<int64_t>((mi.uordblks + mi.hblkhd) / 1024);
     std::lock_guard<std::mutex> l(mu_);
     phase_max_ = std::max(phase_max_, rss);
     out_ << std::chrono::duration<double>(Clock::now() - start_).count() << "," << phase_ << ","
-         << rss << "," << anon << "," << file << "\n";
+         << rss << "," << anon << "," << file << "," << heap << "," << in_use << "," << rows_.load()
+         << "\n";
     out_.flush();
   }
 
@@ -205,6 +236,7 @@ class RssSampler {
   std::string phase_ = "start";
   int64_t phase_max_ = 0;
   std::atomic<bool> stop_{false};
+  std::atomic<int64_t> rows_{-1};
   std::thread thread_;
 };
 
@@ -388,6 +420,10 @@ RunResult Train(KeyStage& stage, Model& m, int64_t warmup, double seconds, int64
   while (r.steps < max_steps) {
     step();
     ++r.steps;
+    if (rss != nullptr && r.steps % 16 == 0) {
+      const internal::TierStats now = SumStats(m);
+      rss->SetRows(now.device_rows + now.host_rows + now.ssd_rows);
+    }
     r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (r.seconds >= seconds) break;
   }

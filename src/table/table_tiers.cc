@@ -307,16 +307,17 @@ Status TableImpl::ExecuteTiers(absl::Span<const int64_t> keys, absl::Span<uint32
   if (!plan.cold.empty()) {
     const size_t n = plan.cold.size();
     const size_t record = rf + kHistoryFloats;
-    std::vector<float> buf(n * record);
-    std::vector<uint32_t> to(n);
+    move_rows_.resize(n * record);
+    move_slots_.resize(n);
+    float* const buf = move_rows_.data();
+    const absl::Span<const uint32_t> to(move_slots_);
     for (size_t j = 0; j < n; ++j) {
       // MemoryStore rows are addressable: copied straight into the records.
-      std::memcpy(buf.data() + j * record, host_->RowAddress(plan.cold[j]), row_bytes_);
-      SetRecordHistory(buf.data() + j * record, rf,
-                       *History(bases_.Pack({Tier::kHost, plan.cold[j]})));
+      std::memcpy(buf + j * record, host_->RowAddress(plan.cold[j]), row_bytes_);
+      SetRecordHistory(buf + j * record, rf, *History(bases_.Pack({Tier::kHost, plan.cold[j]})));
     }
-    RECSDK_RETURN_IF_ERROR(ssd_->Allocate(n, to.data()));
-    RECSDK_RETURN_IF_ERROR(ssd_->Write(to, buf.data()));
+    RECSDK_RETURN_IF_ERROR(ssd_->Allocate(n, move_slots_.data()));
+    RECSDK_RETURN_IF_ERROR(ssd_->Write(to, buf));
     RECSDK_RETURN_IF_ERROR(host_->Free(plan.cold));
     for (size_t j = 0; j < n; ++j) {
       const uint32_t from = bases_.Pack({Tier::kHost, plan.cold[j]});
@@ -331,11 +332,12 @@ Status TableImpl::ExecuteTiers(absl::Span<const int64_t> keys, absl::Span<uint32
   // 3. The device's victims to the host.
   if (!plan.victims.empty()) {
     const size_t n = plan.victims.size();
-    std::vector<float> buf(n * rf);
-    std::vector<uint32_t> to(n);
-    RECSDK_RETURN_IF_ERROR(ReadDeviceRows(plan.victims, buf.data()));
-    RECSDK_RETURN_IF_ERROR(host_->Allocate(n, to.data()));
-    RECSDK_RETURN_IF_ERROR(host_->Write(to, buf.data()));
+    move_rows_.resize(n * rf);
+    move_slots_.resize(n);
+    const absl::Span<const uint32_t> to(move_slots_);
+    RECSDK_RETURN_IF_ERROR(ReadDeviceRows(plan.victims, move_rows_.data()));
+    RECSDK_RETURN_IF_ERROR(host_->Allocate(n, move_slots_.data()));
+    RECSDK_RETURN_IF_ERROR(host_->Write(to, move_rows_.data()));
     for (size_t j = 0; j < n; ++j) {
       const uint32_t slot = plan.victims[j];
       const int64_t key = device_keys_[slot];
