@@ -6,7 +6,10 @@
 #   that step and the ps its wait for the workers' next exchange, both with DeadlineExceeded
 #   naming rank 1;
 # - its pslost phase: the ps (rank 2) stops in step 12; both workers fail that step, and the one
-#   waiting for the ps in an exchange names rank 2.
+#   waiting for the ps in an exchange names rank 2;
+# - its pskill phase: every rank checkpoints every 5 steps (the ps writes the table shard), and
+#   the ps kills itself (SIGKILL) in step 12: the job ends non-zero naming rank 2; then the
+#   psrestore phase restores the last complete checkpoint (step 10) and trains on.
 set -u
 job=$1 dir=$2
 shift 2
@@ -55,4 +58,25 @@ steps=$(echo "$out" | grep "kill_rank_job: step 12:")
   fail "not both workers failed step 12 with DeadlineExceeded: $steps"
 echo "$steps" | grep -Eq "ranks? ([0-9]+ and )?2 did not join" ||
   fail "no worker's error names the ps, rank 2: $steps"
-echo "ps_stop_rank_test: passed; a stopped ps: the job ended in ${elapsed}s with exit status $rc"
+echo "ps_stop_rank_test: a stopped ps: the job ended in ${elapsed}s with exit status $rc"
+
+rm -rf "$dir/ckpt" "$dir/kill-ps"
+phase=pskill
+start=$(date +%s)
+out=$(run "$@")
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+echo "$out" | tail -20
+[ "$rc" -ne 0 ] || fail "the job exited 0 although the ps was killed"
+[ "$elapsed" -lt 60 ] || fail "the job took ${elapsed}s to end (bound: 60s)"
+echo "$out" | grep -q "ps rank 2 kills itself (SIGKILL)" || fail "the ps did not kill itself"
+echo "$out" | grep -v "kills itself" | grep -q "rank 2" || fail "no message (but the ps's own) names rank 2"
+echo "$out" | grep -qiE "signal 9|killed" || fail "no message says the rank was killed"
+echo "ps_stop_rank_test: a killed ps: the job ended in ${elapsed}s with exit status $rc"
+phase=psrestore
+out=$(run "$@")
+rc=$?
+echo "$out" | tail -5
+[ "$rc" -eq 0 ] || fail "restoring the last checkpoint of the ps job failed"
+echo "$out" | grep -q "kill_rank_job: psrestore done" || fail "the restored job did not train on"
+echo "ps_stop_rank_test: passed"
