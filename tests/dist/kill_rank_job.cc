@@ -21,8 +21,9 @@
 //   kill_rank_job pskill DIR: the same job, every rank (ps included) with a Saver checkpointing
 //     into DIR/ckpt every 5 steps; in step 12 the ps kills itself with SIGKILL (the chief writes
 //     DIR/kill-ps). The job must end in bounded time, non-zero, with a message naming rank 2.
-//   kill_rank_job psrestore DIR: the same job restores the latest checkpoint (step 10, the last
-//     one complete before the kill; its table rows are the ps's shard) and trains on.
+//   kill_rank_job psrestore DIR: a job of chief, worker and 2 ps restores the latest checkpoint
+//     (step 10, the last one complete before the kill, written by 1 ps: re-sharded over 2) and
+//     trains on; each ps then holds rows, only of keys it owns.
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -34,11 +35,15 @@
 
 #include "recsdk/recsdk.h"
 #include "src/dist/mpi/mpi_communicator.h"
+#include "src/dist/process_communicator.h"
+#include "src/dist/sharded_table.h"
 #include "tests/dist/sparse_model_util.h"
 
 namespace {
 
 using recsdk::testing::sparse::GlobalBatch;
+using recsdk::testing::sparse::kFeatures;
+using recsdk::testing::sparse::kVocab;
 using recsdk::testing::sparse::ShardOf;
 using recsdk::testing::sparse::SparseNet;
 
@@ -98,7 +103,26 @@ int main(int argc, char** argv) {
       }
       if (phase == "psrestore") {
         const Status served = RunParameterServer();  // the restore, the steps, the end
-        return served.ok() ? 0 : Fail("ps rank " + std::to_string(rank) + ": " + served.ToString());
+        if (!served.ok()) return Fail("ps rank " + std::to_string(rank) + ": " + served.ToString());
+        EmbeddingTable* table = *LookupTable(*net.session, "emb");
+        dist::JobLayout job;
+        if (!dist::ProcessJob(&job)) return Fail("no job layout");
+        int64_t held = 0;
+        for (int f = 0; f < kFeatures; ++f) {
+          for (int64_t id = 1000 * f; id < 1000 * f + kVocab; ++id) {
+            if (!table->ReadRow(id).ok()) continue;
+            ++held;
+            const int owner = job.owner_first() + dist::ShardedTable::Owner(id, job.owners());
+            if (owner != rank) {
+              return Fail("ps rank " + std::to_string(rank) + " holds key " + std::to_string(id) +
+                          " of rank " + std::to_string(owner));
+            }
+          }
+        }
+        if (held == 0) return Fail("ps rank " + std::to_string(rank) + " holds no row");
+        std::fprintf(stderr, "kill_rank_job: ps rank %d holds %lld rows, all its own\n", rank,
+                     static_cast<long long>(held));
+        return 0;
       }
       if (ps_lost) {
         std::thread([marker] {

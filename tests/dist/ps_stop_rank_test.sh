@@ -9,7 +9,8 @@
 #   waiting for the ps in an exchange names rank 2;
 # - its pskill phase: every rank checkpoints every 5 steps (the ps writes the table shard), and
 #   the ps kills itself (SIGKILL) in step 12: the job ends non-zero naming rank 2; then the
-#   psrestore phase restores the last complete checkpoint (step 10) and trains on.
+#   psrestore phase, with 2 ps, restores the last complete checkpoint (step 10; 1 shard re-sharded
+#   over 2 ps) and trains on; each ps then holds rows, only its own keys'.
 set -u
 job=$1 dir=$2
 shift 2
@@ -19,6 +20,16 @@ start=$(date +%s)
 run() {
   "$@" -np 1 -x "$(task chief)" "$job" "$phase" "$dir" : -np 1 -x "$(task worker)" "$job" "$phase" \
     "$dir" : -np 1 -x "$(task ps)" "$job" "$phase" "$dir" 2>&1
+}
+# run2: the same job with a second ps.
+run2() {
+  local one=$cluster
+  cluster='"cluster":{"chief":["a:1"],"worker":["b:1"],"ps":["c:1","d:1"]}'
+  local ps1="TF_CONFIG={$cluster,\"task\":{\"type\":\"ps\",\"index\":1}}"
+  "$@" -np 1 -x "$(task chief)" "$job" "$phase" "$dir" : -np 1 -x "$(task worker)" "$job" "$phase" \
+    "$dir" : -np 1 -x "$(task ps)" "$job" "$phase" "$dir" : -np 1 -x "$ps1" "$job" "$phase" \
+    "$dir" 2>&1
+  cluster=$one
 }
 phase=psstop
 out=$(run "$@")
@@ -74,9 +85,11 @@ echo "$out" | grep -v "kills itself" | grep -q "rank 2" || fail "no message (but
 echo "$out" | grep -qiE "signal 9|killed" || fail "no message says the rank was killed"
 echo "ps_stop_rank_test: a killed ps: the job ended in ${elapsed}s with exit status $rc"
 phase=psrestore
-out=$(run "$@")
+out=$(run2 "$@")
 rc=$?
 echo "$out" | tail -5
 [ "$rc" -eq 0 ] || fail "restoring the last checkpoint of the ps job failed"
 echo "$out" | grep -q "kill_rank_job: psrestore done" || fail "the restored job did not train on"
+[ "$(echo "$out" | grep -c "holds [0-9]* rows, all its own")" -eq 2 ] ||
+  fail "not both ps hold rows of their own keys only"
 echo "ps_stop_rank_test: passed"
