@@ -10,7 +10,8 @@
 # - its pskill phase: every rank checkpoints every 5 steps (the ps writes the table shard), and
 #   the ps kills itself (SIGKILL) in step 12: the job ends non-zero naming rank 2; then the
 #   psrestore phase, with 2 ps, restores the last complete checkpoint (step 10; 1 shard re-sharded
-#   over 2 ps) and trains on; each ps then holds rows, only its own keys'.
+#   over 2 ps) and trains on; each ps then holds rows, only its own keys'; then 2 all-worker
+#   ranks restore the same checkpoint (kill_rank_job's restore phase) and train on.
 set -u
 job=$1 dir=$2
 shift 2
@@ -92,4 +93,11 @@ echo "$out" | tail -5
 echo "$out" | grep -q "kill_rank_job: psrestore done" || fail "the restored job did not train on"
 [ "$(echo "$out" | grep -c "holds [0-9]* rows, all its own")" -eq 2 ] ||
   fail "not both ps hold rows of their own keys only"
+# The same checkpoint in a job without ps: 2 all-worker ranks restore it (kill_rank_job's restore
+# phase: step 10) and train on.
+out=$("$@" -np 2 "$job" restore "$dir/ckpt" 2>&1)
+rc=$?
+echo "$out" | tail -5
+[ "$rc" -eq 0 ] || fail "2 all-worker ranks could not restore the ps job's checkpoint"
+echo "$out" | grep -q "kill_rank_job: restore done" || fail "the all-worker job did not train on"
 echo "ps_stop_rank_test: passed"
