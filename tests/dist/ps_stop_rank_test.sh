@@ -11,7 +11,8 @@
 #   the ps kills itself (SIGKILL) in step 12: the job ends non-zero naming rank 2; then the
 #   psrestore phase, with 2 ps, restores the last complete checkpoint (step 10; 1 shard re-sharded
 #   over 2 ps) and trains on; each ps then holds rows, only its own keys'; then 2 all-worker
-#   ranks restore the same checkpoint (kill_rank_job's restore phase) and train on.
+#   ranks restore the same checkpoint (kill_rank_job's restore phase) and train on, and the 2-ps
+#   job restores a checkpoint of 2 all-worker ranks (its kill phase's).
 set -u
 job=$1 dir=$2
 shift 2
@@ -100,4 +101,16 @@ rc=$?
 echo "$out" | tail -5
 [ "$rc" -eq 0 ] || fail "2 all-worker ranks could not restore the ps job's checkpoint"
 echo "$out" | grep -q "kill_rank_job: restore done" || fail "the all-worker job did not train on"
+# And the other way: a checkpoint of 2 all-worker ranks (kill_rank_job's kill phase, whose rank 1
+# is killed in step 12) restores in the job of 2 ps (each reads the shard of its index).
+"$@" -np 2 "$job" kill "$dir/aw/ckpt" > /dev/null 2>&1
+ps_dir=$dir
+dir=$dir/aw
+out=$(run2 "$@")
+rc=$?
+dir=$ps_dir
+echo "$out" | tail -5
+[ "$rc" -eq 0 ] || fail "the ps job could not restore the all-worker checkpoint"
+[ "$(echo "$out" | grep -c "holds [0-9]* rows, all its own")" -eq 2 ] ||
+  fail "restored from the all-worker checkpoint, not both ps hold rows of their own keys only"
 echo "ps_stop_rank_test: passed"
