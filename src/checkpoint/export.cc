@@ -232,11 +232,13 @@ Status ExportSavedModel(Session& session, const std::string& export_path,
     job->tables[i] = internal::ServingRows(std::move(job->tables[i]), by_address);
   }
   if (dist::JobLayout job_layout; dist::ProcessJob(&job_layout) && job_layout.ps > 0) {
-    // The ps ranks hold the tables' rows and would have to write them; not built yet.
+    // The ps ranks hold the tables' rows but run no graph, so they cannot cut the serving graph
+    // the bundle's shards must match; their checkpoints restore at any number of ranks instead.
     return absl::FailedPreconditionError(fmt::format(
-        "Export: this job has {} ps ranks (TF_CONFIG), which hold the sharded tables' rows; "
-        "checkpoints and exports of a job with ps ranks are not built yet (docs/distributed.md): "
-        "train without ps tasks (every rank then holds a shard and writes it) to checkpoint",
+        "Export: this job has {} ps ranks (TF_CONFIG), which hold the sharded tables' rows; an "
+        "export bundle of a job with ps ranks is not built yet (docs/distributed.md): save a "
+        "checkpoint (Saver), restore it in one process or a job without ps tasks (a checkpoint "
+        "re-shards to any number of ranks) and export there",
         job_layout.ps));
   }
   RECSDK_ASSIGN_OR_RETURN(const int world, get_rank_size());

@@ -40,6 +40,7 @@
 #include "src/common/logging.h"
 #include "src/common/status_macros.h"
 #include "src/device/resource_mgr.h"
+#include "src/dist/parameter_server.h"
 #include "src/dist/process_communicator.h"
 #include "src/session/table_ops.h"
 
@@ -153,8 +154,22 @@ struct Saver::Impl {
   // save and a restore are collectives: every rank calls them in the same order.
   int rank = 0;
   int world = 1;
+  // layout: the roles of the job's ranks. With ps ranks (layout.ps > 0) rank and world are the
+  // process's among every rank, workers and ps alike: a save and a restore are collectives of
+  // all of them (the workers announce them to the ps loop, parameter_server.h). The ps ranks
+  // write and read the sharded tables' shards, as shard p of P (the format of a checkpoint of P
+  // all-worker ranks, so either restores as the other); the workers hold none of those rows,
+  // and the chief writes the variables and the tables every worker holds whole.
+  dist::JobLayout layout;
+  bool with_ps() const { return layout.ps > 0; }
+  // ShardWorld: the number of shards of this job's checkpoints.
+  int ShardWorld() const { return with_ps() ? layout.owners() : world; }
 
   Status WaitPending() const;
+  // Agree: whether every rank of the save or restore had `mine` OK (one AllReduce).
+  StatusOr<bool> Agree(bool mine, std::string_view label) const;
+  // RestoreResolved: Restore of the checkpoint `resolved` names (or why there is none).
+  StatusOr<int64_t> RestoreResolved(const StatusOr<std::string>& resolved);
   // TmpDir: where this process writes the checkpoint of `step` before it is committed.
   std::string TmpDir(int64_t step) const;
   // ShardTmpDir: where rank `r` writes its shard of the checkpoint of `step`.
@@ -183,6 +198,7 @@ struct Saver::Impl {
 
 Saver::Saver(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Saver::~Saver() {
+  dist::ClearPsCheckpointHandler(impl_.get());
   if (Status s = impl_->WaitPending(); !s.ok()) {
     internal::LogError("Saver: the last background save failed: {}", s.message());
   }
@@ -219,16 +235,19 @@ StatusOr<std::unique_ptr<Saver>> Saver::Create(Session& session, const SaverOpti
         "latest",
         options.restore_model_version));
   }
-  if (dist::JobLayout job_layout; dist::ProcessJob(&job_layout) && job_layout.ps > 0) {
-    // The ps ranks hold the tables' rows and would have to write them; not built yet.
-    return absl::FailedPreconditionError(fmt::format(
-        "Saver: this job has {} ps ranks (TF_CONFIG), which hold the sharded tables' rows; "
-        "checkpoints and exports of a job with ps ranks are not built yet (docs/distributed.md): "
-        "train without ps tasks (every rank then holds a shard and writes it) to checkpoint",
-        job_layout.ps));
+  dist::JobLayout job_layout;
+  if (!dist::ProcessJob(&job_layout)) job_layout = dist::JobLayout{};
+  int world = 1;
+  int rank = 0;
+  if (job_layout.ps > 0) {
+    // Every rank, ps included, takes part in a save of a job with ps ranks.
+    if (!dist::ProcessWorld(&rank, &world)) {
+      return absl::InternalError("Saver: a job with ps ranks but no process communicator");
+    }
+  } else {
+    RECSDK_ASSIGN_OR_RETURN(world, get_rank_size());
+    RECSDK_ASSIGN_OR_RETURN(rank, get_rank_id());
   }
-  RECSDK_ASSIGN_OR_RETURN(const int world, get_rank_size());
-  RECSDK_ASSIGN_OR_RETURN(const int rank, get_rank_id());
   if (world > 1 && options.async_write) {
     return absl::InvalidArgumentError(fmt::format(
         "SaverOptions.async_write with {} ranks: a save of several ranks ends with rank 0 "
@@ -240,14 +259,59 @@ StatusOr<std::unique_ptr<Saver>> Saver::Create(Session& session, const SaverOpti
   auto impl = std::make_unique<Impl>();
   impl->rank = rank;
   impl->world = world;
+  impl->layout = job_layout;
   impl->session = &session;
   impl->options = options;
   impl->options.model_dir = internal::NormalizeDir(options.model_dir);
   impl->env = options.env != nullptr ? options.env : Env::Default();
   RECSDK_ASSIGN_OR_RETURN(impl->state,
                           internal::CollectSessionState(session, /*saved_tables_only=*/true));
+  if (impl->with_ps()) {
+    // A ps saves the sharded tables' rows it holds, nothing else (its variables are never
+    // trained); a worker saves everything but those tables, whose rows it does not hold.
+    std::erase_if(impl->state.tables, [&](const internal::TableRef& t) {
+      return internal::IsSharded(t) != job_layout.is_ps;
+    });
+    if (job_layout.is_ps) impl->state.var_names.clear();
+  }
   RECSDK_RETURN_IF_ERROR(impl->env->CreateDir(options.model_dir));
-  return std::unique_ptr<Saver>(new Saver(std::move(impl)));
+  std::unique_ptr<Saver> saver(new Saver(std::move(impl)));
+  if (job_layout.is_ps) {
+    // The ps loop (RunParameterServer) joins the workers' saves and restores through this Saver.
+    Saver* self = saver.get();
+    dist::SetPsCheckpointHandler(
+        self->impl_.get(),
+        [self](dist::PsCommand command, int64_t step, std::string_view text) -> Status {
+          switch (command) {
+            case dist::PsCommand::kSave:
+              return self->Save(step).status();
+            case dist::PsCommand::kSaveDelta:
+              return self->SaveDelta(step).status();
+            case dist::PsCommand::kRestore:
+              return self->impl_
+                  ->RestoreResolved(text.empty() ? StatusOr<std::string>(absl::NotFoundError(
+                                                       "the chief found no checkpoint to restore "
+                                                       "(its log says why)"))
+                                                 : StatusOr<std::string>(std::string(text)))
+                  .status();
+            default:
+              return absl::InternalError("not a checkpoint command");
+          }
+        });
+  }
+  return saver;
+}
+
+StatusOr<bool> Saver::Impl::Agree(bool mine, std::string_view label) const {
+  if (!with_ps()) return AllRanksAgree(mine, label);
+  float votes = mine ? 1.0f : 0.0f;
+  const Status s = dist::WithProcessCommunicator(
+      [&](dist::Communicator& comm, const DistributedOptions& o) -> Status {
+        return comm.AllReduce(absl::MakeSpan(&votes, 1), dist::ReduceOp::kSum,
+                              dist::DeadlineAfterSeconds(o.collective_timeout_s), {-1, label});
+      });
+  if (!s.ok()) return Status(s.code(), fmt::format("agreeing on \"{}\": {}", label, s.message()));
+  return votes == static_cast<float>(world);
 }
 
 std::string Saver::Impl::TmpDir(int64_t step) const {
@@ -447,7 +511,8 @@ StatusOr<std::string> Saver::Impl::WriteSharded(int64_t step,
   w.what = fmt::format("Saver: the checkpoint of step {}", step);
   w.step = step;
   w.shard_tmp = [&](int r) { return ShardTmpDir(step, r); };
-  w.write_shard = [&](const std::string& dir) {
+  w.write_shard = [&](const std::string& dir) -> StatusOr<std::string> {
+    if (with_ps() && !layout.is_ps) return std::string();  // a worker holds no shard's rows
     internal::ManifestParts parts;
     parts.variables = false;
     parts.tables = internal::ManifestParts::TableSet::kSharded;
@@ -457,11 +522,33 @@ StatusOr<std::string> Saver::Impl::WriteSharded(int64_t step,
     const std::string tmp = TmpDir(step);
     auto commit = [&]() -> StatusOr<std::string> {
       RECSDK_RETURN_IF_ERROR(MakeCleanDir(tmp));
-      RECSDK_RETURN_IF_ERROR(internal::MoveShardsInto(env, world, w, tmp));
+      std::vector<std::string> ids = shard_ids;
+      if (with_ps()) {
+        // The workers' shard directories are empty; ps rank owner_first + p's is shard p of P.
+        const int first = layout.owner_first();
+        for (int r = 0; r < first; ++r) {
+          RECSDK_RETURN_IF_ERROR(internal::DeleteRecursively(env, w.shard_tmp(r)));
+        }
+        for (int p = 0; p < layout.owners(); ++p) {
+          const std::string from = w.shard_tmp(first + p);
+          if (!env->FileExists(from)) {
+            return absl::FailedPreconditionError(fmt::format(
+                "ps rank {} wrote its shard to \"{}\", which the chief cannot see: the "
+                "directory must be one every rank sees (one host, or a file system shared by "
+                "the hosts)",
+                first + p, from));
+          }
+          RECSDK_RETURN_IF_ERROR(
+              env->RenameFile(from, JoinPath(tmp, internal::ShardDirName(p, layout.owners()))));
+        }
+        ids.assign(shard_ids.begin() + first, shard_ids.end());
+      } else {
+        RECSDK_RETURN_IF_ERROR(internal::MoveShardsInto(env, world, w, tmp));
+      }
       internal::ManifestParts parts;
       parts.tables = internal::ManifestParts::TableSet::kWhole;
       parts.dataset = false;
-      parts.shard_ids = shard_ids;
+      parts.shard_ids = std::move(ids);
       RECSDK_ASSIGN_OR_RETURN(std::string top,
                               internal::WriteCheckpointFiles(env, tmp, *job, parts));
       RECSDK_RETURN_IF_ERROR(Commit(tmp, step, job->chain).status());
@@ -476,6 +563,8 @@ StatusOr<std::string> Saver::Impl::WriteSharded(int64_t step,
 }
 
 StatusOr<std::string> Saver::Save(int64_t global_step) {
+  // A worker of a job with ps ranks has the ps loop join (nothing without ps ranks, or on a ps).
+  RECSDK_RETURN_IF_ERROR(dist::AnnounceCommand(dist::PsCommand::kSave, global_step, ""));
   try {
     return impl_->SaveImpl(global_step, /*delta=*/false);
   } catch (const std::bad_alloc&) {
@@ -491,6 +580,7 @@ StatusOr<std::string> Saver::SaveDelta(int64_t global_step) {
     return absl::FailedPreconditionError(
         "Saver::SaveDelta needs SaverOptions.is_incremental_checkpoint = true");
   }
+  RECSDK_RETURN_IF_ERROR(dist::AnnounceCommand(dist::PsCommand::kSaveDelta, global_step, ""));
   try {
     return impl_->SaveImpl(global_step, /*delta=*/true);
   } catch (const std::bad_alloc&) {
@@ -549,6 +639,14 @@ StatusOr<int64_t> Saver::Restore(std::string_view checkpoint) {
     internal::LogWarning("Saver: the last background save failed: {}", s.message());
   }
   StatusOr<std::string> resolved = im.ResolveCheckpoint(checkpoint);
+  // The ps ranks restore the directory the chief resolved ("" when it found none).
+  RECSDK_RETURN_IF_ERROR(dist::AnnounceCommand(dist::PsCommand::kRestore, -1,
+                                               resolved.ok() ? *resolved : std::string()));
+  return im.RestoreResolved(resolved);
+}
+
+StatusOr<int64_t> Saver::Impl::RestoreResolved(const StatusOr<std::string>& resolved) {
+  Impl& im = *this;
   internal::LoadedCheckpoint ckpt;
   if (im.world > 1) {
     // Every rank reads and checks, then all agree, then all commit: a rank that cannot restore
@@ -575,12 +673,12 @@ StatusOr<int64_t> Saver::Restore(std::string_view checkpoint) {
   im.chain_ids = ckpt.chain_ids;
   im.chain_ids.push_back(ckpt.id);
   if (ckpt.id.empty() || im.chain_ids.size() != im.chain.size()) im.chain_ids.clear();
-  if (ckpt.world_size != im.world) {
+  if (ckpt.world_size != im.ShardWorld()) {
     internal::LogInfo(
         "Saver: checkpoint \"{}\" was written by {} rank(s) and is restored by {}: its tables "
         "were re-sharded; the input position is not restored (each rank's shard of the input "
         "changed)",
-        dir, ckpt.world_size, im.world);
+        dir, ckpt.world_size, im.ShardWorld());
   }
   internal::LogInfo("Saver: restored checkpoint \"{}\" (step {})", dir, ckpt.step);
   return ckpt.step;
@@ -604,7 +702,7 @@ Status Saver::Impl::RestoreDistributed(internal::LoadedCheckpoint& ckpt,
                                        const StatusOr<std::string>& resolved) {
   const std::string dir = resolved.ok() ? *resolved : std::string();
   auto agree = [&](const Status& mine, const char* phase) -> Status {
-    StatusOr<bool> all = AllRanksAgree(mine.ok(), "checkpoint restore");
+    StatusOr<bool> all = Agree(mine.ok(), "checkpoint restore");
     if (!all.ok()) {
       return Status(all.status().code(), fmt::format("Saver: restoring \"{}\", {}: {}", dir, phase,
                                                      all.status().message()));
@@ -621,8 +719,19 @@ Status Saver::Impl::RestoreDistributed(internal::LoadedCheckpoint& ckpt,
   Status checked = [&]() -> Status {
     RECSDK_RETURN_IF_ERROR(resolved.status());
     try {
-      const internal::TablePlacements placements =
+      internal::TablePlacements placements =
           internal::PlacementsOf(state, internal::TablePlacement{rank, world});
+      if (with_ps()) {
+        // A ps holds the keys of shard p of P; a worker none (its state has no sharded table).
+        const internal::TablePlacement mine =
+            layout.is_ps
+                ? internal::TablePlacement{rank - layout.owner_first(), layout.owners()}
+                : internal::TablePlacement{internal::TablePlacement::kNone, layout.owners()};
+        placements.others = mine;
+        if (layout.is_ps) {
+          for (auto& [name, p] : placements.tables) p = mine;
+        }
+      }
       auto loaded = internal::LoadCheckpoint(env, dir, placements);
       if (!loaded.ok()) return NameOtherCheckpoints(loaded.status(), dir);
       ckpt = std::move(*loaded);

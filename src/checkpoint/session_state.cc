@@ -279,7 +279,7 @@ StatusOr<std::vector<LinkTable>> ReadListedTables(Env* env, const std::string& d
 }
 
 // ShardList: the shards a checkpoint's manifest lists; world 1 and no ids for a checkpoint of
-// one process.
+// one process. A job with one ps rank writes one shard (world 1, one id).
 struct ShardList {
   int world = 1;
   std::vector<std::string> ids;
@@ -291,14 +291,14 @@ StatusOr<ShardList> ReadShardList(const nlohmann::json& m, const std::string& ma
   try {
     const int64_t world = JsonNumber<int64_t>(m["shards"].at("world_size"));
     out.ids = m["shards"].at("ids").get<std::vector<std::string>>();
-    if (world < 2 || world > kMaxShards || out.ids.size() != static_cast<size_t>(world)) {
+    if (world < 1 || world > kMaxShards || out.ids.size() != static_cast<size_t>(world)) {
       throw std::out_of_range("world_size");
     }
     out.world = static_cast<int>(world);
   } catch (const std::exception&) {
     return absl::DataLossError(fmt::format(
         "checkpoint manifest \"{}\" is corrupt: its shards entry is malformed (it needs a "
-        "world_size from 2 to {} and as many ids); restore from another checkpoint",
+        "world_size from 1 to {} and as many ids); restore from another checkpoint",
         manifest_path, kMaxShards));
   }
   return out;
@@ -316,7 +316,7 @@ StatusOr<std::vector<LinkTable>> ReadPlacedTables(Env* env, const std::string& d
   const std::string manifest_path = JoinPath(dir, kManifestFile);
   RECSDK_ASSIGN_OR_RETURN(const ShardList shards, ReadShardList(m, manifest_path));
   *world = shards.world;
-  if (shards.world == 1) {
+  if (shards.ids.empty()) {
     // Streamed rows only where nothing is filtered out (every key of every table is ours).
     bool whole = placements.others.world <= 1;
     for (const auto& [name, p] : placements.tables) whole = whole && p.world <= 1;
@@ -335,6 +335,8 @@ StatusOr<std::vector<LinkTable>> ReadPlacedTables(Env* env, const std::string& d
   }
   std::vector<int> needed;
   for (int r = 0; r < n; ++r) {
+    // A process that holds no key of the sharded tables (TablePlacement::kNone) reads no shard.
+    if (placements.others.rank == TablePlacement::kNone) break;
     if (!same_world || r == placements.others.rank) needed.push_back(r);
   }
   std::vector<std::string> names;  // in the first shard's order

@@ -29,8 +29,9 @@
 namespace recsdk::internal {
 
 // TablePlacement: the keys of a table this process holds: those with ShardOwner(key, world)
-// == rank.
+// == rank. Rank kNone holds no key: a worker of a job with ps ranks, which reads no shard.
 struct TablePlacement {
+  static constexpr int kNone = -1;
   int rank = 0;
   int world = 1;
 };

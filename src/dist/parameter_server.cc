@@ -3,6 +3,8 @@
 #include "src/dist/parameter_server.h"
 
 #include <array>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -11,6 +13,7 @@
 #include "fmt/format.h"
 #include "recsdk/distributed.h"
 #include "src/common/hash.h"
+#include "src/common/logging.h"
 #include "src/common/status_macros.h"
 #include "src/dist/process_communicator.h"
 #include "src/dist/sharded_table.h"
@@ -22,6 +25,8 @@ namespace {
 constexpr int64_t kPsMagic = 0x5053434d44;  // "PSCMD"
 constexpr size_t kPsWords = 4 + 2 * static_cast<size_t>(kMaxAnnouncedTables);
 using PsWords = std::array<int64_t, kPsWords>;
+// A checkpoint command's text follows [magic, command, step, 0, length].
+static_assert((kPsWords - 5) * sizeof(int64_t) >= kMaxAnnouncedText);
 constexpr std::string_view kPsLabel = "ps/announce";
 
 // ServedTables: this process's sharded tables by the fingerprint of their name; several live
@@ -68,7 +73,87 @@ StatusOr<ShardedTable*> LookupServedTable(uint64_t fp, int rank) {
   return it->second.front();
 }
 
+// CheckpointHandler: the ps's Saver, when it made one.
+struct CheckpointHandler {
+  absl::Mutex mu;
+  const void* owner ABSL_GUARDED_BY(mu) = nullptr;
+  PsCheckpointHandler handler ABSL_GUARDED_BY(mu);
+};
+
+CheckpointHandler& CheckpointHandlerOf() {
+  static CheckpointHandler* h = new CheckpointHandler;  // never destroyed
+  return *h;
+}
+
+bool IsCheckpointCommand(PsCommand c) {
+  return c == PsCommand::kSave || c == PsCommand::kSaveDelta || c == PsCommand::kRestore;
+}
+
+// ServeCheckpointCommand: the ps's part of the workers' save or restore. Its outcome is every
+// rank's (the save and the restore end with all ranks learning it), so a failure that is not
+// the job's communication failing leaves the ps serving: the workers decide what follows.
+Status ServeCheckpointCommand(PsCommand command, int64_t step, std::string_view text, int rank,
+                              int64_t served) {
+  PsCheckpointHandler handler;
+  {
+    CheckpointHandler& h = CheckpointHandlerOf();
+    absl::MutexLock lock(&h.mu);
+    handler = h.handler;
+  }
+  if (!handler) {
+    return absl::FailedPreconditionError(fmt::format(
+        "ps rank {}: the workers {} a checkpoint (step {}) but this ps has no Saver; create one "
+        "(Saver::Create with the workers' SaverOptions) before RunParameterServer",
+        rank, command == PsCommand::kRestore ? "restore" : "save", step));
+  }
+  const Status s = handler(command, step, text);
+  if (s.ok()) return s;
+  const std::string what =
+      command == PsCommand::kRestore
+          ? fmt::format("ps rank {}, table exchange #{}: the restore of \"{}\"", rank, served, text)
+          : fmt::format("ps rank {}, table exchange #{}: the save of step {}", rank, served, step);
+  if (absl::IsDeadlineExceeded(s) || absl::IsUnavailable(s)) {
+    return Status(s.code(), fmt::format("{}: {}", what, s.message()));
+  }
+  internal::LogWarning("{} failed on every rank: {}", what, s.message());
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+void SetPsCheckpointHandler(const void* owner, PsCheckpointHandler handler) {
+  CheckpointHandler& h = CheckpointHandlerOf();
+  absl::MutexLock lock(&h.mu);
+  h.owner = owner;
+  h.handler = std::move(handler);
+}
+
+void ClearPsCheckpointHandler(const void* owner) {
+  CheckpointHandler& h = CheckpointHandlerOf();
+  absl::MutexLock lock(&h.mu);
+  if (h.owner != owner) return;
+  h.owner = nullptr;
+  h.handler = nullptr;
+}
+
+Status AnnounceCommand(PsCommand command, int64_t step, std::string_view text) {
+  JobLayout layout;
+  if (!ProcessJob(&layout) || layout.ps == 0 || layout.is_ps) return absl::OkStatus();
+  if (text.size() > kMaxAnnouncedText) {
+    return absl::InvalidArgumentError(fmt::format(
+        "a path of {} bytes for the ps ranks (\"{}...\"); at most {} bytes travel: use a shorter "
+        "model_dir",
+        text.size(), text.substr(0, 40), kMaxAnnouncedText));
+  }
+  PsWords words{};
+  words[0] = kPsMagic;
+  words[1] = static_cast<int64_t>(command);
+  words[2] = step;
+  words[3] = 0;
+  words[4] = static_cast<int64_t>(text.size());
+  std::memcpy(&words[5], text.data(), text.size());
+  return BroadcastPsWords(words, "announcing a checkpoint command to the ps ranks");
+}
 
 Status AnnounceExchange(PsCommand command, int64_t step, absl::Span<const PsMember> members) {
   JobLayout layout;
@@ -128,6 +213,18 @@ Status ServeTableExchanges() {
     const auto command = static_cast<PsCommand>(words[1]);
     if (command == PsCommand::kEnd) return absl::OkStatus();
     const int64_t step = words[2];
+    if (IsCheckpointCommand(command)) {
+      const auto length = static_cast<size_t>(words[4]);
+      if (length > kMaxAnnouncedText) {
+        return absl::InternalError(fmt::format(
+            "ps rank {}: announcement #{} carries a text of {} bytes; every rank must run the "
+            "same recsdk",
+            rank, served, words[4]));
+      }
+      const std::string text(reinterpret_cast<const char*>(&words[5]), length);
+      RECSDK_RETURN_IF_ERROR(ServeCheckpointCommand(command, step, text, rank, served));
+      continue;
+    }
     std::vector<ShardedTable*> tables;
     std::vector<LookupMode> modes;
     for (int64_t i = 0; i < members; ++i) {

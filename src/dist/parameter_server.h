@@ -19,6 +19,7 @@
 #define RECSDK_DIST_PARAMETER_SERVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -36,6 +37,9 @@ enum class PsCommand : int64_t {
   kResolveGroup = 3,  // ShardedTable::ResolveGroup
   kApplyGroup = 4,    // ShardedTable::ApplyGroup
   kEnd = 5,           // EndParameterServers: the ps loop returns
+  kSave = 6,          // Saver::Save: every rank joins the sharded write (the text: unused)
+  kSaveDelta = 7,     // Saver::SaveDelta
+  kRestore = 8,       // Saver::Restore (the text: the checkpoint directory the chief resolved)
 };
 
 // PsMember: a table of an announced exchange and its lookup mode.
@@ -52,6 +56,24 @@ inline constexpr int kMaxAnnouncedTables = 60;
 // for more than kMaxAnnouncedTables members.
 [[nodiscard]] absl::Status AnnounceExchange(PsCommand command, int64_t step,
                                             absl::Span<const PsMember> members);
+
+// kMaxAnnouncedText: the longest text (a checkpoint's path) a command may carry.
+inline constexpr size_t kMaxAnnouncedText = 900;
+
+// AnnounceCommand: AnnounceExchange for a command of no tables that carries `text` (the
+// checkpoint commands); InvalidArgument for a text longer than kMaxAnnouncedText.
+[[nodiscard]] absl::Status AnnounceCommand(PsCommand command, int64_t step, std::string_view text);
+
+// PsCheckpointHandler: what a ps does when the workers announce a checkpoint command (kSave,
+// kSaveDelta, kRestore): the ps's Saver joins the same save or restore (saver.cc).
+using PsCheckpointHandler =
+    std::function<absl::Status(PsCommand command, int64_t step, std::string_view text)>;
+
+// SetPsCheckpointHandler: installs `handler` for `owner` (the ps's Saver), replacing any;
+// ClearPsCheckpointHandler removes it if `owner` installed it. A ps without one fails the
+// workers' checkpoint command, naming the fix.
+void SetPsCheckpointHandler(const void* owner, PsCheckpointHandler handler);
+void ClearPsCheckpointHandler(const void* owner);
 
 // RegisterServedTable, UnregisterServedTable: the sharded tables of this process, by name, for
 // the ps loop (ShardedTable's constructor and destructor call them).

@@ -9,7 +9,7 @@
 //     kStopTimeoutS: rank 0 must fail its next collective with DeadlineExceeded naming rank 1
 //     and the step, and exit non-zero; mpirun then ends the stopped rank.
 //   kill_rank_job psstop DIR: as stop, in a job of chief, worker and ps (each rank's TF_CONFIG
-//     from tests/dist/ps_stop_rank_test.sh, no checkpoints: not built with ps ranks): worker
+//     from tests/dist/ps_stop_rank_test.sh, no checkpoints): worker
 //     rank 1 stops in step 12; the chief fails its step and the ps (rank 2) its wait for the
 //     next exchange, both with DeadlineExceeded naming rank 1, and exit non-zero at once
 //     (std::_Exit: MPI_Finalize would wait its 10 s grace for the stopped rank, which the stop
@@ -18,6 +18,12 @@
 //     writes DIR/stop-ps, a thread of the ps watches for it): both workers fail step 12 with
 //     DeadlineExceeded and exit non-zero; the one waiting in the key exchange names the ps,
 //     rank 2 (the chief, in the announcement, may only say the data did not arrive).
+//   kill_rank_job pskill DIR: the same job, every rank (ps included) with a Saver checkpointing
+//     into DIR/ckpt every 5 steps; in step 12 the ps kills itself with SIGKILL (the chief writes
+//     DIR/kill-ps). The job must end in bounded time, non-zero, with a message naming rank 2.
+//   kill_rank_job psrestore DIR: a job of chief, worker and 2 ps restores the latest checkpoint
+//     (step 10, the last one complete before the kill, written by 1 ps: re-sharded over 2) and
+//     trains on; each ps then holds rows, only of keys it owns.
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -29,11 +35,15 @@
 
 #include "recsdk/recsdk.h"
 #include "src/dist/mpi/mpi_communicator.h"
+#include "src/dist/process_communicator.h"
+#include "src/dist/sharded_table.h"
 #include "tests/dist/sparse_model_util.h"
 
 namespace {
 
 using recsdk::testing::sparse::GlobalBatch;
+using recsdk::testing::sparse::kFeatures;
+using recsdk::testing::sparse::kVocab;
 using recsdk::testing::sparse::ShardOf;
 using recsdk::testing::sparse::SparseNet;
 
@@ -51,13 +61,16 @@ int Fail(const std::string& what) {
 
 int main(int argc, char** argv) {
   using namespace recsdk;  // NOLINT(google-build-using-namespace): a test program's main
-  if (argc != 3) return Fail("usage: kill_rank_job kill|restore|stop|psstop|pslost DIR");
+  if (argc != 3) {
+    return Fail("usage: kill_rank_job kill|restore|stop|psstop|pslost|pskill|psrestore DIR");
+  }
   const std::string phase = argv[1], dir = argv[2];
   dist::RegisterMpiCommunicator();
   DistributedOptions options;
   const bool ps_lost = phase == "pslost";
-  const bool ps_job = phase == "psstop" || ps_lost;
-  options.collective_timeout_s = phase == "stop" || ps_job ? kStopTimeoutS : 30;
+  const bool ps_ckpt = phase == "pskill" || phase == "psrestore";
+  const bool ps_job = phase == "psstop" || ps_lost || ps_ckpt;
+  options.collective_timeout_s = phase == "stop" || (ps_job && !ps_ckpt) ? kStopTimeoutS : 30;
   if (Status s = InitDistributed(options); !s.ok()) return Fail(s.ToString());
   const int rank = *get_rank_id(), size = *get_rank_size();
   if (size != 2) return Fail("run under mpirun -np 2 (or 2 workers and a ps)");
@@ -67,9 +80,50 @@ int main(int argc, char** argv) {
     if (net.session == nullptr || !LookupTable(*net.session, "emb").ok()) {
       return Fail("the model did not build");
     }
-    // pslost: the chief writes this file in step 12 (the script removed it before the job).
-    const std::string marker = dir + "/stop-ps";
+    // pslost, pskill: the chief writes this file in step 12 (the script removed it before).
+    const std::string marker = dir + (ps_ckpt ? "/kill-ps" : "/stop-ps");
+    std::unique_ptr<Saver> saver;
+    if (ps_ckpt) {
+      SaverOptions so;
+      so.model_dir = dir + "/ckpt";
+      StatusOr<std::unique_ptr<Saver>> made = Saver::Create(*net.session, so);
+      if (!made.ok()) return Fail(made.status().ToString());
+      saver = std::move(*made);
+    }
     if (*IsParameterServer()) {
+      if (phase == "pskill") {
+        std::thread([marker] {
+          while (!std::filesystem::exists(marker)) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+          std::fprintf(stderr, "kill_rank_job: ps rank 2 kills itself (SIGKILL) in step 12\n");
+          std::fflush(stderr);
+          std::raise(SIGKILL);
+        }).detach();
+      }
+      if (phase == "psrestore") {
+        const Status served = RunParameterServer();  // the restore, the steps, the end
+        if (!served.ok()) return Fail("ps rank " + std::to_string(rank) + ": " + served.ToString());
+        EmbeddingTable* table = *LookupTable(*net.session, "emb");
+        dist::JobLayout job;
+        if (!dist::ProcessJob(&job)) return Fail("no job layout");
+        int64_t held = 0;
+        for (int f = 0; f < kFeatures; ++f) {
+          for (int64_t id = 1000 * f; id < 1000 * f + kVocab; ++id) {
+            if (!table->ReadRow(id).ok()) continue;
+            ++held;
+            const int owner = job.owner_first() + dist::ShardedTable::Owner(id, job.owners());
+            if (owner != rank) {
+              return Fail("ps rank " + std::to_string(rank) + " holds key " + std::to_string(id) +
+                          " of rank " + std::to_string(owner));
+            }
+          }
+        }
+        if (held == 0) return Fail("ps rank " + std::to_string(rank) + " holds no row");
+        std::fprintf(stderr, "kill_rank_job: ps rank %d holds %lld rows, all its own\n", rank,
+                     static_cast<long long>(held));
+        return 0;
+      }
       if (ps_lost) {
         std::thread([marker] {
           while (!std::filesystem::exists(marker)) {
@@ -88,8 +142,20 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::seconds(2));
       std::_Exit(failed);  // see the file comment
     }
-    for (int step = 0; step < 20; ++step) {
-      if (ps_lost && rank == 0 && step == 12) {
+    int first = 0;
+    if (phase == "psrestore") {
+      StatusOr<int64_t> step = saver->Restore("");
+      if (!step.ok()) return Fail("restore: " + step.status().ToString());
+      if (*step != 10) return Fail("restored step " + std::to_string(*step) + ", not 10");
+      first = 10;
+    }
+    for (int step = first; step < first + 20; ++step) {
+      if (phase == "psrestore" && step == first + 2) {  // trained on from the checkpoint
+        if (Status s = EndParameterServers(); !s.ok()) return Fail(s.ToString());
+        if (rank == 0) std::printf("kill_rank_job: %s done\n", phase.c_str());
+        return 0;
+      }
+      if ((ps_lost || phase == "pskill") && rank == 0 && step == 12) {
         std::filesystem::create_directories(dir);
         std::fclose(std::fopen(marker.c_str(), "w"));
         // The ps's watcher polls every millisecond: let it stop the ps before this step.
@@ -109,9 +175,13 @@ int main(int argc, char** argv) {
         if (ps_lost && rank == 0) std::this_thread::sleep_for(std::chrono::seconds(2));
         std::_Exit(failed);
       }
+      if (phase == "pskill" && step % 5 == 4) {
+        StatusOr<std::string> saved = saver->Save(step + 1);
+        if (!saved.ok()) return Fail("save: " + saved.status().ToString());
+      }
     }
-    return Fail(ps_lost ? "the workers trained on although the ps stopped"
-                        : "the workers trained on although rank 1 stopped");
+    return Fail(ps_lost || phase == "pskill" ? "the workers trained on although the ps was lost"
+                                             : "the workers trained on although rank 1 stopped");
   }
   const bool fault = phase == "kill" || phase == "stop";
   if (fault && rank == 0) std::filesystem::remove_all(dir);

@@ -5,8 +5,11 @@
 // test with a plain table and a plain optimizer. Admission counts add up over the ranks (a key
 // seen once on each of two ranks is admitted by a threshold of 2). The key stage with sharded
 // tables is mpi_key_stage_test.cc. Every wait has a deadline, and CTest a TIMEOUT.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "recsdk/recsdk.h"
+#include "src/common/env.h"
 #include "src/device/table_resource.h"
 #include "src/dist/process_communicator.h"
 #include "src/dist/sharded_table.h"
@@ -294,6 +298,144 @@ TEST_F(ShardedTableTest, TheDefaultSumOpAppliesTheSumOfTheRanksGradients) {
   if (Owners() == 1 && IsOwner()) {
     EXPECT_EQ(checked, static_cast<int>(keys.size()));
   }
+}
+
+// With ps ranks a checkpoint is a collective of every rank: the workers' Save and Restore are
+// announced to the ps loop, whose Saver joins them; each ps writes its shard (shard p of P) and
+// the chief the dense variables. Restored into new Sessions, the job trains on to the rows and
+// weights of the run that never stopped; a checkpoint missing a shard is refused.
+TEST_F(ShardedTableTest, APsJobsCheckpointRestoresAndTrainsOnLikeTheNeverStoppedRun) {
+  dist::JobLayout job;
+  ASSERT_TRUE(dist::ProcessJob(&job));
+  if (job.ps == 0) GTEST_SKIP() << "checkpoints of all-worker jobs: mpi_reshard_test";
+  constexpr int64_t kGlobalRows = 12;
+  constexpr int kSaveStep = 5;
+  constexpr int kEndStep = 10;
+  // One directory per job, named by the chief's pid.
+  int64_t chief_pid = getpid();
+  ASSERT_TRUE(
+      dist::WithProcessCommunicator([&](dist::Communicator& comm, const DistributedOptions& o) {
+        return comm.Broadcast<int64_t>(absl::MakeSpan(&chief_pid, 1), 0,
+                                       dist::DeadlineAfterSeconds(o.collective_timeout_s),
+                                       {-1, "test/dir"});
+      }).ok());
+  const std::string dir = ::testing::TempDir() + "recsdk_ps_ckpt_" + std::to_string(chief_pid);
+  auto new_net = [&] {
+    auto sgd = std::make_shared<SgdOptimizer>(SgdOptions{0.3});
+    auto net =
+        std::make_unique<SparseNet>(npu_distributed_optimizer_wrapper(sgd), kGlobalRows / size_);
+    EXPECT_TRUE(LookupTable(*net->session, "emb").ok());  // a ps makes its tables
+    return net;
+  };
+  auto new_saver = [&](SparseNet& net) {
+    SaverOptions o;
+    o.model_dir = dir;
+    StatusOr<std::unique_ptr<Saver>> saver = Saver::Create(*net.session, o);
+    EXPECT_TRUE(saver.ok()) << saver.status();
+    return saver.ok() ? std::move(*saver) : nullptr;
+  };
+  auto train = [&](SparseNet& net, int from, int to) {
+    for (int step = from; step < to; ++step) {
+      const Status s = net.Step(ShardOf(GlobalBatch(step, kGlobalRows), size_, rank_));
+      ASSERT_TRUE(s.ok()) << "rank " << rank_ << " step " << step << ": " << s;
+    }
+  };
+  // The rows this rank holds, with their admission counts (a ps's; a worker holds none).
+  using Rows = std::map<int64_t, std::pair<std::vector<float>, int64_t>>;
+  auto rows_of = [&](SparseNet& net) {
+    Rows rows;
+    EmbeddingTable* t = *LookupTable(*net.session, "emb");
+    for (int f = 0; f < kFeatures; ++f) {
+      for (int64_t id = 1000 * f; id < 1000 * f + kVocab; ++id) {
+        const StatusOr<std::vector<float>> row = t->ReadRow(id);
+        if (row.ok() || t->AdmissionCount(id) > 0) {
+          rows[id] = {row.value_or(std::vector<float>{}), t->AdmissionCount(id)};
+        }
+      }
+    }
+    return rows;
+  };
+  const std::string who = "rank " + std::to_string(rank_);
+
+  // The run that never stops, saving at kSaveStep.
+  std::vector<float> weights;
+  Rows rows;
+  {
+    std::unique_ptr<SparseNet> net = new_net();
+    std::unique_ptr<Saver> saver = new_saver(*net);
+    ASSERT_NE(saver, nullptr);
+    if (IsPs()) {
+      ServeIfPs();
+    } else {
+      train(*net, 0, kSaveStep);
+      const StatusOr<std::string> saved = saver->Save(kSaveStep);
+      ASSERT_TRUE(saved.ok()) << who << ": " << saved.status();
+      train(*net, kSaveStep, kEndStep);
+      EndServingIfWorker();
+      weights = net->Weights();
+    }
+    rows = rows_of(*net);
+  }
+  if (IsPs()) {
+    EXPECT_GT(rows.size(), 0u) << who << ": a ps holds rows";
+  } else {
+    EXPECT_TRUE(rows.empty()) << who << ": a worker holds no rows";
+  }
+  // The checkpoint: one shard per ps, the shard of ps p is shard p of P.
+  const std::string ckpt = dir + "/ckpt-" + std::to_string(kSaveStep);
+  for (int p = 0; p < job.ps; ++p) {
+    const std::string shard =
+        ckpt + "/shard-" + std::to_string(p) + "-of-" + std::to_string(job.ps) + "/manifest.json";
+    EXPECT_TRUE(internal::Env::Default()->FileExists(shard)) << shard;
+  }
+
+  // Restored into new Sessions, trained on to kEndStep.
+  {
+    std::unique_ptr<SparseNet> net = new_net();
+    std::unique_ptr<Saver> saver = new_saver(*net);
+    ASSERT_NE(saver, nullptr);
+    if (IsPs()) {
+      ServeIfPs();
+    } else {
+      const StatusOr<int64_t> step = saver->Restore();
+      ASSERT_TRUE(step.ok()) << who << ": " << step.status();
+      EXPECT_EQ(*step, kSaveStep);
+      train(*net, kSaveStep, kEndStep);
+      EndServingIfWorker();
+      ExpectClose(net->Weights(), weights, who + ", restored: dense weights");
+    }
+    const Rows restored = rows_of(*net);
+    ASSERT_EQ(restored.size(), rows.size()) << who;
+    for (const auto& [id, row] : rows) {
+      auto it = restored.find(id);
+      ASSERT_NE(it, restored.end()) << who << ", key " << id;
+      EXPECT_EQ(it->second.second, row.second) << who << ", admission count of key " << id;
+      ExpectClose(it->second.first, row.first,
+                  who + ", restored: row of key " + std::to_string(id));
+    }
+  }
+
+  // A checkpoint missing the shard of ps 0: every rank refuses it.
+  {
+    std::unique_ptr<SparseNet> net = new_net();
+    std::unique_ptr<Saver> saver = new_saver(*net);
+    ASSERT_NE(saver, nullptr);
+    if (IsPs()) {
+      ServeIfPs();  // the ps's restore fails, logged; the ps serves on until the end
+    } else {
+      if (rank_ == 0) {
+        ASSERT_TRUE(internal::DeleteRecursively(internal::Env::Default(),
+                                                ckpt + "/shard-0-of-" + std::to_string(job.ps))
+                        .ok());
+      }
+      const StatusOr<int64_t> step = saver->Restore();
+      EXPECT_FALSE(step.ok()) << who;
+      EXPECT_THAT(std::string(step.status().message()), HasSubstr("another rank failed"));
+      EndServingIfWorker();
+    }
+    EXPECT_TRUE(rows_of(*net).empty()) << who << ": nothing was restored";
+  }
+  if (rank_ == 0) internal::DeleteRecursively(internal::Env::Default(), dir).IgnoreError();
 }
 
 }  // namespace
