@@ -191,6 +191,10 @@ TEST(DeviceTierTest, SeparateMemoryTrainsAsCpuWithRowsMovingAcrossTiers) {
   EXPECT_EQ(dev_stats.tier_swap_in_host_waits, 0);
   EXPECT_GT(dev_stats.tier_swap_out_host_waits, 0);
   EXPECT_GT(dev_stats.tier_swap_compute_waits, 0);
+  RecordProperty("tier_swap_in_bytes", std::to_string(dev_stats.tier_swap_in_bytes));
+  RecordProperty("tier_swap_out_bytes", std::to_string(dev_stats.tier_swap_out_bytes));
+  RecordProperty("tier_swap_out_host_waits", std::to_string(dev_stats.tier_swap_out_host_waits));
+  RecordProperty("tier_swap_compute_waits", std::to_string(dev_stats.tier_swap_compute_waits));
   // On the CPU device the device tier is host memory: nothing crosses.
   const SessionStats cpu_stats = cpu.session->stats();
   EXPECT_EQ(cpu_stats.tier_swap_in_bytes, 0);
