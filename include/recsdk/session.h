@@ -79,6 +79,20 @@ struct SessionStats {
   // overflow_count: op executions overflow detection (SessionConfig::enable_dump_debug) reported
   // since the session started: NaN/Inf made from finite inputs. 0 when detection is off.
   int64_t overflow_count = 0;
+  // tier_swap_in_bytes / tier_swap_out_bytes: bytes of table rows copied into / out of the device
+  // tiers in the device's own memory (tiered tables on a device such as cuda; 0 on cpu, whose
+  // device tier is host memory). Swap-ins are queued by the key stage without waiting.
+  int64_t tier_swap_in_bytes = 0;
+  int64_t tier_swap_out_bytes = 0;
+  // tier_swap_in_host_waits: times the host blocked for a swap-in's copy (only when a staging
+  // buffer was still in flight, or a table went away with copies queued); 0 in a steady loop.
+  // tier_swap_out_host_waits: times the host waited for a swap-out's copy (one per swap-out: the
+  // host tier takes the rows), or for a snapshot's or export's read of device rows.
+  int64_t tier_swap_in_host_waits = 0;
+  int64_t tier_swap_out_host_waits = 0;
+  // tier_swap_compute_waits: times a step's kernels were ordered (on the device) after swap-ins
+  // still in flight when the step reached its gather.
+  int64_t tier_swap_compute_waits = 0;
 };
 
 // Session: runs a graph (see the file comment). Create makes one; not copyable.

@@ -60,6 +60,8 @@ class Device {
   virtual Status Synchronize() { return absl::OkStatus(); }
   // IntraOpThreads: how many threads one kernel may use.
   virtual int IntraOpThreads() const { return 1; }
+  // tier_swaps: the rows its device tiers moved and the waits that took (tier_memory.h).
+  TierSwapCounters& tier_swaps() { return tier_swaps_; }
   // CreateTableTierMemory: where the device tier of a tiered table (`rows` rows of `row_floats`
   // floats; `label` names the table) lives on this device: null (the default) keeps it in the
   // table's host slab, right when the device's table kernels read host memory (the CPU device, a
@@ -86,6 +88,7 @@ class Device {
   LimitedAllocator graph_allocator_;
   LimitedAllocator variable_allocator_;
   SyncStream default_stream_;
+  TierSwapCounters tier_swaps_;
 };
 
 using DeviceFactory = std::function<StatusOr<std::unique_ptr<Device>>(const SessionConfig&)>;

@@ -13,6 +13,7 @@
 #ifndef RECSDK_DEVICE_STREAM_H_
 #define RECSDK_DEVICE_STREAM_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -40,6 +41,11 @@ class Stream {
   // Run: runs `work` (a kernel's Compute) in stream order: on a synchronous stream now; on an
   // asynchronous one `work` enqueues its launches and returns. Its Status is the launch's.
   virtual Status Run(absl::FunctionRef<Status()> work) = 0;
+  // Enqueue: runs `work` in stream order, possibly after Enqueue returns (on a deferred stream,
+  // when an event recorded after it is waited for or waited on by another stream), so `work` owns
+  // what it touches (a staging buffer lives in its captures until it has run). An error of deferred
+  // work is returned by the Wait of an event recorded after it. By default it runs as Run does.
+  virtual Status Enqueue(std::function<Status()> work) { return Run(work); }
   // Record: an event after everything run on this stream so far.
   virtual StatusOr<std::shared_ptr<Event>> Record() = 0;
   // WaitFor: work run on this stream from now on starts after `event`.

@@ -1,7 +1,10 @@
 // tier_memory.cc: CreateTransferTierMemory, the device tier memory any device can give (its
-// variable pool and its DataTransfer).
+// variable pool and its DataTransfer). Write queues its copy on the copy stream (Stream::Enqueue)
+// with the staged rows and returns; Read waits for its copy; ComputeAfterWrites orders the compute
+// stream after the queued ones. Threading: tier_memory.h's; pending_ has its own mutex.
 #include "src/device/tier_memory.h"
 
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -12,7 +15,8 @@
 namespace recsdk::internal {
 namespace {
 
-// kTierCopyWait: how long a swap waits for the copies it queued.
+// kTierCopyWait: how long the host waits for a swap's copies (a Read; queued swap-ins when the
+// memory goes away).
 constexpr absl::Duration kTierCopyWait = absl::Minutes(2);
 
 // HostRowsView: host memory the caller owns, as a tensor buffer (the host side of a copy).
@@ -35,6 +39,32 @@ class DeviceRowsBuffer final : public TensorBuffer {
   std::shared_ptr<Allocator> memory_;
 };
 
+// CopyRuns: the rows of `slots` between the device rows `rows` and `host`, one DataTransfer copy
+// per run of consecutive slots, in the given order (so a slot written twice keeps the later row).
+Status CopyRuns(DataTransfer& transfer, const std::shared_ptr<TensorBuffer>& rows,
+                absl::Span<const uint32_t> slots, float* host, int row_floats, bool to_device) {
+  const size_t row_bytes = static_cast<size_t>(row_floats) * sizeof(float);
+  size_t i = 0;
+  while (i < slots.size()) {
+    size_t n = 1;
+    while (i + n < slots.size() && slots[i + n] == slots[i] + n) ++n;
+    const Shape shape{static_cast<int64_t>(n), row_floats};
+    Tensor device_rows(DType::kFloat32, shape, rows, slots[i] * row_bytes);
+    Tensor host_rows(DType::kFloat32, shape,
+                     std::make_shared<HostRowsView>(host + i * row_floats, n * row_bytes));
+    RECSDK_RETURN_IF_ERROR(to_device ? transfer.CopyHostToDevice(host_rows, &device_rows)
+                                     : transfer.CopyDeviceToHost(device_rows, &host_rows));
+    i += n;
+  }
+  return absl::OkStatus();
+}
+
+// StagedRows: a swap-in's slots and rows, owned by its queued copy until the copy has run.
+struct StagedRows {
+  std::vector<uint32_t> slots;
+  std::vector<float> rows;
+};
+
 class TransferTierMemory final : public DeviceTierMemory {
  public:
   TransferTierMemory(Device& device, std::unique_ptr<MemoryCharge> charge,
@@ -46,66 +76,129 @@ class TransferTierMemory final : public DeviceTierMemory {
         capacity_(capacity),
         row_floats_(row_floats),
         label_(std::move(label)) {}
+  // The queued swap-ins write rows_ (they hold it alive, but its bytes leave the variable pool's
+  // count with charge_): they land first, the host waiting for them with a deadline.
+  ~TransferTierMemory() override {
+    for (const std::shared_ptr<Event>& e : TakePending()) {
+      if (e->Done()) continue;
+      device_.tier_swaps().swap_in_host_waits.fetch_add(1, std::memory_order_relaxed);
+      (void)e->Wait(kTierCopyWait);  // a failed copy: the rows are going away anyway
+    }
+  }
+  TransferTierMemory(const TransferTierMemory&) = delete;
+  TransferTierMemory& operator=(const TransferTierMemory&) = delete;
 
   float* rows() const override { return static_cast<float*>(rows_->data()); }
   int row_floats() const override { return row_floats_; }
   uint32_t capacity() const override { return capacity_; }
 
   Status Read(absl::Span<const uint32_t> slots, float* out) override {
-    return Copy(slots, out, /*to_device=*/false);
+    RECSDK_RETURN_IF_ERROR(CheckSlots(slots, "Read"));
+    if (slots.empty()) return absl::OkStatus();
+    Stream& copy = device_.copy_stream();
+    RECSDK_RETURN_IF_ERROR(CopyAfterCompute());
+    // Run: after the swap-ins queued before it (a slot written then read back gets its new row).
+    Status status = copy.Run([&]() -> Status {
+      return CopyRuns(device_.data_transfer(), rows_, slots, out, row_floats_,
+                      /*to_device=*/false);
+    });
+    if (!status.ok()) return Named(status, "Read", slots.size());
+    // The host reads `out` next (the host tier takes the rows): it waits for the copy.
+    RECSDK_ASSIGN_OR_RETURN(std::shared_ptr<Event> done, copy.Record());
+    TierSwapCounters& c = device_.tier_swaps();
+    c.swap_out_host_waits.fetch_add(1, std::memory_order_relaxed);
+    if (Status s = done->Wait(kTierCopyWait); !s.ok()) {
+      return Status(s.code(), fmt::format("device tier of {}: waiting (at most {}) for the Read of "
+                                          "{} rows on {}: {}",
+                                          label_, absl::FormatDuration(kTierCopyWait), slots.size(),
+                                          copy.name(), s.message()));
+    }
+    c.swap_out_rows.fetch_add(static_cast<int64_t>(slots.size()), std::memory_order_relaxed);
+    c.swap_out_bytes.fetch_add(static_cast<int64_t>(slots.size() * RowBytes()),
+                               std::memory_order_relaxed);
+    return absl::OkStatus();
   }
+
+  // Write: stages the rows, queues their copy and returns; the copy's event waits in pending_
+  // for the next ComputeAfterWrites.
   Status Write(absl::Span<const uint32_t> slots, const float* in) override {
-    return Copy(slots, const_cast<float*>(in), /*to_device=*/true);
+    RECSDK_RETURN_IF_ERROR(CheckSlots(slots, "Write"));
+    if (slots.empty()) return absl::OkStatus();
+    auto staged = std::make_shared<StagedRows>();
+    staged->slots.assign(slots.begin(), slots.end());
+    staged->rows.assign(in, in + slots.size() * static_cast<size_t>(row_floats_));
+    Stream& copy = device_.copy_stream();
+    RECSDK_RETURN_IF_ERROR(CopyAfterCompute());
+    DataTransfer* transfer = &device_.data_transfer();
+    Status status =
+        copy.Enqueue([transfer, rows = rows_, staged, row_floats = row_floats_]() -> Status {
+          return CopyRuns(*transfer, rows, staged->slots, staged->rows.data(), row_floats,
+                          /*to_device=*/true);
+        });
+    if (!status.ok()) return Named(status, "Write", slots.size());
+    RECSDK_ASSIGN_OR_RETURN(std::shared_ptr<Event> done, copy.Record());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // Copies already landed need no wait: the list holds only what may still be in flight.
+      std::erase_if(pending_, [](const std::shared_ptr<Event>& e) { return e->Done(); });
+      pending_.push_back(std::move(done));
+    }
+    TierSwapCounters& c = device_.tier_swaps();
+    c.swap_in_rows.fetch_add(static_cast<int64_t>(slots.size()), std::memory_order_relaxed);
+    c.swap_in_bytes.fetch_add(static_cast<int64_t>(slots.size() * RowBytes()),
+                              std::memory_order_relaxed);
+    return absl::OkStatus();
   }
+
+  Status ComputeAfterWrites() override {
+    Stream& compute = device_.compute_stream();
+    for (const std::shared_ptr<Event>& e : TakePending()) {
+      if (e->Done()) continue;
+      device_.tier_swaps().compute_waits.fetch_add(1, std::memory_order_relaxed);
+      if (Status s = compute.WaitFor(*e); !s.ok()) {
+        return Status(s.code(),
+                      fmt::format("device tier of {}: {} waiting for a swap-in on {}: {}", label_,
+                                  compute.name(), device_.copy_stream().name(), s.message()));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   StatusOr<std::shared_ptr<Event>> ComputeFence() override {
     return device_.compute_stream().Record();
   }
 
  private:
-  // Copy: the rows of `slots` between the device and `host`, one DataTransfer copy per run of
-  // consecutive slots (in the given order, so a slot written twice keeps the later row), on the
-  // copy stream after the compute work queued so far; compute queued later waits for the copies.
-  Status Copy(absl::Span<const uint32_t> slots, float* host, bool to_device) {
-    const char* what = to_device ? "Write" : "Read";
+  size_t RowBytes() const { return static_cast<size_t>(row_floats_) * sizeof(float); }
+
+  Status CheckSlots(absl::Span<const uint32_t> slots, const char* what) const {
     for (uint32_t s : slots) {
       if (s >= capacity_) {
         return absl::InvalidArgumentError(fmt::format(
             "device tier of {}: {} of slot {}, past its {} rows", label_, what, s, capacity_));
       }
     }
-    if (slots.empty()) return absl::OkStatus();
+    return absl::OkStatus();
+  }
+
+  // CopyAfterCompute: the copy stream's next work starts after the compute work enqueued so far
+  // (a kernel still reading or updating a slot runs before the slot is overwritten or read).
+  Status CopyAfterCompute() {
     Stream& compute = device_.compute_stream();
     Stream& copy = device_.copy_stream();
-    const bool own_copy_stream = &compute != &copy;
-    if (own_copy_stream) {
-      RECSDK_ASSIGN_OR_RETURN(std::shared_ptr<Event> before, compute.Record());
-      RECSDK_RETURN_IF_ERROR(copy.WaitFor(*before));
-    }
-    const size_t row_bytes = static_cast<size_t>(row_floats_) * sizeof(float);
-    DataTransfer& transfer = device_.data_transfer();
-    Status status = copy.Run([&]() -> Status {
-      size_t i = 0;
-      while (i < slots.size()) {
-        size_t n = 1;
-        while (i + n < slots.size() && slots[i + n] == slots[i] + n) ++n;
-        const Shape shape{static_cast<int64_t>(n), row_floats_};
-        Tensor device_rows(DType::kFloat32, shape, rows_, slots[i] * row_bytes);
-        Tensor host_rows(DType::kFloat32, shape,
-                         std::make_shared<HostRowsView>(host + i * row_floats_, n * row_bytes));
-        RECSDK_RETURN_IF_ERROR(to_device ? transfer.CopyHostToDevice(host_rows, &device_rows)
-                                         : transfer.CopyDeviceToHost(device_rows, &host_rows));
-        i += n;
-      }
-      return absl::OkStatus();
-    });
-    if (!status.ok()) {
-      return Status(status.code(), fmt::format("device tier of {}: {} of {} rows: {}", label_, what,
-                                               slots.size(), status.message()));
-    }
-    // The host buffer is the caller's again on return, and compute after this sees the rows.
-    RECSDK_ASSIGN_OR_RETURN(std::shared_ptr<Event> done, copy.Record());
-    if (own_copy_stream) RECSDK_RETURN_IF_ERROR(compute.WaitFor(*done));
-    return done->Wait(kTierCopyWait);
+    if (&compute == &copy) return absl::OkStatus();
+    RECSDK_ASSIGN_OR_RETURN(std::shared_ptr<Event> before, compute.Record());
+    return copy.WaitFor(*before);
+  }
+
+  std::vector<std::shared_ptr<Event>> TakePending() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::exchange(pending_, {});
+  }
+
+  Status Named(const Status& status, const char* what, size_t n) const {
+    return Status(status.code(), fmt::format("device tier of {}: {} of {} rows: {}", label_, what,
+                                             n, status.message()));
   }
 
   Device& device_;
@@ -114,6 +207,8 @@ class TransferTierMemory final : public DeviceTierMemory {
   uint32_t capacity_;
   int row_floats_;
   std::string label_;
+  std::mutex mu_;
+  std::vector<std::shared_ptr<Event>> pending_;  // swap-ins' events not waited for; guarded by mu_
 };
 
 }  // namespace

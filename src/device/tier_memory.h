@@ -14,18 +14,25 @@
 // nothing changes.
 //
 // Ordering: Read and Write run on the device's copy stream after the compute work enqueued before
-// them (an event), and compute enqueued after them starts after them (an event): a row a step's
-// kernel reads or writes is swapped only before or after it, never during. Both return when the
-// copy has finished (the host buffer may be reused then). ComputeFence marks the compute work
-// enqueued so far (an Event): the table releases a batch's pinned device rows only once the fence
-// recorded when the step's rows were given back has passed (src/table/tier_lease.h), so a victim is
-// never moved out while a queued kernel still reads it.
+// them (an event), so a row a queued kernel still reads or writes is swapped only after it.
+// Read (a swap-out, or a snapshot's read) returns when its rows are in `out`: the host then copies
+// them on to the host tier, so it waits for the copy (with a deadline, counted in
+// TierSwapCounters). Write (a swap-in) is asynchronous: it copies `in` into a staging buffer the
+// copy owns until the copy's event, enqueues the copy and returns without waiting, so the key
+// stage's Resolve, running ahead of compute, never blocks on a swap-in. The step whose kernels
+// read those rows calls ComputeAfterWrites before its gather: the compute stream then waits for
+// every swap-in enqueued so far (on the device; a synchronous stream waits on the host). A Read
+// after a Write of the same slot is ordered by the copy stream. ComputeFence marks the compute
+// work enqueued so far (an Event): the table releases a batch's pinned device rows only once the
+// fence recorded when the step's rows were given back has passed (src/table/tier_lease.h), so a
+// victim is never moved out while a queued kernel still reads it.
 //
 // Threading: the table calls Read/Write under its tier lock (one at a time); ComputeFence from
-// the thread that releases leases.
+// the thread that releases leases; ComputeAfterWrites from the executor's kernels, beside a Write.
 #ifndef RECSDK_DEVICE_TIER_MEMORY_H_
 #define RECSDK_DEVICE_TIER_MEMORY_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,6 +41,22 @@
 #include "src/device/stream.h"
 
 namespace recsdk::internal {
+
+// TierSwapCounters: what the device tiers of one device moved and waited for since it was made
+// (the Session's SessionStats reports them). Thread-safe (relaxed atomics).
+struct TierSwapCounters {
+  // swap_in_rows / swap_in_bytes: rows written to device tiers (Write: promotions, fresh rows,
+  // imports); swap_out_rows / swap_out_bytes: rows read back (Read: demotions, snapshots, exports).
+  std::atomic<int64_t> swap_in_rows{0}, swap_in_bytes{0};
+  std::atomic<int64_t> swap_out_rows{0}, swap_out_bytes{0};
+  // swap_in_host_waits: times the host blocked for a swap-in's copy (a staging buffer still in
+  // flight, a tier memory freed with copies queued); 0 on a steady training loop.
+  // swap_out_host_waits: times the host waited for a Read's copy (one per Read).
+  std::atomic<int64_t> swap_in_host_waits{0}, swap_out_host_waits{0};
+  // compute_waits: times a step's compute stream was ordered after pending swap-ins
+  // (ComputeAfterWrites found some).
+  std::atomic<int64_t> compute_waits{0};
+};
 
 // DeviceTierMemory: capacity() rows of row_floats() floats in device memory.
 class DeviceTierMemory {
@@ -44,12 +67,18 @@ class DeviceTierMemory {
   virtual float* rows() const = 0;
   virtual int row_floats() const = 0;
   virtual uint32_t capacity() const = 0;
-  // Read: out[i * row_floats, (i + 1) * row_floats) = the row in slots[i] (host memory); done
-  // when it returns. InvalidArgument for a slot >= capacity() (nothing copied).
+  // Read: out[i * row_floats, (i + 1) * row_floats) = the row in slots[i] (host memory), after
+  // every Write before it; done when it returns. InvalidArgument for a slot >= capacity()
+  // (nothing copied).
   virtual Status Read(absl::Span<const uint32_t> slots, float* out) = 0;
-  // Write: the row in slots[i] = in[i * row_floats, ...); a slot listed twice gets the later row;
-  // done when it returns. InvalidArgument for a slot >= capacity() (nothing copied).
+  // Write: the row in slots[i] = in[i * row_floats, ...); a slot listed twice gets the later row.
+  // `in` may be reused when it returns; the copy may still be queued then (see ComputeAfterWrites).
+  // InvalidArgument for a slot >= capacity() (nothing copied).
   virtual Status Write(absl::Span<const uint32_t> slots, const float* in) = 0;
+  // ComputeAfterWrites: compute work enqueued from now on starts after every Write so far (a
+  // table kernel calls it before it reads or updates the rows). Default: nothing to wait for (a
+  // memory whose Write is complete on return).
+  virtual Status ComputeAfterWrites() { return absl::OkStatus(); }
   // ComputeFence: an event after the compute work enqueued on the device so far.
   virtual StatusOr<std::shared_ptr<Event>> ComputeFence() = 0;
 };
@@ -61,7 +90,9 @@ class Device;
 // floats of `memory` (the device's raw memory), charged exactly to the device's variable pool
 // while it lives (LimitedAllocator::Charge: ResourceExhausted naming `label`, the bytes, the limit
 // and variable_memory_max_size when it does not fit), moved through the device's DataTransfer on
-// its copy stream, one copy per run of consecutive slots. `label` names the table in messages.
+// its copy stream, one copy per run of consecutive slots (Write asynchronous, its staging buffer
+// owned by the queued copy), counted in `device.tier_swaps()`. `label` names the table in
+// messages.
 StatusOr<std::unique_ptr<DeviceTierMemory>> CreateTransferTierMemory(
     Device& device, std::shared_ptr<Allocator> memory, int64_t rows, int row_floats,
     const std::string& label);

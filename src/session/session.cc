@@ -754,6 +754,12 @@ SessionStats Session::stats() const {
   s.graph_fresh_allocations = impl_->device->graph_allocator().fresh_allocations();
   s.steps = impl_->steps;
   s.overflow_count = impl_->dumper != nullptr ? impl_->dumper->overflow_count() : 0;
+  const internal::TierSwapCounters& swaps = impl_->device->tier_swaps();
+  s.tier_swap_in_bytes = swaps.swap_in_bytes.load(std::memory_order_relaxed);
+  s.tier_swap_out_bytes = swaps.swap_out_bytes.load(std::memory_order_relaxed);
+  s.tier_swap_in_host_waits = swaps.swap_in_host_waits.load(std::memory_order_relaxed);
+  s.tier_swap_out_host_waits = swaps.swap_out_host_waits.load(std::memory_order_relaxed);
+  s.tier_swap_compute_waits = swaps.compute_waits.load(std::memory_order_relaxed);
   return s;
 }
 

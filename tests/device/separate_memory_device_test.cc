@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "src/device/kernel.h"
@@ -86,6 +87,54 @@ TEST(SeparateMemoryDeviceTest, DeviceWorkReadsItsMemoryOnItsStream) {
   EXPECT_TRUE((*event)->Done());
   EXPECT_TRUE((*event)->Wait(absl::Seconds(1)).ok());
   EXPECT_TRUE(d->compute_stream().Synchronize(absl::Seconds(1)).ok());
+}
+
+// The device tier's swap-ins (tier_memory.h) are queued on the device's copy stream, which runs
+// them only when their event is waited for: Write returns with the copy not run (no host wait),
+// the staged rows belong to the copy (the caller's buffer may change at once), the compute
+// stream's wait (ComputeAfterWrites) runs it, and a Read after a Write gets the written rows.
+TEST(SeparateMemoryDeviceTest, TierSwapInsAreQueuedUntilComputeWaitsForThem) {
+  auto d = MakeDevice();
+  ASSERT_NE(&d->copy_stream(), &d->compute_stream());
+  auto memory = d->CreateTableTierMemory(8, 2, "table \"t\"");
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  ASSERT_NE(*memory, nullptr);
+  DeviceTierMemory& m = **memory;
+  const TierSwapCounters& c = d->tier_swaps();
+  std::vector<float> rows = {1, 2, 3, 4};
+  const std::vector<uint32_t> slots = {2, 3};
+  ASSERT_TRUE(m.Write(slots, rows.data()).ok());
+  std::fill(rows.begin(), rows.end(), 9.0f);  // the caller's buffer is its own again
+  auto queued = d->copy_stream().Record();
+  ASSERT_TRUE(queued.ok());
+  EXPECT_FALSE((*queued)->Done());  // Write did not wait for its copy
+  EXPECT_EQ(c.swap_in_rows.load(), 2);
+  EXPECT_EQ(c.swap_in_bytes.load(), 16);
+  EXPECT_EQ(c.swap_in_host_waits.load(), 0);
+  EXPECT_EQ(c.compute_waits.load(), 0);
+  // The step's gather: the compute stream waits for the queued copy, which runs then.
+  ASSERT_TRUE(m.ComputeAfterWrites().ok());
+  EXPECT_TRUE((*queued)->Done());
+  EXPECT_EQ(c.compute_waits.load(), 1);
+  ASSERT_TRUE(m.ComputeAfterWrites().ok());
+  EXPECT_EQ(c.compute_waits.load(), 1);  // nothing left in flight
+  std::vector<float> back(4);
+  ASSERT_TRUE(m.Read(slots, back.data()).ok());
+  EXPECT_EQ(back, (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(c.swap_out_host_waits.load(), 1);
+  // A Read after a queued Write of the same slot is ordered by the copy stream.
+  const std::vector<float> row5 = {7, 8};
+  const std::vector<uint32_t> slot5 = {5};
+  ASSERT_TRUE(m.Write(slot5, row5.data()).ok());
+  std::vector<float> got(2);
+  ASSERT_TRUE(m.Read(slot5, got.data()).ok());
+  EXPECT_EQ(got, row5);
+  EXPECT_EQ(c.swap_out_bytes.load(), 24);
+  EXPECT_EQ(c.swap_in_host_waits.load(), 0);
+  // A slot past the rows changes nothing.
+  const std::vector<uint32_t> bad = {8};
+  EXPECT_EQ(m.Write(bad, row5.data()).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.swap_in_rows.load(), 3);
 }
 
 TEST(SeparateMemoryDeviceDeathTest, HostReadOfDeviceMemoryTraps) {

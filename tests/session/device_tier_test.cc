@@ -182,6 +182,24 @@ TEST(DeviceTierTest, SeparateMemoryTrainsAsCpuWithRowsMovingAcrossTiers) {
   EXPECT_GT(dev.promoted, 0);
   EXPECT_GT(dev.demoted, 0);
   EXPECT_GT(dev.ssd_rows, 0);
+  // The swaps crossed the device's copy stream: swap-ins queued by the key stage without a host
+  // wait (separate_memory's copy stream runs them only when their event is waited for, so the
+  // bitwise match above shows each step's kernels waited for them), swap-outs waited for.
+  const SessionStats dev_stats = dev.session->stats();
+  EXPECT_GT(dev_stats.tier_swap_in_bytes, 0);
+  EXPECT_GT(dev_stats.tier_swap_out_bytes, 0);
+  EXPECT_EQ(dev_stats.tier_swap_in_host_waits, 0);
+  EXPECT_GT(dev_stats.tier_swap_out_host_waits, 0);
+  EXPECT_GT(dev_stats.tier_swap_compute_waits, 0);
+  RecordProperty("tier_swap_in_bytes", std::to_string(dev_stats.tier_swap_in_bytes));
+  RecordProperty("tier_swap_out_bytes", std::to_string(dev_stats.tier_swap_out_bytes));
+  RecordProperty("tier_swap_out_host_waits", std::to_string(dev_stats.tier_swap_out_host_waits));
+  RecordProperty("tier_swap_compute_waits", std::to_string(dev_stats.tier_swap_compute_waits));
+  // On the CPU device the device tier is host memory: nothing crosses.
+  const SessionStats cpu_stats = cpu.session->stats();
+  EXPECT_EQ(cpu_stats.tier_swap_in_bytes, 0);
+  EXPECT_EQ(cpu_stats.tier_swap_out_bytes, 0);
+  EXPECT_EQ(cpu_stats.tier_swap_compute_waits, 0);
   // A single-key read goes through the device's copy.
   EmbeddingTable* a_cpu = ValueOrDie(LookupTable(*cpu.session, "a"));
   EmbeddingTable* a_dev = ValueOrDie(LookupTable(*dev.session, "a"));

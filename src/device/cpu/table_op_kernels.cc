@@ -24,6 +24,7 @@
 #include "src/table/dedup.h"
 #include "src/table/table_config_json.h"
 #include "src/table/table_key_work.h"
+#include "src/table/tier_lease.h"
 
 namespace recsdk::internal {
 namespace {
@@ -116,9 +117,18 @@ Status TableLookupForwardKernel(OpKernelContext& ctx) {
   return absl::OkStatus();
 }
 
+// AfterSwapIns: the compute stream's next work starts after the swap-ins queued for `table`'s
+// device tier (its rows of this step may still be on their way, tier_memory.h); nothing for a
+// table whose rows are host memory.
+Status AfterSwapIns(const EmbeddingTable& table) {
+  DeviceTierMemory* memory = DeviceTierMemoryOf(table);
+  return memory == nullptr ? absl::OkStatus() : memory->ComputeAfterWrites();
+}
+
 Status TableGatherKernel(OpKernelContext& ctx) {
   RECSDK_ASSIGN_OR_RETURN(TableResource * t, TableInput(ctx));
   const EmbeddingTable& table = *t->table();
+  RECSDK_RETURN_IF_ERROR(AfterSwapIns(table));
   const Tensor& unique = ctx.input(1);
   const int k = static_cast<int>(NodeAttrs(ctx.node()).Int("num_features"));
   RECSDK_ASSIGN_OR_RETURN(auto combiner, ParseCombiner(ctx.node().StringAttr("combiner")));
@@ -195,6 +205,7 @@ Status TableGatherConcatKernel(OpKernelContext& ctx) {
     auto* t = dynamic_cast<TableResource*>(ResourceFromTensor(ctx.input(s.input)));
     if (t == nullptr) return ctx.Error("input {} is not a table handle", s.input);
     const EmbeddingTable& table = *t->table();
+    RECSDK_RETURN_IF_ERROR(AfterSwapIns(table));
     const int64_t dim = dims[s.gather_index];
     if (table.dim() != dim) {
       return ctx.Error("table \"{}\" has dim {}, the fused gather expects {}", table.name(),
@@ -283,6 +294,7 @@ Status TableGradAggregateKernel(OpKernelContext& ctx) {
 Status TableApplyKernel(OpKernelContext& ctx) {
   RECSDK_ASSIGN_OR_RETURN(TableResource * t, TableInput(ctx));
   EmbeddingTable& table = *t->table();
+  RECSDK_RETURN_IF_ERROR(AfterSwapIns(table));
   const Tensor& step = ctx.input(1);
   if (step.dtype() != DType::kInt64 || step.num_elements() != 1) {
     return ctx.Error("step must be an int64 scalar");

@@ -66,6 +66,11 @@ absl::Status CudaRowStore::Read(absl::Span<const uint32_t> slots, float* out) co
 }
 
 absl::Status CudaRowStore::Write(absl::Span<const uint32_t> slots, const float* in) {
+  RECSDK_RETURN_IF_ERROR(WriteAsync(slots, in));
+  return swapper_->stream().Synchronize();
+}
+
+absl::Status CudaRowStore::WriteAsync(absl::Span<const uint32_t> slots, const float* in) {
   RECSDK_RETURN_IF_ERROR(CheckAllocated(slots, "Write"));
   if (slots.empty()) return absl::OkStatus();
   // A slot listed twice gets the later row: only its last occurrence is copied (the scatter on
@@ -82,7 +87,7 @@ absl::Status CudaRowStore::Write(absl::Span<const uint32_t> slots, const float* 
     device_rows.push_back(slots[i]);
     host_rows.push_back(in + i * row_floats());
   }
-  return swapper_->SwapIn(host_rows, device_rows, table());
+  return swapper_->SwapInAsync(host_rows, device_rows, table());
 }
 
 }  // namespace recsdk::cuda

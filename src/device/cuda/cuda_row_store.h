@@ -9,8 +9,8 @@
 //
 // A tiered table on the cuda device keeps its device tier in one (cuda_tier_memory.h: every slot
 // allocated, the table's own bookkeeping choosing them); its lookups and updates run on table()
-// (cuda_table_kernels.cc). Still synchronous: Read/Write return when the rows have arrived, so
-// the key stage's swaps do not yet overlap the previous step's compute.
+// (cuda_table_kernels.cc). Read and Write return when the rows have arrived; WriteAsync (what the
+// device tier's swap-ins use) returns once the copies are enqueued on stream().
 //
 // RowAddress is nullptr (the rows are not host memory); table() gives the device rows for the
 // CUDA kernels. Threading: as RowStore; Read/Write use the swapper, one call at a time.
@@ -58,6 +58,9 @@ class CudaRowStore final : public internal::RowStore {
   // Write: rows from host memory (returns when they are on the GPU); a slot listed twice gets the
   // later row.
   absl::Status Write(absl::Span<const uint32_t> slots, const float* in) override;
+  // WriteAsync: Write that returns once its copies are enqueued on stream() (`in` may be reused
+  // then); record an Event on stream() to order work after the rows' arrival.
+  absl::Status WriteAsync(absl::Span<const uint32_t> slots, const float* in);
   absl::Status Pin(absl::Span<const uint32_t> slots) override { return slots_->Pin(slots); }
   absl::Status Unpin(absl::Span<const uint32_t> slots) override { return slots_->Unpin(slots); }
   bool IsPinned(uint32_t slot) const override { return slots_->IsPinned(slot); }

@@ -60,11 +60,14 @@ StatusOr<TableResource*> TableAt(OpKernelContext& ctx, int input) {
 }
 
 // DeviceRows: the table's device tier as a RowTable, or nullopt when its rows are host memory.
-std::optional<RowTable> DeviceRows(const EmbeddingTable& table) {
+// The compute stream's later work (the caller's kernels) waits, on the GPU, for the swap-ins the
+// key stage queued for the tier (cuda_tier_memory.h).
+StatusOr<std::optional<RowTable>> DeviceRows(const EmbeddingTable& table) {
   DeviceTierMemory* memory = internal::DeviceTierMemoryOf(table);
-  if (memory == nullptr) return std::nullopt;
-  return RowTable{memory->rows(), static_cast<int64_t>(memory->capacity()), memory->row_floats(),
-                  table.dim()};
+  if (memory == nullptr) return std::optional<RowTable>();
+  RECSDK_RETURN_IF_ERROR(memory->ComputeAfterWrites());
+  return std::optional<RowTable>(RowTable{memory->rows(), static_cast<int64_t>(memory->capacity()),
+                                          memory->row_floats(), table.dim()});
 }
 
 TableCombine CombineOf(const std::optional<Combiner>& combiner) {
@@ -109,7 +112,7 @@ Status BadIndices(OpKernelContext& ctx, const EmbeddingTable& table, int32_t cou
 Status TableGatherKernel(OpKernelContext& ctx) {
   RECSDK_ASSIGN_OR_RETURN(TableResource * t, TableAt(ctx, 0));
   const EmbeddingTable& table = *t->table();
-  const std::optional<RowTable> rows = DeviceRows(table);
+  RECSDK_ASSIGN_OR_RETURN(const std::optional<RowTable> rows, DeviceRows(table));
   if (!rows) return RunOnHost(ctx);
   RECSDK_ASSIGN_OR_RETURN(Stream * s, StreamOf(ctx));
   const Tensor& unique = ctx.input(1);
@@ -163,7 +166,7 @@ Status TableGatherConcatKernel(OpKernelContext& ctx) {
   for (size_t i = 0; i < segments.size(); ++i) {
     if (!segments[i].gather) continue;
     RECSDK_ASSIGN_OR_RETURN(TableResource * t, TableAt(ctx, segments[i].input));
-    tables[i] = DeviceRows(*t->table());
+    RECSDK_ASSIGN_OR_RETURN(tables[i], DeviceRows(*t->table()));
     any_on_device = any_on_device || tables[i].has_value();
   }
   if (!any_on_device) return RunOnHost(ctx);
@@ -270,7 +273,7 @@ StatusOr<Tensor> Upload(OpKernelContext& ctx, DType dtype, const std::vector<T>&
 Status TableApplyKernel(OpKernelContext& ctx) {
   RECSDK_ASSIGN_OR_RETURN(TableResource * t, TableAt(ctx, 0));
   EmbeddingTable& table = *t->table();
-  const std::optional<RowTable> rows = DeviceRows(table);
+  RECSDK_ASSIGN_OR_RETURN(const std::optional<RowTable> rows, DeviceRows(table));
   if (!rows) return RunOnHost(ctx);
   RECSDK_ASSIGN_OR_RETURN(Stream * s, StreamOf(ctx));
   const int64_t dim = table.dim();

@@ -1,6 +1,7 @@
 // cuda_tier_memory.cc: a tiered table's device tier in GPU memory (cuda_tier_memory.h).
 #include "src/device/cuda/cuda_tier_memory.h"
 
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -22,17 +23,65 @@ class CudaTierMemory final : public internal::DeviceTierMemory {
         store_(std::move(store)),
         label_(std::move(label)) {}
 
+  // Swap-ins still queued write the store's rows: they land before the store is freed.
+  ~CudaTierMemory() override {
+    if (pending_.empty()) return;
+    device_.tier_swaps().swap_in_host_waits.fetch_add(1, std::memory_order_relaxed);
+    (void)store_->stream().Synchronize(absl::Minutes(2));  // failed: the rows go away anyway
+  }
+  CudaTierMemory(const CudaTierMemory&) = delete;
+  CudaTierMemory& operator=(const CudaTierMemory&) = delete;
+
   float* rows() const override { return store_->table().data; }
   int row_floats() const override { return store_->row_floats(); }
   uint32_t capacity() const override { return store_->capacity(); }
 
+  // Read: after the swap-ins queued before it (the same swap stream); the host waits for it.
   Status Read(absl::Span<const uint32_t> slots, float* out) override {
     RECSDK_RETURN_IF_ERROR(Prepare(slots, "Read"));
-    return Named(store_->Read(slots, out), "Read", slots.size());
+    if (slots.empty()) return absl::OkStatus();
+    internal::TierSwapCounters& c = device_.tier_swaps();
+    c.swap_out_host_waits.fetch_add(1, std::memory_order_relaxed);
+    RECSDK_RETURN_IF_ERROR(Named(store_->Read(slots, out), "Read", slots.size()));
+    c.swap_out_rows.fetch_add(static_cast<int64_t>(slots.size()), std::memory_order_relaxed);
+    c.swap_out_bytes.fetch_add(static_cast<int64_t>(slots.size()) * row_floats() * 4,
+                               std::memory_order_relaxed);
+    return absl::OkStatus();
   }
+  // Write: packed into pinned staging and enqueued on the swap stream; its event waits in pending_
+  // for ComputeAfterWrites (the host does not wait for the copy).
   Status Write(absl::Span<const uint32_t> slots, const float* in) override {
     RECSDK_RETURN_IF_ERROR(Prepare(slots, "Write"));
-    return Named(store_->Write(slots, in), "Write", slots.size());
+    if (slots.empty()) return absl::OkStatus();
+    RECSDK_RETURN_IF_ERROR(Named(store_->WriteAsync(slots, in), "Write", slots.size()));
+    RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<Event> done, Event::Create(store_->stream()));
+    RECSDK_RETURN_IF_ERROR(done->Record(store_->stream()));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_.push_back(std::move(done));
+    }
+    internal::TierSwapCounters& c = device_.tier_swaps();
+    c.swap_in_rows.fetch_add(static_cast<int64_t>(slots.size()), std::memory_order_relaxed);
+    c.swap_in_bytes.fetch_add(static_cast<int64_t>(slots.size()) * row_floats() * 4,
+                              std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
+  // ComputeAfterWrites: the compute stream waits (on the GPU) for every queued swap-in.
+  Status ComputeAfterWrites() override {
+    std::vector<std::unique_ptr<Event>> pending;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending.swap(pending_);
+    }
+    for (const std::unique_ptr<Event>& e : pending) {
+      device_.tier_swaps().compute_waits.fetch_add(1, std::memory_order_relaxed);
+      if (Status s = e->MakeWait(compute_); !s.ok()) {
+        return Status(s.code(), fmt::format("device tier of {} in GPU memory: the compute stream's "
+                                            "wait for a queued Write: {}",
+                                            label_, s.message()));
+      }
+    }
+    return absl::OkStatus();
   }
   StatusOr<std::shared_ptr<internal::Event>> ComputeFence() override {
     return device_.compute_stream().Record();
@@ -64,6 +113,8 @@ class CudaTierMemory final : public internal::DeviceTierMemory {
   std::unique_ptr<internal::MemoryCharge> charge_;  // the rows' bytes in the variable pool
   std::unique_ptr<CudaRowStore> store_;
   std::string label_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Event>> pending_;  // swap-ins' events not waited for; guarded by mu_
 };
 
 }  // namespace

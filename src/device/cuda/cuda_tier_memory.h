@@ -5,9 +5,12 @@
 // moves rows only through Read/Write (the swaps of ExecuteTiers, fresh rows, snapshots, export).
 //
 // Ordering: Read and Write run on the store's own swap stream after the compute work enqueued
-// before them (a CUDA event: the swap stream waits on the GPU, the host does not block for it),
-// and return when the rows have arrived; compute enqueued after they return therefore runs after
-// them. ComputeFence is an event on the compute stream (lease releases wait for it).
+// before them (a CUDA event: the swap stream waits on the GPU, the host does not block for it).
+// Read returns when the rows are in host memory. Write returns once the rows are packed into
+// pinned staging and their copies enqueued, recording an event; ComputeAfterWrites (called by the
+// table kernels before their gather or update) makes the compute stream wait for those events on
+// the GPU, so the key stage's swap-ins overlap the step still running. ComputeFence is an event on
+// the compute stream (lease releases wait for it).
 //
 // Threading: as DeviceTierMemory (Read/Write under the table's tier lock, one at a time).
 #ifndef RECSDK_SRC_DEVICE_CUDA_CUDA_TIER_MEMORY_H_

@@ -77,16 +77,34 @@ Status RowSwapper::Check(const RowTable& table, const std::vector<int64_t>& devi
   return absl::OkStatus();
 }
 
+Status RowSwapper::WaitStaging(int b, const char* what) const {
+  constexpr absl::Duration kStagingWait = absl::Seconds(60);
+  if (Status s = done_[b]->Synchronize(kStagingWait); !s.ok()) {
+    return Status(s.code(), fmt::format("cuda::RowSwapper::{}: waiting (at most {}) for the last "
+                                        "copy of pinned staging buffer {}: {}",
+                                        what, absl::FormatDuration(kStagingWait), b, s.message()));
+  }
+  return absl::OkStatus();
+}
+
 Status RowSwapper::SwapIn(const std::vector<const float*>& host_rows,
                           const std::vector<int64_t>& device_rows, const RowTable& table) {
+  RECSDK_RETURN_IF_ERROR(SwapInAsync(host_rows, device_rows, table));
+  return stream_->Synchronize();
+}
+
+Status RowSwapper::SwapInAsync(const std::vector<const float*>& host_rows,
+                               const std::vector<int64_t>& device_rows, const RowTable& table) {
   RECSDK_RETURN_IF_ERROR(Check(table, device_rows, host_rows.size()));
   const int64_t n = static_cast<int64_t>(host_rows.size());
   const int64_t value_bytes = ids_offset_;
-  for (int64_t begin = 0, c = 0; begin < n; begin += chunk_rows_, ++c) {
-    const int b = static_cast<int>(c % 2);
+  for (int64_t begin = 0; begin < n; begin += chunk_rows_) {
+    const int b = next_;
+    next_ = 1 - next_;
     const int64_t rows = std::min(chunk_rows_, n - begin);
-    // The copy that last read this pinned buffer (chunk c - 2) must be done before it is refilled.
-    RECSDK_RETURN_IF_ERROR(done_[b]->Synchronize());
+    // The copy that last read this pinned buffer (two chunks ago, maybe of an earlier call) must
+    // be done before it is refilled.
+    RECSDK_RETURN_IF_ERROR(WaitStaging(b, "SwapIn"));
     float* pinned = pinned_[b].as<float>();
     ParallelRowCopy(
         rows, row_floats_, [&](int64_t i) { return host_rows[static_cast<size_t>(begin + i)]; },
@@ -105,7 +123,7 @@ Status RowSwapper::SwapIn(const std::vector<const float*>& host_rows,
         "cuda::RowSwapper::SwapIn scatter"));
     RECSDK_RETURN_IF_ERROR(done_[b]->Record(*stream_));
   }
-  return stream_->Synchronize();
+  return absl::OkStatus();
 }
 
 Status RowSwapper::SwapOut(const RowTable& table, const std::vector<int64_t>& device_rows,
@@ -113,12 +131,14 @@ Status RowSwapper::SwapOut(const RowTable& table, const std::vector<int64_t>& de
   RECSDK_RETURN_IF_ERROR(Check(table, device_rows, host_rows.size()));
   const int64_t n = static_cast<int64_t>(host_rows.size());
   const int64_t value_bytes = ids_offset_;
+  // A SwapInAsync before may still read the staging buffers this refills.
+  for (int b = 0; b < 2; ++b) RECSDK_RETURN_IF_ERROR(WaitStaging(b, "SwapOut"));
   // Unpack: chunk `c` (staged in buffer c % 2) from pinned memory to its host rows.
   auto unpack = [&](int64_t c) -> Status {
     const int b = static_cast<int>(c % 2);
     const int64_t begin = c * chunk_rows_;
     const int64_t rows = std::min(chunk_rows_, n - begin);
-    RECSDK_RETURN_IF_ERROR(done_[b]->Synchronize());
+    RECSDK_RETURN_IF_ERROR(WaitStaging(b, "SwapOut"));
     const float* pinned = pinned_[b].as<float>();
     ParallelRowCopy(
         rows, row_floats_, [&](int64_t i) { return pinned + i * row_floats_; },

@@ -7,7 +7,10 @@
 //
 // Threading: a RowSwapper belongs to one thread at a time and issues its work on its own Stream,
 // separate from compute streams; a caller orders compute after a swap with an Event. Packing
-// uses the calling task arena's threads (oneTBB). Each call returns when its rows have arrived.
+// uses the calling task arena's threads (oneTBB). SwapIn and SwapOut return when their rows have
+// arrived; SwapInAsync returns once its rows are packed into pinned staging and its copies are
+// enqueued (the staging buffers rotate across calls; the host waits, with a deadline, only to
+// refill one whose copy is still in flight).
 #ifndef RECSDK_SRC_DEVICE_CUDA_ROW_SWAPPER_H_
 #define RECSDK_SRC_DEVICE_CUDA_ROW_SWAPPER_H_
 
@@ -34,6 +37,10 @@ class RowSwapper {
   // [0, table.num_rows) and table.stride >= row_floats. Returns when the rows are on the device.
   [[nodiscard]] Status SwapIn(const std::vector<const float*>& host_rows,
                               const std::vector<int64_t>& device_rows, const RowTable& table);
+  // SwapInAsync: SwapIn that returns once the copies are enqueued on stream(): the host rows may be
+  // reused then; record an Event on stream() to order work after the rows' arrival.
+  [[nodiscard]] Status SwapInAsync(const std::vector<const float*>& host_rows,
+                                   const std::vector<int64_t>& device_rows, const RowTable& table);
   // SwapOut: for i < host_rows.size(), the row_floats floats at host_rows[i] = device row
   // device_rows[i] of `table`. Returns when the rows are in host memory.
   [[nodiscard]] Status SwapOut(const RowTable& table, const std::vector<int64_t>& device_rows,
@@ -51,7 +58,11 @@ class RowSwapper {
   int64_t chunk_rows_ = 0;
   int64_t ids_offset_ = 0;  // bytes from a staging buffer's start to its row ids
   std::unique_ptr<Stream> stream_;
+  // WaitStaging: the host waits until staging buffer `b`'s last copy is done (before refilling it).
+  Status WaitStaging(int b, const char* what) const;
+
   std::unique_ptr<Event> done_[2];
+  int next_ = 0;             // the staging buffer SwapInAsync fills first (rotates across calls)
   PinnedBuffer pinned_[2];   // [chunk_rows * row_floats floats | pad | chunk_rows int64 ids]
   DeviceBuffer staging_[2];  // the same layout on the device
 };

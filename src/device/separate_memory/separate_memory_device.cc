@@ -10,6 +10,9 @@
 // test instead of reading the right bytes by luck. CTest runs the graph and session tests on this
 // device (label separate_memory; RECSDK_TEST_DEVICE in session.cc).
 //
+// Its copy stream is deferred (ArenaCopyStream): the device tier's swap-ins run only when their
+// event is waited for, so a missing wait is a wrong row, not a race that happens to go right.
+//
 // With several kernels at once (DNN_V100:N) the arena is open while any of them runs, so a host op
 // running beside them could touch it unnoticed: the trap is exact with one op at a time (the
 // default), which is how the suite runs.
@@ -19,12 +22,17 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
 
 #include "fmt/format.h"
+#include "src/common/status_macros.h"
 #include "src/device/kernel.h"
 
 namespace recsdk::internal {
@@ -144,6 +152,110 @@ class ArenaStream final : public SyncStream {
   ProtectedArena& arena_;
 };
 
+// ArenaCopyStream: the device's copy stream, deferred as a GPU's copy engine is from the host's
+// point of view: work given to Enqueue (the device tier's swap-ins) runs only when an event
+// recorded after it is waited for (Event::Wait, or the compute stream's WaitFor), or when Run or
+// Synchronize is called, on that caller's thread. So a kernel that reads rows a queued copy writes
+// without waiting for the copy's event reads the old rows, and a staging buffer freed before its
+// copy ran is read after free: both make the tests that compare with the CPU device fail, where a
+// synchronous copy would hide them. The first failed copy's error is returned by every wait after
+// it (as a GPU's sticky error).
+class ArenaCopyStream final : public Stream {
+ public:
+  ArenaCopyStream(std::string name, ProtectedArena& arena)
+      : name_(std::move(name)), arena_(arena) {}
+  const std::string& name() const override { return name_; }
+  Status Run(absl::FunctionRef<Status()> work) override {
+    std::unique_lock<std::timed_mutex> lock(mu_, std::defer_lock);
+    RECSDK_RETURN_IF_ERROR(Lock(lock, kCopyStreamWait));
+    RECSDK_RETURN_IF_ERROR(RunQueued(std::numeric_limits<int64_t>::max()));
+    ProtectedArena::Access access(arena_);
+    return work();
+  }
+  Status Enqueue(std::function<Status()> work) override {
+    std::unique_lock<std::timed_mutex> lock(mu_, std::defer_lock);
+    RECSDK_RETURN_IF_ERROR(Lock(lock, kCopyStreamWait));
+    queue_.push_back(std::move(work));
+    ++enqueued_;
+    return absl::OkStatus();
+  }
+  StatusOr<std::shared_ptr<Event>> Record() override {
+    std::unique_lock<std::timed_mutex> lock(mu_, std::defer_lock);
+    RECSDK_RETURN_IF_ERROR(Lock(lock, kCopyStreamWait));
+    return std::shared_ptr<Event>(std::make_shared<CopyEvent>(*this, enqueued_));
+  }
+  // WaitFor: events of the compute stream (synchronous) are done when recorded.
+  Status WaitFor(const Event& event) override {
+    if (Status s = event.Wait(kCopyStreamWait); !s.ok()) {
+      return Status(s.code(),
+                    fmt::format("stream {} waiting for an event: {}", name_, s.message()));
+    }
+    return absl::OkStatus();
+  }
+  Status Synchronize(absl::Duration timeout) override {
+    return RunUpTo(std::numeric_limits<int64_t>::max(), timeout);
+  }
+
+ private:
+  // kCopyStreamWait: the longest the host waits for the stream's lock (another thread running
+  // its queued copies) or an event.
+  static constexpr absl::Duration kCopyStreamWait = absl::Minutes(2);
+
+  // CopyEvent: the point after the first `seq` pieces of work enqueued.
+  class CopyEvent final : public Event {
+   public:
+    CopyEvent(ArenaCopyStream& stream, int64_t seq) : stream_(stream), seq_(seq) {}
+    bool Done() const override { return stream_.ran_.load(std::memory_order_acquire) >= seq_; }
+    Status Wait(absl::Duration timeout) const override { return stream_.RunUpTo(seq_, timeout); }
+
+   private:
+    ArenaCopyStream& stream_;
+    int64_t seq_;
+  };
+
+  Status Lock(std::unique_lock<std::timed_mutex>& lock, absl::Duration timeout) const {
+    if (lock.try_lock_for(absl::ToChronoNanoseconds(timeout))) return absl::OkStatus();
+    return absl::DeadlineExceededError(
+        fmt::format("stream {}: another thread held it (running its queued copies) for more than "
+                    "{}",
+                    name_, absl::FormatDuration(timeout)));
+  }
+  // RunUpTo: runs the queued work until `seq` pieces have run, on this thread.
+  Status RunUpTo(int64_t seq, absl::Duration timeout) {
+    if (ran_.load(std::memory_order_acquire) >= seq) return first_error();
+    std::unique_lock<std::timed_mutex> lock(mu_, std::defer_lock);
+    RECSDK_RETURN_IF_ERROR(Lock(lock, timeout));
+    return RunQueued(seq);
+  }
+  // RunQueued: as RunUpTo, holding mu_.
+  Status RunQueued(int64_t seq) {
+    while (ran_.load(std::memory_order_relaxed) < seq && !queue_.empty()) {
+      std::function<Status()> work = std::move(queue_.front());
+      queue_.pop_front();
+      Status s = work();
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> error_lock(error_mu_);
+        if (first_error_.ok()) first_error_ = s;
+      }
+      ran_.fetch_add(1, std::memory_order_release);
+    }
+    return first_error();
+  }
+  Status first_error() const {
+    std::lock_guard<std::mutex> lock(error_mu_);
+    return first_error_;
+  }
+
+  std::string name_;
+  ProtectedArena& arena_;
+  mutable std::timed_mutex mu_;
+  std::deque<std::function<Status()>> queue_;  // guarded by mu_
+  int64_t enqueued_ = 0;                       // guarded by mu_
+  std::atomic<int64_t> ran_{0};                // pieces of work run so far
+  mutable std::mutex error_mu_;
+  Status first_error_;  // guarded by error_mu_
+};
+
 class ArenaTransfer final : public DataTransfer {
  public:
   explicit ArenaTransfer(ProtectedArena& arena) : arena_(arena) {}
@@ -194,12 +306,14 @@ class SeparateMemoryDevice final : public Device {
       : Device(std::move(type), 0, config, arena),
         arena_(std::move(arena)),
         stream_(name() + "/compute", *arena_),
+        copies_(name() + "/copy", *arena_),
         transfer_(*arena_),
         threads_(config.intra_op_parallelism > 0
                      ? config.intra_op_parallelism
                      : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {}
   DataTransfer& data_transfer() override { return transfer_; }
   Stream& compute_stream() override { return stream_; }
+  Stream& copy_stream() override { return copies_; }
   int IntraOpThreads() const override { return threads_; }
   // The CPU table kernels run here on the arena: a tiered table's device tier lives in it.
   StatusOr<std::unique_ptr<DeviceTierMemory>> CreateTableTierMemory(
@@ -210,6 +324,7 @@ class SeparateMemoryDevice final : public Device {
  private:
   std::shared_ptr<ProtectedArena> arena_;
   ArenaStream stream_;
+  ArenaCopyStream copies_;
   ArenaTransfer transfer_;
   int threads_;
 };
