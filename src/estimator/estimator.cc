@@ -22,6 +22,7 @@
 #include "src/common/env.h"
 #include "src/common/status_macros.h"
 #include "src/device/resource_mgr.h"
+#include "src/dist/process_communicator.h"
 #include "src/graph/op_registry.h"
 #include "src/session/session_resources.h"
 #include "src/session/table_ops.h"
@@ -721,11 +722,27 @@ StatusOr<std::string> Estimator::ExportSavedModel(
   // Versions are timestamps in seconds, as TensorFlow's; two exports within one second (a short
   // run that exports after train and again after load_and_train) take the next free number, so
   // the newest export is still the highest version a model server picks.
-  std::string dir;
-  for (int64_t version = now; version < now + 1000; ++version) {
-    dir = fmt::format("{}/{}", export_dir_base, version);
-    if (!env->FileExists(dir)) break;
+  int64_t version = now;
+  while (version < now + 1000 && env->FileExists(fmt::format("{}/{}", export_dir_base, version))) {
+    ++version;
   }
+  // With several ranks the bundle is written by all of them: rank 0's version (its clock, its
+  // view of the directory) is every rank's. Each rank reading its own clock named two bundles
+  // when the ranks crossed a second apart, and rank 0 could not commit.
+  const Status agreed = dist::WithWorkerCommunicator(
+      [&](dist::Communicator& comm, const DistributedOptions& o) -> Status {
+        if (comm.size() == 1) return absl::OkStatus();
+        return comm.Broadcast(absl::MakeSpan(&version, 1), 0,
+                              dist::DeadlineAfterSeconds(o.collective_timeout_s),
+                              {-1, "export version"});
+      });
+  if (!agreed.ok()) {
+    return Status(agreed.code(),
+                  fmt::format("Estimator::ExportSavedModel: agreeing on the export's version "
+                              "with the other ranks: {}",
+                              agreed.message()));
+  }
+  const std::string dir = fmt::format("{}/{}", export_dir_base, version);
   RECSDK_RETURN_IF_ERROR(recsdk::ExportSavedModel(*s.session, dir, signature));
   s.Print(fmt::format("exported the model to {}", dir));
   return dir;
