@@ -10,8 +10,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -323,6 +326,59 @@ TEST_F(DataParallelTest, EvaluationReportsTheExactGlobalMetricsOnEveryRank) {
   ASSERT_TRUE(own.ok());
   EXPECT_TRUE(MergeMetricOverRanks(**own).ok()) << "an empty metric merges to an empty one";
   EXPECT_EQ((*own)->count(), 0);
+}
+
+// An export is one bundle that every rank writes its part of: the ranks must name the same
+// version even when their clocks read different seconds. Rank 0 exports just after a second
+// begins; the others more than a second later, so each reading its own clock would name the
+// next second's bundle and rank 0 could not commit.
+TEST_F(DataParallelTest, RanksExportOneBundleWhenTheyReachTheExportSecondsApart) {
+  RunConfig config;
+  config.log_step_count_steps = 0;
+  StatusOr<std::unique_ptr<Estimator>> est = Estimator::Create(DenseEstimatorModel(), config);
+  ASSERT_TRUE(est.ok()) << est.status();
+  ASSERT_TRUE((*est)->Train(DenseInput(size_, rank_), /*steps=*/2).ok());
+  StatusOr<std::unique_ptr<dist::Communicator>> comm =
+      dist::CreateCommunicator(dist::DeadlineAfterSeconds(kGenerousS));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  // One directory for every rank: rank 0's.
+  std::vector<char> base(256, '\0');
+  if (rank_ == 0) {
+    std::string tmp = ::testing::TempDir() + "recsdk_export_seconds_XXXXXX";
+    ASSERT_NE(mkdtemp(tmp.data()), nullptr);
+    ASSERT_LT(tmp.size(), base.size());
+    std::copy(tmp.begin(), tmp.end(), base.begin());
+  }
+  ASSERT_TRUE((*comm)
+                  ->Broadcast(absl::MakeSpan(base), 0, dist::DeadlineAfterSeconds(kGenerousS),
+                              {-1, "export base"})
+                  .ok());
+  const auto fraction = [] {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    return now - std::chrono::duration_cast<std::chrono::seconds>(now);
+  };
+  if (rank_ == 0) {
+    while (fraction() > std::chrono::milliseconds(100)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+  }
+  StatusOr<std::string> dir =
+      (*est)->ExportSavedModel(base.data(), {{"dense", DType::kFloat32, Shape{-1, 4}}});
+  ASSERT_TRUE(dir.ok()) << "rank " << rank_ << ": " << dir.status();
+  // Every rank returns rank 0's directory, and a Predictor loads it.
+  std::vector<char> root(256, '\0');
+  ASSERT_LT(dir->size(), root.size());
+  std::copy(dir->begin(), dir->end(), root.begin());
+  ASSERT_TRUE((*comm)
+                  ->Broadcast(absl::MakeSpan(root), 0, dist::DeadlineAfterSeconds(kGenerousS),
+                              {-1, "export dir"})
+                  .ok());
+  EXPECT_EQ(*dir, std::string(root.data())) << "rank " << rank_;
+  EXPECT_TRUE(Predictor::Load(*dir).ok()) << "rank " << rank_;
+  ASSERT_TRUE((*comm)->Barrier(dist::DeadlineAfterSeconds(kGenerousS), {-1, "loaded"}).ok());
+  if (rank_ == 0) std::filesystem::remove_all(base.data());
 }
 
 // Last: it leaves the process communicator unusable (MPI cannot cancel a collective).
