@@ -368,9 +368,4 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::SubRange(int first, 
   return DoSubRange(first, count, deadline);
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> Communicator::DoSubRange(int, int, Deadline) {
-  return absl::UnimplementedError(
-      fmt::format("the {} communicator cannot make a communicator of some of its ranks", name()));
-}
-
 }  // namespace recsdk::dist

@@ -243,8 +243,7 @@ class Communicator {
   // rank i), for the workers of a job with ps ranks (distributed.h). Collective over every rank
   // of this one, in the same program order; the ranks outside the range get nullptr. It waits
   // for every rank within `deadline` (a Barrier, then the split, which every rank has reached).
-  // InvalidArgument when the range is empty or not inside [0, size()); the default refuses
-  // (Unimplemented).
+  // InvalidArgument when the range is empty or not inside [0, size()).
   [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> SubRange(int first, int count,
                                                                        Deadline deadline);
 
@@ -271,10 +270,9 @@ class Communicator {
                                    absl::Span<const int64_t> send_counts,
                                    absl::Span<int64_t> recv_counts,
                                    absl::FunctionRef<void*(int64_t)> alloc);
-  // DoSubRange: SubRange once its range passed the checks. The default refuses
-  // (Unimplemented); LocalCommunicator and MPI implement it.
+  // DoSubRange: SubRange once its range passed the checks.
   virtual absl::StatusOr<std::unique_ptr<Communicator>> DoSubRange(int first, int count,
-                                                                   Deadline deadline);
+                                                                   Deadline deadline) = 0;
   // Rejected: this rank's arguments to `call` failed the checks with `error`. The default
   // returns `error`; MPI first tells the other ranks, so that they fail the call too instead of
   // waiting for this rank until their deadline. `call` carries what could be filled in.

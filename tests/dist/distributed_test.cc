@@ -173,6 +173,9 @@ class SilentPeer final : public dist::Communicator {
     return OtherCollective();
   }
   Status DoBarrier(const dist::CollectiveCall&) override { return OtherCollective(); }
+  StatusOr<std::unique_ptr<dist::Communicator>> DoSubRange(int, int, dist::Deadline) override {
+    return OtherCollective();
+  }
 
  private:
   static Status OtherCollective() {
