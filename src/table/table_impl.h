@@ -211,9 +211,12 @@ class TableImpl final : public EmbeddingTable {
     std::vector<float> host_rows, ssd_rows;       // their rows, read during planning
     std::vector<uint32_t> victims;                // device slots to demote to the host
     std::vector<uint32_t> cold;                   // host slots to demote to SSD
+    std::vector<uint32_t> hits;                   // device slots the batch already has
     std::vector<int64_t> arriving_ts;             // metadata of the arriving rows
     std::vector<uint8_t> arriving_dirty;
     std::vector<uint64_t> arriving_hist;
+    // Clear: empties every buffer, keeping its capacity for the next batch.
+    void Clear();
   };
   Status PlanTiers(absl::Span<const int64_t> keys, absl::Span<const uint32_t> rows, size_t admits,
                    const ResolveLease& lease, TierPlan* plan);
@@ -421,6 +424,7 @@ class TableImpl final : public EmbeddingTable {
   // (docs/tiers.md, "RSS").
   std::vector<float> move_rows_;
   std::vector<uint32_t> move_slots_;
+  TierPlan tier_plan_;  // the tiered Resolve's plan, reused under tier_mu_ for the same reason
   SlabReservation row_keys_;              // untiered: row -> the key it was last bound to (BindRow)
   absl::flat_hash_set<int64_t> removed_;  // keys evicted since the last Snapshot
 };

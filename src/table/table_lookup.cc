@@ -91,12 +91,15 @@ Status TableImpl::ResolveUnguarded(absl::Span<const int64_t> keys,
   }
   // With tiers, rows[i] of a known key is its packed location, maybe off the device: plan the
   // swaps that bring the batch's rows up (every full tier is found here, nothing changed yet).
-  TierPlan plan;
+  // The plan is a member, reused under tier_mu_ (held for a tiered table): its buffers, sized
+  // by each batch's swaps, fragmented malloc's heap when allocated per call (docs/tiers.md, "RSS").
+  TierPlan& plan = tier_plan_;
   if (tiered_) {
     if (static_cast<int64_t>(admit.size()) > TierFreeRows()) {
       for (uint32_t i : admit) rows[i] = kDefaultRow;
       return FullError(static_cast<int64_t>(admit.size()));
     }
+    plan.Clear();
     RECSDK_RETURN_IF_ERROR(PlanTiers(keys, rows, admit.size(), lease, &plan));
   } else if (static_cast<int64_t>(admit.size()) > FreeRows()) {
     for (uint32_t i : admit) rows[i] = kDefaultRow;

@@ -121,6 +121,15 @@ Status TableImpl::TwoBatchesError(size_t needed) const {
       name(), device_rows_, needed, needed));
 }
 
+void TableImpl::TierPlan::Clear() {
+  for (auto* v : {&host_pos, &ssd_pos, &host_slots, &ssd_slots, &victims, &cold, &hits}) v->clear();
+  host_rows.clear();
+  ssd_rows.clear();
+  arriving_ts.clear();
+  arriving_dirty.clear();
+  arriving_hist.clear();
+}
+
 Status TableImpl::PlanTiers(absl::Span<const int64_t> keys, absl::Span<const uint32_t> rows,
                             size_t admits, const ResolveLease& lease, TierPlan* plan) {
   const size_t rf = static_cast<size_t>(row_floats_);
@@ -130,7 +139,7 @@ Status TableImpl::PlanTiers(absl::Span<const int64_t> keys, absl::Span<const uin
   // The public Resolve keeps the rows of its previous call, which may still be in flight, and
   // lets older ones move: with this batch's, two batches are pinned at most.
   if (lease.owner == nullptr) ReleaseLeasesLocked(nullptr, auto_batch_ - 1);
-  std::vector<uint32_t> hits;
+  std::vector<uint32_t>& hits = plan->hits;
   for (size_t i = 0; i < keys.size(); ++i) {
     const uint32_t r = rows[i];
     if (r >= kDefaultRow) continue;
