@@ -172,8 +172,8 @@ int64_t HeapKb() {
   while (std::getline(in, line)) {
     // A mapping's first line starts "lo-hi perms ..."; its fields start "Name:".
     const size_t first_space = line.find(' ');
-    const bool field = first_space != std::string::npos && first_space > 0 &&
-                       line[first_space - 1] == ':';
+    const bool field =
+        first_space != std::string::npos && first_space > 0 && line[first_space - 1] == ':';
     if (!field && !line.empty() && std::isxdigit(static_cast<unsigned char>(line[0]))) {
       in_heap = line.size() >= 6 && line.compare(line.size() - 6, 6, "[heap]") == 0;
     } else if (in_heap && line.compare(0, 4, "Rss:") == 0) {
@@ -593,12 +593,14 @@ int RunMode(const Options& o, int64_t ram) {
   const double io_write = static_cast<double>(at.io.write) / steps;
   const int64_t budget = (big.device_rows + big.host_rows) * o.tables * RowBytes(o);
   // Stated overhead: the process before the tables (model, data, allocator), the key index
-  // (12.8 bytes an entry at load 0.85, sized for every tier's rows) and per-row metadata
-  // (use history, change tracking: 9 bytes a device/host row, a bit an SSD row), and 512 MiB for
-  // the key stage's batches in flight and the allocator's caches.
+  // (12.8 bytes an entry at load 0.85, sized for every tier's rows), per-row metadata (use
+  // history, change tracking: 9 bytes a device/host row, a bit an SSD row), the eviction
+  // policies' bookkeeping (80 bytes a device/host slot, eviction_policy.h), and 512 MiB for the
+  // key stage's batches in flight and the allocator's caches.
   const int64_t total_rows = (big.device_rows + big.host_rows + big.keys) * o.tables;
   const int64_t overhead = rss_base + static_cast<int64_t>(static_cast<double>(total_rows) * 15.1) +
-                           (big.device_rows + big.host_rows) * o.tables * 9 + (int64_t{512} << 20);
+                           (big.device_rows + big.host_rows) * o.tables * (9 + 80) +
+                           (int64_t{512} << 20);
   const int64_t rss_max = std::max(at.rss_max, rss_prefill);
   std::printf("scale: %" PRId64
               " steps in %.1f s: %.0f samples/s; device hit rate %.4f, SSD reads %.4f of "

@@ -59,7 +59,17 @@ class ScoredPolicy final : public EvictionPolicy {
   explicit ScoredPolicy(const EvictionPolicyOptions& options)
       : kind_(options.kind),
         inv_half_life_(1.0 / options.half_life_batches),
-        slots_(options.capacity) {}
+        slots_(options.capacity) {
+    // The lazy heap's one allocation, made once (its entries never pass kMaxEntries, see
+    // Insert), so its memory is a fixed 48 bytes a slot instead of a vector that doubled as
+    // stale entries piled up: at scale that doubling was RSS still growing after the host tier
+    // had filled (docs/tiers.md, "RSS").
+    heap_.reserve(MaxEntries(options.capacity));
+  }
+
+  // MaxEntries: the entries (heap, recent and lent) that trigger a Rebuild: twice the slots
+  // tracked and 1024 more, so a rebuild (O(capacity)) comes at most once per `size_` pushes.
+  static size_t MaxEntries(uint32_t tracked) { return 2 * static_cast<size_t>(tracked) + 1024; }
 
   void BeginBatch() override { ++batch_; }
 
@@ -117,7 +127,7 @@ class ScoredPolicy final : public EvictionPolicy {
     ++s.version;  // its older entries are stale
     // Not a victim before batch_ + 2: into the heap from recent_ then.
     recent_.push_back({s.score, s.last_batch, slot, s.version});
-    if (heap_.size() + recent_.size() + lent_.size() > 4 * static_cast<size_t>(size_) + 1024) {
+    if (heap_.size() + recent_.size() + lent_.size() >= MaxEntries(size_)) {
       Rebuild();
     }
     return absl::OkStatus();

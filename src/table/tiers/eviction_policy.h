@@ -40,9 +40,11 @@
 //
 // Cost: O(1) per Touch and Insert (a lazy binary heap: entries of touched slots are re-keyed and
 // those of removed slots dropped when they reach the top; rows of the last two batches and the
-// last call's victims wait outside it; rebuilt when the entries pass 4x the slots), ChooseVictims
-// O(k log n) for k entries looked at; memory about 40
-// bytes per device slot (device-tier bookkeeping in host memory, not per SSD row).
+// last call's victims wait outside it; rebuilt when the entries reach 2x the slots tracked + 1024,
+// so at most once per that many Inserts), ChooseVictims O(k log n) for k entries looked at.
+// Memory: 80 bytes per slot of `capacity`, allocated once at Create (32 of state, 48 of heap
+// entries reserved for the rebuild bound) plus the last two batches' inserts; bookkeeping in
+// host memory for each device (or host) tier slot, nothing per SSD row.
 //
 // Threading: not thread-safe; the key stage calls it from one thread.
 #ifndef RECSDK_TABLE_TIERS_EVICTION_POLICY_H_
