@@ -14,6 +14,7 @@
 //   SigmoidCrossEntropy(Grad) SigmoidCrossEntropyWithLogits and its gradient (nn_kernels.cc)
 //   GatherRows                the table's row lookup
 //   SegmentSum                AggregateGradients (src/table/dedup.h)
+//   TableGradAggregate        AggregateLookupGradients (src/table/dedup.h)
 //   SparseApply               RowUpdater::Apply (src/table/sparse_optimizers.cc)
 //   DenseSgd/Adagrad/Adam     ApplyGradientDescent, DenseAdagradReference, DenseAdamReference
 // The elementwise, loss and optimizer kernels are compiled without fused multiply-adds, as the
@@ -199,6 +200,34 @@ StatusOr<SegmentCsr> BuildSegmentCsr(const std::vector<uint32_t>& restore_index,
 [[nodiscard]] Status SegmentSum(Stream& stream, const float* grads, int64_t n, int64_t dim,
                                 const int32_t* offsets, const int32_t* positions,
                                 int64_t num_segments, float* out);
+
+// GradFeature: one feature of a lookup in device memory, for TableGradAggregate: its restore
+// index [batch * per] into the lookup's unique rows and its embedding's gradient, [batch, dim]
+// when pooled, [batch * per, dim] when not.
+struct GradFeature {
+  const int32_t* restore = nullptr;
+  int64_t batch = 0;
+  int64_t per = 0;
+  const float* grads = nullptr;
+};
+// TableGradAggregateScratchBytes: the device scratch TableGradAggregate needs for `positions`
+// restore positions (all features together) and num_unique unique rows. InvalidArgument when
+// either is 2^31 - 1 or more (the sort's index type).
+[[nodiscard]] StatusOr<int64_t> TableGradAggregateScratchBytes(int64_t positions,
+                                                               int64_t num_unique);
+// TableGradAggregate: the TableGradAggregate op on the GPU, AggregateLookupGradients' bits:
+// out[u, :] (num_unique x dim, overwritten) = 0 + every contribution to unique row u in (feature,
+// sample, position) order: a position's key is its restore index (a pooled padding row's
+// positions count for nothing), a stable radix sort of the keys (cub) groups each row's positions
+// in increasing order, and one thread per (row, column) adds them (times the sample's mean or
+// sqrtn scale). No atomics on floats, no host wait. A restore index outside the unique rows adds
+// 1 to *invalid (a device counter, required) and contributes nothing. scratch: at least
+// TableGradAggregateScratchBytes bytes of device memory, 256-byte aligned.
+[[nodiscard]] Status TableGradAggregate(Stream& stream, const int32_t* unique_rows,
+                                        int64_t num_unique,
+                                        const std::vector<GradFeature>& features,
+                                        TableCombine combine, int64_t dim, void* scratch,
+                                        int64_t scratch_bytes, float* out, int32_t* invalid);
 
 // SparseApply: one step of a sparse optimizer on the rows rows[u] of `table` with the summed
 // gradients grads[u, :] (u < count, each row at most once; a row < 0 is skipped), the same formulas

@@ -142,13 +142,13 @@ TEST(CudaDeviceTest, LinkingRecsdkCudaRegistersTheDeviceAndItsKernels) {
         "OnesLike",     "ReduceSumGrad",  "CopyHostToDevice",   "CopyDeviceToHost"}) {
     EXPECT_NE(r.Find(op, "cuda", DType::kFloat32, ""), nullptr) << op;
   }
-  // The table ops that read or update rows run on the GPU (cuda_table_kernels.cc).
-  for (const char* op : {"TableGather", "TableGatherConcat", "TableApply"}) {
+  // The table ops that read or update rows run on the GPU (cuda_table_kernels.cc), and the sums of
+  // a lookup's gradients.
+  for (const char* op : {"TableGather", "TableGatherConcat", "TableApply", "TableGradAggregate"}) {
     EXPECT_NE(r.Find(op, "cuda", DType::kInt32, ""), nullptr) << op;
   }
   // No CPU kernel is borrowed: the device has no alias, so what has no CUDA kernel is absent.
-  for (const char* op :
-       {"SparseLookup", "TableGradAggregate", "RandomUniform", "Softmax", "Placeholder"}) {
+  for (const char* op : {"SparseLookup", "RandomUniform", "Softmax", "Placeholder"}) {
     EXPECT_EQ(r.Find(op, "cuda", DType::kFloat32, ""), nullptr) << op;
   }
   // float32 kernels only (but the int64 global step's AssignAdd, staged through the host).
@@ -225,11 +225,21 @@ TEST(CudaDeviceTest, PlacementPutsDenseAndTableRowOpsOnTheGpuAndKeyWorkOnTheHost
       EXPECT_TRUE((tiered ? on_gpu : on_host).contains(op))
           << op << " should run where the table's rows are";
     }
-    for (const char* op : {"SparseLookup", "TableGradAggregate", "Placeholder", "RandomUniform"}) {
+    for (const char* op : {"SparseLookup", "Placeholder", "RandomUniform"}) {
       EXPECT_TRUE(on_host.contains(op)) << op << " should run on the host";
     }
+    // The gradients' sums are taken where the dense part left the gradients (the GPU), so a tiered
+    // table's gradients never go down to the host.
+    EXPECT_TRUE(on_gpu.contains("TableGradAggregate"));
     EXPECT_GT(to_device, 0);
-    EXPECT_GT(to_host, 0);
+    // Untiered: the sums go down to the host's TableApply. Tiered: nothing comes down at all (the
+    // gradients are summed and applied on the GPU; before the CUDA TableGradAggregate they went
+    // down to be summed and came back).
+    if (tiered) {
+      EXPECT_EQ(to_host, 0);
+    } else {
+      EXPECT_GT(to_host, 0);
+    }
     // Every data edge stays in one memory space once the copies are in.
     auto host_side = [](const Node* n, bool as_consumer) {
       if (n->type() == "CopyHostToDevice") return as_consumer;

@@ -4,7 +4,8 @@
 // a Session (Broadcast against ReduceSumGrad through Gradients), the interaction against its
 // reference functions, SegmentSum against AggregateGradients and SparseApply against
 // RowUpdater::Apply. Without a GPU (cudaGetDeviceCount fails or finds none) each GPU test skips,
-// saying so; the host-side checks (argument errors, BuildSegmentCsr) run everywhere. Labels: cuda and quick (CI runs it, and it skips there).
+// saying so; the host-side checks (argument errors, BuildSegmentCsr) run everywhere. Labels: cuda
+// and quick (CI runs it, and it skips there).
 #include "src/device/cuda/cuda_kernels.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -556,6 +558,111 @@ TEST_F(CudaKernelTest, SegmentSumMatchesAggregateGradientsBitwise) {
                   .ok());
   // The same adds in the same order: the same bits.
   EXPECT_EQ(Down<float>(out, u * dim), want);
+}
+
+// TableGradAggregate against AggregateLookupGradients (the CPU kernel's sums): every combiner, one
+// and three features, Zipf-like restore indices, padding rows in the unique rows (pooled: they
+// count for nothing and shrink the mean's / sqrtn's count; unpooled: summed like any row), a
+// sample of only padding, -0.0 gradients: the same bits. A restore index outside the unique rows
+// is counted and contributes nothing.
+TEST_F(CudaKernelTest, TableGradAggregateMatchesAggregateLookupGradientsBitwise) {
+  constexpr uint32_t kPad = EmbeddingTable::kPaddingRow, kDef = EmbeddingTable::kDefaultRow;
+  const int64_t dim = 12, per = 5;
+  std::mt19937 rng(31);
+  std::vector<uint32_t> unique(400);
+  for (size_t i = 0; i < unique.size(); ++i) unique[i] = static_cast<uint32_t>(i * 3);
+  unique[7] = kPad;
+  unique[11] = kDef;
+  const std::vector<int32_t> unique32(unique.begin(), unique.end());
+  const int64_t nu = static_cast<int64_t>(unique.size());
+  DeviceBuffer d_unique = Up(unique32);
+  for (const std::optional<Combiner> combiner :
+       {std::optional<Combiner>(), std::optional<Combiner>(Combiner::kSum),
+        std::optional<Combiner>(Combiner::kMean), std::optional<Combiner>(Combiner::kSqrtn)}) {
+    for (const int k : {1, 3}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "combiner " << (combiner ? static_cast<int>(*combiner) : -1) << ", " << k
+                   << " features");
+      std::vector<std::vector<int32_t>> restores;
+      std::vector<std::vector<float>> grads;
+      std::vector<int64_t> batches;
+      for (int f = 0; f < k; ++f) {
+        const int64_t batch = 300 + 17 * f;
+        std::vector<int32_t> r(static_cast<size_t>(batch * per));
+        for (int32_t& x : r) x = static_cast<int32_t>((rng() % 400) * (rng() % 400) / 400);
+        for (int64_t j = 0; j < per; ++j) r[static_cast<size_t>(per + j)] = 7;  // all padding
+        r[3] = 7;
+        std::vector<float> g = Random((combiner ? batch : batch * per) * dim, 40 + f);
+        g[5] = -0.0f;
+        restores.push_back(std::move(r));
+        grads.push_back(std::move(g));
+        batches.push_back(batch);
+      }
+      std::vector<internal::LookupGradient> cpu;
+      std::vector<DeviceBuffer> keep;
+      std::vector<GradFeature> gpu;
+      int64_t positions = 0;
+      for (int f = 0; f < k; ++f) {
+        cpu.push_back({.restore = restores[f], .batch = batches[f], .per = per, .grad = grads[f]});
+        keep.push_back(Up(restores[f]));
+        keep.push_back(Up(grads[f]));
+        gpu.push_back(
+            {keep[keep.size() - 2].as<int32_t>(), batches[f], per, keep.back().as<float>()});
+        positions += batches[f] * per;
+      }
+      std::vector<float> want(static_cast<size_t>(nu * dim));
+      ASSERT_TRUE(
+          internal::AggregateLookupGradients(unique, cpu, combiner, dim, absl::MakeSpan(want))
+              .ok());
+      auto bytes = TableGradAggregateScratchBytes(positions, nu);
+      ASSERT_TRUE(bytes.ok()) << bytes.status();
+      DeviceBuffer scratch = Zeros(*bytes), out = Zeros(nu * dim * 4), bad = Zeros(4);
+      const TableCombine combine =
+          !combiner
+              ? TableCombine::kNone
+              : (*combiner == Combiner::kSum
+                     ? TableCombine::kSum
+                     : (*combiner == Combiner::kMean ? TableCombine::kMean : TableCombine::kSqrtn));
+      ASSERT_TRUE(TableGradAggregate(*stream_, d_unique.as<int32_t>(), nu, gpu, combine, dim,
+                                     scratch.data(), *bytes, out.as<float>(), bad.as<int32_t>())
+                      .ok());
+      const std::vector<float> got = Down<float>(out, nu * dim);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        uint32_t a, b;
+        std::memcpy(&a, &want[i], 4);
+        std::memcpy(&b, &got[i], 4);
+        ASSERT_EQ(a, b) << "at row " << i / dim << " column " << i % dim << ": want " << want[i]
+                        << " got " << got[i];
+      }
+      EXPECT_EQ(Down<int32_t>(bad, 1), std::vector<int32_t>{0});
+    }
+  }
+  // Bad restore indices (-1, past the unique rows): counted, the rest summed as without them.
+  const std::vector<int32_t> restore = {0, -1, 1, 400, 1, 0};
+  const std::vector<float> g = Random(6 * dim, 50);
+  DeviceBuffer dr = Up(restore), dg = Up(g);
+  auto bytes = TableGradAggregateScratchBytes(6, nu);
+  ASSERT_TRUE(bytes.ok());
+  DeviceBuffer scratch = Zeros(*bytes), out = Zeros(nu * dim * 4), bad = Zeros(4);
+  ASSERT_TRUE(TableGradAggregate(*stream_, d_unique.as<int32_t>(), nu,
+                                 {{dr.as<int32_t>(), 6, 1, dg.as<float>()}}, TableCombine::kNone,
+                                 dim, scratch.data(), *bytes, out.as<float>(), bad.as<int32_t>())
+                  .ok());
+  EXPECT_EQ(Down<int32_t>(bad, 1), std::vector<int32_t>{2});
+  const std::vector<float> got = Down<float>(out, 2 * dim);
+  for (int64_t d = 0; d < dim; ++d) {
+    EXPECT_EQ(got[d], (0.0f + g[d]) + g[5 * dim + d]) << d;
+    EXPECT_EQ(got[dim + d], (0.0f + g[2 * dim + d]) + g[4 * dim + d]) << d;
+  }
+}
+
+// --- host-side checks of TableGradAggregate's arguments (no GPU needed) ---
+TEST(CudaHostTest, TableGradAggregateChecksItsArgumentsBeforeTheGpu) {
+  EXPECT_EQ(TableGradAggregateScratchBytes(-1, 4).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(TableGradAggregateScratchBytes(int64_t{1} << 31, 4).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 struct OptimizerCase {
