@@ -436,7 +436,7 @@ struct GradScratch {
 
 int64_t Align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
-StatusOr<GradScratch> PlanGradScratch(int64_t positions, int64_t num_unique) {
+StatusOr<GradScratch> PlanGradScratch(int64_t positions, int64_t num_unique, bool offsets = true) {
   RECSDK_RETURN_IF_ERROR(
       CheckSizes("TableGradAggregate", {{"positions", positions}, {"num_unique", num_unique}}));
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max() - 1;
@@ -463,7 +463,7 @@ StatusOr<GradScratch> PlanGradScratch(int64_t positions, int64_t num_unique) {
   g.order_out = take(positions * 4);
   g.src = take(positions * 8);
   g.scale = take(positions * 4);
-  g.offsets = take((num_unique + 2) * 4);
+  g.offsets = offsets ? take((num_unique + 2) * 4) : 0;
   g.temp_bytes = static_cast<int64_t>(temp);
   g.temp = take(g.temp_bytes);
   g.total = at;
@@ -530,6 +530,56 @@ Status TableGradAggregate(Stream& stream, const int32_t* unique_rows, int64_t nu
   return Launched(launch::GradSum(stream.native(), order_out, src, scale, scaled, offsets,
                                   num_unique, dim, out),
                   "TableGradAggregate (sums)");
+}
+
+StatusOr<int64_t> MergeRowGradsScratchBytes(int64_t n, int64_t num_rows) {
+  RECSDK_ASSIGN_OR_RETURN(GradScratch g, PlanGradScratch(n, num_rows, /*offsets=*/false));
+  return g.total;
+}
+
+Status MergeRowGrads(Stream& stream, const std::vector<RowGrads>& parts, int64_t num_rows,
+                     int64_t dim, void* scratch, int64_t scratch_bytes, float* out, int64_t* ids,
+                     int32_t* invalid) {
+  constexpr std::string_view kName = "MergeRowGrads";
+  if (dim < 1) return Bad(kName, fmt::format("dim is {}; pass the table's dim (>= 1)", dim));
+  int64_t n = 0;
+  for (const RowGrads& p : parts) {
+    RECSDK_RETURN_IF_ERROR(CheckSizes(kName, {{"count", p.count}, {"dim", dim}}));
+    RECSDK_RETURN_IF_ERROR(
+        CheckPointers(kName, p.count == 0, {{"rows", p.rows}, {"grads", p.grads}}));
+    n += p.count;
+  }
+  RECSDK_ASSIGN_OR_RETURN(GradScratch plan, PlanGradScratch(n, num_rows, /*offsets=*/false));
+  if (scratch_bytes < plan.total) {
+    return Bad(kName, fmt::format("scratch holds {} bytes, {} rows need {} "
+                                  "(MergeRowGradsScratchBytes)",
+                                  scratch_bytes, n, plan.total));
+  }
+  RECSDK_RETURN_IF_ERROR(CheckPointers(kName, n == 0, {{"out", out}, {"ids", ids}}));
+  if (scratch == nullptr || invalid == nullptr) {
+    return Bad(kName, "scratch or invalid is null; pass device memory and a device int32 counter");
+  }
+  char* base = static_cast<char*>(scratch);
+  auto* keys_in = reinterpret_cast<uint32_t*>(base + plan.keys_in);
+  auto* keys_out = reinterpret_cast<uint32_t*>(base + plan.keys_out);
+  auto* order_in = reinterpret_cast<int32_t*>(base + plan.order_in);
+  auto* order_out = reinterpret_cast<int32_t*>(base + plan.order_out);
+  auto* src = reinterpret_cast<const float**>(base + plan.src);
+  int64_t at = 0;
+  for (const RowGrads& p : parts) {
+    RECSDK_RETURN_IF_ERROR(
+        Launched(launch::MergeKeys(stream.native(), p.rows, p.count, num_rows, p.grads, dim, at,
+                                   keys_in, order_in, src, invalid),
+                 "MergeRowGrads (keys)"));
+    at += p.count;
+  }
+  RECSDK_RETURN_IF_ERROR(Launched(
+      launch::SortKeys(stream.native(), base + plan.temp, static_cast<size_t>(plan.temp_bytes),
+                       keys_in, keys_out, order_in, order_out, n, plan.end_bit),
+      "MergeRowGrads (sort)"));
+  return Launched(
+      launch::MergeSum(stream.native(), keys_out, order_out, src, n, num_rows, dim, out, ids),
+      "MergeRowGrads (sums)");
 }
 
 Status SparseApply(Stream& stream, const SparseOptimizerConfig& config, int64_t step,

@@ -15,6 +15,7 @@
 //   GatherRows                the table's row lookup
 //   SegmentSum                AggregateGradients (src/table/dedup.h)
 //   TableGradAggregate        AggregateLookupGradients (src/table/dedup.h)
+//   MergeRowGrads             the CPU TableApply's merge of several lookups' rows
 //   SparseApply               RowUpdater::Apply (src/table/sparse_optimizers.cc)
 //   DenseSgd/Adagrad/Adam     ApplyGradientDescent, DenseAdagradReference, DenseAdamReference
 // The elementwise, loss and optimizer kernels are compiled without fused multiply-adds, as the
@@ -228,6 +229,27 @@ struct GradFeature {
                                         const std::vector<GradFeature>& features,
                                         TableCombine combine, int64_t dim, void* scratch,
                                         int64_t scratch_bytes, float* out, int32_t* invalid);
+
+// RowGrads: one lookup's rows of a table (uint32 in int32 storage, sentinels allowed) and their
+// summed gradients [count, dim], in device memory, for MergeRowGrads.
+struct RowGrads {
+  const int32_t* rows = nullptr;
+  int64_t count = 0;
+  const float* grads = nullptr;
+};
+// MergeRowGradsScratchBytes: the device scratch MergeRowGrads needs for n rows in all and a table
+// of num_rows rows; InvalidArgument when n or num_rows is 2^31 - 1 or more.
+[[nodiscard]] StatusOr<int64_t> MergeRowGradsScratchBytes(int64_t n, int64_t num_rows);
+// MergeRowGrads: TableApply's merge of several lookups of one table, on the GPU: each real row
+// once, its gradients summed from 0 in (lookup, position) order (a stable sort by row, then the
+// first position of each row's run sums the run), as the CPU kernel merges them. Writes ids[i]
+// (n entries: a row, or -1 for a repeat, a sentinel or a row >= num_rows, which SparseApply skips)
+// and out[i, :] for each i with ids[i] >= 0: SparseApply(..., ids, out, n) applies them. A row
+// >= num_rows below the sentinels adds 1 to *invalid (a device counter, required).
+[[nodiscard]] Status MergeRowGrads(Stream& stream, const std::vector<RowGrads>& parts,
+                                   int64_t num_rows, int64_t dim, void* scratch,
+                                   int64_t scratch_bytes, float* out, int64_t* ids,
+                                   int32_t* invalid);
 
 // SparseApply: one step of a sparse optimizer on the rows rows[u] of `table` with the summed
 // gradients grads[u, :] (u < count, each row at most once; a row < 0 is skipped), the same formulas

@@ -7,10 +7,10 @@
 // or writes a variable's contents on the device the variable belongs to, session_passes' rule):
 //   - a tiered table's device tier in GPU memory (CudaTierMemory, cuda_tier_memory.cc: the
 //     Session gives one to every tiered table it creates on "cuda"): CUDA kernels on the slots
-//     the key stage resolved (TableGather / TablePaddingMask / TableRowIds + SegmentSum +
+//     the key stage resolved (TableGather / TablePaddingMask / TableRowIds + MergeRowGrads +
 //     SparseApply of cuda_kernels.h), the same bits as the CPU kernels; only the ids, restore
 //     indices and gradients (already in device memory) are read, and the host waits for nothing
-//     but LazyAdam's step (TableApply) and, with several lookups of one table, their rows;
+//     but LazyAdam's step (TableApply);
 //   - rows in host memory (an untiered table, a table wrapped for distribution): the CPU kernel
 //     on host copies of the inputs (RunOnHost), the outputs copied back. Under mix_compile_mode
 //     the placement pass already puts such ops on the host; this is the case without it. A
@@ -19,8 +19,8 @@
 // Exactness: TableGather follows PooledGatherRows / GatherRestored term by term. TableApply with
 // one lookup passes its summed gradients straight to SparseApply (as the CPU passes them to
 // ApplyGradients); with several lookups of one table it merges rows as the CPU does (a row once,
-// in first-seen order, its gradients summed from 0 in (lookup, position) order: a SegmentSum over
-// the concatenated gradients) before the update. Sentinel rows (padding, default) never train.
+// its gradients summed from 0 in (lookup, position) order: MergeRowGrads, a stable sort by row on
+// the GPU) before the update. Sentinel rows (padding, default) never train.
 //
 // Errors: the CPU kernels check restore indices and rows before touching anything. Here the
 // kernels count bad ones on the device (a bad position reads 0, adds nothing, updates nothing)
@@ -36,7 +36,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "recsdk/table.h"
@@ -124,12 +123,6 @@ Status CheckLater(OpKernelContext& ctx, const Tensor& counter, std::string what,
 std::string TableWhat(const EmbeddingTable& table) {
   return fmt::format("table \"{}\" ({} device rows)", table.name(),
                      internal::GetDeviceTierShape(table).rows);
-}
-Status BadIndices(OpKernelContext& ctx, const EmbeddingTable& table, int32_t count) {
-  return ctx.Error(
-      "{} positions of {} have a row outside the table's device rows; feed the unique rows of "
-      "one lookup of the table (its key stage's outputs)",
-      count, TableWhat(table));
 }
 
 Status TableGatherKernel(OpKernelContext& ctx) {
@@ -333,18 +326,6 @@ Status TableGradAggregateKernel(OpKernelContext& ctx) {
                     "their gradients were left out of the sums");
 }
 
-// Upload: a host vector into a fresh device tensor of the graph pool.
-template <typename T>
-StatusOr<Tensor> Upload(OpKernelContext& ctx, DType dtype, const std::vector<T>& values) {
-  const Shape shape{static_cast<int64_t>(values.size())};
-  RECSDK_ASSIGN_OR_RETURN(Tensor host, Tensor::Create(dtype, shape));
-  if (!values.empty()) std::copy(values.begin(), values.end(), host.data<T>());
-  RECSDK_ASSIGN_OR_RETURN(Tensor device, ctx.device()->graph_allocator().AllocateTensor(
-                                             dtype, shape, internal::Fill::kUninitialized));
-  RECSDK_RETURN_IF_ERROR(ctx.device()->data_transfer().CopyHostToDevice(host, &device));
-  return device;
-}
-
 // UsesStep: whether SparseApply's update depends on the step (LazyAdam's bias correction).
 bool UsesStep(const SparseOptimizerConfig& config) {
   return config.kind == SparseOptimizerKind::kLazyAdam ||
@@ -397,58 +378,36 @@ Status TableApplyKernel(OpKernelContext& ctx) {
                                        static_cast<const float*>(ctx.input(3).raw_data()), count));
     return CheckLater(ctx, invalid, TableWhat(table), "those rows were not updated");
   }
-  // Several lookups of one table: the CPU kernel's merge. Rows come down (ids only), each real row
-  // gets one segment in first-seen order, and its positions in the concatenated gradients in
-  // increasing order; sentinels go to a last segment that is never applied.
-  std::vector<int64_t> merged_rows;
-  std::vector<uint32_t> segment_of;
-  absl::flat_hash_map<uint32_t, uint32_t> slot;
-  std::vector<int64_t> offsets;  // of each part in the concatenated gradients
+  // Several lookups of one table: the CPU kernel's merge, on the GPU (MergeRowGrads: a stable sort
+  // by row, each row once with its gradients summed from 0 in (lookup, position) order); no row
+  // comes down. Sentinels and repeats get id -1, which SparseApply skips.
+  std::vector<RowGrads> parts_on_gpu;
   int64_t total = 0;
   for (int p = 0; p < parts; ++p) {
-    RECSDK_ASSIGN_OR_RETURN(Tensor u, OnHost(ctx, ctx.input(2 + 2 * p)));
-    offsets.push_back(total);
+    const Tensor& u = ctx.input(2 + 2 * p);
+    parts_on_gpu.push_back(
+        {I32(u), u.num_elements(), static_cast<const float*>(ctx.input(3 + 2 * p).raw_data())});
     total += u.num_elements();
-    for (int64_t i = 0; i < u.num_elements(); ++i) {
-      const auto row = static_cast<uint32_t>(u.data<int32_t>()[i]);
-      if (row >= EmbeddingTable::kDefaultRow) {
-        segment_of.push_back(UINT32_MAX);  // fixed up below
-        continue;
-      }
-      if (row >= rows->num_rows) return BadIndices(ctx, table, 1);
-      auto [it, inserted] = slot.try_emplace(row, static_cast<uint32_t>(merged_rows.size()));
-      if (inserted) merged_rows.push_back(row);
-      segment_of.push_back(it->second);
-    }
   }
-  const auto num_merged = static_cast<int64_t>(merged_rows.size());
-  for (uint32_t& seg : segment_of) {
-    if (seg == UINT32_MAX) seg = static_cast<uint32_t>(num_merged);
-  }
-  RECSDK_ASSIGN_OR_RETURN(SegmentCsr csr, BuildSegmentCsr(segment_of, num_merged + 1));
-  RECSDK_ASSIGN_OR_RETURN(Tensor grads,
-                          ctx.device()->graph_allocator().AllocateTensor(
-                              DType::kFloat32, Shape{std::max<int64_t>(total, 1), dim},
-                              internal::Fill::kUninitialized));
-  for (int p = 0; p < parts; ++p) {
-    const Tensor& g = ctx.input(3 + 2 * p);
-    if (g.num_elements() == 0) continue;
-    RECSDK_RETURN_IF_ERROR(CopyDeviceToDevice(
-        *s, static_cast<float*>(grads.raw_data()) + offsets[static_cast<size_t>(p)] * dim,
-        g.raw_data(), g.num_elements() * static_cast<int64_t>(sizeof(float))));
-  }
-  RECSDK_ASSIGN_OR_RETURN(Tensor d_offsets, Upload(ctx, DType::kInt32, csr.offsets));
-  RECSDK_ASSIGN_OR_RETURN(Tensor d_positions, Upload(ctx, DType::kInt32, csr.positions));
-  RECSDK_ASSIGN_OR_RETURN(Tensor d_rows, Upload(ctx, DType::kInt64, merged_rows));
-  RECSDK_ASSIGN_OR_RETURN(Tensor summed, ctx.device()->graph_allocator().AllocateTensor(
-                                             DType::kFloat32, Shape{num_merged + 1, dim},
-                                             internal::Fill::kUninitialized));
-  RECSDK_RETURN_IF_ERROR(SegmentSum(*s, static_cast<const float*>(grads.raw_data()), total, dim,
-                                    I32(d_offsets), I32(d_positions), num_merged + 1,
-                                    static_cast<float*>(summed.raw_data())));
-  return SparseApply(*s, table.optimizer(), step1, *rows,
-                     static_cast<const int64_t*>(d_rows.raw_data()),
-                     static_cast<const float*>(summed.raw_data()), num_merged);
+  RECSDK_ASSIGN_OR_RETURN(int64_t bytes, MergeRowGradsScratchBytes(total, rows->num_rows));
+  internal::LimitedAllocator& pool = ctx.device()->graph_allocator();
+  RECSDK_ASSIGN_OR_RETURN(Tensor scratch, pool.AllocateTensor(DType::kUInt8, Shape{bytes},
+                                                              internal::Fill::kUninitialized));
+  RECSDK_ASSIGN_OR_RETURN(
+      Tensor summed, pool.AllocateTensor(DType::kFloat32, Shape{std::max<int64_t>(total, 1), dim},
+                                         internal::Fill::kUninitialized));
+  RECSDK_ASSIGN_OR_RETURN(Tensor ids,
+                          pool.AllocateTensor(DType::kInt64, Shape{std::max<int64_t>(total, 1)},
+                                              internal::Fill::kUninitialized));
+  RECSDK_ASSIGN_OR_RETURN(Tensor invalid, Counter(ctx));
+  RECSDK_RETURN_IF_ERROR(MergeRowGrads(*s, parts_on_gpu, rows->num_rows, dim, scratch.raw_data(),
+                                       bytes, static_cast<float*>(summed.raw_data()),
+                                       static_cast<int64_t*>(ids.raw_data()),
+                                       static_cast<int32_t*>(invalid.raw_data())));
+  RECSDK_RETURN_IF_ERROR(SparseApply(*s, table.optimizer(), step1, *rows,
+                                     static_cast<const int64_t*>(ids.raw_data()),
+                                     static_cast<const float*>(summed.raw_data()), total));
+  return CheckLater(ctx, invalid, TableWhat(table), "those rows were not updated");
 }
 
 }  // namespace

@@ -460,6 +460,51 @@ __global__ void GradSumKernel(const int32_t* order, const float* const* src, con
   }
 }
 
+// MergeKeysKernel: TableApply's merge of several lookups' rows, first pass over one lookup's
+// `count` rows (positions base.. of the concatenation): the key is the row (num_rows, never
+// applied, for a sentinel and for a row past the table, which also counts in *invalid), order the
+// position, src its gradient row.
+__global__ void MergeKeysKernel(const int32_t* rows, int64_t count, int64_t num_rows,
+                                const float* grads, int64_t dim, int64_t base, uint32_t* keys,
+                                int32_t* order, const float** src, int32_t* invalid) {
+  for (int64_t i = GlobalIndex(); i < count; i += GridStride()) {
+    const uint32_t row = static_cast<uint32_t>(rows[i]);
+    uint32_t key = static_cast<uint32_t>(num_rows);
+    if (row < kDefaultRowId) {
+      if (row < num_rows) {
+        key = row;
+      } else {
+        atomicAdd(invalid, 1);
+      }
+    }
+    keys[base + i] = key;
+    order[base + i] = static_cast<int32_t>(base + i);
+    src[base + i] = grads + i * dim;
+  }
+}
+
+// MergeSumKernel: one thread per (sorted position i, column d): the first position of each row's
+// run sums the run's gradients in increasing position order from 0 (the CPU merge's (lookup,
+// position) order) into out[i] and names the row in ids[i]; every other position, and the
+// never-applied key num_rows, gets ids[i] = -1 (SparseApply skips it).
+__global__ void MergeSumKernel(const uint32_t* sorted_keys, const int32_t* order,
+                               const float* const* src, int64_t n, int64_t num_rows, int64_t dim,
+                               float* out, int64_t* ids) {
+  const int64_t total = n * dim;
+  for (int64_t t = GlobalIndex(); t < total; t += GridStride()) {
+    const int64_t i = t / dim, d = t % dim;
+    const uint32_t key = sorted_keys[i];
+    if ((i > 0 && sorted_keys[i - 1] == key) || key >= num_rows) {
+      if (d == 0) ids[i] = -1;
+      continue;
+    }
+    float acc = 0.0f;
+    for (int64_t q = i; q < n && sorted_keys[q] == key; ++q) acc += src[order[q]][d];
+    out[t] = acc;
+    if (d == 0) ids[i] = key;
+  }
+}
+
 // SparseApplyKernel: RowUpdater::Apply (src/table/sparse_optimizers.cc), one thread per value:
 // the same expressions in the same order.
 __global__ void SparseApplyKernel(OptimizerParams c, float* table, int64_t stride, int64_t dim,
@@ -764,6 +809,24 @@ int GradSum(void* stream, const int32_t* order, const float* const* src, const f
   if (num_unique * dim == 0) return 0;
   GradSumKernel<<<Blocks(num_unique * dim), kThreads, 0, S(stream)>>>(
       order, src, scale, scaled, offsets, num_unique, dim, out);
+  return LastError();
+}
+
+int MergeKeys(void* stream, const int32_t* rows, int64_t count, int64_t num_rows,
+              const float* grads, int64_t dim, int64_t base, uint32_t* keys, int32_t* order,
+              const float** src, int32_t* invalid) {
+  if (count == 0) return 0;
+  MergeKeysKernel<<<Blocks(count), kThreads, 0, S(stream)>>>(rows, count, num_rows, grads, dim,
+                                                             base, keys, order, src, invalid);
+  return LastError();
+}
+
+int MergeSum(void* stream, const uint32_t* sorted_keys, const int32_t* order,
+             const float* const* src, int64_t n, int64_t num_rows, int64_t dim, float* out,
+             int64_t* ids) {
+  if (n * dim == 0) return 0;
+  MergeSumKernel<<<Blocks(n * dim), kThreads, 0, S(stream)>>>(sorted_keys, order, src, n, num_rows,
+                                                              dim, out, ids);
   return LastError();
 }
 

@@ -81,6 +81,14 @@ int SegmentStarts(void* stream, const uint32_t* sorted_keys, int64_t n, int64_t 
                   int32_t* offsets);
 int GradSum(void* stream, const int32_t* order, const float* const* src, const float* scale,
             bool scaled, const int32_t* offsets, int64_t num_unique, int64_t dim, float* out);
+// TableApply's merge of several lookups' rows (cuda_kernels.cc's MergeRowGrads): MergeKeys per
+// lookup, SortKeys, MergeSum.
+int MergeKeys(void* stream, const int32_t* rows, int64_t count, int64_t num_rows,
+              const float* grads, int64_t dim, int64_t base, uint32_t* keys, int32_t* order,
+              const float** src, int32_t* invalid);
+int MergeSum(void* stream, const uint32_t* sorted_keys, const int32_t* order,
+             const float* const* src, int64_t n, int64_t num_rows, int64_t dim, float* out,
+             int64_t* ids);
 int SparseApply(void* stream, const OptimizerParams& params, float* table, int64_t stride,
                 int64_t dim, const int64_t* rows, const float* grads, int64_t count);
 int DenseSgd(void* stream, float* w, const float* g, int64_t n, float lr);

@@ -2,7 +2,8 @@
 // RowSwapper against its CPU twin on random inputs: the GEMMs against SgemmReference and
 // Bf16GemmReference, the elementwise, reduction and loss ops against the CPU kernels run through
 // a Session (Broadcast against ReduceSumGrad through Gradients), the interaction against its
-// reference functions, SegmentSum against AggregateGradients and SparseApply against
+// reference functions, SegmentSum against AggregateGradients, TableGradAggregate against
+// AggregateLookupGradients, MergeRowGrads against TableApply's merge, and SparseApply against
 // RowUpdater::Apply. Without a GPU (cudaGetDeviceCount fails or finds none) each GPU test skips,
 // saying so; the host-side checks (argument errors, BuildSegmentCsr) run everywhere. Labels: cuda
 // and quick (CI runs it, and it skips there).
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -655,6 +657,62 @@ TEST_F(CudaKernelTest, TableGradAggregateMatchesAggregateLookupGradientsBitwise)
     EXPECT_EQ(got[d], (0.0f + g[d]) + g[5 * dim + d]) << d;
     EXPECT_EQ(got[dim + d], (0.0f + g[2 * dim + d]) + g[4 * dim + d]) << d;
   }
+}
+
+// MergeRowGrads against the CPU TableApply's merge (a row once, its gradients summed from 0 in
+// (lookup, position) order; sentinels never applied): three lookups sharing rows, bitwise; a row
+// past the table is counted and not applied.
+TEST_F(CudaKernelTest, MergeRowGradsMatchesTheCpuMergeBitwise) {
+  constexpr int64_t kNumRows = 500, dim = 8;
+  std::mt19937 rng(61);
+  std::vector<std::vector<int32_t>> rows(3);
+  std::vector<std::vector<float>> grads(3);
+  std::vector<DeviceBuffer> keep;
+  std::vector<RowGrads> parts;
+  std::map<uint32_t, std::vector<float>> want;
+  int64_t n = 0;
+  for (int p = 0; p < 3; ++p) {
+    const int64_t count = 200 + 30 * p;
+    for (int64_t i = 0; i < count; ++i) rows[p].push_back(static_cast<int32_t>(rng() % 300));
+    rows[p][5] = static_cast<int32_t>(EmbeddingTable::kPaddingRow);
+    rows[p][6] = static_cast<int32_t>(EmbeddingTable::kDefaultRow);
+    if (p == 1) rows[p][7] = static_cast<int32_t>(kNumRows);  // past the table
+    grads[p] = Random(count * dim, 70 + p);
+    for (int64_t i = 0; i < count; ++i) {
+      const auto row = static_cast<uint32_t>(rows[p][i]);
+      if (row >= kNumRows) continue;
+      auto [it, fresh] = want.try_emplace(row, std::vector<float>(dim, 0.0f));
+      for (int64_t d = 0; d < dim; ++d) it->second[d] += grads[p][i * dim + d];
+    }
+    keep.push_back(Up(rows[p]));
+    keep.push_back(Up(grads[p]));
+    parts.push_back({keep[keep.size() - 2].as<int32_t>(), count, keep.back().as<float>()});
+    n += count;
+  }
+  auto bytes = MergeRowGradsScratchBytes(n, kNumRows);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  DeviceBuffer scratch = Zeros(*bytes), out = Zeros(n * dim * 4), ids = Zeros(n * 8),
+               bad = Zeros(4);
+  ASSERT_TRUE(MergeRowGrads(*stream_, parts, kNumRows, dim, scratch.data(), *bytes, out.as<float>(),
+                            ids.as<int64_t>(), bad.as<int32_t>())
+                  .ok());
+  const std::vector<int64_t> got_ids = Down<int64_t>(ids, n);
+  const std::vector<float> got = Down<float>(out, n * dim);
+  EXPECT_EQ(Down<int32_t>(bad, 1), std::vector<int32_t>{1});
+  size_t applied = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (got_ids[i] < 0) continue;
+    ++applied;
+    const auto it = want.find(static_cast<uint32_t>(got_ids[i]));
+    ASSERT_NE(it, want.end()) << got_ids[i];
+    for (int64_t d = 0; d < dim; ++d) {
+      uint32_t a, b;
+      std::memcpy(&a, &it->second[d], 4);
+      std::memcpy(&b, &got[i * dim + d], 4);
+      ASSERT_EQ(a, b) << "row " << got_ids[i] << " column " << d;
+    }
+  }
+  EXPECT_EQ(applied, want.size());  // each row once
 }
 
 // --- host-side checks of TableGradAggregate's arguments (no GPU needed) ---
