@@ -582,8 +582,22 @@ Status MergeRowGrads(Stream& stream, const std::vector<RowGrads>& parts, int64_t
       "MergeRowGrads (sums)");
 }
 
+Status AdamRate(Stream& stream, const SparseOptimizerConfig& config, const int64_t* device_step,
+                float* out) {
+  if (config.kind != SparseOptimizerKind::kLazyAdam &&
+      config.kind != SparseOptimizerKind::kLazyAdamByAddress) {
+    return Bad("AdamRate", "the optimizer is not LazyAdam; only its rate depends on the step");
+  }
+  RECSDK_RETURN_IF_ERROR(
+      CheckPointers("AdamRate", false, {{"device_step", device_step}, {"out", out}}));
+  return Launched(launch::AdamRate(stream.native(), device_step, config.learning_rate, config.beta1,
+                                   config.beta2, out),
+                  "AdamRate");
+}
+
 Status SparseApply(Stream& stream, const SparseOptimizerConfig& config, int64_t step,
-                   const RowTable& table, const int64_t* rows, const float* grads, int64_t count) {
+                   const RowTable& table, const int64_t* rows, const float* grads, int64_t count,
+                   const float* device_lr_t) {
   RECSDK_RETURN_IF_ERROR(config.Validate());
   RECSDK_RETURN_IF_ERROR(CheckTable("SparseApply", table, table.dim * (1 + config.SlotsPerDim())));
   RECSDK_RETURN_IF_ERROR(CheckSizes("SparseApply", {{"count", count}, {"table.dim", table.dim}}));
@@ -618,6 +632,7 @@ Status SparseApply(Stream& stream, const SparseOptimizerConfig& config, int64_t 
   p.epsilon = config.epsilon;
   // LazyAdam's bias-corrected rate for this step, computed by the CPU's own code (in double).
   p.lr_t = internal::RowUpdater(config, static_cast<int>(table.dim), step).adam_lr_t();
+  p.lr_t_at = device_lr_t;
   p.learning_rate_power = config.learning_rate_power;
   p.l1 = config.l1;
   p.l2 = config.l2;

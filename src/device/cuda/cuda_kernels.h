@@ -257,9 +257,17 @@ struct RowGrads {
 // LazyAdam's bias-corrected rate for `step`, FTRL's sqrt when learning_rate_power is -0.5). The
 // table's stride must hold dim * (1 + config.SlotsPerDim()) floats. InvalidArgument for a config
 // that Validate() rejects or a table too narrow for its slots.
+// device_lr_t: LazyAdam's rate in device memory (AdamRate's output) instead of the one computed
+// on the host for `step` (then unused), so the step need not come down.
 [[nodiscard]] Status SparseApply(Stream& stream, const SparseOptimizerConfig& config, int64_t step,
                                  const RowTable& table, const int64_t* rows, const float* grads,
-                                 int64_t count);
+                                 int64_t count, const float* device_lr_t = nullptr);
+// AdamRate: *out = LazyAdam's bias-corrected rate (RowUpdater::adam_lr_t) for the step
+// *device_step + 1 (TableApply's), computed on the device in double as the CPU does: pow is within
+// 2 ulp of the C library's, so the float rate is the CPU's unless the double lands within 2 ulp
+// of a float rounding boundary (tolerance: 1 float ulp). InvalidArgument unless config is LazyAdam.
+[[nodiscard]] Status AdamRate(Stream& stream, const SparseOptimizerConfig& config,
+                              const int64_t* device_step, float* out);
 
 // DenseSgd: w[i] -= lr * g[i] (ApplyGradientDescent's loop).
 [[nodiscard]] Status DenseSgd(Stream& stream, float* w, const float* g, int64_t n, float lr);

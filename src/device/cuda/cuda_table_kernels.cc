@@ -9,8 +9,8 @@
 //     Session gives one to every tiered table it creates on "cuda"): CUDA kernels on the slots
 //     the key stage resolved (TableGather / TablePaddingMask / TableRowIds + MergeRowGrads +
 //     SparseApply of cuda_kernels.h), the same bits as the CPU kernels; only the ids, restore
-//     indices and gradients (already in device memory) are read, and the host waits for nothing
-//     but LazyAdam's step (TableApply);
+//     indices and gradients (already in device memory) are read, and the host waits for
+//     nothing (LazyAdam's rate is computed on the GPU from the step, AdamRate);
 //   - rows in host memory (an untiered table, a table wrapped for distribution): the CPU kernel
 //     on host copies of the inputs (RunOnHost), the outputs copied back. Under mix_compile_mode
 //     the placement pass already puts such ops on the host; this is the case without it. A
@@ -32,6 +32,7 @@
 // Threading: as kernel.h; launches go to the device's compute stream.
 #include <cuda_runtime.h>
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -353,12 +354,23 @@ Status TableApplyKernel(OpKernelContext& ctx) {
   if (step_in.dtype() != DType::kInt64 || step_in.num_elements() != 1) {
     return ctx.Error("step must be an int64 scalar");
   }
-  // Only LazyAdam's rate depends on the step: the others' updates read no step, so they do not
-  // wait for it to come down (a host wait for the work queued before).
+  // Only LazyAdam's rate depends on the step, and it is computed on the GPU from the step where
+  // it is (AdamRate): the step never comes down (a host wait for the work queued before). A step
+  // fed from the host is read there.
   int64_t step1 = 1;
+  const float* device_lr_t = nullptr;
+  std::optional<Tensor> rate;
   if (UsesStep(table.optimizer())) {
-    RECSDK_ASSIGN_OR_RETURN(Tensor step, OnHost(ctx, step_in));
-    step1 = step.scalar<int64_t>() + 1;
+    if (step_in.on_host()) {
+      step1 = step_in.scalar<int64_t>() + 1;
+    } else {
+      RECSDK_ASSIGN_OR_RETURN(rate, ctx.device()->graph_allocator().AllocateTensor(
+                                        DType::kFloat32, Shape{1}, internal::Fill::kUninitialized));
+      RECSDK_RETURN_IF_ERROR(AdamRate(*s, table.optimizer(),
+                                      static_cast<const int64_t*>(step_in.raw_data()),
+                                      static_cast<float*>(rate->raw_data())));
+      device_lr_t = static_cast<const float*>(rate->raw_data());
+    }
   }
   if (parts == 1) {
     // The lookup's unique rows, each once: their summed gradients go straight to the update.
@@ -373,9 +385,9 @@ Status TableApplyKernel(OpKernelContext& ctx) {
                                        static_cast<int32_t*>(invalid.raw_data())));
     // A row outside the device rows becomes -1 (never updated) and is counted; the count is read
     // off the step's path (unlike the CPU kernel, the other rows of such a batch are updated).
-    RECSDK_RETURN_IF_ERROR(SparseApply(*s, table.optimizer(), step1, *rows,
-                                       static_cast<const int64_t*>(ids.raw_data()),
-                                       static_cast<const float*>(ctx.input(3).raw_data()), count));
+    RECSDK_RETURN_IF_ERROR(SparseApply(
+        *s, table.optimizer(), step1, *rows, static_cast<const int64_t*>(ids.raw_data()),
+        static_cast<const float*>(ctx.input(3).raw_data()), count, device_lr_t));
     return CheckLater(ctx, invalid, TableWhat(table), "those rows were not updated");
   }
   // Several lookups of one table: the CPU kernel's merge, on the GPU (MergeRowGrads: a stable sort
@@ -404,9 +416,9 @@ Status TableApplyKernel(OpKernelContext& ctx) {
                                        bytes, static_cast<float*>(summed.raw_data()),
                                        static_cast<int64_t*>(ids.raw_data()),
                                        static_cast<int32_t*>(invalid.raw_data())));
-  RECSDK_RETURN_IF_ERROR(SparseApply(*s, table.optimizer(), step1, *rows,
-                                     static_cast<const int64_t*>(ids.raw_data()),
-                                     static_cast<const float*>(summed.raw_data()), total));
+  RECSDK_RETURN_IF_ERROR(
+      SparseApply(*s, table.optimizer(), step1, *rows, static_cast<const int64_t*>(ids.raw_data()),
+                  static_cast<const float*>(summed.raw_data()), total, device_lr_t));
   return CheckLater(ctx, invalid, TableWhat(table), "those rows were not updated");
 }
 

@@ -505,6 +505,16 @@ __global__ void MergeSumKernel(const uint32_t* sorted_keys, const int32_t* order
   }
 }
 
+// AdamRateKernel: RowUpdater's LazyAdam rate for step *step + 1 (TableApply's step1), in double
+// as the CPU computes it (pow within 2 ulp of the C library's; sqrt and division exact).
+__global__ void AdamRateKernel(const int64_t* step, float lr, float b1, float b2, float* out) {
+  const int64_t s1 = *step + 1;
+  const double t = static_cast<double>(s1 < 1 ? 1 : s1);
+  const double b1t = pow(static_cast<double>(b1), t);
+  const double b2t = pow(static_cast<double>(b2), t);
+  *out = static_cast<float>(static_cast<double>(lr) * sqrt(1.0 - b2t) / (1.0 - b1t));
+}
+
 // SparseApplyKernel: RowUpdater::Apply (src/table/sparse_optimizers.cc), one thread per value:
 // the same expressions in the same order.
 __global__ void SparseApplyKernel(OptimizerParams c, float* table, int64_t stride, int64_t dim,
@@ -541,7 +551,8 @@ __global__ void SparseApplyKernel(OptimizerParams c, float* table, int64_t strid
         const float vi = c.beta2 * v + c2 * gi * gi;
         m = mi;
         v = vi;
-        w -= c.lr_t * mi / (sqrtf(vi) + c.epsilon);
+        const float lr_t = c.lr_t_at != nullptr ? *c.lr_t_at : c.lr_t;
+        w -= lr_t * mi / (sqrtf(vi) + c.epsilon);
         break;
       }
       default: {
@@ -827,6 +838,11 @@ int MergeSum(void* stream, const uint32_t* sorted_keys, const int32_t* order,
   if (n * dim == 0) return 0;
   MergeSumKernel<<<Blocks(n * dim), kThreads, 0, S(stream)>>>(sorted_keys, order, src, n, num_rows,
                                                               dim, out, ids);
+  return LastError();
+}
+
+int AdamRate(void* stream, const int64_t* step, float lr, float b1, float b2, float* out) {
+  AdamRateKernel<<<1, 1, 0, S(stream)>>>(step, lr, b1, b2, out);
   return LastError();
 }
 

@@ -30,6 +30,7 @@ struct OptimizerParams {
   float beta2 = 0.0f;
   float epsilon = 0.0f;
   float lr_t = 0.0f;
+  const float* lr_t_at = nullptr;  // when set: lr_t in device memory (AdamRate's output)
   float learning_rate_power = 0.0f;
   float l1 = 0.0f;
   float l2 = 0.0f;
@@ -89,6 +90,7 @@ int MergeKeys(void* stream, const int32_t* rows, int64_t count, int64_t num_rows
 int MergeSum(void* stream, const uint32_t* sorted_keys, const int32_t* order,
              const float* const* src, int64_t n, int64_t num_rows, int64_t dim, float* out,
              int64_t* ids);
+int AdamRate(void* stream, const int64_t* step, float lr, float b1, float b2, float* out);
 int SparseApply(void* stream, const OptimizerParams& params, float* table, int64_t stride,
                 int64_t dim, const int64_t* rows, const float* grads, int64_t count);
 int DenseSgd(void* stream, float* w, const float* g, int64_t n, float lr);

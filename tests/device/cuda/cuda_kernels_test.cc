@@ -715,6 +715,26 @@ TEST_F(CudaKernelTest, MergeRowGradsMatchesTheCpuMergeBitwise) {
   EXPECT_EQ(applied, want.size());  // each row once
 }
 
+// AdamRate: LazyAdam's rate from a device step, as RowUpdater computes it on the host (pow on the
+// device within 2 ulp in double: the float rate within 1 ulp, and equal in practice).
+TEST_F(CudaKernelTest, AdamRateMatchesRowUpdaterFromADeviceStep) {
+  const SparseOptimizerConfig config = SparseOptimizerConfig::LazyAdam(0.01f, 0.9f, 0.999f, 1e-8f);
+  DeviceBuffer rate = Zeros(4);
+  int equal = 0;
+  const std::vector<int64_t> steps = {-3, 0, 1, 2, 9, 99, 1000, 123456};
+  for (int64_t step : steps) {
+    DeviceBuffer d_step = Up(std::vector<int64_t>{step});
+    ASSERT_TRUE(AdamRate(*stream_, config, d_step.as<int64_t>(), rate.as<float>()).ok());
+    const float got = Down<float>(rate, 1)[0];
+    const float want = internal::RowUpdater(config, 4, step + 1).adam_lr_t();
+    EXPECT_LE(std::fabs(got - want), std::fabs(std::nextafter(want, 1e30f) - want)) << step;
+    equal += got == want;
+  }
+  EXPECT_EQ(equal, static_cast<int>(steps.size()));
+  EXPECT_EQ(AdamRate(*stream_, SparseOptimizerConfig::SGD(0.1f), nullptr, rate.as<float>()).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 // --- host-side checks of TableGradAggregate's arguments (no GPU needed) ---
 TEST(CudaHostTest, TableGradAggregateChecksItsArgumentsBeforeTheGpu) {
   EXPECT_EQ(TableGradAggregateScratchBytes(-1, 4).status().code(),
