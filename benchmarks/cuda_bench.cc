@@ -17,7 +17,10 @@
 //   BM_SwapIn/BM_SwapOut  RowSwapper moving 256K rows of 128 floats (dim 64 with Adagrad slots,
 //                         512 B) between scattered host rows and a device table: vs_pinned =
 //                         its bytes/s over cudaMemcpyAsync of the same bytes from (or to) one
-//                         pinned buffer (>= 0.8).
+//                         pinned buffer (>= 0.8). BM_Swap/SwapInAsync: the device tier's
+//                         asynchronous swap-in (SwapInAsync, call to arrival), the same ratio,
+//                         and host_fraction = the part of that the host was blocked (packing
+//                         into pinned staging, waiting for a staging buffer to come free).
 // Times are CUDA event times (UseManualTime). Without a GPU the program says so and exits 0.
 // scripts/gpu_proof.sh runs it.
 #include <cublas_v2.h>
@@ -84,8 +87,8 @@ void BM_Gemm(benchmark::State& state) {
   auto handle = static_cast<cublasHandle_t>(stream->blas());
   const float alpha = 1.0f, beta = 0.0f;
   auto ours = [&] {
-    CheckOk(Gemm(*stream, input, m, n, k, {a.data(), k, false}, {b.data(), n, false},
-                 c.as<float>(), n));
+    CheckOk(Gemm(*stream, input, m, n, k, {a.data(), k, false}, {b.data(), n, false}, c.as<float>(),
+                 n));
   };
   auto direct = [&] {
     if (cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
@@ -235,7 +238,8 @@ BENCHMARK(BM_GatherRows)
 // Swap: 256K rows of 128 floats between rows scattered through host memory (every other row of
 // an array twice the size) and random rows of a device table of 1M rows.
 struct SwapSetup {
-  static constexpr int64_t kRowFloats = 128, kRows = int64_t{1} << 18, kDeviceRows = int64_t{1} << 20;
+  static constexpr int64_t kRowFloats = 128, kRows = int64_t{1} << 18,
+                           kDeviceRows = int64_t{1} << 20;
   SwapSetup()
       : swapper(Check(RowSwapper::Create(0, kRowFloats, 8192))),
         host(static_cast<size_t>(2 * kRows * kRowFloats), 0.5f),
@@ -264,12 +268,27 @@ struct SwapSetup {
   std::vector<float*> dst;
 };
 
-void BM_Swap(benchmark::State& state, bool in) {
+// SwapKind: the swap a BM_Swap row times: SwapIn and SwapOut return when their rows arrived;
+// SwapInAsync (what the device tier's Write does, cuda_tier_memory.cc) returns once its copies are
+// enqueued, so the row is timed from the call to the copies' end (Synchronize) and also says how
+// much of that the host was blocked for (host_fraction).
+enum class SwapKind { kIn, kOut, kInAsync };
+
+void BM_Swap(benchmark::State& state, SwapKind kind) {
+  const bool in = kind != SwapKind::kOut;
   SwapSetup s;
   Stream& stream = s.swapper->stream();
   Timer timer(stream);
   const int64_t bytes = SwapSetup::kRows * SwapSetup::kRowFloats * 4;
+  double host_s = 0;  // SwapInAsync: the time until it returned
   auto swap = [&] {
+    if (kind == SwapKind::kInAsync) {
+      const auto t0 = std::chrono::steady_clock::now();
+      CheckOk(s.swapper->SwapInAsync(s.src, s.slots, s.Table()));
+      host_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      CheckOk(stream.Synchronize());
+      return;
+    }
     CheckOk(in ? s.swapper->SwapIn(s.src, s.slots, s.Table())
                : s.swapper->SwapOut(s.Table(), s.slots, s.dst));
   };
@@ -279,6 +298,7 @@ void BM_Swap(benchmark::State& state, bool in) {
   };
   swap();
   (void)timer.Seconds(memcpy_pinned);
+  host_s = 0;
   double swap_s = 0, memcpy_s = 0;
   for (auto _ : state) {
     // The swap is host-driven (it returns when done): timed on the host clock, the memcpy with
@@ -294,9 +314,13 @@ void BM_Swap(benchmark::State& state, bool in) {
   state.counters["swap_GBps"] = bytes * iters / swap_s / 1e9;
   state.counters["pinned_memcpy_GBps"] = bytes * iters / memcpy_s / 1e9;
   state.counters["vs_pinned"] = memcpy_s / swap_s;
+  if (kind == SwapKind::kInAsync) state.counters["host_fraction"] = host_s / swap_s;
 }
-BENCHMARK_CAPTURE(BM_Swap, SwapIn, true)->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Swap, SwapOut, false)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Swap, SwapIn, SwapKind::kIn)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Swap, SwapInAsync, SwapKind::kInAsync)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Swap, SwapOut, SwapKind::kOut)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace recsdk::cuda
@@ -304,9 +328,10 @@ BENCHMARK_CAPTURE(BM_Swap, SwapOut, false)->UseManualTime()->Unit(benchmark::kMi
 int main(int argc, char** argv) {
   using namespace recsdk::cuda;
   if (GpuCount() == 0) {
-    std::printf("cuda_bench: no GPU found (%s); nothing to measure (scripts/gpu_proof.sh runs "
-                "this on a GPU machine)\n",
-                NoGpuReason().c_str());
+    std::printf(
+        "cuda_bench: no GPU found (%s); nothing to measure (scripts/gpu_proof.sh runs "
+        "this on a GPU machine)\n",
+        NoGpuReason().c_str());
     return 0;
   }
   const auto info = GetDeviceInfo(0);

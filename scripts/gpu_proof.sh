@@ -7,6 +7,8 @@
 #   GEMM         our cuda::Gemm vs cublasGemmEx direct          vs_cublas    (want >= 0.95)
 #   row gather   GatherRows rows/s vs the copy-kernel roofline  vs_roofline  (want >= 0.5)
 #   swap         RowSwapper bytes/s vs pinned cudaMemcpy        vs_pinned    (want >= 0.8)
+#                (BM_Swap/SwapInAsync: the device tier's asynchronous swap-in, call to arrival,
+#                 with host_fraction, the part of it the host was blocked)
 #   table gather the TableGather op's pooled lookup (cuda::TableGather) vs the same roofline
 #                (BM_TableGather vs_roofline, want >= 0.5)
 #   table ops    the table kernels bit for bit against the CPU's (TableGather's loops; a tiered
@@ -81,6 +83,8 @@ bench_log=$(mktemp)
   | tee "$bench_log"
 echo "table gather (TableGather op, pooled sum) vs the copy-kernel roofline (want >= 0.5):"
 grep -E '^BM_TableGather' "$bench_log" || echo "  BM_TableGather did not run" >&2
+echo "swaps (SwapIn and SwapOut synchronous; SwapInAsync: the device tier's Write) vs pinned cudaMemcpy (want >= 0.8):"
+grep -E '^BM_Swap' "$bench_log" || echo "  BM_Swap did not run" >&2
 
 # rate: the samples_per_s of dlrm's JSON line.
 rate() { sed -n 's/.*"samples_per_s":\([0-9.]*\).*/\1/p' <<<"$1"; }

@@ -119,6 +119,46 @@ class TransferTierMemory final : public DeviceTierMemory {
     return absl::OkStatus();
   }
 
+  // ReadAsync: Read's copy into rows the queued copy shares with the result, enqueued (after the
+  // compute work so far and the swap-ins before it), no host wait.
+  StatusOr<PendingRows> ReadAsync(absl::Span<const uint32_t> slots) override {
+    RECSDK_RETURN_IF_ERROR(CheckSlots(slots, "ReadAsync"));
+    PendingRows pending{nullptr, std::make_shared<std::vector<float>>(
+                                     slots.size() * static_cast<size_t>(row_floats_))};
+    if (slots.empty()) return pending;
+    Stream& copy = device_.copy_stream();
+    RECSDK_RETURN_IF_ERROR(CopyAfterCompute());
+    DataTransfer* transfer = &device_.data_transfer();
+    auto from = std::make_shared<std::vector<uint32_t>>(slots.begin(), slots.end());
+    Status status = copy.Enqueue(
+        [transfer, rows = rows_, from, out = pending.rows, row_floats = row_floats_]() -> Status {
+          return CopyRuns(*transfer, rows, *from, out->data(), row_floats, /*to_device=*/false);
+        });
+    if (!status.ok()) return Named(status, "ReadAsync", slots.size());
+    RECSDK_ASSIGN_OR_RETURN(pending.done, copy.Record());
+    TierSwapCounters& c = device_.tier_swaps();
+    c.swap_out_rows.fetch_add(static_cast<int64_t>(slots.size()), std::memory_order_relaxed);
+    c.swap_out_bytes.fetch_add(static_cast<int64_t>(slots.size() * RowBytes()),
+                               std::memory_order_relaxed);
+    return pending;
+  }
+
+  Status WaitRead(const PendingRows& pending) override {
+    if (pending.done == nullptr || pending.done->Done()) {
+      // Done() only says the event passed; the wait reports a copy that failed.
+      return pending.done == nullptr ? absl::OkStatus() : pending.done->Wait(kTierCopyWait);
+    }
+    device_.tier_swaps().swap_out_host_waits.fetch_add(1, std::memory_order_relaxed);
+    if (Status s = pending.done->Wait(kTierCopyWait); !s.ok()) {
+      return Status(s.code(), fmt::format("device tier of {}: waiting (at most {}) for a swap-out "
+                                          "of {} rows on {}: {}",
+                                          label_, absl::FormatDuration(kTierCopyWait),
+                                          pending.rows->size() / static_cast<size_t>(row_floats_),
+                                          device_.copy_stream().name(), s.message()));
+    }
+    return absl::OkStatus();
+  }
+
   // Write: stages the rows, queues their copy and returns; the copy's event waits in pending_
   // for the next ComputeAfterWrites.
   Status Write(absl::Span<const uint32_t> slots, const float* in) override {

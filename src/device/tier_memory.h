@@ -15,17 +15,19 @@
 //
 // Ordering: Read and Write run on the device's copy stream after the compute work enqueued before
 // them (an event), so a row a queued kernel still reads or writes is swapped only after it.
-// Read (a swap-out, or a snapshot's read) returns when its rows are in `out`: the host then copies
-// them on to the host tier, so it waits for the copy (with a deadline, counted in
-// TierSwapCounters). Write (a swap-in) is asynchronous: it copies `in` into a staging buffer the
-// copy owns until the copy's event, enqueues the copy and returns without waiting, so the key
-// stage's Resolve, running ahead of compute, never blocks on a swap-in. The step whose kernels
-// read those rows calls ComputeAfterWrites before its gather: the compute stream then waits for
-// every swap-in enqueued so far (on the device; a synchronous stream waits on the host). A Read
-// after a Write of the same slot is ordered by the copy stream. ComputeFence marks the compute
-// work enqueued so far (an Event): the table releases a batch's pinned device rows only once the
-// fence recorded when the step's rows were given back has passed (src/table/tier_lease.h), so a
-// victim is never moved out while a queued kernel still reads it.
+// Read (a snapshot's read, an export) returns when its rows are in `out`, so it waits for the copy
+// (with a deadline, counted in TierSwapCounters). A swap-out is ReadAsync: the key stage's Resolve
+// queues it and goes on; the table writes the rows into its host tier only when something next
+// reads or frees host rows (the next Resolve, a snapshot), after WaitRead. Write (a swap-in) is
+// asynchronous: it copies `in` into a staging buffer the copy owns until the copy's event, enqueues
+// the copy and returns without waiting, so the key stage's Resolve, running ahead of compute, never
+// blocks on a swap-in. The step whose kernels read those rows calls ComputeAfterWrites before its
+// gather: the compute stream then waits for every swap-in enqueued so far (on the device; a
+// synchronous stream waits on the host). A Read after a Write of the same slot is ordered by the
+// copy stream. ComputeFence marks the compute work enqueued so far (an Event): the table releases a
+// batch's pinned device rows only once the fence recorded when the step's rows were given back has
+// passed (src/table/tier_lease.h), so a victim is never moved out while a queued kernel still reads
+// it.
 //
 // Threading: the table calls Read/Write under its tier lock (one at a time); ComputeFence from
 // the thread that releases leases; ComputeAfterWrites from the executor's kernels, beside a Write.
@@ -36,6 +38,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/types/span.h"
 #include "src/device/stream.h"
@@ -58,6 +61,12 @@ struct TierSwapCounters {
   std::atomic<int64_t> compute_waits{0};
 };
 
+// PendingRows: the rows a ReadAsync queued: in `rows` once `done` has passed (null: already).
+struct PendingRows {
+  std::shared_ptr<Event> done;
+  std::shared_ptr<std::vector<float>> rows;
+};
+
 // DeviceTierMemory: capacity() rows of row_floats() floats in device memory.
 class DeviceTierMemory {
  public:
@@ -71,6 +80,22 @@ class DeviceTierMemory {
   // every Write before it; done when it returns. InvalidArgument for a slot >= capacity()
   // (nothing copied).
   virtual Status Read(absl::Span<const uint32_t> slots, float* out) = 0;
+  // ReadAsync: Read without the host wait (a swap-out): the copy is queued, ordered as Read's,
+  // into rows the result owns, and ReadAsync returns; the caller's WaitRead gives them. A Write
+  // of the same slots queued after it lands after the copy has read them. Default: Read (done on
+  // return: a memory whose copies are synchronous).
+  virtual StatusOr<PendingRows> ReadAsync(absl::Span<const uint32_t> slots) {
+    PendingRows p{nullptr, std::make_shared<std::vector<float>>(slots.size() *
+                                                                static_cast<size_t>(row_floats()))};
+    Status s = Read(slots, p.rows->data());
+    if (!s.ok()) return s;
+    return p;
+  }
+  // WaitRead: waits (with a deadline, counted in swap_out_host_waits when it had to) until a
+  // ReadAsync's rows are there.
+  virtual Status WaitRead(const PendingRows& pending) {
+    return pending.done == nullptr ? absl::OkStatus() : pending.done->Wait(absl::Minutes(2));
+  }
   // Write: the row in slots[i] = in[i * row_floats, ...); a slot listed twice gets the later row.
   // `in` may be reused when it returns; the copy may still be queued then (see ComputeAfterWrites).
   // InvalidArgument for a slot >= capacity() (nothing copied).

@@ -3,6 +3,7 @@
 #include "src/table/dedup.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -186,6 +187,89 @@ Status AggregateGradients(absl::Span<const uint32_t> restore_index, absl::Span<c
     AggregateGradientsUnchecked(restore_index, grads.data(), dim, num_unique, out.data());
     return absl::OkStatus();
   });
+}
+
+Status AggregateLookupGradients(absl::Span<const uint32_t> unique_rows,
+                                absl::Span<const LookupGradient> features,
+                                std::optional<Combiner> combiner, int64_t dim,
+                                absl::Span<float> out) {
+  const int64_t num_unique = static_cast<int64_t>(unique_rows.size());
+  auto bad = [](std::string what) {
+    return absl::InvalidArgumentError(fmt::format("AggregateLookupGradients: {}", what));
+  };
+  if (dim < 1) return bad(fmt::format("dim is {}; pass the table's dim (1 or more)", dim));
+  if (out.size() != static_cast<size_t>(num_unique * dim)) {
+    return bad(fmt::format("out holds {} floats for {} unique rows of dim {}", out.size(),
+                           num_unique, dim));
+  }
+  for (size_t f = 0; f < features.size(); ++f) {
+    const LookupGradient& lg = features[f];
+    if (lg.batch < 0 || lg.per < 0 || lg.restore.size() != static_cast<size_t>(lg.batch * lg.per)) {
+      return bad(fmt::format("feature {}: restore holds {} indices for batch {} and {} per sample",
+                             f, lg.restore.size(), lg.batch, lg.per));
+    }
+    const int64_t want = combiner ? lg.batch * dim : lg.batch * lg.per * dim;
+    if (static_cast<int64_t>(lg.grad.size()) != want) {
+      return bad(
+          fmt::format("feature {}: the gradient holds {} floats, its restore [{}, {}] and "
+                      "dim {} need {}",
+                      f, lg.grad.size(), lg.batch, lg.per, dim, want));
+    }
+    for (size_t i = 0; i < lg.restore.size(); ++i) {
+      if (lg.restore[i] < 0 || lg.restore[i] >= num_unique) {
+        return bad(
+            fmt::format("feature {}: restore index {} at position {} is outside the {} "
+                        "unique rows",
+                        f, lg.restore[i], i, num_unique));
+      }
+    }
+  }
+  std::fill(out.begin(), out.end(), 0.0f);
+  float* acc = out.data();
+  for (const LookupGradient& lg : features) {
+    const int32_t* r = lg.restore.data();
+    const float* g = lg.grad.data();
+    const int64_t b = lg.batch, n = lg.per;
+    if (!combiner) {
+      if (features.size() == 1) {
+        // One feature: the table core's aggregation (parallel, exact per-key sums, 0 + g first).
+        return AggregateGradients(
+            absl::Span<const uint32_t>(reinterpret_cast<const uint32_t*>(r), b * n), lg.grad,
+            static_cast<int>(dim), num_unique, out);
+      }
+      for (int64_t p = 0; p < b * n; ++p) {
+        float* o = acc + r[p] * dim;
+        const float* gp = g + p * dim;
+        for (int64_t d = 0; d < dim; ++d) o[d] += gp[d];
+      }
+      continue;
+    }
+    // A sum needs no count of the sample's valid ids (its scale is 1, and 1 * g is g exactly).
+    const bool sum = *combiner == Combiner::kSum;
+    for (int64_t s = 0; s < b; ++s) {
+      const int32_t* rs = r + s * n;
+      float scale = 1.0f;
+      if (!sum) {
+        int64_t valid = 0;
+        for (int64_t j = 0; j < n; ++j) valid += unique_rows[rs[j]] != EmbeddingTable::kPaddingRow;
+        if (valid == 0) continue;
+        scale = *combiner == Combiner::kMean ? 1.0f / static_cast<float>(valid)
+                                             : 1.0f / std::sqrt(static_cast<float>(valid));
+      }
+      const float* gs = g + s * dim;
+      for (int64_t j = 0; j < n; ++j) {
+        const int32_t u = rs[j];
+        if (unique_rows[u] == EmbeddingTable::kPaddingRow) continue;
+        float* o = acc + u * dim;
+        if (sum) {
+          for (int64_t d = 0; d < dim; ++d) o[d] += gs[d];
+        } else {
+          for (int64_t d = 0; d < dim; ++d) o[d] += scale * gs[d];
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace recsdk::internal

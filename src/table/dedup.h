@@ -11,10 +11,12 @@
 #define RECSDK_TABLE_DEDUP_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/types/span.h"
 #include "recsdk/status.h"
+#include "recsdk/table.h"
 
 namespace recsdk::internal {
 
@@ -39,6 +41,27 @@ void DedupKeys(absl::Span<const int32_t> keys, DedupResult* out);
 [[nodiscard]] Status AggregateGradients(absl::Span<const uint32_t> restore_index,
                                         absl::Span<const float> grads, int dim, int64_t num_unique,
                                         absl::Span<float> out);
+
+// LookupGradient: one feature of a lookup for AggregateLookupGradients: its restore index
+// [batch, per] into the lookup's unique rows and the gradient of its embedding: [batch, dim]
+// when pooled, [batch * per, dim] when not.
+struct LookupGradient {
+  absl::Span<const int32_t> restore;
+  int64_t batch = 0;
+  int64_t per = 0;
+  absl::Span<const float> grad;
+};
+// AggregateLookupGradients: TableGradAggregate's sums (the CPU kernel, and the reference its CUDA
+// twin is tested against): out[u] = 0 + each contribution to unique row u in (feature, sample,
+// position) order. Unpooled: grad[b * per + j] to restore[b, j]. Pooled: grad[b] (times 1 /
+// valid for kMean, 1 / sqrt(valid) for kSqrtn, valid = the sample's positions whose row is not
+// EmbeddingTable::kPaddingRow) to each non-padding restore[b, j]. out is [unique_rows.size(),
+// dim] and overwritten. InvalidArgument (naming the feature) for a restore index outside the
+// unique rows or a gradient whose size does not match.
+Status AggregateLookupGradients(absl::Span<const uint32_t> unique_rows,
+                                absl::Span<const LookupGradient> features,
+                                std::optional<Combiner> combiner, int64_t dim,
+                                absl::Span<float> out);
 
 }  // namespace recsdk::internal
 

@@ -25,6 +25,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -414,6 +415,17 @@ class TableImpl final : public EmbeddingTable {
     std::shared_ptr<Event> after;  // null: at once
   };
   std::vector<PendingRelease> pending_releases_;
+  // The last ExecuteTiers' victims on their way down (device tier memory only): their host slots,
+  // allocated but not written yet, and the ReadAsync bringing their rows. SettleSwapOut writes
+  // them into host_ (after the copy, WaitRead) before anything reads, frees or overwrites host
+  // rows.
+  struct PendingSwapOut {
+    std::vector<uint32_t> host_slots;
+    PendingRows rows;
+  };
+  mutable std::mutex swap_out_mu_;  // guards swap_out_ (ReadRowsAt may run under a shared lock)
+  mutable std::optional<PendingSwapOut> swap_out_;
+  Status SettleSwapOut() const;
   mutable std::mutex tier_mu_;  // guards the tier state: Resolves of a tiered table take turns
   SlabReservation dirty_;       // one byte per row: changed since the last Snapshot
   uint32_t ssd_base_ = std::numeric_limits<uint32_t>::max();  // first SSD packed location

@@ -132,6 +132,7 @@ void TableImpl::TierPlan::Clear() {
 
 Status TableImpl::PlanTiers(absl::Span<const int64_t> keys, absl::Span<const uint32_t> rows,
                             size_t admits, const ResolveLease& lease, TierPlan* plan) {
+  RECSDK_RETURN_IF_ERROR(SettleSwapOut());
   const size_t rf = static_cast<size_t>(row_floats_);
   // Releases whose fence has passed take effect now; the others (the device still runs the step
   // that used their rows) are waited for below only if the batch lacks room without them.
@@ -344,9 +345,21 @@ Status TableImpl::ExecuteTiers(absl::Span<const int64_t> keys, absl::Span<uint32
     move_rows_.resize(n * rf);
     move_slots_.resize(n);
     const absl::Span<const uint32_t> to(move_slots_);
-    RECSDK_RETURN_IF_ERROR(ReadDeviceRows(plan.victims, move_rows_.data()));
-    RECSDK_RETURN_IF_ERROR(host_->Allocate(n, move_slots_.data()));
-    RECSDK_RETURN_IF_ERROR(host_->Write(to, move_rows_.data()));
+    if (device_memory_ != nullptr) {
+      // A swap-out: the copy is queued (after the compute work so far, on the copy stream) and
+      // the host tier takes the rows when something next needs host rows (SettleSwapOut): this
+      // Resolve does not wait for the step in flight. Their device slots may take this batch's
+      // rows below: those Writes queue after the Read, which has read the victims by then.
+      RECSDK_RETURN_IF_ERROR(SettleSwapOut());
+      RECSDK_ASSIGN_OR_RETURN(PendingRows down, device_memory_->ReadAsync(plan.victims));
+      RECSDK_RETURN_IF_ERROR(host_->Allocate(n, move_slots_.data()));
+      std::lock_guard<std::mutex> lock(swap_out_mu_);
+      swap_out_ = PendingSwapOut{move_slots_, std::move(down)};
+    } else {
+      RECSDK_RETURN_IF_ERROR(ReadDeviceRows(plan.victims, move_rows_.data()));
+      RECSDK_RETURN_IF_ERROR(host_->Allocate(n, move_slots_.data()));
+      RECSDK_RETURN_IF_ERROR(host_->Write(to, move_rows_.data()));
+    }
     for (size_t j = 0; j < n; ++j) {
       const uint32_t slot = plan.victims[j];
       const int64_t key = device_keys_[slot];
@@ -459,6 +472,15 @@ void TableImpl::ReleaseLeasesLocked(const void* owner, int64_t before_batch) {
   }
 }
 
+Status TableImpl::SettleSwapOut() const {
+  std::lock_guard<std::mutex> lock(swap_out_mu_);
+  if (!swap_out_) return absl::OkStatus();
+  RECSDK_RETURN_IF_ERROR(device_memory_->WaitRead(swap_out_->rows));
+  RECSDK_RETURN_IF_ERROR(host_->Write(swap_out_->host_slots, swap_out_->rows.rows->data()));
+  swap_out_.reset();
+  return absl::OkStatus();
+}
+
 Status TableImpl::ReadDeviceRows(absl::Span<const uint32_t> slots, float* out) const {
   if (device_memory_ != nullptr) return device_memory_->Read(slots, out);
   for (size_t j = 0; j < slots.size(); ++j) {
@@ -538,6 +560,7 @@ void TableImpl::ScrubLeases(const absl::flat_hash_set<uint32_t>& device_slots) {
 
 Status TableImpl::ReadRowsAt(absl::Span<const uint32_t> packed, float* out,
                              uint64_t* history) const {
+  RECSDK_RETURN_IF_ERROR(SettleSwapOut());
   const size_t rf = static_cast<size_t>(row_floats_);
   if (!tiered_) {
     for (size_t i = 0; i < packed.size(); ++i)
@@ -581,6 +604,7 @@ Status TableImpl::ReadRowsAt(absl::Span<const uint32_t> packed, float* out,
 
 Status TableImpl::WriteRowsAt(absl::Span<const uint32_t> packed, const float* in,
                               const uint64_t* history) {
+  RECSDK_RETURN_IF_ERROR(SettleSwapOut());
   const size_t rf = static_cast<size_t>(row_floats_);
   if (!tiered_) {
     for (size_t i = 0; i < packed.size(); ++i) std::memcpy(Row(packed[i]), in + i * rf, row_bytes_);
@@ -610,6 +634,7 @@ Status TableImpl::WriteRowsAt(absl::Span<const uint32_t> packed, const float* in
 }
 
 Status TableImpl::PlaceNew(absl::Span<const int64_t> keys, uint32_t* packed) {
+  RECSDK_RETURN_IF_ERROR(SettleSwapOut());
   size_t i = 0;
   if (!tiered_) {
     for (; i < keys.size(); ++i) packed[i] = AllocateRow();
@@ -670,6 +695,9 @@ void TableImpl::RemoveAt(uint32_t packed) {
       return;
     case Tier::kHost: {
       const uint32_t slot = loc.slot;
+      // A swap-out on its way may be for this slot: it lands first (else it would land in the
+      // slot's next row). Its error, if any, stays for the next settle to report.
+      (void)SettleSwapOut();
       // The slot is allocated (the index pointed at it) and host slots are never pinned.
       (void)host_->Free({&slot, 1});
       host_policy_->Remove(slot);
@@ -685,6 +713,7 @@ void TableImpl::RemoveAt(uint32_t packed) {
 }
 
 Status TableImpl::ClearTiers() {
+  RECSDK_RETURN_IF_ERROR(SettleSwapOut());
   next_row_ = 0;
   free_rows_.clear();
   if (!tiered_) return absl::OkStatus();
@@ -717,6 +746,7 @@ void TableImpl::DropSsdCleanPages() {
 }
 
 Status TableImpl::PrefillSsd(absl::Span<const int64_t> keys) {
+  RECSDK_RETURN_IF_ERROR(SettleSwapOut());
   if (!tiered_ || ssd_ == nullptr) {
     return absl::FailedPreconditionError(
         fmt::format("PrefillSsd: table \"{}\" has no SSD tier; set host_vocabulary_size, "

@@ -137,6 +137,39 @@ TEST(SeparateMemoryDeviceTest, TierSwapInsAreQueuedUntilComputeWaitsForThem) {
   EXPECT_EQ(c.swap_in_rows.load(), 3);
 }
 
+// Swap-outs (ReadAsync): queued, no host wait; a Write of the same slot queued after it (the slot
+// taking an arriving row) does not reach the rows read; WaitRead runs the copy and counts the one
+// host wait; a slot past the rows is InvalidArgument.
+TEST(SeparateMemoryDeviceTest, TierSwapOutsAreQueuedUntilTheHostTierTakesThem) {
+  auto d = MakeDevice();
+  auto memory = d->CreateTableTierMemory(8, 2, "table \"t\"");
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  DeviceTierMemory& m = **memory;
+  const TierSwapCounters& c = d->tier_swaps();
+  const std::vector<float> rows = {1, 2, 3, 4};
+  const std::vector<uint32_t> slots = {2, 3};
+  ASSERT_TRUE(m.Write(slots, rows.data()).ok());
+  auto down = m.ReadAsync(slots);
+  ASSERT_TRUE(down.ok()) << down.status();
+  ASSERT_NE(down->done, nullptr);
+  EXPECT_FALSE(down->done->Done());  // queued behind the swap-in, nothing ran
+  const std::vector<float> next = {7, 8};
+  const std::vector<uint32_t> slot2 = {2};
+  ASSERT_TRUE(m.Write(slot2, next.data()).ok());  // the freed slot takes an arriving row
+  EXPECT_EQ(c.swap_out_host_waits.load(), 0);
+  ASSERT_TRUE(m.WaitRead(*down).ok());
+  EXPECT_EQ(*down->rows, rows);  // the rows as they were when the swap-out was queued
+  EXPECT_EQ(c.swap_out_host_waits.load(), 1);
+  EXPECT_EQ(c.swap_out_rows.load(), 2);
+  ASSERT_TRUE(m.WaitRead(*down).ok());
+  EXPECT_EQ(c.swap_out_host_waits.load(), 1);  // done: no second wait
+  std::vector<float> got(2);
+  ASSERT_TRUE(m.Read(slot2, got.data()).ok());
+  EXPECT_EQ(got, next);
+  const std::vector<uint32_t> bad = {8};
+  EXPECT_EQ(m.ReadAsync(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(SeparateMemoryDeviceDeathTest, HostReadOfDeviceMemoryTraps) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(

@@ -1,7 +1,8 @@
 // table_kernels_test.cc: every ISA variant of the table's update kernels (the ones this CPU runs)
 // is bitwise equal to its plain reference twin RowUpdater, by row id and by address, with
 // sentinel rows skipped and dims that leave vector tails; AggregateGradients' one-pass sums match
-// a plain zero-then-add reference for dedup-ordered and arbitrary restore indices.
+// a plain zero-then-add reference for dedup-ordered and arbitrary restore indices;
+// AggregateLookupGradients pools as the gather did and rejects bad indices.
 #include "src/table/table_kernels.h"
 
 #include <cstring>
@@ -161,6 +162,37 @@ TEST(TableKernelsTest, AggregateGradientsIsExactOnSkewedIdsForAnyThreadCount) {
     EXPECT_TRUE(AggregateGradients(restore, g, dim, nu, absl::MakeSpan(got)).ok());
     for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(want[i], got[i]) << threads << " " << i;
   }
+}
+
+// AggregateLookupGradients (TableGradAggregate's sums, the reference of the CUDA twin): a pooled
+// mean over two features with a padding row (it counts for nothing and shrinks the sample's
+// count), worked by hand; bad restore indices and gradient sizes are InvalidArgument naming the
+// feature.
+TEST(TableKernelsTest, AggregateLookupGradientsPoolsAsTheGatherDid) {
+  const std::vector<uint32_t> unique = {5, EmbeddingTable::kPaddingRow, 9};
+  const std::vector<int32_t> r0 = {0, 1, 2, 0};            // two samples of two positions
+  const std::vector<int32_t> r1 = {2, 2};                  // two samples of one position
+  const std::vector<float> g0 = {1.0f, 2.0f, 4.0f, 8.0f};  // [2, dim 2]
+  const std::vector<float> g1 = {16.0f, 32.0f, 64.0f, 128.0f};
+  const std::vector<LookupGradient> features = {{.restore = r0, .batch = 2, .per = 2, .grad = g0},
+                                                {.restore = r1, .batch = 2, .per = 1, .grad = g1}};
+  std::vector<float> out(6, -1.0f);
+  ASSERT_TRUE(
+      AggregateLookupGradients(unique, features, Combiner::kMean, 2, absl::MakeSpan(out)).ok());
+  // Sample 0 of feature 0 has one valid position (row 0): scale 1; sample 1 has two: scale 1/2.
+  EXPECT_EQ(out, (std::vector<float>{1.0f + 0.5f * 4.0f, 2.0f + 0.5f * 8.0f, 0.0f, 0.0f,
+                                     0.5f * 4.0f + 16.0f + 64.0f, 0.5f * 8.0f + 32.0f + 128.0f}));
+  const std::vector<int32_t> bad = {0, 3};
+  const std::vector<LookupGradient> bad_index = {
+      {.restore = bad, .batch = 1, .per = 2, .grad = absl::MakeConstSpan(g0).subspan(0, 2)}};
+  Status s = AggregateLookupGradients(unique, bad_index, Combiner::kSum, 2, absl::MakeSpan(out));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("restore index 3 at position 1"), std::string::npos) << s;
+  const std::vector<LookupGradient> short_grad = {
+      {.restore = r0, .batch = 2, .per = 2, .grad = g0}};
+  s = AggregateLookupGradients(unique, short_grad, std::nullopt, 2, absl::MakeSpan(out));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("feature 0: the gradient holds 4 floats"), std::string::npos) << s;
 }
 
 }  // namespace

@@ -233,8 +233,9 @@ Status TableGradAggregateKernel(OpKernelContext& ctx) {
   const int64_t dim = ctx.node().IntAttr("dim");
   RECSDK_ASSIGN_OR_RETURN(auto combiner, ParseCombiner(ctx.node().StringAttr("combiner")));
   const int64_t num_unique = unique.num_elements();
-  RECSDK_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, Shape{num_unique, dim}));
-  float* acc = out->data<float>();  // zero-filled
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out,
+                          ctx.allocate_output_uninitialized(0, Shape{num_unique, dim}));
+  std::vector<LookupGradient> features;
   for (int f = 0; f < k; ++f) {
     const Tensor& restore = ctx.input(1 + f);
     const Tensor& grad = ctx.input(1 + k + f);
@@ -245,50 +246,14 @@ Status TableGradAggregateKernel(OpKernelContext& ctx) {
       return ctx.Error("gradient {} of feature {} does not match restore {} and dim {}",
                        grad.shape().ToString(), f, restore.shape().ToString(), dim);
     }
-    const int32_t* r = restore.data<int32_t>();
-    const float* g = grad.data<float>();
-    if (!combiner) {
-      if (k == 1) {
-        // One feature: the table core's aggregation (parallel, exact per-key sums).
-        RECSDK_RETURN_IF_ERROR(AggregateGradients(
-            absl::Span<const uint32_t>(reinterpret_cast<const uint32_t*>(r), b * n),
-            grad.flat<float>(), static_cast<int>(dim), num_unique, out->flat<float>()));
-        continue;
-      }
-      for (int64_t p = 0; p < b * n; ++p) {
-        float* o = acc + r[p] * dim;
-        const float* gp = g + p * dim;
-        for (int64_t d = 0; d < dim; ++d) o[d] += gp[d];
-      }
-      continue;
-    }
-    // A sum needs no count of the sample's valid ids (its scale is 1, and 1 * g is g exactly).
-    const uint32_t* urows = reinterpret_cast<const uint32_t*>(unique.data<int32_t>());
-    const bool sum = *combiner == Combiner::kSum;
-    for (int64_t s = 0; s < b; ++s) {
-      const int32_t* rs = r + s * n;
-      float scale = 1.0f;
-      if (!sum) {
-        int64_t valid = 0;
-        for (int64_t j = 0; j < n; ++j) valid += urows[rs[j]] != kPaddingRow;
-        if (valid == 0) continue;
-        scale = *combiner == Combiner::kMean ? 1.0f / static_cast<float>(valid)
-                                             : 1.0f / std::sqrt(static_cast<float>(valid));
-      }
-      const float* gs = g + s * dim;
-      for (int64_t j = 0; j < n; ++j) {
-        const int32_t u = rs[j];
-        if (urows[u] == kPaddingRow) continue;
-        float* o = acc + u * dim;
-        if (sum) {
-          for (int64_t d = 0; d < dim; ++d) o[d] += gs[d];
-        } else {
-          for (int64_t d = 0; d < dim; ++d) o[d] += scale * gs[d];
-        }
-      }
-    }
+    features.push_back(
+        {.restore = restore.flat<int32_t>(), .batch = b, .per = n, .grad = grad.flat<float>()});
   }
-  return absl::OkStatus();
+  const Status s = AggregateLookupGradients(
+      absl::Span<const uint32_t>(reinterpret_cast<const uint32_t*>(unique.data<int32_t>()),
+                                 static_cast<size_t>(num_unique)),
+      features, combiner, dim, out->flat<float>());
+  return s.ok() ? s : ctx.Error("{}", s.message());
 }
 
 Status TableApplyKernel(OpKernelContext& ctx) {

@@ -193,6 +193,7 @@ class CudaDevice final : public internal::Device {
         copies_(name() + "/copy", std::move(copies)),
         transfer_(compute_, copies_),
         host_(std::move(host)),
+        checks_(compute),
         threads_(config.intra_op_parallelism > 0
                      ? config.intra_op_parallelism
                      : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {}
@@ -205,7 +206,8 @@ class CudaDevice final : public internal::Device {
   internal::Stream& copy_stream() override { return copies_; }
   Status Synchronize() override {
     RECSDK_RETURN_IF_ERROR(copies_.Synchronize(kCudaWaitDeadline));
-    return compute_.Synchronize(kCudaWaitDeadline);
+    RECSDK_RETURN_IF_ERROR(compute_.Synchronize(kCudaWaitDeadline));
+    return checks_.Poll(/*wait=*/true);
   }
   int IntraOpThreads() const override { return threads_; }
   // A tiered table's device tier lives in GPU memory: its gather and update run here
@@ -217,12 +219,14 @@ class CudaDevice final : public internal::Device {
 
   cuda::Stream& native_compute() { return compute_.native(); }
   internal::Device* host() { return host_.get(); }
+  CounterChecks& checks() { return checks_; }
 
  private:
   CudaStream compute_;
   CudaStream copies_;
   CudaTransfer transfer_;
   std::unique_ptr<internal::Device> host_;
+  CounterChecks checks_;
   int threads_;
 };
 
@@ -265,6 +269,61 @@ StatusOr<std::unique_ptr<internal::Device>> CreateCudaDevice(const SessionConfig
 cuda::Stream* ComputeStreamOf(internal::Device* device) {
   auto* cuda = dynamic_cast<CudaDevice*>(device);
   return cuda == nullptr ? nullptr : &cuda->native_compute();
+}
+
+Status CounterChecks::Add(const int32_t* device_counter,
+                          std::function<std::string(int32_t)> message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (slots_.data() == nullptr) {
+    RECSDK_ASSIGN_OR_RETURN(slots_, PinnedBuffer::Allocate(kSlots * sizeof(int32_t)));
+    for (int i = kSlots - 1; i >= 0; --i) free_.push_back(i);
+  }
+  // The ring is full: the oldest count is read first (a host wait, once per kSlots ops at most).
+  if (free_.empty()) RECSDK_RETURN_IF_ERROR(PollLocked(/*at_least=*/1));
+  const int slot = free_.back();
+  RECSDK_RETURN_IF_ERROR(
+      CopyDeviceToHost(*stream_, slots_.as<int32_t>() + slot, device_counter, sizeof(int32_t)));
+  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<Event> copied, Event::Create(*stream_));
+  RECSDK_RETURN_IF_ERROR(copied->Record(*stream_));
+  free_.pop_back();
+  pending_.push_back(Pending{slot, std::move(copied), std::move(message)});
+  return absl::OkStatus();
+}
+
+Status CounterChecks::Poll(bool wait) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return PollLocked(wait ? pending_.size() : 0);
+}
+
+int64_t CounterChecks::checked() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return checked_;
+}
+
+Status CounterChecks::PollLocked(size_t at_least) {
+  Status first = absl::OkStatus();
+  for (size_t read = 0; !pending_.empty(); ++read) {
+    Pending& p = pending_.front();
+    if (read >= at_least && !p.copied->Synchronize(absl::ZeroDuration()).ok()) break;
+    if (read < at_least) {
+      if (Status s = p.copied->Synchronize(kCudaWaitDeadline); !s.ok()) {
+        return Status(s.code(), fmt::format("reading a GPU table op's count of bad indices ({} "
+                                            "in flight): {}",
+                                            pending_.size(), s.message()));
+      }
+    }
+    const int32_t count = slots_.as<int32_t>()[p.slot];
+    if (count != 0 && first.ok()) first = absl::InvalidArgumentError(p.message(count));
+    free_.push_back(p.slot);
+    pending_.pop_front();
+    ++checked_;
+  }
+  return first;
+}
+
+CounterChecks* CounterChecksOf(internal::Device* device) {
+  auto* cuda = dynamic_cast<CudaDevice*>(device);
+  return cuda == nullptr ? nullptr : &cuda->checks();
 }
 
 internal::Device* HostDeviceOf(internal::Device* device) {

@@ -23,7 +23,10 @@
 #ifndef RECSDK_SRC_DEVICE_CUDA_CUDA_DEVICE_H_
 #define RECSDK_SRC_DEVICE_CUDA_CUDA_DEVICE_H_
 
+#include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -60,6 +63,46 @@ Stream* ComputeStreamOf(internal::Device* device);
 // HostDeviceOf: the host ("cpu") device a "cuda" device stages the rare host-computed kernels on
 // (cuda_op_kernels.cc: shapes or dtypes its CUDA kernels do not cover); null for other devices.
 internal::Device* HostDeviceOf(internal::Device* device);
+
+// CounterChecks: the bad-index counters of the GPU table ops (cuda_table_kernels.cc), checked off
+// the step's path. An op counts positions it could not use in a device int32 and, instead of
+// reading it back at once (a host wait for all the work queued before it), hands it to Add: an
+// asynchronous copy into a pinned slot and an event after it, on the compute stream. Poll reads
+// the counts whose copies finished, oldest first (wait: every queued one, with a deadline): the
+// first nonzero count fails the caller with its op's message. The table ops Poll at their start,
+// the device's Synchronize (Session::Close, its destructor) waits for them all, so a bad batch
+// fails a later table op of the session, or its end, naming the op that met it. Thread-safe.
+class CounterChecks {
+ public:
+  // kSlots: how many counts may be in flight; the next Add first waits for the oldest.
+  static constexpr int kSlots = 256;
+  explicit CounterChecks(std::shared_ptr<Stream> stream) : stream_(std::move(stream)) {}
+  // Add: the value of `device_counter` after the work queued so far on the stream is checked
+  // later; `message(count)` is the error for a count above 0. Returns an earlier check's error.
+  [[nodiscard]] Status Add(const int32_t* device_counter,
+                           std::function<std::string(int32_t)> message);
+  // Poll: the counts whose copies finished (every queued one when `wait`); the first error.
+  [[nodiscard]] Status Poll(bool wait);
+  // checked: how many counts were read so far (tests).
+  int64_t checked() const;
+
+ private:
+  struct Pending {
+    int slot = 0;
+    std::unique_ptr<Event> copied;
+    std::function<std::string(int32_t)> message;
+  };
+  // PollLocked: reads finished counts, waiting for the first `at_least` of them.
+  Status PollLocked(size_t at_least);
+  std::shared_ptr<Stream> stream_;
+  mutable std::mutex mu_;
+  PinnedBuffer slots_;
+  std::vector<int> free_;
+  std::deque<Pending> pending_;
+  int64_t checked_ = 0;
+};
+// CounterChecksOf: the checks of a "cuda" device; null for other devices.
+CounterChecks* CounterChecksOf(internal::Device* device);
 
 // CudaKernelOps: the op types registered for "cuda" (cuda_op_kernels.cc), for tests and messages.
 const std::vector<std::string>& CudaKernelOps();

@@ -5,6 +5,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <limits>
 #include <string>
 
@@ -422,8 +423,181 @@ Status SegmentSum(Stream& stream, const float* grads, int64_t n, int64_t dim,
       "SegmentSum");
 }
 
+namespace {
+
+// GradScratch: TableGradAggregate's scratch, carved from one block in 256-byte pieces: two key and
+// two position arrays (the sort's in and out), the gradient row and scale of each position, the
+// offsets of num_unique + 1 segments, then cub's temporary storage.
+struct GradScratch {
+  int64_t keys_in = 0, keys_out = 0, order_in = 0, order_out = 0, src = 0, scale = 0, offsets = 0,
+          temp = 0, temp_bytes = 0, total = 0;
+  int end_bit = 1;
+};
+
+int64_t Align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+StatusOr<GradScratch> PlanGradScratch(int64_t positions, int64_t num_unique, bool offsets = true) {
+  RECSDK_RETURN_IF_ERROR(
+      CheckSizes("TableGradAggregate", {{"positions", positions}, {"num_unique", num_unique}}));
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max() - 1;
+  if (positions >= kMax || num_unique >= kMax) {
+    return Bad("TableGradAggregate",
+               fmt::format("{} positions over {} unique rows; both must be below 2^31 - 1: split "
+                           "the batch",
+                           positions, num_unique));
+  }
+  GradScratch g;
+  while (g.end_bit < 32 && (int64_t{1} << g.end_bit) <= num_unique) ++g.end_bit;
+  size_t temp = 0;
+  RECSDK_RETURN_IF_ERROR(CudaStatus(launch::SortKeysTempBytes(positions, g.end_bit, &temp),
+                                    "cuda::TableGradAggregate: the sort's scratch size"));
+  int64_t at = 0;
+  auto take = [&](int64_t bytes) {
+    const int64_t here = at;
+    at += Align256(std::max<int64_t>(bytes, 1));
+    return here;
+  };
+  g.keys_in = take(positions * 4);
+  g.keys_out = take(positions * 4);
+  g.order_in = take(positions * 4);
+  g.order_out = take(positions * 4);
+  g.src = take(positions * 8);
+  g.scale = take(positions * 4);
+  g.offsets = offsets ? take((num_unique + 2) * 4) : 0;
+  g.temp_bytes = static_cast<int64_t>(temp);
+  g.temp = take(g.temp_bytes);
+  g.total = at;
+  return g;
+}
+
+}  // namespace
+
+StatusOr<int64_t> TableGradAggregateScratchBytes(int64_t positions, int64_t num_unique) {
+  RECSDK_ASSIGN_OR_RETURN(GradScratch g, PlanGradScratch(positions, num_unique));
+  return g.total;
+}
+
+Status TableGradAggregate(Stream& stream, const int32_t* unique_rows, int64_t num_unique,
+                          const std::vector<GradFeature>& features, TableCombine combine,
+                          int64_t dim, void* scratch, int64_t scratch_bytes, float* out,
+                          int32_t* invalid) {
+  constexpr std::string_view kName = "TableGradAggregate";
+  if (dim < 1) return Bad(kName, fmt::format("dim is {}; pass the table's dim (>= 1)", dim));
+  int64_t positions = 0;
+  for (size_t f = 0; f < features.size(); ++f) {
+    const GradFeature& g = features[f];
+    RECSDK_RETURN_IF_ERROR(CheckSizes(kName, {{"batch", g.batch}, {"per", g.per}, {"dim", dim}}));
+    RECSDK_RETURN_IF_ERROR(
+        CheckPointers(kName, g.batch * g.per == 0, {{"restore", g.restore}, {"grads", g.grads}}));
+    positions += g.batch * g.per;
+  }
+  RECSDK_ASSIGN_OR_RETURN(GradScratch plan, PlanGradScratch(positions, num_unique));
+  if (scratch_bytes < plan.total) {
+    return Bad(kName, fmt::format("scratch holds {} bytes, {} positions over {} unique rows need "
+                                  "{} (TableGradAggregateScratchBytes)",
+                                  scratch_bytes, positions, num_unique, plan.total));
+  }
+  RECSDK_RETURN_IF_ERROR(CheckPointers(kName, num_unique == 0, {{"out", out}}));
+  RECSDK_RETURN_IF_ERROR(CheckPointers(kName, positions == 0, {{"unique_rows", unique_rows}}));
+  if (scratch == nullptr || invalid == nullptr) {
+    return Bad(kName, "scratch or invalid is null; pass device memory and a device int32 counter");
+  }
+  char* base = static_cast<char*>(scratch);
+  auto* keys_in = reinterpret_cast<uint32_t*>(base + plan.keys_in);
+  auto* keys_out = reinterpret_cast<uint32_t*>(base + plan.keys_out);
+  auto* order_in = reinterpret_cast<int32_t*>(base + plan.order_in);
+  auto* order_out = reinterpret_cast<int32_t*>(base + plan.order_out);
+  auto* src = reinterpret_cast<const float**>(base + plan.src);
+  auto* scale = reinterpret_cast<float*>(base + plan.scale);
+  auto* offsets = reinterpret_cast<int32_t*>(base + plan.offsets);
+  int64_t at = 0;
+  for (const GradFeature& g : features) {
+    RECSDK_RETURN_IF_ERROR(
+        Launched(launch::GradKeys(stream.native(), unique_rows, num_unique, g.restore, g.batch,
+                                  g.per, static_cast<int>(combine), g.grads, dim, at, keys_in,
+                                  order_in, src, scale, invalid),
+                 "TableGradAggregate (keys)"));
+    at += g.batch * g.per;
+  }
+  RECSDK_RETURN_IF_ERROR(Launched(
+      launch::SortKeys(stream.native(), base + plan.temp, static_cast<size_t>(plan.temp_bytes),
+                       keys_in, keys_out, order_in, order_out, positions, plan.end_bit),
+      "TableGradAggregate (sort)"));
+  RECSDK_RETURN_IF_ERROR(
+      Launched(launch::SegmentStarts(stream.native(), keys_out, positions, num_unique, offsets),
+               "TableGradAggregate (offsets)"));
+  const bool scaled = combine == TableCombine::kMean || combine == TableCombine::kSqrtn;
+  return Launched(launch::GradSum(stream.native(), order_out, src, scale, scaled, offsets,
+                                  num_unique, dim, out),
+                  "TableGradAggregate (sums)");
+}
+
+StatusOr<int64_t> MergeRowGradsScratchBytes(int64_t n, int64_t num_rows) {
+  RECSDK_ASSIGN_OR_RETURN(GradScratch g, PlanGradScratch(n, num_rows, /*offsets=*/false));
+  return g.total;
+}
+
+Status MergeRowGrads(Stream& stream, const std::vector<RowGrads>& parts, int64_t num_rows,
+                     int64_t dim, void* scratch, int64_t scratch_bytes, float* out, int64_t* ids,
+                     int32_t* invalid) {
+  constexpr std::string_view kName = "MergeRowGrads";
+  if (dim < 1) return Bad(kName, fmt::format("dim is {}; pass the table's dim (>= 1)", dim));
+  int64_t n = 0;
+  for (const RowGrads& p : parts) {
+    RECSDK_RETURN_IF_ERROR(CheckSizes(kName, {{"count", p.count}, {"dim", dim}}));
+    RECSDK_RETURN_IF_ERROR(
+        CheckPointers(kName, p.count == 0, {{"rows", p.rows}, {"grads", p.grads}}));
+    n += p.count;
+  }
+  RECSDK_ASSIGN_OR_RETURN(GradScratch plan, PlanGradScratch(n, num_rows, /*offsets=*/false));
+  if (scratch_bytes < plan.total) {
+    return Bad(kName, fmt::format("scratch holds {} bytes, {} rows need {} "
+                                  "(MergeRowGradsScratchBytes)",
+                                  scratch_bytes, n, plan.total));
+  }
+  RECSDK_RETURN_IF_ERROR(CheckPointers(kName, n == 0, {{"out", out}, {"ids", ids}}));
+  if (scratch == nullptr || invalid == nullptr) {
+    return Bad(kName, "scratch or invalid is null; pass device memory and a device int32 counter");
+  }
+  char* base = static_cast<char*>(scratch);
+  auto* keys_in = reinterpret_cast<uint32_t*>(base + plan.keys_in);
+  auto* keys_out = reinterpret_cast<uint32_t*>(base + plan.keys_out);
+  auto* order_in = reinterpret_cast<int32_t*>(base + plan.order_in);
+  auto* order_out = reinterpret_cast<int32_t*>(base + plan.order_out);
+  auto* src = reinterpret_cast<const float**>(base + plan.src);
+  int64_t at = 0;
+  for (const RowGrads& p : parts) {
+    RECSDK_RETURN_IF_ERROR(
+        Launched(launch::MergeKeys(stream.native(), p.rows, p.count, num_rows, p.grads, dim, at,
+                                   keys_in, order_in, src, invalid),
+                 "MergeRowGrads (keys)"));
+    at += p.count;
+  }
+  RECSDK_RETURN_IF_ERROR(Launched(
+      launch::SortKeys(stream.native(), base + plan.temp, static_cast<size_t>(plan.temp_bytes),
+                       keys_in, keys_out, order_in, order_out, n, plan.end_bit),
+      "MergeRowGrads (sort)"));
+  return Launched(
+      launch::MergeSum(stream.native(), keys_out, order_out, src, n, num_rows, dim, out, ids),
+      "MergeRowGrads (sums)");
+}
+
+Status AdamRate(Stream& stream, const SparseOptimizerConfig& config, const int64_t* device_step,
+                float* out) {
+  if (config.kind != SparseOptimizerKind::kLazyAdam &&
+      config.kind != SparseOptimizerKind::kLazyAdamByAddress) {
+    return Bad("AdamRate", "the optimizer is not LazyAdam; only its rate depends on the step");
+  }
+  RECSDK_RETURN_IF_ERROR(
+      CheckPointers("AdamRate", false, {{"device_step", device_step}, {"out", out}}));
+  return Launched(launch::AdamRate(stream.native(), device_step, config.learning_rate, config.beta1,
+                                   config.beta2, out),
+                  "AdamRate");
+}
+
 Status SparseApply(Stream& stream, const SparseOptimizerConfig& config, int64_t step,
-                   const RowTable& table, const int64_t* rows, const float* grads, int64_t count) {
+                   const RowTable& table, const int64_t* rows, const float* grads, int64_t count,
+                   const float* device_lr_t) {
   RECSDK_RETURN_IF_ERROR(config.Validate());
   RECSDK_RETURN_IF_ERROR(CheckTable("SparseApply", table, table.dim * (1 + config.SlotsPerDim())));
   RECSDK_RETURN_IF_ERROR(CheckSizes("SparseApply", {{"count", count}, {"table.dim", table.dim}}));
@@ -458,6 +632,7 @@ Status SparseApply(Stream& stream, const SparseOptimizerConfig& config, int64_t 
   p.epsilon = config.epsilon;
   // LazyAdam's bias-corrected rate for this step, computed by the CPU's own code (in double).
   p.lr_t = internal::RowUpdater(config, static_cast<int>(table.dim), step).adam_lr_t();
+  p.lr_t_at = device_lr_t;
   p.learning_rate_power = config.learning_rate_power;
   p.l1 = config.l1;
   p.l2 = config.l2;

@@ -14,6 +14,8 @@
 //   SigmoidCrossEntropy(Grad) SigmoidCrossEntropyWithLogits and its gradient (nn_kernels.cc)
 //   GatherRows                the table's row lookup
 //   SegmentSum                AggregateGradients (src/table/dedup.h)
+//   TableGradAggregate        AggregateLookupGradients (src/table/dedup.h)
+//   MergeRowGrads             the CPU TableApply's merge of several lookups' rows
 //   SparseApply               RowUpdater::Apply (src/table/sparse_optimizers.cc)
 //   DenseSgd/Adagrad/Adam     ApplyGradientDescent, DenseAdagradReference, DenseAdamReference
 // The elementwise, loss and optimizer kernels are compiled without fused multiply-adds, as the
@@ -200,15 +202,72 @@ StatusOr<SegmentCsr> BuildSegmentCsr(const std::vector<uint32_t>& restore_index,
                                 const int32_t* offsets, const int32_t* positions,
                                 int64_t num_segments, float* out);
 
+// GradFeature: one feature of a lookup in device memory, for TableGradAggregate: its restore
+// index [batch * per] into the lookup's unique rows and its embedding's gradient, [batch, dim]
+// when pooled, [batch * per, dim] when not.
+struct GradFeature {
+  const int32_t* restore = nullptr;
+  int64_t batch = 0;
+  int64_t per = 0;
+  const float* grads = nullptr;
+};
+// TableGradAggregateScratchBytes: the device scratch TableGradAggregate needs for `positions`
+// restore positions (all features together) and num_unique unique rows. InvalidArgument when
+// either is 2^31 - 1 or more (the sort's index type).
+[[nodiscard]] StatusOr<int64_t> TableGradAggregateScratchBytes(int64_t positions,
+                                                               int64_t num_unique);
+// TableGradAggregate: the TableGradAggregate op on the GPU, AggregateLookupGradients' bits:
+// out[u, :] (num_unique x dim, overwritten) = 0 + every contribution to unique row u in (feature,
+// sample, position) order: a position's key is its restore index (a pooled padding row's
+// positions count for nothing), a stable radix sort of the keys (cub) groups each row's positions
+// in increasing order, and one thread per (row, column) adds them (times the sample's mean or
+// sqrtn scale). No atomics on floats, no host wait. A restore index outside the unique rows adds
+// 1 to *invalid (a device counter, required) and contributes nothing. scratch: at least
+// TableGradAggregateScratchBytes bytes of device memory, 256-byte aligned.
+[[nodiscard]] Status TableGradAggregate(Stream& stream, const int32_t* unique_rows,
+                                        int64_t num_unique,
+                                        const std::vector<GradFeature>& features,
+                                        TableCombine combine, int64_t dim, void* scratch,
+                                        int64_t scratch_bytes, float* out, int32_t* invalid);
+
+// RowGrads: one lookup's rows of a table (uint32 in int32 storage, sentinels allowed) and their
+// summed gradients [count, dim], in device memory, for MergeRowGrads.
+struct RowGrads {
+  const int32_t* rows = nullptr;
+  int64_t count = 0;
+  const float* grads = nullptr;
+};
+// MergeRowGradsScratchBytes: the device scratch MergeRowGrads needs for n rows in all and a table
+// of num_rows rows; InvalidArgument when n or num_rows is 2^31 - 1 or more.
+[[nodiscard]] StatusOr<int64_t> MergeRowGradsScratchBytes(int64_t n, int64_t num_rows);
+// MergeRowGrads: TableApply's merge of several lookups of one table, on the GPU: each real row
+// once, its gradients summed from 0 in (lookup, position) order (a stable sort by row, then the
+// first position of each row's run sums the run), as the CPU kernel merges them. Writes ids[i]
+// (n entries: a row, or -1 for a repeat, a sentinel or a row >= num_rows, which SparseApply skips)
+// and out[i, :] for each i with ids[i] >= 0: SparseApply(..., ids, out, n) applies them. A row
+// >= num_rows below the sentinels adds 1 to *invalid (a device counter, required).
+[[nodiscard]] Status MergeRowGrads(Stream& stream, const std::vector<RowGrads>& parts,
+                                   int64_t num_rows, int64_t dim, void* scratch,
+                                   int64_t scratch_bytes, float* out, int64_t* ids,
+                                   int32_t* invalid);
+
 // SparseApply: one step of a sparse optimizer on the rows rows[u] of `table` with the summed
 // gradients grads[u, :] (u < count, each row at most once; a row < 0 is skipped), the same formulas
 // as the CPU's RowUpdater (weight decay coupled into the gradient, Adagrad's eps outside the sqrt,
 // LazyAdam's bias-corrected rate for `step`, FTRL's sqrt when learning_rate_power is -0.5). The
 // table's stride must hold dim * (1 + config.SlotsPerDim()) floats. InvalidArgument for a config
 // that Validate() rejects or a table too narrow for its slots.
+// device_lr_t: LazyAdam's rate in device memory (AdamRate's output) instead of the one computed
+// on the host for `step` (then unused), so the step need not come down.
 [[nodiscard]] Status SparseApply(Stream& stream, const SparseOptimizerConfig& config, int64_t step,
                                  const RowTable& table, const int64_t* rows, const float* grads,
-                                 int64_t count);
+                                 int64_t count, const float* device_lr_t = nullptr);
+// AdamRate: *out = LazyAdam's bias-corrected rate (RowUpdater::adam_lr_t) for the step
+// *device_step + 1 (TableApply's), computed on the device in double as the CPU does: pow is within
+// 2 ulp of the C library's, so the float rate is the CPU's unless the double lands within 2 ulp
+// of a float rounding boundary (tolerance: 1 float ulp). InvalidArgument unless config is LazyAdam.
+[[nodiscard]] Status AdamRate(Stream& stream, const SparseOptimizerConfig& config,
+                              const int64_t* device_step, float* out);
 
 // DenseSgd: w[i] -= lr * g[i] (ApplyGradientDescent's loop).
 [[nodiscard]] Status DenseSgd(Stream& stream, float* w, const float* g, int64_t n, float lr);

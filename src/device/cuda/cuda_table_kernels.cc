@@ -1,15 +1,16 @@
 // cuda_table_kernels.cc: the table ops that read and update a table's rows, on the "cuda" device:
-// TableGather, TableGatherConcat (the fused gather + concat of the DLRM path) and TableApply.
+// TableGather, TableGatherConcat (the fused gather + concat of the DLRM path), TableApply, and
+// TableGradAggregate (the summed gradients of a lookup's unique rows, which reads no rows).
 // Their definitions and CPU twins: src/session/table_ops.cc, src/device/cpu/table_op_kernels.cc.
 //
 // Where a table's rows live decides how its op runs (the placement pass puts every op that reads
 // or writes a variable's contents on the device the variable belongs to, session_passes' rule):
 //   - a tiered table's device tier in GPU memory (CudaTierMemory, cuda_tier_memory.cc: the
 //     Session gives one to every tiered table it creates on "cuda"): CUDA kernels on the slots
-//     the key stage resolved (TableGather / TablePaddingMask / TableRowIds + SegmentSum +
+//     the key stage resolved (TableGather / TablePaddingMask / TableRowIds + MergeRowGrads +
 //     SparseApply of cuda_kernels.h), the same bits as the CPU kernels; only the ids, restore
-//     indices and gradients (already in device memory) are read, and nothing comes down but one
-//     counter of bad indices per op (and the step for TableApply);
+//     indices and gradients (already in device memory) are read, and the host waits for
+//     nothing (LazyAdam's rate is computed on the GPU from the step, AdamRate);
 //   - rows in host memory (an untiered table, a table wrapped for distribution): the CPU kernel
 //     on host copies of the inputs (RunOnHost), the outputs copied back. Under mix_compile_mode
 //     the placement pass already puts such ops on the host; this is the case without it. A
@@ -18,21 +19,24 @@
 // Exactness: TableGather follows PooledGatherRows / GatherRestored term by term. TableApply with
 // one lookup passes its summed gradients straight to SparseApply (as the CPU passes them to
 // ApplyGradients); with several lookups of one table it merges rows as the CPU does (a row once,
-// in first-seen order, its gradients summed from 0 in (lookup, position) order: a SegmentSum over
-// the concatenated gradients) before the update. Sentinel rows (padding, default) never train.
+// its gradients summed from 0 in (lookup, position) order: MergeRowGrads, a stable sort by row on
+// the GPU) before the update. Sentinel rows (padding, default) never train.
 //
-// Errors: the CPU kernels check restore indices and rows before touching anything; here the
-// gather counts bad ones on the device, and the op fails after reading the counter (naming the op,
-// the table and the fix); TableApply checks before it updates, so a bad batch changes nothing.
+// Errors: the CPU kernels check restore indices and rows before touching anything. Here the
+// kernels count bad ones on the device (a bad position reads 0, adds nothing, updates nothing)
+// and the count is read off the step's path (CounterChecks, cuda_device.h): a nonzero one fails
+// the next table op of the device, or its Synchronize (Session::Close), naming the op and run
+// that met it, the table and the fix. The key stage makes the indices (DedupKeys, Resolve), so
+// only hand-fed ones can be bad; checking them at once cost a host wait per op.
 //
 // Threading: as kernel.h; launches go to the device's compute stream.
 #include <cuda_runtime.h>
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "recsdk/table.h"
@@ -89,27 +93,41 @@ StatusOr<Tensor> Counter(OpKernelContext& ctx) {
   return ctx.device()->graph_allocator().AllocateTensor(DType::kInt32, Shape{1});
 }
 
-// ReadCounter: the counter's value on the host (waits for the kernels queued before).
-StatusOr<int32_t> ReadCounter(OpKernelContext& ctx, const Tensor& counter) {
-  RECSDK_ASSIGN_OR_RETURN(Tensor host, OnHost(ctx, counter));
-  return host.data<int32_t>()[0];
+// EarlierChecks: the counts of bad indices earlier GPU table ops of this device handed to the
+// device's CounterChecks, those already copied back (no wait): the first nonzero one fails this op.
+Status EarlierChecks(OpKernelContext& ctx) {
+  CounterChecks* checks = CounterChecksOf(ctx.device());
+  return checks == nullptr ? absl::OkStatus() : checks->Poll(/*wait=*/false);
 }
 
-Status BadIndices(OpKernelContext& ctx, const std::string& tables, int32_t count) {
-  return ctx.Error(
-      "{} positions of {} have a restore index outside their unique rows or a row outside the "
-      "table's device rows; feed the unique rows and restore indices of one lookup of the table "
-      "(its key stage's outputs)",
-      count, tables);
+// CheckLater: the counter is read off the step's path (CounterChecks): a nonzero count fails a
+// later table op of the session, or its Synchronize, with this op's message. `what` names the
+// positions' table(s); `effect` what the op did with them.
+Status CheckLater(OpKernelContext& ctx, const Tensor& counter, std::string what,
+                  std::string effect) {
+  CounterChecks* checks = CounterChecksOf(ctx.device());
+  if (checks == nullptr) return ctx.Error("not on a \"cuda\" device");
+  std::string op =
+      fmt::format("op \"{}\" ({}), run {}", ctx.node().name(), ctx.node().type(), ctx.step_id());
+  return checks->Add(
+      static_cast<const int32_t*>(counter.raw_data()),
+      [op = std::move(op), what = std::move(what), effect = std::move(effect)](int32_t count) {
+        return fmt::format(
+            "{}: {} positions of {} have a restore index outside their unique rows "
+            "or a row outside the table's device rows ({}; found after the op ran, "
+            "the GPU table ops check their indices off the step's path); feed the "
+            "unique rows and restore indices of one lookup of the table (its key "
+            "stage's outputs)",
+            op, count, what, effect);
+      });
 }
-Status BadIndices(OpKernelContext& ctx, const EmbeddingTable& table, int32_t count) {
-  return BadIndices(ctx,
-                    fmt::format("table \"{}\" ({} device rows)", table.name(),
-                                internal::GetDeviceTierShape(table).rows),
-                    count);
+std::string TableWhat(const EmbeddingTable& table) {
+  return fmt::format("table \"{}\" ({} device rows)", table.name(),
+                     internal::GetDeviceTierShape(table).rows);
 }
 
 Status TableGatherKernel(OpKernelContext& ctx) {
+  RECSDK_RETURN_IF_ERROR(EarlierChecks(ctx));
   RECSDK_ASSIGN_OR_RETURN(TableResource * t, TableAt(ctx, 0));
   const EmbeddingTable& table = *t->table();
   RECSDK_ASSIGN_OR_RETURN(const std::optional<RowTable> rows, DeviceRows(table));
@@ -144,11 +162,11 @@ Status TableGatherKernel(OpKernelContext& ctx) {
                                               static_cast<int32_t*>(mask_invalid->raw_data())));
     }
   }
-  RECSDK_ASSIGN_OR_RETURN(int32_t bad, ReadCounter(ctx, invalid));
-  return bad == 0 ? absl::OkStatus() : BadIndices(ctx, table, bad);
+  return CheckLater(ctx, invalid, TableWhat(table), "their outputs were written as 0");
 }
 
 Status TableGatherConcatKernel(OpKernelContext& ctx) {
+  RECSDK_RETURN_IF_ERROR(EarlierChecks(ctx));
   const std::vector<int64_t> dims = ctx.node().IntsAttr("dims");
   const std::vector<std::string> combiners = ctx.node().StringsAttr("combiners");
   RECSDK_ASSIGN_OR_RETURN(
@@ -253,24 +271,70 @@ Status TableGatherConcatKernel(OpKernelContext& ctx) {
                                        static_cast<int32_t*>(invalid.raw_data())));
     column += dim;
   }
-  RECSDK_ASSIGN_OR_RETURN(int32_t bad, ReadCounter(ctx, invalid));
-  return bad == 0 ? absl::OkStatus()
-                  : BadIndices(ctx, fmt::format("tables {}", fmt::join(gpu_tables, ", ")), bad);
+  return CheckLater(ctx, invalid, fmt::format("tables {}", fmt::join(gpu_tables, ", ")),
+                    "their outputs were written as 0");
 }
 
-// Upload: a host vector into a fresh device tensor of the graph pool.
-template <typename T>
-StatusOr<Tensor> Upload(OpKernelContext& ctx, DType dtype, const std::vector<T>& values) {
-  const Shape shape{static_cast<int64_t>(values.size())};
-  RECSDK_ASSIGN_OR_RETURN(Tensor host, Tensor::Create(dtype, shape));
-  if (!values.empty()) std::copy(values.begin(), values.end(), host.data<T>());
-  RECSDK_ASSIGN_OR_RETURN(Tensor device, ctx.device()->graph_allocator().AllocateTensor(
-                                             dtype, shape, internal::Fill::kUninitialized));
-  RECSDK_RETURN_IF_ERROR(ctx.device()->data_transfer().CopyHostToDevice(host, &device));
-  return device;
+// TableGradAggregateKernel: the summed gradients of a lookup's unique rows, on the GPU from the
+// gradients where the dense part left them (cuda_kernels.h's TableGradAggregate: a stable sort of
+// the restore positions and fixed-order sums, AggregateLookupGradients' bits), so a tiered
+// table's gradients never go down to the host and come back summed. The shapes are checked here
+// as the CPU kernel checks them; a restore index outside the unique rows is counted on the
+// device and fails the op as the gathers' do.
+Status TableGradAggregateKernel(OpKernelContext& ctx) {
+  RECSDK_RETURN_IF_ERROR(EarlierChecks(ctx));
+  RECSDK_ASSIGN_OR_RETURN(Stream * s, StreamOf(ctx));
+  const Tensor& unique = ctx.input(0);
+  const int k = static_cast<int>(internal::NodeAttrs(ctx.node()).Int("num_features"));
+  const int64_t dim = ctx.node().IntAttr("dim");
+  RECSDK_ASSIGN_OR_RETURN(auto combiner,
+                          internal::ParseCombiner(ctx.node().StringAttr("combiner")));
+  if (ctx.num_inputs() != 1 + 2 * k) {
+    return ctx.Error(
+        "{} inputs for {} features: pass the unique rows, {} restores and {} "
+        "gradients",
+        ctx.num_inputs(), k, k, k);
+  }
+  const int64_t num_unique = unique.num_elements();
+  std::vector<GradFeature> features;
+  int64_t positions = 0;
+  for (int f = 0; f < k; ++f) {
+    const Tensor& restore = ctx.input(1 + f);
+    const Tensor& grad = ctx.input(1 + k + f);
+    if (restore.rank() != 2) {
+      return ctx.Error("restore index {} is {}, not [batch, n]", f, restore.shape().ToString());
+    }
+    const int64_t b = restore.dim(0), n = restore.dim(1);
+    const int64_t want = combiner ? b * dim : b * n * dim;
+    if (grad.num_elements() != want) {
+      return ctx.Error("gradient {} of feature {} does not match restore {} and dim {}",
+                       grad.shape().ToString(), f, restore.shape().ToString(), dim);
+    }
+    features.push_back({I32(restore), b, n, static_cast<const float*>(grad.raw_data())});
+    positions += b * n;
+  }
+  RECSDK_ASSIGN_OR_RETURN(Tensor * out,
+                          ctx.allocate_output_uninitialized(0, Shape{num_unique, dim}));
+  RECSDK_ASSIGN_OR_RETURN(int64_t bytes, TableGradAggregateScratchBytes(positions, num_unique));
+  RECSDK_ASSIGN_OR_RETURN(Tensor scratch,
+                          ctx.device()->graph_allocator().AllocateTensor(
+                              DType::kUInt8, Shape{bytes}, internal::Fill::kUninitialized));
+  RECSDK_ASSIGN_OR_RETURN(Tensor invalid, Counter(ctx));
+  RECSDK_RETURN_IF_ERROR(TableGradAggregate(
+      *s, I32(unique), num_unique, features, CombineOf(combiner), dim, scratch.raw_data(), bytes,
+      static_cast<float*>(out->raw_data()), static_cast<int32_t*>(invalid.raw_data())));
+  return CheckLater(ctx, invalid, fmt::format("a lookup of {} unique rows", num_unique),
+                    "their gradients were left out of the sums");
+}
+
+// UsesStep: whether SparseApply's update depends on the step (LazyAdam's bias correction).
+bool UsesStep(const SparseOptimizerConfig& config) {
+  return config.kind == SparseOptimizerKind::kLazyAdam ||
+         config.kind == SparseOptimizerKind::kLazyAdamByAddress;
 }
 
 Status TableApplyKernel(OpKernelContext& ctx) {
+  RECSDK_RETURN_IF_ERROR(EarlierChecks(ctx));
   RECSDK_ASSIGN_OR_RETURN(TableResource * t, TableAt(ctx, 0));
   EmbeddingTable& table = *t->table();
   RECSDK_ASSIGN_OR_RETURN(const std::optional<RowTable> rows, DeviceRows(table));
@@ -286,11 +350,28 @@ Status TableApplyKernel(OpKernelContext& ctx) {
                        g.shape().ToString(), u.num_elements(), dim, table.name());
     }
   }
-  RECSDK_ASSIGN_OR_RETURN(Tensor step, OnHost(ctx, ctx.input(1)));
-  if (step.dtype() != DType::kInt64 || step.num_elements() != 1) {
+  const Tensor& step_in = ctx.input(1);
+  if (step_in.dtype() != DType::kInt64 || step_in.num_elements() != 1) {
     return ctx.Error("step must be an int64 scalar");
   }
-  const int64_t step1 = step.scalar<int64_t>() + 1;
+  // Only LazyAdam's rate depends on the step, and it is computed on the GPU from the step where
+  // it is (AdamRate): the step never comes down (a host wait for the work queued before). A step
+  // fed from the host is read there.
+  int64_t step1 = 1;
+  const float* device_lr_t = nullptr;
+  std::optional<Tensor> rate;
+  if (UsesStep(table.optimizer())) {
+    if (step_in.on_host()) {
+      step1 = step_in.scalar<int64_t>() + 1;
+    } else {
+      RECSDK_ASSIGN_OR_RETURN(rate, ctx.device()->graph_allocator().AllocateTensor(
+                                        DType::kFloat32, Shape{1}, internal::Fill::kUninitialized));
+      RECSDK_RETURN_IF_ERROR(AdamRate(*s, table.optimizer(),
+                                      static_cast<const int64_t*>(step_in.raw_data()),
+                                      static_cast<float*>(rate->raw_data())));
+      device_lr_t = static_cast<const float*>(rate->raw_data());
+    }
+  }
   if (parts == 1) {
     // The lookup's unique rows, each once: their summed gradients go straight to the update.
     const Tensor& u = ctx.input(2);
@@ -302,65 +383,43 @@ Status TableApplyKernel(OpKernelContext& ctx) {
     RECSDK_RETURN_IF_ERROR(TableRowIds(*s, I32(u), count, rows->num_rows,
                                        static_cast<int64_t*>(ids.raw_data()),
                                        static_cast<int32_t*>(invalid.raw_data())));
-    // Checked before the update, as ApplyGradients checks its rows: a bad batch changes nothing.
-    RECSDK_ASSIGN_OR_RETURN(int32_t bad, ReadCounter(ctx, invalid));
-    if (bad != 0) return BadIndices(ctx, table, bad);
-    return SparseApply(*s, table.optimizer(), step1, *rows,
-                       static_cast<const int64_t*>(ids.raw_data()),
-                       static_cast<const float*>(ctx.input(3).raw_data()), count);
+    // A row outside the device rows becomes -1 (never updated) and is counted; the count is read
+    // off the step's path (unlike the CPU kernel, the other rows of such a batch are updated).
+    RECSDK_RETURN_IF_ERROR(SparseApply(
+        *s, table.optimizer(), step1, *rows, static_cast<const int64_t*>(ids.raw_data()),
+        static_cast<const float*>(ctx.input(3).raw_data()), count, device_lr_t));
+    return CheckLater(ctx, invalid, TableWhat(table), "those rows were not updated");
   }
-  // Several lookups of one table: the CPU kernel's merge. Rows come down (ids only), each real row
-  // gets one segment in first-seen order, and its positions in the concatenated gradients in
-  // increasing order; sentinels go to a last segment that is never applied.
-  std::vector<int64_t> merged_rows;
-  std::vector<uint32_t> segment_of;
-  absl::flat_hash_map<uint32_t, uint32_t> slot;
-  std::vector<int64_t> offsets;  // of each part in the concatenated gradients
+  // Several lookups of one table: the CPU kernel's merge, on the GPU (MergeRowGrads: a stable sort
+  // by row, each row once with its gradients summed from 0 in (lookup, position) order); no row
+  // comes down. Sentinels and repeats get id -1, which SparseApply skips.
+  std::vector<RowGrads> parts_on_gpu;
   int64_t total = 0;
   for (int p = 0; p < parts; ++p) {
-    RECSDK_ASSIGN_OR_RETURN(Tensor u, OnHost(ctx, ctx.input(2 + 2 * p)));
-    offsets.push_back(total);
+    const Tensor& u = ctx.input(2 + 2 * p);
+    parts_on_gpu.push_back(
+        {I32(u), u.num_elements(), static_cast<const float*>(ctx.input(3 + 2 * p).raw_data())});
     total += u.num_elements();
-    for (int64_t i = 0; i < u.num_elements(); ++i) {
-      const auto row = static_cast<uint32_t>(u.data<int32_t>()[i]);
-      if (row >= EmbeddingTable::kDefaultRow) {
-        segment_of.push_back(UINT32_MAX);  // fixed up below
-        continue;
-      }
-      if (row >= rows->num_rows) return BadIndices(ctx, table, 1);
-      auto [it, inserted] = slot.try_emplace(row, static_cast<uint32_t>(merged_rows.size()));
-      if (inserted) merged_rows.push_back(row);
-      segment_of.push_back(it->second);
-    }
   }
-  const auto num_merged = static_cast<int64_t>(merged_rows.size());
-  for (uint32_t& seg : segment_of) {
-    if (seg == UINT32_MAX) seg = static_cast<uint32_t>(num_merged);
-  }
-  RECSDK_ASSIGN_OR_RETURN(SegmentCsr csr, BuildSegmentCsr(segment_of, num_merged + 1));
-  RECSDK_ASSIGN_OR_RETURN(Tensor grads,
-                          ctx.device()->graph_allocator().AllocateTensor(
-                              DType::kFloat32, Shape{std::max<int64_t>(total, 1), dim},
-                              internal::Fill::kUninitialized));
-  for (int p = 0; p < parts; ++p) {
-    const Tensor& g = ctx.input(3 + 2 * p);
-    if (g.num_elements() == 0) continue;
-    RECSDK_RETURN_IF_ERROR(CopyDeviceToDevice(
-        *s, static_cast<float*>(grads.raw_data()) + offsets[static_cast<size_t>(p)] * dim,
-        g.raw_data(), g.num_elements() * static_cast<int64_t>(sizeof(float))));
-  }
-  RECSDK_ASSIGN_OR_RETURN(Tensor d_offsets, Upload(ctx, DType::kInt32, csr.offsets));
-  RECSDK_ASSIGN_OR_RETURN(Tensor d_positions, Upload(ctx, DType::kInt32, csr.positions));
-  RECSDK_ASSIGN_OR_RETURN(Tensor d_rows, Upload(ctx, DType::kInt64, merged_rows));
-  RECSDK_ASSIGN_OR_RETURN(Tensor summed, ctx.device()->graph_allocator().AllocateTensor(
-                                             DType::kFloat32, Shape{num_merged + 1, dim},
-                                             internal::Fill::kUninitialized));
-  RECSDK_RETURN_IF_ERROR(SegmentSum(*s, static_cast<const float*>(grads.raw_data()), total, dim,
-                                    I32(d_offsets), I32(d_positions), num_merged + 1,
-                                    static_cast<float*>(summed.raw_data())));
-  return SparseApply(*s, table.optimizer(), step1, *rows,
-                     static_cast<const int64_t*>(d_rows.raw_data()),
-                     static_cast<const float*>(summed.raw_data()), num_merged);
+  RECSDK_ASSIGN_OR_RETURN(int64_t bytes, MergeRowGradsScratchBytes(total, rows->num_rows));
+  internal::LimitedAllocator& pool = ctx.device()->graph_allocator();
+  RECSDK_ASSIGN_OR_RETURN(Tensor scratch, pool.AllocateTensor(DType::kUInt8, Shape{bytes},
+                                                              internal::Fill::kUninitialized));
+  RECSDK_ASSIGN_OR_RETURN(
+      Tensor summed, pool.AllocateTensor(DType::kFloat32, Shape{std::max<int64_t>(total, 1), dim},
+                                         internal::Fill::kUninitialized));
+  RECSDK_ASSIGN_OR_RETURN(Tensor ids,
+                          pool.AllocateTensor(DType::kInt64, Shape{std::max<int64_t>(total, 1)},
+                                              internal::Fill::kUninitialized));
+  RECSDK_ASSIGN_OR_RETURN(Tensor invalid, Counter(ctx));
+  RECSDK_RETURN_IF_ERROR(MergeRowGrads(*s, parts_on_gpu, rows->num_rows, dim, scratch.raw_data(),
+                                       bytes, static_cast<float*>(summed.raw_data()),
+                                       static_cast<int64_t*>(ids.raw_data()),
+                                       static_cast<int32_t*>(invalid.raw_data())));
+  RECSDK_RETURN_IF_ERROR(
+      SparseApply(*s, table.optimizer(), step1, *rows, static_cast<const int64_t*>(ids.raw_data()),
+                  static_cast<const float*>(summed.raw_data()), total, device_lr_t));
+  return CheckLater(ctx, invalid, TableWhat(table), "those rows were not updated");
 }
 
 }  // namespace
@@ -370,6 +429,7 @@ void RegisterCudaTableKernels(internal::KernelRegistry& r) {
   RegisterCudaOp(r, internal::kTableGatherOp, {any}, TableGatherKernel);
   RegisterCudaOp(r, internal::kTableGatherConcatOp, {any}, TableGatherConcatKernel);
   RegisterCudaOp(r, internal::kTableApplyOp, {any}, TableApplyKernel);
+  RegisterCudaOp(r, internal::kTableGradAggregateOp, {any}, TableGradAggregateKernel);
 }
 
 }  // namespace recsdk::cuda

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cub/device/device_radix_sort.cuh>
 
 #include "src/device/cuda/kernels_launch.h"
 
@@ -385,6 +386,135 @@ __global__ void RowIdsKernel(const int32_t* rows, int64_t n, int64_t num_rows, i
   }
 }
 
+// GradKeysKernel: TableGradAggregate's first pass over one feature, one thread per sample b: for
+// each of its `per` positions the segment it sums into (its restore index; num_unique, a segment
+// never summed, for a pooled padding row and for a bad index, which also counts in *invalid),
+// where its gradient row is, and the pooled scale (1 / valid for the mean, 1 / sqrt(valid) for
+// sqrtn, as TableGradAggregateKernel computes it on the CPU); order[pos] = pos for the sort.
+__global__ void GradKeysKernel(const int32_t* unique_rows, int64_t num_unique,
+                               const int32_t* restore, int64_t batch, int64_t per, int combine,
+                               const float* grads, int64_t dim, int64_t base, uint32_t* keys,
+                               int32_t* order, const float** src, float* scale, int32_t* invalid) {
+  for (int64_t b = GlobalIndex(); b < batch; b += GridStride()) {
+    const int32_t* r = restore + b * per;
+    int64_t valid = 0;
+    for (int64_t j = 0; j < per; ++j) {
+      const int32_t u = r[j];
+      if (u >= 0 && u < num_unique && static_cast<uint32_t>(unique_rows[u]) != kPaddingRowId) {
+        ++valid;
+      }
+    }
+    float s = 1.0f;
+    if (combine == kCombineMean && valid > 0) s = 1.0f / static_cast<float>(valid);
+    if (combine == kCombineSqrtn && valid > 0) s = 1.0f / sqrtf(static_cast<float>(valid));
+    for (int64_t j = 0; j < per; ++j) {
+      const int64_t pos = base + b * per + j;
+      const int32_t u = r[j];
+      uint32_t key = static_cast<uint32_t>(num_unique);
+      if (u < 0 || u >= num_unique) {
+        atomicAdd(invalid, 1);
+      } else if (combine == kCombineNone ||
+                 static_cast<uint32_t>(unique_rows[u]) != kPaddingRowId) {
+        key = static_cast<uint32_t>(u);
+      }
+      keys[pos] = key;
+      order[pos] = static_cast<int32_t>(pos);
+      src[pos] = grads + (combine == kCombineNone ? b * per + j : b) * dim;
+      scale[pos] = s;
+    }
+  }
+}
+
+// SegmentStartsKernel: offsets[u] = the first index of sorted_keys holding u or more, for u <=
+// num_unique (n + 1 threads; the keys are sorted, so each offset is written by exactly one).
+__global__ void SegmentStartsKernel(const uint32_t* sorted_keys, int64_t n, int64_t num_unique,
+                                    int32_t* offsets) {
+  for (int64_t i = GlobalIndex(); i <= n; i += GridStride()) {
+    const int64_t prev = i == 0 ? -1 : static_cast<int64_t>(sorted_keys[i - 1]);
+    const int64_t here = i == n ? num_unique + 1 : static_cast<int64_t>(sorted_keys[i]);
+    for (int64_t u = prev + 1; u <= here && u <= num_unique; ++u) {
+      offsets[u] = static_cast<int32_t>(i);
+    }
+  }
+}
+
+// GradSumKernel: one thread per (segment u, column d): the segment's positions in increasing
+// order (the stable sort keeps them so), each gradient times its scale when scaled, added to 0:
+// the CPU kernel's (feature, sample, position) order, so its bits.
+__global__ void GradSumKernel(const int32_t* order, const float* const* src, const float* scale,
+                              bool scaled, const int32_t* offsets, int64_t num_unique, int64_t dim,
+                              float* out) {
+  const int64_t total = num_unique * dim;
+  for (int64_t t = GlobalIndex(); t < total; t += GridStride()) {
+    const int64_t u = t / dim, d = t % dim;
+    float acc = 0.0f;
+    for (int32_t q = offsets[u]; q < offsets[u + 1]; ++q) {
+      const int32_t pos = order[q];
+      if (scaled) {
+        acc += scale[pos] * src[pos][d];
+      } else {
+        acc += src[pos][d];
+      }
+    }
+    out[t] = acc;
+  }
+}
+
+// MergeKeysKernel: TableApply's merge of several lookups' rows, first pass over one lookup's
+// `count` rows (positions base.. of the concatenation): the key is the row (num_rows, never
+// applied, for a sentinel and for a row past the table, which also counts in *invalid), order the
+// position, src its gradient row.
+__global__ void MergeKeysKernel(const int32_t* rows, int64_t count, int64_t num_rows,
+                                const float* grads, int64_t dim, int64_t base, uint32_t* keys,
+                                int32_t* order, const float** src, int32_t* invalid) {
+  for (int64_t i = GlobalIndex(); i < count; i += GridStride()) {
+    const uint32_t row = static_cast<uint32_t>(rows[i]);
+    uint32_t key = static_cast<uint32_t>(num_rows);
+    if (row < kDefaultRowId) {
+      if (row < num_rows) {
+        key = row;
+      } else {
+        atomicAdd(invalid, 1);
+      }
+    }
+    keys[base + i] = key;
+    order[base + i] = static_cast<int32_t>(base + i);
+    src[base + i] = grads + i * dim;
+  }
+}
+
+// MergeSumKernel: one thread per (sorted position i, column d): the first position of each row's
+// run sums the run's gradients in increasing position order from 0 (the CPU merge's (lookup,
+// position) order) into out[i] and names the row in ids[i]; every other position, and the
+// never-applied key num_rows, gets ids[i] = -1 (SparseApply skips it).
+__global__ void MergeSumKernel(const uint32_t* sorted_keys, const int32_t* order,
+                               const float* const* src, int64_t n, int64_t num_rows, int64_t dim,
+                               float* out, int64_t* ids) {
+  const int64_t total = n * dim;
+  for (int64_t t = GlobalIndex(); t < total; t += GridStride()) {
+    const int64_t i = t / dim, d = t % dim;
+    const uint32_t key = sorted_keys[i];
+    if ((i > 0 && sorted_keys[i - 1] == key) || key >= num_rows) {
+      if (d == 0) ids[i] = -1;
+      continue;
+    }
+    float acc = 0.0f;
+    for (int64_t q = i; q < n && sorted_keys[q] == key; ++q) acc += src[order[q]][d];
+    out[t] = acc;
+    if (d == 0) ids[i] = key;
+  }
+}
+
+// AdamRateKernel: RowUpdater's LazyAdam rate for step *step + 1 (TableApply's step1), in double
+// as the CPU computes it (pow within 2 ulp of the C library's; sqrt and division exact).
+__global__ void AdamRateKernel(const int64_t* step, float lr, float b1, float b2, float* out) {
+  const int64_t s1 = *step + 1;
+  const double t = static_cast<double>(s1 < 1 ? 1 : s1);
+  const double b1t = pow(static_cast<double>(b1), t);
+  const double b2t = pow(static_cast<double>(b2), t);
+  *out = static_cast<float>(static_cast<double>(lr) * sqrt(1.0 - b2t) / (1.0 - b1t));
+}
+
 // SparseApplyKernel: RowUpdater::Apply (src/table/sparse_optimizers.cc), one thread per value:
 // the same expressions in the same order.
 __global__ void SparseApplyKernel(OptimizerParams c, float* table, int64_t stride, int64_t dim,
@@ -421,7 +551,8 @@ __global__ void SparseApplyKernel(OptimizerParams c, float* table, int64_t strid
         const float vi = c.beta2 * v + c2 * gi * gi;
         m = mi;
         v = vi;
-        w -= c.lr_t * mi / (sqrtf(vi) + c.epsilon);
+        const float lr_t = c.lr_t_at != nullptr ? *c.lr_t_at : c.lr_t;
+        w -= lr_t * mi / (sqrtf(vi) + c.epsilon);
         break;
       }
       default: {
@@ -646,6 +777,72 @@ int SegmentSum(void* stream, const float* grads, int64_t dim, const int32_t* off
   if (num_segments * dim == 0) return 0;
   SegmentSumKernel<<<Blocks(num_segments * dim), kThreads, 0, S(stream)>>>(
       grads, dim, offsets, positions, num_segments, out);
+  return LastError();
+}
+
+int GradKeys(void* stream, const int32_t* unique_rows, int64_t num_unique, const int32_t* restore,
+             int64_t batch, int64_t per, int combine, const float* grads, int64_t dim, int64_t base,
+             uint32_t* keys, int32_t* order, const float** src, float* scale, int32_t* invalid) {
+  if (batch * per == 0) return 0;
+  GradKeysKernel<<<Blocks(batch), kThreads, 0, S(stream)>>>(unique_rows, num_unique, restore, batch,
+                                                            per, combine, grads, dim, base, keys,
+                                                            order, src, scale, invalid);
+  return LastError();
+}
+
+int SortKeysTempBytes(int64_t n, int end_bit, size_t* bytes) {
+  *bytes = 0;
+  return static_cast<int>(cub::DeviceRadixSort::SortPairs(
+      nullptr, *bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), static_cast<int>(n), 0,
+      end_bit));
+}
+
+int SortKeys(void* stream, void* temp, size_t temp_bytes, const uint32_t* keys_in,
+             uint32_t* keys_out, const int32_t* order_in, int32_t* order_out, int64_t n,
+             int end_bit) {
+  if (n == 0) return 0;
+  const cudaError_t e =
+      cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out, order_in, order_out,
+                                      static_cast<int>(n), 0, end_bit, S(stream));
+  return e != cudaSuccess ? static_cast<int>(e) : LastError();
+}
+
+int SegmentStarts(void* stream, const uint32_t* sorted_keys, int64_t n, int64_t num_unique,
+                  int32_t* offsets) {
+  SegmentStartsKernel<<<Blocks(n + 1), kThreads, 0, S(stream)>>>(sorted_keys, n, num_unique,
+                                                                 offsets);
+  return LastError();
+}
+
+int GradSum(void* stream, const int32_t* order, const float* const* src, const float* scale,
+            bool scaled, const int32_t* offsets, int64_t num_unique, int64_t dim, float* out) {
+  if (num_unique * dim == 0) return 0;
+  GradSumKernel<<<Blocks(num_unique * dim), kThreads, 0, S(stream)>>>(
+      order, src, scale, scaled, offsets, num_unique, dim, out);
+  return LastError();
+}
+
+int MergeKeys(void* stream, const int32_t* rows, int64_t count, int64_t num_rows,
+              const float* grads, int64_t dim, int64_t base, uint32_t* keys, int32_t* order,
+              const float** src, int32_t* invalid) {
+  if (count == 0) return 0;
+  MergeKeysKernel<<<Blocks(count), kThreads, 0, S(stream)>>>(rows, count, num_rows, grads, dim,
+                                                             base, keys, order, src, invalid);
+  return LastError();
+}
+
+int MergeSum(void* stream, const uint32_t* sorted_keys, const int32_t* order,
+             const float* const* src, int64_t n, int64_t num_rows, int64_t dim, float* out,
+             int64_t* ids) {
+  if (n * dim == 0) return 0;
+  MergeSumKernel<<<Blocks(n * dim), kThreads, 0, S(stream)>>>(sorted_keys, order, src, n, num_rows,
+                                                              dim, out, ids);
+  return LastError();
+}
+
+int AdamRate(void* stream, const int64_t* step, float lr, float b1, float b2, float* out) {
+  AdamRateKernel<<<1, 1, 0, S(stream)>>>(step, lr, b1, b2, out);
   return LastError();
 }
 

@@ -5,6 +5,7 @@
 #ifndef RECSDK_SRC_DEVICE_CUDA_KERNELS_LAUNCH_H_
 #define RECSDK_SRC_DEVICE_CUDA_KERNELS_LAUNCH_H_
 
+#include <cstddef>
 #include <cstdint>
 
 namespace recsdk::cuda::launch {
@@ -29,6 +30,7 @@ struct OptimizerParams {
   float beta2 = 0.0f;
   float epsilon = 0.0f;
   float lr_t = 0.0f;
+  const float* lr_t_at = nullptr;  // when set: lr_t in device memory (AdamRate's output)
   float learning_rate_power = 0.0f;
   float l1 = 0.0f;
   float l2 = 0.0f;
@@ -65,6 +67,30 @@ int RowIds(void* stream, const int32_t* rows, int64_t n, int64_t num_rows, int64
            int32_t* invalid);
 int SegmentSum(void* stream, const float* grads, int64_t dim, const int32_t* offsets,
                const int32_t* positions, int64_t num_segments, float* out);
+// TableGradAggregate's passes (cuda_kernels.cc's TableGradAggregate runs them in this order):
+// GradKeys per feature (positions base.. of the concatenated lookup), SortKeys (a stable radix
+// sort of the keys' low end_bit bits, carrying the positions; SortKeysTempBytes its scratch),
+// SegmentStarts (offsets[0..num_unique] of the sorted keys), GradSum (the sums).
+int GradKeys(void* stream, const int32_t* unique_rows, int64_t num_unique, const int32_t* restore,
+             int64_t batch, int64_t per, int combine, const float* grads, int64_t dim, int64_t base,
+             uint32_t* keys, int32_t* order, const float** src, float* scale, int32_t* invalid);
+int SortKeysTempBytes(int64_t n, int end_bit, size_t* bytes);
+int SortKeys(void* stream, void* temp, size_t temp_bytes, const uint32_t* keys_in,
+             uint32_t* keys_out, const int32_t* order_in, int32_t* order_out, int64_t n,
+             int end_bit);
+int SegmentStarts(void* stream, const uint32_t* sorted_keys, int64_t n, int64_t num_unique,
+                  int32_t* offsets);
+int GradSum(void* stream, const int32_t* order, const float* const* src, const float* scale,
+            bool scaled, const int32_t* offsets, int64_t num_unique, int64_t dim, float* out);
+// TableApply's merge of several lookups' rows (cuda_kernels.cc's MergeRowGrads): MergeKeys per
+// lookup, SortKeys, MergeSum.
+int MergeKeys(void* stream, const int32_t* rows, int64_t count, int64_t num_rows,
+              const float* grads, int64_t dim, int64_t base, uint32_t* keys, int32_t* order,
+              const float** src, int32_t* invalid);
+int MergeSum(void* stream, const uint32_t* sorted_keys, const int32_t* order,
+             const float* const* src, int64_t n, int64_t num_rows, int64_t dim, float* out,
+             int64_t* ids);
+int AdamRate(void* stream, const int64_t* step, float lr, float b1, float b2, float* out);
 int SparseApply(void* stream, const OptimizerParams& params, float* table, int64_t stride,
                 int64_t dim, const int64_t* rows, const float* grads, int64_t count);
 int DenseSgd(void* stream, float* w, const float* g, int64_t n, float lr);

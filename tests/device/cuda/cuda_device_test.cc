@@ -8,7 +8,8 @@
 // trained on "cuda" and on "cpu" gives the same losses (tolerance); the table kernels
 // (cuda_table_kernels.cc) against the CPU's loops and a tiered table trained through the key
 // stage on "cuda" against "cpu", bit for bit; the no-GPU test skips. Without one the GPU tests
-// skip, saying so. Also the device tier's RowStore in GPU memory (CudaRowStore): its option
+// skip, saying so. With a GPU also CounterChecks (bad-index counts read off the step's path).
+// Also the device tier's RowStore in GPU memory (CudaRowStore): its option
 // checks and no-GPU error everywhere, its swaps with the host tier on a GPU. Labels: cuda, quick.
 #include "src/device/cuda/cuda_device.h"
 
@@ -142,13 +143,13 @@ TEST(CudaDeviceTest, LinkingRecsdkCudaRegistersTheDeviceAndItsKernels) {
         "OnesLike",     "ReduceSumGrad",  "CopyHostToDevice",   "CopyDeviceToHost"}) {
     EXPECT_NE(r.Find(op, "cuda", DType::kFloat32, ""), nullptr) << op;
   }
-  // The table ops that read or update rows run on the GPU (cuda_table_kernels.cc).
-  for (const char* op : {"TableGather", "TableGatherConcat", "TableApply"}) {
+  // The table ops that read or update rows run on the GPU (cuda_table_kernels.cc), and the sums of
+  // a lookup's gradients.
+  for (const char* op : {"TableGather", "TableGatherConcat", "TableApply", "TableGradAggregate"}) {
     EXPECT_NE(r.Find(op, "cuda", DType::kInt32, ""), nullptr) << op;
   }
   // No CPU kernel is borrowed: the device has no alias, so what has no CUDA kernel is absent.
-  for (const char* op :
-       {"SparseLookup", "TableGradAggregate", "RandomUniform", "Softmax", "Placeholder"}) {
+  for (const char* op : {"SparseLookup", "RandomUniform", "Softmax", "Placeholder"}) {
     EXPECT_EQ(r.Find(op, "cuda", DType::kFloat32, ""), nullptr) << op;
   }
   // float32 kernels only (but the int64 global step's AssignAdd, staged through the host).
@@ -225,11 +226,21 @@ TEST(CudaDeviceTest, PlacementPutsDenseAndTableRowOpsOnTheGpuAndKeyWorkOnTheHost
       EXPECT_TRUE((tiered ? on_gpu : on_host).contains(op))
           << op << " should run where the table's rows are";
     }
-    for (const char* op : {"SparseLookup", "TableGradAggregate", "Placeholder", "RandomUniform"}) {
+    for (const char* op : {"SparseLookup", "Placeholder", "RandomUniform"}) {
       EXPECT_TRUE(on_host.contains(op)) << op << " should run on the host";
     }
+    // The gradients' sums are taken where the dense part left the gradients (the GPU), so a tiered
+    // table's gradients never go down to the host.
+    EXPECT_TRUE(on_gpu.contains("TableGradAggregate"));
     EXPECT_GT(to_device, 0);
-    EXPECT_GT(to_host, 0);
+    // Untiered: the sums go down to the host's TableApply. Tiered: nothing comes down at all (the
+    // gradients are summed and applied on the GPU; before the CUDA TableGradAggregate they went
+    // down to be summed and came back).
+    if (tiered) {
+      EXPECT_EQ(to_host, 0);
+    } else {
+      EXPECT_GT(to_host, 0);
+    }
     // Every data edge stays in one memory space once the copies are in.
     auto host_side = [](const Node* n, bool as_consumer) {
       if (n->type() == "CopyHostToDevice") return as_consumer;
@@ -514,6 +525,31 @@ TEST(CudaTableKernelsTest, TieredTableTrainsOnTheGpuAsOnTheCpuBitForBit) {
           << "lookup " << i % 3 << " of step " << i / 3 << " differs from the CPU's";
     }
   }
+}
+
+// With a GPU: CounterChecks reads counts off the stream's path: a zero count passes, a nonzero
+// one fails the Poll that finds it with its op's message, once; a full ring waits for the oldest.
+TEST(CudaDeviceTest, CounterChecksReportBadCountsLater) {
+  if (GpuCount() == 0) GTEST_SKIP() << NoGpu("the deferred bad-index checks");
+  auto stream = Stream::Create(0);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  std::shared_ptr<Stream> st(*std::move(stream));
+  auto counts = Upload(*st, std::vector<int32_t>{0, 3});
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  CounterChecks checks(st);
+  auto message = [](int32_t n) { return "op \"g\" (TableGather): " + std::to_string(n) + " bad"; };
+  ASSERT_TRUE(checks.Add(counts->as<int32_t>(), message).ok());
+  ASSERT_TRUE(checks.Poll(/*wait=*/true).ok());
+  ASSERT_TRUE(checks.Add(counts->as<int32_t>() + 1, message).ok());
+  Status s = checks.Poll(/*wait=*/true);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "op \"g\" (TableGather): 3 bad");
+  EXPECT_TRUE(checks.Poll(/*wait=*/true).ok());  // reported once
+  for (int i = 0; i < CounterChecks::kSlots + 5; ++i) {
+    ASSERT_TRUE(checks.Add(counts->as<int32_t>(), message).ok()) << i;
+  }
+  ASSERT_TRUE(checks.Poll(/*wait=*/true).ok());
+  EXPECT_EQ(checks.checked(), 2 + CounterChecks::kSlots + 5);
 }
 
 TEST(CudaRowStoreTest, ChecksItsOptionsThenNeedsAGpu) {

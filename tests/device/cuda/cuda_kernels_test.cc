@@ -2,9 +2,11 @@
 // RowSwapper against its CPU twin on random inputs: the GEMMs against SgemmReference and
 // Bf16GemmReference, the elementwise, reduction and loss ops against the CPU kernels run through
 // a Session (Broadcast against ReduceSumGrad through Gradients), the interaction against its
-// reference functions, SegmentSum against AggregateGradients and SparseApply against
+// reference functions, SegmentSum against AggregateGradients, TableGradAggregate against
+// AggregateLookupGradients, MergeRowGrads against TableApply's merge, and SparseApply against
 // RowUpdater::Apply. Without a GPU (cudaGetDeviceCount fails or finds none) each GPU test skips,
-// saying so; the host-side checks (argument errors, BuildSegmentCsr) run everywhere. Labels: cuda and quick (CI runs it, and it skips there).
+// saying so; the host-side checks (argument errors, BuildSegmentCsr) run everywhere. Labels: cuda
+// and quick (CI runs it, and it skips there).
 #include "src/device/cuda/cuda_kernels.h"
 
 #include <gtest/gtest.h>
@@ -13,7 +15,9 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -556,6 +560,187 @@ TEST_F(CudaKernelTest, SegmentSumMatchesAggregateGradientsBitwise) {
                   .ok());
   // The same adds in the same order: the same bits.
   EXPECT_EQ(Down<float>(out, u * dim), want);
+}
+
+// TableGradAggregate against AggregateLookupGradients (the CPU kernel's sums): every combiner, one
+// and three features, Zipf-like restore indices, padding rows in the unique rows (pooled: they
+// count for nothing and shrink the mean's / sqrtn's count; unpooled: summed like any row), a
+// sample of only padding, -0.0 gradients: the same bits. A restore index outside the unique rows
+// is counted and contributes nothing.
+TEST_F(CudaKernelTest, TableGradAggregateMatchesAggregateLookupGradientsBitwise) {
+  constexpr uint32_t kPad = EmbeddingTable::kPaddingRow, kDef = EmbeddingTable::kDefaultRow;
+  const int64_t dim = 12, per = 5;
+  std::mt19937 rng(31);
+  std::vector<uint32_t> unique(400);
+  for (size_t i = 0; i < unique.size(); ++i) unique[i] = static_cast<uint32_t>(i * 3);
+  unique[7] = kPad;
+  unique[11] = kDef;
+  const std::vector<int32_t> unique32(unique.begin(), unique.end());
+  const int64_t nu = static_cast<int64_t>(unique.size());
+  DeviceBuffer d_unique = Up(unique32);
+  for (const std::optional<Combiner> combiner :
+       {std::optional<Combiner>(), std::optional<Combiner>(Combiner::kSum),
+        std::optional<Combiner>(Combiner::kMean), std::optional<Combiner>(Combiner::kSqrtn)}) {
+    for (const int k : {1, 3}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "combiner " << (combiner ? static_cast<int>(*combiner) : -1) << ", " << k
+                   << " features");
+      std::vector<std::vector<int32_t>> restores;
+      std::vector<std::vector<float>> grads;
+      std::vector<int64_t> batches;
+      for (int f = 0; f < k; ++f) {
+        const int64_t batch = 300 + 17 * f;
+        std::vector<int32_t> r(static_cast<size_t>(batch * per));
+        for (int32_t& x : r) x = static_cast<int32_t>((rng() % 400) * (rng() % 400) / 400);
+        for (int64_t j = 0; j < per; ++j) r[static_cast<size_t>(per + j)] = 7;  // all padding
+        r[3] = 7;
+        std::vector<float> g = Random((combiner ? batch : batch * per) * dim, 40 + f);
+        g[5] = -0.0f;
+        restores.push_back(std::move(r));
+        grads.push_back(std::move(g));
+        batches.push_back(batch);
+      }
+      std::vector<internal::LookupGradient> cpu;
+      std::vector<DeviceBuffer> keep;
+      std::vector<GradFeature> gpu;
+      int64_t positions = 0;
+      for (int f = 0; f < k; ++f) {
+        cpu.push_back({.restore = restores[f], .batch = batches[f], .per = per, .grad = grads[f]});
+        keep.push_back(Up(restores[f]));
+        keep.push_back(Up(grads[f]));
+        gpu.push_back(
+            {keep[keep.size() - 2].as<int32_t>(), batches[f], per, keep.back().as<float>()});
+        positions += batches[f] * per;
+      }
+      std::vector<float> want(static_cast<size_t>(nu * dim));
+      ASSERT_TRUE(
+          internal::AggregateLookupGradients(unique, cpu, combiner, dim, absl::MakeSpan(want))
+              .ok());
+      auto bytes = TableGradAggregateScratchBytes(positions, nu);
+      ASSERT_TRUE(bytes.ok()) << bytes.status();
+      DeviceBuffer scratch = Zeros(*bytes), out = Zeros(nu * dim * 4), bad = Zeros(4);
+      const TableCombine combine =
+          !combiner
+              ? TableCombine::kNone
+              : (*combiner == Combiner::kSum
+                     ? TableCombine::kSum
+                     : (*combiner == Combiner::kMean ? TableCombine::kMean : TableCombine::kSqrtn));
+      ASSERT_TRUE(TableGradAggregate(*stream_, d_unique.as<int32_t>(), nu, gpu, combine, dim,
+                                     scratch.data(), *bytes, out.as<float>(), bad.as<int32_t>())
+                      .ok());
+      const std::vector<float> got = Down<float>(out, nu * dim);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        uint32_t a, b;
+        std::memcpy(&a, &want[i], 4);
+        std::memcpy(&b, &got[i], 4);
+        ASSERT_EQ(a, b) << "at row " << i / dim << " column " << i % dim << ": want " << want[i]
+                        << " got " << got[i];
+      }
+      EXPECT_EQ(Down<int32_t>(bad, 1), std::vector<int32_t>{0});
+    }
+  }
+  // Bad restore indices (-1, past the unique rows): counted, the rest summed as without them.
+  const std::vector<int32_t> restore = {0, -1, 1, 400, 1, 0};
+  const std::vector<float> g = Random(6 * dim, 50);
+  DeviceBuffer dr = Up(restore), dg = Up(g);
+  auto bytes = TableGradAggregateScratchBytes(6, nu);
+  ASSERT_TRUE(bytes.ok());
+  DeviceBuffer scratch = Zeros(*bytes), out = Zeros(nu * dim * 4), bad = Zeros(4);
+  ASSERT_TRUE(TableGradAggregate(*stream_, d_unique.as<int32_t>(), nu,
+                                 {{dr.as<int32_t>(), 6, 1, dg.as<float>()}}, TableCombine::kNone,
+                                 dim, scratch.data(), *bytes, out.as<float>(), bad.as<int32_t>())
+                  .ok());
+  EXPECT_EQ(Down<int32_t>(bad, 1), std::vector<int32_t>{2});
+  const std::vector<float> got = Down<float>(out, 2 * dim);
+  for (int64_t d = 0; d < dim; ++d) {
+    EXPECT_EQ(got[d], (0.0f + g[d]) + g[5 * dim + d]) << d;
+    EXPECT_EQ(got[dim + d], (0.0f + g[2 * dim + d]) + g[4 * dim + d]) << d;
+  }
+}
+
+// MergeRowGrads against the CPU TableApply's merge (a row once, its gradients summed from 0 in
+// (lookup, position) order; sentinels never applied): three lookups sharing rows, bitwise; a row
+// past the table is counted and not applied.
+TEST_F(CudaKernelTest, MergeRowGradsMatchesTheCpuMergeBitwise) {
+  constexpr int64_t kNumRows = 500, dim = 8;
+  std::mt19937 rng(61);
+  std::vector<std::vector<int32_t>> rows(3);
+  std::vector<std::vector<float>> grads(3);
+  std::vector<DeviceBuffer> keep;
+  std::vector<RowGrads> parts;
+  std::map<uint32_t, std::vector<float>> want;
+  int64_t n = 0;
+  for (int p = 0; p < 3; ++p) {
+    const int64_t count = 200 + 30 * p;
+    for (int64_t i = 0; i < count; ++i) rows[p].push_back(static_cast<int32_t>(rng() % 300));
+    rows[p][5] = static_cast<int32_t>(EmbeddingTable::kPaddingRow);
+    rows[p][6] = static_cast<int32_t>(EmbeddingTable::kDefaultRow);
+    if (p == 1) rows[p][7] = static_cast<int32_t>(kNumRows);  // past the table
+    grads[p] = Random(count * dim, 70 + p);
+    for (int64_t i = 0; i < count; ++i) {
+      const auto row = static_cast<uint32_t>(rows[p][i]);
+      if (row >= kNumRows) continue;
+      auto [it, fresh] = want.try_emplace(row, std::vector<float>(dim, 0.0f));
+      for (int64_t d = 0; d < dim; ++d) it->second[d] += grads[p][i * dim + d];
+    }
+    keep.push_back(Up(rows[p]));
+    keep.push_back(Up(grads[p]));
+    parts.push_back({keep[keep.size() - 2].as<int32_t>(), count, keep.back().as<float>()});
+    n += count;
+  }
+  auto bytes = MergeRowGradsScratchBytes(n, kNumRows);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  DeviceBuffer scratch = Zeros(*bytes), out = Zeros(n * dim * 4), ids = Zeros(n * 8),
+               bad = Zeros(4);
+  ASSERT_TRUE(MergeRowGrads(*stream_, parts, kNumRows, dim, scratch.data(), *bytes, out.as<float>(),
+                            ids.as<int64_t>(), bad.as<int32_t>())
+                  .ok());
+  const std::vector<int64_t> got_ids = Down<int64_t>(ids, n);
+  const std::vector<float> got = Down<float>(out, n * dim);
+  EXPECT_EQ(Down<int32_t>(bad, 1), std::vector<int32_t>{1});
+  size_t applied = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (got_ids[i] < 0) continue;
+    ++applied;
+    const auto it = want.find(static_cast<uint32_t>(got_ids[i]));
+    ASSERT_NE(it, want.end()) << got_ids[i];
+    for (int64_t d = 0; d < dim; ++d) {
+      uint32_t a, b;
+      std::memcpy(&a, &it->second[d], 4);
+      std::memcpy(&b, &got[i * dim + d], 4);
+      ASSERT_EQ(a, b) << "row " << got_ids[i] << " column " << d;
+    }
+  }
+  EXPECT_EQ(applied, want.size());  // each row once
+}
+
+// AdamRate: LazyAdam's rate from a device step, as RowUpdater computes it on the host (pow on the
+// device within 2 ulp in double: the float rate within 1 ulp, and equal in practice).
+TEST_F(CudaKernelTest, AdamRateMatchesRowUpdaterFromADeviceStep) {
+  const SparseOptimizerConfig config = SparseOptimizerConfig::LazyAdam(0.01f, 0.9f, 0.999f, 1e-8f);
+  DeviceBuffer rate = Zeros(4);
+  int equal = 0;
+  const std::vector<int64_t> steps = {-3, 0, 1, 2, 9, 99, 1000, 123456};
+  for (int64_t step : steps) {
+    DeviceBuffer d_step = Up(std::vector<int64_t>{step});
+    ASSERT_TRUE(AdamRate(*stream_, config, d_step.as<int64_t>(), rate.as<float>()).ok());
+    const float got = Down<float>(rate, 1)[0];
+    const float want = internal::RowUpdater(config, 4, step + 1).adam_lr_t();
+    EXPECT_LE(std::fabs(got - want), std::fabs(std::nextafter(want, 1e30f) - want)) << step;
+    equal += got == want;
+  }
+  EXPECT_EQ(equal, static_cast<int>(steps.size()));
+  EXPECT_EQ(AdamRate(*stream_, SparseOptimizerConfig::SGD(0.1f), nullptr, rate.as<float>()).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// --- host-side checks of TableGradAggregate's arguments (no GPU needed) ---
+TEST(CudaHostTest, TableGradAggregateChecksItsArgumentsBeforeTheGpu) {
+  EXPECT_EQ(TableGradAggregateScratchBytes(-1, 4).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(TableGradAggregateScratchBytes(int64_t{1} << 31, 4).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 struct OptimizerCase {
