@@ -426,6 +426,14 @@ class TableImpl final : public EmbeddingTable {
   mutable std::mutex swap_out_mu_;  // guards swap_out_ (ReadRowsAt may run under a shared lock)
   mutable std::optional<PendingSwapOut> swap_out_;
   Status SettleSwapOut() const;
+  // tier_failure_: set when a swap between tiers failed halfway (in ExecuteTiers, or as the host
+  // tier took a swap-out's rows). The index may then name slots whose rows never arrived, so
+  // every later access to the tiers returns it (SettleSwapOut, which every such access calls
+  // first) instead of serving or saving wrong rows. Guarded by swap_out_mu_.
+  mutable Status tier_failure_;
+  // FailTiers: records `cause` as the tier failure (the first one stays) and returns it.
+  Status FailTiers(const Status& cause) const;
+  Status FailTiersLocked(const Status& cause) const;
   mutable std::mutex tier_mu_;  // guards the tier state: Resolves of a tiered table take turns
   SlabReservation dirty_;       // one byte per row: changed since the last Snapshot
   uint32_t ssd_base_ = std::numeric_limits<uint32_t>::max();  // first SSD packed location

@@ -118,7 +118,9 @@ Status TableImpl::ResolveUnguarded(absl::Span<const int64_t> keys,
     for (uint32_t i : admit) {
       if (admitting_ && !pending_.empty()) pending_.erase(keys[i]);
     }
-    RECSDK_RETURN_IF_ERROR(ExecuteTiers(keys, rows, admit, plan, lease));
+    // ExecuteTiers changes the tiers step by step: an error there (an SSD write failing
+    // mid-swap) leaves them half moved, which only a restore can repair.
+    if (Status s = ExecuteTiers(keys, rows, admit, plan, lease); !s.ok()) return FailTiers(s);
     if (!train) return absl::OkStatus();
   } else if (!admit.empty()) {
     std::vector<int64_t> admit_keys(admit.size());

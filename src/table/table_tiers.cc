@@ -474,11 +474,30 @@ void TableImpl::ReleaseLeasesLocked(const void* owner, int64_t before_batch) {
 
 Status TableImpl::SettleSwapOut() const {
   std::lock_guard<std::mutex> lock(swap_out_mu_);
+  if (!tier_failure_.ok()) return tier_failure_;
   if (!swap_out_) return absl::OkStatus();
-  RECSDK_RETURN_IF_ERROR(device_memory_->WaitRead(swap_out_->rows));
-  RECSDK_RETURN_IF_ERROR(host_->Write(swap_out_->host_slots, swap_out_->rows.rows->data()));
+  Status s = device_memory_->WaitRead(swap_out_->rows);
+  if (s.ok()) s = host_->Write(swap_out_->host_slots, swap_out_->rows.rows->data());
+  // The index already names the host slots: rows that did not arrive there are lost.
+  if (!s.ok()) return FailTiersLocked(s);
   swap_out_.reset();
   return absl::OkStatus();
+}
+
+Status TableImpl::FailTiers(const Status& cause) const {
+  std::lock_guard<std::mutex> lock(swap_out_mu_);
+  return FailTiersLocked(cause);
+}
+
+Status TableImpl::FailTiersLocked(const Status& cause) const {
+  if (tier_failure_.ok()) {
+    tier_failure_ = absl::DataLossError(fmt::format(
+        "table \"{}\": a move of rows between its tiers failed halfway ({}); its index may now "
+        "name rows that never arrived, so the table refuses every later lookup, snapshot and "
+        "export: fix the cause, then restore the last checkpoint into a new session",
+        name(), cause.ToString()));
+  }
+  return tier_failure_;
 }
 
 Status TableImpl::ReadDeviceRows(absl::Span<const uint32_t> slots, float* out) const {

@@ -2,7 +2,9 @@
 // on the device: the same lookups, updates, admission, eviction, export and snapshots give
 // bitwise the same rows (src/table/table_tiers.cc); and the tiers' own rules: the "two
 // consecutive batches" error, full tiers, and rows of batches in flight never moving.
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -278,6 +280,56 @@ TEST(TieredTable, SsdFileThatCannotBeMadeMidTrainingChangesNothing) {
   auto snap = t->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
   ASSERT_TRUE(snap.ok()) << snap.status();
   EXPECT_EQ(static_cast<int64_t>(snap->keys.size()), t->size());
+}
+
+// Every descriptor of this process open on a file under `folder` now refuses writes: each is
+// replaced by a read-only descriptor of the same file, so reads still work and the next
+// pwritev fails with EBADF, as a disk failing writes would.
+int FailWritesUnder(const std::string& folder) {
+  int replaced = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const std::filesystem::path target = std::filesystem::read_symlink(entry.path(), ec);
+    if (ec || target.string().rfind(folder, 0) != 0) continue;
+    const int fd = std::stoi(entry.path().filename().string());
+    const int ro = ::open(target.c_str(), O_RDONLY | O_CLOEXEC);
+    if (ro < 0) continue;
+    if (::dup2(ro, fd) == fd) ++replaced;
+    ::close(ro);
+  }
+  return replaced;
+}
+
+TEST(TieredTable, SsdWriteFailingMidSwapMakesEveryLaterUseFailInsteadOfServingLostRows) {
+  // An SSD write that fails halfway through a swap (after the rows coming up have left their
+  // slots) leaves the index naming slots that never got their rows. The table must then refuse
+  // every later lookup and snapshot with one error that says to restore, not serve or save them.
+  testing::TierTestDir dir;
+  const std::string folder = dir.Sub("ssd");
+  auto t = Make(Tiered(26, 20, 4000, folder), SparseOptimizerConfig::SGD(0.1f));
+  ASSERT_NE(t, nullptr);
+  std::mt19937_64 rng(3);
+  for (int step = 1; step <= 20; ++step) {
+    std::vector<int64_t> batch = Batch(rng, 8, 400);
+    std::vector<uint32_t> rows(batch.size());
+    ASSERT_TRUE(t->Resolve(batch, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows)).ok());
+  }
+  ASSERT_GT(internal::GetTierStats(*t).ssd_rows, 0);
+  ASSERT_GT(FailWritesUnder(std::filesystem::canonical(folder).string()), 0);
+  Status failed;
+  for (int step = 21; step <= 60 && failed.ok(); ++step) {
+    std::vector<int64_t> batch = Batch(rng, 8, 400);
+    std::vector<uint32_t> rows(batch.size());
+    failed = t->Resolve(batch, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows));
+  }
+  ASSERT_EQ(failed.code(), absl::StatusCode::kDataLoss) << failed;
+  EXPECT_NE(failed.message().find("restore the last checkpoint"), std::string_view::npos) << failed;
+  // Later uses: the same error, whatever they touch.
+  std::vector<int64_t> again = Batch(rng, 8, 400);
+  std::vector<uint32_t> rows(again.size());
+  EXPECT_EQ(t->Resolve(again, {}, {}, LookupMode::kEval, absl::MakeSpan(rows)), failed);
+  auto snap = t->Snapshot(EmbeddingTable::SnapshotKind::kFull);
+  EXPECT_EQ(snap.status(), failed);
 }
 
 TEST(TieredTable, SnapshotsMoveBetweenFlatAndTieredTables) {
