@@ -211,9 +211,8 @@ Status ServeTableExchanges() {
           rank, served, words[0], members));
     }
     const auto command = static_cast<PsCommand>(words[1]);
-    if (command == PsCommand::kEnd) return absl::OkStatus();
     const int64_t step = words[2];
-    if (IsCheckpointCommand(command)) {
+    if (command == PsCommand::kEnd || IsCheckpointCommand(command)) {
       const auto length = static_cast<size_t>(words[4]);
       if (length > kMaxAnnouncedText) {
         return absl::InternalError(fmt::format(
@@ -222,6 +221,14 @@ Status ServeTableExchanges() {
             rank, served, words[4]));
       }
       const std::string text(reinterpret_cast<const char*>(&words[5]), length);
+      if (command == PsCommand::kEnd) {
+        if (text.empty()) return absl::OkStatus();
+        // The chief ended the ps after an error of its own (EndParameterServersAfterError): the
+        // ps's call fails too, so that the ps program exits non-zero as the workers' do.
+        return absl::AbortedError(fmt::format(
+            "ps rank {}: the workers ended the job after an error on the chief (rank 0): {}", rank,
+            text));
+      }
       RECSDK_RETURN_IF_ERROR(ServeCheckpointCommand(command, step, text, rank, served));
       continue;
     }
@@ -296,5 +303,28 @@ Status EndParameterServers() {
   }
   return dist::AnnounceExchange(dist::PsCommand::kEnd, -1, {});
 }
+
+namespace dist {
+
+Status EndParameterServersAfterError(const Status& error) {
+  JobLayout layout;
+  int rank = 0, size = 1;
+  if (!ProcessJob(&layout) || layout.ps == 0 || layout.is_ps || !ProcessWorld(&rank, &size) ||
+      rank != 0) {
+    return absl::OkStatus();
+  }
+  // A failed collective leaves the communicator unusable (MPI cannot cancel it): the ps then
+  // ends at its own deadline, and announcing anything would only wait for that deadline too.
+  if (absl::IsDeadlineExceeded(error) || absl::IsUnavailable(error) || absl::IsAborted(error) ||
+      absl::IsInternal(error)) {
+    return absl::OkStatus();
+  }
+  std::string text(error.message().substr(0, kMaxAnnouncedText - 40));
+  if (text.empty()) text = "(no message)";
+  return AnnounceCommand(PsCommand::kEnd, -1,
+                         fmt::format("{}: {}", absl::StatusCodeToString(error.code()), text));
+}
+
+}  // namespace dist
 
 }  // namespace recsdk

@@ -36,7 +36,7 @@ enum class PsCommand : int64_t {
   kApply = 2,         // ShardedTable::ApplyGradients of one table
   kResolveGroup = 3,  // ShardedTable::ResolveGroup
   kApplyGroup = 4,    // ShardedTable::ApplyGroup
-  kEnd = 5,           // EndParameterServers: the ps loop returns
+  kEnd = 5,           // EndParameterServers: the ps loop returns (with a text: an error)
   kSave = 6,          // Saver::Save: every rank joins the sharded write (the text: unused)
   kSaveDelta = 7,     // Saver::SaveDelta
   kRestore = 8,       // Saver::Restore (the text: the checkpoint directory the chief resolved)
@@ -79,6 +79,14 @@ void ClearPsCheckpointHandler(const void* owner);
 // the ps loop (ShardedTable's constructor and destructor call them).
 void RegisterServedTable(ShardedTable* table);
 void UnregisterServedTable(ShardedTable* table);
+
+// EndParameterServersAfterError: on the chief of a job with ps ranks, once `error` ended its
+// call: ends the ps loop with that error (the ps's RunParameterServer returns Aborted naming it),
+// so a ps does not wait for its deadline. Nothing elsewhere, nor after an error of the job's
+// communication (DeadlineExceeded, Unavailable, Aborted, Internal: a failed collective leaves
+// the communicator unusable, and the ps then ends at its own deadline). Best effort: the other
+// workers, in a collective with the chief, still end at theirs.
+[[nodiscard]] absl::Status EndParameterServersAfterError(const absl::Status& error);
 
 // ServeTableExchanges: the ps loop (RunParameterServer, recsdk/distributed.h).
 [[nodiscard]] absl::Status ServeTableExchanges();
