@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -606,6 +607,16 @@ TEST_F(ShardedTableTest, TheEstimatorTrainsEvaluatesAndRestoresLikeOneProcess) {
   // In the np2/np3 runs the same job has no ps: the Estimator moves the lookups to the key
   // stage there, and must train as one process too.
   ASSERT_EQ(kEstRows % size_, 0);
+  dist::JobLayout job;
+  ASSERT_TRUE(dist::ProcessJob(&job));
+  // RECSDK_PS_ESTIMATOR_DIR (the _ps2 and _ps runs, in that order: tests/dist/CMakeLists.txt):
+  // the job of 2 ps leaves its checkpoints in <dir>/ps2, which the job of 1 ps then restores.
+  const char* shared = std::getenv("RECSDK_PS_ESTIMATOR_DIR");
+  const std::string two_ps_dir = shared != nullptr ? std::string(shared) + "/ps2" : "";
+  const bool keep = shared != nullptr && job.ps == 2;
+  if (keep && rank_ == 0) {
+    ASSERT_TRUE(internal::DeleteRecursively(internal::Env::Default(), two_ps_dir).ok());
+  }
   int64_t chief_pid = getpid();
   ASSERT_TRUE(
       dist::WithProcessCommunicator([&](dist::Communicator& comm, const DistributedOptions& o) {
@@ -613,7 +624,8 @@ TEST_F(ShardedTableTest, TheEstimatorTrainsEvaluatesAndRestoresLikeOneProcess) {
                                        dist::DeadlineAfterSeconds(o.collective_timeout_s),
                                        {-1, "test/dir"});
       }).ok());
-  const std::string dir = ::testing::TempDir() + "recsdk_ps_est_" + std::to_string(chief_pid);
+  const std::string dir =
+      keep ? two_ps_dir : ::testing::TempDir() + "recsdk_ps_est_" + std::to_string(chief_pid);
   const std::string who = "rank " + std::to_string(rank_);
   RunConfig config;
   config.seed = 5;
@@ -623,7 +635,7 @@ TEST_F(ShardedTableTest, TheEstimatorTrainsEvaluatesAndRestoresLikeOneProcess) {
   config.save_summary_steps = 4;
   config.log_step_count_steps = 0;
   EstimatorOptions options;
-  constexpr bool kResume = false;
+  constexpr bool kResume = true;
   options.resume_input_position = kResume;
   options.log = stderr;
   // A ps's input_fn is never called (Shard would refuse its rank): it builds from the chief's
@@ -696,7 +708,21 @@ TEST_F(ShardedTableTest, TheEstimatorTrainsEvaluatesAndRestoresLikeOneProcess) {
     }
     check(**est, kEstSteps, kEstSteps, IsPs() ? 0 : result->at("auc"));
   }
-  if (rank_ == 0) internal::DeleteRecursively(internal::Env::Default(), dir).IgnoreError();
+  if (!keep && rank_ == 0) internal::DeleteRecursively(internal::Env::Default(), dir).IgnoreError();
+  if (shared == nullptr || job.ps != 1) return;
+  // 2 -> 1 ps: the checkpoint of step 12 the job of 2 ps wrote (each ps its shard) restores
+  // here, re-sharded onto 1 ps, to the state this job reached (both equal one process).
+  ASSERT_TRUE(internal::Env::Default()->FileExists(two_ps_dir + "/ckpt-12/shard-1-of-2"))
+      << "run dist_mpi_sharded_table_test_ps2 first (the CTest fixture does)";
+  config.model_dir = two_ps_dir;
+  StatusOr<std::unique_ptr<Estimator>> est =
+      Estimator::Create(EstimatorModel(/*distributed=*/true), config, {}, options);
+  ASSERT_TRUE(est.ok()) << est.status();
+  const Status restored = (*est)->Train(input, -1, kEstSteps);  // restores step 12, trains none
+  ASSERT_TRUE(restored.ok()) << who << ": " << restored;
+  const StatusOr<EvalResult> result = (*est)->Evaluate(input);
+  ASSERT_TRUE(result.ok()) << who << ": " << result.status();
+  check(**est, kEstSteps, kEstSteps, IsPs() ? 0 : result->at("auc"));
 }
 
 }  // namespace
