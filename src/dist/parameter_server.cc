@@ -85,8 +85,21 @@ CheckpointHandler& CheckpointHandlerOf() {
   return *h;
 }
 
+// ExportHandler: the ps's Estimator's export of its shard, when it made one.
+struct ExportHandler {
+  absl::Mutex mu;
+  const void* owner ABSL_GUARDED_BY(mu) = nullptr;
+  PsExportHandler handler ABSL_GUARDED_BY(mu);
+};
+
+ExportHandler& ExportHandlerOf() {
+  static ExportHandler* h = new ExportHandler;  // never destroyed
+  return *h;
+}
+
 bool IsCheckpointCommand(PsCommand c) {
-  return c == PsCommand::kSave || c == PsCommand::kSaveDelta || c == PsCommand::kRestore;
+  return c == PsCommand::kSave || c == PsCommand::kSaveDelta || c == PsCommand::kRestore ||
+         c == PsCommand::kExport;
 }
 
 // ServeCheckpointCommand: the ps's part of the workers' save or restore. Its outcome is every
@@ -95,10 +108,24 @@ bool IsCheckpointCommand(PsCommand c) {
 Status ServeCheckpointCommand(PsCommand command, int64_t step, std::string_view text, int rank,
                               int64_t served) {
   PsCheckpointHandler handler;
-  {
+  if (command == PsCommand::kExport) {
+    ExportHandler& h = ExportHandlerOf();
+    absl::MutexLock lock(&h.mu);
+    if (h.handler) {
+      handler = [export_shard = h.handler](PsCommand, int64_t, std::string_view t) {
+        return export_shard(t);
+      };
+    }
+  } else {
     CheckpointHandler& h = CheckpointHandlerOf();
     absl::MutexLock lock(&h.mu);
     handler = h.handler;
+  }
+  if (!handler && command == PsCommand::kExport) {
+    return absl::FailedPreconditionError(fmt::format(
+        "ps rank {}: the workers export a bundle but this ps has no model to export from; run "
+        "the same Estimator on the ps (its ExportSavedModel serves the workers' export)",
+        rank));
   }
   if (!handler) {
     return absl::FailedPreconditionError(fmt::format(
@@ -111,6 +138,8 @@ Status ServeCheckpointCommand(PsCommand command, int64_t step, std::string_view 
   const std::string what =
       command == PsCommand::kRestore
           ? fmt::format("ps rank {}, table exchange #{}: the restore of \"{}\"", rank, served, text)
+      : command == PsCommand::kExport
+          ? fmt::format("ps rank {}, table exchange #{}: the export", rank, served)
           : fmt::format("ps rank {}, table exchange #{}: the save of step {}", rank, served, step);
   if (absl::IsDeadlineExceeded(s) || absl::IsUnavailable(s)) {
     return Status(s.code(), fmt::format("{}: {}", what, s.message()));
@@ -130,6 +159,21 @@ void SetPsCheckpointHandler(const void* owner, PsCheckpointHandler handler) {
 
 void ClearPsCheckpointHandler(const void* owner) {
   CheckpointHandler& h = CheckpointHandlerOf();
+  absl::MutexLock lock(&h.mu);
+  if (h.owner != owner) return;
+  h.owner = nullptr;
+  h.handler = nullptr;
+}
+
+void SetPsExportHandler(const void* owner, PsExportHandler handler) {
+  ExportHandler& h = ExportHandlerOf();
+  absl::MutexLock lock(&h.mu);
+  h.owner = owner;
+  h.handler = std::move(handler);
+}
+
+void ClearPsExportHandler(const void* owner) {
+  ExportHandler& h = ExportHandlerOf();
   absl::MutexLock lock(&h.mu);
   if (h.owner != owner) return;
   h.owner = nullptr;

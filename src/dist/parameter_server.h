@@ -40,6 +40,7 @@ enum class PsCommand : int64_t {
   kSave = 6,          // Saver::Save: every rank joins the sharded write (the text: unused)
   kSaveDelta = 7,     // Saver::SaveDelta
   kRestore = 8,       // Saver::Restore (the text: the checkpoint directory the chief resolved)
+  kExport = 9,  // ExportSavedModel (the text: the bundle's directory, then its sharded tables)
 };
 
 // PsMember: a table of an announced exchange and its lookup mode.
@@ -74,6 +75,13 @@ using PsCheckpointHandler =
 // workers' checkpoint command, naming the fix.
 void SetPsCheckpointHandler(const void* owner, PsCheckpointHandler handler);
 void ClearPsCheckpointHandler(const void* owner);
+
+// SetPsExportHandler, ClearPsExportHandler: as the checkpoint handler, for kExport: what a ps
+// does when the workers export a bundle (the ps's Estimator installs internal::ExportPsShard of
+// its Session). A ps without one fails the workers' export, naming the fix.
+using PsExportHandler = std::function<absl::Status(std::string_view text)>;
+void SetPsExportHandler(const void* owner, PsExportHandler handler);
+void ClearPsExportHandler(const void* owner);
 
 // RegisterServedTable, UnregisterServedTable: the sharded tables of this process, by name, for
 // the ps loop (ShardedTable's constructor and destructor call them).

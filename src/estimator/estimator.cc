@@ -22,6 +22,7 @@
 #include "recsdk/export.h"
 #include "recsdk/initialize.h"
 #include "recsdk/pipeline.h"
+#include "src/checkpoint/sharded_write.h"
 #include "src/common/clock.h"
 #include "src/common/env.h"
 #include "src/common/status_macros.h"
@@ -89,6 +90,8 @@ struct Estimator::Impl {
   // ps_saver: on a ps with a model_dir, the Saver through which the ps joins the workers'
   // saves and restores (the ps loop calls it); kept for the Estimator's life.
   std::unique_ptr<Saver> ps_saver;
+
+  ~Impl() { dist::ClearPsExportHandler(this); }
 
   EstimatorSpec& spec(ModeKeys m) { return specs[static_cast<int>(m)]; }
   std::FILE* log() const { return options.log != nullptr ? options.log : stdout; }
@@ -395,6 +398,9 @@ Status Estimator::Impl::Build(const InputFn& input_fn) {
     if (n->type() != internal::kTableHandleOp) continue;
     RECSDK_RETURN_IF_ERROR(LookupTable(*session, n->StringAttr("table_name")).status());
   }
+  // The workers' ExportSavedModel: the ps writes its shard of the bundle's tables.
+  dist::SetPsExportHandler(
+      this, [this](std::string_view text) { return internal::ExportPsShard(*session, text); });
   if (config.model_dir.empty()) return absl::OkStatus();
   // The ps joins the workers' saves and restores through this Saver (the restore arrives
   // announced, with the directory the chief resolved); it restores nothing by itself.
@@ -951,65 +957,73 @@ StatusOr<std::string> Estimator::ExportSavedModel(
         "Estimator::ExportSavedModel: the model is built on the first Train, Evaluate or Predict "
         "call; export after training");
   }
-  if (serving_input.empty()) {
-    return absl::InvalidArgumentError(
-        "Estimator::ExportSavedModel: serving_input is empty; list the feature columns the "
-        "served model is fed with");
-  }
-  ServingSignature signature;
-  for (const ServingInputColumn& c : serving_input) {
-    const Node* n = s.graph.FindNode(c.name);
-    if (n == nullptr || n->type() != "Placeholder") {
-      return absl::InvalidArgumentError(fmt::format(
-          "Estimator::ExportSavedModel: serving input \"{}\" is not a feature column of the "
-          "model (the columns of its input_fn's batches)",
-          c.name));
+  // On a ps: its part of the bundle (its shard of the tables), written while it serves the
+  // workers' export (kExport), until they end the call; it returns "".
+  std::string exported;
+  RECSDK_RETURN_IF_ERROR(s.WithPs("ExportSavedModel", nullptr, [&]() -> Status {
+    if (serving_input.empty()) {
+      return absl::InvalidArgumentError(
+          "Estimator::ExportSavedModel: serving_input is empty; list the feature columns the "
+          "served model is fed with");
     }
-    if (n->output(0).dtype() != c.dtype) {
-      return absl::InvalidArgumentError(fmt::format(
-          "Estimator::ExportSavedModel: serving input \"{}\" is {} but the model reads {}", c.name,
-          DTypeName(c.dtype), DTypeName(n->output(0).dtype())));
+    ServingSignature signature;
+    for (const ServingInputColumn& c : serving_input) {
+      const Node* n = s.graph.FindNode(c.name);
+      if (n == nullptr || n->type() != "Placeholder") {
+        return absl::InvalidArgumentError(fmt::format(
+            "Estimator::ExportSavedModel: serving input \"{}\" is not a feature column of the "
+            "model (the columns of its input_fn's batches)",
+            c.name));
+      }
+      if (n->output(0).dtype() != c.dtype) {
+        return absl::InvalidArgumentError(fmt::format(
+            "Estimator::ExportSavedModel: serving input \"{}\" is {} but the model reads {}",
+            c.name, DTypeName(c.dtype), DTypeName(n->output(0).dtype())));
+      }
+      signature.inputs.push_back(c.name);
     }
-    signature.inputs.push_back(c.name);
-  }
-  for (const auto& [name, t] : s.spec(ModeKeys::kPredict).predictions) {
-    signature.outputs.push_back(t.name());
-    signature.output_names.push_back(name);  // served as the model_fn named it ("prob")
-  }
-  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
-  internal::Env* env = internal::Env::Default();
-  if (Status st = env->CreateDir(export_dir_base); !st.ok()) {
-    return Status(st.code(), fmt::format("Estimator::ExportSavedModel: {}", st.message()));
-  }
-  // Versions are timestamps in seconds, as TensorFlow's; two exports within one second (a short
-  // run that exports after train and again after load_and_train) take the next free number, so
-  // the newest export is still the highest version a model server picks.
-  int64_t version = now;
-  while (version < now + 1000 && env->FileExists(fmt::format("{}/{}", export_dir_base, version))) {
-    ++version;
-  }
-  // With several ranks the bundle is written by all of them: rank 0's version (its clock, its
-  // view of the directory) is every rank's. Each rank reading its own clock named two bundles
-  // when the ranks crossed a second apart, and rank 0 could not commit.
-  const Status agreed = dist::WithWorkerCommunicator(
-      [&](dist::Communicator& comm, const DistributedOptions& o) -> Status {
-        if (comm.size() == 1) return absl::OkStatus();
-        return comm.Broadcast(absl::MakeSpan(&version, 1), 0,
-                              dist::DeadlineAfterSeconds(o.collective_timeout_s),
-                              {-1, "export version"});
-      });
-  if (!agreed.ok()) {
-    return Status(agreed.code(),
-                  fmt::format("Estimator::ExportSavedModel: agreeing on the export's version "
-                              "with the other ranks: {}",
-                              agreed.message()));
-  }
-  const std::string dir = fmt::format("{}/{}", export_dir_base, version);
-  RECSDK_RETURN_IF_ERROR(recsdk::ExportSavedModel(*s.session, dir, signature));
-  s.Print(fmt::format("exported the model to {}", dir));
-  return dir;
+    for (const auto& [name, t] : s.spec(ModeKeys::kPredict).predictions) {
+      signature.outputs.push_back(t.name());
+      signature.output_names.push_back(name);  // served as the model_fn named it ("prob")
+    }
+    const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    internal::Env* env = internal::Env::Default();
+    if (Status st = env->CreateDir(export_dir_base); !st.ok()) {
+      return Status(st.code(), fmt::format("Estimator::ExportSavedModel: {}", st.message()));
+    }
+    // Versions are timestamps in seconds, as TensorFlow's; two exports within one second (a short
+    // run that exports after train and again after load_and_train) take the next free number, so
+    // the newest export is still the highest version a model server picks.
+    int64_t version = now;
+    while (version < now + 1000 &&
+           env->FileExists(fmt::format("{}/{}", export_dir_base, version))) {
+      ++version;
+    }
+    // With several ranks the bundle is written by all of them: rank 0's version (its clock, its
+    // view of the directory) is every rank's. Each rank reading its own clock named two bundles
+    // when the ranks crossed a second apart, and rank 0 could not commit.
+    const Status agreed = dist::WithWorkerCommunicator(
+        [&](dist::Communicator& comm, const DistributedOptions& o) -> Status {
+          if (comm.size() == 1) return absl::OkStatus();
+          return comm.Broadcast(absl::MakeSpan(&version, 1), 0,
+                                dist::DeadlineAfterSeconds(o.collective_timeout_s),
+                                {-1, "export version"});
+        });
+    if (!agreed.ok()) {
+      return Status(agreed.code(),
+                    fmt::format("Estimator::ExportSavedModel: agreeing on the export's version "
+                                "with the other ranks: {}",
+                                agreed.message()));
+    }
+    const std::string dir = fmt::format("{}/{}", export_dir_base, version);
+    RECSDK_RETURN_IF_ERROR(recsdk::ExportSavedModel(*s.session, dir, signature));
+    s.Print(fmt::format("exported the model to {}", dir));
+    exported = dir;
+    return absl::OkStatus();
+  }));
+  return exported;
 }
 
 StatusOr<std::pair<std::vector<Variable>, std::vector<SparseTable>>>

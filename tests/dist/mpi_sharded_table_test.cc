@@ -524,7 +524,7 @@ ModelFn EstimatorModel(bool distributed) {
 struct OneProcessEstimator {
   Graph g;
   std::unique_ptr<Session> session;
-  EstimatorSpec train, eval;
+  EstimatorSpec train, eval, predict;
 
   explicit OneProcessEstimator(int64_t seed) {
     internal::SetTableDecorator(nullptr);
@@ -546,7 +546,7 @@ struct OneProcessEstimator {
     const ModelFn model = EstimatorModel(/*distributed=*/false);
     train = *model(reuse, f, l, ModeKeys::kTrain, {});
     eval = *model(reuse.NewNameScope("eval"), f, l, ModeKeys::kEval, {});
-    (void)*model(reuse.NewNameScope("infer"), f, l, ModeKeys::kPredict, {});
+    predict = *model(reuse.NewNameScope("infer"), f, l, ModeKeys::kPredict, {});
     GlobalVariablesInitializer(root);
     EXPECT_TRUE(g.status().ok()) << g.status();
     session = *Session::Create(g);
@@ -707,6 +707,40 @@ TEST_F(ShardedTableTest, TheEstimatorTrainsEvaluatesAndRestoresLikeOneProcess) {
       one.Train(0, kEstSteps - kEstFirstSteps);
     }
     check(**est, kEstSteps, kEstSteps, IsPs() ? 0 : result->at("auc"));
+
+    // Export: one bundle of the chief's graph and variables and each ps's shard of the rows
+    // (or, without ps, each rank's), whose predictions are one process's.
+    const StatusOr<std::string> bundle = (*est)->ExportSavedModel(
+        dir + "/export",
+        {{"C1", DType::kInt64, Shape{-1, 2}}, {"dense", DType::kFloat32, Shape{-1, 2}}});
+    ASSERT_TRUE(bundle.ok()) << who << ": " << bundle.status();
+    if (IsPs()) {
+      EXPECT_TRUE(bundle->empty()) << who;
+    } else {
+      const int shards = job.owners();
+      EXPECT_TRUE(internal::Env::Default()->FileExists(
+          *bundle + "/shard-" + std::to_string(shards - 1) + "-of-" + std::to_string(shards)))
+          << who;
+      StatusOr<std::unique_ptr<Predictor>> served = Predictor::Load(*bundle);
+      ASSERT_TRUE(served.ok()) << who << ": " << served.status();
+      std::unique_ptr<Dataset> data = *EstimatorInput(0, 0)();
+      Batch b;
+      int batches = 0;
+      while (*data->GetNext(&b)) {
+        ++batches;
+        StatusOr<std::vector<Tensor>> got =
+            (*served)->Predict({{"C1", *b.column("C1")}, {"dense", *b.column("dense")}});
+        ASSERT_TRUE(got.ok()) << who << ": " << got.status();
+        StatusOr<std::vector<Tensor>> want =
+            one.session->Run(BatchFeeds(one.g, b), {one.predict.predictions.at("prob")});
+        ASSERT_TRUE(want.ok()) << want.status();
+        const auto a = (*got)[0].flat<float>();
+        const auto w = (*want)[0].flat<float>();
+        ExpectClose(std::vector<float>(a.begin(), a.end()), std::vector<float>(w.begin(), w.end()),
+                    who + ", the bundle's predictions of batch " + std::to_string(batches));
+      }
+      EXPECT_EQ(batches, kEstSteps);
+    }
   }
   if (!keep && rank_ == 0) internal::DeleteRecursively(internal::Env::Default(), dir).IgnoreError();
   if (shared == nullptr || job.ps != 1) return;
