@@ -353,8 +353,7 @@ namespace dist {
 Status EndParameterServersAfterError(const Status& error) {
   JobLayout layout;
   int rank = 0, size = 1;
-  if (!ProcessJob(&layout) || layout.ps == 0 || layout.is_ps || !ProcessWorld(&rank, &size) ||
-      rank != 0) {
+  if (!ProcessJob(&layout) || layout.ps == 0 || layout.is_ps || !ProcessWorld(&rank, &size)) {
     return absl::OkStatus();
   }
   // A failed collective leaves the communicator unusable (MPI cannot cancel it): the ps then
@@ -363,6 +362,8 @@ Status EndParameterServersAfterError(const Status& error) {
       absl::IsInternal(error)) {
     return absl::OkStatus();
   }
+  // Every worker joins the announcement (a Broadcast of every rank); the chief's text is what
+  // the ps receives.
   std::string text(error.message().substr(0, kMaxAnnouncedText - 40));
   if (text.empty()) text = "(no message)";
   return AnnounceCommand(PsCommand::kEnd, -1,

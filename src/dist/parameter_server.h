@@ -88,12 +88,13 @@ void ClearPsExportHandler(const void* owner);
 void RegisterServedTable(ShardedTable* table);
 void UnregisterServedTable(ShardedTable* table);
 
-// EndParameterServersAfterError: on the chief of a job with ps ranks, once `error` ended its
-// call: ends the ps loop with that error (the ps's RunParameterServer returns Aborted naming it),
-// so a ps does not wait for its deadline. Nothing elsewhere, nor after an error of the job's
-// communication (DeadlineExceeded, Unavailable, Aborted, Internal: a failed collective leaves
-// the communicator unusable, and the ps then ends at its own deadline). Best effort: the other
-// workers, in a collective with the chief, still end at theirs.
+// EndParameterServersAfterError: on the workers of a job with ps ranks, once `error` ended their
+// call (every worker calls it: the announcement is a collective of every rank): ends the ps loop
+// with the chief's error (the ps's RunParameterServer returns Aborted naming it), so a ps does
+// not wait for its deadline. Nothing on a ps or without ps ranks, nor after an error of the
+// job's communication (DeadlineExceeded, Unavailable, Aborted, Internal: a failed collective
+// leaves the communicator unusable, and the ps then ends at its own deadline). Best effort: an
+// error of one worker alone leaves the others, and the ps, to their deadlines.
 [[nodiscard]] absl::Status EndParameterServersAfterError(const absl::Status& error);
 
 // ServeTableExchanges: the ps loop (RunParameterServer, recsdk/distributed.h).

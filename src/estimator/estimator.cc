@@ -191,16 +191,16 @@ Status Estimator::Impl::CheckSpec(ModeKeys mode, const EstimatorSpec& s, int fir
 
 namespace {
 
-// ColumnLayout: one column of the input's batches as the graph reads it (the batch dimension
+// EstimatorColumn: one column of the input's batches as the graph reads it (the batch dimension
 // left unknown).
-struct ColumnLayout {
+struct EstimatorColumn {
   std::string name;
   DType dtype = DType::kFloat32;
   std::vector<int64_t> inner_dims;
 };
 
 // PeekColumns: the columns of the input_fn's first batch, and its rows.
-StatusOr<std::vector<ColumnLayout>> PeekColumns(const InputFn& input_fn, int64_t* rows) {
+StatusOr<std::vector<EstimatorColumn>> PeekColumns(const InputFn& input_fn, int64_t* rows) {
   if (!input_fn) return absl::InvalidArgumentError("Estimator: input_fn is null");
   RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> peek, input_fn());
   if (peek == nullptr) return absl::InvalidArgumentError("Estimator: input_fn returned null");
@@ -212,9 +212,9 @@ StatusOr<std::vector<ColumnLayout>> PeekColumns(const InputFn& input_fn, int64_t
         "the feature and label columns");
   }
   *rows = first.num_rows();
-  std::vector<ColumnLayout> columns;
+  std::vector<EstimatorColumn> columns;
   for (const auto& [name, t] : first.columns()) {
-    ColumnLayout c{name, t.dtype(), {}};
+    EstimatorColumn c{name, t.dtype(), {}};
     for (int d = 1; d < t.shape().rank(); ++d) c.inner_dims.push_back(t.shape().dim(d));
     columns.push_back(std::move(c));
   }
@@ -222,16 +222,16 @@ StatusOr<std::vector<ColumnLayout>> PeekColumns(const InputFn& input_fn, int64_t
 }
 
 // The chief's columns as they travel to the ps ranks: a line per column, "name\tdtype\tdims".
-std::string EncodeColumns(const std::vector<ColumnLayout>& columns) {
+std::string EncodeColumns(const std::vector<EstimatorColumn>& columns) {
   std::string text;
-  for (const ColumnLayout& c : columns) {
+  for (const EstimatorColumn& c : columns) {
     text += fmt::format("{}\t{}\t{}\n", c.name, DTypeName(c.dtype), fmt::join(c.inner_dims, ","));
   }
   return text;
 }
 
-StatusOr<std::vector<ColumnLayout>> DecodeColumns(std::string_view text) {
-  std::vector<ColumnLayout> columns;
+StatusOr<std::vector<EstimatorColumn>> DecodeColumns(std::string_view text) {
+  std::vector<EstimatorColumn> columns;
   const auto malformed = [&] {
     return absl::InternalError(
         "Estimator: the chief's column layout arrived malformed; every rank must run the same "
@@ -245,7 +245,7 @@ StatusOr<std::vector<ColumnLayout>> DecodeColumns(std::string_view text) {
     const size_t t1 = line.find('\t');
     const size_t t2 = t1 == std::string_view::npos ? t1 : line.find('\t', t1 + 1);
     if (t2 == std::string_view::npos) return malformed();
-    ColumnLayout c;
+    EstimatorColumn c;
     c.name = std::string(line.substr(0, t1));
     RECSDK_ASSIGN_OR_RETURN(c.dtype, ParseDType(line.substr(t1 + 1, t2 - t1 - 1)));
     std::string_view dims = line.substr(t2 + 1);
@@ -268,8 +268,8 @@ StatusOr<std::vector<ColumnLayout>> DecodeColumns(std::string_view text) {
 // graph. A worker keeps its own columns (the program fingerprint compares the workers' graphs);
 // a ps takes the chief's. The error travels too, so a ps does not wait for a layout that never
 // comes. Two Broadcasts over every rank, each with the deadline collective_timeout_s.
-StatusOr<std::vector<ColumnLayout>> ShareChiefColumns(
-    const StatusOr<std::vector<ColumnLayout>>& mine, bool is_ps, int64_t* rows) {
+StatusOr<std::vector<EstimatorColumn>> ShareChiefColumns(
+    const StatusOr<std::vector<EstimatorColumn>>& mine, bool is_ps, int64_t* rows) {
   int rank = 0, size = 1;
   if (!dist::ProcessWorld(&rank, &size)) {
     return absl::InternalError("Estimator: a job with ps ranks but no process communicator");
@@ -279,7 +279,7 @@ StatusOr<std::vector<ColumnLayout>> ShareChiefColumns(
   std::array<int64_t, 3> header{};
   if (rank == 0) {
     if (mine.ok()) {
-      for (const ColumnLayout& c : *mine) {
+      for (const EstimatorColumn& c : *mine) {
         if (c.name.find_first_of("\t\n") != std::string::npos) {
           return absl::InvalidArgumentError(fmt::format(
               "Estimator: column \"{}\" has a tab or a newline in its name; in a job with ps "
@@ -347,8 +347,8 @@ Status Estimator::Impl::PsRole() {
 Status Estimator::Impl::Build(const InputFn& input_fn) {
   if (built) return absl::OkStatus();
   RECSDK_RETURN_IF_ERROR(PsRole());
-  StatusOr<std::vector<ColumnLayout>> columns =
-      is_ps ? StatusOr<std::vector<ColumnLayout>>(std::vector<ColumnLayout>{})
+  StatusOr<std::vector<EstimatorColumn>> columns =
+      is_ps ? StatusOr<std::vector<EstimatorColumn>>(std::vector<EstimatorColumn>{})
             : PeekColumns(input_fn, &schema_rows);
   if (ps_job) columns = ShareChiefColumns(columns, is_ps, &schema_rows);
   RECSDK_RETURN_IF_ERROR(columns.status());
@@ -356,7 +356,7 @@ Status Estimator::Impl::Build(const InputFn& input_fn) {
   Scope root(&graph);
   Features features;
   Labels labels;
-  for (const ColumnLayout& c : *columns) {
+  for (const EstimatorColumn& c : *columns) {
     std::vector<int64_t> dims = {Shape::kUnknownDim};
     dims.insert(dims.end(), c.inner_dims.begin(), c.inner_dims.end());
     const Output column = DatasetColumn(root.WithOpName(c.name), c.name, c.dtype, Shape(dims));
@@ -435,7 +435,8 @@ Status Estimator::Impl::WithPs(const char* call, const InputFn& input_fn,
   }
   const Status s = body();
   if (!s.ok()) {
-    // Best effort: the chief ends the ps with its error (nothing after a failed collective).
+    // Best effort: the workers end the ps with the chief's error (nothing after a failed
+    // collective; an error of one worker alone leaves the others to their deadlines).
     dist::EndParameterServersAfterError(s).IgnoreError();
     return s;
   }

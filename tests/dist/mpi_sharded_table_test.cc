@@ -741,6 +741,22 @@ TEST_F(ShardedTableTest, TheEstimatorTrainsEvaluatesAndRestoresLikeOneProcess) {
       }
       EXPECT_EQ(batches, kEstSteps);
     }
+
+    // A call that fails on the workers (here: nothing to evaluate) ends the ps's call at once
+    // with the chief's error, not at the ps's deadline.
+    const InputFn empty = [&]() -> StatusOr<std::unique_ptr<Dataset>> {
+      SyntheticOptions d = EstimatorData();
+      d.num_rows = 0;
+      return SyntheticDataset(d);
+    };
+    const StatusOr<EvalResult> failed = (*est)->Evaluate(empty);
+    ASSERT_FALSE(failed.ok()) << who;
+    EXPECT_THAT(std::string(failed.status().message()), HasSubstr("yielded no batch")) << who;
+    if (IsPs()) {
+      EXPECT_EQ(failed.status().code(), absl::StatusCode::kAborted) << failed.status();
+      EXPECT_THAT(std::string(failed.status().message()),
+                  HasSubstr("after an error on the chief (rank 0)"));
+    }
   }
   if (!keep && rank_ == 0) internal::DeleteRecursively(internal::Env::Default(), dir).IgnoreError();
   if (shared == nullptr || job.ps != 1) return;
