@@ -161,6 +161,13 @@ struct ServingInputColumn {
 
 // Estimator: trains, evaluates, predicts and exports a model_fn's model (see the file comment). Not
 // copyable; one caller at a time.
+// In a job with ps tasks (TF_CONFIG, recsdk/distributed.h) every rank makes the same calls. On a
+// ps, Train, Evaluate, TrainAndEvaluate, Predict and ExportSavedModel build the model from the
+// chief's input columns (a ps calls no input_fn) and serve the workers' table exchanges, saves,
+// restores and export until the workers end that call, then return OK (Evaluate and
+// TrainAndEvaluate an empty EvalResult, ExportSavedModel ""); a worker's call ends the ps's. The
+// lookups stay in the graph there (no key stage exchanges), and the ps waits at most
+// collective_timeout_s between two of the workers' exchanges (docs/distributed.md).
 class Estimator {
  public:
   // Create: validates run_config (RunConfig::Validate). InvalidArgument for a null model_fn.

@@ -16,8 +16,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 #include <string_view>
+#include <vector>
 
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
@@ -30,6 +32,7 @@
 #include "src/common/env.h"
 #include "src/common/json_number.h"
 #include "src/common/status_macros.h"
+#include "src/dist/parameter_server.h"
 #include "src/dist/process_communicator.h"
 #include "src/session/session_resources.h"
 #include "src/session/table_ops.h"
@@ -225,24 +228,41 @@ Status ExportSavedModel(Session& session, const std::string& export_path,
       if (t.name == n->StringAttr("table_name")) state.tables.push_back(t);
     }
   }
+  // A job with ps ranks: the ps ranks hold the sharded tables' rows but run no graph. The
+  // workers announce the export (its directory and the serving graph's sharded tables) and
+  // every rank joins the sharded write: each ps writes its shard of those tables
+  // (internal::ExportPsShard), a worker none, and the chief the rest, as in a job without ps.
+  dist::JobLayout job_layout;
+  const bool with_ps = dist::ProcessJob(&job_layout) && job_layout.ps > 0;
+  if (with_ps && job_layout.is_ps) {
+    return absl::FailedPreconditionError(
+        "ExportSavedModel: this process is a ps rank; the workers export, and the ps joins "
+        "through its serving loop (RunParameterServer, or the Estimator's ExportSavedModel on "
+        "the ps)");
+  }
+  std::string ps_text = export_dir;
+  if (with_ps) {
+    for (const internal::TableRef& t : state.tables) {
+      if (internal::IsSharded(t)) ps_text += "\n" + t.name;
+    }
+    std::erase_if(state.tables, [](const internal::TableRef& t) { return internal::IsSharded(t); });
+  }
   StatusOr<internal::SaveJob> job =
       internal::SnapshotSession(session, state, EmbeddingTable::SnapshotKind::kFullKeepTracking);
   for (size_t i = 0; job.ok() && i < job->tables.size(); ++i) {
     const bool by_address = state.tables[i].resource->table()->config().use_dynamic_expansion;
     job->tables[i] = internal::ServingRows(std::move(job->tables[i]), by_address);
   }
-  if (dist::JobLayout job_layout; dist::ProcessJob(&job_layout) && job_layout.ps > 0) {
-    // The ps ranks hold the tables' rows but run no graph, so they cannot cut the serving graph
-    // the bundle's shards must match; their checkpoints restore at any number of ranks instead.
-    return absl::FailedPreconditionError(fmt::format(
-        "Export: this job has {} ps ranks (TF_CONFIG), which hold the sharded tables' rows; an "
-        "export bundle of a job with ps ranks is not built yet (docs/distributed.md): save a "
-        "checkpoint (Saver), restore it in one process or a job without ps tasks (a checkpoint "
-        "re-shards to any number of ranks) and export there",
-        job_layout.ps));
+  int world = 1;
+  int rank = 0;
+  if (with_ps) {
+    if (!dist::ProcessWorld(&rank, &world)) {
+      return absl::InternalError("ExportSavedModel: a job with ps ranks but no communicator");
+    }
+  } else {
+    RECSDK_ASSIGN_OR_RETURN(world, get_rank_size());
+    RECSDK_ASSIGN_OR_RETURN(rank, get_rank_id());
   }
-  RECSDK_ASSIGN_OR_RETURN(const int world, get_rank_size());
-  RECSDK_ASSIGN_OR_RETURN(const int rank, get_rank_id());
   if (world == 1) RECSDK_RETURN_IF_ERROR(job.status());
 
   const std::string parent = internal::Dirname(export_dir);
@@ -320,13 +340,96 @@ Status ExportSavedModel(Session& session, const std::string& export_path,
     internal::ManifestParts parts;
     parts.shard_ids = shard_ids;
     Status s = make_tmp();
-    if (s.ok()) s = internal::MoveShardsInto(env, world, w, tmp);
+    if (s.ok() && with_ps) {
+      // The workers' shard directories are empty; ps rank owner_first + p's is shard p of P
+      // (the bundle then reads as one exported by P ranks).
+      const int first = job_layout.owner_first();
+      for (int r = 0; s.ok() && r < first; ++r) {
+        s = internal::DeleteRecursively(env, w.shard_tmp(r));
+      }
+      for (int p = 0; s.ok() && p < job_layout.owners(); ++p) {
+        const std::string from = w.shard_tmp(first + p);
+        if (!env->FileExists(from)) {
+          s = absl::FailedPreconditionError(fmt::format(
+              "ps rank {} wrote its shard to \"{}\", which the chief cannot see: the directory "
+              "must be one every rank sees (one host, or a file system shared by the hosts)",
+              first + p, from));
+        } else {
+          s = env->RenameFile(from, JoinPath(tmp, internal::ShardDirName(p, job_layout.owners())));
+        }
+      }
+      parts.shard_ids.assign(shard_ids.begin() + first, shard_ids.end());
+    } else if (s.ok()) {
+      s = internal::MoveShardsInto(env, world, w, tmp);
+    }
     if (s.ok()) s = write(top_job, parts);
     if (!s.ok()) return failed(s);
     return std::string();
   };
+  if (with_ps) {
+    const Status announced = dist::AnnounceCommand(dist::PsCommand::kExport, -1, ps_text);
+    if (!announced.ok()) {
+      return Status(announced.code(),
+                    fmt::format("ExportSavedModel: rank {}: announcing the export of \"{}\" to the "
+                                "ps ranks: {}",
+                                rank, export_dir, announced.message()));
+    }
+  }
   return internal::RunShardedWrite(env, rank, world, job.status(), w).status();
 }
+
+namespace internal {
+
+Status ExportPsShard(Session& session, std::string_view text) {
+  dist::JobLayout layout;
+  int rank = 0, world = 1;
+  if (!dist::ProcessJob(&layout) || !layout.is_ps || !dist::ProcessWorld(&rank, &world)) {
+    return absl::FailedPreconditionError("ExportPsShard: this process is not a ps rank");
+  }
+  // text: the bundle's directory, then one sharded table of the serving graph per line.
+  std::vector<std::string> lines;
+  for (size_t start = 0;;) {
+    const size_t end = text.find('\n', start);
+    lines.emplace_back(text.substr(start, end == std::string_view::npos ? end : end - start));
+    if (end == std::string_view::npos) break;
+    start = end + 1;
+  }
+  const std::string export_dir = lines.front();
+  Env* env = Env::Default();
+  Status before = absl::OkStatus();
+  SessionState state;
+  StatusOr<SessionState> all = CollectSessionState(session, /*saved_tables_only=*/false);
+  if (!all.ok()) before = all.status();
+  for (size_t i = 1; before.ok() && i < lines.size(); ++i) {
+    auto it = std::find_if(all->tables.begin(), all->tables.end(),
+                           [&](const TableRef& t) { return t.name == lines[i] && IsSharded(t); });
+    if (it == all->tables.end()) {
+      before = absl::FailedPreconditionError(fmt::format(
+          "ps rank {} holds no sharded table \"{}\" that the workers export; the ps must build "
+          "the workers' model",
+          rank, lines[i]));
+    } else {
+      state.tables.push_back(*it);
+    }
+  }
+  StatusOr<SaveJob> job =
+      before.ok() ? SnapshotSession(session, state, EmbeddingTable::SnapshotKind::kFullKeepTracking)
+                  : StatusOr<SaveJob>(before);
+  for (size_t i = 0; job.ok() && i < job->tables.size(); ++i) {
+    const bool by_address = state.tables[i].resource->table()->config().use_dynamic_expansion;
+    job->tables[i] = ServingRows(std::move(job->tables[i]), by_address);
+  }
+  ShardedWrite w;
+  w.what = fmt::format("ExportSavedModel: the bundle \"{}\"", export_dir);
+  w.shard_tmp = [&](int r) { return fmt::format("{}.tmp-shard-{}-of-{}", export_dir, r, world); };
+  w.write_shard = [&](const std::string& dir) { return WriteCheckpointFiles(env, dir, *job); };
+  w.commit = [](const std::vector<std::string>&) -> StatusOr<std::string> {
+    return absl::InternalError("a ps rank never commits a bundle (rank 0 does)");
+  };
+  return RunShardedWrite(env, rank, world, job.status(), w).status();
+}
+
+}  // namespace internal
 
 struct Predictor::Impl {
   ServingSignature signature;

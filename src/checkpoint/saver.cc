@@ -459,6 +459,32 @@ StatusOr<std::string> Saver::Impl::SaveImpl(int64_t step, bool delta) {
   };
   StatusOr<internal::SaveJob> job = snapshot();
   std::string id;
+  if (with_ps() && !layout.is_ps) {
+    // The workers write no shard manifest: the chief records each worker's input position in
+    // the top one (a collective of the workers, before the save's own).
+    int64_t mine = job.ok() ? job->dataset_batches : -1;
+    std::vector<int64_t> all(static_cast<size_t>(layout.workers), -1);
+    const Status gathered = dist::WithWorkerCommunicator(
+        [&](dist::Communicator& comm, const DistributedOptions& o) -> Status {
+          if (comm.size() == 1) {
+            all[0] = mine;
+            return absl::OkStatus();
+          }
+          return comm.AllGather<int64_t>(absl::MakeConstSpan(&mine, 1), absl::MakeSpan(all),
+                                         dist::DeadlineAfterSeconds(o.collective_timeout_s),
+                                         {step, "ckpt/input positions"});
+        });
+    if (!gathered.ok()) {
+      return Status(gathered.code(),
+                    fmt::format("Saver: rank {}: gathering the workers' input positions for the "
+                                "checkpoint of step {}: {}",
+                                rank, step, gathered.message()));
+    }
+    if (job.ok() && rank == 0 &&
+        std::any_of(all.begin(), all.end(), [](int64_t b) { return b >= 0; })) {
+      job->worker_dataset_batches = std::move(all);
+    }
+  }
   if (world > 1) {
     // Every rank ends the save the same way: the chain breaks everywhere if any rank failed.
     std::vector<std::string> base = job.ok() ? job->chain : std::vector<std::string>{};
@@ -668,6 +694,20 @@ StatusOr<int64_t> Saver::Impl::RestoreResolved(const StatusOr<std::string>& reso
   const std::string& dir = ckpt.dir;
   if (ckpt.run_count >= 0) im.session->SetRunCount(ckpt.run_count);
   im.restored_dataset_batches = ckpt.dataset_batches;
+  if (im.with_ps()) {
+    // A worker takes its own position from the chief's record, when the checkpoint was written
+    // by as many workers (each reads its shard of the input, Shard(dataset, workers, rank)).
+    im.restored_dataset_batches = -1;
+    const auto& positions = ckpt.worker_dataset_batches;
+    if (!im.layout.is_ps && positions.size() == static_cast<size_t>(im.layout.workers)) {
+      im.restored_dataset_batches = positions[static_cast<size_t>(im.rank)];
+    } else if (!im.layout.is_ps && !positions.empty()) {
+      internal::LogInfo(
+          "Saver: checkpoint \"{}\" was written by {} worker(s) and is restored by {}: the input "
+          "position is not restored (each worker's shard of the input changed)",
+          ckpt.dir, positions.size(), im.layout.workers);
+    }
+  }
   im.chain = ckpt.chain;
   im.chain.push_back(dir.substr(dir.find_last_of('/') + 1));
   im.chain_ids = ckpt.chain_ids;

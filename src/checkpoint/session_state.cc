@@ -151,6 +151,9 @@ StatusOr<std::string> WriteCheckpointFiles(Env* env, const std::string& tmp, con
   if (parts.dataset && job.dataset_batches >= 0) {
     manifest["dataset"] = {{"batches_consumed", job.dataset_batches}};
   }
+  if (!job.worker_dataset_batches.empty()) {
+    manifest["dataset"] = {{"workers", job.worker_dataset_batches}};
+  }
   if (job.delta) manifest["chain_ids"] = job.chain_ids;
   if (!parts.shard_ids.empty()) {
     manifest["shards"] = {{"world_size", parts.shard_ids.size()}, {"ids", parts.shard_ids}};
@@ -425,8 +428,14 @@ StatusOr<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir,
   try {
     if (manifest.contains("rng"))
       out.run_count = JsonNumber<int64_t>(manifest["rng"].at("run_count"));
-    if (manifest.contains("dataset")) {
+    if (manifest.contains("dataset") && !manifest["dataset"].contains("workers")) {
       out.dataset_batches = JsonNumber<int64_t>(manifest["dataset"].at("batches_consumed"));
+    }
+    if (manifest.contains("dataset") && manifest["dataset"].contains("workers")) {
+      for (const nlohmann::json& w : manifest["dataset"].at("workers")) {
+        out.worker_dataset_batches.push_back(JsonNumber<int64_t>(w));
+        if (out.worker_dataset_batches.back() < -1) out.dataset_batches = -2;  // refused below
+      }
     }
   } catch (const std::exception& e) {
     return absl::DataLossError(fmt::format(

@@ -53,6 +53,9 @@ struct SaveJob {
   // dataset (KeyStage::batches_consumed; -1 when no key stage is attached).
   int64_t run_count = 0;
   int64_t dataset_batches = -1;
+  // worker_dataset_batches: in a job with ps ranks, the chief's top manifest records each
+  // worker's position (the workers write no shard manifest); empty elsewhere.
+  std::vector<int64_t> worker_dataset_batches;
   std::vector<VarSnapshot> vars;
   std::vector<TableSnapshot> tables;
   // A synchronous save leaves `tables` empty and names the tables here instead: each is written
@@ -100,6 +103,8 @@ struct LoadedCheckpoint {
   std::vector<std::string> chain_ids;  // empty likewise
   int64_t run_count = -1;        // -1: the checkpoint holds none (written before it was saved)
   int64_t dataset_batches = -1;  // -1: none recorded
+  // worker_dataset_batches: the workers' positions a ps job's checkpoint records (SaveJob's).
+  std::vector<int64_t> worker_dataset_batches;
   std::map<std::string, VarSnapshot> vars;  // from the checkpoint itself (deltas hold all vars)
   // Per table: the full snapshot, then the deltas in order.
   std::map<std::string, std::vector<TableSnapshot>> tables;

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "recsdk/status.h"
@@ -51,6 +52,19 @@ struct ShardedWrite {
 // dir/ShardDirName(r, world). FailedPrecondition naming the rank when its shard is not visible.
 [[nodiscard]] Status MoveShardsInto(Env* env, int world, const ShardedWrite& w,
                                     const std::string& dir);
+
+}  // namespace recsdk::internal
+
+namespace recsdk {
+class Session;
+}  // namespace recsdk
+
+namespace recsdk::internal {
+
+// ExportPsShard: a ps rank's part of the workers' ExportSavedModel (export.cc): `text` is the
+// announced bundle directory, then one sharded table of the serving graph per line; the ps
+// writes its shard of those tables' serving rows and joins the bundle's RunShardedWrite.
+[[nodiscard]] Status ExportPsShard(Session& session, std::string_view text);
 
 }  // namespace recsdk::internal
 

@@ -85,8 +85,21 @@ CheckpointHandler& CheckpointHandlerOf() {
   return *h;
 }
 
+// ExportHandler: the ps's Estimator's export of its shard, when it made one.
+struct ExportHandler {
+  absl::Mutex mu;
+  const void* owner ABSL_GUARDED_BY(mu) = nullptr;
+  PsExportHandler handler ABSL_GUARDED_BY(mu);
+};
+
+ExportHandler& ExportHandlerOf() {
+  static ExportHandler* h = new ExportHandler;  // never destroyed
+  return *h;
+}
+
 bool IsCheckpointCommand(PsCommand c) {
-  return c == PsCommand::kSave || c == PsCommand::kSaveDelta || c == PsCommand::kRestore;
+  return c == PsCommand::kSave || c == PsCommand::kSaveDelta || c == PsCommand::kRestore ||
+         c == PsCommand::kExport;
 }
 
 // ServeCheckpointCommand: the ps's part of the workers' save or restore. Its outcome is every
@@ -95,10 +108,24 @@ bool IsCheckpointCommand(PsCommand c) {
 Status ServeCheckpointCommand(PsCommand command, int64_t step, std::string_view text, int rank,
                               int64_t served) {
   PsCheckpointHandler handler;
-  {
+  if (command == PsCommand::kExport) {
+    ExportHandler& h = ExportHandlerOf();
+    absl::MutexLock lock(&h.mu);
+    if (h.handler) {
+      handler = [export_shard = h.handler](PsCommand, int64_t, std::string_view t) {
+        return export_shard(t);
+      };
+    }
+  } else {
     CheckpointHandler& h = CheckpointHandlerOf();
     absl::MutexLock lock(&h.mu);
     handler = h.handler;
+  }
+  if (!handler && command == PsCommand::kExport) {
+    return absl::FailedPreconditionError(fmt::format(
+        "ps rank {}: the workers export a bundle but this ps has no model to export from; run "
+        "the same Estimator on the ps (its ExportSavedModel serves the workers' export)",
+        rank));
   }
   if (!handler) {
     return absl::FailedPreconditionError(fmt::format(
@@ -111,6 +138,8 @@ Status ServeCheckpointCommand(PsCommand command, int64_t step, std::string_view 
   const std::string what =
       command == PsCommand::kRestore
           ? fmt::format("ps rank {}, table exchange #{}: the restore of \"{}\"", rank, served, text)
+      : command == PsCommand::kExport
+          ? fmt::format("ps rank {}, table exchange #{}: the export", rank, served)
           : fmt::format("ps rank {}, table exchange #{}: the save of step {}", rank, served, step);
   if (absl::IsDeadlineExceeded(s) || absl::IsUnavailable(s)) {
     return Status(s.code(), fmt::format("{}: {}", what, s.message()));
@@ -130,6 +159,21 @@ void SetPsCheckpointHandler(const void* owner, PsCheckpointHandler handler) {
 
 void ClearPsCheckpointHandler(const void* owner) {
   CheckpointHandler& h = CheckpointHandlerOf();
+  absl::MutexLock lock(&h.mu);
+  if (h.owner != owner) return;
+  h.owner = nullptr;
+  h.handler = nullptr;
+}
+
+void SetPsExportHandler(const void* owner, PsExportHandler handler) {
+  ExportHandler& h = ExportHandlerOf();
+  absl::MutexLock lock(&h.mu);
+  h.owner = owner;
+  h.handler = std::move(handler);
+}
+
+void ClearPsExportHandler(const void* owner) {
+  ExportHandler& h = ExportHandlerOf();
   absl::MutexLock lock(&h.mu);
   if (h.owner != owner) return;
   h.owner = nullptr;
@@ -211,9 +255,8 @@ Status ServeTableExchanges() {
           rank, served, words[0], members));
     }
     const auto command = static_cast<PsCommand>(words[1]);
-    if (command == PsCommand::kEnd) return absl::OkStatus();
     const int64_t step = words[2];
-    if (IsCheckpointCommand(command)) {
+    if (command == PsCommand::kEnd || IsCheckpointCommand(command)) {
       const auto length = static_cast<size_t>(words[4]);
       if (length > kMaxAnnouncedText) {
         return absl::InternalError(fmt::format(
@@ -222,6 +265,14 @@ Status ServeTableExchanges() {
             rank, served, words[4]));
       }
       const std::string text(reinterpret_cast<const char*>(&words[5]), length);
+      if (command == PsCommand::kEnd) {
+        if (text.empty()) return absl::OkStatus();
+        // The chief ended the ps after an error of its own (EndParameterServersAfterError): the
+        // ps's call fails too, so that the ps program exits non-zero as the workers' do.
+        return absl::AbortedError(fmt::format(
+            "ps rank {}: the workers ended the job after an error on the chief (rank 0): {}", rank,
+            text));
+      }
       RECSDK_RETURN_IF_ERROR(ServeCheckpointCommand(command, step, text, rank, served));
       continue;
     }
@@ -296,5 +347,29 @@ Status EndParameterServers() {
   }
   return dist::AnnounceExchange(dist::PsCommand::kEnd, -1, {});
 }
+
+namespace dist {
+
+Status EndParameterServersAfterError(const Status& error) {
+  JobLayout layout;
+  int rank = 0, size = 1;
+  if (!ProcessJob(&layout) || layout.ps == 0 || layout.is_ps || !ProcessWorld(&rank, &size)) {
+    return absl::OkStatus();
+  }
+  // A failed collective leaves the communicator unusable (MPI cannot cancel it): the ps then
+  // ends at its own deadline, and announcing anything would only wait for that deadline too.
+  if (absl::IsDeadlineExceeded(error) || absl::IsUnavailable(error) || absl::IsAborted(error) ||
+      absl::IsInternal(error)) {
+    return absl::OkStatus();
+  }
+  // Every worker joins the announcement (a Broadcast of every rank); the chief's text is what
+  // the ps receives.
+  std::string text(error.message().substr(0, kMaxAnnouncedText - 40));
+  if (text.empty()) text = "(no message)";
+  return AnnounceCommand(PsCommand::kEnd, -1,
+                         fmt::format("{}: {}", absl::StatusCodeToString(error.code()), text));
+}
+
+}  // namespace dist
 
 }  // namespace recsdk

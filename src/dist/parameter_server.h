@@ -36,10 +36,11 @@ enum class PsCommand : int64_t {
   kApply = 2,         // ShardedTable::ApplyGradients of one table
   kResolveGroup = 3,  // ShardedTable::ResolveGroup
   kApplyGroup = 4,    // ShardedTable::ApplyGroup
-  kEnd = 5,           // EndParameterServers: the ps loop returns
+  kEnd = 5,           // EndParameterServers: the ps loop returns (with a text: an error)
   kSave = 6,          // Saver::Save: every rank joins the sharded write (the text: unused)
   kSaveDelta = 7,     // Saver::SaveDelta
   kRestore = 8,       // Saver::Restore (the text: the checkpoint directory the chief resolved)
+  kExport = 9,  // ExportSavedModel (the text: the bundle's directory, then its sharded tables)
 };
 
 // PsMember: a table of an announced exchange and its lookup mode.
@@ -75,10 +76,26 @@ using PsCheckpointHandler =
 void SetPsCheckpointHandler(const void* owner, PsCheckpointHandler handler);
 void ClearPsCheckpointHandler(const void* owner);
 
+// SetPsExportHandler, ClearPsExportHandler: as the checkpoint handler, for kExport: what a ps
+// does when the workers export a bundle (the ps's Estimator installs internal::ExportPsShard of
+// its Session). A ps without one fails the workers' export, naming the fix.
+using PsExportHandler = std::function<absl::Status(std::string_view text)>;
+void SetPsExportHandler(const void* owner, PsExportHandler handler);
+void ClearPsExportHandler(const void* owner);
+
 // RegisterServedTable, UnregisterServedTable: the sharded tables of this process, by name, for
 // the ps loop (ShardedTable's constructor and destructor call them).
 void RegisterServedTable(ShardedTable* table);
 void UnregisterServedTable(ShardedTable* table);
+
+// EndParameterServersAfterError: on the workers of a job with ps ranks, once `error` ended their
+// call (every worker calls it: the announcement is a collective of every rank): ends the ps loop
+// with the chief's error (the ps's RunParameterServer returns Aborted naming it), so a ps does
+// not wait for its deadline. Nothing on a ps or without ps ranks, nor after an error of the
+// job's communication (DeadlineExceeded, Unavailable, Aborted, Internal: a failed collective
+// leaves the communicator unusable, and the ps then ends at its own deadline). Best effort: an
+// error of one worker alone leaves the others, and the ps, to their deadlines.
+[[nodiscard]] absl::Status EndParameterServersAfterError(const absl::Status& error);
 
 // ServeTableExchanges: the ps loop (RunParameterServer, recsdk/distributed.h).
 [[nodiscard]] absl::Status ServeTableExchanges();

@@ -7,21 +7,27 @@
 #include "recsdk/estimator.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <mutex>
 
 #include "fmt/format.h"
 #include "recsdk/checkpoint.h"
 #include "recsdk/distributed.h"
+#include "recsdk/embedding.h"
 #include "recsdk/export.h"
 #include "recsdk/initialize.h"
 #include "recsdk/pipeline.h"
+#include "src/checkpoint/sharded_write.h"
 #include "src/common/clock.h"
 #include "src/common/env.h"
 #include "src/common/status_macros.h"
 #include "src/device/resource_mgr.h"
+#include "src/dist/parameter_server.h"
 #include "src/dist/process_communicator.h"
 #include "src/graph/op_registry.h"
 #include "src/session/session_resources.h"
@@ -75,6 +81,17 @@ struct Estimator::Impl {
   bool broadcast_added = false;
   std::shared_ptr<SummaryWriter> train_writer;
   std::map<std::string, std::shared_ptr<SummaryWriter>> eval_writers;
+  // ps_job: the job has ps ranks (TF_CONFIG's ps tasks, launch_env.h JobLayout); is_ps: this
+  // process is one of them (it builds the model from the chief's columns and serves the
+  // workers' table exchanges in each public call). Read on the first call (PsRole).
+  bool role_known = false;
+  bool ps_job = false;
+  bool is_ps = false;
+  // ps_saver: on a ps with a model_dir, the Saver through which the ps joins the workers'
+  // saves and restores (the ps loop calls it); kept for the Estimator's life.
+  std::unique_ptr<Saver> ps_saver;
+
+  ~Impl() { dist::ClearPsExportHandler(this); }
 
   EstimatorSpec& spec(ModeKeys m) { return specs[static_cast<int>(m)]; }
   std::FILE* log() const { return options.log != nullptr ? options.log : stdout; }
@@ -84,6 +101,15 @@ struct Estimator::Impl {
   }
 
   Status Build(const InputFn& input_fn);
+  // PsRole: reads the job's roles once (ps_job, is_ps); initialises the process
+  // (InitDistributed) when TF_CONFIG names ps tasks and the program has not.
+  Status PsRole();
+  // WithPs: runs `body` (a public call's work after its checks) as the job's role asks. In a
+  // job without ps ranks: `body` alone. On a ps: Build from the chief's columns, then serve the
+  // workers' table exchanges until they end this call. On a worker of a ps job: `body`, then
+  // the end of the ps's call (EndParameterServers; after an error, the chief's
+  // EndParameterServersAfterError, so the ps does not wait for its deadline).
+  Status WithPs(const char* call, const InputFn& input_fn, const std::function<Status()>& body);
   Status CheckSpec(ModeKeys mode, const EstimatorSpec& s, int first_node);
   Status Restore();
   StatusOr<int64_t> GlobalStep();
@@ -163,8 +189,18 @@ Status Estimator::Impl::CheckSpec(ModeKeys mode, const EstimatorSpec& s, int fir
   return absl::OkStatus();
 }
 
-Status Estimator::Impl::Build(const InputFn& input_fn) {
-  if (built) return absl::OkStatus();
+namespace {
+
+// EstimatorColumn: one column of the input's batches as the graph reads it (the batch dimension
+// left unknown).
+struct EstimatorColumn {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> inner_dims;
+};
+
+// PeekColumns: the columns of the input_fn's first batch, and its rows.
+StatusOr<std::vector<EstimatorColumn>> PeekColumns(const InputFn& input_fn, int64_t* rows) {
   if (!input_fn) return absl::InvalidArgumentError("Estimator: input_fn is null");
   RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> peek, input_fn());
   if (peek == nullptr) return absl::InvalidArgumentError("Estimator: input_fn returned null");
@@ -175,19 +211,158 @@ Status Estimator::Impl::Build(const InputFn& input_fn) {
         "Estimator: the input_fn's dataset is empty; the Estimator reads its first batch to learn "
         "the feature and label columns");
   }
-  peek.reset();
-  schema_rows = first.num_rows();
+  *rows = first.num_rows();
+  std::vector<EstimatorColumn> columns;
+  for (const auto& [name, t] : first.columns()) {
+    EstimatorColumn c{name, t.dtype(), {}};
+    for (int d = 1; d < t.shape().rank(); ++d) c.inner_dims.push_back(t.shape().dim(d));
+    columns.push_back(std::move(c));
+  }
+  return columns;
+}
+
+// The chief's columns as they travel to the ps ranks: a line per column, "name\tdtype\tdims".
+std::string EncodeColumns(const std::vector<EstimatorColumn>& columns) {
+  std::string text;
+  for (const EstimatorColumn& c : columns) {
+    text += fmt::format("{}\t{}\t{}\n", c.name, DTypeName(c.dtype), fmt::join(c.inner_dims, ","));
+  }
+  return text;
+}
+
+StatusOr<std::vector<EstimatorColumn>> DecodeColumns(std::string_view text) {
+  std::vector<EstimatorColumn> columns;
+  const auto malformed = [&] {
+    return absl::InternalError(
+        "Estimator: the chief's column layout arrived malformed; every rank must run the same "
+        "recsdk");
+  };
+  while (!text.empty()) {
+    const size_t eol = text.find('\n');
+    if (eol == std::string_view::npos) return malformed();
+    const std::string_view line = text.substr(0, eol);
+    text.remove_prefix(eol + 1);
+    const size_t t1 = line.find('\t');
+    const size_t t2 = t1 == std::string_view::npos ? t1 : line.find('\t', t1 + 1);
+    if (t2 == std::string_view::npos) return malformed();
+    EstimatorColumn c;
+    c.name = std::string(line.substr(0, t1));
+    RECSDK_ASSIGN_OR_RETURN(c.dtype, ParseDType(line.substr(t1 + 1, t2 - t1 - 1)));
+    std::string_view dims = line.substr(t2 + 1);
+    while (!dims.empty()) {
+      const size_t comma = dims.find(',');
+      const std::string dim(dims.substr(0, comma));
+      char* dim_end = nullptr;
+      const long long v = std::strtoll(dim.c_str(), &dim_end, 10);
+      if (dim.empty() || dim_end != dim.c_str() + dim.size()) return malformed();
+      c.inner_dims.push_back(v);
+      dims.remove_prefix(comma == std::string_view::npos ? dims.size() : comma + 1);
+    }
+    columns.push_back(std::move(c));
+  }
+  return columns;
+}
+
+// ShareChiefColumns: in a job with ps ranks, the chief's columns (or the error of reading them)
+// to every rank, ps included: a ps reads no input (Shard refuses its rank), yet builds the same
+// graph. A worker keeps its own columns (the program fingerprint compares the workers' graphs);
+// a ps takes the chief's. The error travels too, so a ps does not wait for a layout that never
+// comes. Two Broadcasts over every rank, each with the deadline collective_timeout_s.
+StatusOr<std::vector<EstimatorColumn>> ShareChiefColumns(
+    const StatusOr<std::vector<EstimatorColumn>>& mine, bool is_ps, int64_t* rows) {
+  int rank = 0, size = 1;
+  if (!dist::ProcessWorld(&rank, &size)) {
+    return absl::InternalError("Estimator: a job with ps ranks but no process communicator");
+  }
+  std::string text;
+  // header: [ok, bytes, rows]
+  std::array<int64_t, 3> header{};
+  if (rank == 0) {
+    if (mine.ok()) {
+      for (const EstimatorColumn& c : *mine) {
+        if (c.name.find_first_of("\t\n") != std::string::npos) {
+          return absl::InvalidArgumentError(fmt::format(
+              "Estimator: column \"{}\" has a tab or a newline in its name; in a job with ps "
+              "ranks the column names travel to the ps as lines: rename it",
+              c.name));
+        }
+      }
+      text = EncodeColumns(*mine);
+    } else {
+      text = std::string(mine.status().message().substr(0, 4000));
+    }
+    header = {mine.ok() ? 1 : 0, static_cast<int64_t>(text.size()), *rows};
+  }
+  const Status shared = dist::WithProcessCommunicator(
+      [&](dist::Communicator& comm, const DistributedOptions& o) -> Status {
+        RECSDK_RETURN_IF_ERROR(comm.Broadcast(absl::MakeSpan(header), 0,
+                                              dist::DeadlineAfterSeconds(o.collective_timeout_s),
+                                              {-1, "estimator columns"}));
+        text.resize(static_cast<size_t>(header[1]));
+        if (text.empty()) return absl::OkStatus();
+        return comm.Broadcast(absl::MakeSpan(text.data(), text.size()), 0,
+                              dist::DeadlineAfterSeconds(o.collective_timeout_s),
+                              {-1, "estimator columns"});
+      });
+  if (!shared.ok()) {
+    return Status(shared.code(),
+                  fmt::format("Estimator: rank {}: sharing the chief's input columns with the ps "
+                              "ranks: {}",
+                              rank, shared.message()));
+  }
+  if (!is_ps) return mine;
+  if (header[0] == 0) {
+    return absl::AbortedError(fmt::format(
+        "Estimator: ps rank {}: the chief could not read its input's first batch, so the ps has "
+        "no model to serve: {}",
+        rank, text));
+  }
+  *rows = header[2];
+  return DecodeColumns(text);
+}
+
+}  // namespace
+
+Status Estimator::Impl::PsRole() {
+  if (role_known) return absl::OkStatus();
+  dist::JobLayout layout;
+  if (!dist::ProcessJob(&layout)) {
+    // A ps job the program did not initialise: the Estimator does, as RunParameterServer would.
+    // Without ps tasks nothing changes here (a launcher's errors surface where they did).
+    const StatusOr<dist::JobLayout> described = dist::CurrentJobLayout();
+    layout = dist::JobLayout{};
+    if (described.ok() && described->ps > 0) {
+      RECSDK_RETURN_IF_ERROR(InitDistributed());
+      if (!dist::ProcessJob(&layout)) {
+        return absl::InternalError("Estimator: InitDistributed left no job layout");
+      }
+    }
+  }
+  ps_job = layout.ps > 0;
+  is_ps = layout.is_ps;
+  role_known = true;
+  return absl::OkStatus();
+}
+
+Status Estimator::Impl::Build(const InputFn& input_fn) {
+  if (built) return absl::OkStatus();
+  RECSDK_RETURN_IF_ERROR(PsRole());
+  StatusOr<std::vector<EstimatorColumn>> columns =
+      is_ps ? StatusOr<std::vector<EstimatorColumn>>(std::vector<EstimatorColumn>{})
+            : PeekColumns(input_fn, &schema_rows);
+  if (ps_job) columns = ShareChiefColumns(columns, is_ps, &schema_rows);
+  RECSDK_RETURN_IF_ERROR(columns.status());
   if (config.seed.has_value()) graph.set_random_seed(*config.seed);
   Scope root(&graph);
   Features features;
   Labels labels;
-  for (const auto& [name, t] : first.columns()) {
+  for (const EstimatorColumn& c : *columns) {
     std::vector<int64_t> dims = {Shape::kUnknownDim};
-    for (int d = 1; d < t.shape().rank(); ++d) dims.push_back(t.shape().dim(d));
-    const Output column = DatasetColumn(root.WithOpName(name), name, t.dtype(), Shape(dims));
+    dims.insert(dims.end(), c.inner_dims.begin(), c.inner_dims.end());
+    const Output column = DatasetColumn(root.WithOpName(c.name), c.name, c.dtype, Shape(dims));
     const bool is_label = std::find(options.label_columns.begin(), options.label_columns.end(),
-                                    name) != options.label_columns.end();
-    (is_label ? labels : features)[name] = column;
+                                    c.name) != options.label_columns.end();
+    (is_label ? labels : features)[c.name] = column;
   }
   has_labels = labels.size() == options.label_columns.size();
   GetOrCreateGlobalStep(root);
@@ -208,11 +383,69 @@ Status Estimator::Impl::Build(const InputFn& input_fn) {
   }
   GlobalVariablesInitializer(root);
   RECSDK_RETURN_IF_ERROR(graph.status());
-  RECSDK_RETURN_IF_ERROR(ModifyGraph(&graph).status());
+  // In a job with ps ranks the lookups stay in the graph: the key stage resolves keys ahead on
+  // a channel of its own, which a ps would have to serve on a second loop beside the step's
+  // (with the stage's batch votes and leases), while the step's lookups are exchanges the ps
+  // loop already serves. The key stage still feeds the batches.
+  if (!ps_job) RECSDK_RETURN_IF_ERROR(ModifyGraph(&graph).status());
   RECSDK_ASSIGN_OR_RETURN(session, Session::Create(graph, config.EffectiveSessionConfig()));
   RECSDK_RETURN_IF_ERROR(session->Run({}, {}, {"init"}).status());
   built = true;
-  return Restore();
+  if (!is_ps) return Restore();
+  // A ps: the sharded tables are made on first use, and a ps runs no step: make them now, so
+  // that it holds its shards when the first exchange comes.
+  for (const Node* n : graph.nodes()) {
+    if (n->type() != internal::kTableHandleOp) continue;
+    RECSDK_RETURN_IF_ERROR(LookupTable(*session, n->StringAttr("table_name")).status());
+  }
+  // The workers' ExportSavedModel: the ps writes its shard of the bundle's tables.
+  dist::SetPsExportHandler(
+      this, [this](std::string_view text) { return internal::ExportPsShard(*session, text); });
+  if (config.model_dir.empty()) return absl::OkStatus();
+  // The ps joins the workers' saves and restores through this Saver (the restore arrives
+  // announced, with the directory the chief resolved); it restores nothing by itself.
+  SaverOptions o;
+  o.model_dir = config.model_dir;
+  o.keep_checkpoint_max = config.keep_checkpoint_max;
+  if (const ConfigInitializer* init = ConfigInitializer::Get(); init != nullptr) {
+    o.is_incremental_checkpoint = init->options().is_incremental_checkpoint;
+    o.restore_model_version = init->options().restore_model_version;
+  }
+  RECSDK_ASSIGN_OR_RETURN(ps_saver, Saver::Create(*session, o));
+  return absl::OkStatus();
+}
+
+Status Estimator::Impl::WithPs(const char* call, const InputFn& input_fn,
+                               const std::function<Status()>& body) {
+  RECSDK_RETURN_IF_ERROR(PsRole());
+  if (!ps_job) return body();
+  int rank = 0, size = 1;
+  dist::ProcessWorld(&rank, &size);
+  if (is_ps) {
+    if (Status b = Build(input_fn); !b.ok()) {
+      return Status(b.code(), fmt::format("Estimator::{} on ps rank {}: building the model: {}",
+                                          call, rank, b.message()));
+    }
+    // The workers' steps, evaluations and checkpoints, until they end this call.
+    if (Status served = RunParameterServer(); !served.ok()) {
+      return Status(served.code(),
+                    fmt::format("Estimator::{} on ps rank {}: {}", call, rank, served.message()));
+    }
+    return absl::OkStatus();
+  }
+  const Status s = body();
+  if (!s.ok()) {
+    // Best effort: the workers end the ps with the chief's error (nothing after a failed
+    // collective; an error of one worker alone leaves the others to their deadlines).
+    dist::EndParameterServersAfterError(s).IgnoreError();
+    return s;
+  }
+  if (Status ended = EndParameterServers(); !ended.ok()) {
+    return Status(ended.code(), fmt::format("Estimator::{}: rank {}: ending the ps ranks' part "
+                                            "of the call: {}",
+                                            call, rank, ended.message()));
+  }
+  return absl::OkStatus();
 }
 
 Status Estimator::Impl::Restore() {
@@ -347,8 +580,11 @@ Status Estimator::Impl::TrainLoop(KeyStage* stage, int64_t last_step, const Hook
     p.terminal = options.terminal;
     all.push_back(std::make_shared<ProgressHook>(p));
   }
+  // With several ranks the chief (rank 0) writes the summaries; every rank saves checkpoints
+  // (a collective: each writes its shard).
+  const bool chief = get_rank_id().value_or(0) == 0;
   if (!config.model_dir.empty()) {
-    if (config.save_summary_steps > 0) {
+    if (config.save_summary_steps > 0 && chief) {
       if (train_writer == nullptr) {
         RECSDK_ASSIGN_OR_RETURN(train_writer, SummaryWriter::Create(config.model_dir));
       }
@@ -468,9 +704,18 @@ StatusOr<EvalResult> Estimator::Impl::EvaluateLoop(const InputFn& input_fn, int6
   Batch batch;
   std::vector<Tensor> out;
   RECSDK_ASSIGN_OR_RETURN(const int64_t eval_step, GlobalStep());
+  // In a job with ps ranks the lookups run in the step (no key stage votes on the batches): the
+  // workers agree each batch that every one has one, and the evaluation ends at the shortest
+  // input, as training does.
+  const bool agree_batches = ps_job && get_rank_size().value_or(1) > 1;
   while ((steps < 0 || batches < steps) && !ms->ShouldStop()) {
     StatusOr<bool> got = stage->Next(&feeds, &batch);
     if (!got.ok()) return InputError(got.status(), "Evaluate", eval_step, batches);
+    if (agree_batches) {
+      RECSDK_ASSIGN_OR_RETURN(const bool all_have,
+                              AllRanksAgree(*got, "every rank has an evaluation batch"));
+      if (!all_have) break;
+    }
     if (!*got) break;
     Status s = ms->Run(feeds, fetches, {}, &out, batch.num_valid());
     if (!s.ok()) return ShortBatchHint(s, batch);
@@ -524,7 +769,7 @@ StatusOr<EvalResult> Estimator::Impl::EvaluateLoop(const InputFn& input_fn, int6
     if (k != "global_step") line += fmt::format(" {} = {:.4f}", k, v);
   }
   Print(line);
-  if (!config.model_dir.empty()) {
+  if (!config.model_dir.empty() && get_rank_id().value_or(0) == 0) {
     const std::string dir = config.model_dir + (name.empty() ? "/eval" : "/eval_" + name);
     std::shared_ptr<SummaryWriter>& writer = eval_writers[dir];
     if (writer == nullptr) {
@@ -556,21 +801,24 @@ Status Estimator::Train(const InputFn& input_fn, int64_t steps, int64_t max_step
     if (max_steps < 0 && init->options().max_steps >= 0) max_steps = init->options().max_steps;
     if (steps == 0) return absl::OkStatus();  // init(train_steps = 0): evaluation-only job
   }
-  RECSDK_RETURN_IF_ERROR(s.Build(input_fn));
-  RECSDK_RETURN_IF_ERROR(s.NeedLabels("Train"));
-  RECSDK_ASSIGN_OR_RETURN(const int64_t start, s.GlobalStep());
-  int64_t last = steps > 0 ? start + steps : -1;
-  if (max_steps > 0) last = last < 0 ? max_steps : std::min(last, max_steps);
-  if (last >= 0 && start >= last) {
-    s.Print(fmt::format("global step {} already reached max_steps {}; not training", start, last));
-    return absl::OkStatus();
-  }
-  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<KeyStage> stage,
-                          s.StartStage(input_fn, KeyStageChannel::kTrain));
-  Status status = s.TrainLoop(stage.get(), last, hooks);
-  stage->Stop();
-  s.input_position = stage->batches_consumed();
-  return status;
+  return s.WithPs("Train", input_fn, [&]() -> Status {
+    RECSDK_RETURN_IF_ERROR(s.Build(input_fn));
+    RECSDK_RETURN_IF_ERROR(s.NeedLabels("Train"));
+    RECSDK_ASSIGN_OR_RETURN(const int64_t start, s.GlobalStep());
+    int64_t last = steps > 0 ? start + steps : -1;
+    if (max_steps > 0) last = last < 0 ? max_steps : std::min(last, max_steps);
+    if (last >= 0 && start >= last) {
+      s.Print(
+          fmt::format("global step {} already reached max_steps {}; not training", start, last));
+      return absl::OkStatus();
+    }
+    RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<KeyStage> stage,
+                            s.StartStage(input_fn, KeyStageChannel::kTrain));
+    Status status = s.TrainLoop(stage.get(), last, hooks);
+    stage->Stop();
+    s.input_position = stage->batches_consumed();
+    return status;
+  });
 }
 
 StatusOr<EvalResult> Estimator::Evaluate(const InputFn& input_fn, int64_t steps,
@@ -584,48 +832,61 @@ StatusOr<EvalResult> Estimator::Evaluate(const InputFn& input_fn, int64_t steps,
       init != nullptr && steps < 0 && init->options().eval_steps > 0) {
     steps = init->options().eval_steps;
   }
-  RECSDK_RETURN_IF_ERROR(s.Build(input_fn));
-  RECSDK_RETURN_IF_ERROR(s.NeedLabels("Evaluate"));
-  return s.EvaluateLoop(input_fn, steps, name, hooks);
+  EvalResult result;
+  RECSDK_RETURN_IF_ERROR(s.WithPs("Evaluate", input_fn, [&]() -> Status {
+    RECSDK_RETURN_IF_ERROR(s.Build(input_fn));
+    RECSDK_RETURN_IF_ERROR(s.NeedLabels("Evaluate"));
+    RECSDK_ASSIGN_OR_RETURN(result, s.EvaluateLoop(input_fn, steps, name, hooks));
+    return absl::OkStatus();
+  }));
+  return result;
 }
 
 Status Estimator::Predict(const InputFn& input_fn, const PredictFn& consumer, HookList hooks) {
   Impl& s = *impl_;
   if (!consumer) return absl::InvalidArgumentError("Estimator::Predict: the consumer is null");
-  RECSDK_RETURN_IF_ERROR(s.Build(input_fn));
-  const EstimatorSpec& predict = s.spec(ModeKeys::kPredict);
-  std::vector<TensorName> fetches;
-  std::vector<std::string> names;
-  for (const auto& [name, t] : predict.predictions) {
-    names.push_back(name);
-    fetches.push_back(t);
-  }
-  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<KeyStage> stage,
-                          s.StartStage(input_fn, KeyStageChannel::kEval));
-  HookList all = predict.prediction_hooks;
-  all.insert(all.end(), hooks.begin(), hooks.end());
-  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<MonitoredSession> ms,
-                          MonitoredSession::Wrap(*s.session, std::move(all)));
-  FeedList feeds;
-  Batch batch;
-  std::vector<Tensor> out;
-  RECSDK_ASSIGN_OR_RETURN(const int64_t predict_step, s.GlobalStep());
-  int64_t batches = 0;
-  while (!ms->ShouldStop()) {
-    StatusOr<bool> got = stage->Next(&feeds, &batch);
-    if (!got.ok()) return InputError(got.status(), "Predict", predict_step, batches);
-    if (!*got) break;
-    ++batches;
-    Status st = ms->Run(feeds, fetches, {}, &out, batch.num_valid());
-    if (!st.ok()) return s.ShortBatchHint(st, batch);
-    std::map<std::string, Tensor> predictions;
-    for (size_t i = 0; i < names.size(); ++i) {
-      predictions[names[i]] = TrimRows(out[i], batch.num_valid());
+  return s.WithPs("Predict", input_fn, [&]() -> Status {
+    RECSDK_RETURN_IF_ERROR(s.Build(input_fn));
+    const EstimatorSpec& predict = s.spec(ModeKeys::kPredict);
+    std::vector<TensorName> fetches;
+    std::vector<std::string> names;
+    for (const auto& [name, t] : predict.predictions) {
+      names.push_back(name);
+      fetches.push_back(t);
     }
-    RECSDK_RETURN_IF_ERROR(consumer(batch, predictions));
-  }
-  stage->Stop();
-  return ms->Close();
+    RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<KeyStage> stage,
+                            s.StartStage(input_fn, KeyStageChannel::kEval));
+    HookList all = predict.prediction_hooks;
+    all.insert(all.end(), hooks.begin(), hooks.end());
+    RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<MonitoredSession> ms,
+                            MonitoredSession::Wrap(*s.session, std::move(all)));
+    FeedList feeds;
+    Batch batch;
+    std::vector<Tensor> out;
+    RECSDK_ASSIGN_OR_RETURN(const int64_t predict_step, s.GlobalStep());
+    int64_t batches = 0;
+    const bool agree_batches = s.ps_job && get_rank_size().value_or(1) > 1;
+    while (!ms->ShouldStop()) {
+      StatusOr<bool> got = stage->Next(&feeds, &batch);
+      if (!got.ok()) return InputError(got.status(), "Predict", predict_step, batches);
+      if (agree_batches) {  // as EvaluateLoop's
+        RECSDK_ASSIGN_OR_RETURN(const bool all_have,
+                                AllRanksAgree(*got, "every rank has a prediction batch"));
+        if (!all_have) break;
+      }
+      if (!*got) break;
+      ++batches;
+      Status st = ms->Run(feeds, fetches, {}, &out, batch.num_valid());
+      if (!st.ok()) return s.ShortBatchHint(st, batch);
+      std::map<std::string, Tensor> predictions;
+      for (size_t i = 0; i < names.size(); ++i) {
+        predictions[names[i]] = TrimRows(out[i], batch.num_valid());
+      }
+      RECSDK_RETURN_IF_ERROR(consumer(batch, predictions));
+    }
+    stage->Stop();
+    return ms->Close();
+  });
 }
 
 StatusOr<EvalResult> Estimator::TrainAndEvaluate(const TrainSpec& train_spec,
@@ -640,42 +901,52 @@ StatusOr<EvalResult> Estimator::TrainAndEvaluate(const TrainSpec& train_spec,
         train_spec.max_steps, eval_spec.every_n_steps, eval_spec.throttle_secs,
         eval_spec.start_delay_secs));
   }
-  RECSDK_RETURN_IF_ERROR(s.Build(train_spec.input_fn));
-  RECSDK_RETURN_IF_ERROR(s.NeedLabels("TrainAndEvaluate"));
-  const int64_t period = eval_spec.every_n_steps > 0           ? eval_spec.every_n_steps
-                         : s.config.save_checkpoints_steps > 0 ? s.config.save_checkpoints_steps
-                                                               : 100;
-  RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<KeyStage> stage,
-                          s.StartStage(train_spec.input_fn, KeyStageChannel::kTrain));
-  const double started = NowSeconds();
-  double last_eval = -1;
   EvalResult result;
-  bool evaluated_last = false;
-  for (;;) {
-    RECSDK_ASSIGN_OR_RETURN(const int64_t step, s.GlobalStep());
-    if (train_spec.max_steps > 0 && step >= train_spec.max_steps) break;
-    int64_t last = step + period;
-    if (train_spec.max_steps > 0) last = std::min(last, train_spec.max_steps);
-    RECSDK_RETURN_IF_ERROR(s.TrainLoop(stage.get(), last, train_spec.hooks));
-    RECSDK_ASSIGN_OR_RETURN(const int64_t now_step, s.GlobalStep());
-    const bool ended = now_step < last;  // the input ran out
-    const double now = NowSeconds();
-    evaluated_last = false;
-    if (now - started >= eval_spec.start_delay_secs &&
-        (last_eval < 0 || now - last_eval >= eval_spec.throttle_secs)) {
+  RECSDK_RETURN_IF_ERROR(s.WithPs("TrainAndEvaluate", train_spec.input_fn, [&]() -> Status {
+    RECSDK_RETURN_IF_ERROR(s.Build(train_spec.input_fn));
+    RECSDK_RETURN_IF_ERROR(s.NeedLabels("TrainAndEvaluate"));
+    const int64_t period = eval_spec.every_n_steps > 0           ? eval_spec.every_n_steps
+                           : s.config.save_checkpoints_steps > 0 ? s.config.save_checkpoints_steps
+                                                                 : 100;
+    RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<KeyStage> stage,
+                            s.StartStage(train_spec.input_fn, KeyStageChannel::kTrain));
+    const double started = NowSeconds();
+    double last_eval = -1;
+    bool evaluated_last = false;
+    for (;;) {
+      RECSDK_ASSIGN_OR_RETURN(const int64_t step, s.GlobalStep());
+      if (train_spec.max_steps > 0 && step >= train_spec.max_steps) break;
+      int64_t last = step + period;
+      if (train_spec.max_steps > 0) last = std::min(last, train_spec.max_steps);
+      RECSDK_RETURN_IF_ERROR(s.TrainLoop(stage.get(), last, train_spec.hooks));
+      RECSDK_ASSIGN_OR_RETURN(const int64_t now_step, s.GlobalStep());
+      const bool ended = now_step < last;  // the input ran out
+      const double now = NowSeconds();
+      evaluated_last = false;
+      bool evaluate = now - started >= eval_spec.start_delay_secs &&
+                      (last_eval < 0 || now - last_eval >= eval_spec.throttle_secs);
+      // The ranks' clocks differ: with several workers they evaluate only when every one would
+      // (an evaluation's table exchanges and metric merges are collectives of them all).
+      if (get_rank_size().value_or(1) > 1 &&
+          (eval_spec.start_delay_secs > 0 || eval_spec.throttle_secs > 0)) {
+        RECSDK_ASSIGN_OR_RETURN(evaluate, AllRanksAgree(evaluate, "every rank evaluates now"));
+      }
+      if (evaluate) {
+        RECSDK_ASSIGN_OR_RETURN(result, s.EvaluateLoop(eval_spec.input_fn, eval_spec.steps,
+                                                       eval_spec.name, eval_spec.hooks));
+        last_eval = NowSeconds();
+        evaluated_last = true;
+      }
+      if (ended) break;
+    }
+    stage->Stop();
+    s.input_position = stage->batches_consumed();
+    if (!evaluated_last) {
       RECSDK_ASSIGN_OR_RETURN(result, s.EvaluateLoop(eval_spec.input_fn, eval_spec.steps,
                                                      eval_spec.name, eval_spec.hooks));
-      last_eval = NowSeconds();
-      evaluated_last = true;
     }
-    if (ended) break;
-  }
-  stage->Stop();
-  s.input_position = stage->batches_consumed();
-  if (!evaluated_last) {
-    RECSDK_ASSIGN_OR_RETURN(result, s.EvaluateLoop(eval_spec.input_fn, eval_spec.steps,
-                                                   eval_spec.name, eval_spec.hooks));
-  }
+    return absl::OkStatus();
+  }));
   return result;
 }
 
@@ -687,65 +958,73 @@ StatusOr<std::string> Estimator::ExportSavedModel(
         "Estimator::ExportSavedModel: the model is built on the first Train, Evaluate or Predict "
         "call; export after training");
   }
-  if (serving_input.empty()) {
-    return absl::InvalidArgumentError(
-        "Estimator::ExportSavedModel: serving_input is empty; list the feature columns the "
-        "served model is fed with");
-  }
-  ServingSignature signature;
-  for (const ServingInputColumn& c : serving_input) {
-    const Node* n = s.graph.FindNode(c.name);
-    if (n == nullptr || n->type() != "Placeholder") {
-      return absl::InvalidArgumentError(fmt::format(
-          "Estimator::ExportSavedModel: serving input \"{}\" is not a feature column of the "
-          "model (the columns of its input_fn's batches)",
-          c.name));
+  // On a ps: its part of the bundle (its shard of the tables), written while it serves the
+  // workers' export (kExport), until they end the call; it returns "".
+  std::string exported;
+  RECSDK_RETURN_IF_ERROR(s.WithPs("ExportSavedModel", nullptr, [&]() -> Status {
+    if (serving_input.empty()) {
+      return absl::InvalidArgumentError(
+          "Estimator::ExportSavedModel: serving_input is empty; list the feature columns the "
+          "served model is fed with");
     }
-    if (n->output(0).dtype() != c.dtype) {
-      return absl::InvalidArgumentError(fmt::format(
-          "Estimator::ExportSavedModel: serving input \"{}\" is {} but the model reads {}", c.name,
-          DTypeName(c.dtype), DTypeName(n->output(0).dtype())));
+    ServingSignature signature;
+    for (const ServingInputColumn& c : serving_input) {
+      const Node* n = s.graph.FindNode(c.name);
+      if (n == nullptr || n->type() != "Placeholder") {
+        return absl::InvalidArgumentError(fmt::format(
+            "Estimator::ExportSavedModel: serving input \"{}\" is not a feature column of the "
+            "model (the columns of its input_fn's batches)",
+            c.name));
+      }
+      if (n->output(0).dtype() != c.dtype) {
+        return absl::InvalidArgumentError(fmt::format(
+            "Estimator::ExportSavedModel: serving input \"{}\" is {} but the model reads {}",
+            c.name, DTypeName(c.dtype), DTypeName(n->output(0).dtype())));
+      }
+      signature.inputs.push_back(c.name);
     }
-    signature.inputs.push_back(c.name);
-  }
-  for (const auto& [name, t] : s.spec(ModeKeys::kPredict).predictions) {
-    signature.outputs.push_back(t.name());
-    signature.output_names.push_back(name);  // served as the model_fn named it ("prob")
-  }
-  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
-  internal::Env* env = internal::Env::Default();
-  if (Status st = env->CreateDir(export_dir_base); !st.ok()) {
-    return Status(st.code(), fmt::format("Estimator::ExportSavedModel: {}", st.message()));
-  }
-  // Versions are timestamps in seconds, as TensorFlow's; two exports within one second (a short
-  // run that exports after train and again after load_and_train) take the next free number, so
-  // the newest export is still the highest version a model server picks.
-  int64_t version = now;
-  while (version < now + 1000 && env->FileExists(fmt::format("{}/{}", export_dir_base, version))) {
-    ++version;
-  }
-  // With several ranks the bundle is written by all of them: rank 0's version (its clock, its
-  // view of the directory) is every rank's. Each rank reading its own clock named two bundles
-  // when the ranks crossed a second apart, and rank 0 could not commit.
-  const Status agreed = dist::WithWorkerCommunicator(
-      [&](dist::Communicator& comm, const DistributedOptions& o) -> Status {
-        if (comm.size() == 1) return absl::OkStatus();
-        return comm.Broadcast(absl::MakeSpan(&version, 1), 0,
-                              dist::DeadlineAfterSeconds(o.collective_timeout_s),
-                              {-1, "export version"});
-      });
-  if (!agreed.ok()) {
-    return Status(agreed.code(),
-                  fmt::format("Estimator::ExportSavedModel: agreeing on the export's version "
-                              "with the other ranks: {}",
-                              agreed.message()));
-  }
-  const std::string dir = fmt::format("{}/{}", export_dir_base, version);
-  RECSDK_RETURN_IF_ERROR(recsdk::ExportSavedModel(*s.session, dir, signature));
-  s.Print(fmt::format("exported the model to {}", dir));
-  return dir;
+    for (const auto& [name, t] : s.spec(ModeKeys::kPredict).predictions) {
+      signature.outputs.push_back(t.name());
+      signature.output_names.push_back(name);  // served as the model_fn named it ("prob")
+    }
+    const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    internal::Env* env = internal::Env::Default();
+    if (Status st = env->CreateDir(export_dir_base); !st.ok()) {
+      return Status(st.code(), fmt::format("Estimator::ExportSavedModel: {}", st.message()));
+    }
+    // Versions are timestamps in seconds, as TensorFlow's; two exports within one second (a short
+    // run that exports after train and again after load_and_train) take the next free number, so
+    // the newest export is still the highest version a model server picks.
+    int64_t version = now;
+    while (version < now + 1000 &&
+           env->FileExists(fmt::format("{}/{}", export_dir_base, version))) {
+      ++version;
+    }
+    // With several ranks the bundle is written by all of them: rank 0's version (its clock, its
+    // view of the directory) is every rank's. Each rank reading its own clock named two bundles
+    // when the ranks crossed a second apart, and rank 0 could not commit.
+    const Status agreed = dist::WithWorkerCommunicator(
+        [&](dist::Communicator& comm, const DistributedOptions& o) -> Status {
+          if (comm.size() == 1) return absl::OkStatus();
+          return comm.Broadcast(absl::MakeSpan(&version, 1), 0,
+                                dist::DeadlineAfterSeconds(o.collective_timeout_s),
+                                {-1, "export version"});
+        });
+    if (!agreed.ok()) {
+      return Status(agreed.code(),
+                    fmt::format("Estimator::ExportSavedModel: agreeing on the export's version "
+                                "with the other ranks: {}",
+                                agreed.message()));
+    }
+    const std::string dir = fmt::format("{}/{}", export_dir_base, version);
+    RECSDK_RETURN_IF_ERROR(recsdk::ExportSavedModel(*s.session, dir, signature));
+    s.Print(fmt::format("exported the model to {}", dir));
+    exported = dir;
+    return absl::OkStatus();
+  }));
+  return exported;
 }
 
 StatusOr<std::pair<std::vector<Variable>, std::vector<SparseTable>>>

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -436,6 +437,342 @@ TEST_F(ShardedTableTest, APsJobsCheckpointRestoresAndTrainsOnLikeTheNeverStopped
     EXPECT_TRUE(rows_of(*net).empty()) << who << ": nothing was restored";
   }
   if (rank_ == 0) internal::DeleteRecursively(internal::Env::Default(), dir).IgnoreError();
+}
+
+// --- The Estimator in a job with ps ranks (and, in the np2/np3 runs, in an all-worker job).
+
+constexpr int64_t kEstRows = 12;   // rows of a global batch
+constexpr int kEstFirstSteps = 8;  // TrainAndEvaluate's max_steps; then Train to kEstSteps
+constexpr int kEstSteps = 12;
+
+// EstimatorData: a planted logistic model over one id feature "C1" (2 ids a row, 60 ids) and 2
+// dense values, enough rows for kEstSteps global batches.
+SyntheticOptions EstimatorData() {
+  SyntheticOptions d;
+  d.num_rows = kEstRows * kEstSteps;
+  d.vocabulary_sizes = {60};
+  d.ids_per_feature = 2;
+  d.num_dense = 2;
+  d.id_weight_scale = 3.0f;
+  d.seed = 7;
+  d.block_rows = 64;
+  return d;
+}
+
+// EstimatorInput: the global batches (workers 0: one process), or this worker's shard of each.
+InputFn EstimatorInput(int workers, int worker) {
+  return [=]() -> StatusOr<std::unique_ptr<Dataset>> {
+    StatusOr<std::unique_ptr<Dataset>> data = SyntheticDataset(EstimatorData());
+    if (!data.ok()) return data.status();
+    if (workers > 0) {
+      data = Shard(*std::move(data), workers, worker);
+      if (!data.ok()) return data.status();
+    }
+    return BatchRows(*std::move(data), workers > 0 ? kEstRows / workers : kEstRows,
+                     {.drop_remainder = true});
+  };
+}
+
+// EstimatorModel: C1 -> sparse_lookup of table "emb" (sum) beside dense -> Mlp(8) -> 1. SGD
+// averaged over the workers (distributed) or plain (one process); AUC and log loss.
+ModelFn EstimatorModel(bool distributed) {
+  return [distributed](const Scope& s, const Features& f, const Labels& l, ModeKeys mode,
+                       const Params&) -> StatusOr<EstimatorSpec> {
+    TableConfig c;
+    c.name = "emb";
+    c.dim = 4;
+    c.device_vocabulary_size = 1024;
+    c.all2all_gradients_op = "sum_gradients_and_div_by_ranksize";
+    c.initializer = Initializer::Uniform(-0.3, 0.3, 17);
+    StatusOr<SparseTable> table = create_table(s, c, SparseOptimizerConfig::Adagrad(1.0f));
+    if (!table.ok()) return table.status();
+    SparseLookupOptions lookup;
+    lookup.modify_graph = true;
+    lookup.combiner = Combiner::kSum;
+    lookup.is_train = mode == ModeKeys::kTrain;
+    StatusOr<Output> emb = sparse_lookup(s, *table, f.at("C1"), lookup);
+    if (!emb.ok()) return emb.status();
+    layers::MlpOptions mlp;
+    mlp.hidden_units = {8};
+    mlp.output_units = 1;
+    Output logits = layers::Mlp(s, ops::Concat(s, {*emb, f.at("dense")}, 1), mlp);
+    Output prob = ops::Sigmoid(s, logits);
+    EstimatorSpec spec;
+    spec.predictions["prob"] = prob;
+    if (mode == ModeKeys::kPredict) return spec;
+    const Output label = l.at("label");
+    spec.loss = ops::ReduceMean(s, ops::SigmoidCrossEntropyWithLogits(s, label, logits));
+    spec.eval_metric_ops = {{"auc", MetricKind::kAuc, prob, label},
+                            {"log_loss", MetricKind::kLogLoss, prob, label}};
+    if (mode == ModeKeys::kTrain) {
+      std::shared_ptr<Optimizer> sgd = std::make_shared<SgdOptimizer>(SgdOptions{0.5});
+      if (distributed) sgd = npu_distributed_optimizer_wrapper(sgd);
+      StatusOr<Node*> dense = sgd->Minimize(s, spec.loss);
+      if (!dense.ok()) return dense.status();
+      StatusOr<Node*> sparse = SparseMinimize(s, spec.loss);
+      if (!sparse.ok()) return sparse.status();
+      spec.train_op = ops::Group(s, {*dense, *sparse});
+    }
+    return spec;
+  };
+}
+
+// OneProcessEstimator: what one process trains on the global batches: the Estimator's graph
+// built as Estimator::Impl::Build builds it (the same nodes in the same order, so the same
+// initial values), with plain tables and a plain optimizer, run step by step on a Session. No
+// collective: every rank (a ps too) computes it.
+struct OneProcessEstimator {
+  Graph g;
+  std::unique_ptr<Session> session;
+  EstimatorSpec train, eval, predict;
+
+  explicit OneProcessEstimator(int64_t seed) {
+    internal::SetTableDecorator(nullptr);
+    g.set_random_seed(seed);
+    Scope root(&g);
+    Batch first;
+    std::unique_ptr<Dataset> peek = *EstimatorInput(0, 0)();
+    EXPECT_TRUE(*peek->GetNext(&first));
+    Features f;
+    Labels l;
+    for (const auto& [name, t] : first.columns()) {
+      std::vector<int64_t> dims = {Shape::kUnknownDim};
+      for (int d = 1; d < t.shape().rank(); ++d) dims.push_back(t.shape().dim(d));
+      (name == "label" ? l : f)[name] =
+          DatasetColumn(root.WithOpName(name), name, t.dtype(), Shape(dims));
+    }
+    GetOrCreateGlobalStep(root);
+    const Scope reuse = root.WithVariableReuse(VariableReuse::kAutoReuse);
+    const ModelFn model = EstimatorModel(/*distributed=*/false);
+    train = *model(reuse, f, l, ModeKeys::kTrain, {});
+    eval = *model(reuse.NewNameScope("eval"), f, l, ModeKeys::kEval, {});
+    predict = *model(reuse.NewNameScope("infer"), f, l, ModeKeys::kPredict, {});
+    GlobalVariablesInitializer(root);
+    EXPECT_TRUE(g.status().ok()) << g.status();
+    session = *Session::Create(g);
+    EXPECT_TRUE(session->Run({}, {}, {"init"}).ok());
+    EXPECT_TRUE(LookupTable(*session, "emb").ok());  // made now, plain (made on first use)
+    internal::SetTableDecorator(dist::MaybeShardTable);
+  }
+
+  // Train: global batches [from, to).
+  void Train(int from, int to) {
+    std::unique_ptr<Dataset> data = *EstimatorInput(0, 0)();
+    Batch b;
+    for (int step = 0; step < to && *data->GetNext(&b); ++step) {
+      if (step < from) continue;
+      const Status ran = session->Run(BatchFeeds(g, b), {}, {train.train_op->name()}).status();
+      ASSERT_TRUE(ran.ok()) << "one process, step " << step << ": " << ran;
+    }
+  }
+
+  // Auc: the AUC of the eval branch over the first `batches` global batches.
+  double Auc(int batches) {
+    std::unique_ptr<StreamingMetric> auc = *MakeStreamingMetric(MetricKind::kAuc);
+    std::unique_ptr<Dataset> data = *EstimatorInput(0, 0)();
+    Batch b;
+    for (int i = 0; i < batches && *data->GetNext(&b); ++i) {
+      std::vector<Tensor> out;
+      const Status ran =
+          session->Run(BatchFeeds(g, b),
+                       {eval.eval_metric_ops[0].values, eval.eval_metric_ops[0].labels}, {}, &out);
+      EXPECT_TRUE(ran.ok()) << "one process, eval: " << ran;
+      if (!ran.ok()) return -1;
+      EXPECT_TRUE(auc->Update(out[0].flat<float>(), out[1].flat<float>()).ok());
+    }
+    return *auc->Result();
+  }
+};
+
+// Values: every trainable variable of `session`'s graph, in order, one vector.
+std::vector<float> Values(Session& session) {
+  std::vector<float> all;
+  for (const Variable& v : TrainableVariables(session.graph())) {
+    StatusOr<std::vector<Tensor>> out = session.Run({}, {v.name() + "/read"});
+    EXPECT_TRUE(out.ok()) << out.status();
+    if (!out.ok()) return {};
+    all.insert(all.end(), (*out)[0].data<float>(),
+               (*out)[0].data<float>() + (*out)[0].num_elements());
+  }
+  return all;
+}
+
+// The spec's PS-worker script through the Estimator (and, in the np2/np3 runs, the same script
+// in an all-worker job): every rank (chief, worker, ps) makes the same calls. TrainAndEvaluate to
+// step 8 (an evaluation and a checkpoint every 4 steps), then a new Estimator on the same model_dir
+// restores step 8 and trains to 12, and evaluates. The workers' dense weights, the ps's rows (of
+// the keys it owns) and the global AUC equal one process's on the same global batches within 1e-5,
+// and the model learned the planted signal.
+TEST_F(ShardedTableTest, TheEstimatorTrainsEvaluatesAndRestoresLikeOneProcess) {
+  // In the np2/np3 runs the same job has no ps: the Estimator moves the lookups to the key
+  // stage there, and must train as one process too.
+  ASSERT_EQ(kEstRows % size_, 0);
+  dist::JobLayout job;
+  ASSERT_TRUE(dist::ProcessJob(&job));
+  // RECSDK_PS_ESTIMATOR_DIR (the _ps2 and _ps runs, in that order: tests/dist/CMakeLists.txt):
+  // the job of 2 ps leaves its checkpoints in <dir>/ps2, which the job of 1 ps then restores.
+  const char* shared = std::getenv("RECSDK_PS_ESTIMATOR_DIR");
+  const std::string two_ps_dir = shared != nullptr ? std::string(shared) + "/ps2" : "";
+  const bool keep = shared != nullptr && job.ps == 2;
+  if (keep && rank_ == 0) {
+    ASSERT_TRUE(internal::DeleteRecursively(internal::Env::Default(), two_ps_dir).ok());
+  }
+  int64_t chief_pid = getpid();
+  ASSERT_TRUE(
+      dist::WithProcessCommunicator([&](dist::Communicator& comm, const DistributedOptions& o) {
+        return comm.Broadcast<int64_t>(absl::MakeSpan(&chief_pid, 1), 0,
+                                       dist::DeadlineAfterSeconds(o.collective_timeout_s),
+                                       {-1, "test/dir"});
+      }).ok());
+  const std::string dir =
+      keep ? two_ps_dir : ::testing::TempDir() + "recsdk_ps_est_" + std::to_string(chief_pid);
+  const std::string who = "rank " + std::to_string(rank_);
+  RunConfig config;
+  config.seed = 5;
+  config.model_dir = dir;
+  config.save_checkpoints_steps = 4;
+  config.save_checkpoints_secs = 0;
+  config.save_summary_steps = 4;
+  config.log_step_count_steps = 0;
+  EstimatorOptions options;
+  constexpr bool kResume = true;
+  options.resume_input_position = kResume;
+  options.log = stderr;
+  // A ps's input_fn is never called (Shard would refuse its rank): it builds from the chief's
+  // columns.
+  const InputFn input = EstimatorInput(size_, IsPs() ? 0 : rank_);
+  OneProcessEstimator one(5);
+
+  // check: after `est` reached global step `steps` and evaluated `eval_batches` batches with
+  // the result `auc` (a ps has none), against `one`, which the caller trained as far.
+  auto check = [&](Estimator& est, int steps, int eval_batches, double auc) {
+    // Every rank evaluates the reference, a ps too: its table then holds what the Estimator's
+    // evaluation left in the ps's (keys the evaluation met first).
+    const double one_auc = one.Auc(eval_batches);
+    if (!IsPs()) {
+      EXPECT_EQ(est.global_step().value_or(-1), steps) << who;
+      ExpectClose(Values(*est.session()), Values(*one.session), who + ", dense weights");
+      EXPECT_NEAR(auc, one_auc, 1e-5) << who;
+      // Random predictions score 0.5; the planted signal is learned from the first steps on.
+      EXPECT_GT(auc, 0.6) << who << ": the model learned the planted signal";
+      return;
+    }
+    EmbeddingTable* mine = *LookupTable(*est.session(), "emb");
+    EmbeddingTable* plain = *LookupTable(*one.session, "emb");
+    int64_t owned = 0;
+    for (int64_t id = 0; id < 60; ++id) {
+      if (KeyOwner(id) != rank_) continue;
+      const StatusOr<std::vector<float>> want = plain->ReadRow(id);
+      const StatusOr<std::vector<float>> got = mine->ReadRow(id);
+      ASSERT_EQ(got.ok(), want.ok()) << who << ", key " << id << ": " << got.status();
+      if (!want.ok()) continue;
+      ++owned;
+      ExpectClose(*got, *want, who + ", row of key " + std::to_string(id));
+    }
+    EXPECT_GT(owned, 0) << who;
+  };
+
+  {
+    StatusOr<std::unique_ptr<Estimator>> est =
+        Estimator::Create(EstimatorModel(/*distributed=*/true), config, {}, options);
+    ASSERT_TRUE(est.ok()) << est.status();
+    EvalSpec eval;
+    eval.input_fn = input;
+    eval.steps = kEstFirstSteps;
+    eval.every_n_steps = 4;
+    TrainSpec train;
+    train.input_fn = input;
+    train.max_steps = kEstFirstSteps;
+    const StatusOr<EvalResult> result = (*est)->TrainAndEvaluate(train, eval);
+    ASSERT_TRUE(result.ok()) << who << ": " << result.status();
+    EXPECT_EQ(result->empty(), IsPs()) << who << ": a ps reports no metrics";
+    one.Train(0, kEstFirstSteps);
+    check(**est, kEstFirstSteps, kEstFirstSteps, IsPs() ? 0 : result->at("auc"));
+  }
+  EXPECT_TRUE(internal::Env::Default()->FileExists(dir + "/ckpt-" + std::to_string(kEstFirstSteps)))
+      << who;
+  {
+    StatusOr<std::unique_ptr<Estimator>> est =
+        Estimator::Create(EstimatorModel(/*distributed=*/true), config, {}, options);
+    ASSERT_TRUE(est.ok()) << est.status();
+    const Status trained = (*est)->Train(input, -1, kEstSteps);
+    ASSERT_TRUE(trained.ok()) << who << ": " << trained;
+    const StatusOr<EvalResult> result = (*est)->Evaluate(input);
+    ASSERT_TRUE(result.ok()) << who << ": " << result.status();
+    // Restored at step 8, the input resumed at batch 8 (the position the chief recorded for
+    // each worker), or without resume_input_position started again at batch 0.
+    if (kResume) {
+      one.Train(kEstFirstSteps, kEstSteps);
+    } else {
+      one.Train(0, kEstSteps - kEstFirstSteps);
+    }
+    check(**est, kEstSteps, kEstSteps, IsPs() ? 0 : result->at("auc"));
+
+    // Export: one bundle of the chief's graph and variables and each ps's shard of the rows
+    // (or, without ps, each rank's), whose predictions are one process's.
+    const StatusOr<std::string> bundle = (*est)->ExportSavedModel(
+        dir + "/export",
+        {{"C1", DType::kInt64, Shape{-1, 2}}, {"dense", DType::kFloat32, Shape{-1, 2}}});
+    ASSERT_TRUE(bundle.ok()) << who << ": " << bundle.status();
+    if (IsPs()) {
+      EXPECT_TRUE(bundle->empty()) << who;
+    } else {
+      const int shards = job.owners();
+      EXPECT_TRUE(internal::Env::Default()->FileExists(
+          *bundle + "/shard-" + std::to_string(shards - 1) + "-of-" + std::to_string(shards)))
+          << who;
+      StatusOr<std::unique_ptr<Predictor>> served = Predictor::Load(*bundle);
+      ASSERT_TRUE(served.ok()) << who << ": " << served.status();
+      std::unique_ptr<Dataset> data = *EstimatorInput(0, 0)();
+      Batch b;
+      int batches = 0;
+      while (*data->GetNext(&b)) {
+        ++batches;
+        StatusOr<std::vector<Tensor>> got =
+            (*served)->Predict({{"C1", *b.column("C1")}, {"dense", *b.column("dense")}});
+        ASSERT_TRUE(got.ok()) << who << ": " << got.status();
+        StatusOr<std::vector<Tensor>> want =
+            one.session->Run(BatchFeeds(one.g, b), {one.predict.predictions.at("prob")});
+        ASSERT_TRUE(want.ok()) << want.status();
+        const auto a = (*got)[0].flat<float>();
+        const auto w = (*want)[0].flat<float>();
+        ExpectClose(std::vector<float>(a.begin(), a.end()), std::vector<float>(w.begin(), w.end()),
+                    who + ", the bundle's predictions of batch " + std::to_string(batches));
+      }
+      EXPECT_EQ(batches, kEstSteps);
+    }
+
+    // A call that fails on the workers (here: nothing to evaluate) ends the ps's call at once
+    // with the chief's error, not at the ps's deadline.
+    const InputFn empty = [&]() -> StatusOr<std::unique_ptr<Dataset>> {
+      SyntheticOptions d = EstimatorData();
+      d.num_rows = 0;
+      return SyntheticDataset(d);
+    };
+    const StatusOr<EvalResult> failed = (*est)->Evaluate(empty);
+    ASSERT_FALSE(failed.ok()) << who;
+    EXPECT_THAT(std::string(failed.status().message()), HasSubstr("yielded no batch")) << who;
+    if (IsPs()) {
+      EXPECT_EQ(failed.status().code(), absl::StatusCode::kAborted) << failed.status();
+      EXPECT_THAT(std::string(failed.status().message()),
+                  HasSubstr("after an error on the chief (rank 0)"));
+    }
+  }
+  if (!keep && rank_ == 0) internal::DeleteRecursively(internal::Env::Default(), dir).IgnoreError();
+  if (shared == nullptr || job.ps != 1) return;
+  // 2 -> 1 ps: the checkpoint of step 12 the job of 2 ps wrote (each ps its shard) restores
+  // here, re-sharded onto 1 ps, to the state this job reached (both equal one process).
+  ASSERT_TRUE(internal::Env::Default()->FileExists(two_ps_dir + "/ckpt-12/shard-1-of-2"))
+      << "run dist_mpi_sharded_table_test_ps2 first (the CTest fixture does)";
+  config.model_dir = two_ps_dir;
+  StatusOr<std::unique_ptr<Estimator>> est =
+      Estimator::Create(EstimatorModel(/*distributed=*/true), config, {}, options);
+  ASSERT_TRUE(est.ok()) << est.status();
+  const Status restored = (*est)->Train(input, -1, kEstSteps);  // restores step 12, trains none
+  ASSERT_TRUE(restored.ok()) << who << ": " << restored;
+  const StatusOr<EvalResult> result = (*est)->Evaluate(input);
+  ASSERT_TRUE(result.ok()) << who << ": " << result.status();
+  check(**est, kEstSteps, kEstSteps, IsPs() ? 0 : result->at("auc"));
 }
 
 }  // namespace
