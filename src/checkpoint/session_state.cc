@@ -2,6 +2,7 @@
 // them, and checkpoints read, verified and applied. Threading: see session_state.h.
 #include "src/checkpoint/session_state.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -137,16 +138,21 @@ StatusOr<std::string> WriteCheckpointFiles(Env* env, const std::string& tmp, con
     RECSDK_ASSIGN_OR_RETURN(
         nlohmann::json entry,
         SnapshotAndWriteTable(env, tmp, fmt::format("table_{}_", job.tables.size() + j), *table,
-                              job.table_kind));
+                              job.table_kind, nullptr,
+                              job.link_ssd && parts.tables == TableSet::kAll));
     tables_json.push_back(std::move(entry));
   }
-  nlohmann::json manifest = {{"format_version", kCheckpointFormatVersion},
-                             {"step", job.step},
-                             {"kind", job.delta ? "delta" : "full"},
-                             {"chain", job.chain},
-                             {"rng", {{"run_count", job.run_count}}},
-                             {"variables", vars},
-                             {"tables", tables_json}};
+  // Version 3 only where a table links its SSD segments, so older readers keep reading the rest.
+  const bool linked = std::any_of(tables_json.begin(), tables_json.end(),
+                                  [](const nlohmann::json& e) { return LinkedSsd(e); });
+  nlohmann::json manifest = {
+      {"format_version", linked ? kLinkedSsdFormatVersion : kCheckpointFormatVersion},
+      {"step", job.step},
+      {"kind", job.delta ? "delta" : "full"},
+      {"chain", job.chain},
+      {"rng", {{"run_count", job.run_count}}},
+      {"variables", vars},
+      {"tables", tables_json}};
   // The dataset position goes with the tables: the key stage's batches are those the tables saw.
   if (parts.dataset && job.dataset_batches >= 0) {
     manifest["dataset"] = {{"batches_consumed", job.dataset_batches}};
@@ -163,6 +169,17 @@ StatusOr<std::string> WriteCheckpointFiles(Env* env, const std::string& tmp, con
   return id;
 }
 
+Status SettleSsdHolds(const SaveJob& job, bool committed) {
+  Status first;
+  if (job.delta) return first;
+  for (const TableRef& t : job.streamed_tables) {
+    internal::TableGuard table = t.resource->table()->LockAll();
+    Status s = table->SettleSsdHold(committed);
+    if (first.ok()) first = s;
+  }
+  return first;
+}
+
 StatusOr<nlohmann::json> ReadManifest(Env* env, const std::string& dir) {
   const std::string path = JoinPath(dir, kManifestFile);
   auto doc = ReadJsonDocument(env, path);
@@ -173,11 +190,11 @@ StatusOr<nlohmann::json> ReadManifest(Env* env, const std::string& dir) {
   RECSDK_RETURN_IF_ERROR(doc.status());
   try {
     const int version = JsonNumber<int>(doc->at("format_version"));
-    if (version < kOldestReadableFormatVersion || version > kCheckpointFormatVersion) {
+    if (version < kOldestReadableFormatVersion || version > kNewestReadableFormatVersion) {
       return absl::FailedPreconditionError(fmt::format(
           "checkpoint \"{}\" has format version {} but this recsdk reads versions {} to {}; "
           "restore it with the recsdk that wrote it",
-          path, version, kOldestReadableFormatVersion, kCheckpointFormatVersion));
+          path, version, kOldestReadableFormatVersion, kNewestReadableFormatVersion));
     }
     (void)JsonNumber<int64_t>(doc->at("step"));
     (void)doc->at("chain").get<std::vector<std::string>>();
