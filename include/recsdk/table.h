@@ -196,6 +196,12 @@ struct TableSnapshot {
   // pieces, row_source(first, count, out) filling rows [first, first + count) of the keys' order
   // into `out`, so a tiered table larger than memory restores with bounded memory.
   std::function<Status(size_t first, size_t count, float* out)> row_source;
+  // verify_rows: set with a row_source whose rows were not verified yet (a one-pass restore): the
+  // source checks them as it reads them, in order, and fails at the first bad piece. LoadSnapshot
+  // into an empty table then loads in one pass and, on a failure, empties the table again (its
+  // SSD slots freed); into a table that holds rows it calls verify_rows (a whole read) first, so
+  // that a failure changes nothing.
+  std::function<Status()> verify_rows;
 };
 
 // SsdSegmentRefs: the SSD-resident rows of a full SnapshotToSink by reference (a checkpoint that

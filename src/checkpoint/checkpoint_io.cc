@@ -210,18 +210,31 @@ Status ReadPayload(Env* env, const std::string& dir, const PayloadInfo& info,
 
 namespace {
 
-// RowSource: a float32 rows payload, verified whole beforehand, read in pieces by a streamed
-// restore (TableSnapshot::row_source). Shared by the copies of the snapshot's function.
+// RowSource: a float32 rows payload read in pieces by a streamed restore
+// (TableSnapshot::row_source), either verified whole beforehand (VerifiedRowSource) or checked
+// as it is read (one pass: the CRC32C runs over the pieces read in order and is compared when
+// the last row has been read; DataLoss then). Shared by the copies of the snapshot's function.
 struct RowSource {
   std::unique_ptr<RandomAccessFile> file;
   std::string path;
   uint64_t header_bytes = 0;
   uint64_t row_bytes = 0;
   uint64_t rows = 0;
-  Status Read(size_t first, size_t count, float* out) const {
+  // One pass: the CRC32C of the bytes [0, header_bytes + checked_rows * row_bytes), and the one
+  // the manifest gives.
+  bool checking = false;
+  uint64_t checked_rows = 0;
+  uint32_t crc = 0;
+  uint32_t want_crc = 0;
+  Status Read(size_t first, size_t count, float* out) {
     if (first > rows || count > rows - first) {
       return absl::InternalError(fmt::format("rows [{}, +{}) of \"{}\" asked, which has {} rows",
                                              first, count, path, rows));
+    }
+    if (checking && first > checked_rows) {
+      return absl::InternalError(
+          fmt::format("rows of \"{}\" read out of order ({} before {}) while checked as read", path,
+                      first, checked_rows));
     }
     char* dst = reinterpret_cast<char*>(out);
     const uint64_t offset = header_bytes + first * row_bytes;
@@ -233,9 +246,71 @@ struct RowSource {
         return Corrupt(path, "it ended early while being read (changed since it was verified?)");
       done += got;
     }
+    if (checking && first + count > checked_rows) {
+      const uint64_t skip = (checked_rows - first) * row_bytes;
+      crc = Crc32cExtend(crc, dst + skip, n - skip);
+      checked_rows = first + count;
+      if (checked_rows == rows && crc != want_crc) {
+        return Corrupt(
+            path, fmt::format("its CRC32C is {:08x} but the manifest says {:08x}", crc, want_crc));
+      }
+    }
     return absl::OkStatus();
   }
 };
+
+// OpenRowSource: the rows payload's size and .npy header checked against the manifest, its rows
+// to be checked as they are read (RowSource::checking).
+StatusOr<std::shared_ptr<RowSource>> OpenRowSource(Env* env, const std::string& dir,
+                                                   const PayloadInfo& info) {
+  const std::string path = JoinPath(dir, info.file);
+  if (info.descr != "<f4" || info.shape.size() != 2 || info.shape[0] < 0 || info.shape[1] <= 0) {
+    return Corrupt(path, "its rows are not a float32 [rows, width] payload");
+  }
+  auto src = std::make_shared<RowSource>();
+  src->path = path;
+  src->rows = static_cast<uint64_t>(info.shape[0]);
+  src->row_bytes = static_cast<uint64_t>(info.shape[1]) * sizeof(float);
+  if (src->rows > std::numeric_limits<uint64_t>::max() / 2 / src->row_bytes) {
+    return Corrupt(path, "its shape overflows");
+  }
+  const std::string header = NpyHeader(info.descr, info.shape);
+  src->header_bytes = header.size();
+  if (header.size() + src->rows * src->row_bytes != info.bytes) {
+    return Corrupt(path, fmt::format("the manifest says {} bytes but dtype and shape need {}",
+                                     info.bytes, header.size() + src->rows * src->row_bytes));
+  }
+  auto opened = env->NewRandomAccessFile(path);
+  if (!opened.ok()) {
+    if (absl::IsNotFound(opened.status())) {
+      return absl::DataLossError(
+          fmt::format("checkpoint file \"{}\" is missing; restore from another checkpoint", path));
+    }
+    return opened.status();
+  }
+  src->file = std::move(*opened);
+  RECSDK_ASSIGN_OR_RETURN(const uint64_t size, src->file->Size());
+  if (size != info.bytes) {
+    return Corrupt(path, fmt::format("it has {} bytes but the manifest says {} (truncated?)", size,
+                                     info.bytes));
+  }
+  std::string head(header.size(), '\0');
+  for (size_t done = 0; done < head.size();) {
+    RECSDK_ASSIGN_OR_RETURN(const size_t got,
+                            src->file->Read(done, head.size() - done, head.data() + done));
+    if (got == 0) return Corrupt(path, "it ended early while being read");
+    done += got;
+  }
+  if (head != header) return Corrupt(path, "its .npy header does not match the manifest");
+  src->checking = true;
+  src->crc = Crc32c(head.data(), head.size());
+  src->want_crc = info.crc32c;
+  if (src->rows == 0 && src->crc != src->want_crc) {
+    return Corrupt(path, fmt::format("its CRC32C is {:08x} but the manifest says {:08x}", src->crc,
+                                     src->want_crc));
+  }
+  return src;
+}
 
 // VerifiedRowSource: checks a rows payload as ReadPayload does (size, header, CRC32C over every
 // byte), reading it in pieces through one reused buffer, and returns a source that reads its rows.
@@ -771,21 +846,26 @@ StatusOr<TableSnapshot> ReadTableFiles(Env* env, const std::string& dir,
       s.rows.resize((mem + segments->slots.size()) * rf);
       return segments->Read(0, segments->slots.size(), s.rows.data() + mem * rf);
     }
-    RECSDK_ASSIGN_OR_RETURN(std::shared_ptr<RowSource> src, VerifiedRowSource(env, dir, rows_info));
-    if (segments == nullptr) {
-      s.row_source = [src](size_t first, size_t count, float* out) {
-        return src->Read(first, count, out);
-      };
-      return absl::OkStatus();
-    }
-    // Verified before anything changes, as the rows file: every record read once and checked.
-    {
+    // One pass: the rows are checked as the table reads them (the rows file's CRC32C over the
+    // pieces in order, each SSD record's own CRC32C), and verify_rows reads everything first for
+    // a table that holds rows (LoadSnapshot decides; see TableSnapshot::verify_rows).
+    RECSDK_ASSIGN_OR_RETURN(std::shared_ptr<RowSource> src, OpenRowSource(env, dir, rows_info));
+    s.verify_rows = [env, dir, rows_info, segments, rf]() -> Status {
+      RECSDK_RETURN_IF_ERROR(VerifiedRowSource(env, dir, rows_info).status());
+      if (segments == nullptr) return absl::OkStatus();
       const size_t per = std::max<size_t>(1, (size_t{4} << 20) / (rf * sizeof(float)));
       std::vector<float> piece(std::min(segments->slots.size(), per) * rf);
       for (size_t b = 0; b < segments->slots.size(); b += per) {
         const size_t e = std::min(segments->slots.size(), b + per);
         RECSDK_RETURN_IF_ERROR(segments->Read(b, e - b, piece.data()));
       }
+      return absl::OkStatus();
+    };
+    if (segments == nullptr) {
+      s.row_source = [src](size_t first, size_t count, float* out) {
+        return src->Read(first, count, out);
+      };
+      return absl::OkStatus();
     }
     s.row_source = [src, segments, mem, rf](size_t first, size_t count, float* out) -> Status {
       const size_t end = first + count;

@@ -607,12 +607,38 @@ Status CheckCheckpoint(Session& session, const SessionState& state, LoadedCheckp
 
 Status CommitCheckpoint(Session& session, const SessionState& state, LoadedCheckpoint& ckpt) {
   ResourceMgr* rm = internal::SessionResources(session);
-  // The tables (only an I/O error of a tier can fail now), then the variables.
+  // The tables, then the variables. What can still fail: an I/O error of a tier, or rows that a
+  // one-pass restore checks as it loads them (TableSnapshot::verify_rows: only into an empty
+  // table, which the failing table is left as). The tables this restore filled from empty are
+  // then emptied again, so a failed restore into a fresh session leaves it as it was.
+  std::vector<const TableRef*> filled;
+  auto empty_filled = [&] {
+    for (const TableRef* f : filled) {
+      internal::TableGuard table = f->resource->table()->LockAll();
+      TableSnapshot none;
+      none.table_name = table->name();
+      none.dim = table->dim();
+      none.num_slots = table->num_slots();
+      none.optimizer = table->optimizer().kind;
+      none.key_dtype = table->config().key_dtype;
+      (void)table->LoadSnapshot(none);
+    }
+  };
   for (const TableRef& t : state.tables) {
-    // Adopted: the full snapshot's row pages become the table's (no copy); `ckpt` is spent.
-    internal::TableGuard table = t.resource->table()->LockAll();
-    for (TableSnapshot& s : ckpt.tables[t.name]) {
-      RECSDK_RETURN_IF_ERROR(table->AdoptSnapshot(std::move(s)));
+    Status loaded;
+    {
+      // Adopted: the full snapshot's row pages become the table's (no copy); `ckpt` is spent.
+      internal::TableGuard table = t.resource->table()->LockAll();
+      const bool was_empty = table->size() == 0;
+      for (TableSnapshot& s : ckpt.tables[t.name]) {
+        loaded = table->AdoptSnapshot(std::move(s));
+        if (!loaded.ok()) break;
+      }
+      if (loaded.ok() && was_empty) filled.push_back(&t);
+    }
+    if (!loaded.ok()) {
+      empty_filled();
+      return loaded;
     }
   }
   for (const std::string& name : state.var_names) {

@@ -395,6 +395,11 @@ Status TableImpl::CheckSnapshots(absl::Span<const TableSnapshot> chain) {
 Status TableImpl::LoadSnapshotImpl(const TableSnapshot& snap, RowBuffer* adopt) {
   // Everything is checked (and the SSD tier's files made) before anything changes.
   RECSDK_RETURN_IF_ERROR(CheckSnapshots(absl::MakeConstSpan(&snap, 1)));
+  // Rows checked as they are read (a one-pass restore) go straight in only when the table is
+  // empty, where undoing a failure is emptying it again; otherwise they are verified first.
+  if (snap.row_source && snap.verify_rows && (size() != 0 || !pending_.empty())) {
+    RECSDK_RETURN_IF_ERROR(snap.verify_rows());
+  }
   const size_t n = snap.keys.size();
   const size_t pn = snap.pending_keys.size();
   // Rows needed after applying: a full snapshot replaces everything; a delta frees the rows of
@@ -409,8 +414,15 @@ Status TableImpl::LoadSnapshotImpl(const TableSnapshot& snap, RowBuffer* adopt) 
   }
   if (tiered_) {
     std::lock_guard<std::mutex> tier_lock(tier_mu_);
-    RECSDK_RETURN_IF_ERROR(snap.is_delta ? LoadSnapshotTiered(snap, needed)
-                                         : LoadFullSnapshotTiered(snap));
+    if (snap.is_delta) {
+      RECSDK_RETURN_IF_ERROR(LoadSnapshotTiered(snap, needed));
+    } else if (Status loaded = LoadFullSnapshotTiered(snap); !loaded.ok()) {
+      // A one-pass load found a bad piece (or a tier failed): the table was empty (or is being
+      // replaced) and is left empty, its host and SSD slots free, rather than half loaded.
+      (void)ClearTiers();
+      index_->Clear();
+      return loaded;
+    }
   } else if (snap.row_source) {
     // A table without tiers holds every row in memory anyway: read them all, then load.
     TableSnapshot whole;

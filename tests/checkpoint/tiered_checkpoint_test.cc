@@ -320,6 +320,60 @@ TEST(TieredCheckpoint, ALinkedCheckpointIsRefusedOnceALaterOneReleasedItsSlots) 
   EXPECT_EQ(other->size(), 3);
 }
 
+// A restore into an empty table reads the rows once, checking them as it loads (rows file CRC32C
+// over the pieces in order, SSD records by their own CRC32C): a bad last piece is DataLoss naming
+// the file and leaves the table empty, its host and SSD slots free, and usable.
+TEST(TieredCheckpoint, OnePassRestoreIntoAnEmptyTableLeavesItEmptyOnACorruptLastPiece) {
+  testing::TierTestDir dir;
+  auto t = Make(Config(8, 80, 100, 3000, dir.Sub("ssd")));
+  std::mt19937_64 rng(9);
+  for (int step = 1; step <= 30; ++step) Step(*t, Batch(rng, 30, 2000), step);
+  const std::string ckpt = dir.path() + "/ckpt";
+  ASSERT_TRUE(SaveTable(*t, ckpt).ok());
+  char saved = 0;
+  auto flip = [&](const std::string& file, std::streamoff at, bool restore) {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good()) << file;
+    f.seekg(at, at < 0 ? std::ios::end : std::ios::beg);
+    if (!restore) saved = static_cast<char>(f.get());
+    f.seekp(at, at < 0 ? std::ios::end : std::ios::beg);
+    f.put(restore ? saved : static_cast<char>(saved ^ 0x5a));
+  };
+  flip(ckpt + "/rows.npy", -3, false);
+  auto back = Make(Config(8, 80, 100, 3000, dir.Sub("ssd2")));
+  const Status s = RestoreTable(*back, ckpt);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(std::string(s.message()).find("rows.npy"), std::string::npos) << s;
+  EXPECT_EQ(back->size(), 0);
+  const internal::TierStats emptied = internal::GetTierStats(*back);
+  EXPECT_EQ(emptied.device_rows + emptied.host_rows + emptied.ssd_rows, 0);
+  // Repaired, the same table restores and trains on as the original.
+  flip(ckpt + "/rows.npy", -3, true);
+  const Status again = RestoreTable(*back, ckpt);
+  ASSERT_TRUE(again.ok()) << again;
+  EXPECT_GT(internal::GetTierStats(*back).ssd_rows, 0);
+  for (int step = 31; step <= 40; ++step) {
+    const auto batch = Batch(rng, 30, 2000);
+    const auto want = Step(*t, batch, step);
+    const auto got = Step(*back, batch, step);
+    ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0);
+  }
+  // The same with the SSD rows in linked segments: a bad record of the last one.
+  ASSERT_TRUE(LinkedSave(*t, dir.path() + "/linked").ok());
+  auto slots = internal::ReadNpy(dir.path() + "/linked/ssd_slots.npy");
+  ASSERT_TRUE(slots.ok() && slots->NumElements() > 0);
+  int64_t last = 0;
+  std::memcpy(&last, slots->data.data() + slots->data.size() - 8, 8);
+  flip(dir.path() + "/linked/ssd/big.00000.rows", 4096 + last * (8 * 2 + 2 + 1) * 4 + 2, false);
+  auto fresh = Make(Config(8, 80, 100, 3000, dir.Sub("ssd3")));
+  const Status bad = RestoreTable(*fresh, dir.path() + "/linked");
+  EXPECT_EQ(bad.code(), absl::StatusCode::kDataLoss) << bad;
+  EXPECT_NE(std::string(bad.message()).find("big.00000.rows"), std::string::npos) << bad;
+  EXPECT_EQ(fresh->size(), 0);
+  const internal::TierStats none = internal::GetTierStats(*fresh);
+  EXPECT_EQ(none.device_rows + none.host_rows + none.ssd_rows, 0);
+}
+
 int64_t StatusKb(const char* field) {
   std::ifstream f("/proc/self/status");
   std::string line;
