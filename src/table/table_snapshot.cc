@@ -387,7 +387,11 @@ Status TableImpl::CheckSnapshots(absl::Span<const TableSnapshot> chain) {
   }
   if (tiered_ && ssd_ != nullptr && ssd_rows > 0) {
     std::lock_guard<std::mutex> tier_lock(tier_mu_);
-    RECSDK_RETURN_IF_ERROR(ssd_->Reserve(static_cast<uint64_t>(ssd_rows)));
+    // A full load frees every row first: those a linked checkpoint holds stay kept beside the
+    // new ones (Reserve counts the slots already kept).
+    const uint64_t held = chain.front().is_delta ? 0 : ssd_->held_live_rows();
+    RECSDK_RETURN_IF_ERROR(ssd_->Reserve(
+        std::min<uint64_t>(static_cast<uint64_t>(ssd_rows) + held, ssd_->row_limit())));
   }
   return absl::OkStatus();
 }

@@ -384,13 +384,14 @@ uint64_t SsdStore::NextFree(uint64_t from, uint64_t limit) const {
 }
 
 absl::Status SsdStore::Reserve(uint64_t rows) {
-  if (rows > capacity()) {
+  if (rows > row_limit_) {
     return absl::ResourceExhaustedError(
         fmt::format("{} is full: {} rows asked of ssd_vocabulary_size {}; raise "
                     "ssd_vocabulary_size",
-                    Label(), rows, capacity()));
+                    Label(), rows, row_limit_));
   }
-  return Grow(rows);
+  // Slots kept for the latest checkpoint occupy slots beside the rows.
+  return Grow(std::min<uint64_t>(capacity(), rows + kept_count_));
 }
 
 absl::Status SsdStore::Allocate(size_t n, uint32_t* slots) {
@@ -438,6 +439,7 @@ absl::Status SsdStore::Free(absl::Span<const uint32_t> slots) {
       const uint64_t bit = uint64_t{1} << (slot & 63);
       kept_[slot >> 6] = on ? (kept_[slot >> 6] | bit) : (kept_[slot >> 6] & ~bit);
       kept_count_ = on ? kept_count_ + 1 : kept_count_ - 1;
+      held_live_ = on ? held_live_ - 1 : held_live_ + 1;
     } else {
       SetAllocated(slot, !on);
     }
@@ -476,9 +478,17 @@ absl::Status SsdStore::CommitHold() {
   prepared_ = false;
   // The new checkpoint's slots are protected first, beside the previous one's: if the release
   // below fails, both stay untouched (and the next CommitHold releases the older ones).
+  auto count_held_live = [&] {
+    held_live_ = 0;
+    for (size_t w = 0; w < held_.size(); ++w) {
+      const uint64_t kept = kept_.empty() ? 0 : kept_[w];
+      held_live_ += static_cast<uint32_t>(__builtin_popcountll(held_[w] & allocated_[w] & ~kept));
+    }
+  };
   if (!next_held_.empty()) {
     if (held_.empty()) held_.assign(allocated_.size(), 0);
     for (size_t w = 0; w < held_.size(); ++w) held_[w] |= next_held_[w];
+    count_held_live();
   }
   const uint64_t released = generation_;
   ++generation_;
@@ -511,6 +521,7 @@ absl::Status SsdStore::CommitHold() {
   kept_count_ = 0;
   held_ = std::move(next_held_);
   next_held_.clear();
+  count_held_live();
   return absl::OkStatus();
 }
 

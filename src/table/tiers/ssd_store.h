@@ -207,6 +207,8 @@ class SsdStore final : public RowStore {
   }
   // kept_rows: held slots freed since the hold (reserved until the next CommitHold).
   uint32_t kept_rows() const { return kept_count_; }
+  // held_live_rows: live rows whose slots the hold keeps (each becomes kept when freed).
+  uint32_t held_live_rows() const { return held_live_; }
   // ReleasedGeneration: the highest generation whose hold a CommitHold released, as written in
   // the files' headers (0: none); read by Open.
   uint64_t ReleasedGeneration() const { return released_generation_; }
@@ -217,7 +219,9 @@ class SsdStore final : public RowStore {
 
   // Sync: fdatasync every file (a checkpoint calls it before it refers to the files).
   // Reserve: makes the files `rows` slots need now (no slot is allocated), so that a later
-  // Allocate of up to `rows` rows in all makes no file and cannot find the disk full.
+  // Allocate of up to `rows` rows in all makes no file and cannot find the disk full. Slots
+  // already kept for a checkpoint are counted on top; held slots that the caller is about to
+  // free are not (a caller that frees them must add them: they stay occupied).
   // ResourceExhausted naming the folders when a file cannot be made, or when `rows` is above
   // the capacity; nothing is lost either way.
   [[nodiscard]] absl::Status Reserve(uint64_t rows);
@@ -329,6 +333,7 @@ class SsdStore final : public RowStore {
   std::vector<uint64_t> next_held_;
   std::vector<uint64_t> kept_;
   uint32_t kept_count_ = 0;
+  uint32_t held_live_ = 0;
   bool prepared_ = false;
   uint64_t generation_ = 0;
   uint64_t released_generation_ = 0;
