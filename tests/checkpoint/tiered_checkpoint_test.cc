@@ -6,6 +6,9 @@
 // that links the SSD segment files (format version 3, the Saver's default) copies none of the SSD
 // rows, stays intact while training goes on and its SSD folder is deleted, and is refused once a
 // later one released its slots.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -318,6 +321,35 @@ TEST(TieredCheckpoint, ALinkedCheckpointIsRefusedOnceALaterOneReleasedItsSlots) 
   EXPECT_EQ(bad.code(), absl::StatusCode::kDataLoss) << bad;
   EXPECT_NE(std::string(bad.message()).find("big.00000.rows"), std::string::npos) << bad;
   EXPECT_EQ(other->size(), 3);
+}
+
+// An SSD tier on another file system than the checkpoint cannot be hard-linked: the save copies
+// its rows (version-2 entry, no ssd_segments) and restores as before.
+TEST(TieredCheckpoint, SsdTierOnAnotherFileSystemIsCopied) {
+  testing::TierTestDir dir;
+  std::string shm = "/dev/shm/tiered_ckpt_XXXXXX";
+  struct stat a = {}, b = {};
+  if (::mkdtemp(shm.data()) == nullptr || stat(shm.c_str(), &a) != 0 ||
+      stat(dir.path().c_str(), &b) != 0 || a.st_dev == b.st_dev) {
+    if (shm.find("XXXXXX") == std::string::npos) std::filesystem::remove_all(shm);
+    GTEST_SKIP() << "no second file system at /dev/shm";
+  }
+  {
+    auto t = Make(Config(8, 80, 100, 3000, shm));
+    std::mt19937_64 rng(10);
+    for (int step = 1; step <= 30; ++step) Step(*t, Batch(rng, 30, 2000), step);
+    const Status saved = LinkedSave(*t, dir.path() + "/ckpt");
+    ASSERT_TRUE(saved.ok()) << saved;
+    const nlohmann::json m = ReadManifest(dir.path() + "/ckpt");
+    EXPECT_FALSE(m["table"].contains("ssd_segments")) << m.dump();
+    EXPECT_FALSE(std::filesystem::exists(dir.path() + "/ckpt/ssd"));
+    EXPECT_EQ(m["table"]["files"]["rows"]["shape"][0].get<int64_t>(), t->size());
+    auto back = Make(Config(8, 80, 100, 3000, dir.Sub("ssd2")));
+    const Status restored = RestoreTable(*back, dir.path() + "/ckpt");
+    ASSERT_TRUE(restored.ok()) << restored;
+    ExpectSameRows(*t, *back);
+  }
+  std::filesystem::remove_all(shm);
 }
 
 // A restore into an empty table reads the rows once, checking them as it loads (rows file CRC32C
