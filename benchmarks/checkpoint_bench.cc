@@ -417,6 +417,16 @@ BENCHMARK(BM_PredictorLoad)->UseManualTime()->Unit(benchmark::kMillisecond)->Ite
 // order the format used before (Snapshot + payloads: one random SSD read per row), cold:
 // ckpt_ssd_key_order_vs_write, and the part of it the in-memory Snapshot took
 // (key_order_snapshot_share; the rest is writing the payloads).
+// Linked (format version 3, the Saver's default since ckptscale): the same table saved with its
+// SSD segment files hard-linked into the checkpoint instead of copied, in the same iteration,
+// the three (copy save, linked save, plain write) rotated: ckpt_ssd_linked_save_vs_write = plain
+// write of the rows' bytes / linked save, ckpt_linked_new_disk_MB = bytes of the checkpoint's
+// files that are not links to the SSD tier (st_nlink 1), against ckpt_disk_MB of the copying
+// save; then RestoreTable of the linked checkpoint into a fresh table
+// (ckpt_ssd_linked_restore_vs_read_write, the same baseline as the copy's restore). The copy
+// checkpoint is also restored into a table holding one row, which verifies the rows file whole
+// before loading it (two passes; an empty table loads in one): restore_one_pass_vs_two_pass =
+// two-pass time / one-pass time, ckpt_ssd_two_pass_restore_vs_read_write.
 int64_t StatusKb(const char* field) {
   FILE* f = std::fopen("/proc/self/status", "r");
   if (f == nullptr) return -1;
@@ -436,6 +446,32 @@ uint64_t DirBytes(const std::string& dir) {
     if (e.is_regular_file()) bytes += e.file_size();
   }
   return bytes;
+}
+
+// OwnBytes: bytes of the files under `dir` that have no other link (a linked checkpoint's new
+// disk: its links to the SSD tier's files add no blocks).
+uint64_t OwnBytes(const std::string& dir) {
+  uint64_t bytes = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file() && e.hard_link_count() == 1) bytes += e.file_size();
+  }
+  return bytes;
+}
+
+// LinkedSaveTable: SaveTable with the SSD segments hard-linked (SnapshotAndWriteTable with
+// link_ssd, the table's hold settled as the Saver does).
+void LinkedSaveTable(EmbeddingTable& table, const std::string& dir) {
+  internal::Env* env = internal::Env::Default();
+  if (!env->CreateDir(dir).ok()) std::abort();
+  auto entry = internal::SnapshotAndWriteTable(env, dir, "", table,
+                                               EmbeddingTable::SnapshotKind::kFull, nullptr,
+                                               /*link_ssd=*/true);
+  if (!entry.ok() || !internal::LinkedSsd(*entry)) std::abort();
+  nlohmann::json m = {{"format_version", internal::kLinkedSsdFormatVersion}, {"table", *entry}};
+  if (!internal::WriteJsonDocument(env, dir + "/manifest.json", m, /*atomic=*/true).ok()) {
+    std::abort();
+  }
+  if (!table.SettleSsdHold(true).ok()) std::abort();
 }
 
 TableConfig SsdConfig(int64_t rows, const std::string& folder) {
@@ -481,8 +517,9 @@ void BM_SsdTierSave(benchmark::State& state) {
   }
   const uint64_t ssd_bytes = DirBytes(dir + "/ssd");
   double save = 0, write = 0, restore = 0, base_rw = 0, keyed = 0, keyed_write = 0, snapshot_s = 0;
+  double linked = 0, linked_restore = 0, two_pass_restore = 0;
   int64_t peak_kb = 0;
-  uint64_t bytes = 0, ckpt_bytes = 0;
+  uint64_t bytes = 0, ckpt_bytes = 0, linked_bytes = 0;
   bytes = static_cast<uint64_t>(table->size()) * (8 + 4 * 2 * 64);
   std::vector<char> buffer(bytes, 1);
   int iteration = 0;
@@ -502,16 +539,21 @@ void BM_SsdTierSave(benchmark::State& state) {
       PlainWrite(dir + "/plain", buffer.data(), bytes);
       write_s = Seconds(a, std::chrono::steady_clock::now());
     };
-    if (iteration++ % 2 == 0) {
-      save_once();
-      write_once();
-    } else {
-      write_once();
-      save_once();
-    }
+    double linked_s = 0;
+    auto linked_once = [&] {
+      ::sync();
+      internal::DropSsdCleanPages(*table);
+      std::filesystem::remove_all(dir + "/linked");
+      auto a = std::chrono::steady_clock::now();
+      LinkedSaveTable(*table, dir + "/linked");
+      linked_s = Seconds(a, std::chrono::steady_clock::now());
+    };
+    RunRotated(iteration++, save_once, linked_once, write_once);
     ckpt_bytes = DirBytes(dir + "/ckpt");
+    linked_bytes = OwnBytes(dir + "/linked");
     save += save_s;
     write += write_s;
+    linked += linked_s;
     if (key_order) {
       ::sync();
       internal::DropSsdCleanPages(*table);
@@ -552,6 +594,38 @@ void BM_SsdTierSave(benchmark::State& state) {
     auto r2 = std::chrono::steady_clock::now();
     restore += Seconds(r0, r1);
     base_rw += Seconds(r1, r2);
+    // The linked checkpoint's restore (the SSD rows read from its links, record CRCs checked).
+    std::filesystem::remove_all(dir + "/ssd2");
+    std::filesystem::create_directories(dir + "/ssd2");
+    fresh = *EmbeddingTable::Create(SsdConfig(rows, dir + "/ssd2"),
+                                    SparseOptimizerConfig::Adagrad(0.1f));
+    ::sync();
+    auto l0 = std::chrono::steady_clock::now();
+    if (!RestoreTable(*fresh, dir + "/linked").ok() || fresh->size() != table->size()) {
+      std::abort();
+    }
+    ::sync();
+    linked_restore += Seconds(l0, std::chrono::steady_clock::now());
+    fresh.reset();
+    // The same copy checkpoint restored into a table that holds one row: verified whole first,
+    // then loaded (two passes over the rows file), against the one-pass restore above.
+    std::filesystem::remove_all(dir + "/ssd2");
+    std::filesystem::create_directories(dir + "/ssd2");
+    fresh = *EmbeddingTable::Create(SsdConfig(rows, dir + "/ssd2"),
+                                    SparseOptimizerConfig::Adagrad(0.1f));
+    {
+      const int64_t one = 0;
+      uint32_t row = 0;
+      if (!fresh->Resolve({&one, 1}, {}, {}, LookupMode::kTrain, {&row, 1}).ok()) std::abort();
+    }
+    ::sync();
+    auto t0 = std::chrono::steady_clock::now();
+    if (!RestoreTable(*fresh, dir + "/ckpt").ok() || fresh->size() != table->size()) {
+      std::abort();
+    }
+    ::sync();
+    two_pass_restore += Seconds(t0, std::chrono::steady_clock::now());
+    fresh.reset();
     std::filesystem::remove_all(dir + "/ckpt");
     std::filesystem::remove_all(dir + "/plain");
     state.SetIterationTime(save_s);
@@ -563,6 +637,12 @@ void BM_SsdTierSave(benchmark::State& state) {
   state.counters["save_MBps"] = mb / save;
   state.counters["write_MBps"] = mb / write;
   state.counters["ckpt_ssd_save_vs_write"] = write / save;
+  state.counters["linked_save_s"] = linked / it;
+  state.counters["ckpt_ssd_linked_save_vs_write"] = write / linked;
+  state.counters["ckpt_linked_new_disk_MB"] = static_cast<double>(linked_bytes) / 1e6;
+  state.counters["ckpt_ssd_linked_restore_vs_read_write"] = base_rw / linked_restore;
+  state.counters["ckpt_ssd_two_pass_restore_vs_read_write"] = base_rw / two_pass_restore;
+  state.counters["restore_one_pass_vs_two_pass"] = two_pass_restore / restore;
   if (key_order) {
     state.counters["ckpt_ssd_key_order_vs_write"] = keyed_write / keyed;
     state.counters["key_order_snapshot_share"] = snapshot_s / keyed;

@@ -59,6 +59,16 @@ struct SaverOptions {
   // or WaitForWrites waits for that write first; WaitForWrites and LatestCheckpoint return its
   // error, Save logs it and SaveDelta fails with it (the chain is broken). Default false.
   bool async_write = false;
+  // copy_ssd_rows: how a full checkpoint holds the rows of a table's SSD tier. false (default):
+  // it hard-links the tier's segment files into the checkpoint and records each row's slot, so
+  // it needs no second copy of the tier on disk and reads none of it; the slots it refers to
+  // stay untouched (training writes fresh ones) until the next full checkpoint is committed,
+  // which releases them, so only the latest full checkpoint (and the deltas built on it) of a
+  // run stays restorable this way; an older one is refused at restore with FailedPrecondition.
+  // Where the checkpoint cannot link (another file system, a non-default env) the rows are
+  // copied. true: every row is copied into the checkpoint (each kept checkpoint restorable on
+  // its own, as before). Deltas and async_write saves always copy. docs/checkpoint-format.md.
+  bool copy_ssd_rows = false;
   // env: the file system the checkpoints go through (recsdk/env.h; tests inject faults with
   // it). Null: Env::Default(), the process's POSIX one. Not owned; must outlive the Saver.
   Env* env = nullptr;

@@ -196,6 +196,32 @@ struct TableSnapshot {
   // pieces, row_source(first, count, out) filling rows [first, first + count) of the keys' order
   // into `out`, so a tiered table larger than memory restores with bounded memory.
   std::function<Status(size_t first, size_t count, float* out)> row_source;
+  // verify_rows: set with a row_source whose rows were not verified yet (a one-pass restore): the
+  // source checks them as it reads them, in order, and fails at the first bad piece. LoadSnapshot
+  // into an empty table then loads in one pass and, on a failure, empties the table again (its
+  // SSD slots freed); into a table that holds rows it calls verify_rows (a whole read) first, so
+  // that a failure changes nothing.
+  std::function<Status()> verify_rows;
+};
+
+// SsdSegmentRefs: the SSD-resident rows of a full SnapshotToSink by reference (a checkpoint that
+// hard-links the SSD tier's segment files instead of copying their rows; docs/tiers.md).
+struct SsdSegmentRefs {
+  // files: the segment files, in slot order (file i holds slots [i * rows_per_file, ...)).
+  std::vector<std::string> files;
+  // file_name: the files' name stem ("<file_name>.<index>.rows").
+  std::string file_name;
+  // rows_per_file, capacity: the store's layout (slots per file, slots in all).
+  uint32_t rows_per_file = 0;
+  uint32_t capacity = 0;
+  // record_floats: floats per record (the row, its optimizer slots and 2 floats of use history).
+  int record_floats = 0;
+  // generation: the hold this snapshot takes; a checkpoint of an older generation is refused
+  // once a later one was committed (its slots may have been reused).
+  uint64_t generation = 0;
+  // slots: the slot of each SSD-resident key, in the order of the snapshot's keys after those
+  // whose rows go through SnapshotRowSink::Rows (which are the first keys).
+  std::vector<uint32_t> slots;
 };
 
 // SnapshotRowSink: receives the rows of EmbeddingTable::SnapshotToSink in pieces, so a
@@ -211,6 +237,16 @@ class SnapshotRowSink {
   // Rows: the next rows in the order of the snapshot's keys, [rows.size() / (dim + num_slots), dim
   // + num_slots]; the span is valid only during the call.
   [[nodiscard]] virtual Status Rows(absl::Span<const float> rows) = 0;
+  // TakeSsdSegments: offered, before Begin, by a full snapshot of a table with SSD-resident rows.
+  // Return true to keep those rows where they are (the sink then links `refs.files` and records
+  // the slots; Rows gets only the other rows, the first keys); false (the default) to get every
+  // row through Rows. A table whose segments were taken keeps their slots unchanged until
+  // SettleSsdHold(true) of a later snapshot, so the sink's owner must call SettleSsdHold once
+  // its checkpoint is committed (true) or has failed (false).
+  [[nodiscard]] virtual StatusOr<bool> TakeSsdSegments(const SsdSegmentRefs& refs) {
+    (void)refs;
+    return false;
+  }
 };
 
 // EmbeddingTable: one sparse table. Create with EmbeddingTable::Create.
@@ -384,6 +420,17 @@ class EmbeddingTable {
   // then left as it was, so the next delta stays complete.
   [[nodiscard]] virtual StatusOr<TableSnapshot> SnapshotToSink(SnapshotKind kind,
                                                                SnapshotRowSink& sink) = 0;
+  // SettleSsdHold: ends the SSD slot hold that the last full SnapshotToSink prepared (see
+  // SnapshotRowSink::TakeSsdSegments). committed true: its checkpoint is committed, so the slots
+  // it refers to stay untouched from now on and those of the previous hold are released (reused
+  // by later writes); false: the checkpoint failed and the previous hold stays. Call it after
+  // every full SnapshotToSink whose sink may have taken the segments; a no-op for tables without
+  // an SSD tier. DataLoss naming the file when the release cannot be recorded in the SSD files
+  // (then nothing is released).
+  [[nodiscard]] virtual Status SettleSsdHold(bool committed) {
+    (void)committed;
+    return Status();
+  }
   // LoadSnapshot: replaces the contents with a kFull snapshot, or (kDelta) applies a delta on
   // top of the current contents: evicts its removed_keys, then writes its rows. Everything is
   // checked before anything changes, so on error the table is unchanged: FailedPrecondition when

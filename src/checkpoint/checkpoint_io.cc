@@ -2,7 +2,11 @@
 // Threading: see checkpoint_io.h.
 #include "src/checkpoint/checkpoint_io.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <functional>
 #include <future>
@@ -19,6 +23,7 @@
 #include "src/common/memory_limit.h"
 #include "src/common/status_macros.h"
 #include "src/table/npy.h"
+#include "src/table/tiers/ssd_store.h"
 
 namespace recsdk::internal {
 namespace {
@@ -205,18 +210,31 @@ Status ReadPayload(Env* env, const std::string& dir, const PayloadInfo& info,
 
 namespace {
 
-// RowSource: a float32 rows payload, verified whole beforehand, read in pieces by a streamed
-// restore (TableSnapshot::row_source). Shared by the copies of the snapshot's function.
+// RowSource: a float32 rows payload read in pieces by a streamed restore
+// (TableSnapshot::row_source), either verified whole beforehand (VerifiedRowSource) or checked
+// as it is read (one pass: the CRC32C runs over the pieces read in order and is compared when
+// the last row has been read; DataLoss then). Shared by the copies of the snapshot's function.
 struct RowSource {
   std::unique_ptr<RandomAccessFile> file;
   std::string path;
   uint64_t header_bytes = 0;
   uint64_t row_bytes = 0;
   uint64_t rows = 0;
-  Status Read(size_t first, size_t count, float* out) const {
+  // One pass: the CRC32C of the bytes [0, header_bytes + checked_rows * row_bytes), and the one
+  // the manifest gives.
+  bool checking = false;
+  uint64_t checked_rows = 0;
+  uint32_t crc = 0;
+  uint32_t want_crc = 0;
+  Status Read(size_t first, size_t count, float* out) {
     if (first > rows || count > rows - first) {
       return absl::InternalError(fmt::format("rows [{}, +{}) of \"{}\" asked, which has {} rows",
                                              first, count, path, rows));
+    }
+    if (checking && first > checked_rows) {
+      return absl::InternalError(
+          fmt::format("rows of \"{}\" read out of order ({} before {}) while checked as read", path,
+                      first, checked_rows));
     }
     char* dst = reinterpret_cast<char*>(out);
     const uint64_t offset = header_bytes + first * row_bytes;
@@ -228,9 +246,71 @@ struct RowSource {
         return Corrupt(path, "it ended early while being read (changed since it was verified?)");
       done += got;
     }
+    if (checking && first + count > checked_rows) {
+      const uint64_t skip = (checked_rows - first) * row_bytes;
+      crc = Crc32cExtend(crc, dst + skip, n - skip);
+      checked_rows = first + count;
+      if (checked_rows == rows && crc != want_crc) {
+        return Corrupt(
+            path, fmt::format("its CRC32C is {:08x} but the manifest says {:08x}", crc, want_crc));
+      }
+    }
     return absl::OkStatus();
   }
 };
+
+// OpenRowSource: the rows payload's size and .npy header checked against the manifest, its rows
+// to be checked as they are read (RowSource::checking).
+StatusOr<std::shared_ptr<RowSource>> OpenRowSource(Env* env, const std::string& dir,
+                                                   const PayloadInfo& info) {
+  const std::string path = JoinPath(dir, info.file);
+  if (info.descr != "<f4" || info.shape.size() != 2 || info.shape[0] < 0 || info.shape[1] <= 0) {
+    return Corrupt(path, "its rows are not a float32 [rows, width] payload");
+  }
+  auto src = std::make_shared<RowSource>();
+  src->path = path;
+  src->rows = static_cast<uint64_t>(info.shape[0]);
+  src->row_bytes = static_cast<uint64_t>(info.shape[1]) * sizeof(float);
+  if (src->rows > std::numeric_limits<uint64_t>::max() / 2 / src->row_bytes) {
+    return Corrupt(path, "its shape overflows");
+  }
+  const std::string header = NpyHeader(info.descr, info.shape);
+  src->header_bytes = header.size();
+  if (header.size() + src->rows * src->row_bytes != info.bytes) {
+    return Corrupt(path, fmt::format("the manifest says {} bytes but dtype and shape need {}",
+                                     info.bytes, header.size() + src->rows * src->row_bytes));
+  }
+  auto opened = env->NewRandomAccessFile(path);
+  if (!opened.ok()) {
+    if (absl::IsNotFound(opened.status())) {
+      return absl::DataLossError(
+          fmt::format("checkpoint file \"{}\" is missing; restore from another checkpoint", path));
+    }
+    return opened.status();
+  }
+  src->file = std::move(*opened);
+  RECSDK_ASSIGN_OR_RETURN(const uint64_t size, src->file->Size());
+  if (size != info.bytes) {
+    return Corrupt(path, fmt::format("it has {} bytes but the manifest says {} (truncated?)", size,
+                                     info.bytes));
+  }
+  std::string head(header.size(), '\0');
+  for (size_t done = 0; done < head.size();) {
+    RECSDK_ASSIGN_OR_RETURN(const size_t got,
+                            src->file->Read(done, head.size() - done, head.data() + done));
+    if (got == 0) return Corrupt(path, "it ended early while being read");
+    done += got;
+  }
+  if (head != header) return Corrupt(path, "its .npy header does not match the manifest");
+  src->checking = true;
+  src->crc = Crc32c(head.data(), head.size());
+  src->want_crc = info.crc32c;
+  if (src->rows == 0 && src->crc != src->want_crc) {
+    return Corrupt(path, fmt::format("its CRC32C is {:08x} but the manifest says {:08x}", src->crc,
+                                     src->want_crc));
+  }
+  return src;
+}
 
 // VerifiedRowSource: checks a rows payload as ReadPayload does (size, header, CRC32C over every
 // byte), reading it in pieces through one reused buffer, and returns a source that reads its rows.
@@ -355,16 +435,67 @@ StatusOr<nlohmann::json> WriteTableFiles(Env* env, const std::string& dir,
   return entry;
 }
 
-// RowsFileSink: a SnapshotRowSink writing rows.npy as the rows come.
+// RowsFileSink: a SnapshotRowSink writing rows.npy as the rows come; with `link_ssd`, it takes
+// the SSD segments (hard links under "<prefix>ssd/", the slots in "<prefix>ssd_slots.npy").
 class RowsFileSink final : public SnapshotRowSink {
  public:
-  RowsFileSink(Env* env, const std::string& dir, std::string file)
-      : env_(env), dir_(dir), file_(std::move(file)) {}
+  RowsFileSink(Env* env, const std::string& dir, std::string prefix, bool link_ssd)
+      : env_(env),
+        dir_(dir),
+        prefix_(std::move(prefix)),
+        file_(prefix_ + "rows.npy"),
+        link_ssd_(link_ssd) {}
   Status Begin(const TableSnapshot& s) override {
+    const int64_t rows = static_cast<int64_t>(s.keys.size() - linked_rows_);
     RECSDK_ASSIGN_OR_RETURN(
-        writer_, PayloadWriter::Open(env_, dir_, file_, "<f4",
-                                     {static_cast<int64_t>(s.keys.size()), s.dim + s.num_slots}));
+        writer_, PayloadWriter::Open(env_, dir_, file_, "<f4", {rows, s.dim + s.num_slots}));
     return absl::OkStatus();
+  }
+  StatusOr<bool> TakeSsdSegments(const SsdSegmentRefs& refs) override {
+    // Hard links need the real file system (not a test's or a user's Env) and the same one.
+    if (!link_ssd_ || env_ != Env::Default() || refs.files.empty()) return false;
+    const std::string sub = prefix_ + "ssd";
+    const std::string folder = JoinPath(dir_, sub);
+    RECSDK_RETURN_IF_ERROR(env_->CreateDirExclusive(folder));
+    for (size_t i = 0; i < refs.files.size(); ++i) {
+      const std::string& from = refs.files[i];
+      const std::string base = from.substr(from.find_last_of('/') + 1);
+      const std::string to = JoinPath(folder, base);
+      if (link(from.c_str(), to.c_str()) == 0) continue;
+      const int err = errno;
+      if (i == 0 &&
+          (err == EXDEV || err == EPERM || err == EMLINK || err == ENOTSUP || err == EOPNOTSUPP)) {
+        // Another file system (or one without hard links): copy the rows instead.
+        RECSDK_RETURN_IF_ERROR(DeleteRecursively(env_, folder));
+        return false;
+      }
+      return absl::ErrnoToStatus(
+          err, fmt::format("checkpoint: cannot hard-link the ssd tier file \"{}\" as \"{}\"; "
+                           "free space or save with SaverOptions::copy_ssd_rows",
+                           from, to));
+    }
+    RECSDK_RETURN_IF_ERROR(env_->SyncDir(folder));
+    std::vector<int64_t> slots(refs.slots.begin(), refs.slots.end());
+    RECSDK_ASSIGN_OR_RETURN(
+        PayloadInfo info,
+        WritePayload(env_, dir_, prefix_ + "ssd_slots.npy", "<i8",
+                     {static_cast<int64_t>(slots.size())}, slots.data(), slots.size() * 8));
+    slots_info_ = info.ToJson();
+    segments_ = {{"dir", sub},
+                 {"file_name", refs.file_name},
+                 {"files", refs.files.size()},
+                 {"rows_per_file", refs.rows_per_file},
+                 {"capacity", refs.capacity},
+                 {"record_floats", refs.record_floats},
+                 {"generation", refs.generation}};
+    linked_rows_ = refs.slots.size();
+    return true;
+  }
+  // AddSegments: the "ssd_segments" entry and the slots payload, when the segments were taken.
+  void AddSegments(nlohmann::json& entry) const {
+    if (segments_.is_null()) return;
+    entry["ssd_segments"] = segments_;
+    entry["files"]["ssd_slots"] = slots_info_;
   }
   Status Rows(absl::Span<const float> rows) override {
     return writer_->Append(rows.data(), rows.size() * sizeof(float));
@@ -377,7 +508,12 @@ class RowsFileSink final : public SnapshotRowSink {
  private:
   Env* env_;
   const std::string& dir_;
+  std::string prefix_;
   std::string file_;
+  bool link_ssd_;
+  size_t linked_rows_ = 0;
+  nlohmann::json segments_;
+  nlohmann::json slots_info_;
   std::unique_ptr<PayloadWriter> writer_;
 };
 
@@ -395,14 +531,19 @@ StatusOr<nlohmann::json> WriteTablePayloads(Env* env, const std::string& dir,
 StatusOr<nlohmann::json> SnapshotAndWriteTable(Env* env, const std::string& dir,
                                                const std::string& prefix, EmbeddingTable& table,
                                                EmbeddingTable::SnapshotKind kind,
-                                               TableSnapshot* snapshot) {
-  RowsFileSink sink(env, dir, prefix + "rows.npy");
+                                               TableSnapshot* snapshot, bool link_ssd) {
+  RowsFileSink sink(env, dir, prefix, link_ssd);
   RECSDK_ASSIGN_OR_RETURN(TableSnapshot s, table.SnapshotToSink(kind, sink));
   // The rows file is written; its sync (the long wait) overlaps the other files.
   RECSDK_ASSIGN_OR_RETURN(nlohmann::json entry,
                           WriteTableFiles(env, dir, prefix, s, [&] { return sink.Finish(); }));
+  sink.AddSegments(entry);
   if (snapshot != nullptr) *snapshot = std::move(s);
   return entry;
+}
+
+bool LinkedSsd(const nlohmann::json& entry) {
+  return entry.is_object() && entry.contains("ssd_segments");
 }
 
 namespace {
@@ -478,6 +619,120 @@ namespace {
 StatusOr<TableSnapshot> ReadTableFiles(Env* env, const std::string& dir,
                                        const nlohmann::json& entry, const TableHeader& h,
                                        bool stream_rows);
+
+// LinkedSegments: the SSD rows of a version-3 table entry, read from the segment files hard-linked
+// into the checkpoint (SsdStore::Open on them; every record checked against its CRC32C, seeded
+// with its slot). Rows [0, slots.size()) of the SSD part, which follows the rows file's rows.
+struct LinkedSegments {
+  std::unique_ptr<SsdStore> store;
+  std::vector<uint32_t> slots;
+  size_t row_floats = 0;     // the table's row (embedding + optimizer slots)
+  size_t record_floats = 0;  // a record: the row and its use history
+  std::string folder;
+  Status Read(size_t first, size_t count, float* out) const {
+    if (first > slots.size() || count > slots.size() - first) {
+      return absl::InternalError(fmt::format("ssd rows [{}, +{}) of \"{}\" asked, which has {}",
+                                             first, count, folder, slots.size()));
+    }
+    const size_t per = std::max<size_t>(1, (size_t{4} << 20) / (record_floats * sizeof(float)));
+    std::vector<float> records(std::min(count, per) * record_floats);
+    for (size_t b = 0; b < count; b += per) {
+      const size_t e = std::min(count, b + per);
+      RECSDK_RETURN_IF_ERROR(
+          store->Read(absl::MakeConstSpan(slots).subspan(first + b, e - b), records.data()));
+      for (size_t i = b; i < e; ++i) {
+        std::memcpy(out + i * row_floats, records.data() + (i - b) * record_floats,
+                    row_floats * sizeof(float));
+      }
+    }
+    return absl::OkStatus();
+  }
+};
+
+bool PlainSegmentName(const std::string& name) {
+  if (name.empty() || name == "." || name == "..") return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.';
+  });
+}
+
+// OpenLinkedSegments: the entry's "ssd_segments" checked and opened, with `slots` (the SSD rows'
+// slots, from ssd_slots.npy) live. DataLoss naming the file for anything missing or malformed;
+// FailedPrecondition when a later checkpoint released the rows (they may have been reused).
+StatusOr<std::shared_ptr<LinkedSegments>> OpenLinkedSegments(const std::string& dir,
+                                                             const nlohmann::json& entry,
+                                                             const TableHeader& h,
+                                                             std::vector<int64_t> slots) {
+  const std::string where = JoinPath(dir, kManifestFile);
+  const nlohmann::json& g = entry["ssd_segments"];
+  std::string sub, file_name;
+  uint64_t rows_per_file = 0, capacity = 0, generation = 0;
+  int record_floats = 0;
+  try {
+    sub = g.at("dir").get<std::string>();
+    file_name = g.at("file_name").get<std::string>();
+    rows_per_file = JsonNumber<uint64_t>(g.at("rows_per_file"));
+    capacity = JsonNumber<uint64_t>(g.at("capacity"));
+    record_floats = JsonNumber<int>(g.at("record_floats"));
+    generation = JsonNumber<uint64_t>(g.at("generation"));
+  } catch (const std::exception& ex) {
+    return Corrupt(where, fmt::format("table \"{}\" has a malformed ssd_segments entry ({})",
+                                      h.name, ex.what()));
+  }
+  const int row_floats = h.dim + h.num_slots;
+  if (!PlainSegmentName(sub) || !PlainSegmentName(file_name) || rows_per_file == 0 ||
+      capacity == 0 || capacity > 0xFFFFFFFFull || rows_per_file > capacity ||
+      record_floats != row_floats + 2) {
+    return Corrupt(where, fmt::format("table \"{}\" has ssd_segments {} (expected plain names, "
+                                      "0 < rows_per_file <= capacity < 2^32 and record_floats {})",
+                                      h.name, g.dump(), row_floats + 2));
+  }
+  auto segments = std::make_shared<LinkedSegments>();
+  segments->folder = JoinPath(dir, sub);
+  segments->row_floats = static_cast<size_t>(row_floats);
+  segments->record_floats = static_cast<size_t>(record_floats);
+  segments->slots.resize(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i] < 0 || static_cast<uint64_t>(slots[i]) >= capacity) {
+      return Corrupt(JoinPath(dir, fmt::format("{}", sub)),
+                     fmt::format("table \"{}\": ssd slot {} at position {} is outside the "
+                                 "segments' {} slots",
+                                 h.name, slots[i], i, capacity));
+    }
+    segments->slots[i] = static_cast<uint32_t>(slots[i]);
+  }
+  struct stat st = {};
+  if (stat(segments->folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::DataLossError(fmt::format(
+        "checkpoint folder \"{}\" (the SSD rows of table \"{}\", hard links to its SSD tier's "
+        "files) is missing; restore from another checkpoint",
+        segments->folder, h.name));
+  }
+  SsdStoreOptions o;
+  o.row_floats = record_floats;
+  o.capacity = static_cast<uint32_t>(capacity);
+  o.folders = {segments->folder};
+  o.file_name = file_name;
+  o.rows_per_file = static_cast<uint32_t>(rows_per_file);
+  auto opened = SsdStore::Open(o, segments->slots);
+  if (!opened.ok()) {
+    return absl::DataLossError(
+        fmt::format("checkpoint of table \"{}\": its linked SSD segments in \"{}\" cannot be "
+                    "read: {}",
+                    h.name, segments->folder, opened.status().message()));
+  }
+  segments->store = *std::move(opened);
+  if (segments->store->ReleasedGeneration() >= generation) {
+    return absl::FailedPreconditionError(fmt::format(
+        "checkpoint \"{}\": the SSD rows of table \"{}\" (linked segments, generation {}) were "
+        "released when a later full checkpoint of the same run was committed (generation {}), "
+        "so their slots may hold other rows now; restore the latest checkpoint, or save with "
+        "SaverOptions::copy_ssd_rows for checkpoints that each stay restorable",
+        dir, h.name, generation, segments->store->ReleasedGeneration()));
+  }
+  return segments;
+}
 
 // SortSnapshotByKey: a storage-order snapshot (keys, rows, timestamps) put in key order, as every
 // reader of an in-memory snapshot expects. Needs a second row buffer while it permutes.
@@ -560,20 +815,68 @@ StatusOr<TableSnapshot> ReadTableFiles(Env* env, const std::string& dir,
   };
   RECSDK_ASSIGN_OR_RETURN(PayloadInfo keys_info, info_of("keys"));
   RECSDK_ASSIGN_OR_RETURN(PayloadInfo rows_info, info_of("rows"));
-  if (keys_info.shape.size() != 1 || rows_info.shape.size() != 2 ||
-      rows_info.shape[0] != keys_info.shape[0] || rows_info.shape[1] != h.dim + h.num_slots) {
-    return Corrupt(
-        JoinPath(dir, rows_info.file),
-        fmt::format("rows of table \"{}\" are not [{}, {}]", h.name,
-                    keys_info.shape.empty() ? -1 : keys_info.shape[0], h.dim + h.num_slots));
+  // Version 3: the SSD-resident rows (the last keys, in storage order) are in linked segments.
+  const bool linked = LinkedSsd(entry);
+  if (linked && (h.is_delta || !storage_order)) {
+    return Corrupt(where, fmt::format("table \"{}\" has ssd_segments but is {}", h.name,
+                                      h.is_delta ? "a delta" : "not in storage order"));
+  }
+  std::vector<int64_t> ssd_slots;
+  if (linked) RECSDK_RETURN_IF_ERROR(read("ssd_slots", &ssd_slots));
+  const int64_t file_rows =
+      keys_info.shape.empty() ? -1 : keys_info.shape[0] - static_cast<int64_t>(ssd_slots.size());
+  if (keys_info.shape.size() != 1 || rows_info.shape.size() != 2 || file_rows < 0 ||
+      rows_info.shape[0] != file_rows || rows_info.shape[1] != h.dim + h.num_slots) {
+    return Corrupt(JoinPath(dir, rows_info.file),
+                   fmt::format("rows of table \"{}\" are not [{}, {}]", h.name, file_rows,
+                               h.dim + h.num_slots));
+  }
+  std::shared_ptr<LinkedSegments> segments;
+  if (linked) {
+    RECSDK_ASSIGN_OR_RETURN(segments, OpenLinkedSegments(dir, entry, h, std::move(ssd_slots)));
   }
   // The rows are nearly all the bytes: read and checksummed on a thread of their own while this
   // one reads the rest.
   std::future<Status> rows = std::async(std::launch::async, [&]() -> Status {
-    if (!streamed) return ReadPayload(env, dir, rows_info, &s.rows);
-    RECSDK_ASSIGN_OR_RETURN(std::shared_ptr<RowSource> src, VerifiedRowSource(env, dir, rows_info));
-    s.row_source = [src](size_t first, size_t count, float* out) {
-      return src->Read(first, count, out);
+    const size_t rf = static_cast<size_t>(h.dim + h.num_slots);
+    const size_t mem = static_cast<size_t>(file_rows);
+    if (!streamed) {
+      RECSDK_RETURN_IF_ERROR(ReadPayload(env, dir, rows_info, &s.rows));
+      if (segments == nullptr) return absl::OkStatus();
+      s.rows.resize((mem + segments->slots.size()) * rf);
+      return segments->Read(0, segments->slots.size(), s.rows.data() + mem * rf);
+    }
+    // One pass: the rows are checked as the table reads them (the rows file's CRC32C over the
+    // pieces in order, each SSD record's own CRC32C), and verify_rows reads everything first for
+    // a table that holds rows (LoadSnapshot decides; see TableSnapshot::verify_rows).
+    RECSDK_ASSIGN_OR_RETURN(std::shared_ptr<RowSource> src, OpenRowSource(env, dir, rows_info));
+    s.verify_rows = [env, dir, rows_info, segments, rf]() -> Status {
+      RECSDK_RETURN_IF_ERROR(VerifiedRowSource(env, dir, rows_info).status());
+      if (segments == nullptr) return absl::OkStatus();
+      const size_t per = std::max<size_t>(1, (size_t{4} << 20) / (rf * sizeof(float)));
+      std::vector<float> piece(std::min(segments->slots.size(), per) * rf);
+      for (size_t b = 0; b < segments->slots.size(); b += per) {
+        const size_t e = std::min(segments->slots.size(), b + per);
+        RECSDK_RETURN_IF_ERROR(segments->Read(b, e - b, piece.data()));
+      }
+      return absl::OkStatus();
+    };
+    if (segments == nullptr) {
+      s.row_source = [src](size_t first, size_t count, float* out) {
+        return src->Read(first, count, out);
+      };
+      return absl::OkStatus();
+    }
+    s.row_source = [src, segments, mem, rf](size_t first, size_t count, float* out) -> Status {
+      const size_t end = first + count;
+      if (first < mem) {
+        RECSDK_RETURN_IF_ERROR(src->Read(first, std::min(end, mem) - first, out));
+      }
+      if (end > mem) {
+        const size_t from = std::max(first, mem);
+        RECSDK_RETURN_IF_ERROR(segments->Read(from - mem, end - from, out + (from - first) * rf));
+      }
+      return absl::OkStatus();
     };
     return absl::OkStatus();
   });

@@ -26,7 +26,13 @@ namespace recsdk::internal {
 // Version 2 (issue 29) adds a table entry's "row_order": "storage" (a tiered table's keys and
 // rows in the order its tiers store them, so a save reads the SSD files sequentially); version 1
 // checkpoints (always key order) are read as before.
+// Version 3 (issue 29) adds a table entry's "ssd_segments": the SSD-resident rows stay in the SSD
+// tier's segment files, hard-linked into the checkpoint, and are named by slot. It is written
+// only by manifests that hold such a table; the others stay version 2, so older readers keep
+// reading them.
 inline constexpr int kCheckpointFormatVersion = 2;
+inline constexpr int kLinkedSsdFormatVersion = 3;
+inline constexpr int kNewestReadableFormatVersion = 3;
 inline constexpr int kOldestReadableFormatVersion = 1;
 inline constexpr char kManifestFile[] = "manifest.json";
 inline constexpr char kIndexFile[] = "checkpoint";
@@ -87,11 +93,16 @@ template <typename T, typename Alloc>
 // table to their file through a small buffer, never copied whole. The table must be held as for
 // Snapshot until this returns (a synchronous save). `snapshot`, when not null, receives the
 // snapshot without its rows.
-[[nodiscard]] StatusOr<nlohmann::json> SnapshotAndWriteTable(Env* env, const std::string& dir,
-                                                             const std::string& prefix,
-                                                             EmbeddingTable& table,
-                                                             EmbeddingTable::SnapshotKind kind,
-                                                             TableSnapshot* snapshot = nullptr);
+// With `link_ssd`, a full snapshot of a table with SSD-resident rows hard-links the SSD tier's
+// segment files into "<prefix>ssd/" and records the rows' slots ("<prefix>ssd_slots.npy",
+// "ssd_segments" in the entry) instead of copying the rows; where a link cannot be made (another
+// file system, an Env that is not the default one) the rows are copied as without it. The
+// caller must then call table.SettleSsdHold once the checkpoint is committed or has failed.
+[[nodiscard]] StatusOr<nlohmann::json> SnapshotAndWriteTable(
+    Env* env, const std::string& dir, const std::string& prefix, EmbeddingTable& table,
+    EmbeddingTable::SnapshotKind kind, TableSnapshot* snapshot = nullptr, bool link_ssd = false);
+// LinkedSsd: whether a table's manifest entry keeps its SSD rows in linked segments (version 3).
+bool LinkedSsd(const nlohmann::json& entry);
 // ReadTablePayloads: the snapshot of a manifest entry; every payload verified. Rows in storage
 // order are put in key order, unless `stream_rows` and the entry is a full table: then the rows
 // file is verified in pieces and left on disk, the snapshot keeps storage order and its

@@ -514,7 +514,13 @@ StatusOr<std::string> Saver::Impl::SaveImpl(int64_t step, bool delta) {
     });
     return JoinPath(options.model_dir, internal::CheckpointName(step));
   }
-  RECSDK_ASSIGN_OR_RETURN(std::string dir, WriteOrCleanUp(*job, &id));
+  // A full save links the SSD tiers' segment files unless asked to copy (SaverOptions); the holds
+  // the tables took are settled whatever the outcome.
+  job->link_ssd = !delta && !options.copy_ssd_rows;
+  StatusOr<std::string> written = WriteOrCleanUp(*job, &id);
+  const Status settled = internal::SettleSsdHolds(*job, written.ok());
+  RECSDK_ASSIGN_OR_RETURN(std::string dir, std::move(written));
+  RECSDK_RETURN_IF_ERROR(settled);
   chain = std::move(next);
   chain_ids = std::move(next_ids);
   chain_ids.push_back(id);
@@ -832,12 +838,12 @@ Status RestoreTableImpl(EmbeddingTable& table, const std::string& dir) {
   const nlohmann::json& version = (*manifest)["format_version"];
   if (!version.is_number_integer() ||
       version.get<int64_t>() < internal::kOldestReadableFormatVersion ||
-      version.get<int64_t>() > internal::kCheckpointFormatVersion) {
+      version.get<int64_t>() > internal::kNewestReadableFormatVersion) {
     return absl::FailedPreconditionError(fmt::format(
         "table \"{}\": \"{}\" has format version {} but this recsdk reads versions {} to {}; "
         "restore it with the recsdk that wrote it",
         table.name(), path, version.dump(), internal::kOldestReadableFormatVersion,
-        internal::kCheckpointFormatVersion));
+        internal::kNewestReadableFormatVersion));
   }
   RECSDK_RETURN_IF_ERROR(internal::CheckTableCompatible((*manifest)["table"], table, path));
   RECSDK_ASSIGN_OR_RETURN(TableSnapshot s,

@@ -2,6 +2,7 @@
 // them, and checkpoints read, verified and applied. Threading: see session_state.h.
 #include "src/checkpoint/session_state.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -137,16 +138,21 @@ StatusOr<std::string> WriteCheckpointFiles(Env* env, const std::string& tmp, con
     RECSDK_ASSIGN_OR_RETURN(
         nlohmann::json entry,
         SnapshotAndWriteTable(env, tmp, fmt::format("table_{}_", job.tables.size() + j), *table,
-                              job.table_kind));
+                              job.table_kind, nullptr,
+                              job.link_ssd && parts.tables == TableSet::kAll));
     tables_json.push_back(std::move(entry));
   }
-  nlohmann::json manifest = {{"format_version", kCheckpointFormatVersion},
-                             {"step", job.step},
-                             {"kind", job.delta ? "delta" : "full"},
-                             {"chain", job.chain},
-                             {"rng", {{"run_count", job.run_count}}},
-                             {"variables", vars},
-                             {"tables", tables_json}};
+  // Version 3 only where a table links its SSD segments, so older readers keep reading the rest.
+  const bool linked = std::any_of(tables_json.begin(), tables_json.end(),
+                                  [](const nlohmann::json& e) { return LinkedSsd(e); });
+  nlohmann::json manifest = {
+      {"format_version", linked ? kLinkedSsdFormatVersion : kCheckpointFormatVersion},
+      {"step", job.step},
+      {"kind", job.delta ? "delta" : "full"},
+      {"chain", job.chain},
+      {"rng", {{"run_count", job.run_count}}},
+      {"variables", vars},
+      {"tables", tables_json}};
   // The dataset position goes with the tables: the key stage's batches are those the tables saw.
   if (parts.dataset && job.dataset_batches >= 0) {
     manifest["dataset"] = {{"batches_consumed", job.dataset_batches}};
@@ -166,6 +172,17 @@ StatusOr<std::string> WriteCheckpointFiles(Env* env, const std::string& tmp, con
   return id;
 }
 
+Status SettleSsdHolds(const SaveJob& job, bool committed) {
+  Status first;
+  if (job.delta) return first;
+  for (const TableRef& t : job.streamed_tables) {
+    internal::TableGuard table = t.resource->table()->LockAll();
+    Status s = table->SettleSsdHold(committed);
+    if (first.ok()) first = s;
+  }
+  return first;
+}
+
 StatusOr<nlohmann::json> ReadManifest(Env* env, const std::string& dir) {
   const std::string path = JoinPath(dir, kManifestFile);
   auto doc = ReadJsonDocument(env, path);
@@ -176,11 +193,11 @@ StatusOr<nlohmann::json> ReadManifest(Env* env, const std::string& dir) {
   RECSDK_RETURN_IF_ERROR(doc.status());
   try {
     const int version = JsonNumber<int>(doc->at("format_version"));
-    if (version < kOldestReadableFormatVersion || version > kCheckpointFormatVersion) {
+    if (version < kOldestReadableFormatVersion || version > kNewestReadableFormatVersion) {
       return absl::FailedPreconditionError(fmt::format(
           "checkpoint \"{}\" has format version {} but this recsdk reads versions {} to {}; "
           "restore it with the recsdk that wrote it",
-          path, version, kOldestReadableFormatVersion, kCheckpointFormatVersion));
+          path, version, kOldestReadableFormatVersion, kNewestReadableFormatVersion));
     }
     (void)JsonNumber<int64_t>(doc->at("step"));
     (void)doc->at("chain").get<std::vector<std::string>>();
@@ -599,12 +616,38 @@ Status CheckCheckpoint(Session& session, const SessionState& state, LoadedCheckp
 
 Status CommitCheckpoint(Session& session, const SessionState& state, LoadedCheckpoint& ckpt) {
   ResourceMgr* rm = internal::SessionResources(session);
-  // The tables (only an I/O error of a tier can fail now), then the variables.
+  // The tables, then the variables. What can still fail: an I/O error of a tier, or rows that a
+  // one-pass restore checks as it loads them (TableSnapshot::verify_rows: only into an empty
+  // table, which the failing table is left as). The tables this restore filled from empty are
+  // then emptied again, so a failed restore into a fresh session leaves it as it was.
+  std::vector<const TableRef*> filled;
+  auto empty_filled = [&] {
+    for (const TableRef* f : filled) {
+      internal::TableGuard table = f->resource->table()->LockAll();
+      TableSnapshot none;
+      none.table_name = table->name();
+      none.dim = table->dim();
+      none.num_slots = table->num_slots();
+      none.optimizer = table->optimizer().kind;
+      none.key_dtype = table->config().key_dtype;
+      (void)table->LoadSnapshot(none);
+    }
+  };
   for (const TableRef& t : state.tables) {
-    // Adopted: the full snapshot's row pages become the table's (no copy); `ckpt` is spent.
-    internal::TableGuard table = t.resource->table()->LockAll();
-    for (TableSnapshot& s : ckpt.tables[t.name]) {
-      RECSDK_RETURN_IF_ERROR(table->AdoptSnapshot(std::move(s)));
+    Status loaded;
+    {
+      // Adopted: the full snapshot's row pages become the table's (no copy); `ckpt` is spent.
+      internal::TableGuard table = t.resource->table()->LockAll();
+      const bool was_empty = table->size() == 0;
+      for (TableSnapshot& s : ckpt.tables[t.name]) {
+        loaded = table->AdoptSnapshot(std::move(s));
+        if (!loaded.ok()) break;
+      }
+      if (loaded.ok() && was_empty) filled.push_back(&t);
+    }
+    if (!loaded.ok()) {
+      empty_filled();
+      return loaded;
     }
   }
   for (const std::string& name : state.var_names) {

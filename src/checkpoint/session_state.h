@@ -63,7 +63,13 @@ struct SaveJob {
   // so its rows are never copied whole. Only while the caller keeps every step out.
   std::vector<TableRef> streamed_tables;
   EmbeddingTable::SnapshotKind table_kind = EmbeddingTable::SnapshotKind::kFull;
+  // link_ssd: a full save's streamed tables hard-link their SSD segment files instead of copying
+  // the SSD rows (SnapshotAndWriteTable); the caller then settles the holds (SettleSsdHolds).
+  bool link_ssd = false;
 };
+// SettleSsdHolds: EmbeddingTable::SettleSsdHold(committed) of every streamed table of a full
+// save; the first error, after all were settled.
+[[nodiscard]] Status SettleSsdHolds(const SaveJob& job, bool committed);
 // SnapshotSession: copies every variable (FailedPrecondition naming one not initialised) and every
 // table's rows (EmbeddingTable::Snapshot of `kind`); with `stream_tables`, only names the tables
 // (SaveJob::streamed_tables) for WriteCheckpointFiles to snapshot as it writes them.

@@ -89,6 +89,7 @@ class ForwardingTable : public EmbeddingTable {
   StatusOr<TableSnapshot> SnapshotToSink(SnapshotKind kind, SnapshotRowSink& sink) override {
     return inner_->SnapshotToSink(kind, sink);
   }
+  Status SettleSsdHold(bool committed) override { return inner_->SettleSsdHold(committed); }
   Status LoadSnapshot(const TableSnapshot& snapshot) override {
     return inner_->LoadSnapshot(snapshot);
   }

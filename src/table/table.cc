@@ -36,6 +36,12 @@ TableImpl::TableImpl(const TableConfig& config, const SparseOptimizerConfig& opt
   // Host size 0 means device only (the spec): then every row is a device row, as before tiers.
   tiered_ = !config.use_dynamic_expansion && config.host_vocabulary_size > 0;
   device_rows_ = tiered_ ? config.device_vocabulary_size : max_rows_;
+  // Copy-on-write checkpoints keep the slots the latest one refers to while training writes
+  // fresh ones: the SSD tier gets up to twice its vocabulary in slots (files are made only as
+  // rows need them), as far as 32-bit row locations reach (TierBases::Check).
+  if (tiered_ && config.ssd_vocabulary_size > 0 && vocab < int64_t{0xFFFFFFFF}) {
+    ssd_spare_ = std::min<int64_t>(config.ssd_vocabulary_size, int64_t{0xFFFFFFFF} - vocab);
+  }
 }
 
 Status TableImpl::Init() {
@@ -61,7 +67,7 @@ Status TableImpl::Init() {
     }
   }
   if (evicting_) {
-    timestamps_ = SlabReservation(static_cast<uint64_t>(max_rows_) * sizeof(int64_t));
+    timestamps_ = SlabReservation(static_cast<uint64_t>(max_rows_ + ssd_spare_) * sizeof(int64_t));
     if (timestamps_.base() == nullptr) {
       return absl::ResourceExhaustedError(
           fmt::format("table \"{}\": cannot reserve timestamps for {} rows", name(), max_rows_));

@@ -182,6 +182,7 @@ Status TableImpl::ImportRowsTiered(const std::vector<int64_t>& keys, const float
     std::memcpy(rows.data() + j * rf, values + kept_at[j] * dim, dim * sizeof(float));
     SetTierDirty(packed[j], true);
   }
+  RECSDK_RETURN_IF_ERROR(RelocateHeldSsd(kept, absl::MakeSpan(packed)));
   return WriteRowsAt(packed, rows.data(), history.data());
 }
 

@@ -328,6 +328,17 @@ class TableImpl final : public EmbeddingTable {
   StatusOr<TableSnapshot> SnapshotToSink(SnapshotKind kind, SnapshotRowSink& sink) override;
   // SnapshotImpl: both of the above; the rows go to `sink` when it is not null.
   StatusOr<TableSnapshot> SnapshotImpl(SnapshotKind kind, SnapshotRowSink* sink);
+  Status SettleSsdHold(bool committed) override;
+  // OfferSsdSegments: a full streamed snapshot's SSD-resident entries (entries[first_ssd, n),
+  // sorted by location) offered to the sink by reference; prepares the SSD store's hold (all of
+  // them when taken, none otherwise). Sets *taken. tier_mu_ held.
+  Status OfferSsdSegments(const KeyRows& entries, size_t first_ssd, TableSnapshot& snap,
+                          SnapshotRowSink& sink, bool* taken);
+  // RelocateHeldSsd: before rows are written in place (an import, a delta loaded on top), each
+  // SSD-resident row whose slot the latest checkpoint holds moves to a fresh slot (index,
+  // timestamp and change flag with it; `packed` updated), so the checkpoint's record stays as it
+  // was. The row's content is not copied: the caller writes the whole record next. tier_mu_ held.
+  Status RelocateHeldSsd(absl::Span<const int64_t> keys, absl::Span<uint32_t> packed);
   Status LoadSnapshot(const TableSnapshot& snap) override;
   Status AdoptSnapshot(TableSnapshot&& snap) override;
   // LoadSnapshotImpl: both of the above; `adopt` (snap's rows) may be moved into the slab.
@@ -389,6 +400,9 @@ class TableImpl final : public EmbeddingTable {
   // Tiers (tiered_ only; see InitTiers).
   bool tiered_ = false;
   int64_t device_rows_ = 0;  // the device tier's rows: all of max_rows_ without tiers
+  // ssd_spare_: SSD slots beyond ssd_vocabulary_size, for the slots kept for the latest
+  // checkpoint (SsdStore::PrepareHold; up to ssd_vocabulary_size, as 32-bit locations allow).
+  int64_t ssd_spare_ = 0;
   TierBases bases_{0, 0, 0};
   std::unique_ptr<MemoryStore> host_;
   std::unique_ptr<SsdStore> ssd_;

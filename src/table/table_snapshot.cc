@@ -83,7 +83,23 @@ StatusOr<TableSnapshot> TableImpl::SnapshotImpl(SnapshotKind kind, SnapshotRowSi
         if (evicting_) snap.timestamps[i] = *Timestamp(entries[i].second);
       }
     });
-    RECSDK_RETURN_IF_ERROR(sink->Begin(snap));
+    // A full snapshot of a table with an SSD tier offers its SSD rows to the sink by reference
+    // (a checkpoint that hard-links the SSD files instead of copying them): then only the rows
+    // before the first SSD entry go through Rows.
+    size_t mem_n = n;
+    if (tiered_ && ssd_ != nullptr && !snap.is_delta) {
+      const size_t first_ssd = static_cast<size_t>(
+          std::lower_bound(entries.begin(), entries.end(), ssd_base_,
+                           [](const auto& e, uint32_t v) { return e.second < v; }) -
+          entries.begin());
+      bool taken = false;
+      RECSDK_RETURN_IF_ERROR(OfferSsdSegments(entries, first_ssd, snap, *sink, &taken));
+      if (taken) mem_n = first_ssd;
+    }
+    if (Status begun = sink->Begin(snap); !begun.ok()) {
+      if (tiered_ && ssd_ != nullptr) ssd_->AbortHold();
+      return begun;
+    }
     // One reused buffer: its pages are faulted once, and each piece is still in cache when the
     // sink checksums and writes it.
     const size_t per = std::max<size_t>(1, kSinkBytes / row_bytes_);
@@ -99,18 +115,24 @@ StatusOr<TableSnapshot> TableImpl::SnapshotImpl(SnapshotKind kind, SnapshotRowSi
         for (size_t i = b; i < e; ++i) packed[i - b] = entries[i].second;
         return ReadRowsAt(packed, out);
       };
-      Status read = n > 0 ? read_piece(0, buffer.data()) : absl::OkStatus();
-      for (size_t b = 0; b < n && read.ok(); b += per) {
-        const size_t e = std::min(n, b + per);
+      Status read = mem_n > 0 ? read_piece(0, buffer.data()) : absl::OkStatus();
+      for (size_t b = 0; b < mem_n && read.ok(); b += per) {
+        const size_t e = std::min(mem_n, b + per);
         std::future<Status> ahead;
-        if (e < n) ahead = std::async(std::launch::async, read_piece, e, next.data());
+        if (e < mem_n) ahead = std::async(std::launch::async, read_piece, e, next.data());
         const Status wrote = sink->Rows(
             absl::MakeConstSpan(buffer.data(), (e - b) * static_cast<size_t>(row_floats_)));
         read = ahead.valid() ? ahead.get() : absl::OkStatus();  // always joined
-        RECSDK_RETURN_IF_ERROR(wrote);
+        if (!wrote.ok()) {
+          if (ssd_ != nullptr) ssd_->AbortHold();
+          return wrote;
+        }
         std::swap(buffer, next);
       }
-      RECSDK_RETURN_IF_ERROR(read);
+      if (!read.ok()) {
+        if (ssd_ != nullptr) ssd_->AbortHold();
+        return read;
+      }
     }
     for (size_t b = 0; b < n && !tiered_; b += per) {
       const size_t e = std::min(n, b + per);
@@ -163,6 +185,68 @@ StatusOr<TableSnapshot> TableImpl::SnapshotImpl(SnapshotKind kind, SnapshotRowSi
   }
   if (kind != SnapshotKind::kFullKeepTracking) ResetTracking();
   return snap;
+}
+
+Status TableImpl::OfferSsdSegments(const KeyRows& entries, size_t first_ssd, TableSnapshot& snap,
+                                   SnapshotRowSink& sink, bool* taken) {
+  (void)snap;
+  *taken = false;
+  const size_t n = entries.size();
+  if (first_ssd < n) {
+    SsdSegmentRefs refs;
+    refs.files = ssd_->FilePaths();
+    refs.file_name = ssd_->file_name();
+    refs.rows_per_file = ssd_->rows_per_file();
+    refs.capacity = ssd_->capacity();
+    refs.record_floats = ssd_->row_floats();
+    refs.generation = ssd_->generation() + 1;
+    refs.slots.resize(n - first_ssd);
+    for (size_t i = first_ssd; i < n; ++i)
+      refs.slots[i - first_ssd] = entries[i].second - ssd_base_;
+    RECSDK_ASSIGN_OR_RETURN(*taken, sink.TakeSsdSegments(refs));
+  }
+  // Not taken (or no SSD rows): the checkpoint copies every row, and its commit only releases the
+  // slots an earlier linked checkpoint held. Taken: the files are synced and the live slots held.
+  StatusOr<uint64_t> prepared = ssd_->PrepareHold(*taken);
+  if (!prepared.ok()) return prepared.status();
+  return absl::OkStatus();
+}
+
+Status TableImpl::SettleSsdHold(bool committed) {
+  if (!tiered_ || ssd_ == nullptr) return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(tier_mu_);
+  if (!committed) {
+    ssd_->AbortHold();
+    return absl::OkStatus();
+  }
+  return ssd_->CommitHold();
+}
+
+Status TableImpl::RelocateHeldSsd(absl::Span<const int64_t> keys, absl::Span<uint32_t> packed) {
+  if (!tiered_ || ssd_ == nullptr || ssd_->generation() == 0) return absl::OkStatus();
+  std::vector<size_t> at;
+  for (size_t i = 0; i < packed.size(); ++i) {
+    if (packed[i] != KeyIndex::kEmpty && packed[i] >= ssd_base_ &&
+        ssd_->IsHeld(packed[i] - ssd_base_)) {
+      at.push_back(i);
+    }
+  }
+  if (at.empty()) return absl::OkStatus();
+  std::vector<uint32_t> fresh(at.size());
+  RECSDK_RETURN_IF_ERROR(ssd_->Allocate(fresh.size(), fresh.data()));
+  std::vector<uint32_t> old(at.size());
+  for (size_t j = 0; j < at.size(); ++j) {
+    const uint32_t from = packed[at[j]];
+    const uint32_t to = bases_.Pack({Tier::kSsd, fresh[j]});
+    if (evicting_) *Timestamp(to) = *Timestamp(from);
+    SetTierDirty(to, TierDirty(from));
+    SetTierDirty(from, false);
+    index_->Erase(keys[at[j]]);
+    index_->Insert(keys[at[j]], to);
+    packed[at[j]] = to;
+    old[j] = from - ssd_base_;
+  }
+  return ssd_->Free(old);  // held: kept until the next checkpoint is committed
 }
 
 Status TableImpl::LoadSnapshot(const TableSnapshot& snap) {
@@ -303,7 +387,11 @@ Status TableImpl::CheckSnapshots(absl::Span<const TableSnapshot> chain) {
   }
   if (tiered_ && ssd_ != nullptr && ssd_rows > 0) {
     std::lock_guard<std::mutex> tier_lock(tier_mu_);
-    RECSDK_RETURN_IF_ERROR(ssd_->Reserve(static_cast<uint64_t>(ssd_rows)));
+    // A full load frees every row first: those a linked checkpoint holds stay kept beside the
+    // new ones (Reserve counts the slots already kept).
+    const uint64_t held = chain.front().is_delta ? 0 : ssd_->held_live_rows();
+    RECSDK_RETURN_IF_ERROR(ssd_->Reserve(
+        std::min<uint64_t>(static_cast<uint64_t>(ssd_rows) + held, ssd_->row_limit())));
   }
   return absl::OkStatus();
 }
@@ -311,6 +399,11 @@ Status TableImpl::CheckSnapshots(absl::Span<const TableSnapshot> chain) {
 Status TableImpl::LoadSnapshotImpl(const TableSnapshot& snap, RowBuffer* adopt) {
   // Everything is checked (and the SSD tier's files made) before anything changes.
   RECSDK_RETURN_IF_ERROR(CheckSnapshots(absl::MakeConstSpan(&snap, 1)));
+  // Rows checked as they are read (a one-pass restore) go straight in only when the table is
+  // empty, where undoing a failure is emptying it again; otherwise they are verified first.
+  if (snap.row_source && snap.verify_rows && (size() != 0 || !pending_.empty())) {
+    RECSDK_RETURN_IF_ERROR(snap.verify_rows());
+  }
   const size_t n = snap.keys.size();
   const size_t pn = snap.pending_keys.size();
   // Rows needed after applying: a full snapshot replaces everything; a delta frees the rows of
@@ -325,8 +418,15 @@ Status TableImpl::LoadSnapshotImpl(const TableSnapshot& snap, RowBuffer* adopt) 
   }
   if (tiered_) {
     std::lock_guard<std::mutex> tier_lock(tier_mu_);
-    RECSDK_RETURN_IF_ERROR(snap.is_delta ? LoadSnapshotTiered(snap, needed)
-                                         : LoadFullSnapshotTiered(snap));
+    if (snap.is_delta) {
+      RECSDK_RETURN_IF_ERROR(LoadSnapshotTiered(snap, needed));
+    } else if (Status loaded = LoadFullSnapshotTiered(snap); !loaded.ok()) {
+      // A one-pass load found a bad piece (or a tier failed): the table was empty (or is being
+      // replaced) and is left empty, its host and SSD slots free, rather than half loaded.
+      (void)ClearTiers();
+      index_->Clear();
+      return loaded;
+    }
   } else if (snap.row_source) {
     // A table without tiers holds every row in memory anyway: read them all, then load.
     TableSnapshot whole;
@@ -401,6 +501,7 @@ Status TableImpl::LoadSnapshotTiered(const TableSnapshot& snap, int64_t needed) 
     packed[fresh_at[j]] = placed[j];
     index_->Insert(fresh_keys[j], placed[j]);
   }
+  RECSDK_RETURN_IF_ERROR(RelocateHeldSsd(snap.keys, absl::MakeSpan(packed)));
   RECSDK_RETURN_IF_ERROR(WriteRowsAt(packed, snap.rows.data(), history.data()));
   for (size_t i = 0; i < n; ++i) {
     SetTierDirty(packed[i], false);

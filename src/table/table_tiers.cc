@@ -64,12 +64,15 @@ void SetRecordHistory(float* record, size_t rf, uint64_t h) {
 Status TableImpl::InitTiers() {
   const std::string label = fmt::format("table \"{}\"", name());
   const int64_t host = config_.host_vocabulary_size, ssd = config_.ssd_vocabulary_size;
+  // The SSD tier's slots: its vocabulary plus the spare kept for checkpoints (ssd_spare_).
+  const int64_t ssd_slots = ssd + ssd_spare_;
   RECSDK_RETURN_IF_ERROR(TierBases::Check(static_cast<uint64_t>(device_rows_),
-                                          static_cast<uint64_t>(host), static_cast<uint64_t>(ssd)));
+                                          static_cast<uint64_t>(host),
+                                          static_cast<uint64_t>(ssd_slots)));
   bases_ = TierBases(static_cast<uint32_t>(device_rows_), static_cast<uint32_t>(host),
-                     static_cast<uint32_t>(ssd));
+                     static_cast<uint32_t>(ssd_slots));
   ssd_base_ = bases_.Pack({Tier::kSsd, 0});
-  ssd_dirty_.assign((static_cast<uint64_t>(ssd) + 63) / 64, 0);
+  ssd_dirty_.assign((static_cast<uint64_t>(ssd_slots) + 63) / 64, 0);
   MemoryStoreOptions h;
   h.tier = Tier::kHost;
   h.row_floats = row_floats_;
@@ -79,7 +82,8 @@ Status TableImpl::InitTiers() {
   if (ssd > 0) {
     SsdStoreOptions o;
     o.row_floats = row_floats_ + static_cast<int>(kHistoryFloats);
-    o.capacity = static_cast<uint32_t>(ssd);
+    o.capacity = static_cast<uint32_t>(ssd_slots);
+    o.row_limit = static_cast<uint32_t>(ssd);
     o.folders = config_.ssd_data_path;
     // Table names may hold '/'; file names may not. A table's files replace those an earlier run
     // of a table of the same name left in the folders (SsdStore::Create).

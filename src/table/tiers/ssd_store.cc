@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 #include "fmt/format.h"
@@ -44,8 +45,11 @@ struct FileHeader {
   uint32_t rows_per_file;
   uint32_t file_rows;
   uint64_t file_index;
+  // released_generation: the highest checkpoint generation whose held slots were released
+  // (SsdStore::CommitHold); 0 in files written before copy-on-write slots, which is right.
+  uint64_t released_generation;
 };
-static_assert(sizeof(FileHeader) == 32);
+static_assert(sizeof(FileHeader) == 40);
 
 bool ValidFileName(const std::string& name) {
   if (name.empty() || name == "." || name == "..") return false;
@@ -89,6 +93,7 @@ SsdStore::SsdStore(const SsdStoreOptions& options, uint32_t rows_per_file)
       rows_per_file_(rows_per_file),
       allocated_((uint64_t{options.capacity} + 63) / 64, 0),
       has_free_((allocated_.size() + 63) / 64, ~uint64_t{0}) {
+  row_limit_ = options.row_limit == 0 ? options.capacity : options.row_limit;
   if (options.io_threads > 0) pool_ = std::make_unique<IoPool>(options.io_threads);
   if (options.read_path != SsdReadPath::kBuffered) {
     absl::StatusOr<std::unique_ptr<Uring>> ring = Uring::Create(kDirectDepth);
@@ -143,6 +148,11 @@ absl::Status CheckOptions(const SsdStoreOptions& options) {
                       options.file_name, folder));
     }
   }
+  if (options.row_limit > options.capacity) {
+    return absl::InvalidArgumentError(
+        fmt::format("ssd tier \"{}\": row_limit {} is above the capacity of {} slots",
+                    options.file_name, options.row_limit, options.capacity));
+  }
   if (options.io_threads < 0 || options.io_threads > 64) {
     return absl::InvalidArgumentError(
         fmt::format("ssd tier \"{}\": io_threads {} must be in [0, 64]", options.file_name,
@@ -188,7 +198,10 @@ absl::StatusOr<std::unique_ptr<SsdStore>> SsdStore::Open(const SsdStoreOptions& 
     File file;
     for (size_t f = 0; f < s.folders_.size() && file.fd < 0; ++f) {
       const std::string path = s.folders_[f] + "/" + s.FileName(index);
-      const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+      int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+      // A checkpoint's linked segments may be read-only (a restore only reads them).
+      if (fd < 0 && (errno == EACCES || errno == EROFS))
+        fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd >= 0) {
         file = {fd, -1, path};
         s.first_folder_ = f;
@@ -228,6 +241,7 @@ absl::StatusOr<std::unique_ptr<SsdStore>> SsdStore::Open(const SsdStoreOptions& 
           file.path, mismatch, header.row_floats, header.rows_per_file, header.file_rows,
           header.file_index, s.row_floats(), s.rows_per_file_, s.FileRows(index), index));
     }
+    s.released_generation_ = std::max(s.released_generation_, header.released_generation);
     posix_fadvise(file.fd, 0, 0, POSIX_FADV_RANDOM);
     s.OpenDirect(&s.files_.back());
     s.file_rows_ += s.FileRows(index);
@@ -278,13 +292,16 @@ uint32_t SsdStore::FileRows(uint64_t index) const {
 absl::Status SsdStore::MakeFile(uint64_t index, const std::string& folder, File* file) const {
   const std::string path = folder + "/" + FileName(index);
   const uint64_t bytes = kHeaderBytes + uint64_t{FileRows(index)} * record_bytes();
-  // O_NOFOLLOW: a link planted at a tier file's name must not get its target truncated.
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  // A file at the name is unlinked, never truncated: it may be a hard link a checkpoint holds
+  // (HoldForCheckpoint), whose inode must keep its rows. O_EXCL | O_NOFOLLOW: a link planted at
+  // a tier file's name must not get its target written.
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) return absl::ErrnoToStatus(errno, path);
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return absl::ErrnoToStatus(errno, path);
   // Reserve every block now, so that a full disk is found here and never by a row write.
   int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
   if (err == 0) {
-    FileHeader header;
+    FileHeader header = {};
     std::memcpy(header.magic, kMagic, sizeof(kMagic));
     header.version = kVersion;
     header.row_floats = static_cast<uint32_t>(row_floats());
@@ -367,25 +384,35 @@ uint64_t SsdStore::NextFree(uint64_t from, uint64_t limit) const {
 }
 
 absl::Status SsdStore::Reserve(uint64_t rows) {
-  if (rows > capacity()) {
+  if (rows > row_limit_) {
     return absl::ResourceExhaustedError(
         fmt::format("{} is full: {} rows asked of ssd_vocabulary_size {}; raise "
                     "ssd_vocabulary_size",
-                    Label(), rows, capacity()));
+                    Label(), rows, row_limit_));
   }
-  return Grow(rows);
+  // Slots kept for the latest checkpoint occupy slots beside the rows.
+  return Grow(std::min<uint64_t>(capacity(), rows + kept_count_));
 }
 
 absl::Status SsdStore::Allocate(size_t n, uint32_t* slots) {
-  if (n > uint64_t{capacity()} - size_) {
+  if (n > uint64_t{row_limit_} - size_) {
     return absl::ResourceExhaustedError(
         fmt::format("{} is full: {} more rows asked, {} of ssd_vocabulary_size {} rows free; raise "
                     "ssd_vocabulary_size",
-                    Label(), n, capacity() - size_, capacity()));
+                    Label(), n, row_limit_ - size_, row_limit_));
   }
-  // Every allocated slot lies in a file, so the files hold file_rows_ - size_ free slots: make
+  // Slots kept for the latest checkpoint (held, since freed) occupy slots too.
+  const uint64_t occupied = uint64_t{size_} + kept_count_;
+  if (n > uint64_t{capacity()} - occupied) {
+    return absl::ResourceExhaustedError(fmt::format(
+        "{} is full: {} more rows asked, {} rows live and {} slots kept for the latest "
+        "checkpoint (its SSD rows are linked, not copied) of {} slots; save a full checkpoint "
+        "(which releases them), or save with SaverOptions::copy_ssd_rows",
+        Label(), n, size_, kept_count_, capacity()));
+  }
+  // Every occupied slot lies in a file, so the files hold file_rows_ - occupied free slots: make
   // files only when those are too few (the files stay as large as the largest population).
-  if (size_ + n > file_rows_) RECSDK_RETURN_IF_ERROR(Grow(size_ + n));
+  if (occupied + n > file_rows_) RECSDK_RETURN_IF_ERROR(Grow(occupied + n));
   // Next fit: the free slots in slot order from where the last allocation stopped, wrapping at the
   // end of the files. A swap's demoted rows then land in runs of adjacent slots (one pwritev a
   // run, fewer pages dirtied) instead of the scattered slots its promotions just freed.
@@ -404,19 +431,97 @@ absl::Status SsdStore::Allocate(size_t n, uint32_t* slots) {
 
 absl::Status SsdStore::Free(absl::Span<const uint32_t> slots) {
   RECSDK_RETURN_IF_ERROR(CheckAllocated(slots, "free"));
+  // A held slot is kept (still set in allocated_, so never handed out) until the next
+  // CommitHold; any other slot is free at once.
+  auto release = [&](uint32_t slot, bool on) {
+    if (IsHeld(slot)) {
+      if (kept_.empty()) kept_.assign(allocated_.size(), 0);
+      const uint64_t bit = uint64_t{1} << (slot & 63);
+      kept_[slot >> 6] = on ? (kept_[slot >> 6] | bit) : (kept_[slot >> 6] & ~bit);
+      kept_count_ = on ? kept_count_ + 1 : kept_count_ - 1;
+      held_live_ = on ? held_live_ - 1 : held_live_ + 1;
+    } else {
+      SetAllocated(slot, !on);
+    }
+  };
   for (size_t i = 0; i < slots.size(); ++i) {
     const uint32_t slot = slots[i];
     if (!IsAllocated(slot) || pins_.contains(slot)) {
       const bool twice = !IsAllocated(slot);
-      for (size_t j = 0; j < i; ++j) SetAllocated(slots[j], true);
+      for (size_t j = 0; j < i; ++j) release(slots[j], false);
       return absl::FailedPreconditionError(
           twice ? fmt::format("{}: slot {} is listed twice in one Free", Label(), slot)
                 : fmt::format("{}: cannot free slot {}: it is pinned by a batch in flight", Label(),
                               slot));
     }
-    SetAllocated(slot, false);
+    release(slot, true);
   }
   size_ -= static_cast<uint32_t>(slots.size());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> SsdStore::PrepareHold(bool hold_rows) {
+  prepared_ = false;
+  next_held_.clear();
+  if (!hold_rows && held_.empty() && kept_count_ == 0) return generation_;  // nothing to release
+  if (hold_rows) {
+    RECSDK_RETURN_IF_ERROR(Sync());
+    next_held_ = allocated_;
+    for (size_t w = 0; w < kept_.size(); ++w) next_held_[w] &= ~kept_[w];
+  }
+  prepared_ = true;
+  return generation_ + 1;
+}
+
+absl::Status SsdStore::CommitHold() {
+  if (!prepared_) return absl::OkStatus();
+  prepared_ = false;
+  // The new checkpoint's slots are protected first, beside the previous one's: if the release
+  // below fails, both stay untouched (and the next CommitHold releases the older ones).
+  auto count_held_live = [&] {
+    held_live_ = 0;
+    for (size_t w = 0; w < held_.size(); ++w) {
+      const uint64_t kept = kept_.empty() ? 0 : kept_[w];
+      held_live_ += static_cast<uint32_t>(__builtin_popcountll(held_[w] & allocated_[w] & ~kept));
+    }
+  };
+  if (!next_held_.empty()) {
+    if (held_.empty()) held_.assign(allocated_.size(), 0);
+    for (size_t w = 0; w < held_.size(); ++w) held_[w] |= next_held_[w];
+    count_held_live();
+  }
+  const uint64_t released = generation_;
+  ++generation_;
+  if (released > 0) {
+    // Mark the released generation in every file before any of its slots can be reused: a
+    // checkpoint of that generation (hard links to these inodes) is then refused at restore.
+    for (const File& file : files_) {
+      struct iovec iov = {const_cast<uint64_t*>(&released), sizeof(released)};
+      int err = FullIo(file.fd, &iov, 1, offsetof(FileHeader, released_generation),
+                       /*write=*/true);
+      if (err == 0 && fdatasync(file.fd) != 0) err = errno;
+      if (err != 0) {
+        return absl::DataLossError(fmt::format(
+            "{}: cannot mark the checkpoint's released rows in \"{}\": {}; the slots stay kept",
+            Label(), file.path, std::strerror(err)));
+      }
+    }
+    released_generation_ = released;
+  }
+  for (size_t w = 0; w < kept_.size(); ++w) {
+    uint64_t bits = kept_[w];
+    while (bits != 0) {
+      const uint32_t slot =
+          static_cast<uint32_t>(w * 64 + static_cast<uint64_t>(__builtin_ctzll(bits)));
+      SetAllocated(slot, false);
+      bits &= bits - 1;
+    }
+    kept_[w] = 0;
+  }
+  kept_count_ = 0;
+  held_ = std::move(next_held_);
+  next_held_.clear();
+  count_held_live();
   return absl::OkStatus();
 }
 
@@ -787,7 +892,8 @@ uint64_t SsdStore::FixedHostBytes() const {
 uint64_t SsdStore::HostMemoryBytes() const {
   return FixedHostBytes() + allocated_.capacity() * sizeof(uint64_t) +
          has_free_.capacity() * sizeof(uint64_t) +
-         pins_.capacity() * (sizeof(std::pair<uint32_t, uint32_t>) + 1);
+         pins_.capacity() * (sizeof(std::pair<uint32_t, uint32_t>) + 1) +
+         (held_.capacity() + next_held_.capacity() + kept_.capacity()) * sizeof(uint64_t);
 }
 
 }  // namespace recsdk::internal

@@ -144,6 +144,10 @@ struct SsdStoreOptions {
   int io_threads = 0;
   // read_path: default kAuto (measured fastest where available).
   SsdReadPath read_path = SsdReadPath::kAuto;
+  // row_limit: the most rows allocated at once; 0 (default) is `capacity`. A table sets
+  // `capacity` above it (its ssd_vocabulary_size) to leave room for the slots kept for the latest
+  // checkpoint (HoldForCheckpoint) beside the live rows.
+  uint32_t row_limit = 0;
 };
 
 class SsdStore final : public RowStore {
@@ -173,12 +177,51 @@ class SsdStore final : public RowStore {
   absl::Status Unpin(absl::Span<const uint32_t> slots) override;
   bool IsPinned(uint32_t slot) const override { return pins_.contains(slot); }
   bool IsAllocated(uint32_t slot) const override {
-    return (allocated_[slot >> 6] >> (slot & 63)) & 1;
+    return ((allocated_[slot >> 6] >> (slot & 63)) & 1) != 0 &&
+           (kept_.empty() || ((kept_[slot >> 6] >> (slot & 63)) & 1) == 0);
   }
+
+  // Copy-on-write slots for checkpoints that link the files instead of copying the rows
+  // (docs/tiers.md, "Checkpoints without a second copy"). A record never changes while its slot
+  // is allocated except by Write to that slot, so a checkpoint may refer to the slots live at its
+  // save as long as none of them is handed out again: PrepareHold (at the save, after Sync) notes
+  // the live slots; CommitHold (once the checkpoint is committed) makes them the held set and
+  // releases the previous one; AbortHold (the save failed) forgets the prepared set. A held slot
+  // that is freed stays reserved ("kept": not allocated, not reusable) until the next CommitHold.
+  // Before it releases the previous set, CommitHold writes that set's generation into every
+  // file's header (ReleasedGeneration), so a checkpoint of an older generation, whose files are
+  // hard links to the same inodes, is refused at restore instead of reading reused slots.
+  // PrepareHold: with `hold_rows`, Sync, then notes the live slots; without, prepares to hold
+  // none (a checkpoint that copied the rows: CommitHold then only releases the previous set).
+  // Returns the generation the checkpoint records.
+  [[nodiscard]] absl::StatusOr<uint64_t> PrepareHold(bool hold_rows = true);
+  // CommitHold: DataLoss naming the file when a header cannot be written (nothing released then).
+  [[nodiscard]] absl::Status CommitHold();
+  void AbortHold() {
+    next_held_.clear();
+    prepared_ = false;
+  }
+  // IsHeld: whether the committed checkpoint refers to the slot (a Write there would change it).
+  bool IsHeld(uint32_t slot) const {
+    return !held_.empty() && ((held_[slot >> 6] >> (slot & 63)) & 1) != 0;
+  }
+  // kept_rows: held slots freed since the hold (reserved until the next CommitHold).
+  uint32_t kept_rows() const { return kept_count_; }
+  // held_live_rows: live rows whose slots the hold keeps (each becomes kept when freed).
+  uint32_t held_live_rows() const { return held_live_; }
+  // ReleasedGeneration: the highest generation whose hold a CommitHold released, as written in
+  // the files' headers (0: none); read by Open.
+  uint64_t ReleasedGeneration() const { return released_generation_; }
+  // generation: the generation of the committed hold (0: none).
+  uint64_t generation() const { return generation_; }
+  // row_limit: the most rows allocated at once (SsdStoreOptions::row_limit).
+  uint32_t row_limit() const { return row_limit_; }
 
   // Sync: fdatasync every file (a checkpoint calls it before it refers to the files).
   // Reserve: makes the files `rows` slots need now (no slot is allocated), so that a later
-  // Allocate of up to `rows` rows in all makes no file and cannot find the disk full.
+  // Allocate of up to `rows` rows in all makes no file and cannot find the disk full. Slots
+  // already kept for a checkpoint are counted on top; held slots that the caller is about to
+  // free are not (a caller that frees them must add them: they stay occupied).
   // ResourceExhausted naming the folders when a file cannot be made, or when `rows` is above
   // the capacity; nothing is lost either way.
   [[nodiscard]] absl::Status Reserve(uint64_t rows);
@@ -191,6 +234,8 @@ class SsdStore final : public RowStore {
   void DropCleanPages() const;
 
   uint32_t rows_per_file() const { return rows_per_file_; }
+  // file_name: the files' name stem (SsdStoreOptions::file_name).
+  const std::string& file_name() const { return file_name_; }
   // record_bytes: bytes of one record on disk (the row and its checksum).
   size_t record_bytes() const { return row_bytes() + kRecordCrcBytes; }
   // FilePaths: the files made so far, in slot order.
@@ -281,6 +326,17 @@ class SsdStore final : public RowStore {
   std::vector<uint64_t> has_free_;
   uint64_t cursor_ = 0;  // Allocate's next fit starts here
   uint32_t size_ = 0;
+  uint32_t row_limit_ = 0;
+  // Copy-on-write slots (PrepareHold): bitmaps over the slots, empty until the first hold.
+  // kept_ slots are still set in allocated_ (so Allocate skips them) but not counted in size_.
+  std::vector<uint64_t> held_;
+  std::vector<uint64_t> next_held_;
+  std::vector<uint64_t> kept_;
+  uint32_t kept_count_ = 0;
+  uint32_t held_live_ = 0;
+  bool prepared_ = false;
+  uint64_t generation_ = 0;
+  uint64_t released_generation_ = 0;
   absl::flat_hash_map<uint32_t, uint32_t> pins_;  // slot -> pin count, pinned slots only
   std::unique_ptr<IoPool> pool_;
   // The ring read path: on when read_path is not kBuffered and io_uring works (and for kDirect,
