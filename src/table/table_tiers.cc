@@ -267,8 +267,11 @@ Status TableImpl::PlanTiers(absl::Span<const int64_t> keys, absl::Span<const uin
       // swap half done. ExecuteTiers frees the SSD slots of the rows coming up before it
       // allocates the slots of the rows going down, so a file made there failed after the index
       // still named the freed slots: the table's next snapshot read unallocated slots (issue 29).
+      // The rows coming up from slots a linked checkpoint holds leave those slots occupied
+      // (kept until the next full save), so they count too.
       RECSDK_RETURN_IF_ERROR(
-          ssd_->Reserve(uint64_t{ssd_->size()} - plan->ssd_slots.size() + plan->cold.size()));
+          ssd_->Reserve(uint64_t{ssd_->size()} - plan->ssd_slots.size() + plan->cold.size(),
+                        ssd_->HeldAmong(plan->ssd_slots)));
     }
   }
   // The arriving rows' metadata, read before their slots can be reused below (an SSD row's

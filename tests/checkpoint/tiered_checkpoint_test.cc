@@ -325,6 +325,40 @@ TEST(TieredCheckpoint, ALinkedCheckpointIsRefusedOnceALaterOneReleasedItsSlots) 
 
 // An SSD tier on another file system than the checkpoint cannot be hard-linked: the save copies
 // its rows (version-2 entry, no ssd_segments) and restores as before.
+TEST(TieredCheckpoint, ADiskThatFillsWhileALinkedCheckpointHoldsSlotsFailsThePlanNotTheSwap) {
+  // Rows coming up from slots a linked checkpoint holds leave them occupied (kept until the next
+  // full save). The swap's file reservation must count them: else the swap finds no room for
+  // the rows going down only after the rows coming up have left their slots, and a disk that
+  // cannot take a new file then breaks the table instead of failing the batch.
+  testing::TierTestDir dir;
+  const std::string folder = dir.Sub("ssd");
+  TableConfig c = Config(1024, 26, 20, 40000, folder);  // 4 KiB records: 16352 a 64 MiB file
+  auto t = Make(c);
+  ASSERT_NE(t, nullptr);
+  constexpr int64_t kFilled = 16352 - 8;  // the first file, all but 8 slots
+  std::vector<int64_t> keys(kFilled);
+  for (int64_t k = 0; k < kFilled; ++k) keys[k] = k;
+  ASSERT_TRUE(internal::PrefillSsd(*t, keys).ok());
+  const Status saved = LinkedSave(*t, dir.path() + "/ckpt");
+  ASSERT_TRUE(saved.ok()) << saved;
+  std::filesystem::remove_all(folder);  // the open file stays usable; no new file can be made
+  Status failed;
+  std::mt19937_64 rng(9);
+  for (int step = 1; step <= 50 && failed.ok(); ++step) {
+    // Rows from the prefilled (held) slots come up; the host's go down to new slots.
+    std::vector<int64_t> batch = Batch(rng, 12, kFilled);
+    std::vector<uint32_t> rows(batch.size());
+    failed = t->Resolve(batch, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows));
+  }
+  ASSERT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
+  EXPECT_NE(failed.message().find(folder), std::string_view::npos) << failed;
+  const internal::TierStats st = internal::GetTierStats(*t);
+  EXPECT_EQ(st.device_rows + st.host_rows + st.ssd_rows, t->size());
+  auto snap = t->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  EXPECT_EQ(static_cast<int64_t>(snap->keys.size()), t->size());
+}
+
 TEST(TieredCheckpoint, SsdTierOnAnotherFileSystemIsCopied) {
   testing::TierTestDir dir;
   std::string shm = "/dev/shm/tiered_ckpt_XXXXXX";

@@ -383,15 +383,16 @@ uint64_t SsdStore::NextFree(uint64_t from, uint64_t limit) const {
   return std::min(limit, w * 64 + static_cast<uint64_t>(__builtin_ctzll(bits)));
 }
 
-absl::Status SsdStore::Reserve(uint64_t rows) {
+absl::Status SsdStore::Reserve(uint64_t rows, uint64_t freeing_held) {
   if (rows > row_limit_) {
     return absl::ResourceExhaustedError(
         fmt::format("{} is full: {} rows asked of ssd_vocabulary_size {}; raise "
                     "ssd_vocabulary_size",
                     Label(), rows, row_limit_));
   }
-  // Slots kept for the latest checkpoint occupy slots beside the rows.
-  return Grow(std::min<uint64_t>(capacity(), rows + kept_count_));
+  // Slots kept for the latest checkpoint, and the held ones about to join them, occupy slots
+  // beside the rows.
+  return Grow(std::min<uint64_t>(capacity(), rows + kept_count_ + freeing_held));
 }
 
 absl::Status SsdStore::Allocate(size_t n, uint32_t* slots) {

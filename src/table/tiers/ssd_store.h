@@ -218,13 +218,19 @@ class SsdStore final : public RowStore {
   uint32_t row_limit() const { return row_limit_; }
 
   // Sync: fdatasync every file (a checkpoint calls it before it refers to the files).
-  // Reserve: makes the files `rows` slots need now (no slot is allocated), so that a later
+  // Reserve: makes the files `rows` live slots need now (no slot is allocated), so that a later
   // Allocate of up to `rows` rows in all makes no file and cannot find the disk full. Slots
-  // already kept for a checkpoint are counted on top; held slots that the caller is about to
-  // free are not (a caller that frees them must add them: they stay occupied).
+  // already kept for a checkpoint are counted on top, and so are `freeing_held`: held slots the
+  // caller is about to free, which stay occupied as kept slots (HeldAmong counts them).
   // ResourceExhausted naming the folders when a file cannot be made, or when `rows` is above
   // the capacity; nothing is lost either way.
-  [[nodiscard]] absl::Status Reserve(uint64_t rows);
+  [[nodiscard]] absl::Status Reserve(uint64_t rows, uint64_t freeing_held = 0);
+  // HeldAmong: how many of `slots` the committed checkpoint holds.
+  uint64_t HeldAmong(absl::Span<const uint32_t> slots) const {
+    uint64_t n = 0;
+    for (uint32_t s : slots) n += IsHeld(s) ? 1 : 0;
+    return n;
+  }
   [[nodiscard]] absl::Status Sync();
   // DropPageCache: Sync, then ask the kernel to drop the files' cached pages, so the next reads
   // come from the disk (for benchmarks that measure the disk, not the page cache).
