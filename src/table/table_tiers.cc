@@ -362,7 +362,12 @@ Status TableImpl::ExecuteTiers(absl::Span<const int64_t> keys, absl::Span<uint32
       // Resolve does not wait for the step in flight. Their device slots may take this batch's
       // rows below: those Writes queue after the Read, which has read the victims by then.
       RECSDK_RETURN_IF_ERROR(SettleSwapOut());
-      RECSDK_ASSIGN_OR_RETURN(PendingRows down, device_memory_->ReadAsync(plan.victims));
+      // Victims are unpinned rows, and every release (the key stage's and the public Resolve's)
+      // takes effect only once its fence has passed: no queued kernel uses them, so the copy
+      // waits for no compute (it overlaps the step in flight).
+      RECSDK_ASSIGN_OR_RETURN(
+          PendingRows down,
+          device_memory_->ReadAsync(plan.victims, SwapOutOrder::kAfterReleaseFences));
       RECSDK_RETURN_IF_ERROR(host_->Allocate(n, move_slots_.data()));
       std::lock_guard<std::mutex> lock(swap_out_mu_);
       swap_out_ = PendingSwapOut{move_slots_, std::move(down)};

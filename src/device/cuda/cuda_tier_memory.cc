@@ -90,8 +90,10 @@ class CudaTierMemory final : public internal::DeviceTierMemory {
   // victims' rows are gathered on the GPU into device staging and copied (cudaMemcpyAsync) into
   // pinned staging; an event after that copy is the result's `done`. The staging belongs to this
   // swap-out until WaitRead has copied its rows out.
-  StatusOr<internal::PendingRows> ReadAsync(absl::Span<const uint32_t> slots) override {
-    RECSDK_RETURN_IF_ERROR(Prepare(slots, "ReadAsync"));
+  StatusOr<internal::PendingRows> ReadAsync(absl::Span<const uint32_t> slots,
+                                            internal::SwapOutOrder order) override {
+    RECSDK_RETURN_IF_ERROR(
+        Prepare(slots, "ReadAsync", order == internal::SwapOutOrder::kAfterQueuedCompute));
     const int64_t n = static_cast<int64_t>(slots.size());
     internal::PendingRows pending{nullptr, std::make_shared<std::vector<float>>(
                                                slots.size() * static_cast<size_t>(row_floats()))};
@@ -218,16 +220,17 @@ class CudaTierMemory final : public internal::DeviceTierMemory {
   }
 
  private:
-  // Prepare: checks the slots, then makes the swap stream wait (on the GPU) for the compute work
-  // enqueued so far: a queued kernel that reads or writes these slots runs before the swap.
-  Status Prepare(absl::Span<const uint32_t> slots, const char* what) {
+  // Prepare: checks the slots, then (after_compute) makes the swap stream wait (on the GPU) for the
+  // compute work enqueued so far: a queued kernel that reads or writes these slots runs before the
+  // swap.
+  Status Prepare(absl::Span<const uint32_t> slots, const char* what, bool after_compute = true) {
     for (uint32_t s : slots) {
       if (s >= capacity()) {
         return absl::InvalidArgumentError(fmt::format(
             "device tier of {}: {} of slot {}, past its {} rows", label_, what, s, capacity()));
       }
     }
-    if (slots.empty()) return absl::OkStatus();
+    if (slots.empty() || !after_compute) return absl::OkStatus();
     RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<Event> before, Event::Create(compute_));
     RECSDK_RETURN_IF_ERROR(before->Record(compute_));
     return before->MakeWait(store_->stream());

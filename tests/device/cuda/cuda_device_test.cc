@@ -554,10 +554,12 @@ TEST(CudaDeviceTest, CounterChecksReportBadCountsLater) {
 }
 
 // With a GPU: the device tier's swap-outs (CudaTierMemory::ReadAsync / WaitRead). A ReadAsync
-// sees a compute-stream write queued before it; a Write of the same slots queued after it does
-// not reach the rows it read; two swap-outs in flight keep their own pinned staging (waited for
-// in reverse order, each gives its own rows, bitwise); a second WaitRead is OK; the counters
-// count the rows; a bad slot is InvalidArgument before anything is queued.
+// ordered after the queued compute sees a compute-stream write queued before it; one ordered only
+// after release fences (no compute wait) still sees the swap-ins queued before it; a Write of the
+// same slots queued after it does not reach the rows it read; two swap-outs in flight keep their
+// own pinned staging (waited for in reverse order, each gives its own rows, bitwise); a second
+// WaitRead is OK; the counters count the rows; a bad slot is InvalidArgument before anything is
+// queued.
 TEST(CudaTierMemoryTest, SwapOutsAreQueuedAndKeepTheirStagingUntilWaitRead) {
   if (GpuCount() == 0) GTEST_SKIP() << NoGpu("the device tier's asynchronous swap-outs");
   auto device = CreateCudaDevice(SessionConfig{});
@@ -593,7 +595,7 @@ TEST(CudaTierMemoryTest, SwapOutsAreQueuedAndKeepTheirStagingUntilWaitRead) {
   std::fill_n(expect_a.begin() + 3 * kRowFloats, kRowFloats, 0.0f);
 
   const int64_t out_rows0 = (*device)->tier_swaps().swap_out_rows.load();
-  auto down_a = m.ReadAsync(a);
+  auto down_a = m.ReadAsync(a, internal::SwapOutOrder::kAfterQueuedCompute);
   ASSERT_TRUE(down_a.ok()) << down_a.status();
   ASSERT_NE(down_a->done, nullptr);
   // The victims' slots take new rows at once (queued after the swap-out on the swap stream).
@@ -607,7 +609,7 @@ TEST(CudaTierMemoryTest, SwapOutsAreQueuedAndKeepTheirStagingUntilWaitRead) {
     ASSERT_TRUE(m.Read(b, now.data()).ok());
     expect_b = now;
   }
-  auto down_b = m.ReadAsync(b);
+  auto down_b = m.ReadAsync(b, internal::SwapOutOrder::kAfterReleaseFences);
   ASSERT_TRUE(down_b.ok()) << down_b.status();
   ASSERT_TRUE(m.Write(b, rows_b.data()).ok());
 
@@ -621,13 +623,13 @@ TEST(CudaTierMemoryTest, SwapOutsAreQueuedAndKeepTheirStagingUntilWaitRead) {
             static_cast<int64_t>(a.size() + 2 * b.size()));  // two ReadAsync, one Read
 
   // A later swap-out reuses the staging: its rows, not the first one's.
-  auto again = m.ReadAsync(b);
+  auto again = m.ReadAsync(b, internal::SwapOutOrder::kAfterReleaseFences);
   ASSERT_TRUE(again.ok()) << again.status();
   ASSERT_TRUE(m.WaitRead(*again).ok());
   EXPECT_EQ(*again->rows, rows_b);
 
   const std::vector<uint32_t> bad = {1, kCapacity};
-  auto refused = m.ReadAsync(bad);
+  auto refused = m.ReadAsync(bad, internal::SwapOutOrder::kAfterReleaseFences);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
   EXPECT_NE(refused.status().message().find("table \"t\""), std::string::npos);
   EXPECT_TRUE((*device)->Synchronize().ok());
