@@ -85,7 +85,7 @@ bench_log=$(mktemp)
   | tee "$bench_log"
 echo "table gather (TableGather op, pooled sum) vs the copy-kernel roofline (want >= 0.5):"
 grep -E '^BM_TableGather' "$bench_log" || echo "  BM_TableGather did not run" >&2
-echo "swaps (SwapIn and SwapOut synchronous; SwapInAsync: the device tier's Write) vs pinned cudaMemcpy (want >= 0.8):"
+echo "swaps (SwapIn and SwapOut synchronous; SwapInAsync: the device tier's Write; SwapOutAsync: its ReadAsync + WaitRead) vs pinned cudaMemcpy (want >= 0.8):"
 grep -E '^BM_Swap' "$bench_log" || echo "  BM_Swap did not run" >&2
 
 # rate: the samples_per_s of dlrm's JSON line.
