@@ -21,6 +21,11 @@
 //                         asynchronous swap-in (SwapInAsync, call to arrival), the same ratio,
 //                         and host_fraction = the part of that the host was blocked (packing
 //                         into pinned staging, waiting for a staging buffer to come free).
+//                         BM_Swap/SwapOutAsync: the device tier's asynchronous swap-out
+//                         (CudaTierMemory::ReadAsync with kAfterReleaseFences, then WaitRead,
+//                         which copies the rows out of pinned staging into the table's result),
+//                         call to rows in the result, the same ratio and host_fraction (the
+//                         ReadAsync call alone; WaitRead's wait and unpack are not in it).
 // Times are CUDA event times (UseManualTime). Without a GPU the program says so and exits 0.
 // scripts/gpu_proof.sh runs it.
 #include <cublas_v2.h>
@@ -35,6 +40,7 @@
 
 #include "benchmark/benchmark.h"
 #include "benchmarks/bench_util.h"
+#include "src/device/cuda/cuda_device.h"
 #include "src/device/cuda/cuda_kernels.h"
 #include "src/device/cuda/cuda_runtime.h"
 #include "src/device/cuda/row_swapper.h"
@@ -272,11 +278,21 @@ struct SwapSetup {
 // SwapInAsync (what the device tier's Write does, cuda_tier_memory.cc) returns once its copies are
 // enqueued, so the row is timed from the call to the copies' end (Synchronize) and also says how
 // much of that the host was blocked for (host_fraction).
-enum class SwapKind { kIn, kOut, kInAsync };
+enum class SwapKind { kIn, kOut, kInAsync, kOutAsync };
 
 void BM_Swap(benchmark::State& state, SwapKind kind) {
-  const bool in = kind != SwapKind::kOut;
+  const bool in = kind == SwapKind::kIn || kind == SwapKind::kInAsync;
   SwapSetup s;
+  // SwapOutAsync: a device tier of the table's size on the cuda device (its own rows and swap
+  // stream; the rows' values do not matter to the copy).
+  std::unique_ptr<internal::Device> device;
+  std::unique_ptr<internal::DeviceTierMemory> tier;
+  std::vector<uint32_t> tier_slots(s.slots.begin(), s.slots.end());
+  if (kind == SwapKind::kOutAsync) {
+    device = Check(CreateCudaDevice(SessionConfig{}));
+    tier = Check(device->CreateTableTierMemory(SwapSetup::kDeviceRows,
+                                               static_cast<int>(SwapSetup::kRowFloats), "bench"));
+  }
   Stream& stream = s.swapper->stream();
   Timer timer(stream);
   const int64_t bytes = SwapSetup::kRows * SwapSetup::kRowFloats * 4;
@@ -287,6 +303,14 @@ void BM_Swap(benchmark::State& state, SwapKind kind) {
       CheckOk(s.swapper->SwapInAsync(s.src, s.slots, s.Table()));
       host_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       CheckOk(stream.Synchronize());
+      return;
+    }
+    if (kind == SwapKind::kOutAsync) {
+      const auto t0 = std::chrono::steady_clock::now();
+      internal::PendingRows down =
+          Check(tier->ReadAsync(tier_slots, internal::SwapOutOrder::kAfterReleaseFences));
+      host_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      CheckOk(tier->WaitRead(down));
       return;
     }
     CheckOk(in ? s.swapper->SwapIn(s.src, s.slots, s.Table())
@@ -314,13 +338,18 @@ void BM_Swap(benchmark::State& state, SwapKind kind) {
   state.counters["swap_GBps"] = bytes * iters / swap_s / 1e9;
   state.counters["pinned_memcpy_GBps"] = bytes * iters / memcpy_s / 1e9;
   state.counters["vs_pinned"] = memcpy_s / swap_s;
-  if (kind == SwapKind::kInAsync) state.counters["host_fraction"] = host_s / swap_s;
+  if (kind == SwapKind::kInAsync || kind == SwapKind::kOutAsync) {
+    state.counters["host_fraction"] = host_s / swap_s;
+  }
 }
 BENCHMARK_CAPTURE(BM_Swap, SwapIn, SwapKind::kIn)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Swap, SwapInAsync, SwapKind::kInAsync)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Swap, SwapOut, SwapKind::kOut)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Swap, SwapOutAsync, SwapKind::kOutAsync)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace recsdk::cuda

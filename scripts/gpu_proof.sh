@@ -17,8 +17,10 @@
 #   DLRM         samples/s with --device cuda (dense ops on the GPU; the sample's tables are
 #                untiered, so their rows, lookups and updates and the key stage stay on the
 #                host under mix_compile_mode) vs our 2-thread CPU samples/s   gpu_vs_cpu2
-#                (want >= 20), the same for --mode little_demo, and whether a PyTorch with CUDA
-#                is there for the peer figure.
+#                (want >= 20), the same for --mode little_demo and for --tiered (the tables
+#                with a device tier, a quarter of their rows, in GPU memory over a host tier,
+#                the key stage feeding the steps: the sparse work on the GPU), and whether a
+#                PyTorch with CUDA is there for the peer figure.
 #
 #   scripts/gpu_proof.sh                 everything
 #   RECSDK_GPU_PROOF_JOBS=N              build jobs (default: all cores)
@@ -83,7 +85,7 @@ bench_log=$(mktemp)
   | tee "$bench_log"
 echo "table gather (TableGather op, pooled sum) vs the copy-kernel roofline (want >= 0.5):"
 grep -E '^BM_TableGather' "$bench_log" || echo "  BM_TableGather did not run" >&2
-echo "swaps (SwapIn and SwapOut synchronous; SwapInAsync: the device tier's Write) vs pinned cudaMemcpy (want >= 0.8):"
+echo "swaps (SwapIn and SwapOut synchronous; SwapInAsync: the device tier's Write; SwapOutAsync: its ReadAsync + WaitRead) vs pinned cudaMemcpy (want >= 0.8):"
 grep -E '^BM_Swap' "$bench_log" || echo "  BM_Swap did not run" >&2
 
 # rate: the samples_per_s of dlrm's JSON line.
@@ -104,6 +106,16 @@ for mode in dlrm little_demo; do
   awk -v g="$(rate "$gpu")" -v c="$(rate "$cpu")" -v m="$mode" \
     'BEGIN { printf "%s: gpu_samples_per_s=%.1f cpu2_samples_per_s=%.1f gpu_vs_cpu2=%.2f (want >= 20)\n", m, g, c, g / c }'
 done
+# --tiered: the tables get a device tier (a quarter of each table's rows) over a host tier and
+# the key stage feeds the steps, so on cuda the rows of the hot keys live in GPU memory and the
+# tables' gathers, gradient sums and updates run on the GPU; the key stage and the swaps overlap.
+stage "dlrm sample --tiered: our CPU at 2 threads (the baseline), then --device cuda"
+cpu=$("$dir/samples/dlrm" --data "$data" --tiered --threads 2 --inter_op 2)
+echo "$cpu"
+gpu=$("$dir/samples/dlrm" --data "$data" --tiered --threads "$(nproc)" --device cuda)
+echo "$gpu"
+awk -v g="$(rate "$gpu")" -v c="$(rate "$cpu")" \
+  'BEGIN { printf "dlrm --tiered: gpu_samples_per_s=%.1f cpu2_samples_per_s=%.1f gpu_vs_cpu2=%.2f (want >= 20)\n", g, c, g / c }'
 if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   echo "PyTorch with CUDA is available: benchmarks/peers/dlrm_torch.py is the peer figure"
 else

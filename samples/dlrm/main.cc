@@ -38,11 +38,25 @@
 //                                  the format `recsdk validate-config` checks; --threads,
 //                                  --precision_mode, --inter_op and --fusion override the file's
 //                                  values only when given)
+//        [--tiered [--device_rows N]]  (--mode dlrm or embedding, one process: see below)
+//
+// --tiered gives every table a device tier of N rows (default min(vocab, max(2 x batch,
+// vocab / 4))) over a host tier of vocab rows, and moves the lookups' key work to the key stage
+// (sparse_lookup's modify_graph, ModifyGraph, StartAscPipeline over the file's batches, repeated):
+// the hot rows live in the device tier, the rest on the host, and the key stage swaps them
+// between the two ahead of the step. On --device cuda the device tier is GPU memory, so the
+// tables' gathers and updates run on the GPU (untiered, their rows and row ops stay on the host);
+// on cpu it is the host slab, on separate_memory that device's arena. The timed steps include
+// the wait for the key stage's next batch. --breakdown does not apply (it runs sub-graphs on fed
+// batches).
 // It prints one JSON line: samples/s (median of the timing windows after the warm-up), every
-// window's rate, the mean loss of the first batch and of the steps (loss_steps-4..loss_steps], the
+// window's rate, the mean loss of the first batch and of the steps (loss_steps-4..loss_steps],
+// losses_fnv (FNV-1a of every step's loss bits: equal on two devices = bitwise the same losses;
+// with SessionConfig::deterministic for --tiered, e.g. a --session_config file), the
 // minor page faults and fresh step buffers per timed step (both ~0 in a steady step), the CPU
-// time per timed step (all threads; steadier than wall time on a shared machine), and
-// with --breakdown the step split into parts measured by running sub-graphs (see Breakdown()).
+// time per timed step (all threads; steadier than wall time on a shared machine), with --tiered
+// the device rows and the tiers' swap bytes and host waits (SessionStats), and with --breakdown the
+// step split into parts measured by running sub-graphs (see Breakdown()).
 //
 // Under mpirun (--mode dlrm only; docs/distributed.md) every rank trains its slice of each global
 // batch (rows [rank x B/N, (rank + 1) x B/N) of the file's batch of B), the 26 tables sharded over
@@ -125,6 +139,8 @@ struct Flags {
   int inter_op = 1;             // SessionConfig::stream_max_parallel_num DNN_V100:N
   std::string session_config;   // a session config file ("": SESSION_CONFIG, else none)
   std::string device = "cpu";   // SessionConfig::device
+  bool tiered = false;          // device/host tiers, key work in the key stage
+  int64_t device_rows = 0;      // --tiered: device tier rows per table (0: the default)
   std::set<std::string> given;  // the flags on the command line
   int rank = 0, ranks = 1;      // under mpirun: this rank and the world size
 };
@@ -314,8 +330,13 @@ void Build(const Flags& flags, Model* m) {
   const float lr = 0.01f;
   std::vector<Output> vecs;
   const int64_t batch = flags.batch / flags.ranks;  // this rank's slice of the global batch
-  m->dense = ops::Placeholder(s.WithOpName("dense"), DType::kFloat32, Shape{batch, kDense});
-  m->label = ops::Placeholder(s.WithOpName("label"), DType::kFloat32, Shape{batch, 1});
+  // --tiered: every input is a dataset column the key stage feeds (MakeTieredBatches).
+  auto input = [&](const std::string& name, DType dtype, const Shape& shape) {
+    return flags.tiered ? DatasetColumn(s, name, dtype, shape)
+                        : ops::Placeholder(s.WithOpName(name), dtype, shape);
+  };
+  m->dense = input("dense", DType::kFloat32, Shape{batch, kDense});
+  m->label = input("label", DType::kFloat32, Shape{batch, 1});
   layers::MlpOptions bottom;
   bottom.name = "bottom";
   bottom.hidden_units = {512, 256, kDim};
@@ -324,7 +345,9 @@ void Build(const Flags& flags, Model* m) {
     TableConfig c;
     c.name = "table" + std::to_string(t);
     c.dim = kDim;
-    c.device_vocabulary_size = flags.vocab;
+    c.device_vocabulary_size = flags.tiered ? flags.device_rows : flags.vocab;
+    // Tiered: every key fits on the host; the device tier caches the hot ones.
+    if (flags.tiered) c.host_vocabulary_size = flags.vocab;
     c.initializer = Initializer::Uniform(-0.05, 0.05, 100 + t);
     // Under mpirun each rank's loss is the mean over its share of the global batch: dividing the
     // summed sparse gradients by the ranks trains like one process on the global batch.
@@ -332,11 +355,11 @@ void Build(const Flags& flags, Model* m) {
     SparseOptimizerConfig opt =
         adagrad ? SparseOptimizerConfig::Adagrad(lr, 0.1f, 1e-10f) : SparseOptimizerConfig::SGD(lr);
     SparseTable table = Check(create_table(s, c, opt), "create_table");
-    Output ids =
-        ops::Placeholder(s.WithOpName("ids" + std::to_string(t)), DType::kInt64, Shape{batch, 1});
+    Output ids = input("ids" + std::to_string(t), DType::kInt64, Shape{batch, 1});
     m->ids.push_back(ids);
     SparseLookupOptions lo;
     lo.combiner = Combiner::kSum;
+    lo.modify_graph = flags.tiered;
     Output e = Check(sparse_lookup(s, table, ids, lo), "sparse_lookup");
     m->lookups.push_back(e);
     vecs.push_back(e);
@@ -357,6 +380,7 @@ void Build(const Flags& flags, Model* m) {
     m->train = Check(SparseMinimize(s, m->loss), "sparse optimizer");
     m->init = GlobalVariablesInitializer(s);
     Check(s.status(), "building the model");
+    if (flags.tiered) Check(ModifyGraph(&m->graph), "ModifyGraph");
     return;
   }
   const Scope is = s.NewSubScope("interaction");
@@ -387,6 +411,45 @@ void Build(const Flags& flags, Model* m) {
   m->train = ops::Group(s.WithOpName("train"), {m->dense_train, sparse_train});
   m->init = GlobalVariablesInitializer(s);
   Check(s.status(), "building the model");
+  if (flags.tiered) Check(ModifyGraph(&m->graph), "ModifyGraph");
+}
+
+// MakeTieredBatches: the file's batches as the key stage's dataset (--tiered): the columns the
+// model's DatasetColumns name, each batch once; the caller repeats them.
+std::vector<Batch> MakeTieredBatches(const RaceData& d) {
+  std::vector<Batch> out;
+  for (int64_t b = 0; b < d.num_batches; ++b) {
+    Batch batch;
+    for (int t = 0; t < kTables; ++t) {
+      Tensor ids(DType::kInt64, Shape{d.batch, 1});
+      std::memcpy(ids.raw_data(), &d.ids[(b * kTables + t) * d.batch], d.batch * sizeof(int64_t));
+      Check(batch.AddColumn("ids" + std::to_string(t), std::move(ids)), "batch column");
+    }
+    Tensor dense(DType::kFloat32, Shape{d.batch, kDense});
+    std::memcpy(dense.raw_data(), &d.dense[b * d.batch * kDense], d.batch * kDense * sizeof(float));
+    Check(batch.AddColumn("dense", std::move(dense)), "batch column");
+    Tensor label(DType::kFloat32, Shape{d.batch, 1});
+    std::memcpy(label.raw_data(), &d.labels[b * d.batch], d.batch * sizeof(float));
+    Check(batch.AddColumn("label", std::move(label)), "batch column");
+    batch.set_num_valid(d.batch);
+    out.push_back(std::move(batch));
+  }
+  return out;
+}
+
+// Fnv1a: FNV-1a over the bits of the losses (two runs with the same value trained bitwise alike).
+uint64_t Fnv1a(const std::vector<double>& losses) {
+  uint64_t h = 1469598103934665603ull;
+  for (double l : losses) {
+    const float f = static_cast<float>(l);
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof(bits));
+    for (int i = 0; i < 4; ++i) {
+      h ^= (bits >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  }
+  return h;
 }
 
 // Feeds: the tensors of batch b (copied once, before timing).
@@ -495,6 +558,10 @@ int main(int argc, char** argv) {
       flags.session_config = next();
     else if (f == "--device")
       flags.device = next();
+    else if (f == "--tiered")
+      flags.tiered = true;
+    else if (f == "--device_rows")
+      flags.device_rows = std::atoll(next().c_str());
     else {
       std::fprintf(stderr, "dlrm: unknown flag %s (see the usage in samples/dlrm/main.cc)\n",
                    f.c_str());
@@ -521,6 +588,22 @@ int main(int argc, char** argv) {
                  "dlrm: under mpirun only --mode dlrm runs, with --batch a multiple of the %d "
                  "ranks\n",
                  flags.ranks);
+    return 2;
+  }
+  if (flags.tiered) {
+    if (flags.device_rows == 0) {
+      flags.device_rows = std::min(flags.vocab, std::max(2 * flags.batch, flags.vocab / 4));
+    }
+    if (flags.mode == "little_demo" || flags.ranks > 1 || flags.breakdown ||
+        flags.device_rows < 1 || flags.device_rows > flags.vocab) {
+      std::fprintf(stderr,
+                   "dlrm: --tiered runs --mode dlrm or embedding in one process, without "
+                   "--breakdown, with --device_rows in [1, --vocab] (got %lld of %lld)\n",
+                   static_cast<long long>(flags.device_rows), static_cast<long long>(flags.vocab));
+      return 2;
+    }
+  } else if (flags.given.contains("--device_rows")) {
+    std::fprintf(stderr, "dlrm: --device_rows needs --tiered\n");
     return 2;
   }
   if (flags.ranks > 1) Check(InitDistributed(), "InitDistributed");
@@ -572,8 +655,17 @@ int main(int argc, char** argv) {
   auto session = Check(Session::Create(m.graph, config), "Session::Create");
   Check(session->Run({}, {}, {m.init}).status(), "init");
   if (flags.ranks > 1) Check(broadcast_global_variables(*session, 0), "broadcast_global_variables");
-  const std::vector<FeedList> feeds =
-      demo ? MakeDemoFeeds(data, m) : MakeFeeds(data, m, flags.rank, flags.ranks);
+  // --tiered: the key stage feeds the steps (its key work ahead of them, on its own threads).
+  std::unique_ptr<KeyStage> stage;
+  std::vector<FeedList> feeds;
+  if (flags.tiered) {
+    std::unique_ptr<Dataset> batches =
+        Check(InMemoryDatasetFromBatches(MakeTieredBatches(data)), "the tiered batches");
+    stage = Check(StartAscPipeline(*session, Check(Repeat(std::move(batches), -1), "Repeat")),
+                  "StartAscPipeline");
+  } else {
+    feeds = demo ? MakeDemoFeeds(data, m) : MakeFeeds(data, m, flags.rank, flags.ranks);
+  }
 
   // Samples per step for the model; ids per step for the embedding-only race.
   const double per_step =
@@ -585,8 +677,15 @@ int main(int argc, char** argv) {
   std::vector<double> rates;
   int64_t step = 0;
   std::vector<Tensor> out;
+  FeedList staged;
   auto run_step = [&]() {
-    Check(session->Run(feeds[static_cast<size_t>(step) % feeds.size()], {m.loss}, {m.train}, &out),
+    if (stage != nullptr && !Check(stage->Next(&staged), "the key stage's next batch")) {
+      std::fprintf(stderr, "dlrm: the key stage ended before step %lld\n",
+                   static_cast<long long>(step));
+      std::exit(1);
+    }
+    Check(session->Run(stage != nullptr ? staged : feeds[static_cast<size_t>(step) % feeds.size()],
+                       {m.loss}, {m.train}, &out),
           "train step");
     losses.push_back(out[0].scalar<float>());
     ++step;
@@ -642,17 +741,28 @@ int main(int argc, char** argv) {
   if (flags.rank != 0) return 0;  // rank 0 reports for the job
   std::string windows;
   for (double r : rates) windows += (windows.empty() ? "" : ",") + fmt::format("{:.1f}", r);
+  std::string tiers = "null";
+  if (stage != nullptr) {
+    stage->Stop();
+    const SessionStats st = session->stats();
+    tiers = fmt::format(
+        "{{\"device_rows\":{},\"host_rows\":{},\"swap_in_bytes\":{},\"swap_out_bytes\":{},"
+        "\"swap_in_host_waits\":{},\"swap_out_host_waits\":{}}}",
+        flags.device_rows, flags.vocab, st.tier_swap_in_bytes, st.tier_swap_out_bytes,
+        st.tier_swap_in_host_waits, st.tier_swap_out_host_waits);
+  }
   std::printf(
       "{\"impl\":\"recsdk\",\"model\":\"%s\",\"device\":\"%s\",\"ranks\":%d,\"threads\":%d,"
       "\"optimizer\":\"%s\","
       "\"interaction\":\"%s\",\"fusion\":\"%s\",\"batch\":%lld,\"%s\":%.1f,\"windows\":[%s],"
       "\"first_loss\":%.6f,\"loss_steps\":%d,\"loss\":%.6f,\"page_faults_per_step\":%.1f,"
-      "\"fresh_buffers_per_step\":%.1f,\"cpu_ms_per_step\":%.2f,\"breakdown\":%s}\n",
+      "\"fresh_buffers_per_step\":%.1f,\"cpu_ms_per_step\":%.2f,\"losses_fnv\":\"%016llx\","
+      "\"tiers\":%s,\"breakdown\":%s}\n",
       flags.mode.c_str(), config.device.c_str(), flags.ranks, flags.threads,
       flags.optimizer.c_str(), flags.interaction.c_str(), flags.fusion.c_str(),
       static_cast<long long>(demo ? kDemoBatch : flags.batch),
       flags.mode == "embedding" ? "ids_per_s" : "samples_per_s", Median(rates), windows.c_str(),
       losses[0], loss_steps, tail, faults_per_step, fresh_per_step, cpu_ms_per_step,
-      breakdown.c_str());
+      static_cast<unsigned long long>(Fnv1a(losses)), tiers.c_str(), breakdown.c_str());
   return 0;
 }

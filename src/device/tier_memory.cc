@@ -121,13 +121,13 @@ class TransferTierMemory final : public DeviceTierMemory {
 
   // ReadAsync: Read's copy into rows the queued copy shares with the result, enqueued (after the
   // compute work so far and the swap-ins before it), no host wait.
-  StatusOr<PendingRows> ReadAsync(absl::Span<const uint32_t> slots) override {
+  StatusOr<PendingRows> ReadAsync(absl::Span<const uint32_t> slots, SwapOutOrder order) override {
     RECSDK_RETURN_IF_ERROR(CheckSlots(slots, "ReadAsync"));
     PendingRows pending{nullptr, std::make_shared<std::vector<float>>(
                                      slots.size() * static_cast<size_t>(row_floats_))};
     if (slots.empty()) return pending;
     Stream& copy = device_.copy_stream();
-    RECSDK_RETURN_IF_ERROR(CopyAfterCompute());
+    if (order == SwapOutOrder::kAfterQueuedCompute) RECSDK_RETURN_IF_ERROR(CopyAfterCompute());
     DataTransfer* transfer = &device_.data_transfer();
     auto from = std::make_shared<std::vector<uint32_t>>(slots.begin(), slots.end());
     Status status = copy.Enqueue(

@@ -61,6 +61,15 @@ struct TierSwapCounters {
   std::atomic<int64_t> compute_waits{0};
 };
 
+// SwapOutOrder: what a ReadAsync's copy waits for on the device besides the swaps queued before it
+// (always in order on the copy stream). kAfterQueuedCompute: every compute work enqueued so far
+// (the generic fence, as Read). kAfterReleaseFences: no compute work: the caller vouches that no
+// queued kernel uses the slots any more because the releases that unpinned them took effect only
+// once their fences (ComputeFence after the steps that used them) had passed; this is the table's
+// swap-out of its victims (table_tiers.cc), which then overlaps the step in flight instead of
+// queueing behind it.
+enum class SwapOutOrder { kAfterQueuedCompute, kAfterReleaseFences };
+
 // PendingRows: the rows a ReadAsync queued: in `rows` once `done` has passed (null: already).
 struct PendingRows {
   std::shared_ptr<Event> done;
@@ -80,11 +89,12 @@ class DeviceTierMemory {
   // every Write before it; done when it returns. InvalidArgument for a slot >= capacity()
   // (nothing copied).
   virtual Status Read(absl::Span<const uint32_t> slots, float* out) = 0;
-  // ReadAsync: Read without the host wait (a swap-out): the copy is queued, ordered as Read's,
-  // into rows the result owns, and ReadAsync returns; the caller's WaitRead gives them. A Write
-  // of the same slots queued after it lands after the copy has read them. Default: Read (done on
-  // return: a memory whose copies are synchronous).
-  virtual StatusOr<PendingRows> ReadAsync(absl::Span<const uint32_t> slots) {
+  // ReadAsync: Read without the host wait (a swap-out): the copy is queued after the swaps before
+  // it and, per `order`, the compute work so far, into rows the result owns, and ReadAsync returns;
+  // the caller's WaitRead gives them. A Write of the same slots queued after it lands after the
+  // copy has read them. Default: Read (done on return: a memory whose copies are synchronous).
+  virtual StatusOr<PendingRows> ReadAsync(absl::Span<const uint32_t> slots,
+                                          SwapOutOrder /*order*/) {
     PendingRows p{nullptr, std::make_shared<std::vector<float>>(slots.size() *
                                                                 static_cast<size_t>(row_floats()))};
     Status s = Read(slots, p.rows->data());

@@ -138,12 +138,23 @@ Status TableImpl::PlanTiers(absl::Span<const int64_t> keys, absl::Span<const uin
                             size_t admits, const ResolveLease& lease, TierPlan* plan) {
   RECSDK_RETURN_IF_ERROR(SettleSwapOut());
   const size_t rf = static_cast<size_t>(row_floats_);
+  // The public Resolve keeps the rows of its previous call, which may still be in flight, and
+  // lets older ones move: with this batch's, two batches are pinned at most. With device tier
+  // memory that release waits, as the key stage's do, for a fence after the compute enqueued so
+  // far (which holds every kernel that used those rows), so no row is unpinned while a queued
+  // kernel may still read or write it.
+  if (lease.owner == nullptr) {
+    if (device_memory_ == nullptr) {
+      ReleaseLeasesLocked(nullptr, auto_batch_ - 1);
+    } else {
+      RECSDK_ASSIGN_OR_RETURN(std::shared_ptr<Event> fence, device_memory_->ComputeFence());
+      std::lock_guard<std::mutex> lock(release_mu_);
+      pending_releases_.push_back({nullptr, auto_batch_ - 1, std::move(fence)});
+    }
+  }
   // Releases whose fence has passed take effect now; the others (the device still runs the step
   // that used their rows) are waited for below only if the batch lacks room without them.
   ApplyPendingReleases(/*wait=*/false);
-  // The public Resolve keeps the rows of its previous call, which may still be in flight, and
-  // lets older ones move: with this batch's, two batches are pinned at most.
-  if (lease.owner == nullptr) ReleaseLeasesLocked(nullptr, auto_batch_ - 1);
   std::vector<uint32_t>& hits = plan->hits;
   for (size_t i = 0; i < keys.size(); ++i) {
     const uint32_t r = rows[i];
@@ -358,7 +369,12 @@ Status TableImpl::ExecuteTiers(absl::Span<const int64_t> keys, absl::Span<uint32
       // Resolve does not wait for the step in flight. Their device slots may take this batch's
       // rows below: those Writes queue after the Read, which has read the victims by then.
       RECSDK_RETURN_IF_ERROR(SettleSwapOut());
-      RECSDK_ASSIGN_OR_RETURN(PendingRows down, device_memory_->ReadAsync(plan.victims));
+      // Victims are unpinned rows, and every release (the key stage's and the public Resolve's)
+      // takes effect only once its fence has passed: no queued kernel uses them, so the copy
+      // waits for no compute (it overlaps the step in flight).
+      RECSDK_ASSIGN_OR_RETURN(
+          PendingRows down,
+          device_memory_->ReadAsync(plan.victims, SwapOutOrder::kAfterReleaseFences));
       RECSDK_RETURN_IF_ERROR(host_->Allocate(n, move_slots_.data()));
       std::lock_guard<std::mutex> lock(swap_out_mu_);
       swap_out_ = PendingSwapOut{move_slots_, std::move(down)};

@@ -149,7 +149,7 @@ TEST(SeparateMemoryDeviceTest, TierSwapOutsAreQueuedUntilTheHostTierTakesThem) {
   const std::vector<float> rows = {1, 2, 3, 4};
   const std::vector<uint32_t> slots = {2, 3};
   ASSERT_TRUE(m.Write(slots, rows.data()).ok());
-  auto down = m.ReadAsync(slots);
+  auto down = m.ReadAsync(slots, internal::SwapOutOrder::kAfterQueuedCompute);
   ASSERT_TRUE(down.ok()) << down.status();
   ASSERT_NE(down->done, nullptr);
   EXPECT_FALSE(down->done->Done());  // queued behind the swap-in, nothing ran
@@ -167,7 +167,8 @@ TEST(SeparateMemoryDeviceTest, TierSwapOutsAreQueuedUntilTheHostTierTakesThem) {
   ASSERT_TRUE(m.Read(slot2, got.data()).ok());
   EXPECT_EQ(got, next);
   const std::vector<uint32_t> bad = {8};
-  EXPECT_EQ(m.ReadAsync(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.ReadAsync(bad, internal::SwapOutOrder::kAfterQueuedCompute).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(SeparateMemoryDeviceDeathTest, HostReadOfDeviceMemoryTraps) {

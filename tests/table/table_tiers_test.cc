@@ -725,5 +725,32 @@ TEST(TieredTable, DeviceMemoryWaitsForReleaseFencesOnlyWhenTheBatchLacksRoom) {
   EXPECT_EQ(internal::GetTierStats(*t).host_rows, 4);
 }
 
+// The public Resolve's own lease (the rows of its call before last) is released through a
+// fence too: while the device may still run a kernel that used those rows, they are no victims.
+TEST(TieredTable, DeviceMemoryReleasesThePublicResolvesRowsAfterTheirFence) {
+  auto t = Make(Tiered(8, 100, 0, ""), SparseOptimizerConfig::SGD(0.1f));
+  const internal::DeviceTierShape shape = internal::GetDeviceTierShape(*t);
+  auto memory = std::make_unique<FakeDeviceMemory>(8, shape.row_floats);
+  FakeDeviceMemory* fake = memory.get();
+  ASSERT_TRUE(internal::UseDeviceTierMemory(*t, std::move(memory)).ok());
+  std::vector<uint32_t> rows(4);
+  auto resolve = [&](int64_t first_key) {
+    const std::vector<int64_t> keys = {first_key, first_key + 1, first_key + 2, first_key + 3};
+    return t->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows));
+  };
+  ASSERT_TRUE(resolve(0).ok());
+  ASSERT_TRUE(resolve(4).ok());  // the device tier is full
+  // The third call may move the first call's rows, but their fence has not passed: it waits for
+  // it and, the rows staying pinned, fails with nothing moved.
+  Status s = resolve(8);
+  EXPECT_FALSE(s.ok());
+  EXPECT_GE(fake->waits, 1);
+  EXPECT_EQ(internal::GetTierStats(*t).host_rows, 0);
+  fake->done = true;
+  s = resolve(8);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(internal::GetTierStats(*t).host_rows, 4);
+}
+
 }  // namespace
 }  // namespace recsdk

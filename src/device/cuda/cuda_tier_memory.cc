@@ -1,16 +1,50 @@
 // cuda_tier_memory.cc: a tiered table's device tier in GPU memory (cuda_tier_memory.h).
 #include "src/device/cuda/cuda_tier_memory.h"
 
+#include <algorithm>
+#include <cstring>
 #include <mutex>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "fmt/format.h"
 #include "src/common/status_macros.h"
+#include "src/device/cuda/cuda_kernels.h"
 #include "src/device/cuda/cuda_row_store.h"
 
 namespace recsdk::cuda {
 namespace {
+
+// kSwapOutWait: how long the host waits for a swap-out's copy (WaitRead) or, when the memory
+// goes, for every queued copy.
+constexpr absl::Duration kSwapOutWait = absl::Minutes(2);
+// kSpareSwapOutBuffers: staging buffers kept for later swap-outs once their rows were taken (the
+// table keeps one swap-out in flight; a snapshot's Read between two is synchronous).
+constexpr size_t kSpareSwapOutBuffers = 2;
+
+// SwapOutBuffers: one swap-out's staging: the victims' slots and rows in pinned host memory and
+// the same layout on the GPU ([rows * row_floats floats | pad to 16 bytes | rows int64 slots]).
+// Owned by the in-flight swap-out from ReadAsync until WaitRead has copied its rows out, so no
+// later copy refills it while the GPU may still write it.
+struct SwapOutBuffers {
+  int64_t rows = 0;        // how many rows it holds
+  int64_t ids_offset = 0;  // bytes from the start to the slots
+  PinnedBuffer pinned;
+  DeviceBuffer device;
+};
+
+// SwapOutDone: the event after a swap-out's copy to pinned memory (internal::Event over a CUDA
+// event on the swap stream).
+class SwapOutDone final : public internal::Event {
+ public:
+  explicit SwapOutDone(std::unique_ptr<cuda::Event> event) : event_(std::move(event)) {}
+  bool Done() const override { return event_->Synchronize(absl::ZeroDuration()).ok(); }
+  Status Wait(absl::Duration timeout) const override { return event_->Synchronize(timeout); }
+
+ private:
+  std::unique_ptr<cuda::Event> event_;
+};
 
 class CudaTierMemory final : public internal::DeviceTierMemory {
  public:
@@ -23,11 +57,14 @@ class CudaTierMemory final : public internal::DeviceTierMemory {
         store_(std::move(store)),
         label_(std::move(label)) {}
 
-  // Swap-ins still queued write the store's rows: they land before the store is freed.
+  // Swap-ins still queued write the store's rows, swap-outs still queued write their pinned
+  // staging: they land before the rows and the staging are freed.
   ~CudaTierMemory() override {
-    if (pending_.empty()) return;
-    device_.tier_swaps().swap_in_host_waits.fetch_add(1, std::memory_order_relaxed);
-    (void)store_->stream().Synchronize(absl::Minutes(2));  // failed: the rows go away anyway
+    if (pending_.empty() && reads_.empty()) return;
+    if (!pending_.empty()) {
+      device_.tier_swaps().swap_in_host_waits.fetch_add(1, std::memory_order_relaxed);
+    }
+    (void)store_->stream().Synchronize(kSwapOutWait);  // failed: the rows go away anyway
   }
   CudaTierMemory(const CudaTierMemory&) = delete;
   CudaTierMemory& operator=(const CudaTierMemory&) = delete;
@@ -46,6 +83,101 @@ class CudaTierMemory final : public internal::DeviceTierMemory {
     c.swap_out_rows.fetch_add(static_cast<int64_t>(slots.size()), std::memory_order_relaxed);
     c.swap_out_bytes.fetch_add(static_cast<int64_t>(slots.size()) * row_floats() * 4,
                                std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
+  // ReadAsync: a swap-out without a host wait. On the swap stream, after the compute work
+  // enqueued so far (Prepare) and the swaps before it: the slots go up from pinned staging, the
+  // victims' rows are gathered on the GPU into device staging and copied (cudaMemcpyAsync) into
+  // pinned staging; an event after that copy is the result's `done`. The staging belongs to this
+  // swap-out until WaitRead has copied its rows out.
+  StatusOr<internal::PendingRows> ReadAsync(absl::Span<const uint32_t> slots,
+                                            internal::SwapOutOrder order) override {
+    RECSDK_RETURN_IF_ERROR(
+        Prepare(slots, "ReadAsync", order == internal::SwapOutOrder::kAfterQueuedCompute));
+    const int64_t n = static_cast<int64_t>(slots.size());
+    internal::PendingRows pending{nullptr, std::make_shared<std::vector<float>>(
+                                               slots.size() * static_cast<size_t>(row_floats()))};
+    if (n == 0) return pending;
+    RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<SwapOutBuffers> buffers, TakeSwapOutBuffers(n));
+    Stream& swap = store_->stream();
+    const int64_t value_bytes = n * row_floats() * static_cast<int64_t>(sizeof(float));
+    auto* pinned_ids = reinterpret_cast<int64_t*>(buffers->pinned.as<char>() + buffers->ids_offset);
+    std::copy(slots.begin(), slots.end(), pinned_ids);
+    auto* device_ids = reinterpret_cast<int64_t*>(buffers->device.as<char>() + buffers->ids_offset);
+    Status status =
+        CopyHostToDevice(swap, device_ids, pinned_ids, n * static_cast<int64_t>(sizeof(int64_t)));
+    if (status.ok())
+      status = GatherRows(swap, store_->table(), device_ids, n, buffers->device.as<float>());
+    if (status.ok()) {
+      status = CopyDeviceToHost(swap, buffers->pinned.data(), buffers->device.data(), value_bytes);
+    }
+    StatusOr<std::unique_ptr<Event>> event = Event::Create(swap);
+    if (status.ok()) status = event.status();
+    if (status.ok()) status = (*event)->Record(swap);
+    if (!status.ok()) {
+      // Something may be queued that still reads or writes the staging: it runs out before the
+      // staging is freed (bounded; a stream that failed is done at once).
+      (void)swap.Synchronize(kSwapOutWait);
+      return Named(status, "ReadAsync", slots.size());
+    }
+    pending.done = std::make_shared<SwapOutDone>(*std::move(event));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reads_.emplace(pending.done.get(), std::move(buffers));
+    }
+    internal::TierSwapCounters& c = device_.tier_swaps();
+    c.swap_out_rows.fetch_add(n, std::memory_order_relaxed);
+    c.swap_out_bytes.fetch_add(value_bytes, std::memory_order_relaxed);
+    return pending;
+  }
+  // WaitRead: waits (bounded, counted when it had to) for the swap-out's copy, copies its rows from
+  // pinned staging into pending.rows and keeps the staging for a later swap-out. A swap-out waited
+  // for before (its rows are there) returns OK at once.
+  Status WaitRead(const internal::PendingRows& pending) override {
+    if (pending.done == nullptr) return absl::OkStatus();
+    std::unique_ptr<SwapOutBuffers> buffers;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = reads_.find(pending.done.get());
+      if (it != reads_.end()) {
+        buffers = std::move(it->second);
+        reads_.erase(it);
+      }
+    }
+    if (buffers == nullptr) return pending.done->Wait(kSwapOutWait);
+    const size_t rows = pending.rows->size() / static_cast<size_t>(row_floats());
+    Status status;
+    if (!pending.done->Done()) {
+      device_.tier_swaps().swap_out_host_waits.fetch_add(1, std::memory_order_relaxed);
+      status = pending.done->Wait(kSwapOutWait);
+    } else {
+      status = pending.done->Wait(absl::ZeroDuration());  // reports a copy that failed
+    }
+    if (!status.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      reads_.emplace(pending.done.get(), std::move(buffers));  // the GPU may still write it
+      return Status(
+          status.code(),
+          fmt::format("device tier of {} in GPU memory: waiting (at most {}) for a "
+                      "swap-out of {} rows on its swap stream: {}",
+                      label_, absl::FormatDuration(kSwapOutWait), rows, status.message()));
+    }
+    if (static_cast<int64_t>(rows) > buffers->rows) {
+      return absl::InternalError(fmt::format(
+          "device tier of {}: a swap-out's result holds {} rows, its staging {}; pass WaitRead the "
+          "PendingRows ReadAsync returned",
+          label_, rows, buffers->rows));
+    }
+    std::memcpy(pending.rows->data(), buffers->pinned.data(), pending.rows->size() * sizeof(float));
+    std::lock_guard<std::mutex> lock(mu_);
+    spare_.push_back(std::move(buffers));
+    if (spare_.size() > kSpareSwapOutBuffers) {
+      // The smallest goes: the larger ones serve any swap-out it would.
+      auto smallest =
+          std::min_element(spare_.begin(), spare_.end(),
+                           [](const auto& a, const auto& b) { return a->rows < b->rows; });
+      spare_.erase(smallest);
+    }
     return absl::OkStatus();
   }
   // Write: packed into pinned staging and enqueued on the swap stream; its event waits in pending_
@@ -88,19 +220,47 @@ class CudaTierMemory final : public internal::DeviceTierMemory {
   }
 
  private:
-  // Prepare: checks the slots, then makes the swap stream wait (on the GPU) for the compute work
-  // enqueued so far: a queued kernel that reads or writes these slots runs before the swap.
-  Status Prepare(absl::Span<const uint32_t> slots, const char* what) {
+  // Prepare: checks the slots, then (after_compute) makes the swap stream wait (on the GPU) for the
+  // compute work enqueued so far: a queued kernel that reads or writes these slots runs before the
+  // swap.
+  Status Prepare(absl::Span<const uint32_t> slots, const char* what, bool after_compute = true) {
     for (uint32_t s : slots) {
       if (s >= capacity()) {
         return absl::InvalidArgumentError(fmt::format(
             "device tier of {}: {} of slot {}, past its {} rows", label_, what, s, capacity()));
       }
     }
-    if (slots.empty()) return absl::OkStatus();
+    if (slots.empty() || !after_compute) return absl::OkStatus();
     RECSDK_ASSIGN_OR_RETURN(std::unique_ptr<Event> before, Event::Create(compute_));
     RECSDK_RETURN_IF_ERROR(before->Record(compute_));
     return before->MakeWait(store_->stream());
+  }
+  // TakeSwapOutBuffers: staging for a swap-out of `n` rows: the smallest spare one that holds them,
+  // or new buffers (rounded up to 1024 rows, so a table's swap-outs soon reuse them).
+  StatusOr<std::unique_ptr<SwapOutBuffers>> TakeSwapOutBuffers(int64_t n) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto best = spare_.end();
+      for (auto it = spare_.begin(); it != spare_.end(); ++it) {
+        if ((*it)->rows >= n && (best == spare_.end() || (*it)->rows < (*best)->rows)) best = it;
+      }
+      if (best != spare_.end()) {
+        std::unique_ptr<SwapOutBuffers> b = std::move(*best);
+        spare_.erase(best);
+        return b;
+      }
+    }
+    auto b = std::make_unique<SwapOutBuffers>();
+    b->rows = (n + 1023) / 1024 * 1024;
+    b->ids_offset = (b->rows * row_floats() * static_cast<int64_t>(sizeof(float)) + 15) / 16 * 16;
+    const int64_t bytes = b->ids_offset + b->rows * static_cast<int64_t>(sizeof(int64_t));
+    StatusOr<PinnedBuffer> pinned = PinnedBuffer::Allocate(bytes);
+    if (!pinned.ok()) return Named(pinned.status(), "ReadAsync's pinned staging", n);
+    b->pinned = *std::move(pinned);
+    StatusOr<DeviceBuffer> device = DeviceBuffer::Allocate(store_->stream(), bytes);
+    if (!device.ok()) return Named(device.status(), "ReadAsync's device staging", n);
+    b->device = *std::move(device);
+    return b;
   }
   Status Named(Status s, const char* what, size_t n) const {
     if (s.ok()) return s;
@@ -115,6 +275,10 @@ class CudaTierMemory final : public internal::DeviceTierMemory {
   std::string label_;
   std::mutex mu_;
   std::vector<std::unique_ptr<Event>> pending_;  // swap-ins' events not waited for; guarded by mu_
+  // reads_: the staging of each swap-out not waited for, by its `done` event; spare_: staging
+  // whose rows were taken, for later swap-outs. Guarded by mu_.
+  std::unordered_map<const internal::Event*, std::unique_ptr<SwapOutBuffers>> reads_;
+  std::vector<std::unique_ptr<SwapOutBuffers>> spare_;
 };
 
 }  // namespace

@@ -10,7 +10,8 @@
 // stage on "cuda" against "cpu", bit for bit; the no-GPU test skips. Without one the GPU tests
 // skip, saying so. With a GPU also CounterChecks (bad-index counts read off the step's path).
 // Also the device tier's RowStore in GPU memory (CudaRowStore): its option
-// checks and no-GPU error everywhere, its swaps with the host tier on a GPU. Labels: cuda, quick.
+// checks and no-GPU error everywhere, its swaps with the host tier on a GPU; the device tier's
+// asynchronous swap-outs (CudaTierMemory::ReadAsync / WaitRead) on a GPU. Labels: cuda, quick.
 #include "src/device/cuda/cuda_device.h"
 
 #include <gtest/gtest.h>
@@ -550,6 +551,88 @@ TEST(CudaDeviceTest, CounterChecksReportBadCountsLater) {
   }
   ASSERT_TRUE(checks.Poll(/*wait=*/true).ok());
   EXPECT_EQ(checks.checked(), 2 + CounterChecks::kSlots + 5);
+}
+
+// With a GPU: the device tier's swap-outs (CudaTierMemory::ReadAsync / WaitRead). A ReadAsync
+// ordered after the queued compute sees a compute-stream write queued before it; one ordered only
+// after release fences (no compute wait) still sees the swap-ins queued before it; a Write of the
+// same slots queued after it does not reach the rows it read; two swap-outs in flight keep their
+// own pinned staging (waited for in reverse order, each gives its own rows, bitwise); a second
+// WaitRead is OK; the counters count the rows; a bad slot is InvalidArgument before anything is
+// queued.
+TEST(CudaTierMemoryTest, SwapOutsAreQueuedAndKeepTheirStagingUntilWaitRead) {
+  if (GpuCount() == 0) GTEST_SKIP() << NoGpu("the device tier's asynchronous swap-outs");
+  auto device = CreateCudaDevice(SessionConfig{});
+  ASSERT_TRUE(device.ok()) << device.status();
+  constexpr int kRowFloats = 6;
+  constexpr uint32_t kCapacity = 3000;
+  auto memory = (*device)->CreateTableTierMemory(kCapacity, kRowFloats, "table \"t\"");
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  ASSERT_NE(*memory, nullptr);
+  internal::DeviceTierMemory& m = **memory;
+  Stream* compute = ComputeStreamOf(device->get());
+  ASSERT_NE(compute, nullptr);
+
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto random_rows = [&](size_t n) {
+    std::vector<float> v(n * kRowFloats);
+    for (float& x : v) x = u(rng);
+    return v;
+  };
+  // 2,500 slots (more than one 1,024-row staging), scattered, then a second set.
+  std::vector<uint32_t> a(2500), b(700);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint32_t>((i * 7) % kCapacity);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint32_t>(i * 4 + 1);
+  const std::vector<float> rows_a = random_rows(a.size());
+  ASSERT_TRUE(m.Write(a, rows_a.data()).ok());
+  ASSERT_TRUE(m.ComputeAfterWrites().ok());
+  // A kernel's write queued on the compute stream before the swap-out: slot a[3] becomes zeros.
+  ASSERT_TRUE(Memset(*compute, m.rows() + int64_t{a[3]} * kRowFloats, 0,
+                     kRowFloats * static_cast<int64_t>(sizeof(float)))
+                  .ok());
+  std::vector<float> expect_a = rows_a;
+  std::fill_n(expect_a.begin() + 3 * kRowFloats, kRowFloats, 0.0f);
+
+  const int64_t out_rows0 = (*device)->tier_swaps().swap_out_rows.load();
+  auto down_a = m.ReadAsync(a, internal::SwapOutOrder::kAfterQueuedCompute);
+  ASSERT_TRUE(down_a.ok()) << down_a.status();
+  ASSERT_NE(down_a->done, nullptr);
+  // The victims' slots take new rows at once (queued after the swap-out on the swap stream).
+  const std::vector<float> new_a = random_rows(a.size());
+  ASSERT_TRUE(m.Write(a, new_a.data()).ok());
+  const std::vector<float> rows_b = random_rows(b.size());
+  std::vector<float> expect_b(b.size() * kRowFloats);
+  // b's slots as they are after those Writes (a slot in both sets has new_a's row).
+  {
+    std::vector<float> now(b.size() * kRowFloats);
+    ASSERT_TRUE(m.Read(b, now.data()).ok());
+    expect_b = now;
+  }
+  auto down_b = m.ReadAsync(b, internal::SwapOutOrder::kAfterReleaseFences);
+  ASSERT_TRUE(down_b.ok()) << down_b.status();
+  ASSERT_TRUE(m.Write(b, rows_b.data()).ok());
+
+  ASSERT_TRUE(m.WaitRead(*down_b).ok());
+  ASSERT_TRUE(m.WaitRead(*down_a).ok());
+  EXPECT_EQ(*down_a->rows, expect_a);
+  EXPECT_EQ(*down_b->rows, expect_b);
+  EXPECT_TRUE(m.WaitRead(*down_a).ok());  // a second wait: the rows are there already
+  EXPECT_EQ(*down_a->rows, expect_a);
+  EXPECT_EQ((*device)->tier_swaps().swap_out_rows.load() - out_rows0,
+            static_cast<int64_t>(a.size() + 2 * b.size()));  // two ReadAsync, one Read
+
+  // A later swap-out reuses the staging: its rows, not the first one's.
+  auto again = m.ReadAsync(b, internal::SwapOutOrder::kAfterReleaseFences);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_TRUE(m.WaitRead(*again).ok());
+  EXPECT_EQ(*again->rows, rows_b);
+
+  const std::vector<uint32_t> bad = {1, kCapacity};
+  auto refused = m.ReadAsync(bad, internal::SwapOutOrder::kAfterReleaseFences);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+  EXPECT_NE(refused.status().message().find("table \"t\""), std::string::npos);
+  EXPECT_TRUE((*device)->Synchronize().ok());
 }
 
 TEST(CudaRowStoreTest, ChecksItsOptionsThenNeedsAGpu) {
