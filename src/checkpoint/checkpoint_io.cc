@@ -316,56 +316,23 @@ StatusOr<std::shared_ptr<RowSource>> OpenRowSource(Env* env, const std::string& 
 // byte), reading it in pieces through one reused buffer, and returns a source that reads its rows.
 StatusOr<std::shared_ptr<RowSource>> VerifiedRowSource(Env* env, const std::string& dir,
                                                        const PayloadInfo& info) {
-  const std::string path = JoinPath(dir, info.file);
-  if (info.descr != "<f4" || info.shape.size() != 2 || info.shape[0] < 0 || info.shape[1] <= 0) {
-    return Corrupt(path, "its rows are not a float32 [rows, width] payload");
-  }
-  auto src = std::make_shared<RowSource>();
-  src->path = path;
-  src->rows = static_cast<uint64_t>(info.shape[0]);
-  src->row_bytes = static_cast<uint64_t>(info.shape[1]) * sizeof(float);
-  if (src->rows > std::numeric_limits<uint64_t>::max() / 2 / src->row_bytes) {
-    return Corrupt(path, "its shape overflows");
-  }
-  const std::string header = NpyHeader(info.descr, info.shape);
-  src->header_bytes = header.size();
-  const uint64_t data_bytes = src->rows * src->row_bytes;
-  if (header.size() + data_bytes != info.bytes) {
-    return Corrupt(path, fmt::format("the manifest says {} bytes but dtype and shape need {}",
-                                     info.bytes, header.size() + data_bytes));
-  }
-  auto opened = env->NewRandomAccessFile(path);
-  if (!opened.ok()) {
-    if (absl::IsNotFound(opened.status())) {
-      return absl::DataLossError(
-          fmt::format("checkpoint file \"{}\" is missing; restore from another checkpoint", path));
-    }
-    return opened.status();
-  }
-  src->file = std::move(*opened);
-  RECSDK_ASSIGN_OR_RETURN(const uint64_t size, src->file->Size());
-  if (size != info.bytes) {
-    return Corrupt(path, fmt::format("it has {} bytes but the manifest says {} (truncated?)", size,
-                                     info.bytes));
-  }
-  std::vector<char> buf(std::min<uint64_t>(kBlock, std::max<uint64_t>(info.bytes, 1)));
-  uint32_t crc = 0;
-  for (uint64_t off = 0; off < info.bytes;) {
+  // OpenRowSource checks the size and the header; the rows follow, extending its CRC32C.
+  RECSDK_ASSIGN_OR_RETURN(std::shared_ptr<RowSource> src, OpenRowSource(env, dir, info));
+  const uint64_t begin = src->header_bytes;
+  std::vector<char> buf(std::min<uint64_t>(kBlock, std::max<uint64_t>(info.bytes - begin, 1)));
+  uint32_t crc = src->crc;
+  for (uint64_t off = begin; off < info.bytes;) {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), info.bytes - off));
     RECSDK_ASSIGN_OR_RETURN(const size_t got, src->file->Read(off, want, buf.data()));
-    if (got == 0) return Corrupt(path, "it ended early while being read");
-    if (off < header.size() &&
-        std::string_view(buf.data(), std::min<size_t>(got, header.size() - off)) !=
-            std::string_view(header).substr(off, std::min<size_t>(got, header.size() - off))) {
-      return Corrupt(path, "its .npy header does not match the manifest");
-    }
+    if (got == 0) return Corrupt(src->path, "it ended early while being read");
     crc = Crc32cExtend(crc, buf.data(), got);
     off += got;
   }
   if (crc != info.crc32c) {
-    return Corrupt(
-        path, fmt::format("its CRC32C is {:08x} but the manifest says {:08x}", crc, info.crc32c));
+    return Corrupt(src->path, fmt::format("its CRC32C is {:08x} but the manifest says {:08x}", crc,
+                                          info.crc32c));
   }
+  src->checking = false;  // checked whole: its reads need not check again
   return src;
 }
 
