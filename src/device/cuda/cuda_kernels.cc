@@ -470,6 +470,41 @@ StatusOr<GradScratch> PlanGradScratch(int64_t positions, int64_t num_unique, boo
   return g;
 }
 
+// GradBuffers: a GradScratch plan's buffers inside the caller's scratch memory.
+struct GradBuffers {
+  uint32_t* keys_in;
+  uint32_t* keys_out;
+  int32_t* order_in;
+  int32_t* order_out;
+  const float** src;
+  float* scale;
+  int32_t* offsets;  // only when the plan has offsets
+  char* temp;
+};
+
+// CarveGradScratch: checks that `scratch` (scratch_bytes, sized by `sizer`) holds `plan` and that
+// the device counter `invalid` is there, then points into it. `need` says what the plan is for.
+StatusOr<GradBuffers> CarveGradScratch(std::string_view name, const GradScratch& plan,
+                                       void* scratch, int64_t scratch_bytes, const int32_t* invalid,
+                                       std::string_view need, std::string_view sizer) {
+  if (scratch_bytes < plan.total) {
+    return Bad(name, fmt::format("scratch holds {} bytes, {} need {} ({})", scratch_bytes, need,
+                                 plan.total, sizer));
+  }
+  if (scratch == nullptr || invalid == nullptr) {
+    return Bad(name, "scratch or invalid is null; pass device memory and a device int32 counter");
+  }
+  char* base = static_cast<char*>(scratch);
+  return GradBuffers{reinterpret_cast<uint32_t*>(base + plan.keys_in),
+                     reinterpret_cast<uint32_t*>(base + plan.keys_out),
+                     reinterpret_cast<int32_t*>(base + plan.order_in),
+                     reinterpret_cast<int32_t*>(base + plan.order_out),
+                     reinterpret_cast<const float**>(base + plan.src),
+                     reinterpret_cast<float*>(base + plan.scale),
+                     reinterpret_cast<int32_t*>(base + plan.offsets),
+                     base + plan.temp};
+}
+
 }  // namespace
 
 StatusOr<int64_t> TableGradAggregateScratchBytes(int64_t positions, int64_t num_unique) {
@@ -492,42 +527,31 @@ Status TableGradAggregate(Stream& stream, const int32_t* unique_rows, int64_t nu
     positions += g.batch * g.per;
   }
   RECSDK_ASSIGN_OR_RETURN(GradScratch plan, PlanGradScratch(positions, num_unique));
-  if (scratch_bytes < plan.total) {
-    return Bad(kName, fmt::format("scratch holds {} bytes, {} positions over {} unique rows need "
-                                  "{} (TableGradAggregateScratchBytes)",
-                                  scratch_bytes, positions, num_unique, plan.total));
-  }
   RECSDK_RETURN_IF_ERROR(CheckPointers(kName, num_unique == 0, {{"out", out}}));
   RECSDK_RETURN_IF_ERROR(CheckPointers(kName, positions == 0, {{"unique_rows", unique_rows}}));
-  if (scratch == nullptr || invalid == nullptr) {
-    return Bad(kName, "scratch or invalid is null; pass device memory and a device int32 counter");
-  }
-  char* base = static_cast<char*>(scratch);
-  auto* keys_in = reinterpret_cast<uint32_t*>(base + plan.keys_in);
-  auto* keys_out = reinterpret_cast<uint32_t*>(base + plan.keys_out);
-  auto* order_in = reinterpret_cast<int32_t*>(base + plan.order_in);
-  auto* order_out = reinterpret_cast<int32_t*>(base + plan.order_out);
-  auto* src = reinterpret_cast<const float**>(base + plan.src);
-  auto* scale = reinterpret_cast<float*>(base + plan.scale);
-  auto* offsets = reinterpret_cast<int32_t*>(base + plan.offsets);
+  RECSDK_ASSIGN_OR_RETURN(
+      const GradBuffers b,
+      CarveGradScratch(kName, plan, scratch, scratch_bytes, invalid,
+                       fmt::format("{} positions over {} unique rows", positions, num_unique),
+                       "TableGradAggregateScratchBytes"));
   int64_t at = 0;
   for (const GradFeature& g : features) {
     RECSDK_RETURN_IF_ERROR(
         Launched(launch::GradKeys(stream.native(), unique_rows, num_unique, g.restore, g.batch,
-                                  g.per, static_cast<int>(combine), g.grads, dim, at, keys_in,
-                                  order_in, src, scale, invalid),
+                                  g.per, static_cast<int>(combine), g.grads, dim, at, b.keys_in,
+                                  b.order_in, b.src, b.scale, invalid),
                  "TableGradAggregate (keys)"));
     at += g.batch * g.per;
   }
   RECSDK_RETURN_IF_ERROR(Launched(
-      launch::SortKeys(stream.native(), base + plan.temp, static_cast<size_t>(plan.temp_bytes),
-                       keys_in, keys_out, order_in, order_out, positions, plan.end_bit),
+      launch::SortKeys(stream.native(), b.temp, static_cast<size_t>(plan.temp_bytes), b.keys_in,
+                       b.keys_out, b.order_in, b.order_out, positions, plan.end_bit),
       "TableGradAggregate (sort)"));
   RECSDK_RETURN_IF_ERROR(
-      Launched(launch::SegmentStarts(stream.native(), keys_out, positions, num_unique, offsets),
+      Launched(launch::SegmentStarts(stream.native(), b.keys_out, positions, num_unique, b.offsets),
                "TableGradAggregate (offsets)"));
   const bool scaled = combine == TableCombine::kMean || combine == TableCombine::kSqrtn;
-  return Launched(launch::GradSum(stream.native(), order_out, src, scale, scaled, offsets,
+  return Launched(launch::GradSum(stream.native(), b.order_out, b.src, b.scale, scaled, b.offsets,
                                   num_unique, dim, out),
                   "TableGradAggregate (sums)");
 }
@@ -550,35 +574,24 @@ Status MergeRowGrads(Stream& stream, const std::vector<RowGrads>& parts, int64_t
     n += p.count;
   }
   RECSDK_ASSIGN_OR_RETURN(GradScratch plan, PlanGradScratch(n, num_rows, /*offsets=*/false));
-  if (scratch_bytes < plan.total) {
-    return Bad(kName, fmt::format("scratch holds {} bytes, {} rows need {} "
-                                  "(MergeRowGradsScratchBytes)",
-                                  scratch_bytes, n, plan.total));
-  }
   RECSDK_RETURN_IF_ERROR(CheckPointers(kName, n == 0, {{"out", out}, {"ids", ids}}));
-  if (scratch == nullptr || invalid == nullptr) {
-    return Bad(kName, "scratch or invalid is null; pass device memory and a device int32 counter");
-  }
-  char* base = static_cast<char*>(scratch);
-  auto* keys_in = reinterpret_cast<uint32_t*>(base + plan.keys_in);
-  auto* keys_out = reinterpret_cast<uint32_t*>(base + plan.keys_out);
-  auto* order_in = reinterpret_cast<int32_t*>(base + plan.order_in);
-  auto* order_out = reinterpret_cast<int32_t*>(base + plan.order_out);
-  auto* src = reinterpret_cast<const float**>(base + plan.src);
+  RECSDK_ASSIGN_OR_RETURN(const GradBuffers b,
+                          CarveGradScratch(kName, plan, scratch, scratch_bytes, invalid,
+                                           fmt::format("{} rows", n), "MergeRowGradsScratchBytes"));
   int64_t at = 0;
   for (const RowGrads& p : parts) {
     RECSDK_RETURN_IF_ERROR(
         Launched(launch::MergeKeys(stream.native(), p.rows, p.count, num_rows, p.grads, dim, at,
-                                   keys_in, order_in, src, invalid),
+                                   b.keys_in, b.order_in, b.src, invalid),
                  "MergeRowGrads (keys)"));
     at += p.count;
   }
-  RECSDK_RETURN_IF_ERROR(Launched(
-      launch::SortKeys(stream.native(), base + plan.temp, static_cast<size_t>(plan.temp_bytes),
-                       keys_in, keys_out, order_in, order_out, n, plan.end_bit),
-      "MergeRowGrads (sort)"));
+  RECSDK_RETURN_IF_ERROR(
+      Launched(launch::SortKeys(stream.native(), b.temp, static_cast<size_t>(plan.temp_bytes),
+                                b.keys_in, b.keys_out, b.order_in, b.order_out, n, plan.end_bit),
+               "MergeRowGrads (sort)"));
   return Launched(
-      launch::MergeSum(stream.native(), keys_out, order_out, src, n, num_rows, dim, out, ids),
+      launch::MergeSum(stream.native(), b.keys_out, b.order_out, b.src, n, num_rows, dim, out, ids),
       "MergeRowGrads (sums)");
 }
 
