@@ -135,7 +135,8 @@ Status ReplicatedTable::Resolve(absl::Span<const int64_t> unique_keys,
                                        CallTag{-1, keys_label_});
       }));
   // The union of every rank's keys in rank order, resolved once on each replica.
-  const KeyUnion united = UniteKeys(received, table_->data_time());
+  KeyUnion united;
+  united.Unite(received, table_->data_time());
   const std::vector<int64_t>& keys = united.keys;
   const std::vector<uint32_t>& key_counts = united.counts;
   const std::vector<int64_t>& key_times = united.times;  // empty: no lookup had timestamps

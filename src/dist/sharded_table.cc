@@ -5,6 +5,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "fmt/format.h"
 #include "recsdk/distributed.h"
@@ -128,7 +129,32 @@ int64_t ShardedTable::MemoryBytes() const {
                                   b.send_position.capacity() * sizeof(int64_t) +
                                   b.served_rows.capacity() * sizeof(uint32_t));
   }
+  std::lock_guard<std::mutex> lock(buffers_mu_);
+  for (const std::unique_ptr<ExchangeBuffers>& b : spare_buffers_) {
+    bytes += static_cast<int64_t>(
+        (b->send.capacity() + b->received.capacity()) * sizeof(KeyRecord) +
+        b->answer.capacity() * sizeof(float) + b->key_rows.capacity() * sizeof(uint32_t) +
+        b->united.keys.capacity() * (sizeof(int64_t) * 2 + sizeof(uint32_t) * 2));
+  }
   return bytes;
+}
+
+std::unique_ptr<ShardedTable::ExchangeBuffers> ShardedTable::TakeBuffers() {
+  {
+    std::lock_guard<std::mutex> lock(buffers_mu_);
+    if (!spare_buffers_.empty()) {
+      std::unique_ptr<ExchangeBuffers> b = std::move(spare_buffers_.back());
+      spare_buffers_.pop_back();
+      return b;
+    }
+  }
+  return std::make_unique<ExchangeBuffers>();
+}
+
+void ShardedTable::GiveBack(std::unique_ptr<ExchangeBuffers> buffers) {
+  if (buffers == nullptr) return;
+  std::lock_guard<std::mutex> lock(buffers_mu_);
+  spare_buffers_.push_back(std::move(buffers));
 }
 
 Status ShardedTable::Resolve(absl::Span<const int64_t> unique_keys,
@@ -145,8 +171,7 @@ Status ShardedTable::Resolve(absl::Span<const int64_t> unique_keys,
 Status ShardedTable::BeginResolve(int slot, absl::Span<const int64_t> unique_keys,
                                   absl::Span<const uint32_t> counts,
                                   absl::Span<const int64_t> timestamps, LookupMode mode,
-                                  absl::Span<uint32_t> rows, std::vector<KeyRecord>* send,
-                                  std::vector<int>* owner) {
+                                  absl::Span<uint32_t> rows, ExchangeBuffers& buffers) {
   const size_t n = unique_keys.size();
   // A rank with wrong arguments sends nothing but still takes part, so no rank waits for it.
   Status own;
@@ -163,47 +188,54 @@ Status ShardedTable::BeginResolve(int slot, absl::Span<const int64_t> unique_key
   }
   const size_t sent = own.ok() ? n : 0;
   Batch& batch = batches_[static_cast<size_t>(slot)];
-  {
-    Batch fresh;
-    fresh.owner = batch.owner;
-    fresh.lease_batch = batch.lease_batch;
-    fresh.leased = batch.leased;
-    batch = std::move(fresh);
-  }
+  // Refill the slot (its stage fields stay), keeping its arrays' memory for this batch.
   batch.serial = serials_.fetch_add(1) + 1;
   batch.train = mode == LookupMode::kTrain;
+  batch.rows_pending = false;
+  batch.oldest_served = std::numeric_limits<int64_t>::max();
   // num_keys stays 0 until the rows are in: the ids of a Resolve that failed name no row.
+  batch.num_keys = 0;
+  batch.row_stride = 0;
+  batch.row_offset = 0;
+  batch.flags.clear();
+  batch.recv_counts.clear();
+  batch.served_rows.clear();
   batch.send_counts.assign(world_, 0);
-  owner->resize(sent);
+  std::vector<int>& owner = buffers.owner;
+  owner.resize(sent);
   for (size_t i = 0; i < sent; ++i) {
-    (*owner)[i] = KeyOwner(unique_keys[i]);
-    ++batch.send_counts[(*owner)[i]];
+    owner[i] = KeyOwner(unique_keys[i]);
+    ++batch.send_counts[owner[i]];
   }
-  std::vector<int64_t> next(world_, 0);
+  std::vector<int64_t>& next = buffers.next;
+  next.assign(world_, 0);
   for (int r = 1; r < world_; ++r) next[r] = next[r - 1] + batch.send_counts[r - 1];
-  send->resize(sent);
+  std::vector<KeyRecord>& send = buffers.send;
+  send.resize(sent);
   batch.send_position.resize(sent);
   for (size_t i = 0; i < sent; ++i) {
-    const int64_t p = next[(*owner)[i]]++;
+    const int64_t p = next[owner[i]]++;
     batch.send_position[i] = p;
-    (*send)[p] = {unique_keys[i], counts.empty() ? 1 : static_cast<int64_t>(counts[i]),
-                  timestamps.empty() ? kNoKeyTime : timestamps[i]};
+    send[p] = {unique_keys[i], counts.empty() ? 1 : static_cast<int64_t>(counts[i]),
+               timestamps.empty() ? kNoKeyTime : timestamps[i]};
   }
   return own;
 }
 
 Status ShardedTable::ServeKeys(int slot, absl::Span<const KeyRecord> received, LookupMode mode,
                                const internal::ResolveLease* lease, bool with_rows,
-                               std::vector<float>* answer) {
+                               ExchangeBuffers& buffers) {
   Batch& batch = batches_[static_cast<size_t>(slot)];
   // As the owner: the union of the keys asked for, in rank order, resolved once.
-  const KeyUnion united = UniteKeys(received, shard_->data_time());
+  KeyUnion& united = buffers.united;
+  united.Unite(received, shard_->data_time());
   const std::vector<int64_t>& keys = united.keys;
   const std::vector<uint32_t>& key_counts = united.counts;
   const std::vector<int64_t>& key_times = united.times;  // empty: no lookup had timestamps
   const std::vector<uint32_t>& which = united.which;
   const bool any_time = !key_times.empty();
-  std::vector<uint32_t> key_rows(keys.size());
+  std::vector<uint32_t>& key_rows = buffers.key_rows;
+  key_rows.resize(keys.size());
   const absl::Span<const int64_t> owned_times =
       any_time ? absl::MakeConstSpan(key_times) : absl::Span<const int64_t>();
   // A key stage's batch pins its rows in a tiered shard until the stage releases it.
@@ -219,15 +251,17 @@ Status ShardedTable::ServeKeys(int slot, absl::Span<const KeyRecord> received, L
   const int64_t dim = config_.dim;
   // A record of the answer: the flag, then (sent at once) the embedding.
   const int64_t record = with_rows ? dim + 1 : 1;
-  std::vector<float> embeddings;
-  if (owned.ok() && with_rows) {
-    embeddings.resize(keys.size() * static_cast<size_t>(dim));
-    owned = shard_->Gather(key_rows, absl::MakeSpan(embeddings));
+  std::vector<float>& answer = buffers.answer;
+  answer.resize(received.size() * static_cast<size_t>(record));
+  if (owned.ok() && with_rows && !received.empty()) {
+    // Each record's embedding straight into its place after the flag: a pooled lookup of one
+    // key per record (every combiner of one row is the row) with the records' stride.
+    owned = shard_->GatherPooledStrided(key_rows, which, static_cast<int64_t>(received.size()), 1,
+                                        Combiner::kSum, record, absl::MakeSpan(answer).subspan(1));
   }
-  answer->assign(received.size() * static_cast<size_t>(record), 0.0f);
   batch.served_rows.resize(received.size());
   for (size_t p = 0; p < received.size(); ++p) {
-    float* a = answer->data() + p * static_cast<size_t>(record);
+    float* a = answer.data() + p * static_cast<size_t>(record);
     if (!owned.ok()) {
       a[0] = kOwnerFailed;
       batch.served_rows[p] = kDefaultRow;
@@ -236,13 +270,11 @@ Status ShardedTable::ServeKeys(int slot, absl::Span<const KeyRecord> received, L
     const uint32_t row = key_rows[which[p]];
     batch.served_rows[p] = row;
     a[0] = row == kPaddingRow ? kPadding : row == kDefaultRow ? kDefault : kRow;
-    if (with_rows) std::copy_n(embeddings.data() + which[p] * static_cast<size_t>(dim), dim, a + 1);
   }
   return owned;
 }
 
-Status ShardedTable::FinishResolve(int slot, bool with_rows, absl::Span<const float> back,
-                                   const std::vector<int>& owner,
+Status ShardedTable::FinishResolve(int slot, bool with_rows, const std::vector<int>& owner,
                                    absl::Span<const int64_t> unique_keys,
                                    absl::Span<uint32_t> rows) {
   Batch& batch = batches_[static_cast<size_t>(slot)];
@@ -250,17 +282,17 @@ Status ShardedTable::FinishResolve(int slot, bool with_rows, absl::Span<const fl
   const int64_t record = with_rows ? dim + 1 : 1;
   const size_t sent = owner.size();
   if (with_rows) {
-    batch.rows.resize(sent * static_cast<size_t>(dim));
+    batch.row_stride = record;
+    batch.row_offset = 1;
   } else {
     batch.flags.resize(sent);
   }
   for (size_t i = 0; i < sent; ++i) {
-    const float* a = back.data() + batch.send_position[i] * record;
+    const float* a = batch.rows.data() + batch.send_position[i] * record;
     if (!with_rows) batch.flags[i] = static_cast<uint8_t>(a[0]);
     switch (static_cast<int>(a[0])) {
       case kRow:
         rows[i] = RowId(slot, static_cast<int64_t>(i));
-        if (with_rows) std::copy_n(a + 1, dim, batch.rows.data() + i * static_cast<size_t>(dim));
         break;
       case kDefault:
         rows[i] = kDefaultRow;
@@ -296,9 +328,9 @@ Status ShardedTable::ResolveInto(int slot, Communicator* channel,
                                  absl::Span<const uint32_t> counts,
                                  absl::Span<const int64_t> timestamps, LookupMode mode,
                                  absl::Span<uint32_t> rows) {
-  std::vector<KeyRecord> send;
-  std::vector<int> owner;
-  const Status own = BeginResolve(slot, unique_keys, counts, timestamps, mode, rows, &send, &owner);
+  std::unique_ptr<ExchangeBuffers> buffers = TakeBuffers();
+  absl::Cleanup give_back = [&] { GiveBack(std::move(buffers)); };
+  const Status own = BeginResolve(slot, unique_keys, counts, timestamps, mode, rows, *buffers);
   Batch& batch = batches_[static_cast<size_t>(slot)];
   // Exchange on the process communicator (the step's) or the key stage's channel.
   auto exchange = [&](const char* what, auto&& fn) -> Status {
@@ -310,26 +342,25 @@ Status ShardedTable::ResolveInto(int slot, Communicator* channel,
   };
   const int64_t tag_step = lease != nullptr ? lease->batch : -1;
   // The keys and their counts in one call (one header round; the owners learn the counts).
-  std::vector<KeyRecord> received;
   RECSDK_RETURN_IF_ERROR(exchange("sending keys to their owners", [&](Communicator& c, auto d) {
-    return c.ExchangeV<KeyRecord>(send, batch.send_counts, &received, &batch.recv_counts, d,
-                                  CallTag{tag_step, keys_label_});
+    return c.ExchangeV<KeyRecord>(buffers->send, batch.send_counts, &buffers->received,
+                                  &batch.recv_counts, d, CallTag{tag_step, keys_label_});
   }));
   const bool with_rows = channel == nullptr;
-  std::vector<float> answer;
-  const Status owned = ServeKeys(slot, received, mode, lease, with_rows, &answer);
+  const Status owned = ServeKeys(slot, buffers->received, mode, lease, with_rows, *buffers);
   const int64_t record = with_rows ? config_.dim + 1 : 1;
-  std::vector<float> back(owner.size() * static_cast<size_t>(record));
+  // The answers land in the slot, where the batch's lookups read them.
+  batch.rows.resize(buffers->owner.size() * static_cast<size_t>(record));
   const std::vector<int64_t> answer_counts = Scaled(batch.recv_counts, record);
   const std::vector<int64_t> back_counts = Scaled(batch.send_counts, record);
   RECSDK_RETURN_IF_ERROR(
       exchange("sending rows back from their owners", [&](Communicator& c, auto d) {
-        return c.AllToAllV<float>(answer, {answer_counts, {}}, absl::MakeSpan(back),
+        return c.AllToAllV<float>(buffers->answer, {answer_counts, {}}, absl::MakeSpan(batch.rows),
                                   {back_counts, {}}, d, CallTag{tag_step, rows_label_});
       }));
   if (!owned.ok()) return OwnerFailed(owned);
   RECSDK_RETURN_IF_ERROR(own);
-  return FinishResolve(slot, with_rows, back, owner, unique_keys, rows);
+  return FinishResolve(slot, with_rows, buffers->owner, unique_keys, rows);
 }
 
 bool ShardedTable::Slot(uint32_t row, const Batch** batch, int64_t* slot) const {
@@ -346,7 +377,7 @@ const float* ShardedTable::RowOf(uint32_t row) const {
   const Batch* b = nullptr;
   int64_t s = 0;
   (void)Slot(row, &b, &s);  // CheckRows has passed
-  return b->rows.data() + s * config_.dim;
+  return b->rows.data() + b->send_position[static_cast<size_t>(s)] * b->row_stride + b->row_offset;
 }
 
 void ShardedTable::CopyRow(uint32_t row, float* out) const {
@@ -590,14 +621,18 @@ Status ShardedTable::ResolveGroup(absl::Span<const GroupResolve> members) {
   }
   std::vector<int> slots(m);
   std::vector<Status> own(m);
-  std::vector<std::vector<KeyRecord>> sends(m);
-  std::vector<std::vector<int>> owners(m);
+  // Each member's buffers, from its table (a table may appear once per group).
+  std::vector<std::unique_ptr<ExchangeBuffers>> buffers(m);
+  absl::Cleanup give_back = [&] {
+    for (size_t t = 0; t < m; ++t) members[t].table->GiveBack(std::move(buffers[t]));
+  };
   for (size_t t = 0; t < m; ++t) {
     ShardedTable& table = *members[t].table;
+    buffers[t] = table.TakeBuffers();
     ++table.generation_;
     slots[t] = static_cast<int>(table.generation_ % 2);
     own[t] = table.BeginResolve(slots[t], members[t].keys, members[t].counts, members[t].times,
-                                members[t].mode, members[t].rows, &sends[t], &owners[t]);
+                                members[t].mode, members[t].rows, *buffers[t]);
   }
   auto batch_of = [&](size_t t) -> Batch& {
     return members[t].table->batches_[static_cast<size_t>(slots[t])];
@@ -614,7 +649,8 @@ Status ShardedTable::ResolveGroup(absl::Span<const GroupResolve> members) {
     for (size_t t = 0; t < m; ++t) send.push_back({batch_of(t).send_counts[j], 0, 0});
     for (size_t t = 0; t < m; ++t) {
       const int64_t c = batch_of(t).send_counts[j];
-      send.insert(send.end(), sends[t].begin() + read[t], sends[t].begin() + read[t] + c);
+      const std::vector<KeyRecord>& sends = buffers[t]->send;
+      send.insert(send.end(), sends.begin() + read[t], sends.begin() + read[t] + c);
       read[t] += c;
     }
   }
@@ -656,10 +692,9 @@ Status ShardedTable::ResolveGroup(absl::Span<const GroupResolve> members) {
   }
   // As the owner of each member, then the rows back in one AllToAllV.
   std::vector<Status> owned(m);
-  std::vector<std::vector<float>> answers(m);
   for (size_t t = 0; t < m; ++t) {
     owned[t] =
-        members[t].table->ServeKeys(slots[t], per[t], members[t].mode, nullptr, true, &answers[t]);
+        members[t].table->ServeKeys(slots[t], per[t], members[t].mode, nullptr, true, *buffers[t]);
   }
   std::vector<int64_t> answer_counts(world, 0), back_counts(world, 0);
   for (int r = 0; r < world; ++r) {
@@ -675,7 +710,8 @@ Status ShardedTable::ResolveGroup(absl::Span<const GroupResolve> members) {
     for (size_t t = 0; t < m; ++t) {
       const size_t c =
           static_cast<size_t>(batch_of(t).recv_counts[r] * (members[t].table->config_.dim + 1));
-      answer.insert(answer.end(), answers[t].begin() + read[t], answers[t].begin() + read[t] + c);
+      const std::vector<float>& answers = buffers[t]->answer;
+      answer.insert(answer.end(), answers.begin() + read[t], answers.begin() + read[t] + c);
       read[t] += c;
     }
   }
@@ -689,14 +725,15 @@ Status ShardedTable::ResolveGroup(absl::Span<const GroupResolve> members) {
         return c.AllToAllV<float>(answer, {answer_counts, {}}, absl::MakeSpan(back),
                                   {back_counts, {}}, d, CallTag{-1, rows_label});
       }));
-  // Each member's answers, contiguous in its own send order.
-  std::vector<std::vector<float>> backs(m);
+  // Each member's answers, contiguous in its own send order, in its slot.
+  for (size_t t = 0; t < m; ++t) batch_of(t).rows.clear();
   at = 0;
   for (int r = 0; r < world; ++r) {
     for (size_t t = 0; t < m; ++t) {
       const size_t c =
           static_cast<size_t>(batch_of(t).send_counts[r] * (members[t].table->config_.dim + 1));
-      backs[t].insert(backs[t].end(), back.begin() + at, back.begin() + at + c);
+      std::vector<float>& rows = batch_of(t).rows;
+      rows.insert(rows.end(), back.begin() + at, back.begin() + at + c);
       at += c;
     }
   }
@@ -705,7 +742,7 @@ Status ShardedTable::ResolveGroup(absl::Span<const GroupResolve> members) {
     ShardedTable& table = *members[t].table;
     Status s = !owned[t].ok() ? table.OwnerFailed(owned[t])
                : !own[t].ok() ? own[t]
-                              : table.FinishResolve(slots[t], true, backs[t], owners[t],
+                              : table.FinishResolve(slots[t], true, buffers[t]->owner,
                                                     members[t].keys, members[t].rows);
     if (first.ok() && !s.ok()) first = s;
   }
@@ -949,10 +986,12 @@ Status ShardedTable::PullLeased(const void* owner, int64_t lease_batch, bool fai
         name(), lease_batch));
   }
   std::vector<int64_t> incoming;
-  std::vector<float> back;
+  // The rows land in the slot, where the batch's lookups read them (rows_pending until checked).
+  std::vector<float> failed_back;
+  std::vector<float>* back = batch != nullptr ? &batch->rows : &failed_back;
   RECSDK_RETURN_IF_ERROR(
       Exchange(name(), "bringing a key stage batch's rows", [&](Communicator& c, auto d) {
-        return c.ExchangeV<float>(send, send_counts, &back, &incoming, d,
+        return c.ExchangeV<float>(send, send_counts, back, &incoming, d,
                                   CallTag{lease_batch, rows_label_});
       }));
   RECSDK_RETURN_IF_ERROR(own);
@@ -963,12 +1002,8 @@ Status ShardedTable::PullLeased(const void* owner, int64_t lease_batch, bool fai
         "says why)",
         name(), lease_batch));
   }
-  batch->rows.assign(static_cast<size_t>(batch->num_keys * dim), 0.0f);
-  for (int64_t i = 0; i < batch->num_keys; ++i) {
-    if (batch->flags[static_cast<size_t>(i)] != kRow) continue;
-    std::copy_n(back.data() + batch->send_position[static_cast<size_t>(i)] * dim, dim,
-                batch->rows.data() + i * dim);
-  }
+  batch->row_stride = dim;
+  batch->row_offset = 0;
   batch->rows_pending = false;
   if (batch->train) {
     apply_slot_ = slot;

@@ -193,7 +193,12 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
     bool rows_pending = false;
     int64_t oldest_served = std::numeric_limits<int64_t>::max();  // as owner, of its keys
     int64_t num_keys = 0;
-    std::vector<float> rows;             // [num_keys, dim]: slot i's embedding
+    // The answers as they arrived, in send order: slot i's embedding is the `dim` floats at
+    // rows[send_position[i] * row_stride + row_offset] (each record is the flag and the row when
+    // Resolve brings the rows, the row alone when PullLeased does), read where they landed.
+    std::vector<float> rows;
+    int64_t row_stride = 0;
+    int64_t row_offset = 0;
     std::vector<uint8_t> flags;          // rows_pending: each key's answer (kRow, kDefault, ...)
     std::vector<int64_t> send_position;  // slot i -> its record in the send order
     std::vector<int64_t> send_counts;    // records sent to each rank
@@ -201,6 +206,22 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
     std::vector<uint32_t> served_rows;   // per received record: the shard's row
   };
   static constexpr int kSlots = 16;
+  // ExchangeBuffers: the arrays one Resolve fills and drops (what it sends, receives and answers
+  // as an owner, the owners' union of keys), kept across calls so that a step's exchange, once
+  // the batches reach their size, allocates nothing and touches no fresh page. One per caller
+  // in flight (the step, each key stage's worker): TakeBuffers hands out a spare one (or a new
+  // one), GiveBack returns it.
+  struct ExchangeBuffers {
+    std::vector<KeyRecord> send;
+    std::vector<KeyRecord> received;
+    std::vector<int> owner;     // per sent key, its owner's rank
+    std::vector<int64_t> next;  // per rank, the next record's position in `send`
+    std::vector<float> answer;  // as the owner: one record per received key
+    std::vector<uint32_t> key_rows;
+    KeyUnion united;
+  };
+  std::unique_ptr<ExchangeBuffers> TakeBuffers();
+  void GiveBack(std::unique_ptr<ExchangeBuffers> buffers);
 
   ShardedTable(std::unique_ptr<EmbeddingTable> shard, int rank, int size, int owner_first,
                int owners);
@@ -213,20 +234,19 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
   // Slot: the batch and index of a row id Resolve returned; false for other ids.
   bool Slot(uint32_t row, const Batch** batch, int64_t* slot) const;
   // The phases of ResolveInto, shared with ResolveGroup. BeginResolve: refills slot `slot` and
-  // lays out the records to send (per owner, in rank order; `owner`: each key's); returns this
-  // rank's argument error (then it sends nothing). ServeKeys: as the owner, resolves what it
-  // received (batch.recv_counts set) and makes the answer records (the flag, and the row when
-  // `with_rows`); returns the owner's error. FinishResolve: reads the answers (`back`, in send
-  // order) into `rows` and the slot. OwnerFailed: ServeKeys' error as the caller returns it.
+  // lays out the records to send in buffers.send (per owner, in rank order; buffers.owner: each
+  // key's); returns this rank's argument error (then it sends nothing). ServeKeys: as the owner,
+  // resolves what it received (batch.recv_counts set) and makes the answer records in
+  // buffers.answer (the flag, and the row when `with_rows`); returns the owner's error.
+  // FinishResolve: reads the answers (in the slot's `rows`, in send order) into `rows`.
+  // OwnerFailed: ServeKeys' error as the caller returns it.
   Status BeginResolve(int slot, absl::Span<const int64_t> unique_keys,
                       absl::Span<const uint32_t> counts, absl::Span<const int64_t> timestamps,
-                      LookupMode mode, absl::Span<uint32_t> rows, std::vector<KeyRecord>* send,
-                      std::vector<int>* owner);
+                      LookupMode mode, absl::Span<uint32_t> rows, ExchangeBuffers& buffers);
   Status ServeKeys(int slot, absl::Span<const KeyRecord> received, LookupMode mode,
-                   const internal::ResolveLease* lease, bool with_rows, std::vector<float>* answer);
-  Status FinishResolve(int slot, bool with_rows, absl::Span<const float> back,
-                       const std::vector<int>& owner, absl::Span<const int64_t> unique_keys,
-                       absl::Span<uint32_t> rows);
+                   const internal::ResolveLease* lease, bool with_rows, ExchangeBuffers& buffers);
+  Status FinishResolve(int slot, bool with_rows, const std::vector<int>& owner,
+                       absl::Span<const int64_t> unique_keys, absl::Span<uint32_t> rows);
   Status OwnerFailed(const Status& owned) const;
   // The phases of ApplyGradients, shared with ApplyGroup. PrepareGradients: the gradient records
   // in send order (empty, with the error, for bad arguments). ApplyReceived: as the owner, adds
@@ -265,6 +285,8 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
     double timeout_s = 0;
   };
   std::map<const void*, OpenChannelState> channels_;
+  mutable std::mutex buffers_mu_;
+  std::vector<std::unique_ptr<ExchangeBuffers>> spare_buffers_;
   // Labels of the exchanges (CallTag keeps a view).
   const std::string keys_label_, rows_label_, grads_label_, agree_label_;
 };
