@@ -4,7 +4,7 @@
 #
 #   scripts/dist_figures.sh            2 ranks (RECSDK_DIST_RANKS=4 for 4)
 #
-# Last line: alltoall_vs_mpi=<x> ranks_vs_threads=<y> shard_balance=<z> bytes_vs_estimate=<b>
+# Last line: alltoall_vs_mpi=<x> exchange_vs_mpi=<e> ranks_vs_threads=<y> shard_balance=<z> bytes_vs_estimate=<b>
 # ranks_vs_threads_little_demo=<l>.
 # ranks_vs_threads (the issue's definition): samples/dlrm (26 tables, batch 4096, SGD), samples/s
 # of `mpirun -np 2 dlrm --threads 1` (2 ranks x 1 thread, each its half of every global batch) /
@@ -29,6 +29,9 @@ echo "$out"
 a2a=$(echo "$out" | awk '
   /alltoall_vs_mpi/ && /Benchmark/ {for (i = 1; i <= NF; i++) col[$i] = i; next}
   /^BM_KeyExchange\/65536/ && col["alltoall_vs_mpi"] {print $(col["alltoall_vs_mpi"] + 2)}')
+exch=$(echo "$out" | awk '
+  /exchange_vs_mpi/ && /Benchmark/ {for (i = 1; i <= NF; i++) col[$i] = i; next}
+  /^BM_KeyExchange\/65536/ && col["exchange_vs_mpi"] {print $(col["exchange_vs_mpi"] + 2)}')
 balance=$(echo "$out" | awk '
   /shard_balance/ && /Benchmark/ {for (i = 1; i <= NF; i++) col[$i] = i; next}
   /^BM_ShardBalance/ && col["shard_balance"] {print $(col["shard_balance"] + 2)}')
@@ -60,4 +63,4 @@ echo "little_demo: 1 process x 2 threads ${threads:-?} samples/s; 2 ranks x 1 th
 ratio() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN {if (a > 0 && b > 0) printf "%.3f", a / b; else print "?"}'; }
 rvt=$(ratio "$dlrm_ranks" "$dlrm_threads")
 rvt_demo=$(ratio "$(awk -v r="${per_rank:-0}" 'BEGIN {print 2 * r}')" "$threads")
-echo "alltoall_vs_mpi=${a2a:-?} ranks_vs_threads=${rvt} shard_balance=${balance:-?} bytes_vs_estimate=${bytes:-?} ranks_vs_threads_little_demo=${rvt_demo} ranks=$ranks"
+echo "alltoall_vs_mpi=${a2a:-?} exchange_vs_mpi=${exch:-?} ranks_vs_threads=${rvt} shard_balance=${balance:-?} bytes_vs_estimate=${bytes:-?} ranks_vs_threads_little_demo=${rvt_demo} ranks=$ranks"
