@@ -24,6 +24,9 @@
 //     continuation is bitwise the never-stopped run's (exit 1 otherwise).
 //   kill9: a child process trains and checkpoints every 5 steps until SIGKILL; the latest
 //     checkpoint restores (the same SSD folder) and continues bitwise as a never-stopped run.
+//     restore and kill9 use small tables (20k keys) unless --at_scale 1 gives them run's sizes
+//     (--ram_multiple, --host_fraction; the SSD files twice: the killed or saved run's and the
+//     never-stopped run's).
 //   disk_full: the SSD tier on a tmpfs of --tmpfs_mib (mounted here; needs root, exit 77 =
 //     skipped otherwise) filled by prefill; training grows the tier past it. Prints the error,
 //     checks it names the ssd tier and the path, that the session still saves and that the last
@@ -85,6 +88,7 @@ struct Options {
   int64_t ram_bytes = 0;    // 0: MemTotal (tests use a fixed figure)
   int64_t tmpfs_mib = 96;
   int64_t keep_data = 0;  // 1: leave the SSD files and checkpoints (run mode deletes them)
+  int64_t at_scale = 0;   // 1: restore and kill9 use run's sizes (--ram_multiple), not 20k keys
 };
 
 // g_mounted: the tmpfs the disk_full mode mounted, unmounted on any exit.
@@ -502,12 +506,12 @@ Sizes ScaleSizes(const Options& o, int64_t ram) {
   return z;
 }
 
-int RunMode(const Options& o, int64_t ram) {
-  const Sizes big = ScaleSizes(o, ram);
-  Sizes small;
-  small.keys = big.device_rows + big.host_rows;  // the same memory, all of it in the table
-  const int64_t ssd_bytes_needed =
-      static_cast<int64_t>(o.prefill * static_cast<double>(big.keys)) * o.tables * RecordBytes(o);
+// FitsOnDisk: whether `copies` copies of the SSD tier of tables of `z` fit under --max_disk_gb
+// and leave 5 GB of data_dir's disk free; says why not on stderr.
+bool FitsOnDisk(const Options& o, const Sizes& z, int copies, int64_t ram) {
+  const int64_t ssd_bytes_needed = copies *
+                                   static_cast<int64_t>(o.prefill * static_cast<double>(z.keys)) *
+                                   o.tables * RecordBytes(o);
   struct statvfs vfs {};
   fs::create_directories(o.data_dir);
   if (statvfs(o.data_dir.c_str(), &vfs) != 0) Die("statvfs", absl::NotFoundError(o.data_dir));
@@ -515,14 +519,22 @@ int RunMode(const Options& o, int64_t ram) {
   if (static_cast<double>(ssd_bytes_needed) > o.max_disk_gb * 1e9 ||
       static_cast<double>(ssd_bytes_needed) > free_bytes - 5e9) {
     std::fprintf(stderr,
-                 "scale: the SSD tier needs %.1f GB (--ram_multiple %.2f of %.1f GiB RAM) but "
-                 "--max_disk_gb is %.1f and %s has %.1f GB free (5 GB kept free); lower "
+                 "scale: the SSD tier needs %.1f GB (%d cop%s at --ram_multiple %.2f of %.1f GiB "
+                 "RAM) but --max_disk_gb is %.1f and %s has %.1f GB free (5 GB kept free); lower "
                  "--ram_multiple or --prefill\n",
-                 static_cast<double>(ssd_bytes_needed) / 1e9, o.ram_multiple,
-                 static_cast<double>(ram) / (1 << 30), o.max_disk_gb, o.data_dir.c_str(),
-                 free_bytes / 1e9);
-    return 2;
+                 static_cast<double>(ssd_bytes_needed) / 1e9, copies, copies == 1 ? "y" : "ies",
+                 o.ram_multiple, static_cast<double>(ram) / (1 << 30), o.max_disk_gb,
+                 o.data_dir.c_str(), free_bytes / 1e9);
+    return false;
   }
+  return true;
+}
+
+int RunMode(const Options& o, int64_t ram) {
+  const Sizes big = ScaleSizes(o, ram);
+  Sizes small;
+  small.keys = big.device_rows + big.host_rows;  // the same memory, all of it in the table
+  if (!FitsOnDisk(o, big, 1, ram)) return 2;
   const std::string ssd_dir = o.data_dir + "/ssd";
   fs::create_directories(ssd_dir);
   RssSampler rss(o.rss_csv.empty() ? o.data_dir + "/rss.csv" : o.rss_csv);
@@ -728,8 +740,14 @@ Sizes SmallSizes(const Options& o) {
   return z;
 }
 
-int RestoreMode(const Options& o) {
-  const Sizes z = SmallSizes(o);
+// FaultSizes: the tables of restore and kill9: small, or run's with --at_scale 1.
+Sizes FaultSizes(const Options& o, int64_t ram) {
+  return o.at_scale != 0 ? ScaleSizes(o, ram) : SmallSizes(o);
+}
+
+int RestoreMode(const Options& o, int64_t ram) {
+  const Sizes z = FaultSizes(o, ram);
+  if (!FitsOnDisk(o, z, 2, ram)) return 2;
   fs::remove_all(o.data_dir);
   const std::string ckpt = o.data_dir + "/ckpt";
   std::vector<float> never_stopped, resumed;
@@ -780,18 +798,21 @@ int RestoreMode(const Options& o) {
 // SSD folder restores the latest checkpoint and trains --steps more, and a never-stopped run
 // (fresh, the same prefill) trains to the same step: the continuation's losses must be bitwise
 // equal. Prints kill9_equal=1.
-int KillMode(const Options& o) {
-  const Sizes z = SmallSizes(o);
+int KillMode(const Options& o, int64_t ram) {
+  const Sizes z = FaultSizes(o, ram);
   fs::remove_all(o.data_dir);
-  fs::create_directories(o.data_dir);
+  if (!FitsOnDisk(o, z, 2, ram)) return 2;
   const std::string ckpt = o.data_dir + "/ckpt";
   const std::string ssd = o.data_dir + "/ssd";
+  const std::string prefilled = o.data_dir + "/prefilled";
+  const auto started = Clock::now();
   const pid_t child = fork();
   if (child < 0) Die("fork", absl::InternalError(std::strerror(errno)));
   if (child == 0) {
     Model m;
     Build(o, z, ssd, &m);
     Prefill(o, z, m);
+    std::ofstream(prefilled).put('1');
     SaverOptions so;
     so.model_dir = ckpt;
     so.keep_checkpoint_max = 0;
@@ -803,8 +824,20 @@ int KillMode(const Options& o) {
       Check(saver->Save(at + 5).status(), "Save");
     }
   }
-  // Wait (at most 120 s) for two checkpoints, then kill the child in the middle of its run.
-  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  // Wait for the prefill (at most 60 s + 10 s a GB of SSD records), then at most 120 s + as
+  // long again for two checkpoints, then kill the child in the middle of its run.
+  const double prefill_gb =
+      o.prefill * static_cast<double>(z.keys * o.tables * RecordBytes(o)) / 1e9;
+  const auto prefill_deadline =
+      started + std::chrono::seconds(60 + static_cast<int64_t>(10 * prefill_gb));
+  while (!fs::exists(prefilled) && Clock::now() < prefill_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const auto prefill_s = std::chrono::duration<double>(Clock::now() - started).count();
+  std::printf("kill9: %" PRId64 " keys a table, %.2f GB of SSD records prefilled in %.0f s\n",
+              z.keys, prefill_gb, prefill_s);
+  std::fflush(stdout);
+  const auto deadline = Clock::now() + std::chrono::seconds(120 + static_cast<int64_t>(prefill_s));
   auto count = [&] {
     int n = 0;
     std::error_code ec;
@@ -1021,6 +1054,8 @@ int main(int argc, char** argv) {
       return integer(&o.tmpfs_mib);
     else if (name == "keep_data")
       return integer(&o.keep_data);
+    else if (name == "at_scale")
+      return integer(&o.at_scale);
     else if (name == "data_dir")
       o.data_dir = v;
     else if (name == "rss_csv")
@@ -1053,9 +1088,9 @@ int main(int argc, char** argv) {
   }
   const int64_t ram = o.ram_bytes > 0 ? o.ram_bytes : ProcKb("/proc/meminfo", "MemTotal");
   if (o.mode == "run") return RunMode(o, ram);
-  if (o.mode == "restore") return RestoreMode(o);
+  if (o.mode == "restore") return RestoreMode(o, ram);
   if (o.mode == "disk_full") return DiskFullMode(o);
-  if (o.mode == "kill9") return KillMode(o);
+  if (o.mode == "kill9") return KillMode(o, ram);
   Die("flags",
       absl::InvalidArgumentError("scale: --mode must be run, restore, disk_full or kill9"));
 }
