@@ -632,14 +632,16 @@ KeyRows TableImpl::DirtyEntries() const {
   };
   if (tiered_) {
     // A slot's key from device_keys_ / host_keys_, kept only when the index still puts the key
-    // there: a slot freed by a move or an eviction may keep its byte, never its key's entry.
+    // there: a freed slot is left clean (RemoveAt, ExecuteTiers), and this check would drop one
+    // that was not. The index is probed in batches (FindBatch: the buckets prefetched, many cache
+    // misses in flight instead of one).
+    std::vector<int64_t> keys;
+    std::vector<uint32_t> at;
     auto add = [&](size_t r) {
-      const int64_t key = r < static_cast<size_t>(device_rows_)
-                              ? device_keys_[r]
-                              : host_keys_[r - static_cast<size_t>(device_rows_)];
-      if (index_->Find(key) == static_cast<uint32_t>(r)) {
-        entries.emplace_back(key, static_cast<uint32_t>(r));
-      }
+      keys.push_back(r < static_cast<size_t>(device_rows_)
+                         ? device_keys_[r]
+                         : host_keys_[r - static_cast<size_t>(device_rows_)]);
+      at.push_back(static_cast<uint32_t>(r));
     };
     for (size_t w = 0; w < words; ++w) {
       if (word_at(w) == 0) continue;
@@ -650,13 +652,20 @@ KeyRows TableImpl::DirtyEntries() const {
     for (size_t r = words * 8; r < used; ++r) {
       if (dirty[r] != 0) add(r);
     }
+    std::vector<uint32_t> found(std::max(keys.size(), dirty_ssd_keys_.size()));
+    index_->FindBatch(keys.data(), keys.size(), found.data());
+    entries.reserve(keys.size() + dirty_ssd_keys_.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (found[i] == at[i]) entries.emplace_back(keys[i], at[i]);
+    }
     // The SSD rows: the keys that reached the SSD tier dirty, where the index puts them now, if
     // still dirty there; a key listed twice gives the same entry twice, removed after sorting.
     const size_t first_ssd = entries.size();
-    for (int64_t key : dirty_ssd_keys_) {
-      const uint32_t packed = index_->Find(key);
+    index_->FindBatch(dirty_ssd_keys_.data(), dirty_ssd_keys_.size(), found.data());
+    for (size_t i = 0; i < dirty_ssd_keys_.size(); ++i) {
+      const uint32_t packed = found[i];
       if (packed != KeyIndex::kEmpty && packed >= ssd_base_ && TierDirty(packed)) {
-        entries.emplace_back(key, packed);
+        entries.emplace_back(dirty_ssd_keys_[i], packed);
       }
     }
     std::sort(entries.begin() + static_cast<std::ptrdiff_t>(first_ssd), entries.end(),
