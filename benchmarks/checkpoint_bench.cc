@@ -19,6 +19,8 @@
 //       O(capacity) scan of the change bytes). snapshot_ms / snapshot_vs_full_save: the part of a
 //       full save that stalls the step when SaverOptions::async_write writes in the background.
 //
+//   BM_SsdTierSave / BM_SsdTierDelta: tables mostly on the SSD tier (their comments below).
+//
 //   BM_PredictorLoad: ExportSavedModel of a model whose only big part is that table (a read-only
 //       lookup + a small dense layer), then per iteration Predictor::Load of the bundle (read,
 //       verify, build the serving session and its table) against a plain read() of every file of
@@ -38,9 +40,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <random>
@@ -656,6 +660,146 @@ void BM_SsdTierSave(benchmark::State& state) {
   std::filesystem::remove_all(dir);
 }
 BENCHMARK(BM_SsdTierSave)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(4);
+
+// BM_SsdTierDelta: the incremental (delta) checkpoint of a table whose rows live mostly on the SSD
+// tier (issue 29). RECSDK_CKPT_BENCH_DELTA_ROWS rows (default 4M) of dim 16 + Adagrad prefilled
+// into the SSD tier, 16k device and 64k host rows; a first delta takes the prefill's rows. Per
+// iteration: 20 training batches of 4096 skewed keys (Resolve + ApplyGradients; the dirty rows
+// the batches push out of the host land on SSD), then the delta as the Saver writes it
+// (SnapshotAndWriteTable, kDelta: storage order, CRC32C, fsync) against a plain write() +
+// fdatasync of as many bytes as the delta's files, taking turns at going first. Counters:
+// ckpt_ssd_delta_vs_write = plain write time / delta time (goal >= 0.7), delta_ms, delta_MB,
+// and delta_fixed_ms: the delta of a table with nothing changed (what every delta
+// pays whatever it holds: the search for the dirty rows, ResetTracking, the files and their
+// syncs); delta_cpu_ms, write_cpu_ms, delta_fixed_cpu_ms: the same in CPU time of the process
+// (steadier than wall time on a loaded machine).
+void BM_SsdTierDelta(benchmark::State& state) {
+  const char* env_rows = std::getenv("RECSDK_CKPT_BENCH_DELTA_ROWS");
+  const int64_t rows = env_rows != nullptr ? std::atoll(env_rows) : 4000000;
+  const std::string dir = BenchDir() + "_delta_ssd";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/ssd");
+  TableConfig c;
+  c.name = "deltabench";
+  c.dim = 16;
+  c.device_vocabulary_size = 16384;
+  c.host_vocabulary_size = 65536;
+  c.ssd_vocabulary_size = rows + 100000;
+  c.ssd_data_path = {dir + "/ssd"};
+  c.initializer = Initializer::Uniform(-0.1, 0.1, 1);
+  auto table = *EmbeddingTable::Create(c, SparseOptimizerConfig::Adagrad(0.1f));
+  {
+    std::vector<int64_t> keys(static_cast<size_t>(rows));
+    const int64_t a = static_cast<int64_t>(static_cast<double>(rows) / 1.618) | 1;
+    for (int64_t i = 0; i < rows; ++i) keys[i] = static_cast<int64_t>((i * a) % rows);
+    if (!internal::PrefillSsd(*table, keys).ok()) std::abort();
+  }
+  internal::Env* env = internal::Env::Default();
+  auto delta_save = [&](const std::string& to) {
+    std::filesystem::remove_all(to);
+    if (!env->CreateDir(to).ok()) std::abort();
+    auto entry =
+        internal::SnapshotAndWriteTable(env, to, "", *table, EmbeddingTable::SnapshotKind::kDelta);
+    if (!entry.ok()) std::abort();
+  };
+  delta_save(dir + "/first");  // the prefill's rows; tracking starts clean after it
+  std::filesystem::remove_all(dir + "/first");
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<int64_t> batch;
+  std::vector<uint32_t> ids;
+  std::vector<float> grads;
+  int64_t step = 0;
+  auto train = [&](int batches) {
+    for (int b = 0; b < batches; ++b) {
+      batch.resize(4096);
+      for (auto& k : batch) {
+        k = static_cast<int64_t>(std::pow(u(rng), 3.0) * static_cast<double>(rows));
+      }
+      std::sort(batch.begin(), batch.end());
+      batch.erase(std::unique(batch.begin(), batch.end()), batch.end());
+      ids.resize(batch.size());
+      if (!table->Resolve(batch, {}, {}, LookupMode::kTrain, absl::MakeSpan(ids)).ok()) {
+        std::abort();
+      }
+      grads.assign(batch.size() * 16, 0.01f);
+      if (!table->ApplyGradients(ids, grads, ++step).ok()) std::abort();
+    }
+  };
+  // CPU seconds of the process beside wall time: on this shared machine (2 cores, 4-5 engineers)
+  // the wall time of a 100 ms save moves 3x between runs with the load; its CPU time much less.
+  auto cpu_now = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  };
+  double delta = 0, write = 0, fixed = 0, delta_cpu = 0, write_cpu = 0, fixed_cpu = 0;
+  uint64_t bytes = 0;
+  std::vector<char> buffer;
+  int iteration = 0;
+  for (auto _ : state) {
+    train(20);
+    double delta_s = 0, write_s = 0;
+    uint64_t delta_bytes = 0;
+    auto delta_once = [&] {
+      const double c = cpu_now();
+      auto a = std::chrono::steady_clock::now();
+      delta_save(dir + "/delta");
+      delta_s = Seconds(a, std::chrono::steady_clock::now());
+      delta_cpu += cpu_now() - c;
+      delta_bytes = DirBytes(dir + "/delta");
+    };
+    auto write_once = [&] {
+      // As many bytes as the delta's files: known after the delta when it goes second, else the
+      // previous iteration's (the same training, so within a few percent).
+      const uint64_t n = delta_bytes != 0 ? delta_bytes : std::max<uint64_t>(bytes, 1);
+      buffer.assign(n, 1);
+      ::sync();
+      const double c = cpu_now();
+      auto a = std::chrono::steady_clock::now();
+      PlainWrite(dir + "/plain", buffer.data(), n);
+      write_cpu += cpu_now() - c;
+      write_s = Seconds(a, std::chrono::steady_clock::now());  // rescaled below if sizes differ
+      bytes = n;
+    };
+    if (iteration++ % 2 == 0) {
+      ::sync();
+      delta_once();
+      write_once();
+    } else {
+      write_once();
+      const uint64_t written = bytes;
+      ::sync();
+      delta_once();
+      if (written != delta_bytes && written > 0) {
+        write_s *= static_cast<double>(delta_bytes) / static_cast<double>(written);
+      }
+    }
+    bytes = delta_bytes;
+    delta += delta_s;
+    write += write_s;
+    // The same save with nothing changed since: its fixed part.
+    const double fc = cpu_now();
+    auto f0 = std::chrono::steady_clock::now();
+    delta_save(dir + "/empty");
+    fixed += Seconds(f0, std::chrono::steady_clock::now());
+    fixed_cpu += cpu_now() - fc;
+    state.SetIterationTime(delta_s);
+  }
+  const double it = static_cast<double>(state.iterations());
+  state.counters["rows"] = static_cast<double>(table->size());
+  state.counters["delta_MB"] = static_cast<double>(bytes) / 1e6;
+  state.counters["delta_ms"] = 1e3 * delta / it;
+  state.counters["write_ms"] = 1e3 * write / it;
+  state.counters["delta_fixed_ms"] = 1e3 * fixed / it;
+  state.counters["ckpt_ssd_delta_vs_write"] = write / delta;
+  state.counters["delta_cpu_ms"] = 1e3 * delta_cpu / it;
+  state.counters["write_cpu_ms"] = 1e3 * write_cpu / it;
+  state.counters["delta_fixed_cpu_ms"] = 1e3 * fixed_cpu / it;
+  table.reset();
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_SsdTierDelta)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(4);
 
 }  // namespace
 }  // namespace recsdk

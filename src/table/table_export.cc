@@ -183,6 +183,10 @@ Status TableImpl::ImportRowsTiered(const std::vector<int64_t>& keys, const float
     SetTierDirty(packed[j], true);
   }
   RECSDK_RETURN_IF_ERROR(RelocateHeldSsd(kept, absl::MakeSpan(packed)));
+  // Imported rows placed or held on SSD are dirty there: listed for the delta (DirtyEntries).
+  for (size_t j = 0; j < kept.size(); ++j) {
+    if (packed[j] >= ssd_base_) NoteDirtySsd(kept[j]);
+  }
   return WriteRowsAt(packed, rows.data(), history.data());
 }
 

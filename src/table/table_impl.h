@@ -375,12 +375,29 @@ class TableImpl final : public EmbeddingTable {
     if (!tiered_) reinterpret_cast<int64_t*>(row_keys_.base())[row] = key;
   }
   // DirtyEntries: (key, row) of every row changed since the last snapshot, in O(rows used / 8 +
-  // changed); tiered tables walk the index (their metadata is per packed location).
+  // changed). Tiered tables: the device and host rows from their change bytes (O(device + host
+  // slots) / 8 + changed, each key from device_keys_ / host_keys_ checked against the index) and
+  // the SSD rows from dirty_ssd_keys_ (O(its length)); after an overflow of that list, a walk of
+  // the whole key index (O(rows), the only way before issue 29's O(changed) delta).
   KeyRows DirtyEntries() const;
+  // ResetTracking: every row clean, no removed keys. Tiered: O(device + host slots) bytes cleared
+  // and the SSD bits of dirty_ssd_keys_ (or their whole bitmap, 1 bit per slot, when smaller);
+  // re-arms the list after an overflow.
   void ResetTracking();
+  // NoteDirtySsd: the row of `key` has just reached the SSD tier dirty (a host -> SSD demotion, a
+  // prefill, an import): a delta will find it through dirty_ssd_keys_. Call it once the key's
+  // index entry and bit are in place. O(1) amortised: when the list reaches
+  // dirty_ssd_compact_at_ it keeps each key whose row is on SSD and dirty, once (O(list)); if more
+  // than half of dirty_ssd_limit_ remain, it drops the list and deltas fall back to the index
+  // walk until the next ResetTracking. tier_mu_ held.
+  void NoteDirtySsd(int64_t key);
+  // SetDirtySsdKeyLimit: dirty_ssd_limit_ (tests reach the overflow fallback with it).
+  void SetDirtySsdKeyLimit(size_t limit);
 
  private:
   static constexpr int64_t kNoTime = std::numeric_limits<int64_t>::min();
+  // kMinDirtySsdKeys: the shortest dirty_ssd_keys_ that is compacted, and its smallest limit.
+  static constexpr size_t kMinDirtySsdKeys = 4096;
   const int row_floats_;
   const uint64_t row_bytes_;
   const bool evicting_;
@@ -452,6 +469,19 @@ class TableImpl final : public EmbeddingTable {
   SlabReservation dirty_;       // one byte per row: changed since the last Snapshot
   uint32_t ssd_base_ = std::numeric_limits<uint32_t>::max();  // first SSD packed location
   std::vector<uint64_t> ssd_dirty_;  // tiered: one bit per SSD slot, as dirty_ (TierDirty)
+  // dirty_ssd_keys_: keys whose rows reached the SSD tier dirty since the last ResetTracking
+  // (NoteDirtySsd), so a delta finds its SSD rows without walking the key index, which has no
+  // order by tier and at scale holds ~100x the rows a delta writes (docs/tiers.md, "Deltas of a
+  // tiered table"). It may repeat a key and hold keys whose rows have since gone up, been removed
+  // or cleaned: the delta checks each against the index and the row's dirty bit. Invariant: every
+  // set bit of ssd_dirty_ is on a live slot whose key is in the list (or the list overflowed).
+  // Memory: 8 bytes an entry, at most dirty_ssd_limit_ entries (compacted on the way), i.e. at
+  // most 1 byte per SSD vocabulary row (2 with the vector's spare capacity); past it
+  // dirty_ssd_overflow_ and the list is freed: deltas walk the index until ResetTracking.
+  std::vector<int64_t> dirty_ssd_keys_;
+  size_t dirty_ssd_limit_ = 0;       // ssd_vocabulary_size / 8, at least kMinDirtySsdKeys
+  size_t dirty_ssd_compact_at_ = 0;  // the list's length that triggers the next compaction
+  bool dirty_ssd_overflow_ = false;
   // ExecuteTiers' buffers for the rows it moves down (host -> SSD, device -> host), kept from
   // batch to batch under tier_mu_. Allocated per batch, at sizes that vary, they fragmented
   // malloc's heap: after the host tier filled, RSS grew ~1.4 MB/s with the live bytes flat

@@ -614,23 +614,70 @@ void TableImpl::LoadSnapshotRows(const TableSnapshot& snap, int64_t needed, RowB
 KeyRows TableImpl::DirtyEntries() const {
   KeyRows entries;
   const uint8_t* dirty = Dirty();
-  if (tiered_) {
+  if (tiered_ && dirty_ssd_overflow_) {
+    // The list of dirty SSD keys overflowed (dirty_ssd_limit_): walk the index, O(rows).
     index_->ForEach([&](int64_t key, uint32_t row) {
       if (TierDirty(row)) entries.emplace_back(key, row);
     });
     return entries;
   }
-  // The dirty bytes of the rows ever used, 8 at a time (a 1% change leaves most words zero):
-  // counted first, so that the entries take one allocation (page faults cost ~10 us each here).
-  // A dirty byte is 0 or 1, so a popcount counts rows. A freed row is clean (RemoveAt), so every
-  // dirty row holds the key it was bound to.
-  const auto used = static_cast<size_t>(next_row_);
+  // The change bytes of the rows ever used (untiered) or of the device and host slots (tiered),
+  // 8 at a time (a 1% change leaves most words zero).
+  const auto used = static_cast<size_t>(tiered_ ? ssd_base_ : next_row_);
   const size_t words = used / 8;
   auto word_at = [&](size_t w) {
     uint64_t word;
     std::memcpy(&word, dirty + w * 8, sizeof(word));
     return word;
   };
+  if (tiered_) {
+    // A slot's key from device_keys_ / host_keys_, kept only when the index still puts the key
+    // there: a freed slot is left clean (RemoveAt, ExecuteTiers), and this check would drop one
+    // that was not. The index is probed in batches (FindBatch: the buckets prefetched, many cache
+    // misses in flight instead of one).
+    std::vector<int64_t> keys;
+    std::vector<uint32_t> at;
+    auto add = [&](size_t r) {
+      keys.push_back(r < static_cast<size_t>(device_rows_)
+                         ? device_keys_[r]
+                         : host_keys_[r - static_cast<size_t>(device_rows_)]);
+      at.push_back(static_cast<uint32_t>(r));
+    };
+    for (size_t w = 0; w < words; ++w) {
+      if (word_at(w) == 0) continue;
+      for (size_t r = w * 8; r < w * 8 + 8; ++r) {
+        if (dirty[r] != 0) add(r);
+      }
+    }
+    for (size_t r = words * 8; r < used; ++r) {
+      if (dirty[r] != 0) add(r);
+    }
+    std::vector<uint32_t> found(std::max(keys.size(), dirty_ssd_keys_.size()));
+    index_->FindBatch(keys.data(), keys.size(), found.data());
+    entries.reserve(keys.size() + dirty_ssd_keys_.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (found[i] == at[i]) entries.emplace_back(keys[i], at[i]);
+    }
+    // The SSD rows: the keys that reached the SSD tier dirty, where the index puts them now, if
+    // still dirty there; a key listed twice gives the same entry twice, removed after sorting.
+    const size_t first_ssd = entries.size();
+    index_->FindBatch(dirty_ssd_keys_.data(), dirty_ssd_keys_.size(), found.data());
+    for (size_t i = 0; i < dirty_ssd_keys_.size(); ++i) {
+      const uint32_t packed = found[i];
+      if (packed != KeyIndex::kEmpty && packed >= ssd_base_ && TierDirty(packed)) {
+        entries.emplace_back(dirty_ssd_keys_[i], packed);
+      }
+    }
+    std::sort(entries.begin() + static_cast<std::ptrdiff_t>(first_ssd), entries.end(),
+              [](const auto& a, const auto& b) { return a.second < b.second; });
+    entries.erase(
+        std::unique(entries.begin() + static_cast<std::ptrdiff_t>(first_ssd), entries.end()),
+        entries.end());
+    return entries;
+  }
+  // Counted first, so that the entries take one allocation (page faults cost ~10 us each here).
+  // A dirty byte is 0 or 1, so a popcount counts rows. A freed row is clean (RemoveAt), so every
+  // dirty row holds the key it was bound to.
   size_t count = 0;
   for (size_t w = 0; w < words; ++w) count += static_cast<size_t>(absl::popcount(word_at(w)));
   for (size_t r = words * 8; r < used; ++r) count += dirty[r];
@@ -651,17 +698,61 @@ KeyRows TableImpl::DirtyEntries() const {
 }
 
 void TableImpl::ResetTracking() {
-  if (tiered_) {
-    // Tracking is per packed location, over every tier: clear the bytes of the rows held.
-    index_->ForEach([&](int64_t, uint32_t packed) {
-      if (packed < ssd_base_) MarkClean(packed);
-    });
-    std::fill(ssd_dirty_.begin(), ssd_dirty_.end(), 0);
-    removed_.clear();
+  removed_.clear();
+  if (!tiered_) {
+    if (next_row_ > 0) std::memset(Dirty(), 0, static_cast<size_t>(next_row_));
     return;
   }
-  if (next_row_ > 0) std::memset(Dirty(), 0, static_cast<size_t>(next_row_));
-  removed_.clear();
+  // Tracking is per packed location: the device and host slots' bytes, then the SSD slots'
+  // bits, which only the listed keys' rows can hold set (the invariant of dirty_ssd_keys_), or
+  // the whole bitmap when that is shorter than the list or the list overflowed.
+  std::memset(Dirty(), 0, static_cast<size_t>(ssd_base_));
+  if (dirty_ssd_overflow_ || dirty_ssd_keys_.size() >= ssd_dirty_.size()) {
+    std::fill(ssd_dirty_.begin(), ssd_dirty_.end(), 0);
+  } else {
+    for (int64_t key : dirty_ssd_keys_) {
+      const uint32_t packed = index_->Find(key);
+      if (packed != KeyIndex::kEmpty && packed >= ssd_base_) SetTierDirty(packed, false);
+    }
+  }
+  dirty_ssd_keys_.clear();
+  if (dirty_ssd_keys_.capacity() > 2 * kMinDirtySsdKeys) dirty_ssd_keys_.shrink_to_fit();
+  dirty_ssd_overflow_ = false;
+  dirty_ssd_compact_at_ = std::min(kMinDirtySsdKeys, dirty_ssd_limit_);
+}
+
+void TableImpl::NoteDirtySsd(int64_t key) {
+  if (dirty_ssd_overflow_) return;
+  dirty_ssd_keys_.push_back(key);
+  if (dirty_ssd_keys_.size() < dirty_ssd_compact_at_) return;
+  // Compaction: each key whose row the index puts on SSD with its bit set, once (sorted by key;
+  // O(list log list) every time the list doubles). Mid-swap (ExecuteTiers) a key whose row is on
+  // its way up may still name an SSD slot that a demoted row has just taken: it is kept too (a
+  // spare entry; the delta checks again), and no key that needs its entry is dropped.
+  std::sort(dirty_ssd_keys_.begin(), dirty_ssd_keys_.end());
+  dirty_ssd_keys_.erase(std::unique(dirty_ssd_keys_.begin(), dirty_ssd_keys_.end()),
+                        dirty_ssd_keys_.end());
+  size_t kept = 0;
+  for (int64_t k : dirty_ssd_keys_) {
+    const uint32_t packed = index_->Find(k);
+    if (packed == KeyIndex::kEmpty || packed < ssd_base_ || !TierDirty(packed)) continue;
+    dirty_ssd_keys_[kept++] = k;
+  }
+  dirty_ssd_keys_.resize(kept);
+  if (kept > dirty_ssd_limit_ / 2) {
+    // Too many dirty SSD rows to list within the bound: deltas walk the index (as before issue
+    // 29's change) until the next ResetTracking, which re-arms the list.
+    dirty_ssd_overflow_ = true;
+    dirty_ssd_keys_.clear();
+    dirty_ssd_keys_.shrink_to_fit();
+    return;
+  }
+  dirty_ssd_compact_at_ = std::min(dirty_ssd_limit_, std::max(2 * kept, kMinDirtySsdKeys));
+}
+
+void TableImpl::SetDirtySsdKeyLimit(size_t limit) {
+  dirty_ssd_limit_ = std::max<size_t>(limit, 2);
+  dirty_ssd_compact_at_ = std::min(dirty_ssd_compact_at_, dirty_ssd_limit_);
 }
 
 }  // namespace recsdk::internal

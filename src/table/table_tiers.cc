@@ -73,6 +73,9 @@ Status TableImpl::InitTiers() {
                      static_cast<uint32_t>(ssd_slots));
   ssd_base_ = bases_.Pack({Tier::kSsd, 0});
   ssd_dirty_.assign((static_cast<uint64_t>(ssd_slots) + 63) / 64, 0);
+  // At most 1 byte per SSD vocabulary row for the list of dirty SSD keys (8 bytes an entry).
+  dirty_ssd_limit_ = std::max(static_cast<size_t>(ssd / 8), kMinDirtySsdKeys);
+  dirty_ssd_compact_at_ = kMinDirtySsdKeys;
   MemoryStoreOptions h;
   h.tier = Tier::kHost;
   h.row_floats = row_floats_;
@@ -322,15 +325,20 @@ Status TableImpl::ExecuteTiers(absl::Span<const int64_t> keys, absl::Span<uint32
     index_->Erase(key);
     index_->Insert(key, to);
   };
-  // 1. The slots the batch's rows leave.
+  // 1. The slots the batch's rows leave (their change flags went into plan.arriving_dirty, and a
+  // freed slot is left clean: a delta finds dirty SSD rows by their bits, DirtyEntries).
   if (!plan.host_slots.empty()) {
     RECSDK_RETURN_IF_ERROR(host_->Free(plan.host_slots));
     for (uint32_t s : plan.host_slots) {
       host_keys_[s] = -1;
       host_policy_->Remove(s);
+      SetTierDirty(bases_.Pack({Tier::kHost, s}), false);
     }
   }
-  if (!plan.ssd_slots.empty()) RECSDK_RETURN_IF_ERROR(ssd_->Free(plan.ssd_slots));
+  if (!plan.ssd_slots.empty()) {
+    RECSDK_RETURN_IF_ERROR(ssd_->Free(plan.ssd_slots));
+    for (uint32_t s : plan.ssd_slots) SetTierDirty(bases_.Pack({Tier::kSsd, s}), false);
+  }
   // 2. The host's coldest rows to SSD.
   if (!plan.cold.empty()) {
     const size_t n = plan.cold.size();
@@ -350,10 +358,14 @@ Status TableImpl::ExecuteTiers(absl::Span<const int64_t> keys, absl::Span<uint32
     for (size_t j = 0; j < n; ++j) {
       const uint32_t from = bases_.Pack({Tier::kHost, plan.cold[j]});
       const uint32_t dst = bases_.Pack({Tier::kSsd, to[j]});
+      const int64_t key = host_keys_[plan.cold[j]];
       move_meta(from, dst);
-      relocate(host_keys_[plan.cold[j]], dst);
+      relocate(key, dst);
       host_keys_[plan.cold[j]] = -1;
       host_policy_->Remove(plan.cold[j]);
+      // A dirty row reaching the SSD tier is listed (the delta's way to it, DirtyEntries).
+      if (TierDirty(dst)) NoteDirtySsd(key);
+      SetTierDirty(from, false);
     }
     demoted_ += static_cast<int64_t>(n);
   }
@@ -388,6 +400,7 @@ Status TableImpl::ExecuteTiers(absl::Span<const int64_t> keys, absl::Span<uint32
       const int64_t key = device_keys_[slot];
       const uint32_t dst = bases_.Pack({Tier::kHost, to[j]});
       move_meta(slot, dst);
+      SetTierDirty(slot, false);
       relocate(key, dst);
       device_keys_[slot] = -1;
       device_held_[slot] = 0;
@@ -726,6 +739,7 @@ void TableImpl::RemoveAt(uint32_t packed) {
     free_rows_.push_back(packed);
     return;
   }
+  SetTierDirty(packed, false);  // a free slot is clean (DirtyEntries, ResetTracking)
   const RowLocation loc = bases_.Unpack(packed);
   switch (loc.tier) {
     case Tier::kDevice:
@@ -771,6 +785,12 @@ Status TableImpl::ClearTiers() {
   std::fill(host_keys_.begin(), host_keys_.end(), -1);
   std::fill(device_pins_.begin(), device_pins_.end(), 0);
   std::fill(device_held_.begin(), device_held_.end(), 0);
+  // Every slot free and clean: the loader marks what it places.
+  std::memset(Dirty(), 0, static_cast<size_t>(ssd_base_));
+  std::fill(ssd_dirty_.begin(), ssd_dirty_.end(), 0);
+  dirty_ssd_keys_.clear();
+  dirty_ssd_overflow_ = false;
+  dirty_ssd_compact_at_ = std::min(kMinDirtySsdKeys, dirty_ssd_limit_);
   leases_.clear();
   EvictionPolicyOptions p;
   p.capacity = static_cast<uint32_t>(device_rows_);
@@ -839,6 +859,7 @@ Status TableImpl::PrefillSsd(absl::Span<const int64_t> keys) {
     index_->Insert(fresh[j], packed);
     // As a row a batch creates: changed since the last snapshot, never accessed.
     SetTierDirty(packed, true);
+    NoteDirtySsd(fresh[j]);
     if (evicting_) *Timestamp(packed) = std::numeric_limits<int64_t>::min();
   }
   return absl::OkStatus();
