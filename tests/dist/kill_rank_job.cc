@@ -212,8 +212,11 @@ int main(int argc, char** argv) {
         const int failed = Fail("step " + std::to_string(step) + ": " + s.ToString());
         // pslost: the chief fails first, in the announcement, where MPI cannot say which rank
         // did not pass the data on (every header had come); it stays a moment so that the
-        // worker, waiting for the ps in the key exchange, reports the ps by its rank.
-        if (ps_lost && rank == 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+        // worker, waiting for the ps in the key exchange, reports the ps by its rank. The worker
+        // stays too: when the ps stopped before it entered the announcement, both workers fail
+        // there, the worker first (the chief began the step 200 ms later), and mpirun would end
+        // the chief at the worker's exit, before the chief's own deadline.
+        if (ps_lost) std::this_thread::sleep_for(std::chrono::seconds(2));
         std::_Exit(failed);
       }
       if (phase == "pskill" && step % 5 == 4) {
