@@ -31,6 +31,7 @@
 #ifndef RECSDK_DIST_COMMUNICATOR_H_
 #define RECSDK_DIST_COMMUNICATOR_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -84,6 +85,12 @@ struct CallTag {
   // label: a short name ("dense_grads", "user_table/keys"); any length (ranks compare a
   // fingerprint of it, and messages show its first 31 bytes). Must outlive the call.
   std::string_view label;
+  // keep_alive: null (the default), or a later deadline that another thread moves on, as
+  // nanoseconds since the steady clock's epoch (DeadlineClock::time_since_epoch): the call then
+  // fails only once both its deadline and *keep_alive have passed. Not compared across ranks.
+  // The ps's waits for the workers, which their heartbeat keeps alive (ps_heartbeat.h). Must
+  // outlive the call.
+  const std::atomic<int64_t>* keep_alive = nullptr;
 };
 
 // BlockLayout: where each rank's block lies in the buffer of a V collective, in elements.

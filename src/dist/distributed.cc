@@ -20,6 +20,7 @@
 #include "src/dist/deadline.h"
 #include "src/dist/launch_env.h"
 #include "src/dist/process_communicator.h"
+#include "src/dist/ps_heartbeat.h"
 
 namespace recsdk {
 namespace {
@@ -85,7 +86,23 @@ absl::Status CreateLocked(ProcessState& state, const DistributedOptions& options
     }
     workers = std::move(*sub);
   }
+  std::unique_ptr<dist::Communicator> heartbeat;
+  if (layout.ps > 0) {
+    // The heartbeat's own communicator (ps_heartbeat.h): every rank takes part.
+    absl::StatusOr<std::unique_ptr<dist::Communicator>> made =
+        dist::CreateCommunicator(env, deadline);
+    if (!made.ok()) {
+      return Status(made.status().code(),
+                    fmt::format("InitDistributed: making the heartbeat's communicator of a job "
+                                "with {} ps ranks: {}",
+                                layout.ps, made.status().message()));
+    }
+    heartbeat = std::move(*made);
+  }
   SetCommLocked(state, std::move(comm), options, std::move(workers), layout);
+  if (heartbeat != nullptr) {
+    dist::StartPsHeartbeat(std::move(heartbeat), options.collective_timeout_s);
+  }
   return absl::OkStatus();
 }
 
@@ -121,6 +138,8 @@ Status InitDistributed(const DistributedOptions& options) {
 }
 
 void ShutdownDistributed() {
+  // First, without the mutex: the heartbeat waits for the other ranks' (each round bounded).
+  dist::StopPsHeartbeat();
   ProcessState& state = State();
   absl::MutexLock lock(&state.mu);
   SetCommLocked(state, nullptr, DistributedOptions());

@@ -11,6 +11,16 @@
 // for that announcement, then makes the call. The workers' EndParameterServers announces the end.
 // In a job without ps ranks nothing is announced: the same table calls, no extra collective.
 //
+// A worker key stage (KeyStage::Start with sharded tables) is served too: its OpenChannel of each
+// table is announced (kOpenChannel), the ps opens the same channels and runs the stage's side on
+// a thread of its own (ServeStage in parameter_server.cc): the batch votes, as a rank that always
+// has the batch, and each table's ResolveLeased with no keys, so the workers' keys are admitted
+// and resolved on the ps ahead of their steps exactly as an owner rank of an all-worker job does.
+// KeyStage::Next's PullLeased is announced (kPull) and the ps sends the rows as they are then.
+// The ps takes the locks a worker's LockedTable would take (keys for a resolve, rows for the
+// row calls, both for a checkpoint), so its stage thread and its loop never touch a table at once
+// in ways a worker's would not.
+//
 // Every wait has the process communicator's deadline (collective_timeout_s): a ps waits at most
 // that long for the workers' next exchange, and a worker at most that long for a ps.
 //
@@ -41,6 +51,8 @@ enum class PsCommand : int64_t {
   kSaveDelta = 7,     // Saver::SaveDelta
   kRestore = 8,       // Saver::Restore (the text: the checkpoint directory the chief resolved)
   kExport = 9,  // ExportSavedModel (the text: the bundle's directory, then its sharded tables)
+  kOpenChannel = 10,  // a worker key stage opens its channel of one table (AnnounceStageCall)
+  kPull = 11,         // KeyStage::Next brings one table's rows of a stage's batch
 };
 
 // PsMember: a table of an announced exchange and its lookup mode.
@@ -57,6 +69,14 @@ inline constexpr int kMaxAnnouncedTables = 60;
 // for more than kMaxAnnouncedTables members.
 [[nodiscard]] absl::Status AnnounceExchange(PsCommand command, int64_t step,
                                             absl::Span<const PsMember> members);
+
+// AnnounceStageCall: on a worker of a job with ps ranks, tells the ps ranks a key stage's call
+// on the training thread (kOpenChannel: ShardedTable::OpenChannel, `batch` unused; kPull:
+// PullLeased of batch `batch`) of stage `stage` (the workers number their stages' channels in
+// the order they open them: the same number on every worker) for `table`, the stage's table
+// `index` of `count`. A collective of every rank; OK at once in a job without ps ranks.
+[[nodiscard]] absl::Status AnnounceStageCall(PsCommand command, int64_t stage, int64_t batch,
+                                             const PsMember& table, int index, int count);
 
 // kMaxAnnouncedText: the longest text (a checkpoint's path) a command may carry.
 inline constexpr size_t kMaxAnnouncedText = 900;

@@ -15,6 +15,7 @@
 #include "src/dist/launch_env.h"
 #include "src/dist/parameter_server.h"
 #include "src/dist/process_communicator.h"
+#include "src/dist/ps_heartbeat.h"
 #include "src/dist/replicated_table.h"
 #include "src/table/pooled_gather.h"
 #include "src/table/tier_lease.h"
@@ -839,15 +840,29 @@ double ShardedTable::ChannelTimeout(const void* owner) const {
   return it == channels_.end() ? 0 : it->second.timeout_s;
 }
 
-Status ShardedTable::OpenChannel(const void* owner) {
-  if (owner_first_ > 0) {
-    return absl::FailedPreconditionError(fmt::format(
-        "sharded table \"{}\": a key stage resolves keys ahead of their steps on a channel of "
-        "its own, which the ps ranks of this job do not serve (not built yet); run the lookups "
-        "in the step (no key stage) in a job with ps ranks",
-        name()));
+namespace {
+// LastStage: the number of the last key stage whose channels this process opened (each stage
+// opens its tables' channels one after another on the training thread, the first with index 0);
+// the same on every worker, since every worker starts the same stages in the same order.
+std::atomic<int64_t>& LastStage() {
+  static std::atomic<int64_t> last{-1};
+  return last;
+}
+}  // namespace
+
+Status ShardedTable::OpenChannel(const void* owner, const internal::ChannelSpec& spec) {
+  if (spec.count < 1 || spec.index < 0 || spec.index >= spec.count) {
+    return absl::InvalidArgumentError(
+        fmt::format("sharded table \"{}\": a key stage's channel {} of {} tables", name(),
+                    spec.index, spec.count));
   }
   OpenChannelState state;
+  state.spec = spec;
+  state.stage = spec.index == 0 ? LastStage().fetch_add(1) + 1 : LastStage().load();
+  // With ps ranks the ps opens the same channel (a ps makes no stage of its own: it follows).
+  const PsMember member{name(), spec.mode};
+  RECSDK_RETURN_IF_ERROR(
+      AnnounceStageCall(PsCommand::kOpenChannel, state.stage, -1, member, spec.index, spec.count));
   // A communicator of its own (under MPI a duplicate of the world's): creating it is a
   // collective of the ranks' training threads, at the same point of their programs.
   Status s = WithProcessCommunicator([&](Communicator&, const DistributedOptions& o) -> Status {
@@ -892,9 +907,12 @@ Status ShardedTable::AgreeBatch(const void* owner, int64_t batch, std::array<flo
         "sharded table \"{}\": a key stage agrees on batch {} without a channel (OpenChannel)",
         name(), batch));
   }
-  Status s =
-      channel->AllReduce(absl::MakeSpan(*votes), ReduceOp::kSum,
-                         DeadlineAfterSeconds(ChannelTimeout(owner)), CallTag{batch, agree_label_});
+  // A ps waits for the workers' next vote while their heartbeat says they live (ps_heartbeat.h):
+  // a worker's loop may pause longer than the timeout between batches.
+  const bool ps = owner_first_ > 0 && rank_ >= owner_first_;
+  Status s = channel->AllReduce(absl::MakeSpan(*votes), ReduceOp::kSum,
+                                DeadlineAfterSeconds(ChannelTimeout(owner)),
+                                CallTag{batch, agree_label_, ps ? PsKeepAlive() : nullptr});
   if (s.ok()) return s;
   return Status(s.code(),
                 fmt::format("sharded table \"{}\", key stage batch {}: agreeing on it: {}", name(),
@@ -984,6 +1002,22 @@ Status ShardedTable::PullLeased(const void* owner, int64_t lease_batch, bool fai
         "sharded table \"{}\": the key stage brings the rows of batch {}, which it did not "
         "resolve on this rank",
         name(), lease_batch));
+  }
+  {
+    // Announced without slots_mu_: the announcement waits for the other workers, whose stages
+    // may be in an exchange with this rank's stage, which takes slots_mu_.
+    int64_t stage = -1;
+    internal::ChannelSpec spec;
+    {
+      std::lock_guard<std::mutex> lock(slots_mu_);
+      if (auto it = channels_.find(owner); it != channels_.end()) {
+        stage = it->second.stage;
+        spec = it->second.spec;
+      }
+    }
+    const PsMember member{name(), spec.mode};
+    RECSDK_RETURN_IF_ERROR(
+        AnnounceStageCall(PsCommand::kPull, stage, lease_batch, member, spec.index, spec.count));
   }
   std::vector<int64_t> incoming;
   // The rows land in the slot, where the batch's lookups read them (rows_pending until checked).

@@ -29,9 +29,10 @@
 //
 // With a key stage (the CollectiveTable calls, collective_table.h) the keys of a batch go to
 // their owners ahead of its step, on a channel of the stage's own (a communicator of its own, so
-// those exchanges never meet the step's), and the owners admit and resolve them then; the rows
-// come at KeyStage::Next (PullLeased), read after the previous step's update, so training with a
-// key stage equals training without one. A stage's batches live until it releases them
+// those exchanges never meet the step's; with ps ranks, OpenChannel and PullLeased are announced
+// and the ps serves the channel, parameter_server.h), and the owners admit and resolve them then;
+// the rows come at KeyStage::Next (PullLeased), read after the previous step's update, so training
+// with a key stage equals training without one. A stage's batches live until it releases them
 // (ReleaseLeased); up to 14 batches of all stages together (kSlots - 2).
 //
 // What a rank sees of the table outside a step is its shard: size(), MemoryBytes(), FindRow,
@@ -169,7 +170,7 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
   [[nodiscard]] static Status ApplyGroup(absl::Span<const GroupApply> members);
 
   // The key stage's calls (internal::CollectiveTable).
-  Status OpenChannel(const void* owner) override;
+  Status OpenChannel(const void* owner, const internal::ChannelSpec& spec) override;
   void CloseChannel(const void* owner) override;
   Status AgreeBatch(const void* owner, int64_t batch, std::array<float, 2>* votes) override;
   Status ResolveLeased(absl::Span<const int64_t> unique_keys, absl::Span<const uint32_t> counts,
@@ -283,6 +284,9 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
   struct OpenChannelState {
     std::unique_ptr<Communicator> comm;
     double timeout_s = 0;
+    // The stage's number and this table's place in it, for the announcements to the ps ranks.
+    int64_t stage = -1;
+    internal::ChannelSpec spec;
   };
   std::map<const void*, OpenChannelState> channels_;
   mutable std::mutex buffers_mu_;

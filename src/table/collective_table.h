@@ -31,8 +31,11 @@ inline int ShardOwner(int64_t key, int world) {
 // ahead of the step on its own threads. Its exchanges run on a channel of their own per stage
 // (`owner`), so they never meet the step's collectives, and in the order the stage makes them,
 // which is batch order per table on every rank:
-//   OpenChannel(owner): a collective over the ranks' main threads (KeyStage::Start, at the same
-//     point of every rank's program, tables in one order); CloseChannel(owner) when it stops.
+//   OpenChannel(owner, spec): a collective over the ranks' main threads (KeyStage::Start, at the
+//     same point of every rank's program, tables in one order); CloseChannel(owner) when it stops.
+//     `spec` says which of the stage's sharded tables this is and the stage's lookup mode, so
+//     that ranks which make no stage of their own (the ps ranks of a job with separate parameter
+//     servers, src/dist/parameter_server.h) can serve the stage's exchanges.
 //   AgreeBatch(owner, batch, votes): before resolving `batch`, every rank's stage says whether it
 //     has it and may read it (votes[0]: 1 when it has none, its input ended or it stops; votes[1]:
 //     1 when a checkpoint holds it back); on return `votes` holds the sums over the ranks, so
@@ -45,6 +48,15 @@ inline int ShardOwner(int64_t key, int world) {
 //     `failed`: this rank's batch failed; it takes part with nothing.
 //   ReleaseLeased(owner, before_batch): the owner's batches before `before_batch` are done.
 //   LeasedOldestTime(owner, batch): see below.
+// ChannelSpec: a stage's channel as OpenChannel sees it: the lookup mode of the stage's
+// resolves, and this table's place among the stage's collective tables (in the order the stage
+// resolves them, the first one carrying the batch votes).
+struct ChannelSpec {
+  LookupMode mode = LookupMode::kTrain;
+  int index = 0;  // 0 .. count - 1
+  int count = 1;
+};
+
 class CollectiveTable {
  public:
   virtual ~CollectiveTable() = default;
@@ -53,7 +65,7 @@ class CollectiveTable {
   // rank: this process's rank among them; it holds the keys k with ShardOwner(k, world) == rank.
   virtual int rank() const = 0;
 
-  [[nodiscard]] virtual Status OpenChannel(const void* owner) = 0;
+  [[nodiscard]] virtual Status OpenChannel(const void* owner, const ChannelSpec& spec) = 0;
   virtual void CloseChannel(const void* owner) = 0;
   [[nodiscard]] virtual Status AgreeBatch(const void* owner, int64_t batch,
                                           std::array<float, 2>* votes) = 0;

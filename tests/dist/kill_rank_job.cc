@@ -21,6 +21,13 @@
 //   kill_rank_job pskill DIR: the same job, every rank (ps included) with a Saver checkpointing
 //     into DIR/ckpt every 5 steps; in step 12 the ps kills itself with SIGKILL (the chief writes
 //     DIR/kill-ps). The job must end in bounded time, non-zero, with a message naming rank 2.
+//   kill_rank_job psbusy DIR: the psstop job (timeout 3 s), but after step 3 both workers are
+//     busy for kBusyS (well over the timeout) without any exchange, as in a long evaluation or
+//     summary write, then train on to step 6 and end the ps: the heartbeat keeps the ps waiting,
+//     and every rank ends with 0 (tests/dist/ps_heartbeat_test.sh).
+//   kill_rank_job psbusystop DIR: as psbusy, but worker rank 1 stops (SIGSTOP) at the start of
+//     the pause while the chief stays busy (alive): the ps still ends with DeadlineExceeded,
+//     its heartbeat naming rank 1, long before the chief's pause is over.
 //   kill_rank_job psrestore DIR: a job of chief, worker and 2 ps restores the latest checkpoint
 //     (step 10, the last one complete before the kill, written by 1 ps: re-sharded over 2) and
 //     trains on; each ps then holds rows, only of keys it owns.
@@ -50,6 +57,10 @@ using recsdk::testing::sparse::SparseNet;
 constexpr int64_t kGlobalRows = 12;
 // kStopTimeoutS: the collective timeout of the stop phase (short: the test waits for it).
 constexpr double kStopTimeoutS = 3;
+// kBusyS: the workers' pause without exchanges in the psbusy phase (over 2x kStopTimeoutS);
+// kBusyStopS: the chief's in the psbusystop phase (the job must end long before it is over).
+constexpr int kBusyS = 8;
+constexpr int kBusyStopS = 40;
 
 int Fail(const std::string& what) {
   std::fprintf(stderr, "kill_rank_job: %s\n", what.c_str());
@@ -62,14 +73,17 @@ int Fail(const std::string& what) {
 int main(int argc, char** argv) {
   using namespace recsdk;  // NOLINT(google-build-using-namespace): a test program's main
   if (argc != 3) {
-    return Fail("usage: kill_rank_job kill|restore|stop|psstop|pslost|pskill|psrestore DIR");
+    return Fail(
+        "usage: kill_rank_job kill|restore|stop|psstop|pslost|pskill|psrestore|psbusy|"
+        "psbusystop DIR");
   }
   const std::string phase = argv[1], dir = argv[2];
   dist::RegisterMpiCommunicator();
   DistributedOptions options;
   const bool ps_lost = phase == "pslost";
   const bool ps_ckpt = phase == "pskill" || phase == "psrestore";
-  const bool ps_job = phase == "psstop" || ps_lost || ps_ckpt;
+  const bool ps_busy = phase == "psbusy" || phase == "psbusystop";
+  const bool ps_job = phase == "psstop" || ps_lost || ps_ckpt || ps_busy;
   options.collective_timeout_s = phase == "stop" || (ps_job && !ps_ckpt) ? kStopTimeoutS : 30;
   if (Status s = InitDistributed(options); !s.ok()) return Fail(s.ToString());
   const int rank = *get_rank_id(), size = *get_rank_size();
@@ -134,7 +148,17 @@ int main(int argc, char** argv) {
           std::raise(SIGSTOP);
         }).detach();
       }
+      const auto served_from = std::chrono::steady_clock::now();
       const Status served = RunParameterServer();
+      if (phase == "psbusy" && served.ok()) {
+        std::fprintf(stderr, "kill_rank_job: ps rank %d served the busy workers\n", rank);
+        return 0;
+      }
+      if (phase == "psbusystop") {
+        std::fprintf(
+            stderr, "kill_rank_job: the ps ended %.1f s after it began serving\n",
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - served_from).count());
+      }
       const int failed = Fail("ps rank " + std::to_string(rank) + ": " + served.ToString());
       // The ps began waiting a little before the chief's step began, so its deadline passes
       // first; mpirun ends the job at the first non-zero exit, so the ps stays a moment for the
@@ -161,7 +185,24 @@ int main(int argc, char** argv) {
         // The ps's watcher polls every millisecond: let it stop the ps before this step.
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
       }
-      if (!ps_lost && rank == 1 && step == 12) {
+      if (ps_busy && step == 3) {
+        if (phase == "psbusystop" && rank == 1) {
+          std::fprintf(stderr, "kill_rank_job: rank 1 stops itself (SIGSTOP) in the pause\n");
+          std::fflush(stderr);
+          std::raise(SIGSTOP);
+          return Fail("rank 1 was resumed; nothing in the test resumes it");
+        }
+        // Busy without exchanges: the ps only hears the heartbeat meanwhile.
+        std::this_thread::sleep_for(
+            std::chrono::seconds(phase == "psbusystop" ? kBusyStopS : kBusyS));
+        if (phase == "psbusystop") return Fail("the chief's pause ended before the job did");
+      }
+      if (phase == "psbusy" && step == 6) {
+        if (Status s = EndParameterServers(); !s.ok()) return Fail(s.ToString());
+        std::fprintf(stderr, "kill_rank_job: worker rank %d trained through the pause\n", rank);
+        return 0;
+      }
+      if (!ps_lost && !ps_busy && rank == 1 && step == 12) {
         std::fprintf(stderr, "kill_rank_job: rank 1 stops itself (SIGSTOP) in step 12\n");
         std::fflush(stderr);
         std::raise(SIGSTOP);
@@ -169,12 +210,12 @@ int main(int argc, char** argv) {
       }
       if (Status s = net.Step(ShardOf(GlobalBatch(step, kGlobalRows), size, rank)); !s.ok()) {
         const int failed = Fail("step " + std::to_string(step) + ": " + s.ToString());
-        // pslost: mpirun ends the job at the first non-zero exit, and the test checks that both
-        // workers report: each stays a moment after its error. Usually the chief fails first,
-        // in the announcement, where MPI cannot say which rank did not pass the data on (every
-        // header had come), and the worker, waiting for the ps in the key exchange, names the
-        // ps; on a loaded host the worker can fail first (seen in CI-like runs: the chief was
-        // ended before it printed).
+        // pslost: the chief fails first, in the announcement, where MPI cannot say which rank
+        // did not pass the data on (every header had come); it stays a moment so that the
+        // worker, waiting for the ps in the key exchange, reports the ps by its rank. The worker
+        // stays too: when the ps stopped before it entered the announcement, both workers fail
+        // there, the worker first (the chief began the step 200 ms later), and mpirun would end
+        // the chief at the worker's exit, before the chief's own deadline.
         if (ps_lost) std::this_thread::sleep_for(std::chrono::seconds(2));
         std::_Exit(failed);
       }

@@ -708,6 +708,36 @@ TEST_F(ShardedTableTest, TheEstimatorTrainsEvaluatesAndRestoresLikeOneProcess) {
     }
     check(**est, kEstSteps, kEstSteps, IsPs() ? 0 : result->at("auc"));
 
+    // Predict, as the spec's PS-worker script calls it on every rank: each worker predicts its
+    // shard of the rows (the ps serves the lookups), equal to one process's predictions of the
+    // same rows (row j of worker r's batch k is row r + W j of global batch k).
+    std::vector<float> predicted;
+    const Status predict_status =
+        (*est)->Predict(input, [&](const Batch&, const std::map<std::string, Tensor>& p) -> Status {
+          const auto v = p.at("prob").flat<float>();
+          predicted.insert(predicted.end(), v.begin(), v.end());
+          return absl::OkStatus();
+        });
+    ASSERT_TRUE(predict_status.ok()) << who << ": " << predict_status;
+    if (IsPs()) {
+      EXPECT_TRUE(predicted.empty()) << who << ": a ps predicts nothing";
+    } else {
+      std::vector<float> want;
+      std::unique_ptr<Dataset> data = *EstimatorInput(0, 0)();
+      Batch b;
+      while (*data->GetNext(&b)) {
+        StatusOr<std::vector<Tensor>> all =
+            one.session->Run(BatchFeeds(one.g, b), {one.predict.predictions.at("prob")});
+        ASSERT_TRUE(all.ok()) << all.status();
+        const auto w = (*all)[0].flat<float>();
+        for (int64_t j = 0; j < static_cast<int64_t>(w.size()); ++j) {
+          if (j % size_ == rank_) want.push_back(w[j]);
+        }
+      }
+      EXPECT_EQ(predicted.size(), want.size()) << who;
+      ExpectClose(predicted, want, who + ", Estimator::Predict's predictions");
+    }
+
     // Export: one bundle of the chief's graph and variables and each ps's shard of the rows
     // (or, without ps, each rank's), whose predictions are one process's.
     const StatusOr<std::string> bundle = (*est)->ExportSavedModel(

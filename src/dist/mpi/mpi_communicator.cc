@@ -152,9 +152,11 @@ absl::Status EnsureMpi() {
   return absl::OkStatus();
 }
 
-// Poll: drives MPI on `requests` until all have completed (true) or `deadline` passes (false).
+// Poll: drives MPI on `requests` until all have completed (true) or `deadline` passes (false);
+// with `keep_alive` (CallTag::keep_alive), not before *keep_alive passes either.
 absl::StatusOr<bool> Poll(std::vector<MPI_Request>& requests, Deadline deadline,
-                          std::string_view where) {
+                          std::string_view where,
+                          const std::atomic<int64_t>* keep_alive = nullptr) {
   const auto start = DeadlineClock::now();
   auto sleep = std::chrono::microseconds(50);
   while (true) {
@@ -164,6 +166,10 @@ absl::StatusOr<bool> Poll(std::vector<MPI_Request>& requests, Deadline deadline,
     if (rc != MPI_SUCCESS) return MpiFailed(where, "MPI_Testall", rc);
     if (done) return true;
     const auto now = DeadlineClock::now();
+    if (now >= deadline && keep_alive != nullptr) {
+      const Deadline later{DeadlineClock::duration(keep_alive->load(std::memory_order_acquire))};
+      if (later > deadline) deadline = later;
+    }
     if (now >= deadline) return false;
     if (now - start < std::chrono::milliseconds(2)) {
       std::this_thread::yield();
@@ -305,7 +311,8 @@ absl::Status MpiCommunicator::ExchangeHeaders(const CollectiveCall& call, bool r
                              comm_, &header_requests_[size_ + r]);
     if (rc != MPI_SUCCESS) return Fail(MpiFailed(Where(call), "MPI_Isend", rc));
   }
-  absl::StatusOr<bool> done = Poll(header_requests_, call.deadline, Where(call));
+  absl::StatusOr<bool> done =
+      Poll(header_requests_, call.deadline, Where(call), call.tag.keep_alive);
   if (!done.ok()) return Fail(done.status());
   if (*done) return absl::OkStatus();
   // The deadline passed. A receive still pending is a rank that has not entered this call.
@@ -364,7 +371,7 @@ absl::Status MpiCommunicator::Rejected(const CollectiveCall& call, absl::Status 
 absl::Status MpiCommunicator::Finish(const CollectiveCall& call, MPI_Request request) {
   const auto start = DeadlineClock::now();
   data_requests_.assign(1, request);
-  absl::StatusOr<bool> done = Poll(data_requests_, call.deadline, Where(call));
+  absl::StatusOr<bool> done = Poll(data_requests_, call.deadline, Where(call), call.tag.keep_alive);
   if (!done.ok()) return Fail(done.status());
   if (*done) return absl::OkStatus();
   Process().timed_out.store(true);

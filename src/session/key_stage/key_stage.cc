@@ -660,10 +660,19 @@ StatusOr<std::unique_ptr<KeyStage>> KeyStage::Start(Session& session,
   }
   Impl* raw = impl.get();
   if (raw->sharded) {
+    // Each channel knows its place among the stage's sharded tables and the stage's mode: a ps
+    // rank, which runs no stage, serves the stage's votes and resolves from them.
+    internal::ChannelSpec spec;
+    spec.mode = options.channel == KeyStageChannel::kTrain ? LookupMode::kTrain : LookupMode::kEval;
+    spec.count = static_cast<int>(
+        std::count_if(raw->tables.begin(), raw->tables.end(),
+                      [](const TablePlan& t) { return CollectiveOf(t) != nullptr; }));
     for (size_t i = 0; i < raw->tables.size(); ++i) {
       internal::CollectiveTable* c = CollectiveOf(raw->tables[i]);
       if (c == nullptr) continue;
-      if (Status s = c->OpenChannel(raw); !s.ok()) {
+      const Status s = c->OpenChannel(raw, spec);
+      ++spec.index;
+      if (!s.ok()) {
         for (size_t j = 0; j < i; ++j) {
           if (internal::CollectiveTable* o = CollectiveOf(raw->tables[j])) o->CloseChannel(raw);
         }
