@@ -862,9 +862,19 @@ int KillMode(const Options& o, int64_t ram) {
     SaverOptions so;
     so.model_dir = ckpt;
     auto saver = Check(Saver::Create(*r.session, so), "Saver::Create");
+    const auto restore_start = Clock::now();
     step = Check(saver->Restore(), "Restore");
+    std::printf("kill9: restored step %" PRId64 " in %.1f s\n", step,
+                std::chrono::duration<double>(Clock::now() - restore_start).count());
+    std::fflush(stdout);
     TrainSteps(o, z, r, step, o.steps, &resumed);
   }
+  // The resumed run is over: its SSD files and the checkpoints go before the never-stopped
+  // run's files are written, so the disk holds two copies of the tier at most (the checkpoint's
+  // and the restored table's, during the restore).
+  const int checkpoints = count();
+  fs::remove_all(ckpt);
+  fs::remove_all(ssd);
   {
     Model n;
     Build(o, z, o.data_dir + "/ssd_n", &n);
@@ -881,7 +891,7 @@ int KillMode(const Options& o, int64_t ram) {
                   resumed.size() == never_stopped.size() && differ == 0;
   std::printf("kill9: child killed by SIGKILL: %d, %d checkpoints; restored step %" PRId64
               ", %zu continuation losses, %zu differ\nkill9_equal=%d\n",
-              killed ? 1 : 0, count(), step, resumed.size(), differ, ok ? 1 : 0);
+              killed ? 1 : 0, checkpoints, step, resumed.size(), differ, ok ? 1 : 0);
   fs::remove_all(o.data_dir);
   return ok ? 0 : 1;
 }
