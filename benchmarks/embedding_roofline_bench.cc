@@ -17,6 +17,9 @@
 //       perfect gather-then-update step would score), and each phase's share of the table's time
 //       (dedup_share,
 //       resolve_share, gather_share, aggregate_share, apply_share), unique_frac.
+//   BM_AggregateStrategy/dim/zipf/threads: the step's AggregateGradients alone on the same
+//       batches, its strategies (kScan, the old one; kSort; kAuto, what the step runs) timed side
+//       by side in each iteration; counters sort_vs_scan and auto_vs_scan (above 1: faster).
 //
 // Rows: RECSDK_EMB_ROOF_ROWS, else max(2M, 1 GiB of rows + slots): 8.4M at dim 16, 2M at 64 and
 // 128 (1 and 2 GB; this VM's L3 is 260 MB); the dense array is as large again. Ids: uniform or
@@ -266,6 +269,75 @@ void BM_EmbeddingStep(benchmark::State& state) {
   state.counters["apply_share"] = t_apply / t_table;
   state.counters["unique_frac"] = unique / static_cast<double>(batch);
 }
+
+// BM_AggregateStrategy/dim/zipf/threads: AggregateGradients alone on the step's batches (the
+// same ids, DedupKeys' restore index), its strategies side by side in every iteration, their
+// order rotating so load drifts fall on each alike: kScan (each task walks the whole index; the
+// only strategy before issue 29's embed work), kSort (a counting sort of the positions by id,
+// each task reading only its own ids' gradients) and kAuto (what the step runs). Counters:
+// scan_ms, sort_ms, auto_ms (per batch), sort_vs_scan and auto_vs_scan (scan time / that
+// strategy's time: above 1 is faster than the scan).
+void BM_AggregateStrategy(benchmark::State& state) {
+  const int dim = static_cast<int>(state.range(0));
+  const bool zipf = state.range(1) != 0;
+  const int threads = static_cast<int>(state.range(2));
+  const std::vector<int64_t> ranks = MakeRanks(Rows(dim), zipf, 1234);
+  std::vector<internal::DedupResult> batches(kNumBatches);
+  for (int b = 0; b < kNumBatches; ++b) {
+    std::vector<int64_t> keys(kBatchKeys);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      keys[i] =
+          static_cast<int64_t>(internal::Mix64(ranks[static_cast<size_t>(b) * kBatchKeys + i]));
+    }
+    internal::DedupKeys(keys, &batches[static_cast<size_t>(b)]);
+  }
+  tbb::global_control gc(tbb::global_control::max_allowed_parallelism, threads);
+  std::vector<float> grads(static_cast<size_t>(kBatchKeys) * dim);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0, 0.01f);
+  for (auto& g : grads) g = nd(rng);
+  std::vector<float> summed(grads.size());
+  using internal::AggregateStrategy;
+  constexpr AggregateStrategy kOrder[3] = {AggregateStrategy::kScan, AggregateStrategy::kSort,
+                                           AggregateStrategy::kAuto};
+  double t[3] = {0, 0, 0};
+  int64_t batch = 0;
+  for (auto _ : state) {
+    const internal::DedupResult& d = batches[static_cast<size_t>(batch % kNumBatches)];
+    const size_t nu = d.unique_keys.size();
+    const auto sums = absl::MakeSpan(summed).first(nu * static_cast<size_t>(dim));
+    double total = 0;
+    for (int j = 0; j < 3; ++j) {
+      const int which = static_cast<int>((batch + j) % 3);
+      const auto t0 = Clock::now();
+      if (!internal::AggregateGradients(d.restore_index, grads, dim, static_cast<int64_t>(nu), sums,
+                                        kOrder[which])
+               .ok()) {
+        state.SkipWithError("aggregate failed");
+        return;
+      }
+      benchmark::ClobberMemory();
+      const double s = Seconds(t0, Clock::now());
+      t[which] += s;
+      total += s;
+    }
+    ++batch;
+    state.SetIterationTime(total);
+  }
+  const double per = 1e3 / static_cast<double>(std::max<int64_t>(batch, 1));
+  state.counters["scan_ms"] = t[0] * per;
+  state.counters["sort_ms"] = t[1] * per;
+  state.counters["auto_ms"] = t[2] * per;
+  state.counters["sort_vs_scan"] = t[0] / t[1];
+  state.counters["auto_vs_scan"] = t[0] / t[2];
+}
+
+BENCHMARK(BM_AggregateStrategy)
+    ->ArgNames({"dim", "zipf", "threads"})
+    ->ArgsProduct({{16, 64, 128}, {0, 1}, {1, 2}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(MinTime());
 
 BENCHMARK(BM_EmbeddingStep)
     ->ArgNames({"dim", "zipf", "threads"})
