@@ -16,7 +16,9 @@
 //       two-pass bound), two_pass_vs_roofline (the bound's own ratio to the roofline: what a
 //       perfect gather-then-update step would score), and each phase's share of the table's time
 //       (dedup_share,
-//       resolve_share, gather_share, aggregate_share, apply_share), unique_frac.
+//       resolve_share, gather_share, aggregate_share, apply_share), unique_frac, and
+//       embedding_vs_roofline_cpu (the ratio in process CPU time: on a loaded machine, where
+//       wall time includes waits for a core; meaningful at 1 thread).
 //   BM_AggregateStrategy/dim/zipf/threads: the step's AggregateGradients alone on the same
 //       batches, its strategies (kScan, the old one; kSort; kAuto, what the step runs) timed side
 //       by side in each iteration; counters sort_vs_scan and auto_vs_scan (above 1: faster).
@@ -26,6 +28,7 @@
 // Zipf(1.05) ranks over the rows, hashed to keys (Mix64), as table_bench. Threads: oneTBB's
 // max_allowed_parallelism for both sides.
 #include <sys/mman.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -57,6 +60,14 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+// ProcessCpuSeconds: CPU time of the whole process (all threads). On a shared machine a case's
+// wall time includes the time its threads wait for a core; its CPU time does not.
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 // Rows: RECSDK_EMB_ROOF_ROWS, else at least 2M and at least 1 GiB of rows + slots (this VM's L3
@@ -206,8 +217,10 @@ void BM_EmbeddingStep(benchmark::State& state) {
          t_apply = 0;
   double unique = 0;
   int64_t batch = 0;
+  double c_table = 0, c_roof = 0;
   for (auto _ : state) {
     const size_t off = static_cast<size_t>(batch++ % kNumBatches) * kBatchKeys;
+    const double c0 = ProcessCpuSeconds();
     const auto t0 = Clock::now();
     internal::DedupKeys(absl::MakeConstSpan(keys.data() + off, kBatchKeys), &d);
     const auto t1 = Clock::now();
@@ -238,9 +251,13 @@ void BM_EmbeddingStep(benchmark::State& state) {
     }
     benchmark::ClobberMemory();
     const auto t5 = Clock::now();
+    const double c5 = ProcessCpuSeconds();
     RooflineStep(*f.dense, dim, ranks.data() + off, kBatchKeys, out.data());
     benchmark::ClobberMemory();
     const auto t6 = Clock::now();
+    const double c6 = ProcessCpuSeconds();
+    c_table += c5 - c0;
+    c_roof += c6 - c5;
     TwoPassStep(*f.dense, dim, ranks.data() + off, kBatchKeys, out.data());
     benchmark::ClobberMemory();
     const auto t7 = Clock::now();
@@ -268,6 +285,10 @@ void BM_EmbeddingStep(benchmark::State& state) {
   state.counters["aggregate_share"] = t_agg / t_table;
   state.counters["apply_share"] = t_apply / t_table;
   state.counters["unique_frac"] = unique / static_cast<double>(batch);
+  // The same ratio in process CPU seconds: free of the waits for a core that a loaded machine
+  // adds to wall time. Meaningful at 1 thread; with more, oneTBB's workers spin between
+  // parallel loops and that spinning counts too.
+  state.counters["embedding_vs_roofline_cpu"] = c_roof / c_table;
 }
 
 // BM_AggregateStrategy/dim/zipf/threads: AggregateGradients alone on the step's batches (the
