@@ -16,13 +16,19 @@
 //       two-pass bound), two_pass_vs_roofline (the bound's own ratio to the roofline: what a
 //       perfect gather-then-update step would score), and each phase's share of the table's time
 //       (dedup_share,
-//       resolve_share, gather_share, aggregate_share, apply_share), unique_frac.
+//       resolve_share, gather_share, aggregate_share, apply_share), unique_frac, and
+//       embedding_vs_roofline_cpu (the ratio in process CPU time: on a loaded machine, where
+//       wall time includes waits for a core; meaningful at 1 thread).
+//   BM_AggregateStrategy/dim/zipf/threads: the step's AggregateGradients alone on the same
+//       batches, its strategies (kScan, the old one; kSort; kAuto, what the step runs) timed side
+//       by side in each iteration; counters sort_vs_scan and auto_vs_scan (above 1: faster).
 //
 // Rows: RECSDK_EMB_ROOF_ROWS, else max(2M, 1 GiB of rows + slots): 8.4M at dim 16, 2M at 64 and
 // 128 (1 and 2 GB; this VM's L3 is 260 MB); the dense array is as large again. Ids: uniform or
 // Zipf(1.05) ranks over the rows, hashed to keys (Mix64), as table_bench. Threads: oneTBB's
 // max_allowed_parallelism for both sides.
 #include <sys/mman.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -54,6 +60,14 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+// ProcessCpuSeconds: CPU time of the whole process (all threads). On a shared machine a case's
+// wall time includes the time its threads wait for a core; its CPU time does not.
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 // Rows: RECSDK_EMB_ROOF_ROWS, else at least 2M and at least 1 GiB of rows + slots (this VM's L3
@@ -203,8 +217,10 @@ void BM_EmbeddingStep(benchmark::State& state) {
          t_apply = 0;
   double unique = 0;
   int64_t batch = 0;
+  double c_table = 0, c_roof = 0;
   for (auto _ : state) {
     const size_t off = static_cast<size_t>(batch++ % kNumBatches) * kBatchKeys;
+    const double c0 = ProcessCpuSeconds();
     const auto t0 = Clock::now();
     internal::DedupKeys(absl::MakeConstSpan(keys.data() + off, kBatchKeys), &d);
     const auto t1 = Clock::now();
@@ -235,9 +251,13 @@ void BM_EmbeddingStep(benchmark::State& state) {
     }
     benchmark::ClobberMemory();
     const auto t5 = Clock::now();
+    const double c5 = ProcessCpuSeconds();
     RooflineStep(*f.dense, dim, ranks.data() + off, kBatchKeys, out.data());
     benchmark::ClobberMemory();
     const auto t6 = Clock::now();
+    const double c6 = ProcessCpuSeconds();
+    c_table += c5 - c0;
+    c_roof += c6 - c5;
     TwoPassStep(*f.dense, dim, ranks.data() + off, kBatchKeys, out.data());
     benchmark::ClobberMemory();
     const auto t7 = Clock::now();
@@ -265,7 +285,80 @@ void BM_EmbeddingStep(benchmark::State& state) {
   state.counters["aggregate_share"] = t_agg / t_table;
   state.counters["apply_share"] = t_apply / t_table;
   state.counters["unique_frac"] = unique / static_cast<double>(batch);
+  // The same ratio in process CPU seconds: free of the waits for a core that a loaded machine
+  // adds to wall time. Meaningful at 1 thread; with more, oneTBB's workers spin between
+  // parallel loops and that spinning counts too.
+  state.counters["embedding_vs_roofline_cpu"] = c_roof / c_table;
 }
+
+// BM_AggregateStrategy/dim/zipf/threads: AggregateGradients alone on the step's batches (the
+// same ids, DedupKeys' restore index), its strategies side by side in every iteration, their
+// order rotating so load drifts fall on each alike: kScan (each task walks the whole index; the
+// only strategy before issue 29's embed work), kSort (a counting sort of the positions by id,
+// each task reading only its own ids' gradients) and kAuto (what the step runs). Counters:
+// scan_ms, sort_ms, auto_ms (per batch), sort_vs_scan and auto_vs_scan (scan time / that
+// strategy's time: above 1 is faster than the scan).
+void BM_AggregateStrategy(benchmark::State& state) {
+  const int dim = static_cast<int>(state.range(0));
+  const bool zipf = state.range(1) != 0;
+  const int threads = static_cast<int>(state.range(2));
+  const std::vector<int64_t> ranks = MakeRanks(Rows(dim), zipf, 1234);
+  std::vector<internal::DedupResult> batches(kNumBatches);
+  for (int b = 0; b < kNumBatches; ++b) {
+    std::vector<int64_t> keys(kBatchKeys);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      keys[i] =
+          static_cast<int64_t>(internal::Mix64(ranks[static_cast<size_t>(b) * kBatchKeys + i]));
+    }
+    internal::DedupKeys(keys, &batches[static_cast<size_t>(b)]);
+  }
+  tbb::global_control gc(tbb::global_control::max_allowed_parallelism, threads);
+  std::vector<float> grads(static_cast<size_t>(kBatchKeys) * dim);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0, 0.01f);
+  for (auto& g : grads) g = nd(rng);
+  std::vector<float> summed(grads.size());
+  using internal::AggregateStrategy;
+  constexpr AggregateStrategy kOrder[3] = {AggregateStrategy::kScan, AggregateStrategy::kSort,
+                                           AggregateStrategy::kAuto};
+  double t[3] = {0, 0, 0};
+  int64_t batch = 0;
+  for (auto _ : state) {
+    const internal::DedupResult& d = batches[static_cast<size_t>(batch % kNumBatches)];
+    const size_t nu = d.unique_keys.size();
+    const auto sums = absl::MakeSpan(summed).first(nu * static_cast<size_t>(dim));
+    double total = 0;
+    for (int j = 0; j < 3; ++j) {
+      const int which = static_cast<int>((batch + j) % 3);
+      const auto t0 = Clock::now();
+      if (!internal::AggregateGradients(d.restore_index, grads, dim, static_cast<int64_t>(nu), sums,
+                                        kOrder[which])
+               .ok()) {
+        state.SkipWithError("aggregate failed");
+        return;
+      }
+      benchmark::ClobberMemory();
+      const double s = Seconds(t0, Clock::now());
+      t[which] += s;
+      total += s;
+    }
+    ++batch;
+    state.SetIterationTime(total);
+  }
+  const double per = 1e3 / static_cast<double>(std::max<int64_t>(batch, 1));
+  state.counters["scan_ms"] = t[0] * per;
+  state.counters["sort_ms"] = t[1] * per;
+  state.counters["auto_ms"] = t[2] * per;
+  state.counters["sort_vs_scan"] = t[0] / t[1];
+  state.counters["auto_vs_scan"] = t[0] / t[2];
+}
+
+BENCHMARK(BM_AggregateStrategy)
+    ->ArgNames({"dim", "zipf", "threads"})
+    ->ArgsProduct({{16, 64, 128}, {0, 1}, {1, 2}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(MinTime());
 
 BENCHMARK(BM_EmbeddingStep)
     ->ArgNames({"dim", "zipf", "threads"})

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -99,19 +100,54 @@ void DedupKeys(absl::Span<const int32_t> keys, DedupResult* out) { DedupImpl(key
 
 namespace {
 
+// SumPositions: out rows [lo, hi) from the positions sorted by id: pos[start[u], start[u + 1])
+// are id u's positions in increasing order (start indexed by id, pos by sorted slot). Each row is
+// 0 + its gradients in position order, as the scan adds them; an id with no position gets zeros.
+// The gradient rows are read out of order, so they are prefetched a few positions ahead.
+void SumPositions(const uint32_t* start, const uint32_t* pos, const float* grads, size_t d,
+                  uint32_t lo, uint32_t hi, float* out) {
+  constexpr uint32_t kAhead = 8;
+  const size_t row_bytes = d * sizeof(float);
+  const uint32_t first = start[lo], last = start[hi];
+  for (uint32_t k = first; k < std::min(last, first + kAhead); ++k) {
+    PrefetchLines(grads + pos[k] * d, row_bytes);
+  }
+  uint32_t k = first;
+  for (uint32_t u = lo; u < hi; ++u) {
+    float* __restrict o = out + u * d;
+    const uint32_t end = start[u + 1];
+    if (k == end) {
+      std::fill(o, o + d, 0.0f);
+      continue;
+    }
+    for (bool first_pos = true; k < end; ++k, first_pos = false) {
+      if (k + kAhead < last) PrefetchLines(grads + pos[k + kAhead] * d, row_bytes);
+      const float* __restrict g = grads + pos[k] * d;
+      if (first_pos) {
+        for (size_t j = 0; j < d; ++j) o[j] = 0.0f + g[j];
+      } else {
+        for (size_t j = 0; j < d; ++j) o[j] += g[j];
+      }
+    }
+  }
+}
+
 void AggregateGradientsUnchecked(absl::Span<const uint32_t> restore_index, const float* grads,
-                                 int dim, int64_t num_unique, float* out) {
+                                 int dim, int64_t num_unique, float* out,
+                                 AggregateStrategy strategy) {
   const size_t d = static_cast<size_t>(dim);
   const size_t n = restore_index.size();
-  // Each task owns a range [lo, hi) of unique ids and adds, in input order, the positions that
-  // map into it: no two tasks write the same output row and each row's summation order (input
-  // order) never depends on the number of tasks. Output rows are not zeroed up front: DedupKeys
-  // numbers unique keys in order of first occurrence, so the first position of id `next` copies
-  // its gradient (one pass, no separate zeroing pass); ids that skip ahead of that order (a
-  // restore index from elsewhere) zero the rows they pass first, so any index gives the sums.
-  auto run = [&](uint32_t lo, uint32_t hi) {
+  // kScan: each task owns a range [lo, hi) of unique ids and adds, in input order, the positions
+  // that map into it: no two tasks write the same output row and each row's summation order
+  // (input order) never depends on the number of tasks. Output rows are not zeroed up front:
+  // DedupKeys numbers unique keys in order of first occurrence, so the first position of id
+  // `next` copies its gradient (one pass, no separate zeroing pass); ids that skip ahead of that
+  // order (a restore index from elsewhere) zero the rows they pass first, so any index gives the
+  // sums.
+  // `from`: a position before which no id is in [lo, hi), where the walk may start.
+  auto scan = [&](uint32_t lo, uint32_t hi, size_t from) {
     uint32_t next = lo;
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = from; i < n; ++i) {
       const uint32_t u = restore_index[i];
       if (u < lo || u >= hi) continue;
       float* __restrict o = out + u * d;
@@ -127,29 +163,78 @@ void AggregateGradientsUnchecked(absl::Span<const uint32_t> restore_index, const
     std::fill(out + next * d, out + hi * d, 0.0f);
   };
   const uint32_t nu = static_cast<uint32_t>(num_unique);
-  // Tasks each read the whole index, so only as many as may run at once.
+  if (nu == 0) return;
+  // Tasks each read the index from their first position on, so only as many as may run at once.
   const uint32_t parts = static_cast<uint32_t>(std::min<size_t>(8, MaxParallelism()));
-  if (n < 16384 || nu < 2 || parts == 1) {
-    run(0, nu);
+  bool big = n >= 16384 && nu >= 2;
+  bool sort = strategy == AggregateStrategy::kSort;
+  if (strategy == AggregateStrategy::kAuto) {
+    // Measured (BM_AggregateStrategy): with one thread the scan's single streaming pass wins;
+    // with several, the sort wins on skewed batches (each scanning task streams past the hot
+    // ids' gradients it skips), the scan on near-unique ones (nothing to group, and the sort's
+    // reads are random).
+    sort = big && parts > 1 && n >= 2 * static_cast<size_t>(nu);
+  }
+  // Counts and sorted slots are 32-bit: a batch of 2^32 positions or more is scanned.
+  if (n > std::numeric_limits<uint32_t>::max()) sort = big = false;
+  if (!sort && (!big || parts == 1)) {
+    scan(0, nu, 0);
     return;
   }
+  // start[u]: the first sorted slot of id u (a prefix sum of the counts; start[nu] == n).
+  std::vector<uint32_t> start(static_cast<size_t>(nu) + 1, 0);
+  for (uint32_t u : restore_index) ++start[u + 1];
+  for (uint32_t u = 0; u < nu; ++u) start[u + 1] += start[u];
   // Ranges of equal work, not of equal id count: with skewed ids the first ids (the keys seen
   // first, which are the frequent ones) hold most positions, and equal id ranges left one task
   // doing nearly all of it (dim 64, Zipf, 2 threads: aggregation was 2/3 of the update).
-  std::vector<uint32_t> per_id(nu, 0);
-  for (uint32_t u : restore_index) ++per_id[u];
-  std::vector<uint32_t> bounds(parts + 1, nu);
+  const uint32_t tasks = big ? parts : 1;
+  std::vector<uint32_t> bounds(tasks + 1, nu);
   bounds[0] = 0;
-  uint64_t seen = 0;
   uint32_t p = 1;
-  for (uint32_t u = 0; u < nu && p < parts; ++u) {
-    seen += per_id[u];
-    while (p < parts && seen * parts >= static_cast<uint64_t>(n) * p) bounds[p++] = u + 1;
+  for (uint32_t u = 0; u < nu && p < tasks; ++u) {
+    while (p < tasks &&
+           static_cast<uint64_t>(start[u + 1]) * tasks >= static_cast<uint64_t>(n) * p) {
+      bounds[p++] = u + 1;
+    }
   }
-  // Each range sums its own ids in position order, so where the ranges fall changes no bit.
-  ParallelFor(parts, 1u, [&](uint32_t t0, uint32_t t1) {
+  // from[t]: the first position whose id is bounds[t] or more; every earlier position belongs
+  // to an earlier range, so task t's walk starts there. With ids numbered by first occurrence
+  // (DedupKeys) that is where its first id first occurs: near-unique batches then stream
+  // mostly disjoint parts of the gradients instead of every task streaming all of them.
+  std::vector<size_t> from(tasks, 0);
+  size_t at = 0;
+  for (uint32_t t = 1; t < tasks; ++t) {
+    while (at < n && restore_index[at] < bounds[t]) ++at;
+    from[t] = at;
+  }
+  std::unique_ptr<uint32_t[]> pos;
+  std::unique_ptr<uint32_t[]> cursor;
+  if (sort) {
+    pos.reset(new uint32_t[n]);
+    cursor.reset(new uint32_t[nu]);
+  }
+  // kSort, per task: place its ids' positions in their sorted slots (a stable counting sort of
+  // its range: positions in increasing order), then sum them. Either way each range sums its
+  // own ids in position order, so where the ranges fall changes no bit.
+  auto sorted = [&](uint32_t lo, uint32_t hi, size_t first) {
+    uint32_t* c = cursor.get();
+    std::copy(start.begin() + lo, start.begin() + hi, c + lo);
+    for (size_t i = first; i < n; ++i) {
+      const uint32_t u = restore_index[i];
+      if (u < lo || u >= hi) continue;
+      pos[c[u]++] = static_cast<uint32_t>(i);
+    }
+    SumPositions(start.data(), pos.get(), grads, d, lo, hi, out);
+  };
+  ParallelFor(tasks, 1u, [&](uint32_t t0, uint32_t t1) {
     for (uint32_t t = t0; t < t1; ++t) {
-      if (bounds[t] < bounds[t + 1]) run(bounds[t], bounds[t + 1]);
+      if (bounds[t] >= bounds[t + 1]) continue;
+      if (sort) {
+        sorted(bounds[t], bounds[t + 1], from[t]);
+      } else {
+        scan(bounds[t], bounds[t + 1], from[t]);
+      }
     }
   });
 }
@@ -157,7 +242,8 @@ void AggregateGradientsUnchecked(absl::Span<const uint32_t> restore_index, const
 }  // namespace
 
 Status AggregateGradients(absl::Span<const uint32_t> restore_index, absl::Span<const float> grads,
-                          int dim, int64_t num_unique, absl::Span<float> out) {
+                          int dim, int64_t num_unique, absl::Span<float> out,
+                          AggregateStrategy strategy) {
   auto bad = [](std::string what) {
     return absl::InvalidArgumentError(fmt::format("AggregateGradients: {}", what));
   };
@@ -184,7 +270,7 @@ Status AggregateGradients(absl::Span<const uint32_t> restore_index, absl::Span<c
                     worst, num_unique));
   }
   return CatchExceptions("AggregateGradients", [&]() -> Status {
-    AggregateGradientsUnchecked(restore_index, grads.data(), dim, num_unique, out.data());
+    AggregateGradientsUnchecked(restore_index, grads.data(), dim, num_unique, out.data(), strategy);
     return absl::OkStatus();
   });
 }

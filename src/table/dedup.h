@@ -33,14 +33,28 @@ struct DedupResult {
 void DedupKeys(absl::Span<const int64_t> keys, DedupResult* out);
 void DedupKeys(absl::Span<const int32_t> keys, DedupResult* out);
 
+// AggregateStrategy: how AggregateGradients splits a batch over threads. Every strategy gives
+// the same bits (each id's sum is 0 + its gradients in position order); they differ in speed.
+//   kScan: each task owns a range of ids and walks the whole restore index, adding the positions
+//          that fall in its range (one streaming pass over the gradients a task; with several
+//          tasks each one's stream of gradient lines is mostly lines it skips).
+//   kSort: a stable counting sort of the positions by id first; each task then reads only its own
+//          ids' gradients (prefetched). Pays an extra pass over the index and random reads.
+//   kAuto: kSort when several threads may run and the batch is skewed (on average 2 or more
+//          positions per id, as with Zipf ids), kScan otherwise: the faster of the two in
+//          `BM_AggregateStrategy` (benchmarks/embedding_roofline_bench.cc, docs/tiers.md).
+enum class AggregateStrategy { kAuto, kScan, kSort };
+
 // AggregateGradients: out[u] = sum of grads[i] over the positions i with restore_index[i] == u,
 // for u < num_unique; grads is [restore_index.size(), dim], out is [num_unique, dim] (overwritten).
-// Repeated keys in a batch therefore update their row once with the summed gradient.
+// Repeated keys in a batch therefore update their row once with the summed gradient. Each sum is
+// 0 + grads[i0] + grads[i1] + ... in position order, whatever the thread count or strategy.
 // InvalidArgument (out untouched) when dim < 1, num_unique < 0, a span's size does not match, or
 // a restore index is num_unique or more.
 [[nodiscard]] Status AggregateGradients(absl::Span<const uint32_t> restore_index,
                                         absl::Span<const float> grads, int dim, int64_t num_unique,
-                                        absl::Span<float> out);
+                                        absl::Span<float> out,
+                                        AggregateStrategy strategy = AggregateStrategy::kAuto);
 
 // LookupGradient: one feature of a lookup for AggregateLookupGradients: its restore index
 // [batch, per] into the lookup's unique rows and the gradient of its embedding: [batch, dim]

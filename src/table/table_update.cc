@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "fmt/format.h"
+#include "src/common/prefetch.h"
 #include "src/common/status_macros.h"
 #include "src/table/table_impl.h"
 #include "src/table/table_kernels.h"
@@ -20,8 +21,16 @@ void TableImpl::UpdateBatch(const RowUpdater& updater, const uint32_t* ids, floa
   const int64_t n = static_cast<int64_t>(e - b);
   const float* g = grads + b * static_cast<size_t>(dim);
   const SparseOptimizerConfig& o = optimizer_;
+  // The change-tracking bytes are one per row, as scattered as the rows: each is a cache miss
+  // of its own (dim 16, uniform ids: this loop took 0.6x the Adagrad kernel's time, perf), so
+  // they are prefetched as far ahead as the kernel prefetches its rows.
+  constexpr size_t kDirtyAhead = 16;
+  uint8_t* const dirty = Dirty();
   for (size_t i = b; i < e; ++i) {
     if (ids != nullptr) {
+      if (i + kDirtyAhead < e && ids[i + kDirtyAhead] < kDefaultRow) {
+        PrefetchWrite(dirty + ids[i + kDirtyAhead]);
+      }
       if (ids[i] < kDefaultRow) MarkDirty(ids[i]);
     } else if (addrs[i] != nullptr) {
       MarkDirty(static_cast<uint32_t>(

@@ -5,6 +5,7 @@
 // AggregateLookupGradients pools as the gather did and rejects bad indices.
 #include "src/table/table_kernels.h"
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -129,11 +130,25 @@ TEST(TableKernelsTest, AggregateGradientsMatchesZeroThenAdd) {
       } else {
         for (auto& r : restore) r = static_cast<uint32_t>(rng() % (nu - 2));
       }
-      std::vector<float> g(n * dim), want(nu * dim), got(nu * dim, 123.0f);
+      std::vector<float> g(n * dim), want(nu * dim);
       for (float& x : g) x = nd(rng);
+      // A key seen once with a gradient of -0: its sum 0 + -0 is +0, where a sum that copied its
+      // first gradient would keep -0.
+      std::vector<int> seen(nu, 0);
+      for (uint32_t r : restore) ++seen[r];
+      for (size_t i = 0; i < n; ++i) {
+        if (seen[restore[i]] != 1) continue;
+        std::fill(g.begin() + i * dim, g.begin() + (i + 1) * dim, -0.0f);
+        break;
+      }
       ReferenceAggregate(restore, g.data(), dim, nu, want.data());
-      EXPECT_TRUE(AggregateGradients(restore, g, dim, nu, absl::MakeSpan(got)).ok());
-      for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(want[i], got[i]) << i;
+      for (AggregateStrategy s :
+           {AggregateStrategy::kAuto, AggregateStrategy::kScan, AggregateStrategy::kSort}) {
+        std::vector<float> got(nu * dim, 123.0f);
+        EXPECT_TRUE(AggregateGradients(restore, g, dim, nu, absl::MakeSpan(got), s).ok());
+        ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+            << "n " << n << " strategy " << static_cast<int>(s);
+      }
     }
   }
 }
@@ -156,11 +171,49 @@ TEST(TableKernelsTest, AggregateGradientsIsExactOnSkewedIdsForAnyThreadCount) {
   std::vector<float> g(n * dim), want(nu * dim);
   for (float& x : g) x = nd(rng);
   ReferenceAggregate(restore, g.data(), dim, nu, want.data());
+  // Every strategy (the scan, the counting sort, and the choice between them) at every thread
+  // count: the same bits, each id's sum in position order.
   for (int threads : {1, 2, 3, 4, 8}) {
     tbb::global_control gc(tbb::global_control::max_allowed_parallelism, threads);
-    std::vector<float> got(nu * dim, 123.0f);
-    EXPECT_TRUE(AggregateGradients(restore, g, dim, nu, absl::MakeSpan(got)).ok());
-    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(want[i], got[i]) << threads << " " << i;
+    for (AggregateStrategy s :
+         {AggregateStrategy::kAuto, AggregateStrategy::kScan, AggregateStrategy::kSort}) {
+      std::vector<float> got(nu * dim, 123.0f);
+      EXPECT_TRUE(AggregateGradients(restore, g, dim, nu, absl::MakeSpan(got), s).ok());
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(want[i], got[i])
+            << threads << " threads, strategy " << static_cast<int>(s) << ", float " << i;
+      }
+    }
+  }
+}
+
+TEST(TableKernelsTest, AggregateGradientsSortedSumsKeepPositionOrderOnZipfIds) {
+  // Zipf-like ids numbered by first occurrence (DedupKeys), a dim with a vector tail, and
+  // gradients of very different magnitudes so that any other summation order changes bits: the
+  // counting sort must keep each id's positions in increasing order at every thread count.
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<double> ud(0.0, 1.0);
+  const size_t n = 50000;
+  const int dim = 19;
+  std::vector<int64_t> keys(n);
+  for (auto& k : keys) k = static_cast<int64_t>(std::pow(2000.0, ud(rng) * ud(rng)));
+  DedupResult d;
+  DedupKeys(keys, &d);
+  const int64_t nu = static_cast<int64_t>(d.unique_keys.size());
+  ASSERT_GE(n, 2 * static_cast<size_t>(nu));  // skewed: kAuto sorts with several threads
+  std::vector<float> g(n * dim), want(nu * dim);
+  for (size_t i = 0; i < g.size(); ++i) {
+    g[i] = static_cast<float>((ud(rng) - 0.5) * std::pow(10.0, static_cast<double>(i % 9) - 4));
+  }
+  ReferenceAggregate(d.restore_index, g.data(), dim, nu, want.data());
+  for (int threads : {1, 2, 3, 4, 8}) {
+    tbb::global_control gc(tbb::global_control::max_allowed_parallelism, threads);
+    for (AggregateStrategy s : {AggregateStrategy::kAuto, AggregateStrategy::kSort}) {
+      std::vector<float> got(nu * dim, 123.0f);
+      EXPECT_TRUE(AggregateGradients(d.restore_index, g, dim, nu, absl::MakeSpan(got), s).ok());
+      ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+          << threads << " threads, strategy " << static_cast<int>(s);
+    }
   }
 }
 
