@@ -630,19 +630,8 @@ KeyRows TableImpl::DirtyEntries() const {
     std::memcpy(&word, dirty + w * 8, sizeof(word));
     return word;
   };
-  if (tiered_) {
-    // A slot's key from device_keys_ / host_keys_, kept only when the index still puts the key
-    // there: a freed slot is left clean (RemoveAt, ExecuteTiers), and this check would drop one
-    // that was not. The index is probed in batches (FindBatch: the buckets prefetched, many cache
-    // misses in flight instead of one).
-    std::vector<int64_t> keys;
-    std::vector<uint32_t> at;
-    auto add = [&](size_t r) {
-      keys.push_back(r < static_cast<size_t>(device_rows_)
-                         ? device_keys_[r]
-                         : host_keys_[r - static_cast<size_t>(device_rows_)]);
-      at.push_back(static_cast<uint32_t>(r));
-    };
+  // Calls add(r) for each dirty row r below `used`, skipping clean words.
+  auto for_each_dirty = [&](auto&& add) {
     for (size_t w = 0; w < words; ++w) {
       if (word_at(w) == 0) continue;
       for (size_t r = w * 8; r < w * 8 + 8; ++r) {
@@ -652,6 +641,20 @@ KeyRows TableImpl::DirtyEntries() const {
     for (size_t r = words * 8; r < used; ++r) {
       if (dirty[r] != 0) add(r);
     }
+  };
+  if (tiered_) {
+    // A slot's key from device_keys_ / host_keys_, kept only when the index still puts the key
+    // there: a freed slot is left clean (RemoveAt, ExecuteTiers), and this check would drop one
+    // that was not. The index is probed in batches (FindBatch: the buckets prefetched, many cache
+    // misses in flight instead of one).
+    std::vector<int64_t> keys;
+    std::vector<uint32_t> at;
+    for_each_dirty([&](size_t r) {
+      keys.push_back(r < static_cast<size_t>(device_rows_)
+                         ? device_keys_[r]
+                         : host_keys_[r - static_cast<size_t>(device_rows_)]);
+      at.push_back(static_cast<uint32_t>(r));
+    });
     std::vector<uint32_t> found(std::max(keys.size(), dirty_ssd_keys_.size()));
     index_->FindBatch(keys.data(), keys.size(), found.data());
     entries.reserve(keys.size() + dirty_ssd_keys_.size());
@@ -684,16 +687,7 @@ KeyRows TableImpl::DirtyEntries() const {
   entries.resize(count);
   const auto* row_keys = reinterpret_cast<const int64_t*>(row_keys_.base());
   size_t k = 0;
-  auto add = [&](size_t r) { entries[k++] = {row_keys[r], static_cast<uint32_t>(r)}; };
-  for (size_t w = 0; w < words; ++w) {
-    if (word_at(w) == 0) continue;
-    for (size_t r = w * 8; r < w * 8 + 8; ++r) {
-      if (dirty[r] != 0) add(r);
-    }
-  }
-  for (size_t r = words * 8; r < used; ++r) {
-    if (dirty[r] != 0) add(r);
-  }
+  for_each_dirty([&](size_t r) { entries[k++] = {row_keys[r], static_cast<uint32_t>(r)}; });
   return entries;
 }
 
