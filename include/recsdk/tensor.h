@@ -55,9 +55,7 @@ class TensorBuffer {
 };
 
 // AllocateHostBuffer returns a 64-byte aligned, zero-filled host buffer of `bytes` bytes that is
-// not counted against any device limit (used for tensors users build and feed). Thread-safe.
-// Buffers up to 8 MiB are recycled: a freed one is kept (up to 64 MiB in all) for the next request
-// of its size class, so a training loop's per-batch tensors stop fragmenting malloc's heaps.
+// not counted against any device limit (used for tensors users build and feed).
 std::shared_ptr<TensorBuffer> AllocateHostBuffer(size_t bytes);
 
 // Tensor: a dtype, a fully defined shape and a shared buffer (see the file comment).
