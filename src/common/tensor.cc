@@ -1,7 +1,7 @@
 // tensor.cc
 #include "recsdk/tensor.h"
 
-#include <cstdlib>
+#include <algorithm>
 #include <new>
 #include <optional>
 #include <string>
@@ -9,14 +9,20 @@
 #include "fmt/format.h"
 #include "src/common/check.h"
 #include "src/common/checked_math.h"
+#include "src/common/host_buffer_pool.h"
 
 namespace recsdk {
 namespace {
 
+// HostBuffer: `size` bytes of a pooled block of `capacity` bytes, given back to the pool.
 class HostBuffer final : public TensorBuffer {
  public:
-  HostBuffer(void* data, size_t size) : TensorBuffer(data, size) {}
-  ~HostBuffer() override { std::free(data()); }
+  HostBuffer(void* data, size_t size, size_t capacity)
+      : TensorBuffer(data, size), capacity_(capacity) {}
+  ~HostBuffer() override { internal::HostBufferPool::Global().Release(data(), capacity_); }
+
+ private:
+  size_t capacity_;
 };
 
 }  // namespace
@@ -34,13 +40,20 @@ const char* MemoryKindName(MemoryKind kind) {
 }
 
 std::shared_ptr<TensorBuffer> AllocateHostBuffer(size_t bytes) {
-  const size_t rounded = (bytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-  // A failed allocation throws like operator new, so the public boundary (CatchExceptions,
-  // Session::Run) reports ResourceExhausted instead of the process aborting.
-  if (p == nullptr || rounded < bytes) throw std::bad_alloc();
-  std::memset(p, 0, rounded == 0 ? 64 : rounded);
-  return std::make_shared<HostBuffer>(p, bytes);
+  // A failed allocation throws like operator new (Acquire), so the public boundary
+  // (CatchExceptions, Session::Run) reports ResourceExhausted instead of the process aborting.
+  size_t capacity = 0;
+  void* p = internal::HostBufferPool::Global().Acquire(bytes, &capacity);
+  // The bytes past the size up to the next 64 are zeroed too, as they always were; a pooled
+  // block's tail beyond that is never reachable through size().
+  const size_t zeroed = std::min(capacity, std::max<size_t>(64, (bytes + 63) / 64 * 64));
+  std::memset(p, 0, zeroed);
+  try {
+    return std::make_shared<HostBuffer>(p, bytes, capacity);
+  } catch (...) {
+    internal::HostBufferPool::Global().Release(p, capacity);
+    throw;
+  }
 }
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
