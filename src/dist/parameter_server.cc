@@ -620,6 +620,17 @@ Status ServeTableExchanges() {
         s = ShardedTable::ApplyGroup(group);
         break;
       }
+      case PsCommand::kEvict:
+        if (tables.size() != 1) {
+          s = absl::InternalError(
+              fmt::format("announcement of {} tables for one table's eviction", tables.size()));
+        } else {
+          // Eviction changes the index and frees rows: both locks, as a checkpoint takes them.
+          std::unique_lock<std::shared_mutex> keys(LocksOf(tables[0]).keys);
+          std::unique_lock<std::shared_mutex> rows(LocksOf(tables[0]).rows);
+          s = tables[0]->ServeEvict(step).status();
+        }
+        break;
       case PsCommand::kOpenChannel:
       case PsCommand::kPull:
         if (tables.size() != 1) {

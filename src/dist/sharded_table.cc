@@ -317,6 +317,42 @@ Status ShardedTable::FinishResolve(int slot, bool with_rows, const std::vector<i
   return absl::OkStatus();
 }
 
+StatusOr<int64_t> ShardedTable::Evict(int64_t cutoff) {
+  auto local = [&] {
+    return cutoff == kEvictStale ? shard_->EvictStale()
+                                 : shard_->EvictLastAccessedAtOrBefore(cutoff);
+  };
+  if (owner_first_ == 0) return local();  // every rank owns keys: its own shard, its own count
+  // A table without an eviction threshold: the shard's FailedPrecondition, on every rank alike
+  // (the configs are the same), before anything is announced.
+  if (cutoff == kEvictStale && config_.eviction_threshold < 0) return shard_->EvictStale();
+  const bool ps = rank_ >= owner_first_;
+  if (!ps) {
+    const PsMember member{name(), LookupMode::kTrain};
+    RECSDK_RETURN_IF_ERROR(AnnounceExchange(PsCommand::kEvict, cutoff, {&member, 1}));
+  }
+  // Every rank then gives its count (-1: its eviction failed) and returns the job's total.
+  StatusOr<int64_t> own = ps ? local() : StatusOr<int64_t>(0);
+  const int64_t mine = own.ok() ? *own : -1;
+  std::vector<int64_t> counts(static_cast<size_t>(world_));
+  RECSDK_RETURN_IF_ERROR(
+      Exchange(name(), "gathering the owners' eviction counts", [&](Communicator& c, auto d) {
+        return c.AllGather<int64_t>({&mine, 1}, absl::MakeSpan(counts), d,
+                                    CallTag{-1, agree_label_});
+      }));
+  if (!own.ok()) return own.status();
+  int64_t total = 0;
+  for (int r = 0; r < world_; ++r) {
+    if (counts[r] < 0) {
+      return absl::AbortedError(fmt::format(
+          "sharded table \"{}\": the eviction failed on ps rank {} (its own error says why)",
+          name(), r));
+    }
+    total += counts[r];
+  }
+  return total;
+}
+
 Status ShardedTable::OwnerFailed(const Status& owned) const {
   return Status(owned.code(), fmt::format("sharded table \"{}\" on rank {} (owner of keys other "
                                           "ranks asked for): {}",

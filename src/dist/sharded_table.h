@@ -66,6 +66,7 @@
 #include "recsdk/table.h"
 #include "src/dist/communicator.h"
 #include "src/dist/key_union.h"
+#include "src/dist/parameter_server.h"
 #include "src/table/collective_table.h"
 
 namespace recsdk::dist {
@@ -117,10 +118,15 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
   Status RowAddresses(absl::Span<const uint32_t> rows, absl::Span<float*> addresses) override;
   Status ApplyGradientsByAddress(absl::Span<float* const> addresses,
                                  absl::Span<const float> summed_grads, int64_t step) override;
-  StatusOr<int64_t> EvictStale() override { return shard_->EvictStale(); }
-  StatusOr<int64_t> EvictLastAccessedAtOrBefore(int64_t cutoff) override {
-    return shard_->EvictLastAccessedAtOrBefore(cutoff);
-  }
+  // Eviction: every owner evicts its own keys (by the timestamps it received). Without ps
+  // ranks, each rank's call evicts in its shard and returns its own count (not a collective:
+  // ranks may evict at different steps). With ps ranks the workers' shards are empty, so a
+  // worker's call is a collective of every rank: announced to the ps loop, each ps evicts in its
+  // shard (EvictStale: by its own data time), and every rank returns the job's total.
+  StatusOr<int64_t> EvictStale() override { return Evict(kEvictStale); }
+  StatusOr<int64_t> EvictLastAccessedAtOrBefore(int64_t cutoff) override { return Evict(cutoff); }
+  // ServeEvict: the ps loop's side of a worker's eviction call (`cutoff` as announced).
+  StatusOr<int64_t> ServeEvict(int64_t cutoff) { return Evict(cutoff); }
   Status SetAccessThreshold(int64_t access_threshold) override;
   uint32_t FindRow(int64_t key) const override;
   StatusOr<std::vector<float>> ReadRow(int64_t key) const override;
@@ -249,6 +255,8 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
   Status FinishResolve(int slot, bool with_rows, const std::vector<int>& owner,
                        absl::Span<const int64_t> unique_keys, absl::Span<uint32_t> rows);
   Status OwnerFailed(const Status& owned) const;
+  // Evict: the eviction calls; `cutoff` kEvictStale for EvictStale.
+  StatusOr<int64_t> Evict(int64_t cutoff);
   // The phases of ApplyGradients, shared with ApplyGroup. PrepareGradients: the gradient records
   // in send order (empty, with the error, for bad arguments). ApplyReceived: as the owner, adds
   // each row's gradients in rank order, scales them (GradientScale) and applies them.

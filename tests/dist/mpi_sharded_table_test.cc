@@ -301,6 +301,52 @@ TEST_F(ShardedTableTest, TheDefaultSumOpAppliesTheSumOfTheRanksGradients) {
   }
 }
 
+// Eviction reaches the owners of the keys: with ps ranks a worker's call is announced to the ps,
+// which evicts in its shard (EvictStale by its own data time: the timestamps it received), and
+// every rank gets the job's count; without them, each rank evicts its own keys.
+TEST_F(ShardedTableTest, EvictionReachesTheOwnersOfEveryKey) {
+  TableConfig c;
+  c.name = "evicted";
+  c.dim = 2;
+  c.device_vocabulary_size = 64;
+  c.access_threshold = 0;  // eviction needs admission; 0 admits every key
+  c.eviction_threshold = 10;
+  StatusOr<std::unique_ptr<EmbeddingTable>> plain =
+      EmbeddingTable::Create(c, SparseOptimizerConfig::SGD(0.1f));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  StatusOr<std::unique_ptr<EmbeddingTable>> made = dist::MaybeShardTable(std::move(*plain));
+  ASSERT_TRUE(made.ok()) << made.status();
+  EmbeddingTable& t = **made;
+  // Keys 1-4 last seen at time 5, keys 5-8 at 100: EvictStale (data time 100, threshold 10)
+  // evicts the first four, EvictLastAccessedAtOrBefore(100) the rest.
+  const std::vector<int64_t> keys = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<int64_t> times = {5, 5, 5, 5, 100, 100, 100, 100};
+  auto owned = [&](size_t from, size_t to) {
+    int64_t n = 0;
+    for (size_t i = from; i < to; ++i) n += KeyOwner(keys[i]) == rank_ ? 1 : 0;
+    return n;
+  };
+  dist::JobLayout job;
+  ASSERT_TRUE(dist::ProcessJob(&job));
+  const bool ps_job = job.ps > 0;
+  if (IsPs()) {
+    ServeIfPs();
+  } else {
+    std::vector<uint32_t> rows(keys.size());
+    const Status r = t.Resolve(keys, {}, times, LookupMode::kTrain, absl::MakeSpan(rows));
+    ASSERT_TRUE(r.ok()) << r;
+    const StatusOr<int64_t> stale = t.EvictStale();
+    ASSERT_TRUE(stale.ok()) << stale.status();
+    EXPECT_EQ(*stale, ps_job ? 4 : owned(0, 4)) << "keys 1-4 are stale";
+    const StatusOr<int64_t> rest = t.EvictLastAccessedAtOrBefore(100);
+    ASSERT_TRUE(rest.ok()) << rest.status();
+    EXPECT_EQ(*rest, ps_job ? 4 : owned(4, 8)) << "keys 5-8, last seen at 100";
+    EndServingIfWorker();
+  }
+  // Every owner's shard is empty now (without eviction it would hold its keys).
+  EXPECT_EQ(t.size(), 0) << "rank " << rank_ << " owned " << owned(0, 8) << " of the keys";
+}
+
 // With ps ranks a checkpoint is a collective of every rank: the workers' Save and Restore are
 // announced to the ps loop, whose Saver joins them; each ps writes its shard (shard p of P) and
 // the chief the dense variables. Restored into new Sessions, the job trains on to the rows and
