@@ -177,6 +177,7 @@ class DistributedOptimizer : public Optimizer {
   explicit DistributedOptimizer(std::shared_ptr<Optimizer> inner,
                                 DistributedOptimizerOptions options = {});
   std::string name() const override;
+  // options: the options it was made with.
   const DistributedOptimizerOptions& options() const { return options_; }
 
   StatusOr<GradsAndVars> ComputeGradients(const Scope& scope, Output loss,
