@@ -95,8 +95,13 @@ struct SessionConfig {
   // in backward order, each starting once its gradients are ready, beside the rest of backward
   // (with stream_max_parallel_num > 1); false: one allreduce after backward. Default false. No
   // effect in one process. docs/distributed.md.
-  // is_tailing_optimization: schedule work independent of the last allreduce next to it. Default
-  // false; true is an error saying why.
+  // is_tailing_optimization: with several ranks, the last of hcom_parallel's buckets is reduced
+  // in the background while the updates that do not need it (the earlier buckets' variables,
+  // the sparse tables) run, on one stream as on several. Default false. Requires hcom_parallel
+  // true (an error otherwise) and must equal DistributedOptimizerOptions::is_tailing_optimization
+  // of the optimizer that built the graph (the spec's NPUOptimizer pairing; Session::Create fails
+  // naming both when they differ). No effect in one process. Training is bitwise the same.
+  // docs/distributed.md.
   bool hcom_parallel = false;
   bool is_tailing_optimization = false;
 

@@ -145,6 +145,17 @@ inline std::vector<Output> allreduce(const Scope& scope, const std::vector<Outpu
   return AllReduceMean(scope, tensors);
 }
 
+// DistributedOptimizerOptions: how DistributedOptimizer reduces the gradients.
+struct DistributedOptimizerOptions {
+  // is_tailing_optimization: the spec's NPUOptimizer constructor argument of that name (false by
+  // default). It must equal SessionConfig::is_tailing_optimization of every Session that runs
+  // the training graph (the spec pairs the two): Session::Create fails with InvalidArgument
+  // naming both settings when they differ. With both true, hcom_parallel true and several ranks,
+  // the last bucket of the reduction runs in the background while the updates of the earlier
+  // buckets' variables run (the session pass "tailing_optimization", docs/distributed.md).
+  bool is_tailing_optimization = false;
+};
+
 // DistributedOptimizer (the spec's npu_distributed_optimizer_wrapper): wraps a dense optimizer.
 // ComputeGradients asks the inner optimizer for the gradients, then replaces every valid one by
 // its mean over the ranks with one AllReduceMean node; ApplyGradients (and Minimize) apply them
@@ -152,17 +163,22 @@ inline std::vector<Output> allreduce(const Scope& scope, const std::vector<Outpu
 // loss over equal-size shards of a global batch, the averaged gradient is the full batch's, so
 // N ranks train as one process on the global batches. At N = 1 training is bitwise the inner
 // optimizer's (the mean of one value is that value).
-// The reduction runs after the whole backward pass (the spec's hcom_parallel off); overlapping
-// it with backward in buckets is not there yet.
-// Sparse tables are untouched: their gradients (ComputeSparseGradients) are not reduced, and
-// each rank's replica of a table drifts apart from the others' (issue 24: sharded tables next).
+// The reduction runs after the whole backward pass unless SessionConfig::hcom_parallel splits it
+// into buckets reduced while backward runs (the session pass bucket_all_reduce); with
+// is_tailing_optimization (here and in SessionConfig) the last bucket also overlaps the
+// updates that do not need it.
+// Sparse tables are untouched: their gradients (ComputeSparseGradients) are not reduced here;
+// with several ranks the tables are sharded and their updates go to the owners.
 // Threading: build-time, like Scope.
 class DistributedOptimizer : public Optimizer {
  public:
   // DistributedOptimizer: wraps `inner`, whose updates run on the averaged gradients; its name() is
   // the inner optimizer's.
-  explicit DistributedOptimizer(std::shared_ptr<Optimizer> inner);
+  explicit DistributedOptimizer(std::shared_ptr<Optimizer> inner,
+                                DistributedOptimizerOptions options = {});
   std::string name() const override;
+  // options: the options it was made with.
+  const DistributedOptimizerOptions& options() const { return options_; }
 
   StatusOr<GradsAndVars> ComputeGradients(const Scope& scope, Output loss,
                                           const std::vector<Variable>& var_list = {}) override;
@@ -174,12 +190,14 @@ class DistributedOptimizer : public Optimizer {
 
  private:
   std::shared_ptr<Optimizer> inner_;
+  DistributedOptimizerOptions options_;
 };
 
-// npu_distributed_optimizer_wrapper: the spec's name for DistributedOptimizer.
+// npu_distributed_optimizer_wrapper: the spec's name for DistributedOptimizer; `options` carries
+// the spec's NPUOptimizer argument is_tailing_optimization.
 inline std::shared_ptr<Optimizer> npu_distributed_optimizer_wrapper(
-    std::shared_ptr<Optimizer> inner) {
-  return std::make_shared<DistributedOptimizer>(std::move(inner));
+    std::shared_ptr<Optimizer> inner, DistributedOptimizerOptions options = {}) {
+  return std::make_shared<DistributedOptimizer>(std::move(inner), options);
 }
 
 // AllRanksAgree: true when `value` is true on every rank (one AllReduce of one number); `value`

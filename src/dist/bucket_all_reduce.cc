@@ -85,6 +85,7 @@ Status SplitAllReduce(Graph* graph, Node* node, std::vector<std::pair<Node*, int
     spec.type = kAllReduceMeanOp;
     spec.device = node->device();
     spec.control_inputs = node->control_inputs();
+    spec.attrs = node->attrs();  // DistributedOptimizer's marks (tailing_all_reduce.cc)
     int last = 0;
     for (int i : members[b]) {
       spec.inputs.push_back(node->input(i));

@@ -134,15 +134,27 @@ void RegisterCollectiveOps() {
   std::call_once(once, [] {
     // Stateful: its value depends on the other ranks, so it is never constant-folded, and two
     // nodes are never merged (each rank must issue the same collectives).
-    internal::OpRegistry::Global().Register({.type = kAllReduceMeanOp,
-                                             .inputs = {"tensors+"},
-                                             .outputs = {"means+"},
-                                             .shape_fn = AllReduceMeanShape,
-                                             .grad_fn = AllReduceMeanGrad,
-                                             .stateful = true});
+    internal::OpRegistry::Global().Register(
+        {.type = kAllReduceMeanOp,
+         .inputs = {"tensors+"},
+         .outputs = {"means+"},
+         // The first two are set by DistributedOptimizer on the node it makes, the third by the
+         // session pass tailing_optimization when the session's option agrees
+         // (tailing_all_reduce.cc).
+         .attrs = {internal::Attr("distributed_optimizer", AttrValue::Type::kBool, false),
+                   internal::Attr("is_tailing_optimization", AttrValue::Type::kBool, false),
+                   internal::Attr("tailing_confirmed", AttrValue::Type::kBool, false)},
+         .shape_fn = AllReduceMeanShape,
+         .grad_fn = AllReduceMeanGrad,
+         .stateful = true});
     internal::KernelRegistry::Global().Register(
         kAllReduceMeanOp, internal::kCpu, DType::kFloat32,
-        [](const Node&) -> StatusOr<std::unique_ptr<OpKernel>> {
+        [](const Node& node) -> StatusOr<std::unique_ptr<OpKernel>> {
+          // Marked by a DistributedOptimizer with is_tailing_optimization but not confirmed by
+          // the session pass tailing_optimization: the session's option is false.
+          if (node.BoolAttr("is_tailing_optimization") && !node.BoolAttr("tailing_confirmed")) {
+            return TailingMismatch(node.name(), false);
+          }
           return std::unique_ptr<OpKernel>(std::make_unique<AllReduceMeanKernel>());
         });
     // Every Session's tables are sharded over the ranks when there are several
@@ -150,6 +162,7 @@ void RegisterCollectiveOps() {
     internal::SetTableDecorator(MaybeShardTable);
     RegisterTableExchangeOps();
     RegisterBucketAllReduce();
+    RegisterTailingAllReduce();
     RegisterOrderCollectivesPass();
   });
 }

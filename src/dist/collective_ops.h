@@ -8,6 +8,9 @@
 #ifndef RECSDK_DIST_COLLECTIVE_OPS_H_
 #define RECSDK_DIST_COLLECTIVE_OPS_H_
 
+#include <string_view>
+
+#include "recsdk/status.h"
 #include "src/device/table_resource.h"
 
 namespace recsdk::dist {
@@ -36,6 +39,22 @@ void RegisterTableExchangeOps();
 // RegisterBucketAllReduce: AllReduceBuckets (definition, CPU kernel) and the session pass
 // "bucket_all_reduce" (hcom_parallel; bucket_all_reduce.cc), registered by RegisterCollectiveOps.
 void RegisterBucketAllReduce();
+
+// AllReduceStart, AllReduceWait: the last bucket of an all-reduce split by is_tailing_optimization
+// (tailing_all_reduce.cc): Start hands the reduction to a background thread and returns once that
+// thread holds the communicator (so the collective's place in the step's order is taken); Wait
+// ends when the reduction has, and outputs the means.
+inline constexpr char kAllReduceStartOp[] = "AllReduceStart";
+inline constexpr char kAllReduceWaitOp[] = "AllReduceWait";
+
+// RegisterTailingAllReduce: AllReduceStart and AllReduceWait (definitions, CPU kernels) and the
+// session pass "tailing_optimization" (is_tailing_optimization; tailing_all_reduce.cc),
+// registered by RegisterCollectiveOps.
+void RegisterTailingAllReduce();
+
+// TailingMismatch: InvalidArgument naming SessionConfig.is_tailing_optimization (`session`) and
+// DistributedOptimizerOptions.is_tailing_optimization (the opposite) of AllReduceMean `node`.
+Status TailingMismatch(std::string_view node, bool session);
 
 // RegisterOrderCollectivesPass: the session pass "order_collectives" (order_collectives.cc),
 // registered by RegisterCollectiveOps.

@@ -1,6 +1,7 @@
 // distributed_optimizer.cc: DistributedOptimizer (recsdk/distributed.h), the spec's
 // npu_distributed_optimizer_wrapper: the inner optimizer's gradients, averaged over the ranks by
-// one AllReduceMean node, applied by the inner optimizer.
+// one AllReduceMean node (marked with the options' is_tailing_optimization), applied by the
+// inner optimizer.
 //
 // Threading: build-time only, like Scope.
 #include <memory>
@@ -22,8 +23,9 @@ Status NullInner() {
 
 }  // namespace
 
-DistributedOptimizer::DistributedOptimizer(std::shared_ptr<Optimizer> inner)
-    : inner_(std::move(inner)) {}
+DistributedOptimizer::DistributedOptimizer(std::shared_ptr<Optimizer> inner,
+                                           DistributedOptimizerOptions options)
+    : inner_(std::move(inner)), options_(options) {}
 
 // The inner optimizer's name: slots are named after it ("<var>/Adam/m"), so a checkpoint of a
 // wrapped run restores into an unwrapped one and back.
@@ -49,6 +51,11 @@ StatusOr<GradsAndVars> DistributedOptimizer::ComputeGradients(
   if (grads.empty()) return gv;
   const std::vector<Output> reduced = AllReduceMean(scope.NewSubScope("distributed"), grads);
   if (!scope.ok()) return scope.status();
+  // The marks the session pass tailing_optimization checks against SessionConfig (the spec pairs
+  // NPUOptimizer's is_tailing_optimization with the session's).
+  Node* node = reduced.front().node;
+  node->SetAttr("distributed_optimizer", true);
+  node->SetAttr("is_tailing_optimization", options_.is_tailing_optimization);
   size_t k = 0;
   for (auto& [grad, var] : gv) {
     if (grad.valid()) grad = reduced[k++];

@@ -36,8 +36,10 @@ namespace {
 
 bool MakesCollective(const Node& n) {
   const std::string& t = n.type();
-  if (t == kAllReduceMeanOp || t == internal::kTableLookupGroupOp || t == internal::kTableApplyOp ||
-      t == kTableLookupExchangeOp || t == kTableApplyExchangeOp) {
+  // AllReduceStart takes the place of is_tailing_optimization's last bucket (its AllReduceWait
+  // makes no collective: it waits for Start's).
+  if (t == kAllReduceMeanOp || t == kAllReduceStartOp || t == internal::kTableLookupGroupOp ||
+      t == internal::kTableApplyOp || t == kTableLookupExchangeOp || t == kTableApplyExchangeOp) {
     return true;
   }
   // A lookup moved to the key stage runs no key work in the graph.

@@ -252,6 +252,49 @@ TEST_F(DistributedTest, DistributedOptimizerWithoutAnInnerOneIsAnError) {
   EXPECT_THAT(Message(train.status()), HasSubstr("inner optimizer is null"));
 }
 
+// is_tailing_optimization is one setting in two places (the spec pairs the session option with
+// NPUOptimizer's argument, here DistributedOptimizerOptions): Session::Create refuses a graph
+// whose DistributedOptimizer says otherwise than the SessionConfig, naming both, at any world
+// size; when they agree, one process trains as without the option (nothing is in flight).
+TEST_F(DistributedTest, TailingOptimizationMustAgreeBetweenSessionAndDistributedOptimizer) {
+  auto sgd = [] { return std::make_shared<SgdOptimizer>(SgdOptions{0.1}); };
+  SessionConfig tailing;
+  tailing.hcom_parallel = true;
+  tailing.is_tailing_optimization = true;
+  const DistributedOptimizerOptions on{.is_tailing_optimization = true};
+  const std::string both = "SessionConfig.is_tailing_optimization";
+  const std::string optimizer = "DistributedOptimizerOptions.is_tailing_optimization";
+  {
+    DenseNet net(npu_distributed_optimizer_wrapper(sgd(), on), 7, 8, /*create_session=*/false);
+    const StatusOr<std::unique_ptr<Session>> s = Session::Create(net.g, SessionConfig());
+    ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << s.status();
+    EXPECT_THAT(Message(s.status()),
+                AllOf(HasSubstr(both + " is false"), HasSubstr(optimizer + " true"),
+                      HasSubstr("AllReduceMean"), HasSubstr("set both to the same value")));
+  }
+  {
+    DenseNet net(npu_distributed_optimizer_wrapper(sgd()), 7, 8, /*create_session=*/false);
+    const StatusOr<std::unique_ptr<Session>> s = Session::Create(net.g, tailing);
+    ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << s.status();
+    EXPECT_THAT(Message(s.status()),
+                AllOf(HasSubstr(both + " is true"), HasSubstr(optimizer + " false")));
+  }
+  DenseNet agreed(npu_distributed_optimizer_wrapper(sgd(), on), 7, 8, true, tailing);
+  DenseNet plain(npu_distributed_optimizer_wrapper(sgd()), 7, 8);
+  ASSERT_NE(agreed.session, nullptr);
+  ASSERT_NE(plain.session, nullptr);
+  for (int step = 0; step < 5; ++step) {
+    const StatusOr<float> a = agreed.Step(GlobalBatch(step, 8));
+    const StatusOr<float> b = plain.Step(GlobalBatch(step, 8));
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << " / " << b.status();
+  }
+  EXPECT_TRUE(SameBits(agreed.Weights(), plain.Weights()));
+  // A graph without a DistributedOptimizer (an evaluation graph under the same RunConfig) has
+  // nothing to pair and is accepted.
+  DenseNet unwrapped(sgd(), 7, 8, true, tailing);
+  EXPECT_NE(unwrapped.session, nullptr);
+}
+
 TEST_F(DistributedTest, BroadcastOnOneRankKeepsTheValuesAndChecksTheRoot) {
   DenseNet net(std::make_shared<SgdOptimizer>(), 3, 4);
   ASSERT_NE(net.session, nullptr);

@@ -27,6 +27,7 @@
 #include "src/session/passes/pass_manager.h"
 #include "tests/dist/dense_model_util.h"
 #include "tests/dist/mpi_test_main.h"  // main(): the MPI tests' entry point
+#include "tests/dist/sparse_model_util.h"
 
 namespace recsdk {
 namespace {
@@ -151,6 +152,123 @@ TEST_F(DataParallelTest, HcomParallelBucketsTrainLikeOneAllReduceAfterBackward) 
   int reductions = 0;
   for (Node* n : untouched->nodes()) reductions += n->type() == "AllReduceMean" ? 1 : 0;
   EXPECT_EQ(reductions, 1);
+}
+
+// is_tailing_optimization: the last bucket becomes AllReduceStart (in the bucket's place in the
+// order of collectives) and AllReduceWait (after every node that does not need it), so the
+// updates of the earlier buckets' variables run while the last bucket is reduced; training is
+// bit for bit the same as with the buckets alone (the same reductions of the same bytes), on
+// one stream and on four.
+TEST_F(DataParallelTest, TailingOptimizationOverlapsTheLastBucketAndTrainsBitForBitTheSame) {
+  constexpr int64_t kGlobalRows = 12;
+  ASSERT_EQ(kGlobalRows % size_, 0);
+  auto sgd = [] { return std::make_shared<SgdOptimizer>(SgdOptions{0.1}); };
+  const DistributedOptimizerOptions on{.is_tailing_optimization = true};
+  SessionConfig buckets;
+  buckets.hcom_parallel = true;
+  SessionConfig tailing = buckets;
+  tailing.is_tailing_optimization = true;
+  SessionConfig tailing4 = tailing;
+  tailing4.stream_max_parallel_num = "DNN_V100:4";
+  DenseNet plain(npu_distributed_optimizer_wrapper(sgd()), 11, kGlobalRows / size_, true, buckets);
+  DenseNet one_stream(npu_distributed_optimizer_wrapper(sgd(), on), 11, kGlobalRows / size_, true,
+                      tailing);
+  DenseNet four_streams(npu_distributed_optimizer_wrapper(sgd(), on), 11, kGlobalRows / size_, true,
+                        tailing4);
+  ASSERT_NE(plain.session, nullptr);
+  ASSERT_NE(one_stream.session, nullptr);
+  ASSERT_NE(four_streams.session, nullptr);
+  const auto initial = plain.Weights();
+  for (int step = 0; step < 15; ++step) {
+    const testing::ModelBatch shard = ShardOf(GlobalBatch(step, kGlobalRows), size_, rank_);
+    const StatusOr<float> a = one_stream.Step(shard);
+    ASSERT_TRUE(a.ok()) << "rank " << rank_ << " step " << step << ": " << a.status();
+    const StatusOr<float> b = four_streams.Step(shard);
+    ASSERT_TRUE(b.ok()) << "rank " << rank_ << " step " << step << ": " << b.status();
+    const StatusOr<float> c = plain.Step(shard);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(*a, *c) << "step " << step;
+    EXPECT_EQ(*b, *c) << "step " << step;
+  }
+  EXPECT_EQ(one_stream.Weights(), plain.Weights()) << "rank " << rank_;
+  EXPECT_EQ(four_streams.Weights(), plain.Weights()) << "rank " << rank_;
+  EXPECT_NE(plain.Weights(), initial) << "training moved the weights";
+
+  // The passes on a copy: 4 buckets, the last (fc1's, made last by backward) split in two.
+  std::unique_ptr<Graph> copy = one_stream.g.Copy();
+  for (const char* pass : {"bucket_all_reduce", "tailing_optimization", "order_collectives"}) {
+    ASSERT_TRUE(internal::RunPass(pass, tailing, copy.get()).ok()) << pass;
+  }
+  const Node* start = nullptr;
+  const Node* wait = nullptr;
+  std::vector<const Node*> reductions;
+  for (const Node* n : copy->nodes()) {
+    if (n->type() == "AllReduceStart") start = n;
+    if (n->type() == "AllReduceWait") wait = n;
+    if (n->type() == "AllReduceMean") reductions.push_back(n);
+  }
+  ASSERT_NE(start, nullptr);
+  ASSERT_NE(wait, nullptr);
+  ASSERT_EQ(reductions.size(), 3u) << "the other buckets stay AllReduceMean";
+  EXPECT_THAT(start->input(0).node->name(), HasSubstr("fc1"));
+  EXPECT_EQ(wait->input(0).node, start);
+  // Start is the collective in the chain, right after the previous bucket.
+  const std::vector<Node*>& deps = start->control_inputs();
+  EXPECT_NE(std::find(deps.begin(), deps.end(), reductions.back()), deps.end());
+  // Every update: of an earlier bucket's variable, between Start and Wait in the order (it runs
+  // while the last bucket is reduced, and needs nothing of it); of the last bucket's, after Wait.
+  int between = 0, after = 0;
+  for (const Node* n : copy->nodes()) {
+    if (n->type() != "ApplyGradientDescent") continue;
+    bool reads_wait = false;
+    for (const Output& in : n->inputs()) reads_wait |= in.node == wait;
+    if (reads_wait) {
+      EXPECT_GT(n->id(), wait->id()) << n->name();
+      ++after;
+    } else {
+      EXPECT_GT(n->id(), start->id()) << n->name();
+      EXPECT_LT(n->id(), wait->id()) << n->name() << " waits for the last bucket";
+      ++between;
+    }
+  }
+  EXPECT_EQ(between, 3);
+  EXPECT_EQ(after, 1);
+  // Without the option the last bucket is one blocking AllReduceMean before every update.
+  std::unique_ptr<Graph> untouched = plain.g.Copy();
+  for (const char* pass : {"bucket_all_reduce", "tailing_optimization"}) {
+    ASSERT_TRUE(internal::RunPass(pass, buckets, untouched.get()).ok()) << pass;
+  }
+  for (const Node* n : untouched->nodes()) {
+    EXPECT_NE(n->type(), "AllReduceStart");
+  }
+}
+
+// With sharded tables the sparse updates are collectives too (the gradient exchange): chained
+// after AllReduceStart they queue behind the background reduction on the one communicator, in
+// the same order on every rank, and training stays bit for bit that of the buckets alone.
+TEST_F(DataParallelTest, TailingOptimizationWithShardedTablesKeepsOneOrderOfCollectives) {
+  namespace sp = testing::sparse;
+  constexpr int64_t kGlobalRows = 12;
+  ASSERT_EQ(kGlobalRows % size_, 0);
+  auto sgd = [] { return std::make_shared<SgdOptimizer>(SgdOptions{0.1}); };
+  SessionConfig buckets;
+  buckets.hcom_parallel = true;
+  SessionConfig tailing = buckets;
+  tailing.is_tailing_optimization = true;
+  tailing.stream_max_parallel_num = "DNN_V100:3";
+  sp::SparseNet plain(npu_distributed_optimizer_wrapper(sgd()), kGlobalRows / size_, true, buckets);
+  sp::SparseNet tail(npu_distributed_optimizer_wrapper(sgd(), {.is_tailing_optimization = true}),
+                     kGlobalRows / size_, true, tailing);
+  ASSERT_NE(plain.session, nullptr);
+  ASSERT_NE(tail.session, nullptr);
+  for (int step = 0; step < 12; ++step) {
+    const sp::SparseBatch shard = sp::ShardOf(sp::GlobalBatch(step, kGlobalRows), size_, rank_);
+    const Status a = tail.Step(shard);
+    ASSERT_TRUE(a.ok()) << "rank " << rank_ << " step " << step << ": " << a;
+    const Status b = plain.Step(shard);
+    ASSERT_TRUE(b.ok()) << b;
+  }
+  EXPECT_EQ(tail.Weights(), plain.Weights()) << "rank " << rank_;
 }
 
 TEST_F(DataParallelTest, BroadcastMakesRanksThatInitialisedDifferentlyEqualToTheRoot) {

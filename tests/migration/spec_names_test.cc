@@ -441,7 +441,7 @@ const std::vector<SpecCase>& Cases() {
              c.device = "separate_memory";
              EXPECT_EQ(Must(RunLinear(c, 1)).size(), 1u);
            }},
-      {.spec = {"hcom_parallel", "is_tailing_optimization"},
+      {.spec = {"hcom_parallel", "is_tailing_optimization", "NPUOptimizer"},
        .run =
            [] {
              // hcom_parallel buckets the allreduce (tests/dist/mpi_data_parallel_test.cc
@@ -450,8 +450,21 @@ const std::vector<SpecCase>& Cases() {
              c.hcom_parallel = true;
              EXPECT_TRUE(c.Validate().ok()) << c.Validate();
              EXPECT_EQ(Must(RunLinear(c, 1)).size(), 1u);
-             c.hcom_parallel = false;
+             // is_tailing_optimization (with the optimizer's flag of the same name, the
+             // spec's NPUOptimizer pairing) overlaps the last bucket; one process has none.
              c.is_tailing_optimization = true;
+             EXPECT_TRUE(c.Validate().ok()) << c.Validate();
+             EXPECT_EQ(Must(RunLinear(c, 1)).size(), 1u);
+             // NPUOptimizer's is_tailing_optimization: DistributedOptimizerOptions, which must
+             // agree with the session's (tests/dist/distributed_test.cc has both directions).
+             Graph g;
+             Scope s(&g);
+             Variable w = Variable::Make(s, "w", Shape{2}, {});
+             auto opt = npu_distributed_optimizer_wrapper(std::make_shared<SgdOptimizer>(),
+                                                          {.is_tailing_optimization = false});
+             EXPECT_TRUE(opt->Minimize(s, ops::ReduceSum(s, w.value())).ok());
+             ExpectRefused(Session::Create(g, c).status(), "is_tailing_optimization");
+             c.hcom_parallel = false;
              ExpectRefused(c.Validate(), "is_tailing_optimization");
            }},
       {.spec = {"graph_memory_max_size", "variable_memory_max_size"},

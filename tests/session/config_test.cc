@@ -187,11 +187,27 @@ TEST(SessionConfigTest, ProfilingRules) {
   EXPECT_TRUE(c.Validate().ok()) << c.Validate();
 }
 
+// is_tailing_optimization overlaps the last of hcom_parallel's buckets: with hcom_parallel it is
+// accepted (tests/dist/mpi_data_parallel_test.cc runs it under mpirun), without it refused naming
+// both options and the fix.
+TEST(SessionConfigTest, TailingOptimizationNeedsHcomParallel) {
+  SessionConfig c;
+  c.is_tailing_optimization = true;
+  const Status refused = c.Validate();
+  ASSERT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  for (const char* fragment :
+       {"is_tailing_optimization", "hcom_parallel is false", "set hcom_parallel true"}) {
+    EXPECT_NE(refused.message().find(fragment), std::string_view::npos) << refused;
+  }
+  c.hcom_parallel = true;
+  EXPECT_TRUE(c.Validate().ok()) << c.Validate();
+}
+
 TEST(SessionConfigTest, OptionsThatCannotTakeEffectSaySo) {
   const std::vector<std::pair<std::function<void(SessionConfig&)>, const char*>> cases = {
       {[](SessionConfig& c) { c.use_off_line = true; }, "use_off_line"},
       {[](SessionConfig& c) { c.enable_data_pre_proc = true; }, "enable_data_pre_proc"},
-      {[](SessionConfig& c) { c.is_tailing_optimization = true; }, "allreduce"},
+      {[](SessionConfig& c) { c.is_tailing_optimization = true; }, "hcom_parallel is false"},
       {[](SessionConfig& c) { c.enable_reduce_precision = true; }, "not supported"},
       {[](SessionConfig& c) { c.auto_tune_mode = "XX"; }, "\"XX\""},
       {[](SessionConfig& c) { c.enable_scope_fusion_passes = "MatMulBiasAdd"; }, "MatMulBiasAdd"},

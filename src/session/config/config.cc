@@ -173,13 +173,16 @@ Status SessionConfig::Validate() const {
         "\"cpu\": the pipeline already preprocesses in its own host threads; set it false");
   }
   // hcom_parallel: the session pass bucket_all_reduce (src/dist/bucket_all_reduce.cc) with
-  // several ranks; nothing to do in one process.
-  if (is_tailing_optimization) {
+  // several ranks; nothing to do in one process. is_tailing_optimization: the pass
+  // tailing_optimization (src/dist/tailing_all_reduce.cc) overlaps the last of those buckets with
+  // the updates that do not need it; it checks DistributedOptimizerOptions' flag of the same name.
+  if (is_tailing_optimization && !hcom_parallel) {
     return Invalid(
-        "is_tailing_optimization: true reschedules work that does not depend on the last "
-        "gradient allreduce bucket beside it; no scheduler for that exists (hcom_parallel's "
-        "buckets already start each reduction as soon as its gradients are ready), so set it "
-        "false");
+        "is_tailing_optimization: true overlaps the last bucket of the gradient all-reduce with "
+        "the work that does not need it, but hcom_parallel is false: the gradients are reduced "
+        "in one all-reduce after backward, which every dense update needs, so there is no last "
+        "bucket to overlap; set hcom_parallel true, or is_tailing_optimization false (and "
+        "DistributedOptimizerOptions.is_tailing_optimization false with it)");
   }
 
   // Precision.
