@@ -138,6 +138,12 @@ class AllReduceStartKernel final : public OpKernel {
     }
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();  // a reduction in flight ends by its deadline
+    // A run that failed between Start and Wait left its ticket in the process-wide table.
+    if (last_ticket_ != 0) {
+      Tickets& t = GlobalTickets();
+      std::lock_guard<std::mutex> lock(t.mu);
+      t.live.erase(last_ticket_);
+    }
   }
 
   Status Compute(OpKernelContext& ctx) override {
