@@ -40,8 +40,9 @@ void DedupKeys(absl::Span<const int32_t> keys, DedupResult* out);
 //          tasks each one's stream of gradient lines is mostly lines it skips).
 //   kSort: a stable counting sort of the positions by id first; each task then reads only its own
 //          ids' gradients (prefetched). Pays an extra pass over the index and random reads.
-//   kAuto: kSort when several threads may run and the batch is skewed (on average 2 or more
-//          positions per id, as with Zipf ids), kScan otherwise: the faster of the two in
+//   kAuto: kSort when several threads may run, the batch is skewed (on average 2 or more
+//          positions per id, as with Zipf ids) and rows are wide (dim >= 128), kScan
+//          otherwise: the faster of the two in
 //          `BM_AggregateStrategy` (benchmarks/embedding_roofline_bench.cc, docs/tiers.md).
 enum class AggregateStrategy { kAuto, kScan, kSort };
 
