@@ -265,7 +265,10 @@ class EvictRunHook final : public SessionRunHook {
  public:
   // EvictRunHook: runs `hook` after each step.
   explicit EvictRunHook(EvictHook hook) : hook_(hook) {}
-  Status Begin(Graph* /*graph*/) override { return hook_.Validate(); }
+  // Begin: the hook's Validate, and, in a job with ps ranks, FailedPrecondition for a time
+  // interval (the tables' data time lives on the ps ranks, so on a worker it would never come
+  // due: evict by evict_step_interval there).
+  Status Begin(Graph* graph) override;
   Status AfterRun(SessionRunContext& context, absl::Span<const Tensor> results) override;
   // evicted: keys evicted so far.
   int64_t evicted() const { return evicted_; }

@@ -341,6 +341,18 @@ TEST_F(ShardedTableTest, EvictionReachesTheOwnersOfEveryKey) {
     const StatusOr<int64_t> rest = t.EvictLastAccessedAtOrBefore(100);
     ASSERT_TRUE(rest.ok()) << rest.status();
     EXPECT_EQ(*rest, ps_job ? 4 : owned(4, 8)) << "keys 5-8, last seen at 100";
+    // An EvictHook's time interval reads the data time, which lives on the ps: on a worker of a
+    // ps job it would never come due, so it is refused; the step interval works.
+    EvictRunHook by_time(EvictHook(true, 10, 0)), by_step(EvictHook(true, 0, 5));
+    const Status refused = by_time.Begin(nullptr);
+    if (ps_job) {
+      EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+      EXPECT_THAT(refused.message(), HasSubstr("evict_step_interval"));
+    } else {
+      EXPECT_TRUE(refused.ok()) << refused;
+    }
+    const Status by_steps = by_step.Begin(nullptr);
+    EXPECT_TRUE(by_steps.ok()) << by_steps;
     EndServingIfWorker();
   }
   // Every owner's shard is empty now (without eviction it would hold its keys).
