@@ -24,14 +24,12 @@
 #include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "oneapi/tbb/global_control.h"
+#include "benchmarks/mpi_bench_main.h"
 #include "recsdk/distributed.h"
 #include "recsdk/table.h"
-#include "src/dist/mpi/mpi_communicator.h"
 #include "src/dist/process_communicator.h"
 #include "src/dist/sharded_table.h"
 
@@ -236,42 +234,9 @@ void BM_ShardBalance(benchmark::State& state) {
 }
 BENCHMARK(BM_ShardBalance)->Iterations(3);
 
-// Quiet: the other ranks run the same benchmarks (the collectives must match) and print nothing.
-class Quiet final : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>&) override {}
-};
-
 }  // namespace
 }  // namespace recsdk
 
 int main(int argc, char** argv) {
-  recsdk::dist::RegisterMpiCommunicator();
-  recsdk::DistributedOptions o;
-  o.collective_timeout_s = 120;
-  if (const recsdk::Status s = recsdk::InitDistributed(o); !s.ok()) {
-    std::fprintf(stderr, "dist_bench: %s\n", std::string(s.message()).c_str());
-    return 1;
-  }
-  benchmark::Initialize(&argc, argv);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  // Each rank's share of the host's cores for its parallel loops, as a job of several ranks on
-  // one host is configured (intra_op_parallelism): with every rank's thread pool as wide as the
-  // host, the pools' workers spin on the cores the other ranks' MPI calls are polling on, and
-  // both our exchange and the raw one measure that contention.
-  const auto cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
-                              static_cast<size_t>(std::max(1, cores / size)));
-  if (rank == 0) {
-    benchmark::RunSpecifiedBenchmarks();
-  } else {
-    recsdk::Quiet quiet;
-    benchmark::RunSpecifiedBenchmarks(&quiet);
-  }
-  benchmark::Shutdown();
-  recsdk::ShutdownDistributed();
-  return 0;
+  return recsdk::bench::RunUnderMpi(argc, argv, "dist_bench", /*share_cores=*/true);
 }

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "benchmarks/mpi_bench_main.h"
 #include "recsdk/recsdk.h"
-#include "src/dist/mpi/mpi_communicator.h"
 
 namespace recsdk {
 namespace {
@@ -140,34 +140,9 @@ BENCHMARK(BM_TailingVsBuckets)
     ->Iterations(200)
     ->UseRealTime();
 
-// Quiet: the other ranks run the same benchmarks (the collectives must match) and print nothing.
-class Quiet final : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>&) override {}
-};
-
 }  // namespace
 }  // namespace recsdk
 
 int main(int argc, char** argv) {
-  recsdk::dist::RegisterMpiCommunicator();
-  recsdk::DistributedOptions o;
-  o.collective_timeout_s = 120;
-  if (const recsdk::Status s = recsdk::InitDistributed(o); !s.ok()) {
-    std::fprintf(stderr, "tailing_bench: %s\n", std::string(s.message()).c_str());
-    return 1;
-  }
-  benchmark::Initialize(&argc, argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0) {
-    benchmark::RunSpecifiedBenchmarks();
-  } else {
-    recsdk::Quiet quiet;
-    benchmark::RunSpecifiedBenchmarks(&quiet);
-  }
-  benchmark::Shutdown();
-  recsdk::ShutdownDistributed();
-  return 0;
+  return recsdk::bench::RunUnderMpi(argc, argv, "tailing_bench", /*share_cores=*/false);
 }
