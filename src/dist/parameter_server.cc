@@ -274,6 +274,8 @@ class PsStage {
 
   // Close: waits for the thread (each of its waits has a deadline) and closes the channels.
   void Close() {
+    // Cannot hang: every wait of the stage's thread is a collective on its channel with the
+    // channel's deadline (or the heartbeat's keep-alive, itself bounded by the job's timeout).
     if (thread_.joinable()) thread_.join();
     for (ShardedTable* t : tables_) t->CloseChannel(this);
     tables_.clear();

@@ -97,6 +97,8 @@ void StopPsHeartbeat() {
     h.stop = true;
     thread = std::move(h.thread);
   }
+  // Cannot hang: the thread sees `stop` within one interval (AwaitWithTimeout), and its round in
+  // flight, the only other wait, has a deadline of timeout / 2.
   if (thread.joinable()) thread.join();
   absl::MutexLock lock(&h.mu);
   // A communicator whose round failed stays (MPI may still use its buffers); the process ends.

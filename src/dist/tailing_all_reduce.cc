@@ -137,7 +137,9 @@ class AllReduceStartKernel final : public OpKernel {
       stop_ = true;
     }
     cv_.notify_all();
-    if (thread_.joinable()) thread_.join();  // a reduction in flight ends by its deadline
+    // Cannot hang: the thread wakes for stop_ at once (Loop), and a reduction in flight, its only
+    // other wait, ends by the call's deadline (collective_timeout_s).
+    if (thread_.joinable()) thread_.join();
     // A run that failed between Start and Wait left its ticket in the process-wide table.
     if (last_ticket_ != 0) {
       Tickets& t = GlobalTickets();
@@ -200,6 +202,8 @@ class AllReduceStartKernel final : public OpKernel {
       std::shared_ptr<InFlight> job;
       {
         std::unique_lock<std::mutex> lock(mu_);
+        // No deadline: an idle worker of this kernel waiting for its next job, not for another
+        // process; the kernel's destructor sets stop_ and notifies, which ends the wait.
         cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
         if (queue_.empty()) return;  // stop_ and nothing left
         job = std::move(queue_.front());
