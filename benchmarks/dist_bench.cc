@@ -1,11 +1,22 @@
 // dist_bench.cc: the figures of distributed training, run under mpirun (scripts/dist_figures.sh):
 //
-//   alltoall_vs_mpi: a sharded table's key exchange (ShardedTable::Resolve: keys to their owners,
-//     the owners' resolve and gather, rows back) against raw MPI_Alltoall + MPI_Alltoallv of the
-//     same bytes each way, interleaved in one run: raw time / our time (goal >= 0.7).
+//   alltoall_vs_mpi: the figure, our key/row exchange against raw MPI of the same bytes:
+//     the calls a sharded table's Resolve makes on our communicator (ExchangeV of the keys'
+//     24-byte records to their owners, AllToAllV of the (dim + 1)-float answers back: header
+//     rounds, deadlines, polling and all) against raw MPI_Alltoall + 2 MPI_Alltoallv of the same
+//     bytes each way, interleaved in one run: raw time / our time (goal >= 0.7).
+//   lookup_vs_mpi: the whole distributed lookup (ShardedTable::Resolve: the layout by owner, the
+//     exchange, the owners' union, resolve and gather, the answers read back) against the same
+//     raw bytes: what a rank's sharded lookup costs next to moving its bytes. Its floor on a
+//     host is raw / (raw + the owners' table work), since that work is not in the raw side.
 //     exchange_vs_mpi: the same with our time less what one process pays anyway for this rank's
 //     keys (local_us: Resolve + Gather of them on a plain table of the same configs, timed in
 //     the same loop): the cost of distributing the lookup, against the bytes' raw cost.
+//     round_us: our exchange's time / its 5 message rounds; at 16 keys per rank (nothing to
+//     move) the cost of one round, the scaling model's per-round constant on this host.
+//     table_ns_per_key: (the whole lookup - our exchange) / unique keys: the per-key table work of
+//     a distributed lookup on this host, the compute constant of the scaling model
+//     (scripts/dist_scaling_model.py).
 //   shard_balance: the most unique keys one of the ranks owns over the mean, for Zipf(1.05) ids
 //     (goal <= 1.05); computed on every rank, reported by rank 0.
 //   bytes_per_key: bytes a rank sends and receives per unique key in the exchange by the model
@@ -30,6 +41,9 @@
 #include "benchmarks/mpi_bench_main.h"
 #include "recsdk/distributed.h"
 #include "recsdk/table.h"
+#include "src/common/status_macros.h"
+#include "src/dist/deadline.h"
+#include "src/dist/key_union.h"
 #include "src/dist/process_communicator.h"
 #include "src/dist/sharded_table.h"
 
@@ -107,7 +121,14 @@ void BM_KeyExchange(benchmark::State& state) {
   std::vector<int> sent_keys(size), got_keys(size);
   std::vector<char> out, in, back_out, back_in;
   for (int r = 0; r < size; ++r) sent_keys[r] = static_cast<int>(per_rank[r]);
-  double ours_s = 0, raw_s = 0, local_s = 0;
+  // Our communicator moving the same bytes (ExchangeV of the keys' records, AllToAllV of the
+  // answers), with no table work: what the exchange layer (headers, deadlines, polling) costs.
+  std::vector<dist::KeyRecord> comm_send(u);
+  std::vector<dist::KeyRecord> comm_received;
+  std::vector<int64_t> comm_send_counts(per_rank), comm_recv_counts;
+  std::vector<float> comm_answer, comm_back(u * (kDim + 1));
+  std::vector<int64_t> comm_answer_counts(size), comm_back_counts(size);
+  double ours_s = 0, raw_s = 0, local_s = 0, comm_s = 0;
   for (auto _ : state) {
     const auto l0 = std::chrono::steady_clock::now();
     Status l = local->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(local_rows));
@@ -149,27 +170,54 @@ void BM_KeyExchange(benchmark::State& state) {
                   back_in.data(), back_in_counts.data(), back_in_displs.data(), MPI_BYTE,
                   MPI_COMM_WORLD);
     const auto t2 = std::chrono::steady_clock::now();
+    Status c =
+        dist::WithProcessCommunicator([&](dist::Communicator& comm, const DistributedOptions&) {
+          const dist::Deadline deadline = dist::DeadlineAfterSeconds(60);
+          RECSDK_RETURN_IF_ERROR(comm.ExchangeV<dist::KeyRecord>(
+              comm_send, comm_send_counts, &comm_received, &comm_recv_counts, deadline,
+              dist::CallTag{-1, "bench/keys"}));
+          for (int r = 0; r < size; ++r) {
+            comm_answer_counts[r] = comm_recv_counts[r] * (kDim + 1);
+            comm_back_counts[r] = comm_send_counts[r] * (kDim + 1);
+          }
+          comm_answer.resize(comm_received.size() * (kDim + 1));
+          return comm.AllToAllV<float>(comm_answer, {comm_answer_counts, {}},
+                                       absl::MakeSpan(comm_back), {comm_back_counts, {}}, deadline,
+                                       dist::CallTag{-1, "bench/rows"});
+        });
+    if (!c.ok()) state.SkipWithError(std::string(c.message()).c_str());
+    const auto t3 = std::chrono::steady_clock::now();
     ours_s += std::chrono::duration<double>(t1 - t0).count();
     raw_s += std::chrono::duration<double>(t2 - t1).count();
+    comm_s += std::chrono::duration<double>(t3 - t2).count();
   }
   // The slowest rank sets a collective's pace: compare the ranks' sums at their maxima.
-  double ours_max = 0, raw_max = 0, exchange_max = 0, local_max = 0;
+  double ours_max = 0, raw_max = 0, exchange_max = 0, local_max = 0, comm_max = 0;
   const double exchange_s = ours_s - local_s;
   MPI_Allreduce(&ours_s, &ours_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(&raw_s, &raw_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(&exchange_s, &exchange_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   MPI_Allreduce(&local_s, &local_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(&comm_s, &comm_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   const double per_call = 1e6 / static_cast<double>(state.iterations());
   state.counters["unique_keys"] = static_cast<double>(u);
-  state.counters["alltoall_vs_mpi"] = raw_max / ours_max;
+  state.counters["alltoall_vs_mpi"] = comm_max > 0 ? raw_max / comm_max : 0;
+  state.counters["lookup_vs_mpi"] = raw_max / ours_max;
   state.counters["exchange_vs_mpi"] = exchange_max > 0 ? raw_max / exchange_max : 0;
   state.counters["ours_us"] = ours_max * per_call;
   state.counters["raw_us"] = raw_max * per_call;
   state.counters["local_us"] = local_max * per_call;
+  state.counters["comm_us"] = comm_max * per_call;
+  // A Resolve is 5 message rounds (ExchangeV: header, counts, data; AllToAllV: header, data):
+  // at 16 keys (Arg 16) the bytes are nothing and this is the cost of one round.
+  state.counters["round_us"] = comm_max * per_call / 5;
+  state.counters["table_ns_per_key"] =
+      (ours_max - comm_max) * per_call * 1e3 / static_cast<double>(u);
   state.counters["bytes_per_key"] = kOutBytes + kBackBytes;
 }
 // 2.3k unique keys take ~0.15 ms a call: 30 calls were too short a run (one hiccup of the host
 // moved the whole figure 8x between runs), so that case runs 10x the calls.
+BENCHMARK(BM_KeyExchange)->Arg(16)->Iterations(100 * kIterations)->UseRealTime();
 BENCHMARK(BM_KeyExchange)->Arg(4096)->Iterations(10 * kIterations)->UseRealTime();
 BENCHMARK(BM_KeyExchange)->Arg(65536)->Iterations(kIterations)->UseRealTime();
 

@@ -4,8 +4,11 @@
 #
 #   scripts/dist_figures.sh            2 ranks (RECSDK_DIST_RANKS=4 for 4)
 #
-# Last line: alltoall_vs_mpi=<x> exchange_vs_mpi=<e> ranks_vs_threads=<y> shard_balance=<z> bytes_vs_estimate=<b>
-# ranks_vs_threads_little_demo=<l>.
+# Last line: alltoall_vs_mpi=<x> lookup_vs_mpi=<k> exchange_vs_mpi=<e> table_ns_per_key=<t>
+# ranks_vs_threads=<y> shard_balance=<z> bytes_vs_estimate=<b> ranks_vs_threads_little_demo=<l>.
+# alltoall_vs_mpi: our exchange of the keys and rows (the communicator calls a sharded Resolve
+# makes) / raw MPI of the same bytes; lookup_vs_mpi: the whole distributed lookup (with the owners'
+# table work) / the same raw bytes (benchmarks/dist_bench.cc says more).
 # ranks_vs_threads (the issue's definition): samples/dlrm (26 tables, batch 4096, SGD), samples/s
 # of `mpirun -np 2 dlrm --threads 1` (2 ranks x 1 thread, each its half of every global batch) /
 # `dlrm --threads 2` (1 process x 2 threads), the median of 3 timing windows each, on the same
@@ -26,12 +29,15 @@ out=$(mpirun "${flags[@]}" -np "$ranks" "$build/benchmarks/dist_bench" --benchma
 echo "$out"
 # Pick the counters by column name from the tabular header (a data row has "ns" after Time and
 # CPU, so a column sits 2 fields later there).
-a2a=$(echo "$out" | awk '
-  /alltoall_vs_mpi/ && /Benchmark/ {for (i = 1; i <= NF; i++) col[$i] = i; next}
-  /^BM_KeyExchange\/65536/ && col["alltoall_vs_mpi"] {print $(col["alltoall_vs_mpi"] + 2)}')
-exch=$(echo "$out" | awk '
-  /exchange_vs_mpi/ && /Benchmark/ {for (i = 1; i <= NF; i++) col[$i] = i; next}
-  /^BM_KeyExchange\/65536/ && col["exchange_vs_mpi"] {print $(col["exchange_vs_mpi"] + 2)}')
+key_exchange() {
+  echo "$out" | awk -v name="$1" '
+    $0 ~ name && /Benchmark/ {for (i = 1; i <= NF; i++) col[$i] = i; next}
+    /^BM_KeyExchange\/65536/ && col[name] {print $(col[name] + 2)}'
+}
+a2a=$(key_exchange alltoall_vs_mpi)
+lookup=$(key_exchange lookup_vs_mpi)
+exch=$(key_exchange exchange_vs_mpi)
+per_key=$(key_exchange table_ns_per_key)
 balance=$(echo "$out" | awk '
   /shard_balance/ && /Benchmark/ {for (i = 1; i <= NF; i++) col[$i] = i; next}
   /^BM_ShardBalance/ && col["shard_balance"] {print $(col["shard_balance"] + 2)}')
@@ -63,4 +69,4 @@ echo "little_demo: 1 process x 2 threads ${threads:-?} samples/s; 2 ranks x 1 th
 ratio() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN {if (a > 0 && b > 0) printf "%.3f", a / b; else print "?"}'; }
 rvt=$(ratio "$dlrm_ranks" "$dlrm_threads")
 rvt_demo=$(ratio "$(awk -v r="${per_rank:-0}" 'BEGIN {print 2 * r}')" "$threads")
-echo "alltoall_vs_mpi=${a2a:-?} exchange_vs_mpi=${exch:-?} ranks_vs_threads=${rvt} shard_balance=${balance:-?} bytes_vs_estimate=${bytes:-?} ranks_vs_threads_little_demo=${rvt_demo} ranks=$ranks"
+echo "alltoall_vs_mpi=${a2a:-?} lookup_vs_mpi=${lookup:-?} exchange_vs_mpi=${exch:-?} table_ns_per_key=${per_key:-?} ranks_vs_threads=${rvt} shard_balance=${balance:-?} bytes_vs_estimate=${bytes:-?} ranks_vs_threads_little_demo=${rvt_demo} ranks=$ranks"
