@@ -9,9 +9,10 @@ Projects the per-step exchange of a model's sharded tables from 8 to 1024 ranks 
     by owner, the owners' union, resolve and gather, the answers read back), one core;
   - alltoall_vs_mpi: our exchange against raw MPI of the same bytes (about 1 on this host), so the
     model charges the wire time of the bytes and no overhead of ours on top;
-  - the rounds: a step makes 3 exchanges (keys out, rows back, gradients out), 8 message rounds
-    (a header round each; a count round for the two whose receivers do not know the counts; a
-    data round each), each round one message to every other rank.
+  - the rounds: a step makes 3 exchanges (keys out, rows back, gradients out), 6 message rounds
+    (a header round each, whose headers also carry the counts where the receiver does not know
+    them, and a data round each), each round one message to every other rank;
+  - round_us: our exchange's cost per round between ranks of this host (its 16-key case).
 and from two network constants the host cannot measure (flags): the latency of a round and the
 software cost per peer per round.
 
@@ -23,7 +24,7 @@ id distribution:
          (24-byte key records out, (d + 1) floats back with the rows and again with the
          gradients; 8 bytes of counts per peer for the 3 exchanges; a 144-byte header per peer
          for each of the 3)
-  time   t = S / bandwidth + 8 (latency + (N - 1) per_peer) + K table_ns_per_key
+  time   t = S / bandwidth + 6 (latency + (N - 1) per_peer) + K table_ns_per_key
 The ids follow Zipf(s) over V ids per table, as in dist_bench.cc; U(n) is exact for that:
   U(n) = sum_k 1 - (1 - p_k)^n.
 
@@ -79,7 +80,7 @@ def main():
 
     networks = [float(x) for x in a.networks_gbps.split(",")]
     buckets = zipf_buckets(a.vocab, a.zipf)
-    rounds = 8
+    rounds = 6
     record = 24 + 8 * (a.dim + 1)
     print(f"global batch {a.global_batch}, {a.tables} tables x {a.ids_per_sample} ids of dim "
           f"{a.dim}, Zipf({a.zipf}) over {a.vocab} ids; table work {a.table_ns_per_key} ns/key; "

@@ -547,10 +547,10 @@ absl::Status MpiCommunicator::DoExchangeV(const CollectiveCall& call, const void
                                           absl::Span<const int64_t> send_counts,
                                           absl::Span<int64_t> recv_counts,
                                           absl::FunctionRef<void*(int64_t)> alloc) {
-  // One header round for both rounds: once every rank is in this call (the headers say so), the
-  // counts round and the data round follow on every rank with no choice left in between. So
-  // that no rank can fail between them, a block is limited to (2^31 - 1) / size() bytes here,
-  // before the headers: then every rank's receive total fits an MPI count.
+  // Two rounds: the headers, which carry the counts, then the data. Once every rank is in this
+  // call (the headers say so) the data round follows on every rank with no choice left in
+  // between. So that no rank can fail between them, a block is limited to (2^31 - 1) / size()
+  // bytes here, before the headers: then every rank's receive total fits an MPI count.
   const int64_t block_limit = std::numeric_limits<int>::max() / size_;
   for (int r = 0; r < size_; ++r) {
     if (send_counts[r] > block_limit / call.elem_size) {
@@ -562,14 +562,10 @@ absl::Status MpiCommunicator::DoExchangeV(const CollectiveCall& call, const void
                     Where(call), r, send_counts[r], call.elem_size, block_limit, size_)));
     }
   }
+  // The counts came with the headers (each header carries what its sender sends its receiver),
+  // so once the headers agree the data round follows with no round of its own for the counts.
   absl::Status begun = Begin(call);
   if (!begun.ok()) return begun;
-  MPI_Request request = MPI_REQUEST_NULL;
-  int rc = MPI_Ialltoall(send_counts.data(), sizeof(int64_t), MPI_BYTE, recv_counts.data(),
-                         sizeof(int64_t), MPI_BYTE, comm_, &request);
-  if (rc != MPI_SUCCESS) return Fail(MpiFailed(Where(call), "MPI_Ialltoall", rc));
-  absl::Status counted = Finish(call, request);
-  if (!counted.ok()) return counted;
   int64_t total = 0;
   send_bytes_.resize(size_);
   send_byte_displs_.resize(size_);
@@ -577,9 +573,10 @@ absl::Status MpiCommunicator::DoExchangeV(const CollectiveCall& call, const void
   recv_byte_displs_.resize(size_);
   int64_t sent = 0;
   for (int r = 0; r < size_; ++r) {
+    recv_counts[r] = r == rank_ ? send_counts[r] : recv_headers_[r].send_to_receiver;
     if (recv_counts[r] < 0 || recv_counts[r] > block_limit / call.elem_size) {
       // Every sender checked its blocks: only a rank of another build sends this. The others
-      // have posted the data round; this communicator cannot go on.
+      // go on to the data round; this communicator cannot.
       return Fail(absl::InternalError(
           fmt::format("{}: rank {} announced a block of {} elements, outside [0, {}]; every rank "
                       "must run the same program build",
@@ -593,8 +590,10 @@ absl::Status MpiCommunicator::DoExchangeV(const CollectiveCall& call, const void
     sent += send_counts[r];
   }
   void* recv = alloc(total);
-  rc = MPI_Ialltoallv(send, send_bytes_.data(), send_byte_displs_.data(), MPI_BYTE, recv,
-                      recv_bytes_.data(), recv_byte_displs_.data(), MPI_BYTE, comm_, &request);
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int rc =
+      MPI_Ialltoallv(send, send_bytes_.data(), send_byte_displs_.data(), MPI_BYTE, recv,
+                     recv_bytes_.data(), recv_byte_displs_.data(), MPI_BYTE, comm_, &request);
   if (rc != MPI_SUCCESS) return Fail(MpiFailed(Where(call), "MPI_Ialltoallv", rc));
   return Finish(call, request);
 }
