@@ -62,7 +62,10 @@ def unique_ids(draws, buckets):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--global_batch", type=int, default=65536)
+    ap.add_argument("--global_batch", type=int, default=65536,
+                    help="fixed global batch (strong scaling)")
+    ap.add_argument("--per_rank_batch", type=int, default=0,
+                    help="if set: a fixed batch per rank, the global batch growing with the ranks")
     ap.add_argument("--tables", type=int, default=26)
     ap.add_argument("--ids_per_sample", type=int, default=1, help="h: ids per sample per table")
     ap.add_argument("--dim", type=int, default=128)
@@ -82,16 +85,20 @@ def main():
     buckets = zipf_buckets(a.vocab, a.zipf)
     rounds = 6
     record = 24 + 8 * (a.dim + 1)
-    print(f"global batch {a.global_batch}, {a.tables} tables x {a.ids_per_sample} ids of dim "
+    batch = (f"{a.per_rank_batch} samples per rank" if a.per_rank_batch > 0 else
+             f"global batch {a.global_batch}")
+    print(f"{batch}, {a.tables} tables x {a.ids_per_sample} ids of dim "
           f"{a.dim}, Zipf({a.zipf}) over {a.vocab} ids; table work {a.table_ns_per_key} ns/key; "
           f"round latency {a.latency_us} us + {a.per_peer_us} us per peer")
     head = "| ranks | samples/rank | unique ids/rank | MB/rank/step | rounds ms | table ms |"
-    head += "".join(f" wire ms {g:g}G | step ms {g:g}G |" for g in networks)
+    head += "".join(f" wire ms {g:g}G | exchange ms {g:g}G | M samples/s {g:g}G |"
+                    for g in networks)
     print(head)
-    print("|" + "---|" * (6 + 2 * len(networks)))
+    print("|" + "---|" * (6 + 3 * len(networks)))
     best = {g: (None, float("inf")) for g in networks}
+    rates = {g: [] for g in networks}
     for n in [int(x) for x in a.ranks.split(",")]:
-        b = a.global_batch / n
+        b = a.per_rank_batch if a.per_rank_batch > 0 else a.global_batch / n
         k = a.tables * unique_ids(b * a.ids_per_sample, buckets)
         s = k * (n - 1) / n * record + 3 * 8 * (n - 1) + 3 * 144 * (n - 1)
         t_rounds = rounds * (a.latency_us + (n - 1) * a.per_peer_us) * 1e-3
@@ -102,10 +109,19 @@ def main():
             step = wire + t_rounds + t_table
             if step < best[g][1]:
                 best[g] = (n, step)
-            row += f" {wire:.2f} | {step:.2f} |"
+            rate = n * b / step * 1e-3  # millions of samples per second the exchange allows
+            rates[g].append((n, rate))
+            row += f" {wire:.2f} | {step:.2f} | {rate:.1f} |"
         print(row)
-    print(" ".join(f"fastest_exchange_at_{g:g}G={best[g][0]} ({best[g][1]:.2f} ms)"
-                   for g in networks))
+    if a.per_rank_batch > 0:
+        # Weak scaling: how much of the ideal (linear in ranks) the last row keeps.
+        print(" ".join(
+            f"efficiency_at_{rates[g][-1][0]}_ranks_{g:g}G="
+            f"{rates[g][-1][1] / rates[g][0][1] * rates[g][0][0] / rates[g][-1][0]:.2f}"
+            for g in networks))
+    else:
+        print(" ".join(f"fastest_exchange_at_{g:g}G={best[g][0]} ({best[g][1]:.2f} ms)"
+                       for g in networks))
 
 
 if __name__ == "__main__":
