@@ -135,7 +135,7 @@ int64_t ShardedTable::MemoryBytes() const {
         (b->send.capacity() + b->received.capacity()) * sizeof(KeyRecord) +
         b->answer.capacity() * sizeof(float) + b->key_rows.capacity() * sizeof(uint32_t) +
         b->united.keys.capacity() * (sizeof(int64_t) * 2 + sizeof(uint32_t) * 2) +
-        (b->grads.capacity() + b->grads_received.capacity() + b->sums.capacity() +
+        (b->floats.capacity() + b->floats_received.capacity() + b->sums.capacity() +
          b->group_floats.capacity() + b->group_back.capacity()) *
             sizeof(float) +
         (b->group_keys.capacity() + b->group_received.capacity()) * sizeof(KeyRecord));
@@ -632,10 +632,10 @@ Status ShardedTable::ApplyGradients(absl::Span<const uint32_t> rows,
   std::unique_ptr<ExchangeBuffers> buffers = TakeBuffers();
   absl::Cleanup give_back = [&] { GiveBack(std::move(buffers)); };
   // A rank with wrong arguments sends no gradient but still takes part (see Resolve).
-  std::vector<float>& send = buffers->grads;
+  std::vector<float>& send = buffers->floats;
   const Status own = PrepareGradients(rows, summed_grads, &send);
-  std::vector<int64_t>& send_counts = buffers->grad_send_counts;
-  std::vector<int64_t>& recv_counts = buffers->grad_recv_counts;
+  std::vector<int64_t>& send_counts = buffers->float_send_counts;
+  std::vector<int64_t>& recv_counts = buffers->float_recv_counts;
   send_counts.assign(world_, 0);
   recv_counts.assign(world_, 0);
   if (own.ok()) {
@@ -647,8 +647,8 @@ Status ShardedTable::ApplyGradients(absl::Span<const uint32_t> rows,
   }
   // Every rank knows what it will receive from the Resolve, unless a rank sends nothing: the
   // counts go first so a rank that refused its arguments does not break the others' exchange.
-  std::vector<int64_t>& incoming = buffers->grad_incoming;
-  std::vector<float>& received = buffers->grads_received;
+  std::vector<int64_t>& incoming = buffers->float_incoming;
+  std::vector<float>& received = buffers->floats_received;
   RECSDK_RETURN_IF_ERROR(
       Exchange(name(), "sending gradients to their owners", [&](Communicator& c, auto d) {
         return c.ExchangeV<float>(send, send_counts, &received, &incoming, d,
@@ -878,7 +878,8 @@ Status ShardedTable::ApplyGroup(absl::Span<const GroupApply> members) {
   ExchangeBuffers& group = *buffers.front();
   Status own;
   for (size_t t = 0; t < m && own.ok(); ++t) {
-    own = members[t].table->PrepareGradients(members[t].rows, members[t].grads, &buffers[t]->grads);
+    own =
+        members[t].table->PrepareGradients(members[t].rows, members[t].grads, &buffers[t]->floats);
   }
   auto batch_of = [&](size_t t) -> const Batch& {
     const ShardedTable& table = *members[t].table;
@@ -892,7 +893,7 @@ Status ShardedTable::ApplyGroup(absl::Span<const GroupApply> members) {
   send.clear();
   if (own.ok()) {
     int64_t total = 0;
-    for (size_t t = 0; t < m; ++t) total += static_cast<int64_t>(buffers[t]->grads.size());
+    for (size_t t = 0; t < m; ++t) total += static_cast<int64_t>(buffers[t]->floats.size());
     send.resize(static_cast<size_t>(total));
     size_t at = 0;
     for (size_t t = 0; t < m; ++t) buffers[t]->grad_from.assign(1, 0);  // read position
@@ -901,7 +902,7 @@ Status ShardedTable::ApplyGroup(absl::Span<const GroupApply> members) {
         const int64_t record = members[t].table->config_.dim + 1;
         const size_t c = static_cast<size_t>(batch_of(t).send_counts[j] * record);
         int64_t& read = buffers[t]->grad_from[0];
-        std::copy_n(buffers[t]->grads.data() + read, c, send.data() + at);
+        std::copy_n(buffers[t]->floats.data() + read, c, send.data() + at);
         read += static_cast<int64_t>(c);
         at += c;
         send_counts[j] += static_cast<int64_t>(c);
@@ -1089,28 +1090,28 @@ Status ShardedTable::PullLeased(const void* owner, int64_t lease_batch, bool fai
   }
   Batch* batch = slot >= 0 ? &batches_[static_cast<size_t>(slot)] : nullptr;
   const int64_t dim = config_.dim;
-  // As owner: each record this rank served for the batch gets its row as it is now.
-  std::vector<float> send;
-  std::vector<int64_t> send_counts(world_, 0), expected(world_, 0);
+  // As owner: each record this rank served for the batch gets its row as it is now, gathered
+  // straight into its place (a sentinel's record gets the sentinel's row, which its asker, told
+  // by the record's flag at ResolveLeased, never reads), in arrays kept across calls.
+  std::unique_ptr<ExchangeBuffers> buffers = TakeBuffers();
+  absl::Cleanup give_back = [&] { GiveBack(std::move(buffers)); };
+  std::vector<float>& send = buffers->floats;
+  std::vector<int64_t>& send_counts = buffers->float_send_counts;
+  std::vector<int64_t>& expected = buffers->float_recv_counts;
+  send.clear();
+  send_counts.assign(world_, 0);
+  expected.assign(world_, 0);
   Status own;
   if (batch != nullptr) {
-    std::vector<uint32_t> live;
-    std::vector<size_t> at;
-    for (size_t p = 0; p < batch->served_rows.size(); ++p) {
-      if (batch->served_rows[p] >= kDefaultRow) continue;
-      live.push_back(batch->served_rows[p]);
-      at.push_back(p);
-    }
-    std::vector<float> gathered(live.size() * static_cast<size_t>(dim));
-    own = shard_->Gather(live, absl::MakeSpan(gathered));
+    send.resize(batch->served_rows.size() * static_cast<size_t>(dim));
+    own = shard_->Gather(batch->served_rows, absl::MakeSpan(send));
     if (own.ok()) {
-      send.assign(batch->served_rows.size() * static_cast<size_t>(dim), 0.0f);
-      for (size_t j = 0; j < at.size(); ++j) {
-        std::copy_n(gathered.data() + j * static_cast<size_t>(dim), dim,
-                    send.data() + at[j] * static_cast<size_t>(dim));
+      for (int r = 0; r < world_; ++r) {
+        send_counts[r] = batch->recv_counts[r] * dim;
+        expected[r] = batch->send_counts[r] * dim;
       }
-      send_counts = Scaled(batch->recv_counts, dim);
-      expected = Scaled(batch->send_counts, dim);
+    } else {
+      send.clear();
     }
   } else if (!failed) {
     own = absl::FailedPreconditionError(fmt::format(
@@ -1134,7 +1135,7 @@ Status ShardedTable::PullLeased(const void* owner, int64_t lease_batch, bool fai
     RECSDK_RETURN_IF_ERROR(
         AnnounceStageCall(PsCommand::kPull, stage, lease_batch, member, spec.index, spec.count));
   }
-  std::vector<int64_t> incoming;
+  std::vector<int64_t>& incoming = buffers->float_incoming;
   // The rows land in the slot, where the batch's lookups read them (rows_pending until checked).
   std::vector<float> failed_back;
   std::vector<float>* back = batch != nullptr ? &batch->rows : &failed_back;

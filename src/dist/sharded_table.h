@@ -230,12 +230,13 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
     std::vector<float> answer;  // as the owner: one record per received key
     std::vector<uint32_t> key_rows;
     KeyUnion united;
-    // A gradient exchange (ApplyGradients; a member's part of ApplyGroup): the records sent, what
-    // came back and its counts; as the owner, each distinct key's place in `sums` and the rows
+    // A gradient exchange (ApplyGradients; a member's part of ApplyGroup) or PullLeased's rows:
+    // the floats sent, those received and their counts (grad_from: where each rank's gradient
+    // records start); as the owner of gradients, each distinct key's place in `sums` and the rows
     // applied.
-    std::vector<float> grads;
-    std::vector<float> grads_received;
-    std::vector<int64_t> grad_send_counts, grad_recv_counts, grad_incoming, grad_from;
+    std::vector<float> floats;
+    std::vector<float> floats_received;
+    std::vector<int64_t> float_send_counts, float_recv_counts, float_incoming, grad_from;
     std::vector<uint32_t> grad_at;
     std::vector<uint32_t> owned_rows;
     std::vector<float> sums;
