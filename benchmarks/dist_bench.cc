@@ -27,9 +27,12 @@
 //     ResolveGroup + ApplyGroup of 8 tables, as the group_table_exchanges pass makes them) and of
 //     one table's ApplyGradients (BM_ApplyGradients), per step, the slowest rank's. No baseline in
 //     the run: compare builds (e.g. before and after a change) by running them alternately.
+//     faults_per_step: the minor page faults a step takes (the most of a rank's): fresh pages of
+//     arrays made per step, a figure the load of a shared host does not move.
 //
 // Every rank runs the same fixed number of iterations (collectives must match); rank 0 prints.
 #include <mpi.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -277,6 +280,13 @@ double SlowestRank(double seconds) {
   return max;
 }
 
+// MinorFaults: this process's minor page faults so far.
+double MinorFaults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_minflt);
+}
+
 // BM_GroupStep: one training step's exchanges of 8 sharded tables of `range(0)` lookups each
 // (Zipf ids, each table its own draw): ResolveGroup, then ApplyGroup of a gradient for every
 // real row. group_step_us: the time per step (the slowest rank's).
@@ -326,15 +336,17 @@ void BM_GroupStep(benchmark::State& state) {
   }
   double seconds = 0;
   int64_t n = 4;
+  const double faults = MinorFaults();
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
     Status s = step(n++);
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
   }
+  const double iterations = static_cast<double>(state.iterations());
   state.counters["unique_keys"] = static_cast<double>(unique);
-  state.counters["group_step_us"] =
-      SlowestRank(seconds) * 1e6 / static_cast<double>(state.iterations());
+  state.counters["group_step_us"] = SlowestRank(seconds) * 1e6 / iterations;
+  state.counters["faults_per_step"] = SlowestRank(MinorFaults() - faults) / iterations;
 }
 BENCHMARK(BM_GroupStep)->Arg(4096)->Iterations(10 * kIterations)->UseRealTime();
 BENCHMARK(BM_GroupStep)->Arg(65536)->Iterations(kIterations)->UseRealTime();
@@ -349,7 +361,7 @@ void BM_ApplyGradients(benchmark::State& state) {
   const std::vector<int64_t> keys = Unique(ZipfKeys(batch_keys, 10'000'000, 1.05, 13 + rank));
   std::vector<uint32_t> rows(keys.size()), real;
   std::vector<float> grads(keys.size() * kDim, 0.01f);
-  double seconds = 0;
+  double seconds = 0, faults = 0;
   int64_t n = 0;
   auto step = [&](bool timed) {
     Status s = table->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows));
@@ -357,12 +369,14 @@ void BM_ApplyGradients(benchmark::State& state) {
     for (uint32_t r : rows) {
       if (r != EmbeddingTable::kDefaultRow && r != EmbeddingTable::kPaddingRow) real.push_back(r);
     }
+    const double f0 = MinorFaults();
     const auto t0 = std::chrono::steady_clock::now();
     if (s.ok()) {
       s = table->ApplyGradients(real, absl::MakeConstSpan(grads).first(real.size() * kDim), ++n);
     }
     if (timed) {
       seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      faults += MinorFaults() - f0;
     }
     return s;
   };
@@ -373,7 +387,9 @@ void BM_ApplyGradients(benchmark::State& state) {
     if (Status s = step(true); !s.ok()) state.SkipWithError(std::string(s.message()).c_str());
   }
   state.counters["unique_keys"] = static_cast<double>(keys.size());
-  state.counters["apply_us"] = SlowestRank(seconds) * 1e6 / static_cast<double>(state.iterations());
+  const double iterations = static_cast<double>(state.iterations());
+  state.counters["apply_us"] = SlowestRank(seconds) * 1e6 / iterations;
+  state.counters["faults_per_step"] = SlowestRank(faults) / iterations;
 }
 BENCHMARK(BM_ApplyGradients)->Arg(65536)->Iterations(kIterations)->UseRealTime();
 
