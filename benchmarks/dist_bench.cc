@@ -23,9 +23,16 @@
 //     (8 key + 8 count + 8 time out, 4 * (dim + 1) back).
 //   bytes_vs_estimate: the bytes a training step of a sharded table moves, counted by the
 //     communicator, over the scaling model's estimate (BM_StepBytes; goal: within 10%).
+//   group_step_us, apply_us: the time of a step's exchanges of several tables (BM_GroupStep:
+//     ResolveGroup + ApplyGroup of 8 tables, as the group_table_exchanges pass makes them) and of
+//     one table's ApplyGradients (BM_ApplyGradients), per step, the slowest rank's. No baseline in
+//     the run: compare builds (e.g. before and after a change) by running them alternately.
+//     faults_per_step: the minor page faults a step takes (the most of a rank's): fresh pages of
+//     arrays made per step, a figure the load of a shared host does not move.
 //
 // Every rank runs the same fixed number of iterations (collectives must match); rank 0 prints.
 #include <mpi.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -265,6 +272,126 @@ void BM_StepBytes(benchmark::State& state) {
   state.counters["bytes_vs_estimate"] = sums[1] > 0 ? sums[0] / sums[1] : 0;
 }
 BENCHMARK(BM_StepBytes)->Arg(65536)->Iterations(10)->UseRealTime();
+
+// SlowestRank: the largest of the ranks' `seconds`.
+double SlowestRank(double seconds) {
+  double max = 0;
+  MPI_Allreduce(&seconds, &max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return max;
+}
+
+// MinorFaults: this process's minor page faults so far.
+double MinorFaults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_minflt);
+}
+
+// BM_GroupStep: one training step's exchanges of 8 sharded tables of `range(0)` lookups each
+// (Zipf ids, each table its own draw): ResolveGroup, then ApplyGroup of a gradient for every
+// real row. group_step_us: the time per step (the slowest rank's).
+void BM_GroupStep(benchmark::State& state) {
+  constexpr int kTables = 8;
+  const int64_t batch_keys = state.range(0);
+  int rank = 0, size = 1;
+  std::vector<std::unique_ptr<EmbeddingTable>> tables;
+  std::vector<std::vector<int64_t>> keys;
+  std::vector<std::vector<uint32_t>> rows(kTables), real(kTables);
+  std::vector<std::vector<float>> grads(kTables);
+  std::vector<dist::ShardedTable::GroupResolve> lookups;
+  int64_t unique = 0;
+  for (int t = 0; t < kTables; ++t) {
+    const std::string name = "group" + std::to_string(t);
+    tables.push_back(ShardedBenchTable(name.c_str(), &rank, &size));
+    keys.push_back(Unique(ZipfKeys(batch_keys, 10'000'000, 1.05, 100 * t + 5 + rank)));
+    rows[t].resize(keys[t].size());
+    grads[t].assign(keys[t].size() * kDim, 0.01f);
+    unique += static_cast<int64_t>(keys[t].size());
+    lookups.push_back({static_cast<dist::ShardedTable*>(tables[t].get()),
+                       keys[t],
+                       {},
+                       {},
+                       LookupMode::kTrain,
+                       absl::MakeSpan(rows[t])});
+  }
+  auto step = [&](int64_t n) {
+    Status s = dist::ShardedTable::ResolveGroup(lookups);
+    std::vector<dist::ShardedTable::GroupApply> applies;
+    for (int t = 0; t < kTables && s.ok(); ++t) {
+      real[t].clear();
+      for (uint32_t r : rows[t]) {
+        if (r != EmbeddingTable::kDefaultRow && r != EmbeddingTable::kPaddingRow) {
+          real[t].push_back(r);
+        }
+      }
+      applies.push_back({static_cast<dist::ShardedTable*>(tables[t].get()), real[t],
+                         absl::MakeConstSpan(grads[t]).first(real[t].size() * kDim), n});
+    }
+    if (s.ok()) s = dist::ShardedTable::ApplyGroup(applies);
+    return s;
+  };
+  // Warm: the rows exist and the arrays have their size (steady-state training).
+  for (int64_t n = 1; n <= 3; ++n) {
+    if (Status s = step(n); !s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+  }
+  double seconds = 0;
+  int64_t n = 4;
+  const double faults = MinorFaults();
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Status s = step(n++);
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+  }
+  const double iterations = static_cast<double>(state.iterations());
+  state.counters["unique_keys"] = static_cast<double>(unique);
+  state.counters["group_step_us"] = SlowestRank(seconds) * 1e6 / iterations;
+  state.counters["faults_per_step"] = SlowestRank(MinorFaults() - faults) / iterations;
+}
+BENCHMARK(BM_GroupStep)->Arg(4096)->Iterations(10 * kIterations)->UseRealTime();
+BENCHMARK(BM_GroupStep)->Arg(65536)->Iterations(kIterations)->UseRealTime();
+
+// BM_ApplyGradients: one sharded table's ApplyGradients of a gradient for every real row of its
+// Resolve (each step resolves first, untimed). apply_us: the time per ApplyGradients (the slowest
+// rank's).
+void BM_ApplyGradients(benchmark::State& state) {
+  const int64_t batch_keys = state.range(0);
+  int rank = 0, size = 1;
+  std::unique_ptr<EmbeddingTable> table = ShardedBenchTable("apply", &rank, &size);
+  const std::vector<int64_t> keys = Unique(ZipfKeys(batch_keys, 10'000'000, 1.05, 13 + rank));
+  std::vector<uint32_t> rows(keys.size()), real;
+  std::vector<float> grads(keys.size() * kDim, 0.01f);
+  double seconds = 0, faults = 0;
+  int64_t n = 0;
+  auto step = [&](bool timed) {
+    Status s = table->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(rows));
+    real.clear();
+    for (uint32_t r : rows) {
+      if (r != EmbeddingTable::kDefaultRow && r != EmbeddingTable::kPaddingRow) real.push_back(r);
+    }
+    const double f0 = MinorFaults();
+    const auto t0 = std::chrono::steady_clock::now();
+    if (s.ok()) {
+      s = table->ApplyGradients(real, absl::MakeConstSpan(grads).first(real.size() * kDim), ++n);
+    }
+    if (timed) {
+      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      faults += MinorFaults() - f0;
+    }
+    return s;
+  };
+  for (int i = 0; i < 3; ++i) {
+    if (Status s = step(false); !s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+  }
+  for (auto _ : state) {
+    if (Status s = step(true); !s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+  }
+  state.counters["unique_keys"] = static_cast<double>(keys.size());
+  const double iterations = static_cast<double>(state.iterations());
+  state.counters["apply_us"] = SlowestRank(seconds) * 1e6 / iterations;
+  state.counters["faults_per_step"] = SlowestRank(faults) / iterations;
+}
+BENCHMARK(BM_ApplyGradients)->Arg(65536)->Iterations(kIterations)->UseRealTime();
 
 // shard_balance: unique keys per rank for Zipf(1.05) ids on 4 ranks (whatever the world runs).
 void BM_ShardBalance(benchmark::State& state) {

@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/container/flat_hash_map.h"
 #include "fmt/format.h"
 #include "recsdk/distributed.h"
 #include "src/common/status_macros.h"
@@ -126,16 +125,20 @@ StatusOr<std::unique_ptr<EmbeddingTable>> ShardedTable::Create(
 int64_t ShardedTable::MemoryBytes() const {
   int64_t bytes = shard_->MemoryBytes();
   for (const Batch& b : batches_) {
-    bytes += static_cast<int64_t>(b.rows.capacity() * sizeof(float) +
-                                  b.send_position.capacity() * sizeof(int64_t) +
-                                  b.served_rows.capacity() * sizeof(uint32_t));
+    bytes += static_cast<int64_t>(
+        b.rows.capacity() * sizeof(float) + b.send_position.capacity() * sizeof(int64_t) +
+        (b.served_rows.capacity() + b.served_which.capacity()) * sizeof(uint32_t));
   }
   std::lock_guard<std::mutex> lock(buffers_mu_);
   for (const std::unique_ptr<ExchangeBuffers>& b : spare_buffers_) {
     bytes += static_cast<int64_t>(
         (b->send.capacity() + b->received.capacity()) * sizeof(KeyRecord) +
         b->answer.capacity() * sizeof(float) + b->key_rows.capacity() * sizeof(uint32_t) +
-        b->united.keys.capacity() * (sizeof(int64_t) * 2 + sizeof(uint32_t) * 2));
+        b->united.keys.capacity() * (sizeof(int64_t) * 2 + sizeof(uint32_t) * 2) +
+        (b->floats.capacity() + b->floats_received.capacity() + b->sums.capacity() +
+         b->group_floats.capacity() + b->group_back.capacity()) *
+            sizeof(float) +
+        (b->group_keys.capacity() + b->group_received.capacity()) * sizeof(KeyRecord));
   }
   return bytes;
 }
@@ -272,6 +275,10 @@ Status ShardedTable::ServeKeys(int slot, absl::Span<const KeyRecord> received, L
     batch.served_rows[p] = row;
     a[0] = row == kPaddingRow ? kPadding : row == kDefaultRow ? kDefault : kRow;
   }
+  // Each record's key index stays with the batch for ApplyReceived; the union refills the slot's
+  // previous array next time (a swap: neither is freed).
+  batch.served_unique = static_cast<int64_t>(keys.size());
+  batch.served_which.swap(united.which);
   return owned;
 }
 
@@ -549,7 +556,9 @@ Status ShardedTable::PrepareGradients(absl::Span<const uint32_t> rows,
         fmt::format("table \"{}\": ApplyGradients got {} gradient floats for {} rows of dim {}",
                     name(), summed_grads.size(), rows.size(), dim));
   }
-  send->assign(static_cast<size_t>(batch->num_keys * record), 0.0f);
+  // Only the flags need clearing: the receiver reads no gradient of a record without one.
+  send->resize(static_cast<size_t>(batch->num_keys * record));
+  for (size_t p = 0; p < send->size(); p += static_cast<size_t>(record)) (*send)[p] = 0.0f;
   for (size_t i = 0; i < rows.size(); ++i) {
     const uint32_t row = rows[i];
     if (row >= kDefaultRow) continue;
@@ -575,26 +584,38 @@ Status ShardedTable::PrepareGradients(absl::Span<const uint32_t> rows,
   return absl::OkStatus();
 }
 
-Status ShardedTable::ApplyReceived(absl::Span<const float> received, int64_t step) {
+Status ShardedTable::ApplyReceived(absl::Span<const float> received, absl::Span<const int64_t> from,
+                                   int64_t step, ExchangeBuffers& buffers) {
   const Batch& batch = batches_[static_cast<size_t>(apply_slot_)];
-  const int64_t dim = config_.dim;
-  const int64_t record = dim + 1;
+  const size_t dim = static_cast<size_t>(config_.dim);
+  const size_t record = dim + 1;
   // As the owner: each row's gradients from every rank, added in rank order, then combined as
-  // the table's all2all_gradients_op says (GradientScale).
-  absl::flat_hash_map<uint32_t, uint32_t> index;
-  std::vector<uint32_t> owned_rows;
-  std::vector<float> sums;
-  for (size_t p = 0; p < batch.served_rows.size(); ++p) {
-    const float* g = received.data() + p * static_cast<size_t>(record);
-    const uint32_t row = batch.served_rows[p];
-    if (g[0] != kHasGradient || row >= kDefaultRow) continue;
-    auto [it, inserted] = index.try_emplace(row, static_cast<uint32_t>(owned_rows.size()));
-    if (inserted) {
-      owned_rows.push_back(row);
-      sums.resize(sums.size() + static_cast<size_t>(dim), 0.0f);
+  // the table's all2all_gradients_op says (GradientScale). A row's place in `sums` is that of
+  // its key in the batch's union (served_which, from ServeKeys): no hashing, nothing allocated
+  // once the batches reach their size; the rows are applied in order of their first gradient.
+  constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+  std::vector<uint32_t>& at = buffers.grad_at;
+  at.assign(static_cast<size_t>(batch.served_unique), kNone);
+  std::vector<uint32_t>& owned_rows = buffers.owned_rows;
+  std::vector<float>& sums = buffers.sums;
+  owned_rows.clear();
+  sums.clear();
+  size_t p = 0;
+  for (int r = 0; r < world_; ++r) {
+    const float* g = received.data() + from[static_cast<size_t>(r)];
+    const size_t end = p + static_cast<size_t>(batch.recv_counts[static_cast<size_t>(r)]);
+    for (; p < end; ++p, g += record) {
+      const uint32_t row = batch.served_rows[p];
+      if (g[0] != kHasGradient || row >= kDefaultRow) continue;
+      uint32_t& k = at[batch.served_which[p]];
+      if (k == kNone) {
+        k = static_cast<uint32_t>(owned_rows.size());
+        owned_rows.push_back(row);
+        sums.resize(sums.size() + dim, 0.0f);
+      }
+      float* s = sums.data() + k * dim;
+      for (size_t d = 0; d < dim; ++d) s[d] += g[1 + d];
     }
-    float* s = sums.data() + it->second * static_cast<size_t>(dim);
-    for (int64_t d = 0; d < dim; ++d) s[d] += g[1 + d];
   }
   const float scale = GradientScale(config_, workers_);
   if (scale != 1.0f) {
@@ -608,19 +629,26 @@ Status ShardedTable::ApplyGradients(absl::Span<const uint32_t> rows,
   const PsMember member{name(), LookupMode::kTrain};
   RECSDK_RETURN_IF_ERROR(AnnounceExchange(PsCommand::kApply, step, {&member, 1}));
   const int64_t record = config_.dim + 1;
+  std::unique_ptr<ExchangeBuffers> buffers = TakeBuffers();
+  absl::Cleanup give_back = [&] { GiveBack(std::move(buffers)); };
   // A rank with wrong arguments sends no gradient but still takes part (see Resolve).
-  std::vector<float> send;
+  std::vector<float>& send = buffers->floats;
   const Status own = PrepareGradients(rows, summed_grads, &send);
-  std::vector<int64_t> send_counts(world_, 0), recv_counts(world_, 0);
+  std::vector<int64_t>& send_counts = buffers->float_send_counts;
+  std::vector<int64_t>& recv_counts = buffers->float_recv_counts;
+  send_counts.assign(world_, 0);
+  recv_counts.assign(world_, 0);
   if (own.ok()) {
     const Batch& batch = batches_[static_cast<size_t>(apply_slot_)];
-    send_counts = Scaled(batch.send_counts, record);
-    recv_counts = Scaled(batch.recv_counts, record);
+    for (int r = 0; r < world_; ++r) {
+      send_counts[r] = batch.send_counts[r] * record;
+      recv_counts[r] = batch.recv_counts[r] * record;
+    }
   }
   // Every rank knows what it will receive from the Resolve, unless a rank sends nothing: the
   // counts go first so a rank that refused its arguments does not break the others' exchange.
-  std::vector<int64_t> incoming;
-  std::vector<float> received;
+  std::vector<int64_t>& incoming = buffers->float_incoming;
+  std::vector<float>& received = buffers->floats_received;
   RECSDK_RETURN_IF_ERROR(
       Exchange(name(), "sending gradients to their owners", [&](Communicator& c, auto d) {
         return c.ExchangeV<float>(send, send_counts, &received, &incoming, d,
@@ -633,7 +661,10 @@ Status ShardedTable::ApplyGradients(absl::Span<const uint32_t> rows,
         "error says why); the update is skipped on every rank",
         name()));
   }
-  return ApplyReceived(received, step);
+  std::vector<int64_t>& from = buffers->grad_from;
+  from.assign(world_, 0);
+  for (int r = 1; r < world_; ++r) from[r] = from[r - 1] + recv_counts[r - 1];
+  return ApplyReceived(received, from, step, *buffers);
 }
 
 // ResolveGroup: as each member's Resolve, with one exchange of keys and one of rows for all of
@@ -674,35 +705,48 @@ Status ShardedTable::ResolveGroup(absl::Span<const GroupResolve> members) {
   auto batch_of = [&](size_t t) -> Batch& {
     return members[t].table->batches_[static_cast<size_t>(slots[t])];
   };
+  // The group's arrays live in the first member's buffers (kept across steps like each
+  // member's own), so a step's group exchange allocates nothing once the batches reach their size.
+  ExchangeBuffers& group = *buffers.front();
   // The key exchange: per destination, the headers then the members' sections.
-  std::vector<int64_t> send_counts(world, 0);
+  std::vector<int64_t>& send_counts = group.group_send_counts;
+  send_counts.assign(world, 0);
   for (int j = 0; j < world; ++j) {
     send_counts[j] = static_cast<int64_t>(m);
     for (size_t t = 0; t < m; ++t) send_counts[j] += batch_of(t).send_counts[j];
   }
-  std::vector<KeyRecord> send;
-  std::vector<size_t> read(m, 0);
-  for (int j = 0; j < world; ++j) {
-    for (size_t t = 0; t < m; ++t) send.push_back({batch_of(t).send_counts[j], 0, 0});
-    for (size_t t = 0; t < m; ++t) {
-      const int64_t c = batch_of(t).send_counts[j];
-      const std::vector<KeyRecord>& sends = buffers[t]->send;
-      send.insert(send.end(), sends.begin() + read[t], sends.begin() + read[t] + c);
-      read[t] += c;
+  std::vector<KeyRecord>& send = group.group_keys;
+  {
+    int64_t total = 0;
+    for (int64_t c : send_counts) total += c;
+    send.resize(static_cast<size_t>(total));
+    size_t at = 0;
+    std::vector<int64_t>& read = group.next;  // per member, its next record to send
+    read.assign(m, 0);
+    for (int j = 0; j < world; ++j) {
+      for (size_t t = 0; t < m; ++t) send[at++] = {batch_of(t).send_counts[j], 0, 0};
+      for (size_t t = 0; t < m; ++t) {
+        const int64_t c = batch_of(t).send_counts[j];
+        std::copy_n(buffers[t]->send.data() + read[t], c, send.data() + at);
+        read[t] += c;
+        at += static_cast<size_t>(c);
+      }
     }
   }
   const std::string& label = members.front().table->keys_label_;
-  std::vector<KeyRecord> received;
-  std::vector<int64_t> recv_counts;
+  std::vector<KeyRecord>& received = group.group_received;
+  std::vector<int64_t>& recv_counts = group.group_recv_counts;
   RECSDK_RETURN_IF_ERROR(Exchange(
       fmt::format("{} and {} more", members.front().table->name(), m - 1),
       "sending the keys of a group of tables to their owners", [&](Communicator& c, auto d) {
         return c.ExchangeV<KeyRecord>(send, send_counts, &received, &recv_counts, d,
                                       CallTag{-1, label});
       }));
-  // Split each source's block into the members' sections.
-  std::vector<std::vector<KeyRecord>> per(m);
-  for (size_t t = 0; t < m; ++t) batch_of(t).recv_counts.assign(world, 0);
+  // Split each source's block into the members' sections (each member's `received`).
+  for (size_t t = 0; t < m; ++t) {
+    batch_of(t).recv_counts.assign(world, 0);
+    buffers[t]->received.clear();
+  }
   size_t at = 0;
   for (int r = 0; r < world; ++r) {
     const size_t end = at + static_cast<size_t>(recv_counts[r]);
@@ -722,7 +766,8 @@ Status ShardedTable::ResolveGroup(absl::Span<const GroupResolve> members) {
             r, c, members[t].table->name()));
       }
       batch_of(t).recv_counts[r] = c;
-      per[t].insert(per[t].end(), received.begin() + body, received.begin() + body + c);
+      std::vector<KeyRecord>& per = buffers[t]->received;
+      per.insert(per.end(), received.begin() + body, received.begin() + body + c);
       body += static_cast<size_t>(c);
     }
     at = end;
@@ -730,10 +775,13 @@ Status ShardedTable::ResolveGroup(absl::Span<const GroupResolve> members) {
   // As the owner of each member, then the rows back in one AllToAllV.
   std::vector<Status> owned(m);
   for (size_t t = 0; t < m; ++t) {
-    owned[t] =
-        members[t].table->ServeKeys(slots[t], per[t], members[t].mode, nullptr, true, *buffers[t]);
+    owned[t] = members[t].table->ServeKeys(slots[t], buffers[t]->received, members[t].mode, nullptr,
+                                           true, *buffers[t]);
   }
-  std::vector<int64_t> answer_counts(world, 0), back_counts(world, 0);
+  std::vector<int64_t>& answer_counts = group.group_answer_counts;
+  std::vector<int64_t>& back_counts = group.group_back_counts;
+  answer_counts.assign(world, 0);
+  back_counts.assign(world, 0);
   for (int r = 0; r < world; ++r) {
     for (size_t t = 0; t < m; ++t) {
       const int64_t record = members[t].table->config_.dim + 1;
@@ -741,20 +789,28 @@ Status ShardedTable::ResolveGroup(absl::Span<const GroupResolve> members) {
       back_counts[r] += batch_of(t).send_counts[r] * record;
     }
   }
-  std::vector<float> answer;
-  std::fill(read.begin(), read.end(), 0);
-  for (int r = 0; r < world; ++r) {
-    for (size_t t = 0; t < m; ++t) {
-      const size_t c =
-          static_cast<size_t>(batch_of(t).recv_counts[r] * (members[t].table->config_.dim + 1));
-      const std::vector<float>& answers = buffers[t]->answer;
-      answer.insert(answer.end(), answers.begin() + read[t], answers.begin() + read[t] + c);
-      read[t] += c;
+  std::vector<float>& answer = group.group_floats;
+  {
+    int64_t total = 0;
+    for (int64_t c : answer_counts) total += c;
+    answer.resize(static_cast<size_t>(total));
+    std::vector<int64_t>& read = group.next;
+    read.assign(m, 0);
+    size_t to = 0;
+    for (int r = 0; r < world; ++r) {
+      for (size_t t = 0; t < m; ++t) {
+        const size_t c =
+            static_cast<size_t>(batch_of(t).recv_counts[r] * (members[t].table->config_.dim + 1));
+        std::copy_n(buffers[t]->answer.data() + read[t], c, answer.data() + to);
+        read[t] += static_cast<int64_t>(c);
+        to += c;
+      }
     }
   }
   int64_t back_total = 0;
   for (int64_t c : back_counts) back_total += c;
-  std::vector<float> back(static_cast<size_t>(back_total));
+  std::vector<float>& back = group.group_back;
+  back.resize(static_cast<size_t>(back_total));
   const std::string& rows_label = members.front().table->rows_label_;
   RECSDK_RETURN_IF_ERROR(Exchange(
       fmt::format("{} and {} more", members.front().table->name(), m - 1),
@@ -763,15 +819,22 @@ Status ShardedTable::ResolveGroup(absl::Span<const GroupResolve> members) {
                                   {back_counts, {}}, d, CallTag{-1, rows_label});
       }));
   // Each member's answers, contiguous in its own send order, in its slot.
-  for (size_t t = 0; t < m; ++t) batch_of(t).rows.clear();
-  at = 0;
-  for (int r = 0; r < world; ++r) {
-    for (size_t t = 0; t < m; ++t) {
-      const size_t c =
-          static_cast<size_t>(batch_of(t).send_counts[r] * (members[t].table->config_.dim + 1));
-      std::vector<float>& rows = batch_of(t).rows;
-      rows.insert(rows.end(), back.begin() + at, back.begin() + at + c);
-      at += c;
+  for (size_t t = 0; t < m; ++t) {
+    const size_t record = static_cast<size_t>(members[t].table->config_.dim + 1);
+    batch_of(t).rows.resize(buffers[t]->owner.size() * record);
+  }
+  {
+    std::vector<int64_t>& write = group.next;
+    write.assign(m, 0);
+    size_t from = 0;
+    for (int r = 0; r < world; ++r) {
+      for (size_t t = 0; t < m; ++t) {
+        const size_t c =
+            static_cast<size_t>(batch_of(t).send_counts[r] * (members[t].table->config_.dim + 1));
+        std::copy_n(back.data() + from, c, batch_of(t).rows.data() + write[t]);
+        write[t] += static_cast<int64_t>(c);
+        from += c;
+      }
     }
   }
   Status first;
@@ -806,33 +869,50 @@ Status ShardedTable::ApplyGroup(absl::Span<const GroupApply> members) {
     RECSDK_RETURN_IF_ERROR(
         AnnounceExchange(PsCommand::kApplyGroup, members.front().step, announced));
   }
-  std::vector<std::vector<float>> sends(m);
+  // Each member's buffers, from its table; the first member's also hold the group's arrays.
+  std::vector<std::unique_ptr<ExchangeBuffers>> buffers(m);
+  absl::Cleanup give_back = [&] {
+    for (size_t t = 0; t < m; ++t) members[t].table->GiveBack(std::move(buffers[t]));
+  };
+  for (size_t t = 0; t < m; ++t) buffers[t] = members[t].table->TakeBuffers();
+  ExchangeBuffers& group = *buffers.front();
   Status own;
   for (size_t t = 0; t < m && own.ok(); ++t) {
-    own = members[t].table->PrepareGradients(members[t].rows, members[t].grads, &sends[t]);
+    own =
+        members[t].table->PrepareGradients(members[t].rows, members[t].grads, &buffers[t]->floats);
   }
   auto batch_of = [&](size_t t) -> const Batch& {
     const ShardedTable& table = *members[t].table;
     return table.batches_[static_cast<size_t>(table.apply_slot_)];
   };
-  std::vector<int64_t> send_counts(world, 0), recv_counts(world, 0);
-  std::vector<float> send;
+  std::vector<int64_t>& send_counts = group.group_send_counts;
+  std::vector<int64_t>& recv_counts = group.group_recv_counts;
+  send_counts.assign(world, 0);
+  recv_counts.assign(world, 0);
+  std::vector<float>& send = group.group_floats;
+  send.clear();
   if (own.ok()) {
-    std::vector<size_t> read(m, 0);
+    int64_t total = 0;
+    for (size_t t = 0; t < m; ++t) total += static_cast<int64_t>(buffers[t]->floats.size());
+    send.resize(static_cast<size_t>(total));
+    size_t at = 0;
+    for (size_t t = 0; t < m; ++t) buffers[t]->grad_from.assign(1, 0);  // read position
     for (int j = 0; j < world; ++j) {
       for (size_t t = 0; t < m; ++t) {
         const int64_t record = members[t].table->config_.dim + 1;
         const size_t c = static_cast<size_t>(batch_of(t).send_counts[j] * record);
-        send.insert(send.end(), sends[t].begin() + read[t], sends[t].begin() + read[t] + c);
-        read[t] += c;
+        int64_t& read = buffers[t]->grad_from[0];
+        std::copy_n(buffers[t]->floats.data() + read, c, send.data() + at);
+        read += static_cast<int64_t>(c);
+        at += c;
         send_counts[j] += static_cast<int64_t>(c);
         recv_counts[j] += batch_of(t).recv_counts[j] * record;
       }
     }
   }
   const int64_t step = members.front().step;
-  std::vector<int64_t> incoming;
-  std::vector<float> received;
+  std::vector<int64_t>& incoming = group.group_back_counts;
+  std::vector<float>& received = group.group_back;
   RECSDK_RETURN_IF_ERROR(Exchange(
       fmt::format("{} and {} more", members.front().table->name(), m - 1),
       "sending the gradients of a group of tables to their owners", [&](Communicator& c, auto d) {
@@ -846,19 +926,19 @@ Status ShardedTable::ApplyGroup(absl::Span<const GroupApply> members) {
         "(its own error says why); the update of the group is skipped on every rank",
         members.front().table->name(), m - 1));
   }
-  std::vector<std::vector<float>> per(m);
-  size_t at = 0;
+  // Each member reads its sections where they landed: where each rank's records for it start.
+  for (size_t t = 0; t < m; ++t) buffers[t]->grad_from.assign(world, 0);
+  int64_t at = 0;
   for (int r = 0; r < world; ++r) {
     for (size_t t = 0; t < m; ++t) {
-      const size_t c =
-          static_cast<size_t>(batch_of(t).recv_counts[r] * (members[t].table->config_.dim + 1));
-      per[t].insert(per[t].end(), received.begin() + at, received.begin() + at + c);
-      at += c;
+      buffers[t]->grad_from[r] = at;
+      at += batch_of(t).recv_counts[r] * (members[t].table->config_.dim + 1);
     }
   }
   Status first;
   for (size_t t = 0; t < m; ++t) {
-    Status s = members[t].table->ApplyReceived(per[t], members[t].step);
+    Status s = members[t].table->ApplyReceived(received, buffers[t]->grad_from, members[t].step,
+                                               *buffers[t]);
     if (first.ok() && !s.ok()) first = s;
   }
   return first;
@@ -1010,28 +1090,28 @@ Status ShardedTable::PullLeased(const void* owner, int64_t lease_batch, bool fai
   }
   Batch* batch = slot >= 0 ? &batches_[static_cast<size_t>(slot)] : nullptr;
   const int64_t dim = config_.dim;
-  // As owner: each record this rank served for the batch gets its row as it is now.
-  std::vector<float> send;
-  std::vector<int64_t> send_counts(world_, 0), expected(world_, 0);
+  // As owner: each record this rank served for the batch gets its row as it is now, gathered
+  // straight into its place (a sentinel's record gets the sentinel's row, which its asker, told
+  // by the record's flag at ResolveLeased, never reads), in arrays kept across calls.
+  std::unique_ptr<ExchangeBuffers> buffers = TakeBuffers();
+  absl::Cleanup give_back = [&] { GiveBack(std::move(buffers)); };
+  std::vector<float>& send = buffers->floats;
+  std::vector<int64_t>& send_counts = buffers->float_send_counts;
+  std::vector<int64_t>& expected = buffers->float_recv_counts;
+  send.clear();
+  send_counts.assign(world_, 0);
+  expected.assign(world_, 0);
   Status own;
   if (batch != nullptr) {
-    std::vector<uint32_t> live;
-    std::vector<size_t> at;
-    for (size_t p = 0; p < batch->served_rows.size(); ++p) {
-      if (batch->served_rows[p] >= kDefaultRow) continue;
-      live.push_back(batch->served_rows[p]);
-      at.push_back(p);
-    }
-    std::vector<float> gathered(live.size() * static_cast<size_t>(dim));
-    own = shard_->Gather(live, absl::MakeSpan(gathered));
+    send.resize(batch->served_rows.size() * static_cast<size_t>(dim));
+    own = shard_->Gather(batch->served_rows, absl::MakeSpan(send));
     if (own.ok()) {
-      send.assign(batch->served_rows.size() * static_cast<size_t>(dim), 0.0f);
-      for (size_t j = 0; j < at.size(); ++j) {
-        std::copy_n(gathered.data() + j * static_cast<size_t>(dim), dim,
-                    send.data() + at[j] * static_cast<size_t>(dim));
+      for (int r = 0; r < world_; ++r) {
+        send_counts[r] = batch->recv_counts[r] * dim;
+        expected[r] = batch->send_counts[r] * dim;
       }
-      send_counts = Scaled(batch->recv_counts, dim);
-      expected = Scaled(batch->send_counts, dim);
+    } else {
+      send.clear();
     }
   } else if (!failed) {
     own = absl::FailedPreconditionError(fmt::format(
@@ -1055,7 +1135,7 @@ Status ShardedTable::PullLeased(const void* owner, int64_t lease_batch, bool fai
     RECSDK_RETURN_IF_ERROR(
         AnnounceStageCall(PsCommand::kPull, stage, lease_batch, member, spec.index, spec.count));
   }
-  std::vector<int64_t> incoming;
+  std::vector<int64_t>& incoming = buffers->float_incoming;
   // The rows land in the slot, where the batch's lookups read them (rows_pending until checked).
   std::vector<float> failed_back;
   std::vector<float>* back = batch != nullptr ? &batch->rows : &failed_back;

@@ -211,6 +211,10 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
     std::vector<int64_t> send_counts;    // records sent to each rank
     std::vector<int64_t> recv_counts;    // records received from each rank (as owner)
     std::vector<uint32_t> served_rows;   // per received record: the shard's row
+    // served_which: per received record, its key's index among the served_unique distinct keys
+    // the owner resolved (KeyUnion::which), so ApplyReceived sums a row's gradients by index.
+    std::vector<uint32_t> served_which;
+    int64_t served_unique = 0;
   };
   static constexpr int kSlots = 16;
   // ExchangeBuffers: the arrays one Resolve fills and drops (what it sends, receives and answers
@@ -226,6 +230,24 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
     std::vector<float> answer;  // as the owner: one record per received key
     std::vector<uint32_t> key_rows;
     KeyUnion united;
+    // A gradient exchange (ApplyGradients; a member's part of ApplyGroup) or PullLeased's rows:
+    // the floats sent, those received and their counts (grad_from: where each rank's gradient
+    // records start); as the owner of gradients, each distinct key's place in `sums` and the rows
+    // applied.
+    std::vector<float> floats;
+    std::vector<float> floats_received;
+    std::vector<int64_t> float_send_counts, float_recv_counts, float_incoming, grad_from;
+    std::vector<uint32_t> grad_at;
+    std::vector<uint32_t> owned_rows;
+    std::vector<float> sums;
+    // A group's exchanges (ResolveGroup, ApplyGroup; the first member's buffers hold them): what
+    // the group sends and receives, and each source's sections.
+    std::vector<KeyRecord> group_keys;
+    std::vector<KeyRecord> group_received;
+    std::vector<float> group_floats;
+    std::vector<float> group_back;
+    std::vector<int64_t> group_send_counts, group_recv_counts, group_answer_counts,
+        group_back_counts;
   };
   std::unique_ptr<ExchangeBuffers> TakeBuffers();
   void GiveBack(std::unique_ptr<ExchangeBuffers> buffers);
@@ -260,9 +282,12 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
   // The phases of ApplyGradients, shared with ApplyGroup. PrepareGradients: the gradient records
   // in send order (empty, with the error, for bad arguments). ApplyReceived: as the owner, adds
   // each row's gradients in rank order, scales them (GradientScale) and applies them.
+  // `from[r]`: where rank r's records for this table start in `received` (in floats); the
+  // owner's scratch comes from `buffers`.
   Status PrepareGradients(absl::Span<const uint32_t> rows, absl::Span<const float> summed_grads,
                           std::vector<float>* send) const;
-  Status ApplyReceived(absl::Span<const float> received, int64_t step);
+  Status ApplyReceived(absl::Span<const float> received, absl::Span<const int64_t> from,
+                       int64_t step, ExchangeBuffers& buffers);
   Status CheckRows(absl::Span<const uint32_t> rows, absl::Span<const uint32_t> restore) const;
   const float* RowOf(uint32_t row) const;
   void CopyRow(uint32_t row, float* out) const;

@@ -7,8 +7,11 @@
 #include "src/dist/sharded_table.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -16,6 +19,24 @@
 #include "gtest/gtest.h"
 #include "recsdk/table.h"
 #include "src/dist/replicated_table.h"
+
+// Large allocations of this program while `g_count_large` is set (the step's exchanges keep
+// their memory: ExchangesKeepTheirMemoryAcrossSteps).
+std::atomic<bool> g_count_large{false};
+std::atomic<int64_t> g_large_allocations{0};
+constexpr size_t kLargeAllocation = 16 << 10;
+
+void* operator new(size_t bytes) {
+  if (bytes >= kLargeAllocation && g_count_large.load(std::memory_order_relaxed)) {
+    g_large_allocations.fetch_add(1, std::memory_order_relaxed);
+  }
+  void* p = std::malloc(bytes == 0 ? 1 : bytes);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+// Not inlined: GCC would see the free of a pointer from operator new (-Wmismatched-new-delete).
+__attribute__((noinline)) void operator delete(void* p) noexcept { std::free(p); }
+__attribute__((noinline)) void operator delete(void* p, size_t) noexcept { std::free(p); }
 
 namespace recsdk::dist {
 namespace {
@@ -150,6 +171,49 @@ TEST(ShardedTableTest, AGroupOfTablesTrainsLikeEachTableAlone) {
       std::vector<ShardedTable::GroupApply>{{g1, r1, good, 9}, {g2, r2, bad, 9}});
   EXPECT_THAT(std::string(a.message()), AllOf(HasSubstr("\"t2\""), HasSubstr("gradient floats")));
   EXPECT_EQ(*s1->ReadRow(held), before) << "no member of the group is updated";
+}
+
+// A step's exchanges keep their memory: once the batches reach their size, Resolve, ResolveGroup,
+// ApplyGradients and ApplyGroup make no allocation of a batch's size (each used to allocate its
+// send and receive arrays, the group's per-member copies and the owner's gradient sums and hash
+// index afresh every step).
+TEST(ShardedTableTest, ExchangesKeepTheirMemoryAcrossSteps) {
+  TableConfig c1 = Config();
+  c1.device_vocabulary_size = 1 << 14;
+  c1.access_threshold = 0;
+  TableConfig c2 = c1;
+  c2.name = "t2";
+  c2.dim = 3;
+  std::unique_ptr<EmbeddingTable> s1 = Sharded(c1), s2 = Sharded(c2);
+  ASSERT_NE(s1, nullptr);
+  ASSERT_NE(s2, nullptr);
+  auto* g1 = dynamic_cast<ShardedTable*>(s1.get());
+  auto* g2 = dynamic_cast<ShardedTable*>(s2.get());
+  // 4096 keys: each exchange's arrays are well above kLargeAllocation.
+  std::vector<int64_t> keys(4096);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = static_cast<int64_t>(i * 7 + 1);
+  std::vector<uint32_t> r1(keys.size()), r2(keys.size());
+  std::vector<float> d1(keys.size() * kDim, 0.01f), d2(keys.size() * 3, -0.02f);
+  auto step = [&](int64_t n) {
+    const std::vector<ShardedTable::GroupResolve> lookups = {
+        {g1, keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(r1)},
+        {g2, keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(r2)}};
+    Status s = ShardedTable::ResolveGroup(lookups);
+    const std::vector<ShardedTable::GroupApply> applies = {{g1, r1, d1, n}, {g2, r2, d2, n}};
+    if (s.ok()) s = ShardedTable::ApplyGroup(applies);
+    if (s.ok()) s = s1->Resolve(keys, {}, {}, LookupMode::kTrain, absl::MakeSpan(r1));
+    if (s.ok()) s = s1->ApplyGradients(r1, d1, n);
+    return s;
+  };
+  // The first steps admit the keys and size the arrays (two slots alternate).
+  for (int64_t n = 1; n <= 4; ++n) ASSERT_TRUE(step(n).ok());
+  g_large_allocations = 0;
+  g_count_large = true;
+  Status s;
+  for (int64_t n = 5; n <= 8 && s.ok(); ++n) s = step(n);
+  g_count_large = false;
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(g_large_allocations.load(), 0);
 }
 
 TEST(ShardedTableTest, OneRankTrainsBitForBitLikeTheTableItShards) {
