@@ -387,7 +387,9 @@ struct CheckpointSaverOptions {
 // Quiescent, so every checkpoint is one consistent moment and records the dataset position.
 // Steps known in advance (save_steps, last_step) are planned: the stage reads no batch past them,
 // so those saves cost no pause. Only a final checkpoint at End whose step was not known (no
-// last_step, data not exhausted) cannot wait, and says so in the log.
+// last_step, data not exhausted) cannot wait, and says so in the log. Several hooks may share
+// one stage (a user's beside the Estimator's own): the stage keeps each hook's stop, so every
+// hook's checkpoints land at their own steps.
 // AfterCreateSession makes the Saver (InvalidArgument for bad options).
 class CheckpointSaverHook final : public SessionRunHook {
  public:

@@ -144,10 +144,13 @@ class KeyStage {
   // needs an unread batch resumes reading. Never blocks; costs at most prefetch_batches steps
   // without prefetching. With at_batches_consumed >= 0, reading stops there instead (or at once
   // when the stage has read past it): a checkpoint planned for a known step (save_steps) then
-  // costs no prefetching at all. Thread-safe.
+  // costs no prefetching at all. Each call adds a stop beside those not yet reached, and reading
+  // stops at the lowest, then, once the loop has passed it, at the next: several callers (two
+  // CheckpointSaverHooks on one stage) each get their own consistent moment, and no call lifts
+  // another's stop. A stop nobody saves at costs only its pause. Thread-safe.
   void Quiesce(int64_t at_batches_consumed = -1);
   // Quiescent: no batch is being read, prepared, or waiting for Next, because Quiesce was called
-  // and batches_consumed() reached its limit, or because the data ended and Next handed out
+  // and batches_consumed() reached its lowest stop, or because the data ended and Next handed out
   // every batch (a run to the end of its input needs no Quiesce).
   bool Quiescent() const;
   // batches_consumed: start_batch plus the batches Next has handed out: the dataset position a

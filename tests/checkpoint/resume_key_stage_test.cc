@@ -118,13 +118,14 @@ struct Resumed {
 
 // A new process's view: build, restore the checkpoint, start the stage where it says, train on.
 // `start_batch_override` >= 0 and `reset_rng` break one of the two on purpose.
+// `checkpoint` names the one to restore (empty: the latest).
 Resumed Resume(const std::string& model_dir, int64_t start_batch_override = -1,
-               bool reset_rng = false) {
+               bool reset_rng = false, const std::string& checkpoint = "") {
   auto m = Build();
   SaverOptions so;
   so.model_dir = model_dir;
   auto saver = ValueOrDie(Saver::Create(*m->session, so));
-  EXPECT_TRUE(saver->Restore().ok());
+  EXPECT_TRUE((checkpoint.empty() ? saver->Restore() : saver->Restore(checkpoint)).ok());
   if (reset_rng) m->session->SetRunCount(0);
   const int64_t start =
       start_batch_override >= 0 ? start_batch_override : saver->restored_dataset_batches();
@@ -305,6 +306,118 @@ TEST(ResumeKeyStageTest, CheckpointSaverHookPlansConsistentSavesAtTheirSteps) {
   Resumed resumed = TrainMonitored(*m, *stage, {std::make_shared<CheckpointSaverHook>(again)});
   EXPECT_EQ(resumed.losses, std::vector<float>(run.losses.begin() + 5, run.losses.end()));
   EXPECT_TRUE(resumed.table == run.table);
+}
+
+// The never-stopped run: every batch of the data, no hooks, no pause.
+Resumed NeverStopped() {
+  auto m = Build();
+  auto stage = Start(*m);
+  Resumed r;
+  while (Step(*m, *stage, &r.losses)) {
+  }
+  stage->Stop();
+  r.table = TableBytes(*m);
+  return r;
+}
+
+// Each checkpoint a hook saved lands at the step in `steps` (same order), records that step as
+// its dataset position, and resumes to the never-stopped run: the same later losses and the same
+// final table.
+void ExpectSavedAtAndResumes(const std::vector<std::string>& saved,
+                             const std::vector<int64_t>& steps, const std::string& dir,
+                             const Resumed& never_stopped) {
+  std::vector<std::string> names, want;
+  for (const std::string& s : saved) names.push_back(std::filesystem::path(s).filename());
+  for (int64_t step : steps) want.push_back("ckpt-" + std::to_string(step));
+  ASSERT_EQ(names, want) << dir;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    SCOPED_TRACE(saved[i]);
+    Resumed r = Resume(dir, -1, false, saved[i]);
+    EXPECT_EQ(r.losses, std::vector<float>(never_stopped.losses.begin() + steps[i],
+                                           never_stopped.losses.end()));
+    EXPECT_TRUE(r.table == never_stopped.table);
+  }
+}
+
+// Two CheckpointSaverHooks on one key stage (like the Estimator's own, which plans its saves and
+// the last step, beside one of the user's with other save_steps): each plans its next save with
+// Quiesce(at), and the stage stops reading at every such step, the lowest first, so each hook's
+// checkpoints land at the steps they were due, in either hook order, and resume to the
+// never-stopped run. (When a later Quiesce replaced the limit, the hook listed last moved the
+// other's saves to its own next step: ckpt-5 landed at 6, ckpt-3 at 5.)
+TEST(ResumeKeyStageTest, TwoCheckpointSaverHooksEachSaveAtTheirOwnSteps) {
+  const Resumed never_stopped = NeverStopped();
+  ASSERT_EQ(never_stopped.losses.size(), 24u);
+  for (const bool estimators_first : {true, false}) {
+    SCOPED_TRACE(estimators_first ? "estimator's hook first" : "user's hook first");
+    const std::string dir_a = testing::TempDir() + "/two_savers_estimator";
+    const std::string dir_b = testing::TempDir() + "/two_savers_user";
+    std::filesystem::remove_all(dir_a);
+    std::filesystem::remove_all(dir_b);
+    CheckpointSaverOptions a;
+    a.model_dir = dir_a;
+    a.save_steps = 5;
+    a.last_step = 12;
+    a.keep_checkpoint_max = 0;
+    CheckpointSaverOptions b;
+    b.model_dir = dir_b;
+    b.save_steps = 3;
+    b.keep_checkpoint_max = 0;
+    auto hook_a = std::make_shared<CheckpointSaverHook>(a);
+    auto hook_b = std::make_shared<CheckpointSaverHook>(b);
+    auto m = Build();
+    auto stage = Start(*m);
+    const Resumed run = TrainMonitored(
+        *m, *stage, estimators_first ? HookList{hook_a, hook_b} : HookList{hook_b, hook_a});
+    EXPECT_EQ(run.losses,
+              std::vector<float>(never_stopped.losses.begin(), never_stopped.losses.begin() + 12));
+    ExpectSavedAtAndResumes(hook_a->saved(), {5, 10, 12}, dir_a, never_stopped);
+    // Step 12 is due for save_steps 3 too, and the stage is quiescent there (the other hook's
+    // last_step), so End has nothing left to save.
+    ExpectSavedAtAndResumes(hook_b->saved(), {3, 6, 9, 12}, dir_b, never_stopped);
+  }
+}
+
+// An unplanned save (save_secs) beside a hook that holds the stage only at the last step: the
+// unplanned save quiesces the stage at once and lands within prefetch_batches steps of its due
+// time, not at the other hook's planned step (where it landed when the other hook's Quiesce(at)
+// raised the limit again each step).
+TEST(ResumeKeyStageTest, AnUnplannedSaveBesideAPlannedOneWaitsOnlyForTheStageToCatchUp) {
+  const Resumed never_stopped = NeverStopped();
+  for (const bool planned_first : {true, false}) {
+    SCOPED_TRACE(planned_first ? "planned hook first" : "unplanned hook first");
+    const std::string dir_a = testing::TempDir() + "/unplanned_beside_planned_a";
+    const std::string dir_c = testing::TempDir() + "/unplanned_beside_planned_c";
+    std::filesystem::remove_all(dir_a);
+    std::filesystem::remove_all(dir_c);
+    auto m = Build();
+    auto stage = Start(*m);
+    CheckpointSaverOptions a;
+    a.model_dir = dir_a;
+    a.last_step = 12;
+    a.keep_checkpoint_max = 0;
+    CheckpointSaverOptions c;
+    c.model_dir = dir_c;
+    c.save_secs = 7;
+    c.keep_checkpoint_max = 0;
+    // The clock counts batches, so the save falls due at step 7 exactly, however loaded the host.
+    c.clock = [s = stage.get()] { return static_cast<double>(s->batches_consumed()); };
+    auto hook_a = std::make_shared<CheckpointSaverHook>(a);
+    auto hook_c = std::make_shared<CheckpointSaverHook>(c);
+    const Resumed run = TrainMonitored(
+        *m, *stage, planned_first ? HookList{hook_a, hook_c} : HookList{hook_c, hook_a});
+    EXPECT_EQ(run.losses,
+              std::vector<float>(never_stopped.losses.begin(), never_stopped.losses.begin() + 12));
+    ExpectSavedAtAndResumes(hook_a->saved(), {12}, dir_a, never_stopped);
+    const std::vector<std::string>& saved = hook_c->saved();
+    ASSERT_EQ(saved.size(), 2u);
+    const std::string first = std::filesystem::path(saved[0]).filename();
+    ASSERT_EQ(first.rfind("ckpt-", 0), 0u) << first;
+    const int64_t step = std::stoll(first.substr(5));
+    EXPECT_GE(step, 7);
+    EXPECT_LE(step, 7 + 3) << "at most prefetch_batches steps after it fell due";
+    ExpectSavedAtAndResumes(saved, {step, 12}, dir_c, never_stopped);
+  }
 }
 
 TEST(ResumeKeyStageTest, SkipBatchesSeeksOrReads) {

@@ -420,6 +420,41 @@ TEST(KeyStageTest, KeyProcessThreadNumDefaultsToTheEnvironmentVariable) {
   EXPECT_NE(zero.message().find("key_process_thread_num 0"), std::string_view::npos) << zero;
 }
 
+// Quiesce from several callers (two checkpoint savers on one stage): every stop holds, the lowest
+// first, whatever the order of the calls; a later call never lifts an earlier one's stop. (When a
+// call replaced the limit, Quiesce(6) after Quiesce(3) made the stage read on to 6.)
+TEST(KeyStageTest, QuiesceStopsAtEveryCallersStepLowestFirst) {
+  auto session = OneKeyStageLookupSession();
+  for (const bool lower_first : {true, false}) {
+    SCOPED_TRACE(lower_first ? "Quiesce(3) first" : "Quiesce(6) first");
+    KeyStageOptions ko;
+    ko.prefetch_batches = 3;
+    auto stage = ValueOrDie(StartAscPipeline(*session, Batches(Data()), ko));
+    stage->Quiesce(lower_first ? 3 : 6);
+    stage->Quiesce(lower_first ? 6 : 3);
+    std::vector<int64_t> quiescent_at;
+    FeedList feeds;
+    for (int i = 0; i < 10; ++i) {
+      if (stage->Quiescent()) quiescent_at.push_back(stage->batches_consumed());
+      ASSERT_TRUE(ValueOrDie(stage->Next(&feeds)));
+    }
+    EXPECT_EQ(quiescent_at, (std::vector<int64_t>{3, 6}));
+    // A stop the stage has read past holds at once, beside a later one.
+    stage->Quiesce(14);
+    stage->Quiesce();
+    const int64_t now = stage->batches_consumed();
+    quiescent_at.clear();
+    for (int i = 0; i < 8; ++i) {
+      if (stage->Quiescent()) quiescent_at.push_back(stage->batches_consumed());
+      ASSERT_TRUE(ValueOrDie(stage->Next(&feeds)));
+    }
+    ASSERT_FALSE(quiescent_at.empty());
+    EXPECT_LE(quiescent_at.front(), now + 3) << "within prefetch_batches of Quiesce()";
+    EXPECT_EQ(quiescent_at.back(), 14);
+    stage->Stop();
+  }
+}
+
 // The nice values of this process's threads, from /proc (Linux).
 std::vector<int> ThreadNiceValues() {
   std::vector<int> out;

@@ -18,8 +18,12 @@
 // At most prefetch_batches
 // batches are read and not yet consumed.
 //
-// Checkpoints (Quiesce): `read_limit` caps the batches workers may take (consumed + outstanding),
-// so the tables stop changing ahead of the step; Next lifts it when it needs an unread batch.
+// Checkpoints (Quiesce): each Quiesce adds a stop (`stops`), a batch count reading must not pass;
+// `read_limit`, the lowest stop, caps the batches workers may take (consumed + outstanding), so
+// the tables stop changing ahead of the step. Stops are kept, not replaced, so savers on one stage
+// (the Estimator's CheckpointSaverHook beside a user's) each get their step: a later Quiesce never
+// raises an earlier one's limit. Next drops the stops the loop has reached when it needs an
+// unread batch, and the next stop becomes the limit.
 //
 // Deterministic mode (SessionConfig::deterministic): how far the stage has run ahead when a hook
 // runs between steps (set_threshold, a checkpoint, eviction, evaluation) would otherwise depend
@@ -49,6 +53,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <string_view>
 #include <thread>
@@ -137,8 +142,20 @@ struct KeyStage::Impl {
   std::condition_variable cv;
   int64_t outstanding = 0;  // read and not consumed
   int64_t next_consume = 0;
-  // Workers take a batch only while next_consume + outstanding < read_limit (Quiesce).
+  // stops: the batch counts (from start_batch) Quiesce asked reading to stop at, each held until
+  // the training loop reaches it. Workers take a batch only while
+  // next_consume + outstanding < read_limit, the lowest stop (none: no limit).
+  std::set<int64_t> stops;
   int64_t read_limit = std::numeric_limits<int64_t>::max();
+  // AddStop, DropReachedStops: change `stops` and keep read_limit its lowest. Under mu.
+  void AddStop(int64_t at) {
+    stops.insert(at);
+    read_limit = *stops.begin();
+  }
+  void DropReachedStops() {
+    stops.erase(stops.begin(), stops.upper_bound(next_consume));
+    read_limit = stops.empty() ? std::numeric_limits<int64_t>::max() : *stops.begin();
+  }
   int64_t end_seq = std::numeric_limits<int64_t>::max();
   bool ended = false;
   bool stop = false;
@@ -329,7 +346,7 @@ StatusOr<bool> KeyStage::Impl::ReadNext(Batch* batch, int64_t* seq) {
 // table's channel (CollectiveTable::AgreeBatch): a rank without the batch (its input ended, it
 // failed, or its stage stops) ends the stage on every rank at that batch (the epoch ends at the
 // shortest input); a rank whose reading a checkpoint holds back (Quiesce) holds every rank back
-// there (read_limit becomes that batch on every rank, so all reach Quiescent() at the same step),
+// there (a stop at that batch on every rank, so all reach Quiescent() at the same step),
 // and they vote again once it is lifted. Otherwise every rank resolves the batch.
 void KeyStage::Impl::ShardedWorker() {
   SetWorkerNice();
@@ -382,7 +399,7 @@ void KeyStage::Impl::ShardedWorker() {
       // Held back on some rank: hold here too, and vote again once this rank's loop lifts it.
       --outstanding;
       --preparing;
-      read_limit = std::min(read_limit, seq);
+      if (seq < read_limit) AddStop(seq);
       cv.notify_all();
       // This rank's own loop lifts the limit (Next after the checkpoint) or stops the stage;
       // on Stop the next vote says so, so the other ranks end too.
@@ -715,8 +732,9 @@ StatusOr<bool> KeyStage::Next(FeedList* feeds, Batch* batch) {
     s.cv.notify_all();
   }
   if (s.next_consume >= s.read_limit) {
-    // Quiesced and everything read is consumed: the consistent moment has passed; read again.
-    s.read_limit = std::numeric_limits<int64_t>::max();
+    // Quiesced and everything read is consumed: the consistent moment has passed; read again,
+    // up to the next stop.
+    s.DropReachedStops();
     s.cv.notify_all();
   }
   s.cv.wait(lock, [&] {
@@ -829,9 +847,11 @@ void KeyStage::Quiesce(int64_t at_batches_consumed) {
   {
     std::lock_guard<std::mutex> lock(s.mu);
     const int64_t taken = s.next_consume + s.in_flight();  // batches read or being read
-    s.read_limit = std::max(taken, at_batches_consumed - s.options.start_batch);
+    // A stop beside the others: the lowest one is the limit, so this call never lets the stage
+    // read past a step another caller is waiting for (nor past its own).
+    s.AddStop(std::max(taken, at_batches_consumed - s.options.start_batch));
   }
-  s.cv.notify_all();  // the limit may have risen: waiting workers may read again
+  s.cv.notify_all();
 }
 
 bool KeyStage::Quiescent() const {
