@@ -630,9 +630,16 @@ Status ServeTableExchanges() {
           // Eviction changes the index and frees rows: both locks, as a checkpoint takes them.
           std::unique_lock<std::shared_mutex> keys(LocksOf(tables[0]).keys);
           std::unique_lock<std::shared_mutex> rows(LocksOf(tables[0]).rows);
-          s = tables[0]->ServeEvict(step).status();
+          s = tables[0]->ServeEvict().status();
         }
         break;
+      case PsCommand::kDataTime: {
+        // Reading a data time: the keys lock shared, as a worker's LockedTable::data_time.
+        std::vector<std::shared_lock<std::shared_mutex>> keys;
+        for (ShardedTable* t : tables) keys.emplace_back(LocksOf(t).keys);
+        s = ShardedTable::AgreeDataTimes(tables);
+        break;
+      }
       case PsCommand::kOpenChannel:
       case PsCommand::kPull:
         if (tables.size() != 1) {
