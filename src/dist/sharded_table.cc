@@ -332,7 +332,7 @@ enum EvictAsk : int64_t { kAskNothing = 0, kAskCutoff = 1, kAskStale = 2 };
 constexpr size_t kEvictWords = 3;
 }  // namespace
 
-StatusOr<int64_t> ShardedTable::Evict(bool stale, int64_t value) {
+StatusOr<int64_t> ShardedTable::Evict(bool stale, int64_t value, const TableLocker* locker) {
   if (owner_first_ == 0) {
     // Every rank owns keys: its own shard, its own count.
     return stale ? internal::EvictStaleKeys(*shard_, value)
@@ -347,10 +347,18 @@ StatusOr<int64_t> ShardedTable::Evict(bool stale, int64_t value) {
     RECSDK_RETURN_IF_ERROR(
         AnnounceExchange(PsCommand::kEvict, stale ? kEvictStale : value, {&member, 1}));
   }
+  auto locked = [&](bool exclusive, const std::function<Status()>& fn) {
+    return locker != nullptr ? (*locker)(exclusive, fn) : fn();
+  };
   // Every rank gives its part, and every rank derives the same cutoff from the parts.
-  const std::array<int64_t, kEvictWords> mine =
-      ps ? std::array<int64_t, kEvictWords>{kAskNothing, 0, shard_->data_time()}
-         : std::array<int64_t, kEvictWords>{stale ? kAskStale : kAskCutoff, value, kNoKeyTime};
+  std::array<int64_t, kEvictWords> mine = {stale ? kAskStale : kAskCutoff, value, kNoKeyTime};
+  if (ps) {
+    mine = {kAskNothing, 0, kNoKeyTime};
+    RECSDK_RETURN_IF_ERROR(locked(false, [&] {
+      mine[2] = shard_->data_time();
+      return absl::OkStatus();
+    }));
+  }
   std::vector<int64_t> parts(kEvictWords * static_cast<size_t>(world_));
   RECSDK_RETURN_IF_ERROR(
       Exchange(name(), "gathering the ranks' eviction calls", [&](Communicator& c, auto d) {
@@ -376,17 +384,23 @@ StatusOr<int64_t> ShardedTable::Evict(bool stale, int64_t value) {
   job_data_time_.store(job_time, std::memory_order_relaxed);
   StatusOr<int64_t> own = 0;
   if (ps && asked != kAskNothing) {
-    std::optional<int64_t> cutoff = lowest;
-    if (asked == kAskStale) {
-      // The job's data time, below every worker's batches in flight and below what this ps
-      // resolved ahead and has not sent (a worker may not have counted a batch whose keys are
-      // here already). Nothing is older than a batch in flight at the earliest time.
-      const int64_t keep = std::min(lowest, UnsentOldestTime());
-      cutoff = keep == std::numeric_limits<int64_t>::min()
-                   ? std::nullopt
-                   : internal::StaleCutoff(job_time, config_.eviction_threshold, keep);
-    }
-    if (cutoff) own = shard_->EvictLastAccessedAtOrBefore(*cutoff);
+    // Under both locks, and after the gather: a key stage's batch this ps resolved since then
+    // is kept too (UnsentOldestTime), and the data time it moved is the next eviction's.
+    const Status done = locked(true, [&]() -> Status {
+      std::optional<int64_t> cutoff = lowest;
+      if (asked == kAskStale) {
+        // The job's data time, below every worker's batches in flight and below what this ps
+        // resolved ahead and has not sent (a worker may not have counted a batch whose keys are
+        // here already). Nothing is older than a batch in flight at the earliest time.
+        const int64_t keep = std::min(lowest, UnsentOldestTime());
+        cutoff = keep == std::numeric_limits<int64_t>::min()
+                     ? std::nullopt
+                     : internal::StaleCutoff(job_time, config_.eviction_threshold, keep);
+      }
+      if (cutoff) own = shard_->EvictLastAccessedAtOrBefore(*cutoff);
+      return absl::OkStatus();
+    });
+    if (!done.ok()) own = done;
   }
   // Every rank then gives its count (-1: its eviction failed) and returns the job's total.
   const int64_t count = own.ok() ? *own : -1;
@@ -419,7 +433,8 @@ int64_t ShardedTable::UnsentOldestTime() const {
   return oldest;
 }
 
-Status ShardedTable::AgreeDataTimes(absl::Span<ShardedTable* const> tables) {
+Status ShardedTable::AgreeDataTimes(absl::Span<ShardedTable* const> tables,
+                                    absl::Span<const TableLocker> lockers) {
   if (tables.empty() || tables.front()->owner_first_ == 0) return absl::OkStatus();
   for (size_t from = 0; from < tables.size(); from += kMaxAnnouncedTables) {
     const absl::Span<ShardedTable* const> part =
@@ -431,10 +446,18 @@ Status ShardedTable::AgreeDataTimes(absl::Span<ShardedTable* const> tables) {
       for (const ShardedTable* t : part) members.push_back({t->name(), LookupMode::kTrain});
       RECSDK_RETURN_IF_ERROR(AnnounceExchange(PsCommand::kDataTime, -1, members));
     }
-    // A worker's shard is empty: only the ps ranks' data times count.
+    // A worker's shard is empty: only the ps ranks' data times count, read before the gather
+    // (no lock is held across it: see TableLocker).
     std::vector<int64_t> mine(part.size(), kNoKeyTime);
     if (ps) {
-      for (size_t i = 0; i < part.size(); ++i) mine[i] = part[i]->shard_->data_time();
+      for (size_t i = 0; i < part.size(); ++i) {
+        auto read = [&] {
+          mine[i] = part[i]->shard_->data_time();
+          return absl::OkStatus();
+        };
+        const size_t at = from + i;
+        RECSDK_RETURN_IF_ERROR(at < lockers.size() ? lockers[at](false, read) : read());
+      }
     }
     std::vector<int64_t> all(part.size() * static_cast<size_t>(first.world_));
     RECSDK_RETURN_IF_ERROR(

@@ -59,6 +59,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -139,16 +140,26 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
   StatusOr<int64_t> EvictLastAccessedAtOrBefore(int64_t cutoff) override {
     return Evict(/*stale=*/false, cutoff);
   }
+  // TableLocker: runs `fn` under this table's locks as a worker's LockedTable takes them: the
+  // key lock shared (`exclusive` false: reading the data time), or both locks exclusively
+  // (evicting). The ps loop's (parameter_server.cc): it holds no lock across a collective, since
+  // its stage threads hold the key lock inside a key stage's exchanges, which need the stage
+  // threads of the other ps ranks, whose loops may be in this very collective.
+  using TableLocker = std::function<Status(bool exclusive, const std::function<Status()>& fn)>;
   // ServeEvict: the ps loop's side of a worker's eviction call (the workers' calls arrive in
-  // the gather). The ps loop holds the table's locks.
-  StatusOr<int64_t> ServeEvict() { return Evict(/*stale=*/false, 0); }
+  // the gather), each phase that touches the shard under `locker`.
+  StatusOr<int64_t> ServeEvict(const TableLocker& locker) {
+    return Evict(/*stale=*/false, 0, &locker);
+  }
   // AgreeDataTimes: on the workers of a job with ps ranks, learns the job's data time of each of
   // `tables` (the latest of its ps shards'), which their data_time() then reports: announced to
   // the ps loop (kDataTime), then one AllGather of every rank (each ps gives its shards' data
   // times) for up to kMaxAnnouncedTables tables. Every worker passes the same tables in the same
-  // order; a ps makes the call for the announced tables. OK at once without ps ranks or tables.
-  // The internal::DataTimeAgreement of this process (EvictHook's time trigger).
-  [[nodiscard]] static Status AgreeDataTimes(absl::Span<ShardedTable* const> tables);
+  // order; a ps makes the call for the announced tables, reading each data time under its
+  // `lockers` (one per table). OK at once without ps ranks or tables. The
+  // internal::DataTimeAgreement of this process (EvictHook's time trigger).
+  [[nodiscard]] static Status AgreeDataTimes(absl::Span<ShardedTable* const> tables,
+                                             absl::Span<const TableLocker> lockers = {});
   Status SetAccessThreshold(int64_t access_threshold) override;
   uint32_t FindRow(int64_t key) const override;
   StatusOr<std::vector<float>> ReadRow(int64_t key) const override;
@@ -283,8 +294,9 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
                        absl::Span<const int64_t> unique_keys, absl::Span<uint32_t> rows);
   Status OwnerFailed(const Status& owned) const;
   // Evict: the eviction calls: `stale`, EvictStale keeping the keys last accessed at or after
-  // `value` (kNothingInFlight: none); else EvictLastAccessedAtOrBefore(`value`).
-  StatusOr<int64_t> Evict(bool stale, int64_t value);
+  // `value` (kNothingInFlight: none); else EvictLastAccessedAtOrBefore(`value`). `locker`: the
+  // ps loop's (ServeEvict); null where the caller holds what it needs.
+  StatusOr<int64_t> Evict(bool stale, int64_t value, const TableLocker* locker = nullptr);
   // UnsentOldestTime: as owner, the oldest time of the keys of the key stages' batches this rank
   // resolved ahead and has not sent yet (PullLeased), kNothingInFlight when none: a ps's own
   // protection of the batches in flight.
