@@ -59,13 +59,14 @@ std::unique_ptr<Dataset> Batches(int64_t rows, int size, int rank, bool timestam
 // the dense columns -> Mlp -> sigmoid cross-entropy; SGD on the dense weights, averaged over the
 // ranks when `ranks` > 1. Its lookups moved to the key stage. `evict`: the table evicts
 // (eviction_threshold kEvictThreshold), the lookups carry the rows' timestamps, and the Session is
-// deterministic (how far the stage has run ahead when a hook runs is then fixed).
+// deterministic (how far the stage has run ahead when a hook runs is then fixed) unless
+// `free_running`.
 struct Model {
   Graph g;
   Node* train = nullptr;
   std::unique_ptr<Session> session;
 
-  explicit Model(int ranks, bool evict = false) {
+  explicit Model(int ranks, bool evict = false, bool free_running = false) {
     const int64_t b = kGlobalBatch / ranks;
     Scope s(&g);
     g.set_random_seed(3);
@@ -104,7 +105,7 @@ struct Model {
     StatusOr<ModifyGraphResult> moved = ModifyGraph(&g);
     EXPECT_TRUE(moved.ok() && moved->moved_lookups.size() == 1) << moved.status();
     SessionConfig config;
-    config.deterministic = evict;
+    config.deterministic = evict && !free_running;
     session = *Session::Create(g, config);
     EXPECT_TRUE(session->Run({}, {}, {init->name()}, nullptr).ok());
     // The table exists from here on, sharded or not as the decorator says now.
@@ -139,7 +140,7 @@ struct Model {
     int ran = 0;
     for (; ran < steps; ++ran) {
       if (Train(stage, 1) != 1) break;
-      stage.WaitForWindow();
+      if (session->config().deterministic) stage.WaitForWindow();
       SessionRunContext context;
       context.session = session.get();
       context.key_stage = &stage;
@@ -302,6 +303,37 @@ TEST_F(KeyStageTest, AKeyStageEvictsLikeOneProcessInAPsJob) {
   if (IsPs()) {
     EXPECT_GT(owned, 0) << who;
   }
+}
+
+// Eviction through a key stage that runs ahead freely (no deterministic mode) in a ps job, after
+// every step: the stage resolves the next batches while the hook evicts, so the ps's stage thread
+// is often inside an exchange with the worker's stage, holding the ps's key lock that the
+// eviction needs. The worker's AfterStep holds no lock of its own tables across the eviction's
+// collectives, so its stage goes on, and every step's eviction ends (a worker that held them
+// would wait for the ps and the ps for its stage: DeadlineExceeded). How far the stage ran ahead
+// decides what is evicted, so only that the job trains and evicts is checked here.
+TEST_F(KeyStageTest, AFreeRunningKeyStageEvictsEveryStepInAPsJob) {
+  dist::JobLayout job;
+  ASSERT_TRUE(dist::ProcessJob(&job));
+  if (job.ps == 0) GTEST_SKIP() << "all-worker jobs evict each shard alone (no collective)";
+  constexpr int kSteps = 40;
+  KeyStageOptions ko;
+  ko.prefetch_batches = 4;
+  Model ranks(size_, /*evict=*/true, /*free_running=*/true);
+  if (IsPs()) {
+    const Status served = RunParameterServer();
+    EXPECT_TRUE(served.ok()) << served;
+    return;
+  }
+  std::unique_ptr<KeyStage> stage =
+      *StartAscPipeline(*ranks.session, Batches(kGlobalBatch * kSteps, size_, rank_, true), ko);
+  std::vector<int64_t> evicted;
+  EXPECT_EQ(ranks.TrainEvicting(*stage, kSteps + 5, EvictHook(true, 0, 1), &evicted), kSteps);
+  EXPECT_GT(std::count_if(evicted.begin(), evicted.end(), [](int64_t n) { return n > 0; }),
+            kSteps / 2);
+  stage.reset();
+  const Status ended = EndParameterServers();
+  EXPECT_TRUE(ended.ok()) << ended;
 }
 
 TEST_F(KeyStageTest, RanksWithInputsOfDifferentLengthsEndTogetherAtTheShortest) {
