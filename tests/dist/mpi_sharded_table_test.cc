@@ -404,10 +404,20 @@ TEST_F(ShardedTableTest, AnEvictHooksTimeIntervalInAPsJobEvictsLikeOneProcess) {
   ASSERT_TRUE(made.ok()) << made.status();
   EmbeddingTable& sharded = **made;
   // Global batch `step`: row i looks up a recurring key (a stride over 40) and, every third row,
-  // a key of its own (seen once: pending, then stale); its time grows 5 per step.
+  // a key of its own (seen once: pending, then stale); its time grows 5 per step. A last row
+  // brings the step's latest time with a key of ps (step mod P): each ps's own data time then
+  // lags the job's every other step with 2 ps, and cutting there would keep keys that one
+  // process evicts.
   auto batch = [&](int step, int workers, int worker, std::vector<int64_t>* keys,
                    std::vector<int64_t>* times) {
-    for (int64_t i = worker; i < kRows; i += workers) {
+    for (int64_t i = worker; i <= kRows; i += workers) {
+      if (i == kRows) {
+        int64_t late = 5000 + 100 * step;
+        while (KeyOwner(late) != job.owner_first() + step % job.ps) ++late;
+        keys->push_back(late);
+        times->push_back(5 * step + 4);
+        continue;
+      }
       const int64_t time = 5 * step + i / 6;
       keys->push_back((7 * step + 5 * i) % 40);
       times->push_back(time);
@@ -469,7 +479,7 @@ TEST_F(ShardedTableTest, AnEvictHooksTimeIntervalInAPsJobEvictsLikeOneProcess) {
     return;
   }
   int64_t owned = 0;
-  for (int64_t id = 0; id < 1000 + kRows * kSteps; ++id) {
+  for (int64_t id = 0; id < 5000 + 100 * kSteps; ++id) {
     if (KeyOwner(id) != rank_) continue;
     EXPECT_EQ(sharded.AdmissionCount(id), plain->AdmissionCount(id)) << who << ", key " << id;
     const StatusOr<std::vector<float>> want = plain->ReadRow(id);
