@@ -32,7 +32,6 @@
 #include "src/dist/sharded_table.h"
 #include "src/graph/graph_access.h"
 #include "src/graph/op_registry.h"
-#include "src/table/eviction.h"
 
 namespace recsdk {
 namespace dist {
@@ -161,8 +160,6 @@ void RegisterCollectiveOps() {
     // Every Session's tables are sharded over the ranks when there are several
     // (sharded_table.h); in a world of one they stay as they are.
     internal::SetTableDecorator(MaybeShardTable);
-    // An EvictHook's time trigger on a worker of a job with ps ranks reads the job's data time.
-    internal::SetDataTimeAgreement(AgreeShardedDataTimes);
     RegisterTableExchangeOps();
     RegisterBucketAllReduce();
     RegisterTailingAllReduce();

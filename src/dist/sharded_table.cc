@@ -82,6 +82,9 @@ ShardedTable::ShardedTable(std::unique_ptr<EmbeddingTable> shard, int rank, int 
       grads_label_(name() + "/grads"),
       agree_label_(name() + "/agree") {
   RegisterServedTable(this);
+  // An EvictHook's time trigger on a worker of a job with ps ranks reads the job's data time,
+  // which this process's sharded tables learn through AgreeShardedDataTimes.
+  internal::SetDataTimeAgreement(AgreeShardedDataTimes);
 }
 
 ShardedTable::~ShardedTable() { UnregisterServedTable(this); }

@@ -369,7 +369,7 @@ float GradientScale(const TableConfig& config, int world);
 ShardedTable* ShardedBehind(EmbeddingTable* table);
 
 // AgreeShardedDataTimes: ShardedTable::AgreeDataTimes of the sharded tables among `tables`; the
-// internal::DataTimeAgreement the collective ops install (eviction.h).
+// internal::DataTimeAgreement (eviction.h) that every ShardedTable's constructor installs.
 [[nodiscard]] Status AgreeShardedDataTimes(absl::Span<EmbeddingTable* const> tables);
 
 }  // namespace recsdk::dist
