@@ -9,9 +9,10 @@ Projects the per-step exchange of a model's sharded tables from 8 to 1024 ranks 
     by owner, the owners' union, resolve and gather, the answers read back), one core;
   - alltoall_vs_mpi: our exchange against raw MPI of the same bytes (about 1 on this host), so the
     model charges the wire time of the bytes and no overhead of ours on top;
-  - the rounds: a step makes 3 exchanges (keys out, rows back, gradients out), 8 message rounds
-    (a header round each; a count round for the two whose receivers do not know the counts; a
-    data round each), each round one message to every other rank.
+  - the rounds: a step makes 3 exchanges (keys out, rows back, gradients out), 6 message rounds
+    (a header round each, whose headers also carry the counts where the receiver does not know
+    them, and a data round each), each round one message to every other rank;
+  - round_us: our exchange's cost per round between ranks of this host (its 16-key case).
 and from two network constants the host cannot measure (flags): the latency of a round and the
 software cost per peer per round.
 
@@ -23,7 +24,7 @@ id distribution:
          (24-byte key records out, (d + 1) floats back with the rows and again with the
          gradients; 8 bytes of counts per peer for the 3 exchanges; a 144-byte header per peer
          for each of the 3)
-  time   t = S / bandwidth + 8 (latency + (N - 1) per_peer) + K table_ns_per_key
+  time   t = S / bandwidth + 6 (latency + (N - 1) per_peer) + K table_ns_per_key
 The ids follow Zipf(s) over V ids per table, as in dist_bench.cc; U(n) is exact for that:
   U(n) = sum_k 1 - (1 - p_k)^n.
 
@@ -61,7 +62,10 @@ def unique_ids(draws, buckets):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--global_batch", type=int, default=65536)
+    ap.add_argument("--global_batch", type=int, default=65536,
+                    help="fixed global batch (strong scaling)")
+    ap.add_argument("--per_rank_batch", type=int, default=0,
+                    help="if set: a fixed batch per rank, the global batch growing with the ranks")
     ap.add_argument("--tables", type=int, default=26)
     ap.add_argument("--ids_per_sample", type=int, default=1, help="h: ids per sample per table")
     ap.add_argument("--dim", type=int, default=128)
@@ -79,18 +83,22 @@ def main():
 
     networks = [float(x) for x in a.networks_gbps.split(",")]
     buckets = zipf_buckets(a.vocab, a.zipf)
-    rounds = 8
+    rounds = 6
     record = 24 + 8 * (a.dim + 1)
-    print(f"global batch {a.global_batch}, {a.tables} tables x {a.ids_per_sample} ids of dim "
+    batch = (f"{a.per_rank_batch} samples per rank" if a.per_rank_batch > 0 else
+             f"global batch {a.global_batch}")
+    print(f"{batch}, {a.tables} tables x {a.ids_per_sample} ids of dim "
           f"{a.dim}, Zipf({a.zipf}) over {a.vocab} ids; table work {a.table_ns_per_key} ns/key; "
           f"round latency {a.latency_us} us + {a.per_peer_us} us per peer")
     head = "| ranks | samples/rank | unique ids/rank | MB/rank/step | rounds ms | table ms |"
-    head += "".join(f" wire ms {g:g}G | step ms {g:g}G |" for g in networks)
+    head += "".join(f" wire ms {g:g}G | exchange ms {g:g}G | M samples/s {g:g}G |"
+                    for g in networks)
     print(head)
-    print("|" + "---|" * (6 + 2 * len(networks)))
+    print("|" + "---|" * (6 + 3 * len(networks)))
     best = {g: (None, float("inf")) for g in networks}
+    rates = {g: [] for g in networks}
     for n in [int(x) for x in a.ranks.split(",")]:
-        b = a.global_batch / n
+        b = a.per_rank_batch if a.per_rank_batch > 0 else a.global_batch / n
         k = a.tables * unique_ids(b * a.ids_per_sample, buckets)
         s = k * (n - 1) / n * record + 3 * 8 * (n - 1) + 3 * 144 * (n - 1)
         t_rounds = rounds * (a.latency_us + (n - 1) * a.per_peer_us) * 1e-3
@@ -101,10 +109,19 @@ def main():
             step = wire + t_rounds + t_table
             if step < best[g][1]:
                 best[g] = (n, step)
-            row += f" {wire:.2f} | {step:.2f} |"
+            rate = n * b / step * 1e-3  # millions of samples per second the exchange allows
+            rates[g].append((n, rate))
+            row += f" {wire:.2f} | {step:.2f} | {rate:.1f} |"
         print(row)
-    print(" ".join(f"fastest_exchange_at_{g:g}G={best[g][0]} ({best[g][1]:.2f} ms)"
-                   for g in networks))
+    if a.per_rank_batch > 0:
+        # Weak scaling: how much of the ideal (linear in ranks) the last row keeps.
+        print(" ".join(
+            f"efficiency_at_{rates[g][-1][0]}_ranks_{g:g}G="
+            f"{rates[g][-1][1] / rates[g][0][1] * rates[g][0][0] / rates[g][-1][0]:.2f}"
+            for g in networks))
+    else:
+        print(" ".join(f"fastest_exchange_at_{g:g}G={best[g][0]} ({best[g][1]:.2f} ms)"
+                       for g in networks))
 
 
 if __name__ == "__main__":

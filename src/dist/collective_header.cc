@@ -82,6 +82,10 @@ CollectiveHeader MakeCollectiveHeader(const CollectiveCall& call, int sender, in
   if (call.kind == CollectiveKind::kAllGatherV) {
     h.counts_fingerprint = CountsFingerprint(call.recv_counts);
   }
+  // ExchangeV: the count its receiver learns from this header (there is no counts round).
+  if (call.kind == CollectiveKind::kExchangeV && call.send_counts.size() == n) {
+    h.send_to_receiver = call.send_counts[receiver];
+  }
   if (call.kind == CollectiveKind::kAllToAllV && call.send_counts.size() == n &&
       call.recv_counts.size() == n) {
     h.send_to_receiver = call.send_counts[receiver];

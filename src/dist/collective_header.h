@@ -62,7 +62,8 @@ struct CollectiveHeader {
   int64_t count = 0;
   // counts_fingerprint: AllGatherV's recv counts (equal on every rank).
   uint64_t counts_fingerprint = 0;
-  // send_to_receiver, expect_from_receiver: AllToAllV's counts between sender and receiver.
+  // send_to_receiver, expect_from_receiver: AllToAllV's counts between sender and receiver;
+  // ExchangeV's send_to_receiver is the block its receiver gets (its only word of the counts).
   int64_t send_to_receiver = 0;
   int64_t expect_from_receiver = 0;
   // sent_fingerprint, expected_fingerprint: AllToAllV's sums of PairTerm over the sender's sends

@@ -337,7 +337,8 @@ absl::Status Communicator::ExchangeVImpl(const void* send, size_t send_count,
     return Rejected(call, Invalid(*this, call, "recv_counts is null; pass a vector to fill"));
   }
   recv_counts->assign(n, 0);
-  bytes_sent_ += sizeof(int64_t) * (n - 1);  // the counts round
+  call.send_counts = send_counts;            // its headers carry them (MakeCollectiveHeader)
+  bytes_sent_ += sizeof(int64_t) * (n - 1);  // the counts, one per other rank
   for (size_t r = 0; r < n; ++r) {
     if (static_cast<int>(r) != rank()) {
       bytes_sent_ += static_cast<uint64_t>(send_counts[r]) * elem_size;

@@ -121,7 +121,7 @@ struct CollectiveCall {
   // count: AllReduce's and Broadcast's element count; AllGather's send count and AllToAll's
   // block, the elements sent to each rank; 0 for the others.
   int64_t count = 0;
-  // send_counts: AllToAllV's send_layout.counts (empty for the others).
+  // send_counts: AllToAllV's send_layout.counts, ExchangeV's send_counts (empty for the others).
   absl::Span<const int64_t> send_counts;
   // recv_counts: AllGatherV's and AllToAllV's recv_layout.counts (empty for the others).
   absl::Span<const int64_t> recv_counts;
@@ -224,8 +224,9 @@ class Communicator {
   // in rank order, send_counts[j] elements; one count per rank, summing to send.size()) goes to
   // rank j. On return `*recv` holds the blocks this rank received, packed in rank order, and
   // (*recv_counts)[r] the elements from rank r. The same as AllToAll of the counts then
-  // AllToAllV, as one call: under MPI the two rounds share one header exchange (one round trip
-  // fewer), and a block may hold at most (2^31 - 1) / size() bytes, so that no rank's receive
+  // AllToAllV, as one call: under MPI the counts travel in the header round (each rank's header
+  // to rank j carries send_counts[j]), so the call is two rounds where the pair would be four,
+  // and a block may hold at most (2^31 - 1) / size() bytes, so that no rank's receive
   // total can overflow an MPI count once the others have moved on (larger blocks are refused,
   // like any bad argument, on every rank).
   template <typename T>

@@ -383,11 +383,12 @@ Status Estimator::Impl::Build(const InputFn& input_fn) {
   }
   GlobalVariablesInitializer(root);
   RECSDK_RETURN_IF_ERROR(graph.status());
-  // In a job with ps ranks the lookups stay in the graph: the key stage resolves keys ahead on
-  // a channel of its own, which a ps would have to serve on a second loop beside the step's
-  // (with the stage's batch votes and leases), while the step's lookups are exchanges the ps
-  // loop already serves. The key stage still feeds the batches.
-  if (!ps_job) RECSDK_RETURN_IF_ERROR(ModifyGraph(&graph).status());
+  // The lookups move to the key stage on every rank, a ps's too (its graph stays the workers',
+  // though it runs no step). In a job with ps ranks the ps serves the workers' stages: their
+  // channels, batch votes and leased resolves on a thread per stage, their pulls in its loop
+  // (parameter_server.h). Each public call stops its stages before it ends the ps's part of the
+  // call (WithPs), so the ps's loop returns once those stages have ended.
+  RECSDK_RETURN_IF_ERROR(ModifyGraph(&graph).status());
   RECSDK_ASSIGN_OR_RETURN(session, Session::Create(graph, config.EffectiveSessionConfig()));
   RECSDK_RETURN_IF_ERROR(session->Run({}, {}, {"init"}).status());
   built = true;
@@ -704,9 +705,9 @@ StatusOr<EvalResult> Estimator::Impl::EvaluateLoop(const InputFn& input_fn, int6
   Batch batch;
   std::vector<Tensor> out;
   RECSDK_ASSIGN_OR_RETURN(const int64_t eval_step, GlobalStep());
-  // In a job with ps ranks the lookups run in the step (no key stage votes on the batches): the
-  // workers agree each batch that every one has one, and the evaluation ends at the shortest
-  // input, as training does.
+  // In a job with ps ranks the workers also agree each batch that every one has one, so the
+  // evaluation ends at the shortest input even where no lookup moved to the key stage (whose
+  // vote on the batches ends it there otherwise).
   const bool agree_batches = ps_job && get_rank_size().value_or(1) > 1;
   while ((steps < 0 || batches < steps) && !ms->ShouldStop()) {
     StatusOr<bool> got = stage->Next(&feeds, &batch);

@@ -311,6 +311,28 @@ TEST(CollectiveHeaderTest, DifferentCollectivesAreAnOrderErrorOnEveryRank) {
                                        "is in AllReduce #7 (step 3, \"grads\")"));
 }
 
+// ExchangeV has no counts round under MPI: each header carries what its sender sends its
+// receiver, and the receiver's counts are read from the headers it got.
+TEST(CollectiveHeaderTest, AnExchangeVHeaderCarriesTheBlockForItsReceiver) {
+  const std::vector<std::vector<int64_t>> sends = {{5, 0, 9}, {1, 2, 3}, {0, 7, 0}};
+  std::vector<CollectiveCall> calls;
+  for (const std::vector<int64_t>& counts : sends) {
+    CollectiveCall c = Call(CollectiveKind::kExchangeV, 2, 0);
+    c.elem_size = 24;
+    c.send_counts = counts;
+    calls.push_back(c);
+  }
+  for (int receiver = 0; receiver < 3; ++receiver) {
+    const std::vector<CollectiveHeader> got = HeadersTo(receiver, calls);
+    for (int sender = 0; sender < 3; ++sender) {
+      EXPECT_EQ(got[sender].send_to_receiver, sends[sender][receiver])
+          << "from rank " << sender << " to rank " << receiver;
+    }
+  }
+  // Different counts per pair are what ExchangeV is for: every rank accepts them.
+  for (const absl::Status& s : Check(calls)) EXPECT_TRUE(s.ok()) << s;
+}
+
 TEST(CollectiveHeaderTest, ARankThatSkippedACallIsNamedWithItsCount) {
   const CollectiveCall ahead = Call(CollectiveKind::kAllReduce, 8);
   const CollectiveCall behind = Call(CollectiveKind::kAllReduce, 7);

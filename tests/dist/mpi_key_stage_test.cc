@@ -4,12 +4,17 @@
 // ends with the table rows and dense weights of one process training the same model on the
 // global batches with a key stage of its own; ranks whose inputs differ in length all end at the
 // shortest, at once; a checkpoint requested at different moments on different ranks
-// (Quiesce) is taken at the same step everywhere. In a job with a ps (the _ps run: chief, worker
-// and ps) the ps serves the stage and holds the rows, equal to the one process's. Every wait has
-// a deadline, and CTest a TIMEOUT.
+// (Quiesce) is taken at the same step everywhere; a checkpoint CheckpointSaverHook takes while
+// the stage runs ahead restores to the run that never stopped, bitwise. In a job with a ps (the
+// _ps run: chief, worker and ps) the ps serves the stage, holds the rows, equal to the one
+// process's, and votes again while a checkpoint holds the workers. Every wait has a deadline,
+// and CTest a TIMEOUT.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,15 +63,16 @@ std::unique_ptr<Dataset> Batches(int64_t rows, int size, int rank, bool timestam
 // Model: C1..C3 -> sparse_lookup of table "emb" (Adagrad, admission at the second sighting) and
 // the dense columns -> Mlp -> sigmoid cross-entropy; SGD on the dense weights, averaged over the
 // ranks when `ranks` > 1. Its lookups moved to the key stage. `evict`: the table evicts
-// (eviction_threshold kEvictThreshold), the lookups carry the rows' timestamps, and the Session is
-// deterministic (how far the stage has run ahead when a hook runs is then fixed) unless
-// `free_running`.
+// (eviction_threshold kEvictThreshold) and the lookups carry the rows' timestamps.
 struct Model {
   Graph g;
   Node* train = nullptr;
   std::unique_ptr<Session> session;
 
-  explicit Model(int ranks, bool evict = false, bool free_running = false) {
+  // deterministic: SessionConfig::deterministic (a MonitoredSession then waits for the key
+  // stage's full window before the hooks: KeyStage::WaitForWindow; how far the stage has run
+  // ahead when a hook runs is then fixed).
+  explicit Model(int ranks, bool deterministic = false, bool evict = false) {
     const int64_t b = kGlobalBatch / ranks;
     Scope s(&g);
     g.set_random_seed(3);
@@ -105,7 +111,7 @@ struct Model {
     StatusOr<ModifyGraphResult> moved = ModifyGraph(&g);
     EXPECT_TRUE(moved.ok() && moved->moved_lookups.size() == 1) << moved.status();
     SessionConfig config;
-    config.deterministic = evict && !free_running;
+    config.deterministic = deterministic;
     session = *Session::Create(g, config);
     EXPECT_TRUE(session->Run({}, {}, {init->name()}, nullptr).ok());
     // The table exists from here on, sharded or not as the decorator says now.
@@ -252,9 +258,9 @@ TEST_F(KeyStageTest, AKeyStageEvictsLikeOneProcessInAPsJob) {
   constexpr int kSteps = 12;
   KeyStageOptions ko;
   ko.prefetch_batches = 3;
-  Model ranks(size_, /*evict=*/true);
+  Model ranks(size_, /*deterministic=*/true, /*evict=*/true);
   internal::SetTableDecorator(nullptr);
-  Model one(1, /*evict=*/true);
+  Model one(1, /*deterministic=*/true, /*evict=*/true);
   internal::SetTableDecorator(dist::MaybeShardTable);
   std::unique_ptr<KeyStage> one_stage =
       *StartAscPipeline(*one.session, Batches(kGlobalBatch * kSteps, 1, 0, true), ko);
@@ -319,7 +325,7 @@ TEST_F(KeyStageTest, AFreeRunningKeyStageEvictsEveryStepInAPsJob) {
   constexpr int kSteps = 40;
   KeyStageOptions ko;
   ko.prefetch_batches = 4;
-  Model ranks(size_, /*evict=*/true, /*free_running=*/true);
+  Model ranks(size_, /*deterministic=*/false, /*evict=*/true);
   if (IsPs()) {
     const Status served = RunParameterServer();
     EXPECT_TRUE(served.ok()) << served;
@@ -389,6 +395,138 @@ TEST_F(KeyStageTest, AQuiesceAtDifferentMomentsStopsEveryRankAtTheSameBatch) {
   EXPECT_TRUE(saved.ok()) << saved.status();
   EXPECT_EQ(ranks.Train(*stage, 3), 3);
   ASSERT_TRUE(AllRanksAgree(true, "done").ok());
+  if (rank_ == 0) std::filesystem::remove_all(dir);
+}
+
+// A checkpoint that CheckpointSaverHook asks for while the key stage runs ahead (a save due by
+// its clock, so not planned: the stage has read and resolved batches past the step, their keys
+// counted and inserted on their owners, the ps in the _ps run). The hook quiesces the stage; the
+// ranks' stages hold at the same batch (with ps ranks the ps votes again while the workers are
+// held), the save comes once the training loop has consumed the batches read, and training goes
+// on. Restored from that checkpoint into new Sessions, the input resumed at the position it
+// recorded, and trained to the end, every rank ends bitwise where the run that never stopped
+// ended: the same batches in the same order through the same kernels (deterministic), and a
+// checkpoint keeps the rows, slots, admission counts and dense weights exactly (.npy).
+TEST_F(KeyStageTest, ACheckpointTakenWhileTheStageRunsAheadRestoresLikeTheNeverStoppedRun) {
+  constexpr int kSteps = 12;
+  constexpr int kAskAt = 3;  // the hook's clock makes a save due after this step
+  KeyStageOptions o;
+  o.prefetch_batches = 3;
+  int64_t chief_pid = getpid();
+  ASSERT_TRUE(
+      dist::WithProcessCommunicator([&](dist::Communicator& comm, const DistributedOptions& d) {
+        return comm.Broadcast<int64_t>(absl::MakeSpan(&chief_pid, 1), 0,
+                                       dist::DeadlineAfterSeconds(d.collective_timeout_s),
+                                       {-1, "test/dir"});
+      }).ok());
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/mpi_key_stage_hold_" +
+                          std::to_string(chief_pid);
+  const std::string who = "rank " + std::to_string(rank_) + (IsPs() ? " (ps)" : "");
+  // The rows this rank owns, with their admission counts (none on a worker of a ps job).
+  using Rows = std::map<int64_t, std::pair<std::vector<float>, int64_t>>;
+  auto rows_of = [&](Model& m) {
+    Rows rows;
+    EmbeddingTable* t = *LookupTable(*m.session, "emb");
+    for (int64_t id = 0; id < 3 * kVocab + 1000; ++id) {
+      if (KeyOwner(id) != rank_) continue;
+      const StatusOr<std::vector<float>> row = t->ReadRow(id);
+      if (row.ok() || t->AdmissionCount(id) > 0) {
+        rows[id] = {row.value_or(std::vector<float>{}), t->AdmissionCount(id)};
+      }
+    }
+    return rows;
+  };
+  SaverOptions so;
+  so.model_dir = dir;
+
+  // The run that never stops; the hook saves once on the way.
+  std::vector<float> weights;
+  Rows rows;
+  std::string checkpoint;
+  {
+    Model a(size_, /*deterministic=*/true);
+    if (IsPs()) {
+      // A ps joins the workers' saves through a Saver of its own.
+      std::unique_ptr<Saver> saver = *Saver::Create(*a.session, so);
+      const Status served = RunParameterServer();
+      EXPECT_TRUE(served.ok()) << served;
+    } else {
+      std::unique_ptr<KeyStage> stage =
+          *StartAscPipeline(*a.session, Batches(kGlobalBatch * kSteps, size_, rank_), o);
+      int steps = 0;
+      CheckpointSaverOptions c;
+      c.model_dir = dir;
+      c.save_secs = 10;
+      c.clock = [&steps] { return steps >= kAskAt ? 100.0 : 0.0; };
+      auto hook = std::make_shared<CheckpointSaverHook>(c);
+      std::unique_ptr<MonitoredSession> ms = *MonitoredSession::Wrap(*a.session, {hook});
+      ms->set_key_stage(stage.get());
+      for (;;) {
+        FeedList feeds;
+        Batch batch;
+        const StatusOr<bool> got = stage->Next(&feeds, &batch);
+        ASSERT_TRUE(got.ok()) << who << ": " << got.status();
+        if (!*got) break;
+        ++steps;
+        const Status ran = ms->Run(feeds, {}, {a.train->name()}, nullptr, batch.num_valid());
+        ASSERT_TRUE(ran.ok()) << who << ", step " << steps << ": " << ran;
+      }
+      EXPECT_EQ(steps, kSteps) << who;
+      const Status closed = ms->Close();  // End: the final checkpoint
+      EXPECT_TRUE(closed.ok()) << who << ": " << closed;
+      ASSERT_EQ(hook->saved().size(), 2u) << who << ": the one due on the way, and End's";
+      checkpoint = hook->saved()[0];
+      stage.reset();
+      const Status ended = EndParameterServers();
+      EXPECT_TRUE(ended.ok()) << ended;
+      weights = a.Weights();
+    }
+    rows = rows_of(a);
+  }
+
+  // Restored from the checkpoint taken on the way, trained to the end.
+  {
+    Model b(size_, /*deterministic=*/true);
+    std::unique_ptr<Saver> saver = *Saver::Create(*b.session, so);
+    if (IsPs()) {
+      const Status served = RunParameterServer();  // the restore arrives announced
+      EXPECT_TRUE(served.ok()) << served;
+    } else {
+      const StatusOr<int64_t> step = saver->Restore(checkpoint);
+      ASSERT_TRUE(step.ok()) << who << ": " << step.status();
+      // The save waited for the batches read ahead when it fell due: the checkpoint's input
+      // position is past the step that asked for it.
+      // (deterministic: the window then held the step's batch and the next prefetch_batches - 1,
+      // read ahead; so the save came at step 5, with ckpt-5.)
+      const int64_t position = saver->restored_dataset_batches();
+      EXPECT_GT(position, kAskAt) << who << ": the stage had read no batch ahead";
+      EXPECT_EQ(position, kAskAt + o.prefetch_batches - 1) << who;
+      EXPECT_EQ(*step, position) << who;
+      KeyStageOptions resumed = o;
+      resumed.start_batch = position;
+      std::unique_ptr<KeyStage> stage =
+          *StartAscPipeline(*b.session, Batches(kGlobalBatch * kSteps, size_, rank_), resumed);
+      EXPECT_EQ(b.Train(*stage, kSteps), kSteps - position) << who;
+      stage.reset();
+      const Status ended = EndParameterServers();
+      EXPECT_TRUE(ended.ok()) << ended;
+      EXPECT_EQ(b.Weights(), weights) << who << ": dense weights differ from the never-stopped run";
+    }
+    const Rows restored = rows_of(b);
+    EXPECT_EQ(restored.size(), rows.size()) << who;
+    for (const auto& [id, row] : rows) {
+      auto it = restored.find(id);
+      ASSERT_NE(it, restored.end()) << who << ", key " << id;
+      EXPECT_EQ(it->second.second, row.second) << who << ", admission count of key " << id;
+      EXPECT_EQ(it->second.first, row.first) << who << ", row of key " << id;
+    }
+    dist::JobLayout job;
+    ASSERT_TRUE(dist::ProcessJob(&job));
+    if (job.ps == 0 || job.is_ps) {
+      EXPECT_GT(rows.size(), 0u) << who;
+    }
+  }
+  // Every rank's reads of the directory ended in the restore, a collective of them all.
   if (rank_ == 0) std::filesystem::remove_all(dir);
 }
 

@@ -796,8 +796,8 @@ std::vector<float> Values(Session& session) {
 // the keys it owns) and the global AUC equal one process's on the same global batches within 1e-5,
 // and the model learned the planted signal.
 TEST_F(ShardedTableTest, TheEstimatorTrainsEvaluatesAndRestoresLikeOneProcess) {
-  // In the np2/np3 runs the same job has no ps: the Estimator moves the lookups to the key
-  // stage there, and must train as one process too.
+  // The Estimator moves the lookups to the key stage in every job: with ps ranks the ps serves
+  // the stages (train, evaluation, prediction); in the np2/np3 runs (no ps) the ranks do.
   ASSERT_EQ(kEstRows % size_, 0);
   dist::JobLayout job;
   ASSERT_TRUE(dist::ProcessJob(&job));
@@ -838,6 +838,18 @@ TEST_F(ShardedTableTest, TheEstimatorTrainsEvaluatesAndRestoresLikeOneProcess) {
   // check: after `est` reached global step `steps` and evaluated `eval_batches` batches with
   // the result `auc` (a ps has none), against `one`, which the caller trained as far.
   auto check = [&](Estimator& est, int steps, int eval_batches, double auc) {
+    // The lookups ran in the key stage (in a job with ps ranks, served by the ps), not in the
+    // step: every SparseLookup of the Estimator's graph, on every rank, was moved there (the
+    // Session prunes a moved lookup, so its outputs can only come from the key stage).
+    int lookups = 0;
+    for (const Node* n : est.graph().nodes()) {
+      if (n->type() != internal::kSparseLookupOp) continue;
+      ++lookups;
+      EXPECT_TRUE(n->BoolAttr("moved_to_key_stage"))
+          << who << ": sparse_lookup \"" << n->name()
+          << "\" runs in the graph, not in the key stage";
+    }
+    EXPECT_EQ(lookups, 3) << who << ": one lookup in each of train, eval and infer";
     // Every rank evaluates the reference, a ps too: its table then holds what the Estimator's
     // evaluation left in the ps's (keys the evaluation met first).
     const double one_auc = one.Auc(eval_batches);

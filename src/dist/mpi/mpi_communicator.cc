@@ -25,7 +25,9 @@
 // bfloat16 all-reduce traffic matters (issue 24's figures). The widened buffer belongs to the
 // communicator, so a bfloat16 call that times out leaves the caller's buffer alone.
 //
-// Polling: MPI_Testall, then std::this_thread::yield() for the first 2 ms of a wait (a collective
+// Polling: MPI_Testall, spinning for the first kSpinTests tests (a round between ranks of one
+// host takes microseconds, about what one yield's system call costs), then with
+// std::this_thread::yield() between tests for the first 2 ms of a wait (a collective
 // between ranks of one host completes in microseconds, and a yield lets an oversubscribed peer
 // run), then sleeps of 50 us doubling to 1 ms, so that a rank waiting for a stopped peer costs
 // almost no CPU and sees completion at most 1 ms late. Open MPI progresses non-blocking
@@ -46,6 +48,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "fmt/format.h"
 #include "src/common/status_macros.h"  // formats absl::string_view
@@ -57,6 +60,9 @@ namespace {
 
 // kHeaderTag: the tag of header messages (below 32767, the smallest MPI_TAG_UB MPI allows).
 constexpr int kHeaderTag = 0x5243;
+// kSpinTests: MPI_Testall calls a wait makes before it starts yielding (Poll): about 10-30 us
+// of spinning on a core, the time a round between ranks of one host takes.
+constexpr int64_t kSpinTests = 64;
 
 std::string MpiErrorText(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -153,18 +159,22 @@ absl::Status EnsureMpi() {
 }
 
 // Poll: drives MPI on `requests` until all have completed (true) or `deadline` passes (false);
-// with `keep_alive` (CallTag::keep_alive), not before *keep_alive passes either.
+// with `keep_alive` (CallTag::keep_alive), not before *keep_alive passes either. `where` names
+// the call in an error; it is formatted only then.
 absl::StatusOr<bool> Poll(std::vector<MPI_Request>& requests, Deadline deadline,
-                          std::string_view where,
+                          absl::FunctionRef<std::string()> where,
                           const std::atomic<int64_t>* keep_alive = nullptr) {
   const auto start = DeadlineClock::now();
   auto sleep = std::chrono::microseconds(50);
-  while (true) {
+  for (int64_t tests = 1;; ++tests) {
     int done = 0;
     const int rc =
         MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
-    if (rc != MPI_SUCCESS) return MpiFailed(where, "MPI_Testall", rc);
+    if (rc != MPI_SUCCESS) return MpiFailed(where(), "MPI_Testall", rc);
     if (done) return true;
+    // The first tests spin: between ranks of one host a round completes within microseconds,
+    // and a yield is a system call that costs about as much as the round itself.
+    if (tests < kSpinTests) continue;
     const auto now = DeadlineClock::now();
     if (now >= deadline && keep_alive != nullptr) {
       const Deadline later{DeadlineClock::duration(keep_alive->load(std::memory_order_acquire))};
@@ -264,8 +274,8 @@ MpiCommunicator::~MpiCommunicator() {
   }
   bool leak_headers = false;
   if (!receives.empty()) {
-    absl::StatusOr<bool> done =
-        Poll(receives, DeadlineAfter(std::chrono::seconds(1)), "destroying the communicator");
+    absl::StatusOr<bool> done = Poll(receives, DeadlineAfter(std::chrono::seconds(1)),
+                                     [] { return std::string("destroying the communicator"); });
     leak_headers = !done.ok() || !*done;
   }
   for (int r = 0; r < size_; ++r) {
@@ -311,8 +321,8 @@ absl::Status MpiCommunicator::ExchangeHeaders(const CollectiveCall& call, bool r
                              comm_, &header_requests_[size_ + r]);
     if (rc != MPI_SUCCESS) return Fail(MpiFailed(Where(call), "MPI_Isend", rc));
   }
-  absl::StatusOr<bool> done =
-      Poll(header_requests_, call.deadline, Where(call), call.tag.keep_alive);
+  absl::StatusOr<bool> done = Poll(
+      header_requests_, call.deadline, [&] { return Where(call); }, call.tag.keep_alive);
   if (!done.ok()) return Fail(done.status());
   if (*done) return absl::OkStatus();
   // The deadline passed. A receive still pending is a rank that has not entered this call.
@@ -371,7 +381,8 @@ absl::Status MpiCommunicator::Rejected(const CollectiveCall& call, absl::Status 
 absl::Status MpiCommunicator::Finish(const CollectiveCall& call, MPI_Request request) {
   const auto start = DeadlineClock::now();
   data_requests_.assign(1, request);
-  absl::StatusOr<bool> done = Poll(data_requests_, call.deadline, Where(call), call.tag.keep_alive);
+  absl::StatusOr<bool> done = Poll(
+      data_requests_, call.deadline, [&] { return Where(call); }, call.tag.keep_alive);
   if (!done.ok()) return Fail(done.status());
   if (*done) return absl::OkStatus();
   Process().timed_out.store(true);
@@ -547,10 +558,10 @@ absl::Status MpiCommunicator::DoExchangeV(const CollectiveCall& call, const void
                                           absl::Span<const int64_t> send_counts,
                                           absl::Span<int64_t> recv_counts,
                                           absl::FunctionRef<void*(int64_t)> alloc) {
-  // One header round for both rounds: once every rank is in this call (the headers say so), the
-  // counts round and the data round follow on every rank with no choice left in between. So
-  // that no rank can fail between them, a block is limited to (2^31 - 1) / size() bytes here,
-  // before the headers: then every rank's receive total fits an MPI count.
+  // Two rounds: the headers, which carry the counts, then the data. Once every rank is in this
+  // call (the headers say so) the data round follows on every rank with no choice left in
+  // between. So that no rank can fail between them, a block is limited to (2^31 - 1) / size()
+  // bytes here, before the headers: then every rank's receive total fits an MPI count.
   const int64_t block_limit = std::numeric_limits<int>::max() / size_;
   for (int r = 0; r < size_; ++r) {
     if (send_counts[r] > block_limit / call.elem_size) {
@@ -562,14 +573,10 @@ absl::Status MpiCommunicator::DoExchangeV(const CollectiveCall& call, const void
                     Where(call), r, send_counts[r], call.elem_size, block_limit, size_)));
     }
   }
+  // The counts came with the headers (each header carries what its sender sends its receiver),
+  // so once the headers agree the data round follows with no round of its own for the counts.
   absl::Status begun = Begin(call);
   if (!begun.ok()) return begun;
-  MPI_Request request = MPI_REQUEST_NULL;
-  int rc = MPI_Ialltoall(send_counts.data(), sizeof(int64_t), MPI_BYTE, recv_counts.data(),
-                         sizeof(int64_t), MPI_BYTE, comm_, &request);
-  if (rc != MPI_SUCCESS) return Fail(MpiFailed(Where(call), "MPI_Ialltoall", rc));
-  absl::Status counted = Finish(call, request);
-  if (!counted.ok()) return counted;
   int64_t total = 0;
   send_bytes_.resize(size_);
   send_byte_displs_.resize(size_);
@@ -577,9 +584,10 @@ absl::Status MpiCommunicator::DoExchangeV(const CollectiveCall& call, const void
   recv_byte_displs_.resize(size_);
   int64_t sent = 0;
   for (int r = 0; r < size_; ++r) {
+    recv_counts[r] = r == rank_ ? send_counts[r] : recv_headers_[r].send_to_receiver;
     if (recv_counts[r] < 0 || recv_counts[r] > block_limit / call.elem_size) {
       // Every sender checked its blocks: only a rank of another build sends this. The others
-      // have posted the data round; this communicator cannot go on.
+      // go on to the data round; this communicator cannot.
       return Fail(absl::InternalError(
           fmt::format("{}: rank {} announced a block of {} elements, outside [0, {}]; every rank "
                       "must run the same program build",
@@ -593,8 +601,10 @@ absl::Status MpiCommunicator::DoExchangeV(const CollectiveCall& call, const void
     sent += send_counts[r];
   }
   void* recv = alloc(total);
-  rc = MPI_Ialltoallv(send, send_bytes_.data(), send_byte_displs_.data(), MPI_BYTE, recv,
-                      recv_bytes_.data(), recv_byte_displs_.data(), MPI_BYTE, comm_, &request);
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int rc =
+      MPI_Ialltoallv(send, send_bytes_.data(), send_byte_displs_.data(), MPI_BYTE, recv,
+                     recv_bytes_.data(), recv_byte_displs_.data(), MPI_BYTE, comm_, &request);
   if (rc != MPI_SUCCESS) return Fail(MpiFailed(Where(call), "MPI_Ialltoallv", rc));
   return Finish(call, request);
 }
@@ -630,7 +640,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateMpiCommunicator(const Launch
   const std::string where =
       fmt::format("creating the MPI communicator on rank {} of {}", world_rank, world_size);
   if (rc != MPI_SUCCESS) return MpiFailed(where, "MPI_Comm_idup", rc);
-  absl::StatusOr<bool> done = Poll(requests, deadline, where);
+  absl::StatusOr<bool> done = Poll(requests, deadline, [&] { return std::string(where); });
   if (!done.ok()) return done.status();
   if (!*done) {
     Process().timed_out.store(true);
