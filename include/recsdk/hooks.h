@@ -265,9 +265,9 @@ class EvictRunHook final : public SessionRunHook {
  public:
   // EvictRunHook: runs `hook` after each step.
   explicit EvictRunHook(EvictHook hook) : hook_(hook) {}
-  // Begin: the hook's Validate, and, in a job with ps ranks, FailedPrecondition for a time
-  // interval (the tables' data time lives on the ps ranks, so on a worker it would never come
-  // due: evict by evict_step_interval there).
+  // Begin: the hook's Validate. In a job with ps ranks both triggers work on the workers: the
+  // time interval is measured on the job's data time (EvictHook::AfterStep), and eviction through
+  // the key stage keeps the keys of its batches in flight on the ps ranks too.
   Status Begin(Graph* graph) override;
   Status AfterRun(SessionRunContext& context, absl::Span<const Tensor> results) override;
   // evicted: keys evicted so far.

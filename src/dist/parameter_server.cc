@@ -202,6 +202,22 @@ class KeysLock {
   std::shared_lock<std::shared_mutex> shared_;
 };
 
+// Locker: runs a call of `table` under its locks (ShardedTable::TableLocker): the keys lock
+// shared, or both exclusively. Never held across a collective: the stage threads hold the keys
+// lock inside a key stage's exchange, which needs the stage threads of the other ps ranks.
+ShardedTable::TableLocker Locker(const ShardedTable* table) {
+  return [table](bool exclusive, const std::function<Status()>& fn) -> Status {
+    TableLocks& locks = LocksOf(table);
+    if (!exclusive) {
+      std::shared_lock<std::shared_mutex> keys(locks.keys);
+      return fn();
+    }
+    std::unique_lock<std::shared_mutex> keys(locks.keys);
+    std::unique_lock<std::shared_mutex> rows(locks.rows);
+    return fn();
+  };
+}
+
 // IsCommunicationError: an error of the job's communication (a deadline, MPI failing, an unusable
 // communicator), after which a ps cannot serve on; other errors of a served call are the workers'
 // to act on (they fail their step naming this owner).
@@ -627,12 +643,18 @@ Status ServeTableExchanges() {
           s = absl::InternalError(
               fmt::format("announcement of {} tables for one table's eviction", tables.size()));
         } else {
-          // Eviction changes the index and frees rows: both locks, as a checkpoint takes them.
-          std::unique_lock<std::shared_mutex> keys(LocksOf(tables[0]).keys);
-          std::unique_lock<std::shared_mutex> rows(LocksOf(tables[0]).rows);
-          s = tables[0]->ServeEvict(step).status();
+          // Eviction changes the index and frees rows: both locks, as a checkpoint takes them,
+          // but only around the eviction itself, never across its collectives.
+          s = tables[0]->ServeEvict(Locker(tables[0])).status();
         }
         break;
+      case PsCommand::kDataTime: {
+        // Reading a data time: the keys lock shared, as a worker's LockedTable::data_time.
+        std::vector<ShardedTable::TableLocker> lockers;
+        for (ShardedTable* t : tables) lockers.push_back(Locker(t));
+        s = ShardedTable::AgreeDataTimes(tables, lockers);
+        break;
+      }
       case PsCommand::kOpenChannel:
       case PsCommand::kPull:
         if (tables.size() != 1) {

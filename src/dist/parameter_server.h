@@ -54,10 +54,12 @@ enum class PsCommand : int64_t {
   kExport = 9,  // ExportSavedModel (the text: the bundle's directory, then its sharded tables)
   kOpenChannel = 10,  // a worker key stage opens its channel of one table (AnnounceStageCall)
   kPull = 11,         // KeyStage::Next brings one table's rows of a stage's batch
-  kEvict = 12,        // eviction of one table (the step word: the cutoff, or kEvictStale)
+  kEvict = 12,        // eviction of one table (the step word: the chief's cutoff, or kEvictStale)
+  kDataTime = 13,     // ShardedTable::AgreeDataTimes of the tables named
 };
 
-// kEvictStale: the cutoff word of kEvict for EvictStale (each ps takes its own stale cutoff).
+// kEvictStale: the cutoff word of kEvict for EvictStale (the ps ranks derive the cutoff from the
+// job's data time; sharded_table.h).
 inline constexpr int64_t kEvictStale = std::numeric_limits<int64_t>::min();
 
 // PsMember: a table of an announced exchange and its lookup mode.

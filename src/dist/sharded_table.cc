@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
@@ -16,6 +17,7 @@
 #include "src/dist/process_communicator.h"
 #include "src/dist/ps_heartbeat.h"
 #include "src/dist/replicated_table.h"
+#include "src/table/forwarding_table.h"
 #include "src/table/pooled_gather.h"
 #include "src/table/tier_lease.h"
 
@@ -79,6 +81,9 @@ ShardedTable::ShardedTable(std::unique_ptr<EmbeddingTable> shard, int rank, int 
       grads_label_(name() + "/grads"),
       agree_label_(name() + "/agree") {
   RegisterServedTable(this);
+  // An EvictHook's time trigger on a worker of a job with ps ranks reads the job's data time,
+  // which this process's sharded tables learn through AgreeShardedDataTimes.
+  internal::SetDataTimeAgreement(AgreeShardedDataTimes);
 }
 
 ShardedTable::~ShardedTable() { UnregisterServedTable(this); }
@@ -324,27 +329,95 @@ Status ShardedTable::FinishResolve(int slot, bool with_rows, const std::vector<i
   return absl::OkStatus();
 }
 
-StatusOr<int64_t> ShardedTable::Evict(int64_t cutoff) {
-  auto local = [&] {
-    return cutoff == kEvictStale ? shard_->EvictStale()
-                                 : shard_->EvictLastAccessedAtOrBefore(cutoff);
-  };
-  if (owner_first_ == 0) return local();  // every rank owns keys: its own shard, its own count
-  // A table without an eviction threshold: the shard's FailedPrecondition, on every rank alike
-  // (the configs are the same), before anything is announced.
-  if (cutoff == kEvictStale && config_.eviction_threshold < 0) return shard_->EvictStale();
-  const bool ps = rank_ >= owner_first_;
+int64_t ShardedTable::data_time() const {
+  // A worker of a job with ps ranks holds no key: the job's data time, as last learnt.
+  if (!OwnsKeys()) return job_data_time_.load(std::memory_order_relaxed);
+  return shard_->data_time();
+}
+
+namespace {
+// The words each rank gives to a ps job's eviction: what it asks (a ps: nothing), the value
+// (the cutoff, or the in-flight time of a stale eviction) and its shard's data time.
+enum EvictAsk : int64_t { kAskNothing = 0, kAskCutoff = 1, kAskStale = 2 };
+constexpr size_t kEvictWords = 3;
+}  // namespace
+
+StatusOr<int64_t> ShardedTable::Evict(bool stale, int64_t value, const TableLocker* locker) {
+  if (owner_first_ == 0) {
+    // Every rank owns keys: its own shard, its own count.
+    return stale ? internal::EvictStaleKeys(*shard_, value)
+                 : shard_->EvictLastAccessedAtOrBefore(value);
+  }
+  const bool ps = OwnsKeys();  // a ps rank: the workers own no key
+  // A table without an eviction threshold: the shard's FailedPrecondition, on every worker
+  // alike (the configs are the same), before anything is announced.
+  if (!ps && stale && config_.eviction_threshold < 0) return shard_->EvictStale();
   if (!ps) {
     const PsMember member{name(), LookupMode::kTrain};
-    RECSDK_RETURN_IF_ERROR(AnnounceExchange(PsCommand::kEvict, cutoff, {&member, 1}));
+    RECSDK_RETURN_IF_ERROR(
+        AnnounceExchange(PsCommand::kEvict, stale ? kEvictStale : value, {&member, 1}));
+  }
+  auto locked = [&](bool exclusive, const std::function<Status()>& fn) {
+    return locker != nullptr ? (*locker)(exclusive, fn) : fn();
+  };
+  // Every rank gives its part, and every rank derives the same cutoff from the parts.
+  std::array<int64_t, kEvictWords> mine = {stale ? kAskStale : kAskCutoff, value, kNoKeyTime};
+  if (ps) {
+    mine = {kAskNothing, 0, kNoKeyTime};
+    RECSDK_RETURN_IF_ERROR(locked(false, [&] {
+      mine[2] = shard_->data_time();
+      return absl::OkStatus();
+    }));
+  }
+  std::vector<int64_t> parts(kEvictWords * static_cast<size_t>(world_));
+  RECSDK_RETURN_IF_ERROR(
+      Exchange(name(), "gathering the ranks' eviction calls", [&](Communicator& c, auto d) {
+        return c.AllGather<int64_t>(mine, absl::MakeSpan(parts), d, CallTag{-1, agree_label_});
+      }));
+  int64_t asked = kAskNothing;
+  int64_t lowest = std::numeric_limits<int64_t>::max();
+  int64_t job_time = kNoKeyTime;
+  for (int r = 0; r < world_; ++r) {
+    const int64_t* p = parts.data() + kEvictWords * static_cast<size_t>(r);
+    job_time = std::max(job_time, p[2]);
+    if (p[0] == kAskNothing) continue;
+    if (asked != kAskNothing && p[0] != asked) {
+      return absl::InvalidArgumentError(fmt::format(
+          "sharded table \"{}\": the workers made different eviction calls (rank {} {}, another "
+          "{}); every worker of a job with ps ranks evicts alike, at the same point",
+          name(), r, p[0] == kAskStale ? "EvictStale" : "EvictLastAccessedAtOrBefore",
+          asked == kAskStale ? "EvictStale" : "EvictLastAccessedAtOrBefore"));
+    }
+    asked = p[0];
+    lowest = std::min(lowest, p[1]);
+  }
+  job_data_time_.store(job_time, std::memory_order_relaxed);
+  StatusOr<int64_t> own = 0;
+  if (ps && asked != kAskNothing) {
+    // Under both locks, and after the gather: a key stage's batch this ps resolved since then
+    // is kept too (UnsentOldestTime), and the data time it moved is the next eviction's.
+    const Status done = locked(true, [&]() -> Status {
+      std::optional<int64_t> cutoff = lowest;
+      if (asked == kAskStale) {
+        // The job's data time, below every worker's batches in flight and below what this ps
+        // resolved ahead and has not sent (a worker may not have counted a batch whose keys are
+        // here already). Nothing is older than a batch in flight at the earliest time.
+        const int64_t keep = std::min(lowest, UnsentOldestTime());
+        cutoff = keep == std::numeric_limits<int64_t>::min()
+                     ? std::nullopt
+                     : internal::StaleCutoff(job_time, config_.eviction_threshold, keep);
+      }
+      if (cutoff) own = shard_->EvictLastAccessedAtOrBefore(*cutoff);
+      return absl::OkStatus();
+    });
+    if (!done.ok()) own = done;
   }
   // Every rank then gives its count (-1: its eviction failed) and returns the job's total.
-  StatusOr<int64_t> own = ps ? local() : StatusOr<int64_t>(0);
-  const int64_t mine = own.ok() ? *own : -1;
+  const int64_t count = own.ok() ? *own : -1;
   std::vector<int64_t> counts(static_cast<size_t>(world_));
   RECSDK_RETURN_IF_ERROR(
       Exchange(name(), "gathering the owners' eviction counts", [&](Communicator& c, auto d) {
-        return c.AllGather<int64_t>({&mine, 1}, absl::MakeSpan(counts), d,
+        return c.AllGather<int64_t>({&count, 1}, absl::MakeSpan(counts), d,
                                     CallTag{-1, agree_label_});
       }));
   if (!own.ok()) return own.status();
@@ -358,6 +431,61 @@ StatusOr<int64_t> ShardedTable::Evict(int64_t cutoff) {
     total += counts[r];
   }
   return total;
+}
+
+int64_t ShardedTable::UnsentOldestTime() const {
+  int64_t oldest = internal::kNothingInFlight;
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  for (int s = 2; s < kSlots; ++s) {
+    const Batch& b = batches_[static_cast<size_t>(s)];
+    if (b.leased && !b.pulled) oldest = std::min(oldest, b.oldest_served);
+  }
+  return oldest;
+}
+
+Status ShardedTable::AgreeDataTimes(absl::Span<ShardedTable* const> tables,
+                                    absl::Span<const TableLocker> lockers) {
+  if (tables.empty() || tables.front()->owner_first_ == 0) return absl::OkStatus();
+  for (size_t from = 0; from < tables.size(); from += kMaxAnnouncedTables) {
+    const absl::Span<ShardedTable* const> part =
+        tables.subspan(from, static_cast<size_t>(kMaxAnnouncedTables));
+    const ShardedTable& first = *part.front();
+    const bool ps = first.rank_ >= first.owner_first_;
+    if (!ps) {
+      std::vector<PsMember> members;
+      for (const ShardedTable* t : part) members.push_back({t->name(), LookupMode::kTrain});
+      RECSDK_RETURN_IF_ERROR(AnnounceExchange(PsCommand::kDataTime, -1, members));
+    }
+    // A worker's shard is empty: only the ps ranks' data times count, read before the gather
+    // (no lock is held across it: see TableLocker).
+    std::vector<int64_t> mine(part.size(), kNoKeyTime);
+    if (ps) {
+      for (size_t i = 0; i < part.size(); ++i) {
+        auto read = [&] {
+          mine[i] = part[i]->shard_->data_time();
+          return absl::OkStatus();
+        };
+        const size_t at = from + i;
+        RECSDK_RETURN_IF_ERROR(at < lockers.size() ? lockers[at](false, read) : read());
+      }
+    }
+    std::vector<int64_t> all(part.size() * static_cast<size_t>(first.world_));
+    RECSDK_RETURN_IF_ERROR(
+        Exchange(part.size() == 1 ? first.name()
+                                  : fmt::format("{} and {} more", first.name(), part.size() - 1),
+                 "gathering the ps ranks' data times", [&](Communicator& c, auto d) {
+                   return c.AllGather<int64_t>(mine, absl::MakeSpan(all), d,
+                                               CallTag{-1, first.agree_label_});
+                 }));
+    for (size_t i = 0; i < part.size(); ++i) {
+      int64_t latest = kNoKeyTime;
+      for (int r = 0; r < first.world_; ++r) {
+        latest = std::max(latest, all[static_cast<size_t>(r) * part.size() + i]);
+      }
+      part[i]->job_data_time_.store(latest, std::memory_order_relaxed);
+    }
+  }
+  return absl::OkStatus();
 }
 
 Status ShardedTable::OwnerFailed(const Status& owned) const {
@@ -1073,6 +1201,7 @@ Status ShardedTable::ResolveLeased(absl::Span<const int64_t> unique_keys,
     }
     Batch& b = batches_[static_cast<size_t>(slot)];
     b.leased = true;
+    b.pulled = false;
     b.owner = lease.owner;
     b.lease_batch = lease.batch;
   }
@@ -1087,6 +1216,8 @@ Status ShardedTable::PullLeased(const void* owner, int64_t lease_batch, bool fai
       const Batch& b = batches_[static_cast<size_t>(s)];
       if (b.leased && b.owner == owner && b.lease_batch == lease_batch) slot = s;
     }
+    // Its step runs now (or fails): its keys are in flight no longer.
+    if (slot >= 0) batches_[static_cast<size_t>(slot)].pulled = true;
   }
   Batch* batch = slot >= 0 ? &batches_[static_cast<size_t>(slot)] : nullptr;
   const int64_t dim = config_.dim;
@@ -1223,6 +1354,23 @@ Status ShardedTable::ImportNpy(const std::string& keys_path, const std::string& 
       "of every rank; import them in a single-process run and save a checkpoint, then restore "
       "it here",
       name(), world_, keys_path, values_path));
+}
+
+ShardedTable* ShardedBehind(EmbeddingTable* table) {
+  while (table != nullptr) {
+    if (auto* sharded = dynamic_cast<ShardedTable*>(table)) return sharded;
+    auto* wrapper = dynamic_cast<internal::ForwardingTable*>(table);
+    table = wrapper != nullptr ? wrapper->forwarded() : nullptr;
+  }
+  return nullptr;
+}
+
+Status AgreeShardedDataTimes(absl::Span<EmbeddingTable* const> tables) {
+  std::vector<ShardedTable*> sharded;
+  for (EmbeddingTable* t : tables) {
+    if (ShardedTable* s = ShardedBehind(t)) sharded.push_back(s);
+  }
+  return ShardedTable::AgreeDataTimes(sharded);
 }
 
 StatusOr<std::unique_ptr<EmbeddingTable>> MaybeShardTable(std::unique_ptr<EmbeddingTable> table) {

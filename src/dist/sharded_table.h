@@ -38,7 +38,10 @@
 // What a rank sees of the table outside a step is its shard: size(), MemoryBytes(), FindRow,
 // ReadRow, ExportNpy, the snapshot calls (each rank's Saver writes and restores its shard;
 // src/checkpoint/sharded_checkpoint.h re-shards a checkpoint for another world size), eviction
-// (each owner evicts its keys by the timestamps it received) and SetAccessThreshold. FindRow and
+// (each owner evicts its keys by the timestamps it received; with ps ranks, by the job's data
+// time, see Evict below) and SetAccessThreshold. data_time() is the shard's, except on a worker
+// of a job with ps ranks (an empty shard): there it is the job's, the latest of the ps shards'
+// as of the last eviction or AgreeDataTimes. FindRow and
 // ReadRow of a key another rank owns say which rank holds it. Refused, with the reason: the
 // by-address optimizers (their rows live on another rank) and use_dynamic_expansion (at Create);
 // ImportNpy (its files hold every rank's keys: import before sharding, or restore a checkpoint).
@@ -56,6 +59,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -68,6 +72,7 @@
 #include "src/dist/key_union.h"
 #include "src/dist/parameter_server.h"
 #include "src/table/collective_table.h"
+#include "src/table/eviction.h"
 
 namespace recsdk::dist {
 
@@ -95,7 +100,7 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
   int64_t size() const override { return shard_->size(); }
   int64_t capacity() const override { return shard_->capacity(); }
   int64_t MemoryBytes() const override;
-  int64_t data_time() const override { return shard_->data_time(); }
+  int64_t data_time() const override;
   Status Resolve(absl::Span<const int64_t> unique_keys, absl::Span<const uint32_t> counts,
                  absl::Span<const int64_t> timestamps, LookupMode mode,
                  absl::Span<uint32_t> rows) override;
@@ -121,12 +126,40 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
   // Eviction: every owner evicts its own keys (by the timestamps it received). Without ps
   // ranks, each rank's call evicts in its shard and returns its own count (not a collective:
   // ranks may evict at different steps). With ps ranks the workers' shards are empty, so a
-  // worker's call is a collective of every rank: announced to the ps loop, each ps evicts in its
-  // shard (EvictStale: by its own data time), and every rank returns the job's total.
-  StatusOr<int64_t> EvictStale() override { return Evict(kEvictStale); }
-  StatusOr<int64_t> EvictLastAccessedAtOrBefore(int64_t cutoff) override { return Evict(cutoff); }
-  // ServeEvict: the ps loop's side of a worker's eviction call (`cutoff` as announced).
-  StatusOr<int64_t> ServeEvict(int64_t cutoff) { return Evict(cutoff); }
+  // worker's call is a collective of every rank, which every worker makes alike: announced to
+  // the ps loop (kEvict), every rank gives its part in one AllGather (a worker its call, a ps
+  // its shard's data time), and each ps evicts in its shard by the cutoff every rank derives
+  // from them: EvictStale by the job's data time (the latest of the ps shards', so P ps evict
+  // what one process evicts) and the workers' in-flight times (EvictStaleKeeping), kept below
+  // the batches the ps resolved ahead for a key stage and has not sent yet; an explicit cutoff
+  // as given (the lowest, if the workers' differ). Every rank returns the job's total, and a
+  // worker's data_time() is the job's from then on.
+  StatusOr<int64_t> EvictStale() override {
+    return Evict(/*stale=*/true, internal::kNothingInFlight);
+  }
+  StatusOr<int64_t> EvictLastAccessedAtOrBefore(int64_t cutoff) override {
+    return Evict(/*stale=*/false, cutoff);
+  }
+  // TableLocker: runs `fn` under this table's locks as a worker's LockedTable takes them: the
+  // key lock shared (`exclusive` false: reading the data time), or both locks exclusively
+  // (evicting). The ps loop's (parameter_server.cc): it holds no lock across a collective, since
+  // its stage threads hold the key lock inside a key stage's exchanges, which need the stage
+  // threads of the other ps ranks, whose loops may be in this very collective.
+  using TableLocker = std::function<Status(bool exclusive, const std::function<Status()>& fn)>;
+  // ServeEvict: the ps loop's side of a worker's eviction call (the workers' calls arrive in
+  // the gather), each phase that touches the shard under `locker`.
+  StatusOr<int64_t> ServeEvict(const TableLocker& locker) {
+    return Evict(/*stale=*/false, 0, &locker);
+  }
+  // AgreeDataTimes: on the workers of a job with ps ranks, learns the job's data time of each of
+  // `tables` (the latest of its ps shards'), which their data_time() then reports: announced to
+  // the ps loop (kDataTime), then one AllGather of every rank (each ps gives its shards' data
+  // times) for up to kMaxAnnouncedTables tables. Every worker passes the same tables in the same
+  // order; a ps makes the call for the announced tables, reading each data time under its
+  // `lockers` (one per table). OK at once without ps ranks or tables. The
+  // internal::DataTimeAgreement of this process (EvictHook's time trigger).
+  [[nodiscard]] static Status AgreeDataTimes(absl::Span<ShardedTable* const> tables,
+                                             absl::Span<const TableLocker> lockers = {});
   Status SetAccessThreshold(int64_t access_threshold) override;
   uint32_t FindRow(int64_t key) const override;
   StatusOr<std::vector<float>> ReadRow(int64_t key) const override;
@@ -185,6 +218,10 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
   Status PullLeased(const void* owner, int64_t batch, bool failed) override;
   void ReleaseLeased(const void* owner, int64_t before_batch) override;
   int64_t LeasedOldestTime(const void* owner, int64_t batch) const override;
+  bool OwnsKeys() const override { return owner_first_ == 0 || rank_ >= owner_first_; }
+  StatusOr<int64_t> EvictStaleKeeping(int64_t in_flight_from) override {
+    return Evict(/*stale=*/true, in_flight_from);
+  }
 
  private:
   // Batch: one Resolve's exchange, kept for its Gather* and (training) its ApplyGradients, in
@@ -198,6 +235,7 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
     int64_t lease_batch = -1;
     bool leased = false;
     bool rows_pending = false;
+    bool pulled = false;  // PullLeased brought (or failed) its rows: its step ran, or fails
     int64_t oldest_served = std::numeric_limits<int64_t>::max();  // as owner, of its keys
     int64_t num_keys = 0;
     // The answers as they arrived, in send order: slot i's embedding is the `dim` floats at
@@ -277,8 +315,14 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
   Status FinishResolve(int slot, bool with_rows, const std::vector<int>& owner,
                        absl::Span<const int64_t> unique_keys, absl::Span<uint32_t> rows);
   Status OwnerFailed(const Status& owned) const;
-  // Evict: the eviction calls; `cutoff` kEvictStale for EvictStale.
-  StatusOr<int64_t> Evict(int64_t cutoff);
+  // Evict: the eviction calls: `stale`, EvictStale keeping the keys last accessed at or after
+  // `value` (kNothingInFlight: none); else EvictLastAccessedAtOrBefore(`value`). `locker`: the
+  // ps loop's (ServeEvict); null where the caller holds what it needs.
+  StatusOr<int64_t> Evict(bool stale, int64_t value, const TableLocker* locker = nullptr);
+  // UnsentOldestTime: as owner, the oldest time of the keys of the key stages' batches this rank
+  // resolved ahead and has not sent yet (PullLeased), kNothingInFlight when none: a ps's own
+  // protection of the batches in flight.
+  int64_t UnsentOldestTime() const;
   // The phases of ApplyGradients, shared with ApplyGroup. PrepareGradients: the gradient records
   // in send order (empty, with the error, for bad arguments). ApplyReceived: as the owner, adds
   // each row's gradients in rank order, scales them (GradientScale) and applies them.
@@ -305,6 +349,9 @@ class ShardedTable final : public EmbeddingTable, public internal::CollectiveTab
   const int owners_;
   const int workers_;
   std::array<Batch, kSlots> batches_;
+  // On a worker of a job with ps ranks: the job's data time as of the last eviction or
+  // AgreeDataTimes (data_time()).
+  std::atomic<int64_t> job_data_time_{kNoKeyTime};
   int64_t generation_ = -1;  // Resolve calls (slots 0 and 1 alternate)
   std::atomic<uint64_t> serials_{0};
   // The batch ApplyGradients applies: the last training Resolve's, or the training batch the
@@ -341,6 +388,14 @@ float GradientScale(const TableConfig& config, int world);
 // (SetTableDecorator, src/device/table_resource.h), installed with the collective ops.
 [[nodiscard]] StatusOr<std::unique_ptr<EmbeddingTable>> MaybeShardTable(
     std::unique_ptr<EmbeddingTable> table);
+
+// ShardedBehind: the ShardedTable `table` is or wraps (through ForwardingTables: a Session's
+// LockedTable, the key stage's eviction guard), or null.
+ShardedTable* ShardedBehind(EmbeddingTable* table);
+
+// AgreeShardedDataTimes: ShardedTable::AgreeDataTimes of the sharded tables among `tables`; the
+// internal::DataTimeAgreement (eviction.h) that every ShardedTable's constructor installs.
+[[nodiscard]] Status AgreeShardedDataTimes(absl::Span<EmbeddingTable* const> tables);
 
 }  // namespace recsdk::dist
 

@@ -18,7 +18,6 @@
 #include "src/common/finite_option.h"
 #include "src/common/logging.h"
 #include "src/common/status_macros.h"
-#include "src/dist/process_communicator.h"
 
 namespace recsdk {
 namespace {
@@ -238,39 +237,11 @@ Status NanTensorHook::AfterRun(SessionRunContext& context, absl::Span<const Tens
 
 // --- EvictRunHook
 
-namespace {
-// PsRanks: how many ps ranks this process's job has (0 without TF_CONFIG ps tasks).
-int PsRanks() {
-  const StatusOr<dist::JobLayout> job = dist::CurrentJobLayout();
-  return job.ok() ? job->ps : 0;
-}
-}  // namespace
-
-Status EvictRunHook::Begin(Graph*) {
-  RECSDK_RETURN_IF_ERROR(hook_.Validate());
-  if (const int ps = PsRanks(); hook_.evict_enable() && hook_.evict_time_interval() > 0 && ps > 0) {
-    return absl::FailedPreconditionError(fmt::format(
-        "EvictHook: evict_time_interval {} in a job with {} ps rank{}: the interval is measured "
-        "on the tables' data time (their keys' latest timestamp), which lives on the ps ranks, "
-        "so on a worker it would never come due; set evict_time_interval = 0 and evict by "
-        "evict_step_interval (every worker reaches the same steps)",
-        hook_.evict_time_interval(), ps, ps > 1 ? "s" : ""));
-  }
-  return absl::OkStatus();
-}
+Status EvictRunHook::Begin(Graph*) { return hook_.Validate(); }
 
 Status EvictRunHook::AfterRun(SessionRunContext& context, absl::Span<const Tensor>) {
   const int64_t step = Step(context);
   StatusOr<int64_t> n = 0;
-  if (context.key_stage != nullptr && hook_.evict_enable() && PsRanks() > 0) {
-    // The key stage's eviction keeps its batches' keys in flight by a cutoff it takes from the
-    // worker's shard, which is empty with ps ranks: it would evict nothing.
-    return absl::FailedPreconditionError(
-        "EvictHook with a key stage in a job with ps ranks: the stage's eviction protects the "
-        "keys of its batches in flight by the tables' data time, which lives on the ps ranks, "
-        "so it would evict nothing (not built yet); run the lookups in the step (no key stage) "
-        "to evict by step interval, or set evict_enable = false");
-  }
   if (context.key_stage != nullptr) {
     n = context.key_stage->AfterStep(hook_, step);
   } else {

@@ -80,6 +80,16 @@ class CollectiveTable {
   // batch (INT64_MAX when none): eviction keeps them until the batch is done, whichever rank
   // asked for them.
   virtual int64_t LeasedOldestTime(const void* owner, int64_t batch) const = 0;
+  // OwnsKeys: whether this rank holds keys of the table (every rank without ps ranks; not a
+  // worker of a job with ps ranks, whose evictions happen on the ps, under the ps's locks).
+  virtual bool OwnsKeys() const = 0;
+  // EvictStaleKeeping: EvictStale, keeping the keys last accessed at or after `in_flight_from`
+  // (the oldest time of the key stage's batches in flight on this rank; kNothingInFlight of
+  // eviction.h: none), by the rule of eviction.h. On the workers of a job with ps ranks a
+  // collective of every rank: each ps evicts by the job's data time, below the oldest
+  // in_flight_from of all workers and the oldest time of the batches it resolved ahead and has
+  // not sent yet; every rank returns the job's count. Without ps ranks, this rank's shard alone.
+  [[nodiscard]] virtual StatusOr<int64_t> EvictStaleKeeping(int64_t in_flight_from) = 0;
 };
 
 // ReplicatedCollectives: the mark of a table held whole on every rank whose Resolve and

@@ -3,7 +3,9 @@
 // the key stage's (KeyStage::AfterStep gives the hook tables whose EvictStale keeps the keys of
 // its batches in flight). Not thread-safe: one training loop owns a hook.
 #include <algorithm>
+#include <atomic>
 #include <limits>
+#include <vector>
 
 #include "fmt/format.h"
 #include "recsdk/table.h"
@@ -28,6 +30,17 @@ StatusOr<int64_t> EvictStaleKeys(EmbeddingTable& table, int64_t in_flight_from) 
   return table.EvictLastAccessedAtOrBefore(*cutoff);
 }
 
+namespace {
+std::atomic<DataTimeAgreement> data_time_agreement{nullptr};
+}  // namespace
+
+void SetDataTimeAgreement(DataTimeAgreement agree) { data_time_agreement.store(agree); }
+
+Status AgreeDataTimes(absl::Span<EmbeddingTable* const> tables) {
+  const DataTimeAgreement agree = data_time_agreement.load();
+  return agree == nullptr ? absl::OkStatus() : agree(tables);
+}
+
 }  // namespace internal
 
 EvictHook::EvictHook(bool evict_enable, int64_t evict_time_interval, int64_t evict_step_interval)
@@ -49,10 +62,18 @@ StatusOr<int64_t> EvictHook::AfterStep(int64_t global_step,
                                        absl::Span<EmbeddingTable* const> tables) {
   if (!evict_enable_) return 0;
   if (Status s = Validate(); !s.ok()) return s;
-  int64_t now = std::numeric_limits<int64_t>::min();
-  for (const EmbeddingTable* t : tables) {
-    if (t->config().eviction_threshold >= 0) now = std::max(now, t->data_time());
+  std::vector<EmbeddingTable*> evicting;
+  for (EmbeddingTable* t : tables) {
+    if (t->config().eviction_threshold >= 0) evicting.push_back(t);
   }
+  // The time trigger reads the data time: on a worker of a job with ps ranks, the job's, which
+  // the workers learn from the ps ranks here (one small collective per step; none without ps
+  // ranks, and none for a hook that evicts by steps alone).
+  if (evict_time_interval_ > 0) {
+    if (Status s = internal::AgreeDataTimes(evicting); !s.ok()) return s;
+  }
+  int64_t now = std::numeric_limits<int64_t>::min();
+  for (const EmbeddingTable* t : evicting) now = std::max(now, t->data_time());
   const bool have_time = now != std::numeric_limits<int64_t>::min();
   if (have_time && !has_last_time_) {
     has_last_time_ = true;
@@ -66,8 +87,7 @@ StatusOr<int64_t> EvictHook::AfterStep(int64_t global_step,
   last_step_ = global_step;
   if (have_time) last_time_ = now;
   int64_t evicted = 0;
-  for (EmbeddingTable* t : tables) {
-    if (t->config().eviction_threshold < 0) continue;
+  for (EmbeddingTable* t : evicting) {
     StatusOr<int64_t> n = t->EvictStale();
     if (!n.ok()) return n.status();
     evicted += *n;

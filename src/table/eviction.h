@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 
+#include "absl/types/span.h"
 #include "recsdk/status.h"
 #include "recsdk/table.h"
 
@@ -25,6 +26,18 @@ std::optional<int64_t> StaleCutoff(int64_t data_time, int64_t eviction_threshold
 // FailedPrecondition (EvictStale's) for a table without eviction. Exclusive access to the table.
 [[nodiscard]] StatusOr<int64_t> EvictStaleKeys(EmbeddingTable& table,
                                                int64_t in_flight_from = kNothingInFlight);
+
+// DataTimeAgreement: makes data_time() of each of `tables` that a rank of a distributed job
+// cannot know alone (a worker's sharded table whose keys live on ps ranks) report the job's data
+// time now. A collective of the job's workers when it has such tables; EvictHook::AfterStep calls
+// it before it reads the data times of its time trigger, with the same tables on every worker.
+using DataTimeAgreement = Status (*)(absl::Span<EmbeddingTable* const> tables);
+
+// SetDataTimeAgreement: installs `agree` for the process (src/dist installs its own with the
+// collective ops); AgreeDataTimes runs it (OK at once when none is installed: every table's data
+// time is then its own). Thread-safe.
+void SetDataTimeAgreement(DataTimeAgreement agree);
+[[nodiscard]] Status AgreeDataTimes(absl::Span<EmbeddingTable* const> tables);
 
 }  // namespace recsdk::internal
 

@@ -100,6 +100,11 @@ class ForwardingTable : public EmbeddingTable {
     return inner_->CheckSnapshots(chain);
   }
 
+  // forwarded: the table this one passes its calls to, to learn what kind of table is behind a
+  // wrapper (src/dist finds its sharded tables so); never for a call of table.h, which would
+  // bypass what the wrapper adds (a LockedTable's locks).
+  EmbeddingTable* forwarded() const { return inner_; }
+
  protected:
   // inner: not null; outlives this wrapper.
   explicit ForwardingTable(EmbeddingTable* inner)

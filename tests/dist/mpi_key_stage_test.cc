@@ -36,8 +36,14 @@ constexpr int64_t kGlobalBatch = 24;  // a multiple of 2 and 3
 constexpr int64_t kVocab = 300;
 constexpr int kFeatures = 3;
 
-SyntheticOptions Rows(int64_t rows) {
+// kEvictThreshold: the eviction threshold of the evicting model's table, in rows of data time
+// (each row's timestamp is one more than the previous row's): below the three batches a stage
+// with prefetch_batches 3 holds ahead, so that keeping their keys decides what eviction leaves.
+constexpr int64_t kEvictThreshold = 30;
+
+SyntheticOptions Rows(int64_t rows, bool timestamps = false) {
   SyntheticOptions d;
+  d.with_timestamps = timestamps;
   d.num_rows = rows;
   d.vocabulary_sizes = std::vector<int64_t>(kFeatures, kVocab);
   d.num_dense = 2;
@@ -48,23 +54,25 @@ SyntheticOptions Rows(int64_t rows) {
 
 // Batches: the rows of `rank` of `size` (Shard's rule, row i on rank i % size) in batches of
 // kGlobalBatch / size, so that batch k of every rank together is the global batch k.
-std::unique_ptr<Dataset> Batches(int64_t rows, int size, int rank) {
-  std::unique_ptr<Dataset> all = *SyntheticDataset(Rows(rows));
+std::unique_ptr<Dataset> Batches(int64_t rows, int size, int rank, bool timestamps = false) {
+  std::unique_ptr<Dataset> all = *SyntheticDataset(Rows(rows, timestamps));
   if (size > 1) all = *Shard(std::move(all), size, rank);
   return *BatchRows(std::move(all), kGlobalBatch / size, {.drop_remainder = true});
 }
 
 // Model: C1..C3 -> sparse_lookup of table "emb" (Adagrad, admission at the second sighting) and
 // the dense columns -> Mlp -> sigmoid cross-entropy; SGD on the dense weights, averaged over the
-// ranks when `ranks` > 1. Its lookups moved to the key stage.
+// ranks when `ranks` > 1. Its lookups moved to the key stage. `evict`: the table evicts
+// (eviction_threshold kEvictThreshold) and the lookups carry the rows' timestamps.
 struct Model {
   Graph g;
   Node* train = nullptr;
   std::unique_ptr<Session> session;
 
   // deterministic: SessionConfig::deterministic (a MonitoredSession then waits for the key
-  // stage's full window before the hooks: KeyStage::WaitForWindow).
-  explicit Model(int ranks, bool deterministic = false) {
+  // stage's full window before the hooks: KeyStage::WaitForWindow; how far the stage has run
+  // ahead when a hook runs is then fixed).
+  explicit Model(int ranks, bool deterministic = false, bool evict = false) {
     const int64_t b = kGlobalBatch / ranks;
     Scope s(&g);
     g.set_random_seed(3);
@@ -75,6 +83,7 @@ struct Model {
     tc.device_vocabulary_size = 4096;
     tc.access_threshold = 2;
     tc.initializer = Initializer::Uniform(-0.2, 0.2, 5);
+    if (evict) tc.eviction_threshold = kEvictThreshold;
     SparseTable t = *create_table(s, tc, SparseOptimizerConfig::Adagrad(0.1f));
     std::vector<Output> ids;
     for (int f = 1; f <= kFeatures; ++f) {
@@ -85,6 +94,7 @@ struct Model {
     SparseLookupOptions o;
     o.combiner = Combiner::kMean;
     o.modify_graph = true;
+    if (evict) o.timestamps = DatasetColumn(s, "timestamp", DType::kInt64, Shape{b});
     std::vector<Output> parts = *sparse_lookup(s, t, ids, o);
     parts.push_back(dense);
     Output logits =
@@ -119,6 +129,42 @@ struct Model {
       const Status s = session->Run(feeds, {}, {train->name()}, nullptr);
       EXPECT_TRUE(s.ok()) << s;
       if (!s.ok()) break;
+    }
+    return ran;
+  }
+
+  // TrainEvicting: Train with `hook` run after each step as the Estimator runs it (the step,
+  // the stage's window prepared, then EvictRunHook::AfterRun, which evicts through the stage);
+  // each step's evictions in `evicted`. `kept_stale`, when given: per step, how many of the table's
+  // keys are older than its data time less the threshold and still there (kept for the batches in
+  // flight).
+  int TrainEvicting(KeyStage& stage, int steps, const EvictHook& hook,
+                    std::vector<int64_t>* evicted, std::vector<int64_t>* kept_stale = nullptr) {
+    EvictRunHook run_hook(hook);
+    const Status begun = run_hook.Begin(nullptr);
+    EXPECT_TRUE(begun.ok()) << begun;
+    int ran = 0;
+    for (; ran < steps; ++ran) {
+      if (Train(stage, 1) != 1) break;
+      if (session->config().deterministic) stage.WaitForWindow();
+      SessionRunContext context;
+      context.session = session.get();
+      context.key_stage = &stage;
+      context.run_index = ran;
+      const int64_t before = run_hook.evicted();
+      const Status after = run_hook.AfterRun(context, {});
+      EXPECT_TRUE(after.ok()) << after;
+      if (!after.ok()) break;
+      evicted->push_back(run_hook.evicted() - before);
+      if (kept_stale == nullptr) continue;
+      StatusOr<TableSnapshot> snap =
+          (*LookupTable(*session, "emb"))
+              ->Snapshot(EmbeddingTable::SnapshotKind::kFullKeepTracking);
+      EXPECT_TRUE(snap.ok()) << snap.status();
+      if (!snap.ok()) break;
+      kept_stale->push_back(
+          std::count_if(snap->timestamps.begin(), snap->timestamps.end(),
+                        [&](int64_t t) { return t <= snap->data_time - kEvictThreshold; }));
     }
     return ran;
   }
@@ -195,6 +241,105 @@ TEST_F(KeyStageTest, AKeyStageTrainsShardedTablesLikeOneProcess) {
   } else {
     EXPECT_EQ(sharded->size(), 0) << who << ": a worker of a job with ps ranks owns no key";
   }
+}
+
+// Eviction through the key stage in a job with ps ranks: the workers' EvictHook (by its time
+// interval, on the job's data time) runs KeyStage::AfterStep, and each ps evicts its keys below
+// the oldest time of the batches in flight (the workers' and the ones it resolved ahead), so the
+// job evicts, step by step, what one process with its key stage evicts on the global batches,
+// and ends with its rows, admission counts and dense weights. The threshold is below the window
+// of batches resolved ahead, so keeping their keys decides what is evicted: the one process
+// keeps keys older than its data time less the threshold at some steps, and so must the ps.
+// (Without ps ranks each rank evicts its shard by its own data time: not what this compares.)
+TEST_F(KeyStageTest, AKeyStageEvictsLikeOneProcessInAPsJob) {
+  dist::JobLayout job;
+  ASSERT_TRUE(dist::ProcessJob(&job));
+  if (job.ps == 0) GTEST_SKIP() << "all-worker jobs evict each shard by its own data time";
+  constexpr int kSteps = 12;
+  KeyStageOptions ko;
+  ko.prefetch_batches = 3;
+  Model ranks(size_, /*deterministic=*/true, /*evict=*/true);
+  internal::SetTableDecorator(nullptr);
+  Model one(1, /*deterministic=*/true, /*evict=*/true);
+  internal::SetTableDecorator(dist::MaybeShardTable);
+  std::unique_ptr<KeyStage> one_stage =
+      *StartAscPipeline(*one.session, Batches(kGlobalBatch * kSteps, 1, 0, true), ko);
+  // A time interval below one batch's rows: due after every step.
+  const EvictHook every_batch(true, /*evict_time_interval=*/20, /*evict_step_interval=*/0);
+  std::vector<int64_t> evicted;
+  if (IsPs()) {
+    const Status served = RunParameterServer();
+    EXPECT_TRUE(served.ok()) << served;
+  } else {
+    std::unique_ptr<KeyStage> stage =
+        *StartAscPipeline(*ranks.session, Batches(kGlobalBatch * kSteps, size_, rank_, true), ko);
+    EXPECT_EQ(ranks.TrainEvicting(*stage, kSteps + 5, every_batch, &evicted), kSteps);
+    stage.reset();
+    const Status ended = EndParameterServers();
+    EXPECT_TRUE(ended.ok()) << ended;
+  }
+  std::vector<int64_t> one_evicted, kept_stale;
+  EXPECT_EQ(one.TrainEvicting(*one_stage, kSteps + 5, every_batch, &one_evicted, &kept_stale),
+            kSteps);
+  EXPECT_GT(std::count_if(one_evicted.begin(), one_evicted.end(), [](int64_t n) { return n > 0; }),
+            kSteps / 2)
+      << "the interval comes due after most steps";
+  ASSERT_FALSE(kept_stale.empty());
+  EXPECT_GT(*std::max_element(kept_stale.begin(), kept_stale.end()), 0)
+      << "keys of the batches in flight are kept though their time is past the threshold";
+  const std::string who = "rank " + std::to_string(rank_) + (IsPs() ? " (ps)" : "");
+  if (!IsPs()) {
+    EXPECT_EQ(evicted, one_evicted) << who << ": the job's evictions per step";
+    ExpectClose(ranks.Weights(), one.Weights(), who + ", dense weights");
+  }
+  EmbeddingTable* sharded = *LookupTable(*ranks.session, "emb");
+  EmbeddingTable* plain = *LookupTable(*one.session, "emb");
+  int64_t owned = 0;
+  for (int64_t id = 0; id < 3 * kVocab + 1000; ++id) {
+    if (KeyOwner(id) != rank_) continue;
+    const StatusOr<std::vector<float>> want = plain->ReadRow(id);
+    const StatusOr<std::vector<float>> got = sharded->ReadRow(id);
+    ASSERT_EQ(got.ok(), want.ok()) << who << ", key " << id;
+    EXPECT_EQ(sharded->AdmissionCount(id), plain->AdmissionCount(id)) << who << ", key " << id;
+    if (!want.ok()) continue;
+    ++owned;
+    ExpectClose(*got, *want, who + ", row of key " + std::to_string(id));
+  }
+  EXPECT_EQ(sharded->size(), owned);
+  if (IsPs()) {
+    EXPECT_GT(owned, 0) << who;
+  }
+}
+
+// Eviction through a key stage that runs ahead freely (no deterministic mode) in a ps job, after
+// every step: the stage resolves the next batches while the hook evicts, so the ps's stage thread
+// is often inside an exchange with the worker's stage, holding the ps's key lock that the
+// eviction needs. The worker's AfterStep holds no lock of its own tables across the eviction's
+// collectives, so its stage goes on, and every step's eviction ends (a worker that held them
+// would wait for the ps and the ps for its stage: DeadlineExceeded). How far the stage ran ahead
+// decides what is evicted, so only that the job trains and evicts is checked here.
+TEST_F(KeyStageTest, AFreeRunningKeyStageEvictsEveryStepInAPsJob) {
+  dist::JobLayout job;
+  ASSERT_TRUE(dist::ProcessJob(&job));
+  if (job.ps == 0) GTEST_SKIP() << "all-worker jobs evict each shard alone (no collective)";
+  constexpr int kSteps = 40;
+  KeyStageOptions ko;
+  ko.prefetch_batches = 4;
+  Model ranks(size_, /*deterministic=*/false, /*evict=*/true);
+  if (IsPs()) {
+    const Status served = RunParameterServer();
+    EXPECT_TRUE(served.ok()) << served;
+    return;
+  }
+  std::unique_ptr<KeyStage> stage =
+      *StartAscPipeline(*ranks.session, Batches(kGlobalBatch * kSteps, size_, rank_, true), ko);
+  std::vector<int64_t> evicted;
+  EXPECT_EQ(ranks.TrainEvicting(*stage, kSteps + 5, EvictHook(true, 0, 1), &evicted), kSteps);
+  EXPECT_GT(std::count_if(evicted.begin(), evicted.end(), [](int64_t n) { return n > 0; }),
+            kSteps / 2);
+  stage.reset();
+  const Status ended = EndParameterServers();
+  EXPECT_TRUE(ended.ok()) << ended;
 }
 
 TEST_F(KeyStageTest, RanksWithInputsOfDifferentLengthsEndTogetherAtTheShortest) {

@@ -83,18 +83,23 @@ using internal::TableResource;
 // InFlightEvictTable: a table whose EvictStale keeps the keys last accessed at or after
 // `in_flight_from` (the oldest data time of the stage's batches in flight), so that EvictHook's
 // trigger runs unchanged on the key stage's tables. The rule is EvictStaleKeys' (eviction.h), the
-// one every EvictStale runs.
+// one every EvictStale runs; a sharded table (`collective`) applies it where its keys live
+// (CollectiveTable::EvictStaleKeeping: with ps ranks, on the ps, which also keeps the batches it
+// resolved ahead).
 class InFlightEvictTable final : public internal::ForwardingTable {
  public:
-  InFlightEvictTable(EmbeddingTable* inner, int64_t in_flight_from)
-      : ForwardingTable(inner), in_flight_from_(in_flight_from) {}
+  InFlightEvictTable(EmbeddingTable* inner, int64_t in_flight_from,
+                     internal::CollectiveTable* collective)
+      : ForwardingTable(inner), in_flight_from_(in_flight_from), collective_(collective) {}
 
   StatusOr<int64_t> EvictStale() override {
+    if (collective_ != nullptr) return collective_->EvictStaleKeeping(in_flight_from_);
     return internal::EvictStaleKeys(*inner(), in_flight_from_);
   }
 
  private:
   int64_t in_flight_from_;
+  internal::CollectiveTable* collective_;
 };
 
 struct LookupPlan {
@@ -796,9 +801,24 @@ StatusOr<int64_t> KeyStage::AfterStep(EvictHook& hook, int64_t global_step) {
         "stage (KeyStageChannel::kEval); call it on the training stage");
   }
   if (s.detached) return DetachedError("AfterStep");
-  // No Resolve may run while rows are freed.
+  // No Resolve may run while rows are freed: the tables whose rows live here are locked. A
+  // sharded table whose keys all live on ps ranks (CollectiveOf(...)->OwnsKeys() false) is not:
+  // its rows are freed on the ps, under the ps's locks, which keeps the batches it resolved
+  // ahead; and a lock held here across that eviction's collectives would stop this rank's stage
+  // in the middle of an exchange the ps's stage may be waiting for.
   std::vector<internal::TableGuard> locked;
-  for (TableResource* r : s.all_tables) locked.push_back(r->table()->LockAll());
+  std::vector<EmbeddingTable*> evicted(s.all_tables.size());
+  std::vector<internal::CollectiveTable*> collective(s.all_tables.size());
+  for (size_t i = 0; i < s.all_tables.size(); ++i) {
+    internal::LockedTable* table = s.all_tables[i]->table();
+    collective[i] = dynamic_cast<internal::CollectiveTable*>(&table->SelfSynchronised());
+    if (collective[i] != nullptr && !collective[i]->OwnsKeys()) {
+      evicted[i] = table;
+    } else {
+      locked.push_back(table->LockAll());
+      evicted[i] = locked.back().get();
+    }
+  }
   // The keys of batches in flight stay: per table, the oldest data time of those batches.
   std::vector<std::unique_ptr<InFlightEvictTable>> wrapped;
   std::vector<EmbeddingTable*> tables;
@@ -813,7 +833,7 @@ StatusOr<int64_t> KeyStage::AfterStep(EvictHook& hook, int64_t global_step) {
         t.inflight_time.erase(t.inflight_time.begin(), t.inflight_time.lower_bound(s.next_consume));
         for (const auto& [seq, time] : t.inflight_time) oldest = std::min(oldest, time);
       }
-      wrapped.push_back(std::make_unique<InFlightEvictTable>(locked[i].get(), oldest));
+      wrapped.push_back(std::make_unique<InFlightEvictTable>(evicted[i], oldest, collective[i]));
       tables.push_back(wrapped.back().get());
     }
   }
