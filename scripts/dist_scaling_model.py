@@ -20,10 +20,10 @@ Per rank and step, with G the global batch, N ranks, b = G / N samples per rank,
 dim d with h ids per sample each, and U(n) the expected unique ids among n draws of a table's
 id distribution:
   keys   K = T U(b h)                                    (unique ids per rank and table, summed)
-  bytes  S = K (N - 1) / N (24 + 8 (d + 1)) + 3 * 8 (N - 1) + 3 * 144 (N - 1)
+  bytes  S = K (N - 1) / N (24 + 8 (d + 1)) + 2 * 8 (N - 1) + 3 * 144 (N - 1)
          (24-byte key records out, (d + 1) floats back with the rows and again with the
-         gradients; 8 bytes of counts per peer for the 3 exchanges; a 144-byte header per peer
-         for each of the 3)
+         gradients; 8 bytes of counts per peer for the 2 exchanges whose receivers learn them,
+         keys and gradients; a 144-byte header per peer for each of the 3 exchanges)
   time   t = S / bandwidth + 6 (latency + (N - 1) per_peer) + K table_ns_per_key
 The ids follow Zipf(s) over V ids per table, as in dist_bench.cc; U(n) is exact for that:
   U(n) = sum_k 1 - (1 - p_k)^n.
@@ -100,7 +100,7 @@ def main():
     for n in [int(x) for x in a.ranks.split(",")]:
         b = a.per_rank_batch if a.per_rank_batch > 0 else a.global_batch / n
         k = a.tables * unique_ids(b * a.ids_per_sample, buckets)
-        s = k * (n - 1) / n * record + 3 * 8 * (n - 1) + 3 * 144 * (n - 1)
+        s = k * (n - 1) / n * record + 2 * 8 * (n - 1) + 3 * 144 * (n - 1)
         t_rounds = rounds * (a.latency_us + (n - 1) * a.per_peer_us) * 1e-3
         t_table = k * a.table_ns_per_key * 1e-6
         row = f"| {n} | {b:.0f} | {k:,.0f} | {s / 1e6:.2f} | {t_rounds:.2f} | {t_table:.2f} |"
