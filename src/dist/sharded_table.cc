@@ -57,6 +57,30 @@ std::vector<int64_t> Scaled(const std::vector<int64_t>& counts, int64_t per) {
   return out;
 }
 
+// CopySections: moves a group exchange's sections between the members' own arrays and the
+// group's buffer. The buffer holds, for each rank in turn, each member's section for that rank
+// (count(t, r) elements of member t); a member's own array (own(t)) holds its sections one rank
+// after another. `to_group`: from the members' arrays into `group`, else back. `next`: scratch.
+template <typename T, typename CountFn, typename OwnFn>
+void CopySections(int world, size_t members, CountFn count, OwnFn own, T* group, bool to_group,
+                  std::vector<int64_t>& next) {
+  next.assign(members, 0);
+  size_t at = 0;
+  for (int r = 0; r < world; ++r) {
+    for (size_t t = 0; t < members; ++t) {
+      const size_t c = static_cast<size_t>(count(t, r));
+      T* mine = own(t) + next[t];
+      if (to_group) {
+        std::copy_n(mine, c, group + at);
+      } else {
+        std::copy_n(group + at, c, mine);
+      }
+      next[t] += static_cast<int64_t>(c);
+      at += c;
+    }
+  }
+}
+
 }  // namespace
 
 float GradientScale(const TableConfig& config, int world) {
@@ -906,35 +930,25 @@ Status ShardedTable::ResolveGroup(absl::Span<const GroupResolve> members) {
     owned[t] = members[t].table->ServeKeys(slots[t], buffers[t]->received, members[t].mode, nullptr,
                                            true, *buffers[t]);
   }
+  auto record_of = [&](size_t t) { return members[t].table->config_.dim + 1; };
   std::vector<int64_t>& answer_counts = group.group_answer_counts;
   std::vector<int64_t>& back_counts = group.group_back_counts;
   answer_counts.assign(world, 0);
   back_counts.assign(world, 0);
   for (int r = 0; r < world; ++r) {
     for (size_t t = 0; t < m; ++t) {
-      const int64_t record = members[t].table->config_.dim + 1;
-      answer_counts[r] += batch_of(t).recv_counts[r] * record;
-      back_counts[r] += batch_of(t).send_counts[r] * record;
+      answer_counts[r] += batch_of(t).recv_counts[r] * record_of(t);
+      back_counts[r] += batch_of(t).send_counts[r] * record_of(t);
     }
   }
   std::vector<float>& answer = group.group_floats;
-  {
-    int64_t total = 0;
-    for (int64_t c : answer_counts) total += c;
-    answer.resize(static_cast<size_t>(total));
-    std::vector<int64_t>& read = group.next;
-    read.assign(m, 0);
-    size_t to = 0;
-    for (int r = 0; r < world; ++r) {
-      for (size_t t = 0; t < m; ++t) {
-        const size_t c =
-            static_cast<size_t>(batch_of(t).recv_counts[r] * (members[t].table->config_.dim + 1));
-        std::copy_n(buffers[t]->answer.data() + read[t], c, answer.data() + to);
-        read[t] += static_cast<int64_t>(c);
-        to += c;
-      }
-    }
-  }
+  int64_t answer_total = 0;
+  for (int64_t c : answer_counts) answer_total += c;
+  answer.resize(static_cast<size_t>(answer_total));
+  CopySections(
+      world, m, [&](size_t t, int r) { return batch_of(t).recv_counts[r] * record_of(t); },
+      [&](size_t t) { return buffers[t]->answer.data(); }, answer.data(), /*to_group=*/true,
+      group.next);
   int64_t back_total = 0;
   for (int64_t c : back_counts) back_total += c;
   std::vector<float>& back = group.group_back;
@@ -948,23 +962,12 @@ Status ShardedTable::ResolveGroup(absl::Span<const GroupResolve> members) {
       }));
   // Each member's answers, contiguous in its own send order, in its slot.
   for (size_t t = 0; t < m; ++t) {
-    const size_t record = static_cast<size_t>(members[t].table->config_.dim + 1);
-    batch_of(t).rows.resize(buffers[t]->owner.size() * record);
+    batch_of(t).rows.resize(buffers[t]->owner.size() * static_cast<size_t>(record_of(t)));
   }
-  {
-    std::vector<int64_t>& write = group.next;
-    write.assign(m, 0);
-    size_t from = 0;
-    for (int r = 0; r < world; ++r) {
-      for (size_t t = 0; t < m; ++t) {
-        const size_t c =
-            static_cast<size_t>(batch_of(t).send_counts[r] * (members[t].table->config_.dim + 1));
-        std::copy_n(back.data() + from, c, batch_of(t).rows.data() + write[t]);
-        write[t] += static_cast<int64_t>(c);
-        from += c;
-      }
-    }
-  }
+  CopySections(
+      world, m, [&](size_t t, int r) { return batch_of(t).send_counts[r] * record_of(t); },
+      [&](size_t t) { return batch_of(t).rows.data(); }, back.data(), /*to_group=*/false,
+      group.next);
   Status first;
   for (size_t t = 0; t < m; ++t) {
     ShardedTable& table = *members[t].table;
