@@ -103,6 +103,13 @@ std::unique_ptr<EmbeddingTable> ShardedBenchTable(const char* name, int* rank, i
   return *dist::ShardedTable::Create(BenchTable(name), *rank, *size);
 }
 
+// SlowestRank: the largest of the ranks' `seconds`.
+double SlowestRank(double seconds) {
+  double max = 0;
+  MPI_Allreduce(&seconds, &max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return max;
+}
+
 void BM_KeyExchange(benchmark::State& state) {
   const int64_t batch_keys = state.range(0);
   int rank = 0, size = 1;
@@ -199,13 +206,9 @@ void BM_KeyExchange(benchmark::State& state) {
     comm_s += std::chrono::duration<double>(t3 - t2).count();
   }
   // The slowest rank sets a collective's pace: compare the ranks' sums at their maxima.
-  double ours_max = 0, raw_max = 0, exchange_max = 0, local_max = 0, comm_max = 0;
-  const double exchange_s = ours_s - local_s;
-  MPI_Allreduce(&ours_s, &ours_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Allreduce(&raw_s, &raw_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Allreduce(&exchange_s, &exchange_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Allreduce(&local_s, &local_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Allreduce(&comm_s, &comm_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  const double ours_max = SlowestRank(ours_s), raw_max = SlowestRank(raw_s),
+               exchange_max = SlowestRank(ours_s - local_s), local_max = SlowestRank(local_s),
+               comm_max = SlowestRank(comm_s);
   const double per_call = 1e6 / static_cast<double>(state.iterations());
   state.counters["unique_keys"] = static_cast<double>(u);
   state.counters["alltoall_vs_mpi"] = comm_max > 0 ? raw_max / comm_max : 0;
@@ -272,13 +275,6 @@ void BM_StepBytes(benchmark::State& state) {
   state.counters["bytes_vs_estimate"] = sums[1] > 0 ? sums[0] / sums[1] : 0;
 }
 BENCHMARK(BM_StepBytes)->Arg(65536)->Iterations(10)->UseRealTime();
-
-// SlowestRank: the largest of the ranks' `seconds`.
-double SlowestRank(double seconds) {
-  double max = 0;
-  MPI_Allreduce(&seconds, &max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return max;
-}
 
 // MinorFaults: this process's minor page faults so far.
 double MinorFaults() {
